@@ -1,0 +1,1 @@
+//! DTrace backend (in progress).

@@ -1,0 +1,283 @@
+//! The `.lsp` profile file format, version [`FORMAT_VERSION`].
+//!
+//! Layout (documented field by field in `docs/FORMAT.md`):
+//!
+//! | offset | size | content |
+//! |--------|------|---------|
+//! | 0      | 8    | magic `\x89LSP\r\n\x1a\n` (PNG-style: catches text-mode transfers) |
+//! | 8      | 4    | format version, little-endian `u32` |
+//! | 12     | ...  | gzip stream of one UTF-8 JSON document: the [`Profile`] |
+//!
+//! A reader rejects a foreign file by its magic, a newer format by its version (before touching
+//! the body), and a truncated file by gzip's length and CRC trailer.
+
+use crate::profile::Profile;
+use flate2::read::GzDecoder;
+use flate2::write::GzEncoder;
+use flate2::Compression;
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::path::Path;
+use thiserror::Error;
+
+/// Magic bytes at the start of every profile.
+pub const MAGIC: [u8; 8] = *b"\x89LSP\r\n\x1a\n";
+
+/// The format version this build writes and the newest it reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Why a profile could not be read or written.
+#[derive(Debug, Error)]
+pub enum FormatError {
+    /// The file could not be opened, read or written.
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    /// The file does not start with the profile magic.
+    #[error("not a lockscope profile (bad magic bytes)")]
+    NotAProfile,
+    /// The file ends before its header does.
+    #[error("truncated profile: the file ends inside its {0}-byte header")]
+    TruncatedHeader(usize),
+    /// The file was written by a newer lockscope.
+    #[error(
+        "profile format version {found} is newer than this lockscope reads (up to {supported}); \
+         upgrade lockscope"
+    )]
+    NewerVersion {
+        /// Version in the file.
+        found: u32,
+        /// Newest version this build reads.
+        supported: u32,
+    },
+    /// The body is cut short or damaged.
+    #[error("truncated or corrupt profile: {0}")]
+    Corrupt(String),
+}
+
+/// Writes `profile` to `writer` in the current format.
+pub fn write_profile_to(profile: &Profile, writer: impl Write) -> Result<(), FormatError> {
+    let mut writer = BufWriter::new(writer);
+    writer.write_all(&MAGIC)?;
+    writer.write_all(&FORMAT_VERSION.to_le_bytes())?;
+    let mut gz = GzEncoder::new(writer, Compression::default());
+    serde_json::to_writer(&mut gz, profile).map_err(io::Error::from)?;
+    gz.finish()?.flush()?;
+    Ok(())
+}
+
+/// Reads a profile of any supported version from `reader`.
+pub fn read_profile_from(reader: impl Read) -> Result<Profile, FormatError> {
+    let mut reader = BufReader::new(reader);
+    let mut header = [0u8; 12];
+    let mut filled = 0;
+    while filled < header.len() {
+        match reader.read(&mut header[filled..])? {
+            0 => break,
+            n => filled += n,
+        }
+    }
+    if filled < MAGIC.len() {
+        return Err(if header[..filled] == MAGIC[..filled] && filled > 0 {
+            FormatError::TruncatedHeader(header.len())
+        } else {
+            FormatError::NotAProfile
+        });
+    }
+    if header[..8] != MAGIC {
+        return Err(FormatError::NotAProfile);
+    }
+    if filled < header.len() {
+        return Err(FormatError::TruncatedHeader(header.len()));
+    }
+    let version = u32::from_le_bytes([header[8], header[9], header[10], header[11]]);
+    if version > FORMAT_VERSION {
+        return Err(FormatError::NewerVersion {
+            found: version,
+            supported: FORMAT_VERSION,
+        });
+    }
+    if version == 0 {
+        return Err(FormatError::Corrupt("format version 0 does not exist".into()));
+    }
+    let mut json = Vec::new();
+    GzDecoder::new(reader)
+        .read_to_end(&mut json)
+        .map_err(|e| FormatError::Corrupt(e.to_string()))?;
+    let profile: Profile =
+        serde_json::from_slice(&json).map_err(|e| FormatError::Corrupt(e.to_string()))?;
+    profile.validate().map_err(FormatError::Corrupt)?;
+    Ok(profile)
+}
+
+/// Writes `profile` to the file at `path`, atomically: a partial file never replaces a good one.
+pub fn write_profile(profile: &Profile, path: &Path) -> Result<(), FormatError> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let file_name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file name"))?;
+    let tmp = dir.join(format!(".{}.tmp", file_name.to_string_lossy()));
+    let result = std::fs::File::create(&tmp)
+        .map_err(FormatError::from)
+        .and_then(|file| {
+            write_profile_to(profile, &file)?;
+            file.sync_all()?;
+            Ok(())
+        })
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(FormatError::from));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Reads the profile file at `path`.
+pub fn read_profile(path: &Path) -> Result<Profile, FormatError> {
+    read_profile_from(std::fs::File::open(path)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hist::Log2Histogram;
+    use crate::profile::*;
+    use crate::wait::WaitKind;
+
+    fn sample() -> Profile {
+        let mut histogram = Log2Histogram::new();
+        histogram.record(200_000_000);
+        let mut frame = Frame::unsymbolized(0x7f00_0000_1234);
+        frame.function = Some("pthread_mutex_lock".into());
+        frame.module = Some("libc.so.6".into());
+        frame.module_offset = Some(0x1234);
+        frame.inlined.push(InlinedFrame {
+            function: "lll_lock".into(),
+            file: Some("lowlevellock.h".into()),
+            line: Some(42),
+        });
+        Profile {
+            metadata: Metadata {
+                lockscope_version: "0.1.0".into(),
+                backend: "ebpf".into(),
+                os: "linux".into(),
+                kernel_release: "6.18.0".into(),
+                hostname: "host".into(),
+                cpu_count: 2,
+                libc: Some("glibc 2.36".into()),
+                target: Target {
+                    pid: 42,
+                    command: vec!["demo".into(), "--fast".into()],
+                    launched: true,
+                },
+                start_unix_ns: 1_700_000_000_000_000_000,
+                duration_ns: 1_000_000_000,
+                probes: vec![ProbeAttachment {
+                    probe: "futex".into(),
+                    hook: "tp_btf/sys_enter".into(),
+                    status: AttachStatus::FellBack {
+                        hook: "raw_tp/sys_enter".into(),
+                        reason: "no BTF".into(),
+                    },
+                }],
+                events: 1,
+                losses: Losses {
+                    user_stack_failures: 1,
+                    ..Losses::default()
+                },
+                end_reason: "target exited".into(),
+            },
+            threads: vec![ThreadInfo {
+                pid: 42,
+                tid: 43,
+                name: "worker".into(),
+            }],
+            stacks: vec![Stack {
+                space: AddressSpace::User,
+                frames: vec![frame],
+                truncated: true,
+            }],
+            waits: vec![WaitRecord {
+                probe: "futex".into(),
+                kind: WaitKind::Mutex,
+                pid: 42,
+                tid: 43,
+                object: 0x5555_0000,
+                operation: "FUTEX_WAIT_PRIVATE".into(),
+                user_stack: Some(0),
+                kernel_stack: None,
+                stats: WaitStats {
+                    count: 1,
+                    total_ns: 200_000_000,
+                    max_ns: 200_000_000,
+                    histogram,
+                },
+            }],
+        }
+    }
+
+    fn encode(profile: &Profile) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        write_profile_to(profile, &mut bytes).expect("write");
+        bytes
+    }
+
+    /// A profile written and read back is identical, through a real file too.
+    #[test]
+    fn round_trip() {
+        let profile = sample();
+        let back = read_profile_from(&encode(&profile)[..]).expect("read");
+        assert_eq!(back, profile);
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("run.lsp");
+        write_profile(&profile, &path).expect("write file");
+        assert_eq!(read_profile(&path).expect("read file"), profile);
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("list")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(leftovers.len(), 1, "temporary file left behind: {leftovers:?}");
+    }
+
+    /// A file cut anywhere is reported as truncated or corrupt, never read as a shorter profile.
+    #[test]
+    fn truncation_detected_everywhere() {
+        let bytes = encode(&sample());
+        for len in 1..bytes.len() {
+            let err = read_profile_from(&bytes[..len]).expect_err("truncated file was accepted");
+            assert!(
+                matches!(err, FormatError::TruncatedHeader(_) | FormatError::Corrupt(_)),
+                "cut at {len}: {err}"
+            );
+        }
+        assert!(matches!(
+            read_profile_from(&[][..]),
+            Err(FormatError::NotAProfile)
+        ));
+    }
+
+    /// Foreign files and newer versions give their own clear errors.
+    #[test]
+    fn foreign_and_newer() {
+        let err = read_profile_from(&b"#!/bin/sh\necho hello\n"[..]).expect_err("foreign");
+        assert_eq!(err.to_string(), "not a lockscope profile (bad magic bytes)");
+
+        let mut bytes = encode(&sample());
+        bytes[8..12].copy_from_slice(&7u32.to_le_bytes());
+        let err = read_profile_from(&bytes[..]).expect_err("newer");
+        assert_eq!(
+            err.to_string(),
+            "profile format version 7 is newer than this lockscope reads (up to 1); upgrade lockscope"
+        );
+    }
+
+    /// A record pointing at a missing stack is refused rather than read.
+    #[test]
+    fn dangling_stack_rejected() {
+        let mut profile = sample();
+        profile.waits[0].kernel_stack = Some(9);
+        let err = read_profile_from(&encode(&profile)[..]).expect_err("dangling");
+        assert!(err.to_string().contains("refers to stack 9"), "{err}");
+    }
+}

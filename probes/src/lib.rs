@@ -1,0 +1,29 @@
+//! OS-neutral core of lockscope.
+//!
+//! Everything that both backends (eBPF on Linux, DTrace on macOS, FreeBSD and illumos) share lives
+//! here and nowhere else, so that a profile recorded on one kernel compares frame by frame with one
+//! recorded on another:
+//!
+//! - [`catalog`]: the probes lockscope knows, what each measures and what it costs;
+//! - [`wait`]: the wait taxonomy (mutex, condvar, rwlock, ...), one set of names for every OS;
+//! - [`hist`]: log2 latency histograms, bucketed exactly like DTrace's `quantize()`;
+//! - [`profile`]: the profile data model (metadata, threads, interned stacks, wait records);
+//! - [`format`]: the versioned on-disk profile format (`.lsp`).
+//!
+//! This crate has no OS dependencies: it never talks to a kernel.
+
+pub mod catalog;
+pub mod format;
+pub mod hist;
+pub mod profile;
+pub mod wait;
+
+pub use catalog::{CostClass, ProbeInfo, CATALOG};
+pub use format::{read_profile, write_profile, FormatError, FORMAT_VERSION};
+pub use hist::Log2Histogram;
+pub use profile::{
+    StackInterner,
+    AddressSpace, AttachStatus, Frame, InlinedFrame, Losses, Metadata, ProbeAttachment, Profile,
+    Stack, StackId, Target, ThreadInfo, WaitRecord, WaitStats,
+};
+pub use wait::WaitKind;

@@ -1,0 +1,379 @@
+//! The profile data model: what one recording saw, independent of OS and backend.
+//!
+//! A [`Profile`] is metadata, the threads seen, interned stacks and aggregated wait records. Stacks
+//! are stored once and referenced by [`StackId`] (their index in [`Profile::stacks`]); frames are
+//! symbolized when the profile is recorded, while the target is alive, so a profile can be read on
+//! any machine. `docs/FORMAT.md` documents every field.
+
+use crate::hist::Log2Histogram;
+use crate::wait::WaitKind;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Index of a stack in [`Profile::stacks`].
+pub type StackId = u32;
+
+/// One recording.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    /// Where, when and how the recording was made.
+    pub metadata: Metadata,
+    /// Every thread that has at least one record, sorted by (pid, tid).
+    pub threads: Vec<ThreadInfo>,
+    /// Interned stacks; records refer to them by index.
+    pub stacks: Vec<Stack>,
+    /// Aggregated waits, one per (probe, pid, tid, object, operation, user stack, kernel stack).
+    pub waits: Vec<WaitRecord>,
+}
+
+/// Where, when and how a profile was recorded.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Metadata {
+    /// Version of the lockscope that recorded it.
+    pub lockscope_version: String,
+    /// Backend that recorded it (`ebpf`, `dtrace`).
+    pub backend: String,
+    /// Operating system (`linux`, `macos`, `freebsd`, `illumos`).
+    pub os: String,
+    /// Kernel release (`uname -r`).
+    pub kernel_release: String,
+    /// Host name.
+    pub hostname: String,
+    /// Online CPUs.
+    pub cpu_count: u32,
+    /// C library and its version (`glibc 2.36`), when known.
+    pub libc: Option<String>,
+    /// What was recorded.
+    pub target: Target,
+    /// Start of the recording, nanoseconds since the Unix epoch.
+    pub start_unix_ns: u64,
+    /// Length of the recording in nanoseconds.
+    pub duration_ns: u64,
+    /// Every probe that was asked for, with what became of it.
+    pub probes: Vec<ProbeAttachment>,
+    /// Events the probes saw (one per wait), including those whose record was lost.
+    pub events: u64,
+    /// What could not be recorded.
+    pub losses: Losses,
+    /// Why the recording ended (`target exited`, `duration elapsed`, `interrupted (SIGINT)`).
+    pub end_reason: String,
+}
+
+/// The process a profile was recorded from.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Target {
+    /// Process id (of the launched command, or the one attached to).
+    pub pid: u32,
+    /// Its command line, argv[0] first.
+    pub command: Vec<String>,
+    /// True when lockscope launched it, false when it attached to a running process.
+    pub launched: bool,
+}
+
+/// What became of one probe.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeAttachment {
+    /// Catalog name of the probe (`futex`).
+    pub probe: String,
+    /// Kernel hook(s) used or tried (`tp_btf/sys_enter`).
+    pub hook: String,
+    /// Outcome.
+    pub status: AttachStatus,
+}
+
+/// Outcome of attaching one probe.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "kebab-case")]
+pub enum AttachStatus {
+    /// Attached as planned.
+    Attached,
+    /// Attached through another hook than the preferred one.
+    FellBack {
+        /// Hook used instead of the preferred one.
+        hook: String,
+        /// Why the preferred hook failed.
+        reason: String,
+    },
+    /// Not attached: its data is missing from the profile.
+    Failed {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Counters of what could not be recorded. All zero in a complete profile.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Losses {
+    /// Waits whose user stack could not be captured (recorded without it).
+    pub user_stack_failures: u64,
+    /// Waits whose kernel stack could not be captured (recorded without it).
+    pub kernel_stack_failures: u64,
+    /// Waits dropped because an aggregation or in-flight map was full.
+    pub map_full: u64,
+    /// Events dropped for any other reason (buffers overrun, unreadable arguments).
+    pub dropped: u64,
+}
+
+impl Losses {
+    /// Waits that are missing from the profile altogether.
+    pub fn lost_events(&self) -> u64 {
+        self.map_full + self.dropped
+    }
+
+    /// True when nothing at all was lost.
+    pub fn is_zero(&self) -> bool {
+        *self == Losses::default()
+    }
+}
+
+/// A thread that appears in the profile.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadInfo {
+    /// Process id.
+    pub pid: u32,
+    /// Thread id (equal to `pid` for the main thread).
+    pub tid: u32,
+    /// Thread name (`comm`, at most 15 bytes on Linux) when it was last seen waiting.
+    pub name: String,
+}
+
+/// Which address space a stack belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AddressSpace {
+    /// User space of the target.
+    User,
+    /// The kernel.
+    Kernel,
+}
+
+/// One interned call stack, leaf (innermost frame) first.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stack {
+    /// User or kernel stack.
+    pub space: AddressSpace,
+    /// Frames, leaf first.
+    pub frames: Vec<Frame>,
+    /// True when the unwinder stopped before the outermost frame (the stack is a suffix).
+    pub truncated: bool,
+}
+
+/// One frame of a stack, symbolized at record time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Frame {
+    /// Address as captured (an instruction pointer, or a return address for non-leaf frames).
+    pub address: u64,
+    /// Function name, demangled, when symbolization found one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
+    /// Offset of `address` from the start of `function`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function_offset: Option<u64>,
+    /// File name of the module (`libc.so.6`, `mariadbd`, `[kernel]`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
+    /// Offset of `address` in the module's file, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module_offset: Option<u64>,
+    /// Source file, when debug info has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// Source line, when debug info has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// Functions inlined at this address, outermost first (the last one holds `address`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inlined: Vec<InlinedFrame>,
+}
+
+/// A function inlined into a [`Frame`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InlinedFrame {
+    /// Function name, demangled.
+    pub function: String,
+    /// Source file of the call site, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// Source line of the call site, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+}
+
+impl Frame {
+    /// A frame known only by its address.
+    pub fn unsymbolized(address: u64) -> Self {
+        Frame {
+            address,
+            function: None,
+            function_offset: None,
+            module: None,
+            module_offset: None,
+            file: None,
+            line: None,
+            inlined: Vec::new(),
+        }
+    }
+
+    /// The name a person reads: the function, else `module+0xoffset`, else `0xaddress`.
+    pub fn display_name(&self) -> String {
+        match (&self.function, &self.module, self.module_offset) {
+            (Some(function), _, _) => function.clone(),
+            (None, Some(module), Some(offset)) => format!("{module}+{offset:#x}"),
+            (None, Some(module), None) => format!("{module}@{:#x}", self.address),
+            (None, None, _) => format!("{:#x}", self.address),
+        }
+    }
+
+    /// Names of this frame's functions from outermost to innermost: the frame's own function,
+    /// then the functions inlined into it. Flamegraphs draw these as separate frames.
+    pub fn names_outermost_first(&self) -> Vec<String> {
+        let mut names = vec![self.display_name()];
+        names.extend(self.inlined.iter().map(|i| i.function.clone()));
+        names
+    }
+}
+
+/// Aggregated statistics of a group of waits.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitStats {
+    /// Number of waits.
+    pub count: u64,
+    /// Sum of their durations, nanoseconds.
+    pub total_ns: u64,
+    /// Longest one, nanoseconds.
+    pub max_ns: u64,
+    /// Log2 histogram of the durations, nanoseconds.
+    pub histogram: Log2Histogram,
+}
+
+impl WaitStats {
+    /// Adds another group's statistics to this one.
+    pub fn merge(&mut self, other: &WaitStats) {
+        self.count += other.count;
+        self.total_ns = self.total_ns.saturating_add(other.total_ns);
+        self.max_ns = self.max_ns.max(other.max_ns);
+        self.histogram.merge(&other.histogram);
+    }
+
+    /// Mean wait in nanoseconds (0 for no waits).
+    pub fn mean_ns(&self) -> u64 {
+        self.total_ns.checked_div(self.count).unwrap_or(0)
+    }
+}
+
+/// Waits aggregated per (probe, pid, tid, object, operation, user stack, kernel stack).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitRecord {
+    /// Catalog name of the probe that saw them (`futex`).
+    pub probe: String,
+    /// Wait category.
+    pub kind: WaitKind,
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Address of the waited-on object (futex word, lock), 0 when not applicable.
+    pub object: u64,
+    /// Backend-specific operation, decoded (`FUTEX_WAIT_PRIVATE`, `psynch_mutexwait`).
+    pub operation: String,
+    /// User stack, when captured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_stack: Option<StackId>,
+    /// Kernel stack, when captured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_stack: Option<StackId>,
+    /// Counts, times and histogram.
+    #[serde(flatten)]
+    pub stats: WaitStats,
+}
+
+impl Profile {
+    /// The stack with this id, if it exists.
+    pub fn stack(&self, id: Option<StackId>) -> Option<&Stack> {
+        id.and_then(|id| self.stacks.get(id as usize))
+    }
+
+    /// The name of a thread, if it was seen.
+    pub fn thread_name(&self, pid: u32, tid: u32) -> Option<&str> {
+        self.threads
+            .iter()
+            .find(|t| t.pid == pid && t.tid == tid)
+            .map(|t| t.name.as_str())
+    }
+
+    /// Names of the probes that appear in the records, sorted.
+    pub fn recorded_probes(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.waits.iter().map(|w| w.probe.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
+    /// Checks internal consistency: every stack reference resolves. A profile read from a file
+    /// passes this before anyone uses it, so readers may index stacks without checking.
+    pub fn validate(&self) -> Result<(), String> {
+        for (i, w) in self.waits.iter().enumerate() {
+            for id in [w.user_stack, w.kernel_stack].into_iter().flatten() {
+                if id as usize >= self.stacks.len() {
+                    return Err(format!(
+                        "wait record {i} refers to stack {id}, but the profile has {} stacks",
+                        self.stacks.len()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Total statistics per wait kind.
+    pub fn totals_by_kind(&self) -> BTreeMap<WaitKind, WaitStats> {
+        let mut totals: BTreeMap<WaitKind, WaitStats> = BTreeMap::new();
+        for w in &self.waits {
+            totals.entry(w.kind).or_default().merge(&w.stats);
+        }
+        totals
+    }
+}
+
+/// Interns stacks while a backend builds a [`Profile`]: equal stacks get the same id.
+#[derive(Debug, Default)]
+pub struct StackInterner {
+    stacks: Vec<Stack>,
+    index: std::collections::HashMap<StackKey, StackId>,
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct StackKey {
+    space: AddressSpace,
+    addresses: Vec<u64>,
+    truncated: bool,
+}
+
+impl StackInterner {
+    /// An empty interner.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Returns the id of `stack`, adding it if it is new. Stacks are equal when they have the
+    /// same address space, addresses and truncation.
+    pub fn intern(&mut self, stack: Stack) -> StackId {
+        let key = StackKey {
+            space: stack.space,
+            addresses: stack.frames.iter().map(|f| f.address).collect(),
+            truncated: stack.truncated,
+        };
+        if let Some(&id) = self.index.get(&key) {
+            return id;
+        }
+        let id = self.stacks.len() as StackId;
+        self.stacks.push(stack);
+        self.index.insert(key, id);
+        id
+    }
+
+    /// The interned stacks, in id order.
+    pub fn into_stacks(self) -> Vec<Stack> {
+        self.stacks
+    }
+}

@@ -1,0 +1,196 @@
+//! The wait taxonomy: one set of category names for every OS and backend.
+//!
+//! A futex wait on Linux, a `psynch_mutexwait` on macOS, an `_umtx_op(UMTX_OP_MUTEX_WAIT)` on
+//! FreeBSD and an `lwp_park` on illumos all end up as one of these kinds, so that profiles from
+//! different kernels line up category by category.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// What a thread was waiting for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WaitKind {
+    /// Acquiring a mutex (pthread_mutex_lock, std::sync::Mutex, ...).
+    Mutex,
+    /// Waiting on a condition variable (pthread_cond_wait, ...).
+    Condvar,
+    /// Acquiring a reader-writer lock for reading.
+    RwlockRead,
+    /// Acquiring a reader-writer lock for writing.
+    RwlockWrite,
+    /// Waiting on a semaphore or a barrier.
+    Semaphore,
+    /// Waiting for a thread to exit (pthread_join).
+    Join,
+    /// A kernel wait primitive whose user-level purpose could not be told.
+    Wait,
+    /// Contention on a lock inside the kernel.
+    KernelLock,
+    /// Time switched off the CPU.
+    OffCpu,
+    /// Process and thread lifecycle (fork, clone, exec, exit).
+    Lifecycle,
+    /// Time inside a system call.
+    Syscall,
+}
+
+impl WaitKind {
+    /// Every kind, in report order.
+    pub const ALL: [WaitKind; 11] = [
+        WaitKind::Mutex,
+        WaitKind::Condvar,
+        WaitKind::RwlockRead,
+        WaitKind::RwlockWrite,
+        WaitKind::Semaphore,
+        WaitKind::Join,
+        WaitKind::Wait,
+        WaitKind::KernelLock,
+        WaitKind::OffCpu,
+        WaitKind::Lifecycle,
+        WaitKind::Syscall,
+    ];
+
+    /// The kind's name as printed in reports and stored in profiles.
+    pub fn name(self) -> &'static str {
+        match self {
+            WaitKind::Mutex => "mutex",
+            WaitKind::Condvar => "condvar",
+            WaitKind::RwlockRead => "rwlock-read",
+            WaitKind::RwlockWrite => "rwlock-write",
+            WaitKind::Semaphore => "semaphore",
+            WaitKind::Join => "join",
+            WaitKind::Wait => "wait",
+            WaitKind::KernelLock => "kernel-lock",
+            WaitKind::OffCpu => "off-cpu",
+            WaitKind::Lifecycle => "lifecycle",
+            WaitKind::Syscall => "syscall",
+        }
+    }
+
+    /// Classifies a user-level wait from the function names of its user stack, leaf first.
+    ///
+    /// The first frame that names a known synchronization entry point decides; `fallback` is used
+    /// when none does (for example a one-frame stack that stops in a libc-internal helper). The
+    /// names are those of glibc, musl, macOS libpthread, FreeBSD libthr, illumos libc and Rust's
+    /// std, so the same function classifies the same way on every OS.
+    pub fn classify_user_wait<'a>(
+        functions: impl IntoIterator<Item = &'a str>,
+        fallback: WaitKind,
+    ) -> WaitKind {
+        for function in functions {
+            if let Some(kind) = Self::from_function_name(function) {
+                return kind;
+            }
+        }
+        fallback
+    }
+
+    fn from_function_name(name: &str) -> Option<WaitKind> {
+        let name = name.trim_start_matches('_');
+        // Order matters: "pthread_cond_wait" mentions no mutex, but "__pthread_mutex_cond_lock"
+        // (the mutex re-acquire inside a condvar wait) is a mutex wait.
+        const TABLE: &[(&str, WaitKind)] = &[
+            ("pthread_mutex_cond_lock", WaitKind::Mutex),
+            ("pthread_cond_", WaitKind::Condvar),
+            ("futex_abstimed_wait", WaitKind::Wait),
+            ("pthread_rwlock_rdlock", WaitKind::RwlockRead),
+            ("pthread_rwlock_timedrdlock", WaitKind::RwlockRead),
+            ("pthread_rwlock_clockrdlock", WaitKind::RwlockRead),
+            ("pthread_rwlock_wrlock", WaitKind::RwlockWrite),
+            ("pthread_rwlock_timedwrlock", WaitKind::RwlockWrite),
+            ("pthread_rwlock_clockwrlock", WaitKind::RwlockWrite),
+            ("pthread_mutex_", WaitKind::Mutex),
+            ("lll_lock_wait", WaitKind::Mutex),
+            ("lll_lock_wake", WaitKind::Mutex),
+            ("pthread_join", WaitKind::Join),
+            ("pthread_timedjoin", WaitKind::Join),
+            ("pthread_clockjoin", WaitKind::Join),
+            ("pthread_barrier_wait", WaitKind::Semaphore),
+            ("sem_wait", WaitKind::Semaphore),
+            ("sem_timedwait", WaitKind::Semaphore),
+            ("sem_clockwait", WaitKind::Semaphore),
+            ("new_sem_wait", WaitKind::Semaphore),
+            ("semwait_signal", WaitKind::Semaphore),
+        ];
+        // `futex_abstimed_wait` is shared by condvars, semaphores and joins in glibc: it names no
+        // purpose, so it must not decide; skip it and look further up the stack.
+        TABLE
+            .iter()
+            .find(|(prefix, _)| name.starts_with(prefix))
+            .map(|&(_, kind)| kind)
+            .filter(|&kind| kind != WaitKind::Wait)
+            .or_else(|| rust_std_kind(name))
+    }
+}
+
+/// Rust's std synchronization types, matched on their demangled paths.
+fn rust_std_kind(name: &str) -> Option<WaitKind> {
+    const TABLE: &[(&str, WaitKind)] = &[
+        ("std::sys::sync::mutex::", WaitKind::Mutex),
+        ("std::sync::mutex::", WaitKind::Mutex),
+        ("std::sys::sync::condvar::", WaitKind::Condvar),
+        ("std::sync::condvar::", WaitKind::Condvar),
+        ("std::sys::sync::rwlock::futex::RwLock::read", WaitKind::RwlockRead),
+        ("std::sys::sync::rwlock::futex::RwLock::write", WaitKind::RwlockWrite),
+        ("std::thread::JoinInner", WaitKind::Join),
+    ];
+    TABLE
+        .iter()
+        .find(|(prefix, _)| name.starts_with(prefix))
+        .map(|&(_, kind)| kind)
+}
+
+impl fmt::Display for WaitKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// glibc's internal wait helpers classify by the pthread entry point above them.
+    #[test]
+    fn classify_glibc_stacks() {
+        let mutex = ["__lll_lock_wait", "pthread_mutex_lock", "worker"];
+        assert_eq!(
+            WaitKind::classify_user_wait(mutex, WaitKind::Wait),
+            WaitKind::Mutex
+        );
+        let cond = [
+            "__futex_abstimed_wait_common",
+            "__pthread_cond_wait",
+            "worker",
+        ];
+        assert_eq!(
+            WaitKind::classify_user_wait(cond, WaitKind::Wait),
+            WaitKind::Condvar
+        );
+        let reacquire = ["__lll_lock_wait", "__pthread_mutex_cond_lock", "pthread_cond_wait"];
+        assert_eq!(
+            WaitKind::classify_user_wait(reacquire, WaitKind::Wait),
+            WaitKind::Mutex
+        );
+        let one_frame = ["__futex_abstimed_wait_common"];
+        assert_eq!(
+            WaitKind::classify_user_wait(one_frame, WaitKind::Wait),
+            WaitKind::Wait
+        );
+        let rd = ["__futex_abstimed_wait_common", "pthread_rwlock_rdlock"];
+        assert_eq!(
+            WaitKind::classify_user_wait(rd, WaitKind::Wait),
+            WaitKind::RwlockRead
+        );
+    }
+
+    /// Kind names round-trip through serde as the names the reports print.
+    #[test]
+    fn names_match_serde() {
+        for kind in WaitKind::ALL {
+            let json = serde_json::to_string(&kind).expect("serialize");
+            assert_eq!(json, format!("\"{}\"", kind.name()));
+        }
+    }
+}
