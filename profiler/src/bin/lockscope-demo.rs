@@ -1,0 +1,214 @@
+//! `lockscope-demo`: a workload with a known answer, for the README and the tests.
+//!
+//! It blocks threads on pthread primitives through a small named call chain, built like most
+//! distribution software (without frame pointers: Rust's default on x86_64 Linux):
+//!
+//! 1. the main thread holds `ORDER_LOCK` for [`MUTEX_HOLD`] (200 ms) while 4 threads named
+//!    `mutex-waiter-N` block on it in `place_order` → `take_order_lock` → `pthread_mutex_lock`;
+//! 2. then 2 threads named `cond-waiter-N` wait [`CONDVAR_WAIT`] (300 ms) on a condition
+//!    variable each, in `await_shipment` → `wait_for_signal` → `pthread_cond_wait`, until the
+//!    main thread signals them.
+//!
+//! So a recording must show 4 mutex waits of about 200 ms (800 ms in all) and 2 condvar waits of
+//! about 300 ms (600 ms in all). Each condvar waiter has its own mutex, so no waiter contends for a
+//! mutex after its wake-up and the counts are exact. The main thread's own waits (joining the
+//! threads) come on top, under its own name.
+//!
+//! With `--wait-for-stdin` it reads one line from standard input before it starts, so a test can
+//! attach to its pid before any of its threads exist, and once it has printed its summary it waits
+//! for the end of standard input before it exits, so a test can stop a recording while it lives.
+
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// How long the main thread holds the order lock once all mutex waiters are ready.
+const MUTEX_HOLD: Duration = Duration::from_millis(200);
+/// How long the condvar waiters wait before the main thread signals them.
+const CONDVAR_WAIT: Duration = Duration::from_millis(300);
+/// Threads blocking on the order lock.
+const MUTEX_WAITERS: usize = 4;
+/// Threads waiting on a condition variable.
+const CONDVAR_WAITERS: usize = 2;
+
+/// A pthread mutex that can live in a `static` and be shared between threads.
+struct PthreadMutex(UnsafeCell<libc::pthread_mutex_t>);
+
+// SAFETY: a pthread mutex is made to be shared between threads; all access goes through the
+// pthread functions, which synchronize internally.
+unsafe impl Sync for PthreadMutex {}
+
+impl PthreadMutex {
+    const fn new() -> Self {
+        PthreadMutex(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER))
+    }
+
+    fn lock(&self) {
+        // SAFETY: the mutex is statically initialized and never moved (it lives in a static or a
+        // leaked box); a default mutex locked by this thread is unlocked by the same thread.
+        let rc = unsafe { libc::pthread_mutex_lock(self.0.get()) };
+        assert_eq!(rc, 0, "pthread_mutex_lock failed");
+    }
+
+    fn unlock(&self) {
+        // SAFETY: called only by the thread that locked it (see `lock`).
+        let rc = unsafe { libc::pthread_mutex_unlock(self.0.get()) };
+        assert_eq!(rc, 0, "pthread_mutex_unlock failed");
+    }
+}
+
+/// A condition variable with its own mutex and predicate.
+struct Shipment {
+    mutex: PthreadMutex,
+    cond: UnsafeCell<libc::pthread_cond_t>,
+    /// The predicate, guarded by `mutex`.
+    arrived: UnsafeCell<bool>,
+}
+
+// SAFETY: `cond` is only used through pthread functions with `mutex` held, and `arrived` is only
+// read or written with `mutex` held.
+unsafe impl Sync for Shipment {}
+
+impl Shipment {
+    const fn new() -> Self {
+        Shipment {
+            mutex: PthreadMutex::new(),
+            cond: UnsafeCell::new(libc::PTHREAD_COND_INITIALIZER),
+            arrived: UnsafeCell::new(false),
+        }
+    }
+}
+
+static ORDER_LOCK: PthreadMutex = PthreadMutex::new();
+static SHIPMENTS: [Shipment; CONDVAR_WAITERS] = [Shipment::new(), Shipment::new()];
+static READY: AtomicUsize = AtomicUsize::new(0);
+
+#[inline(never)]
+fn take_order_lock() {
+    ORDER_LOCK.lock();
+}
+
+#[inline(never)]
+fn place_order() {
+    READY.fetch_add(1, Ordering::SeqCst);
+    take_order_lock();
+    ORDER_LOCK.unlock();
+}
+
+#[inline(never)]
+fn wait_for_signal(shipment: &Shipment) {
+    // SAFETY: `arrived` and `cond` are used with `shipment.mutex` held (see `Shipment`).
+    unsafe {
+        while !*shipment.arrived.get() {
+            let rc = libc::pthread_cond_wait(shipment.cond.get(), shipment.mutex.0.get());
+            assert_eq!(rc, 0, "pthread_cond_wait failed");
+        }
+    }
+}
+
+#[inline(never)]
+fn await_shipment(shipment: &Shipment) {
+    shipment.mutex.lock();
+    READY.fetch_add(1, Ordering::SeqCst);
+    wait_for_signal(shipment);
+    shipment.mutex.unlock();
+}
+
+fn deliver(shipment: &Shipment) {
+    shipment.mutex.lock();
+    // SAFETY: `arrived` is written with `shipment.mutex` held, and the condvar is signalled after
+    // the unlock so the woken waiter finds the mutex free.
+    unsafe { *shipment.arrived.get() = true };
+    shipment.mutex.unlock();
+    // SAFETY: the condvar is initialized and lives in a static.
+    let rc = unsafe { libc::pthread_cond_signal(shipment.cond.get()) };
+    assert_eq!(rc, 0, "pthread_cond_signal failed");
+}
+
+fn wait_until_ready(count: usize) {
+    while READY.load(Ordering::SeqCst) < count {
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn main() {
+    let wait_for_stdin = match std::env::args().nth(1).as_deref() {
+        None => false,
+        Some("--wait-for-stdin") => true,
+        Some(other) => {
+            eprintln!("lockscope-demo: unknown argument `{other}` (the only one is --wait-for-stdin)");
+            std::process::exit(2);
+        }
+    };
+    if wait_for_stdin {
+        let mut line = String::new();
+        if let Err(e) = std::io::stdin().read_line(&mut line) {
+            eprintln!("lockscope-demo: failed to read standard input: {e}");
+            std::process::exit(1);
+        }
+    }
+    let started = Instant::now();
+
+    // Part 1: a convoy on one mutex.
+    ORDER_LOCK.lock();
+    let mutex_waiters: Vec<_> = (1..=MUTEX_WAITERS)
+        .map(|i| {
+            thread::Builder::new()
+                .name(format!("mutex-waiter-{i}"))
+                .spawn(place_order)
+                .expect("spawn mutex waiter")
+        })
+        .collect();
+    wait_until_ready(MUTEX_WAITERS);
+    // The waiters announced themselves just before blocking; give them a moment to reach the
+    // kernel so that the hold below is all wait time for them.
+    thread::sleep(Duration::from_millis(5));
+    let hold_start = Instant::now();
+    thread::sleep(MUTEX_HOLD.saturating_sub(Duration::from_millis(5)));
+    ORDER_LOCK.unlock();
+    let held = hold_start.elapsed() + Duration::from_millis(5);
+    for t in mutex_waiters {
+        t.join().expect("mutex waiter panicked");
+    }
+
+    // Part 2: condvar waits, one condvar (and mutex) per waiter.
+    READY.store(0, Ordering::SeqCst);
+    let cond_waiters: Vec<_> = SHIPMENTS
+        .iter()
+        .enumerate()
+        .map(|(i, shipment)| {
+            thread::Builder::new()
+                .name(format!("cond-waiter-{}", i + 1))
+                .spawn(move || await_shipment(shipment))
+                .expect("spawn condvar waiter")
+        })
+        .collect();
+    wait_until_ready(CONDVAR_WAITERS);
+    // Each waiter announced itself with its mutex held; taking the mutex proves it is inside
+    // pthread_cond_wait (which releases the mutex only once the waiter is registered).
+    for shipment in &SHIPMENTS {
+        shipment.mutex.lock();
+        shipment.mutex.unlock();
+    }
+    thread::sleep(CONDVAR_WAIT);
+    for shipment in &SHIPMENTS {
+        deliver(shipment);
+    }
+    for t in cond_waiters {
+        t.join().expect("condvar waiter panicked");
+    }
+
+    println!(
+        "lockscope-demo: held the order lock {:.1} ms against {MUTEX_WAITERS} waiters; \
+         signalled {CONDVAR_WAITERS} condvar waiters after {} ms; {:.1} ms in all",
+        held.as_secs_f64() * 1e3,
+        CONDVAR_WAIT.as_millis(),
+        started.elapsed().as_secs_f64() * 1e3
+    );
+    if wait_for_stdin {
+        // Flush so a test reading our stdout sees the summary while we wait.
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new());
+    }
+}
