@@ -1,0 +1,100 @@
+//! Flamegraphs of waits, drawn by inferno from the folded stacks of [`crate::fold`].
+//!
+//! Frame widths are wait time by default (the SVG's tooltips say `ns`) or number of waits
+//! (`waits`). Colors are the blue "io" palette FlameGraph uses for off-CPU time, hashed from the
+//! function name so that the same function has the same color in every graph and the output is
+//! reproducible.
+
+use crate::fold::{check_probe, folded_lines, FoldOptions, Weight};
+use crate::units::format_ns;
+use anyhow::{bail, Context};
+use inferno::flamegraph::color::{BasicPalette, Palette};
+use lockscope_probes::Profile;
+
+/// Longest command line shown in a default title; longer ones are cut with `…`.
+const MAX_TITLE_COMMAND_CHARS: usize = 60;
+
+/// How to draw a flamegraph.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FlamegraphOptions {
+    /// Which waits, weighted how, with or without kernel frames. Default: [`FoldOptions::default`]
+    /// (every probe, weighted by wait time, user frames only).
+    pub fold: FoldOptions,
+    /// Title of the graph. Default: `None`, which uses [`default_title`]
+    /// (``lockscope: futex waits of `demo` (pid 123), 1.20 s``).
+    pub title: Option<String>,
+}
+
+/// The title used when none is given: the probes, the target command, its pid and the duration.
+pub fn default_title(profile: &Profile, fold: &FoldOptions) -> String {
+    let probes = match &fold.probe {
+        Some(probe) => probe.clone(),
+        None => {
+            let recorded = profile.recorded_probes();
+            if recorded.is_empty() {
+                "lock".to_string()
+            } else {
+                recorded.join("+")
+            }
+        }
+    };
+    let target = &profile.metadata.target;
+    let mut command = target.command.join(" ");
+    if command.chars().count() > MAX_TITLE_COMMAND_CHARS {
+        command = command.chars().take(MAX_TITLE_COMMAND_CHARS - 1).collect();
+        command.push('…');
+    }
+    format!(
+        "lockscope: {probes} waits of `{command}` (pid {}), {}",
+        target.pid,
+        format_ns(profile.metadata.duration_ns)
+    )
+}
+
+/// The line under the title: what widths mean, and a warning when the profile lost waits.
+fn subtitle(profile: &Profile, fold: &FoldOptions) -> String {
+    let mut text = match fold.weight {
+        Weight::Nanoseconds => "width: total wait time".to_string(),
+        Weight::Count => "width: number of waits".to_string(),
+    };
+    let losses = &profile.metadata.losses;
+    if losses.lost_events() > 0 {
+        text.push_str(&format!(
+            " (WARNING: {} waits lost while recording)",
+            losses.lost_events()
+        ));
+    }
+    text
+}
+
+/// Writes an SVG flamegraph of the waits of `profile` to `out`.
+///
+/// Fails when the probe filter names a probe the profile does not have, or when no wait is left
+/// to draw (``no waits recorded for probe `futex` ``).
+pub fn write_flamegraph(
+    profile: &Profile,
+    options: &FlamegraphOptions,
+    out: &mut dyn std::io::Write,
+) -> anyhow::Result<()> {
+    check_probe(profile, &options.fold).map_err(anyhow::Error::msg)?;
+    let lines = folded_lines(profile, &options.fold);
+    if lines.is_empty() {
+        match &options.fold.probe {
+            Some(probe) => bail!("no waits recorded for probe `{probe}`: nothing to draw"),
+            None => bail!("no waits recorded in this profile: nothing to draw"),
+        }
+    }
+    let mut inferno_options = inferno::flamegraph::Options::default();
+    inferno_options.title = options
+        .title
+        .clone()
+        .unwrap_or_else(|| default_title(profile, &options.fold));
+    inferno_options.subtitle = Some(subtitle(profile, &options.fold));
+    inferno_options.count_name = options.fold.weight.unit().to_string();
+    inferno_options.colors = Palette::Basic(BasicPalette::Io);
+    inferno_options.hash = true;
+    // `folded_lines` returns sorted lines, which is what `from_lines` requires.
+    inferno::flamegraph::from_lines(&mut inferno_options, lines.iter().map(String::as_str), out)
+        .context("failed to render the flamegraph")
+}

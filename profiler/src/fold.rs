@@ -1,0 +1,339 @@
+//! Folded stacks in Brendan Gregg's format, the input of flamegraph tools.
+//!
+//! One line per distinct stack, root first, then a space and the weight:
+//!
+//! ```text
+//! worker-1;clone3;start_thread;worker_main;take_order_lock;pthread_mutex_lock;__lll_lock_wait 401000000
+//! ```
+//!
+//! - the first frame is the thread name (`comm`), so threads of the same name merge;
+//! - then the user frames, outermost to leaf, with inlined functions expanded into frames of their
+//!   own ([`Frame::names_outermost_first`]); a record without a user stack gets one
+//!   [`NO_USER_STACK`] frame;
+//! - with [`FoldOptions::kernel_stacks`], the kernel frames follow the user frames (the kernel
+//!   runs on top of the system call), each suffixed with [`KERNEL_SUFFIX`] as FlameGraph does;
+//! - the weight is the total wait time in nanoseconds, or the number of waits ([`Weight`]);
+//! - `;` in a name becomes `:` and control characters (newlines, tabs) become spaces, so a name
+//!   can neither split a frame nor a line;
+//! - identical stacks are merged (weights added), lines are sorted, and zero weights are dropped.
+
+use lockscope_probes::{Frame, Profile, Stack, WaitRecord};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+/// Frame standing for a user stack that was not captured.
+pub const NO_USER_STACK: &str = "[no user stack]";
+
+/// Suffix marking kernel frames (FlameGraph's `_[k]` annotation).
+pub const KERNEL_SUFFIX: &str = "_[k]";
+
+/// Root frame of a thread the profile has no name for.
+pub const UNKNOWN_THREAD: &str = "[unknown thread]";
+
+/// What a folded line's value measures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Weight {
+    /// Total wait time in nanoseconds (the default): wide frames are where time went.
+    #[default]
+    Nanoseconds,
+    /// Number of waits: wide frames are where threads blocked most often.
+    Count,
+}
+
+impl Weight {
+    /// Name on the command line (`ns`, `count`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Weight::Nanoseconds => "ns",
+            Weight::Count => "count",
+        }
+    }
+
+    /// The unit of the weight, as a flamegraph labels it (`ns`, `waits`).
+    pub fn unit(self) -> &'static str {
+        match self {
+            Weight::Nanoseconds => "ns",
+            Weight::Count => "waits",
+        }
+    }
+
+    /// The weight of one record.
+    pub fn of(self, record: &WaitRecord) -> u64 {
+        match self {
+            Weight::Nanoseconds => record.stats.total_ns,
+            Weight::Count => record.stats.count,
+        }
+    }
+}
+
+impl fmt::Display for Weight {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Weight {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "ns" => Ok(Weight::Nanoseconds),
+            "count" => Ok(Weight::Count),
+            other => Err(format!(
+                "unknown weight `{other}` (expected `ns` or `count`)"
+            )),
+        }
+    }
+}
+
+/// How to fold a profile.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FoldOptions {
+    /// What the values measure. Default: [`Weight::Nanoseconds`].
+    pub weight: Weight,
+    /// Keep only the records of this probe (`futex`). Default: `None`, every probe.
+    pub probe: Option<String>,
+    /// Append kernel frames (suffixed `_[k]`) above the user frames. Default: `false`.
+    pub kernel_stacks: bool,
+}
+
+/// Makes a function name safe inside a folded line: `;` becomes `:`, control characters become
+/// spaces, and an empty name becomes `[unnamed]`.
+pub fn sanitize_frame(name: &str) -> String {
+    let cleaned: String = name
+        .chars()
+        .map(|c| match c {
+            ';' => ':',
+            c if c.is_control() => ' ',
+            c => c,
+        })
+        .collect();
+    if cleaned.trim().is_empty() {
+        "[unnamed]".to_string()
+    } else {
+        cleaned
+    }
+}
+
+/// True when `record` passes the probe filter of `options`.
+pub fn selects(options: &FoldOptions, record: &WaitRecord) -> bool {
+    options.probe.as_deref().is_none_or(|p| p == record.probe)
+}
+
+/// Checks that the probe filter names a probe the profile knows (asked for at record time, or
+/// present in the records), so that a typo gives an error instead of an empty output.
+pub fn check_probe(profile: &Profile, options: &FoldOptions) -> Result<(), String> {
+    let Some(probe) = options.probe.as_deref() else {
+        return Ok(());
+    };
+    let mut known: Vec<&str> = profile
+        .metadata
+        .probes
+        .iter()
+        .map(|p| p.probe.as_str())
+        .chain(profile.recorded_probes())
+        .collect();
+    known.sort_unstable();
+    known.dedup();
+    if known.contains(&probe) {
+        Ok(())
+    } else if known.is_empty() {
+        Err(format!(
+            "probe `{probe}` is not in this profile (it has no probes)"
+        ))
+    } else {
+        Err(format!(
+            "probe `{probe}` is not in this profile (its probes: {})",
+            known.join(", ")
+        ))
+    }
+}
+
+/// Frame names of `stack`, outermost first, inlined functions expanded, sanitized.
+fn names_root_first(stack: &Stack) -> impl Iterator<Item = String> + '_ {
+    stack
+        .frames
+        .iter()
+        .rev()
+        .flat_map(Frame::names_outermost_first)
+        .map(|name| sanitize_frame(&name))
+}
+
+/// The folded stack of one record, root first, without its value.
+fn fold_record(profile: &Profile, record: &WaitRecord, options: &FoldOptions) -> String {
+    let thread = profile
+        .thread_name(record.pid, record.tid)
+        .map_or_else(|| UNKNOWN_THREAD.to_string(), sanitize_frame);
+    let mut frames = vec![thread];
+    match profile.stack(record.user_stack) {
+        Some(stack) if !stack.frames.is_empty() => frames.extend(names_root_first(stack)),
+        _ => frames.push(NO_USER_STACK.to_string()),
+    }
+    if options.kernel_stacks {
+        if let Some(stack) = profile.stack(record.kernel_stack) {
+            frames.extend(names_root_first(stack).map(|name| name + KERNEL_SUFFIX));
+        }
+    }
+    frames.join(";")
+}
+
+/// Folds the waits of `profile` into sorted, merged folded-stack lines (no trailing newline).
+pub fn folded_lines(profile: &Profile, options: &FoldOptions) -> Vec<String> {
+    let mut merged: BTreeMap<String, u64> = BTreeMap::new();
+    for record in profile.waits.iter().filter(|r| selects(options, r)) {
+        let value = options.weight.of(record);
+        if value == 0 {
+            continue;
+        }
+        let entry = merged
+            .entry(fold_record(profile, record, options))
+            .or_default();
+        *entry = entry.saturating_add(value);
+    }
+    merged
+        .into_iter()
+        .map(|(stack, value)| format!("{stack} {value}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lockscope_probes::{AddressSpace, Log2Histogram, ThreadInfo, WaitKind, WaitStats};
+
+    fn named(function: &str) -> Frame {
+        Frame {
+            function: Some(function.to_string()),
+            ..Frame::unsymbolized(0x1000)
+        }
+    }
+
+    fn record(tid: u32, user_stack: Option<u32>, total_ns: u64, count: u64) -> WaitRecord {
+        WaitRecord {
+            probe: "futex".to_string(),
+            kind: WaitKind::Mutex,
+            pid: 1,
+            tid,
+            object: 0x10,
+            operation: "FUTEX_WAIT_PRIVATE".to_string(),
+            user_stack,
+            kernel_stack: None,
+            stats: WaitStats {
+                count,
+                total_ns,
+                max_ns: total_ns,
+                histogram: Log2Histogram::new(),
+            },
+        }
+    }
+
+    /// Two threads with one name and one stack, seen through two objects, merge into one line;
+    /// lines come out sorted and zero weights are dropped.
+    #[test]
+    fn identical_stacks_merge_and_sort() {
+        let profile = Profile {
+            threads: vec![
+                ThreadInfo {
+                    pid: 1,
+                    tid: 2,
+                    name: "worker".to_string(),
+                },
+                ThreadInfo {
+                    pid: 1,
+                    tid: 3,
+                    name: "worker".to_string(),
+                },
+                ThreadInfo {
+                    pid: 1,
+                    tid: 4,
+                    name: "idle".to_string(),
+                },
+            ],
+            stacks: vec![Stack {
+                space: AddressSpace::User,
+                frames: vec![named("lock"), named("main")],
+                truncated: false,
+            }],
+            waits: vec![
+                record(2, Some(0), 100, 1),
+                record(3, Some(0), 50, 2),
+                record(3, None, 7, 1),
+                record(4, Some(0), 0, 1),
+                record(9, None, 5, 1),
+            ],
+            ..Profile::default()
+        };
+        let by_time = folded_lines(&profile, &FoldOptions::default());
+        assert_eq!(
+            by_time,
+            [
+                "[unknown thread];[no user stack] 5",
+                "worker;[no user stack] 7",
+                "worker;main;lock 150",
+            ]
+        );
+        let mut by_count = FoldOptions::default();
+        by_count.weight = Weight::Count;
+        let lines = folded_lines(&profile, &by_count);
+        assert!(
+            lines.contains(&"worker;main;lock 3".to_string()),
+            "{lines:?}"
+        );
+        assert!(lines.contains(&"idle;main;lock 1".to_string()), "{lines:?}");
+    }
+
+    /// Separators and control characters inside names cannot split frames or lines.
+    #[test]
+    fn names_are_sanitized() {
+        assert_eq!(sanitize_frame("a;b"), "a:b");
+        assert_eq!(sanitize_frame("line\nbreak\r\tx"), "line break  x");
+        assert_eq!(sanitize_frame(""), "[unnamed]");
+        assert_eq!(sanitize_frame("\n"), "[unnamed]");
+        assert_eq!(
+            sanitize_frame("std::vec::Vec<T>::push"),
+            "std::vec::Vec<T>::push"
+        );
+
+        let profile = Profile {
+            threads: vec![ThreadInfo {
+                pid: 1,
+                tid: 2,
+                name: "evil;name\n".to_string(),
+            }],
+            stacks: vec![Stack {
+                space: AddressSpace::User,
+                frames: vec![named("f;g\nh")],
+                truncated: false,
+            }],
+            waits: vec![record(2, Some(0), 10, 1)],
+            ..Profile::default()
+        };
+        let lines = folded_lines(&profile, &FoldOptions::default());
+        assert_eq!(lines, ["evil:name ;f:g h 10"]);
+    }
+
+    /// The probe filter keeps only that probe's records.
+    #[test]
+    fn probe_filter() {
+        let mut other = record(2, None, 10, 1);
+        other.probe = "sched".to_string();
+        let profile = Profile {
+            waits: vec![record(2, None, 5, 1), other],
+            ..Profile::default()
+        };
+        let mut options = FoldOptions::default();
+        options.probe = Some("sched".to_string());
+        assert_eq!(
+            folded_lines(&profile, &options),
+            ["[unknown thread];[no user stack] 10"]
+        );
+        assert!(check_probe(&profile, &options).is_ok());
+        options.probe = Some("nope".to_string());
+        assert_eq!(
+            check_probe(&profile, &options),
+            Err("probe `nope` is not in this profile (its probes: futex, sched)".to_string())
+        );
+    }
+}
