@@ -1,0 +1,954 @@
+//! `lockscope report`: a profile summarized for people (text) or programs (JSON).
+//!
+//! Both outputs come from one report value, so they always carry the same data:
+//!
+//! 1. a header: target command and pid, when and how long, why the recording ended, host, threads
+//!    seen, each probe with its attach status, events, and loss counters (flagged with `WARNING`
+//!    when any is non-zero, since then every total undercounts);
+//! 2. totals per wait kind;
+//! 3. the top groups by total wait time, grouped by [`GroupBy`], each with count, total, mean,
+//!    max, kinds, threads, locks, its heaviest stacks (leaf first) and a log2 histogram in the
+//!    layout of DTrace's `quantize()` ([`crate::histogram`]).
+//!
+//! Times in the text use the convention of [`crate::units`]; the JSON keeps raw nanoseconds and
+//! is documented in `docs/REPORT-JSON.md` (version [`REPORT_JSON_VERSION`]).
+
+use crate::histogram;
+use crate::units::{format_ns, format_percent, format_unix_ns, share};
+use lockscope_probes::{
+    AttachStatus, Frame, Log2Histogram, Profile, Stack, StackId, WaitKind, WaitStats,
+};
+use serde::Serialize;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::{self, Write as _};
+use std::str::FromStr;
+
+/// Version of the JSON report schema (`docs/REPORT-JSON.md`); bumped on incompatible changes.
+pub const REPORT_JSON_VERSION: u32 = 1;
+
+/// Stacks shown per group when a group spans several (thread and lock groupings).
+const MAX_STACKS_PER_GROUP: usize = 3;
+/// Threads named per group in the text before "and N more".
+const MAX_THREADS_LISTED: usize = 4;
+/// Locks named per group in the text before "and N more".
+const MAX_LOCKS_LISTED: usize = 3;
+/// Widest function-name column in a text stack; longer names push their location right.
+const MAX_NAME_COLUMN: usize = 40;
+/// Indentation of a group's detail lines, and width of their labels.
+const INDENT: &str = "    ";
+const LABEL_WIDTH: usize = 13;
+
+/// What the top list of a report groups waits by.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GroupBy {
+    /// User stack and wait kind: where in the code threads waited (the default).
+    #[default]
+    Stack,
+    /// Thread (pid, tid, name): who waited.
+    Thread,
+    /// Waited-on object address and operation (and pid): what was waited for.
+    Lock,
+}
+
+impl GroupBy {
+    /// Name on the command line and in the JSON (`stack`, `thread`, `lock`).
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupBy::Stack => "stack",
+            GroupBy::Thread => "thread",
+            GroupBy::Lock => "lock",
+        }
+    }
+
+    fn plural(self) -> &'static str {
+        match self {
+            GroupBy::Stack => "wait sites (stack and kind)",
+            GroupBy::Thread => "threads",
+            GroupBy::Lock => "locks (object and operation)",
+        }
+    }
+}
+
+impl fmt::Display for GroupBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for GroupBy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "stack" => Ok(GroupBy::Stack),
+            "thread" => Ok(GroupBy::Thread),
+            "lock" => Ok(GroupBy::Lock),
+            other => Err(format!(
+                "unknown grouping `{other}` (expected `stack`, `thread` or `lock`)"
+            )),
+        }
+    }
+}
+
+/// How to write a report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReportOptions {
+    /// What the top list groups by. Default: [`GroupBy::Stack`].
+    pub group_by: GroupBy,
+    /// How many groups to show, heaviest first; `0` shows all. Default: `10`.
+    pub top: usize,
+    /// Write JSON (`docs/REPORT-JSON.md`) instead of text. Default: `false`.
+    pub json: bool,
+    /// Show the kernel stack under each user stack (text and JSON). Default: `false`.
+    pub show_kernel_stacks: bool,
+}
+
+impl Default for ReportOptions {
+    fn default() -> Self {
+        ReportOptions {
+            group_by: GroupBy::Stack,
+            top: 10,
+            json: false,
+            show_kernel_stacks: false,
+        }
+    }
+}
+
+/// Writes the report of `profile` to `out`, as text or JSON per `options`.
+pub fn write_report(
+    profile: &Profile,
+    options: &ReportOptions,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    let report = Report::build(profile, options);
+    if options.json {
+        serde_json::to_writer_pretty(&mut *out, &report)?;
+        writeln!(out)?;
+    } else {
+        out.write_all(report.to_text(options).as_bytes())?;
+    }
+    out.flush()
+}
+
+// ----------------------------------------------------------------------------------------------
+// The report model. Field names are the JSON schema: keep docs/REPORT-JSON.md in step.
+
+#[derive(Serialize)]
+struct Report {
+    schema: &'static str,
+    version: u32,
+    group_by: &'static str,
+    top: usize,
+    header: Header,
+    totals: Stats,
+    by_kind: Vec<KindRow>,
+    groups_total: usize,
+    groups: Vec<Group>,
+}
+
+#[derive(Serialize)]
+struct Header {
+    command: Vec<String>,
+    pid: u32,
+    launched: bool,
+    start_unix_ns: u64,
+    duration_ns: u64,
+    end_reason: String,
+    backend: String,
+    os: String,
+    kernel_release: String,
+    hostname: String,
+    cpu_count: u32,
+    libc: Option<String>,
+    threads_seen: usize,
+    probes: Vec<ProbeRow>,
+    events: u64,
+    waits_recorded: u64,
+    losses: LossRow,
+}
+
+#[derive(Serialize)]
+struct ProbeRow {
+    probe: String,
+    hook: String,
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fallback_hook: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+}
+
+#[derive(Serialize)]
+struct LossRow {
+    complete: bool,
+    lost_events: u64,
+    user_stack_failures: u64,
+    kernel_stack_failures: u64,
+    map_full: u64,
+    dropped: u64,
+}
+
+#[derive(Serialize)]
+struct Stats {
+    count: u64,
+    total_ns: u64,
+    mean_ns: u64,
+    max_ns: u64,
+    /// Fraction of the enclosing total (all waits, or the group for a group's parts).
+    share: f64,
+}
+
+impl Stats {
+    fn new(stats: &WaitStats, whole_ns: u64) -> Self {
+        Stats {
+            count: stats.count,
+            total_ns: stats.total_ns,
+            mean_ns: stats.mean_ns(),
+            max_ns: stats.max_ns,
+            share: share(stats.total_ns, whole_ns),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct KindRow {
+    kind: WaitKind,
+    #[serde(flatten)]
+    stats: Stats,
+}
+
+#[derive(Serialize)]
+struct Group {
+    rank: usize,
+    key: GroupKey,
+    #[serde(flatten)]
+    stats: Stats,
+    kinds: Vec<KindRow>,
+    threads: Vec<ThreadRow>,
+    locks: Vec<LockRow>,
+    stacks_total: usize,
+    stacks: Vec<StackRow>,
+    histogram: Vec<Bucket>,
+    #[serde(skip)]
+    log2: Log2Histogram,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum GroupKey {
+    Stack {
+        user_stack: Option<StackId>,
+        kind: WaitKind,
+    },
+    Thread {
+        pid: u32,
+        tid: u32,
+        name: String,
+    },
+    Lock {
+        pid: u32,
+        object: String,
+        operation: String,
+    },
+}
+
+#[derive(Serialize)]
+struct ThreadRow {
+    pid: u32,
+    tid: u32,
+    name: String,
+}
+
+#[derive(Serialize)]
+struct LockRow {
+    pid: u32,
+    object: String,
+    operation: String,
+}
+
+#[derive(Serialize)]
+struct StackRow {
+    count: u64,
+    total_ns: u64,
+    share: f64,
+    user: Option<StackJson>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel: Option<StackJson>,
+    #[serde(skip)]
+    kernel_wanted: bool,
+}
+
+#[derive(Serialize)]
+struct StackJson {
+    id: StackId,
+    truncated: bool,
+    frames: Vec<FrameJson>,
+}
+
+#[derive(Serialize)]
+struct FrameJson {
+    address: String,
+    function: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    module: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    module_offset: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    line: Option<u32>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    inlined: Vec<InlinedJson>,
+}
+
+#[derive(Serialize)]
+struct InlinedJson {
+    function: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    line: Option<u32>,
+}
+
+#[derive(Serialize)]
+struct Bucket {
+    lower_ns: u64,
+    upper_ns: u64,
+    count: u64,
+}
+
+// ----------------------------------------------------------------------------------------------
+// Building.
+
+/// Grouping key while aggregating; its order breaks ties between equally heavy groups.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Key {
+    Stack(Option<StackId>, WaitKind),
+    Thread(u32, u32),
+    Lock(u32, u64, String),
+}
+
+#[derive(Default)]
+struct StackAcc {
+    count: u64,
+    total_ns: u64,
+    kernel_ns: BTreeMap<Option<StackId>, u64>,
+}
+
+#[derive(Default)]
+struct Acc {
+    stats: WaitStats,
+    kinds: BTreeMap<WaitKind, WaitStats>,
+    threads: BTreeSet<(u32, u32)>,
+    locks: BTreeSet<(u32, u64, String)>,
+    stacks: BTreeMap<Option<StackId>, StackAcc>,
+}
+
+/// Rows sorted heaviest first: by total, then count, then their natural order.
+fn kind_rows(kinds: &BTreeMap<WaitKind, WaitStats>, whole_ns: u64) -> Vec<KindRow> {
+    let mut rows: Vec<(&WaitKind, &WaitStats)> = kinds.iter().collect();
+    rows.sort_by_key(|(kind, s)| (Reverse(s.total_ns), Reverse(s.count), **kind));
+    rows.into_iter()
+        .map(|(&kind, s)| KindRow {
+            kind,
+            stats: Stats::new(s, whole_ns),
+        })
+        .collect()
+}
+
+fn hex(value: u64) -> String {
+    format!("{value:#x}")
+}
+
+fn frame_json(frame: &Frame) -> FrameJson {
+    FrameJson {
+        address: hex(frame.address),
+        function: frame.display_name(),
+        module: frame.module.clone(),
+        module_offset: frame.module_offset.map(hex),
+        file: frame.file.clone(),
+        line: frame.line,
+        inlined: frame
+            .inlined
+            .iter()
+            .map(|i| InlinedJson {
+                function: i.function.clone(),
+                file: i.file.clone(),
+                line: i.line,
+            })
+            .collect(),
+    }
+}
+
+fn stack_json(profile: &Profile, id: Option<StackId>) -> Option<StackJson> {
+    let stack: &Stack = profile.stack(id)?;
+    Some(StackJson {
+        id: id?,
+        truncated: stack.truncated,
+        frames: stack.frames.iter().map(frame_json).collect(),
+    })
+}
+
+impl Report {
+    fn build(profile: &Profile, options: &ReportOptions) -> Report {
+        let meta = &profile.metadata;
+        let mut all = WaitStats::default();
+        for w in &profile.waits {
+            all.merge(&w.stats);
+        }
+        let whole_ns = all.total_ns;
+
+        let mut accs: BTreeMap<Key, Acc> = BTreeMap::new();
+        for w in &profile.waits {
+            let key = match options.group_by {
+                GroupBy::Stack => Key::Stack(w.user_stack, w.kind),
+                GroupBy::Thread => Key::Thread(w.pid, w.tid),
+                GroupBy::Lock => Key::Lock(w.pid, w.object, w.operation.clone()),
+            };
+            let acc = accs.entry(key).or_default();
+            acc.stats.merge(&w.stats);
+            acc.kinds.entry(w.kind).or_default().merge(&w.stats);
+            acc.threads.insert((w.pid, w.tid));
+            acc.locks.insert((w.pid, w.object, w.operation.clone()));
+            let stack = acc.stacks.entry(w.user_stack).or_default();
+            stack.count += w.stats.count;
+            stack.total_ns = stack.total_ns.saturating_add(w.stats.total_ns);
+            let kernel = stack.kernel_ns.entry(w.kernel_stack).or_default();
+            *kernel = kernel.saturating_add(w.stats.total_ns);
+        }
+        let mut accs: Vec<(Key, Acc)> = accs.into_iter().collect();
+        accs.sort_by(|(ka, a), (kb, b)| {
+            (Reverse(a.stats.total_ns), Reverse(a.stats.count), ka).cmp(&(
+                Reverse(b.stats.total_ns),
+                Reverse(b.stats.count),
+                kb,
+            ))
+        });
+        let groups_total = accs.len();
+        let shown = if options.top == 0 {
+            groups_total
+        } else {
+            options.top.min(groups_total)
+        };
+
+        let thread_name = |pid: u32, tid: u32| {
+            profile
+                .thread_name(pid, tid)
+                .unwrap_or("[unknown thread]")
+                .to_string()
+        };
+        let groups = accs
+            .into_iter()
+            .take(shown)
+            .enumerate()
+            .map(|(i, (key, acc))| {
+                let key = match key {
+                    Key::Stack(user_stack, kind) => GroupKey::Stack { user_stack, kind },
+                    Key::Thread(pid, tid) => GroupKey::Thread {
+                        pid,
+                        tid,
+                        name: thread_name(pid, tid),
+                    },
+                    Key::Lock(pid, object, operation) => GroupKey::Lock {
+                        pid,
+                        object: hex(object),
+                        operation,
+                    },
+                };
+                let group_ns = acc.stats.total_ns;
+                let stacks_total = acc.stacks.len();
+                let mut stacks: Vec<(Option<StackId>, StackAcc)> = acc.stacks.into_iter().collect();
+                stacks.sort_by_key(|(id, s)| (Reverse(s.total_ns), Reverse(s.count), *id));
+                let stacks = stacks
+                    .into_iter()
+                    .take(MAX_STACKS_PER_GROUP)
+                    .map(|(id, s)| {
+                        let heaviest_kernel = s
+                            .kernel_ns
+                            .iter()
+                            .min_by_key(|&(kid, ns)| (Reverse(*ns), *kid))
+                            .and_then(|(kid, _)| *kid);
+                        StackRow {
+                            count: s.count,
+                            total_ns: s.total_ns,
+                            share: share(s.total_ns, group_ns),
+                            user: stack_json(profile, id),
+                            kernel: if options.show_kernel_stacks {
+                                stack_json(profile, heaviest_kernel)
+                            } else {
+                                None
+                            },
+                            kernel_wanted: options.show_kernel_stacks,
+                        }
+                    })
+                    .collect();
+                Group {
+                    rank: i + 1,
+                    key,
+                    stats: Stats::new(&acc.stats, whole_ns),
+                    kinds: kind_rows(&acc.kinds, group_ns),
+                    threads: acc
+                        .threads
+                        .iter()
+                        .map(|&(pid, tid)| ThreadRow {
+                            pid,
+                            tid,
+                            name: thread_name(pid, tid),
+                        })
+                        .collect(),
+                    locks: acc
+                        .locks
+                        .into_iter()
+                        .map(|(pid, object, operation)| LockRow {
+                            pid,
+                            object: hex(object),
+                            operation,
+                        })
+                        .collect(),
+                    stacks_total,
+                    stacks,
+                    histogram: acc
+                        .stats
+                        .histogram
+                        .buckets()
+                        .map(|(slot, count)| Bucket {
+                            lower_ns: Log2Histogram::slot_lower_bound(slot),
+                            upper_ns: Log2Histogram::slot_upper_bound(slot),
+                            count,
+                        })
+                        .collect(),
+                    log2: acc.stats.histogram,
+                }
+            })
+            .collect();
+
+        let probes = meta
+            .probes
+            .iter()
+            .map(|p| {
+                let (status, fallback_hook, reason) = match &p.status {
+                    AttachStatus::Attached => ("attached", None, None),
+                    AttachStatus::FellBack { hook, reason } => {
+                        ("fell-back", Some(hook.clone()), Some(reason.clone()))
+                    }
+                    AttachStatus::Failed { reason } => ("failed", None, Some(reason.clone())),
+                };
+                ProbeRow {
+                    probe: p.probe.clone(),
+                    hook: p.hook.clone(),
+                    status,
+                    fallback_hook,
+                    reason,
+                }
+            })
+            .collect();
+        let losses = &meta.losses;
+        Report {
+            schema: "lockscope-report",
+            version: REPORT_JSON_VERSION,
+            group_by: options.group_by.name(),
+            top: options.top,
+            header: Header {
+                command: meta.target.command.clone(),
+                pid: meta.target.pid,
+                launched: meta.target.launched,
+                start_unix_ns: meta.start_unix_ns,
+                duration_ns: meta.duration_ns,
+                end_reason: meta.end_reason.clone(),
+                backend: meta.backend.clone(),
+                os: meta.os.clone(),
+                kernel_release: meta.kernel_release.clone(),
+                hostname: meta.hostname.clone(),
+                cpu_count: meta.cpu_count,
+                libc: meta.libc.clone(),
+                threads_seen: profile.threads.len(),
+                probes,
+                events: meta.events,
+                waits_recorded: all.count,
+                losses: LossRow {
+                    complete: losses.is_zero(),
+                    lost_events: losses.lost_events(),
+                    user_stack_failures: losses.user_stack_failures,
+                    kernel_stack_failures: losses.kernel_stack_failures,
+                    map_full: losses.map_full,
+                    dropped: losses.dropped,
+                },
+            },
+            totals: Stats::new(&all, whole_ns),
+            by_kind: kind_rows(&profile.totals_by_kind(), whole_ns),
+            groups_total,
+            groups,
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------------------------
+// Text.
+
+/// Appends one line; writing to a String cannot fail.
+macro_rules! put {
+    ($out:expr) => {{
+        $out.push('\n');
+    }};
+    ($out:expr, $($arg:tt)*) => {{
+        let _ = writeln!($out, $($arg)*);
+    }};
+}
+
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// `a, b, c and 2 more`.
+fn list_limited(items: Vec<String>, limit: usize) -> String {
+    let extra = items.len().saturating_sub(limit);
+    let mut text = items.into_iter().take(limit).collect::<Vec<_>>().join(", ");
+    if extra > 0 {
+        text.push_str(&format!(" and {extra} more"));
+    }
+    text
+}
+
+impl Report {
+    fn to_text(&self, options: &ReportOptions) -> String {
+        let mut out = String::new();
+        self.header_text(&mut out);
+        self.kinds_text(&mut out);
+        self.groups_text(&mut out, options);
+        out
+    }
+
+    fn header_text(&self, out: &mut String) {
+        let h = &self.header;
+        let label = |name: &str| format!("  {name:<11}");
+        put!(
+            out,
+            "lockscope report: `{}` (pid {}, {})",
+            h.command.join(" "),
+            h.pid,
+            if h.launched {
+                "launched by lockscope"
+            } else {
+                "attached"
+            }
+        );
+        put!(
+            out,
+            "{}{} for {}, ended: {}",
+            label("recorded"),
+            format_unix_ns(h.start_unix_ns),
+            format_ns(h.duration_ns),
+            if h.end_reason.is_empty() {
+                "unknown"
+            } else {
+                &h.end_reason
+            }
+        );
+        let mut host = format!(
+            "{}, {} {}, {} CPUs",
+            h.hostname, h.os, h.kernel_release, h.cpu_count
+        );
+        if let Some(libc) = &h.libc {
+            host.push_str(&format!(", {libc}"));
+        }
+        host.push_str(&format!(", backend {}", h.backend));
+        put!(out, "{}{host}", label("host"));
+        put!(out, "{}{} seen", label("threads"), h.threads_seen);
+        if h.probes.is_empty() {
+            put!(out, "{}none", label("probes"));
+        }
+        let probe_width = h.probes.iter().map(|p| p.probe.len()).max().unwrap_or(0);
+        for (i, p) in h.probes.iter().enumerate() {
+            let status = match p.status {
+                "attached" => format!("attached ({})", p.hook),
+                "fell-back" => format!(
+                    "attached via {} ({} failed: {})",
+                    p.fallback_hook.as_deref().unwrap_or("?"),
+                    p.hook,
+                    p.reason.as_deref().unwrap_or("?")
+                ),
+                _ => format!(
+                    "FAILED ({}: {}); its waits are missing",
+                    p.hook,
+                    p.reason.as_deref().unwrap_or("?")
+                ),
+            };
+            let name = if i == 0 { label("probes") } else { label("") };
+            put!(out, "{name}{:<probe_width$}  {status}", p.probe);
+        }
+        put!(
+            out,
+            "{}{} seen, {} recorded",
+            label("events"),
+            h.events,
+            plural(h.waits_recorded, "wait", "waits")
+        );
+        let l = &h.losses;
+        if l.complete {
+            put!(out, "{}none", label("losses"));
+        } else {
+            put!(
+                out,
+                "{}WARNING: this profile is incomplete",
+                label("losses")
+            );
+            if l.lost_events > 0 {
+                put!(
+                    out,
+                    "{}  {} lost, missing from every total below (map full: {}, dropped: {})",
+                    label(""),
+                    plural(l.lost_events, "wait", "waits"),
+                    l.map_full,
+                    l.dropped
+                );
+            }
+            for (n, what) in [
+                (l.user_stack_failures, "user"),
+                (l.kernel_stack_failures, "kernel"),
+            ] {
+                if n > 0 {
+                    put!(
+                        out,
+                        "{}  {} recorded without a {what} stack",
+                        label(""),
+                        plural(n, "wait", "waits")
+                    );
+                }
+            }
+        }
+    }
+
+    fn kinds_text(&self, out: &mut String) {
+        put!(out);
+        put!(out, "Waits by kind");
+        if self.by_kind.is_empty() {
+            put!(out, "  (no waits recorded)");
+            return;
+        }
+        put!(
+            out,
+            "  {:<13}{:>8}{:>11}{:>11}{:>11}{:>8}",
+            "kind",
+            "waits",
+            "total",
+            "mean",
+            "max",
+            "share"
+        );
+        let row = |out: &mut String, name: &str, s: &Stats, whole: u64| {
+            put!(
+                out,
+                "  {name:<13}{:>8}{:>11}{:>11}{:>11}{:>8}",
+                s.count,
+                format_ns(s.total_ns),
+                format_ns(s.mean_ns),
+                format_ns(s.max_ns),
+                format_percent(s.total_ns, whole)
+            );
+        };
+        let whole = self.totals.total_ns;
+        for k in &self.by_kind {
+            row(out, k.kind.name(), &k.stats, whole);
+        }
+        row(out, "all", &self.totals, whole);
+    }
+
+    fn groups_text(&self, out: &mut String, options: &ReportOptions) {
+        if self.groups.is_empty() {
+            return;
+        }
+        put!(out);
+        put!(
+            out,
+            "Top {} of {} {} by total wait time",
+            self.groups.len(),
+            self.groups_total,
+            options.group_by.plural()
+        );
+        let label = |name: &str| format!("{INDENT}{name:<LABEL_WIDTH$}");
+        let whole = self.totals.total_ns;
+        for g in &self.groups {
+            put!(out);
+            let title = match &g.key {
+                GroupKey::Stack {
+                    user_stack: Some(id),
+                    kind,
+                } => format!("user stack {id}, kind {kind}"),
+                GroupKey::Stack {
+                    user_stack: None,
+                    kind,
+                } => format!("no user stack, kind {kind}"),
+                GroupKey::Thread { pid, tid, name } => {
+                    format!("thread {name} (pid {pid}, tid {tid})")
+                }
+                GroupKey::Lock {
+                    pid,
+                    object,
+                    operation,
+                } => format!("lock {object} {operation} (pid {pid})"),
+            };
+            put!(out, "#{:<3}{title}", g.rank);
+            let s = &g.stats;
+            put!(
+                out,
+                "{}{}, total {} ({} of all), mean {}, max {}",
+                label("waits"),
+                s.count,
+                format_ns(s.total_ns),
+                format_percent(s.total_ns, whole),
+                format_ns(s.mean_ns),
+                format_ns(s.max_ns)
+            );
+            if options.group_by != GroupBy::Stack {
+                let kinds = g
+                    .kinds
+                    .iter()
+                    .map(|k| {
+                        format!(
+                            "{} {} ({})",
+                            k.kind,
+                            k.stats.count,
+                            format_ns(k.stats.total_ns)
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                put!(out, "{}{kinds}", label("kinds"));
+            }
+            if options.group_by != GroupBy::Thread {
+                let threads = g
+                    .threads
+                    .iter()
+                    .map(|t| {
+                        if t.pid == self.header.pid {
+                            format!("{} (tid {})", t.name, t.tid)
+                        } else {
+                            format!("{} (pid {}, tid {})", t.name, t.pid, t.tid)
+                        }
+                    })
+                    .collect();
+                put!(
+                    out,
+                    "{}{}",
+                    label("threads"),
+                    list_limited(threads, MAX_THREADS_LISTED)
+                );
+            }
+            if options.group_by != GroupBy::Lock {
+                let locks = g
+                    .locks
+                    .iter()
+                    .map(|l| {
+                        let object = if l.object == "0x0" {
+                            "no object"
+                        } else {
+                            &l.object
+                        };
+                        if l.pid == self.header.pid {
+                            format!("{object} {}", l.operation)
+                        } else {
+                            format!("{object} {} (pid {})", l.operation, l.pid)
+                        }
+                    })
+                    .collect();
+                put!(
+                    out,
+                    "{}{}",
+                    label("locks"),
+                    list_limited(locks, MAX_LOCKS_LISTED)
+                );
+            }
+            for (i, row) in g.stacks.iter().enumerate() {
+                let heading = if g.stacks_total == 1 {
+                    "leaf first".to_string()
+                } else {
+                    format!(
+                        "{} of {}: {}, {} ({} of this group), leaf first",
+                        i + 1,
+                        g.stacks_total,
+                        plural(row.count, "wait", "waits"),
+                        format_ns(row.total_ns),
+                        format_percent(row.total_ns, s.total_ns)
+                    )
+                };
+                put!(out, "{}{heading}", label("user stack"));
+                stack_text(out, row.user.as_ref(), &label(""), false);
+                if row.kernel_wanted {
+                    let indent = format!("{}  ", label(""));
+                    put!(out, "{}kernel stack, leaf first", label(""));
+                    match &row.kernel {
+                        Some(kernel) => stack_text(out, Some(kernel), &indent, true),
+                        None => put!(out, "{indent}(not captured)"),
+                    }
+                }
+            }
+            if g.stacks_total > g.stacks.len() {
+                put!(
+                    out,
+                    "{}{} more stacks not shown",
+                    label(""),
+                    g.stacks_total - g.stacks.len()
+                );
+            }
+            out.push_str(&histogram::render(&g.log2, INDENT));
+        }
+    }
+}
+
+/// Writes a stack leaf first, one function per line: inlined functions (innermost first) before
+/// the function they were inlined into, each with its source location or module offset (kernel
+/// frames: source location only, their module is always the kernel).
+fn stack_text(out: &mut String, stack: Option<&StackJson>, indent: &str, kernel: bool) {
+    let Some(stack) = stack else {
+        put!(out, "{indent}{}", crate::fold::NO_USER_STACK);
+        return;
+    };
+    let mut rows: Vec<(String, String)> = Vec::new();
+    for frame in &stack.frames {
+        let location = |file: &Option<String>, line: Option<u32>| match (file, line) {
+            (Some(file), Some(line)) => Some(format!("{file}:{line}")),
+            (Some(file), None) => Some(file.clone()),
+            _ => None,
+        };
+        for inlined in frame.inlined.iter().rev() {
+            let location = match location(&inlined.file, inlined.line) {
+                Some(location) => format!("{location} (inlined)"),
+                None => "(inlined)".to_string(),
+            };
+            rows.push((inlined.function.clone(), location));
+        }
+        let own = location(&frame.file, frame.line)
+            .or_else(|| match (&frame.module, &frame.module_offset) {
+                _ if kernel => None,
+                // Without a function name, display_name already shows module+offset.
+                (Some(module), Some(offset)) if !frame.function.starts_with(module) => {
+                    Some(format!("{module}+{offset}"))
+                }
+                (Some(module), None) => Some(module.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        rows.push((frame.function.clone(), own));
+    }
+    if rows.is_empty() {
+        put!(out, "{indent}(empty stack)");
+    }
+    let width = rows
+        .iter()
+        .map(|(name, _)| name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .min(MAX_NAME_COLUMN);
+    for (name, location) in rows {
+        if location.is_empty() {
+            put!(out, "{indent}{name}");
+        } else {
+            put!(out, "{indent}{name:<width$}  {location}");
+        }
+    }
+    if stack.truncated {
+        put!(out, "{indent}... (truncated: the unwinder stopped here)");
+    }
+}
