@@ -1,0 +1,132 @@
+//! Golden-file tests of every text output, built from the hand-made demo profile of
+//! `tests/common`. Run with `LOCKSCOPE_BLESS=1` to rewrite the files under `tests/data/` after an
+//! intended change, then review the diff.
+
+mod fixtures;
+
+use fixtures::{demo_profile, lossy_profile};
+use lockscope::export::{write_export, ExportFormat};
+use lockscope::fold::{folded_lines, FoldOptions, Weight};
+use lockscope::report::{write_report, GroupBy, ReportOptions};
+use lockscope_probes::Profile;
+use std::path::PathBuf;
+
+/// Compares `actual` with `tests/data/<name>`, or rewrites the file when `LOCKSCOPE_BLESS=1`.
+fn check_golden(name: &str, actual: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name);
+    if std::env::var_os("LOCKSCOPE_BLESS").is_some_and(|v| v == "1") {
+        std::fs::write(&path, actual).expect("write golden file");
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "cannot read golden file {}: {e}; run with LOCKSCOPE_BLESS=1 to create it",
+            path.display()
+        )
+    });
+    if expected != actual {
+        panic!(
+            "{name} differs from its golden file {} (LOCKSCOPE_BLESS=1 rewrites it)\n\
+             --- expected\n{expected}\n--- actual\n{actual}",
+            path.display()
+        );
+    }
+}
+
+fn report(profile: &Profile, options: &ReportOptions) -> String {
+    let mut out = Vec::new();
+    write_report(profile, options, &mut out).expect("write report");
+    String::from_utf8(out).expect("report is UTF-8")
+}
+
+fn report_options(group_by: GroupBy) -> ReportOptions {
+    let mut options = ReportOptions::default();
+    options.group_by = group_by;
+    options
+}
+
+/// The default text report (grouped by stack) matches its golden file.
+#[test]
+fn report_by_stack() {
+    check_golden(
+        "report_by_stack.txt",
+        &report(&demo_profile(), &report_options(GroupBy::Stack)),
+    );
+}
+
+/// The text report grouped by thread matches its golden file.
+#[test]
+fn report_by_thread() {
+    check_golden(
+        "report_by_thread.txt",
+        &report(&demo_profile(), &report_options(GroupBy::Thread)),
+    );
+}
+
+/// The text report grouped by lock matches its golden file.
+#[test]
+fn report_by_lock() {
+    check_golden(
+        "report_by_lock.txt",
+        &report(&demo_profile(), &report_options(GroupBy::Lock)),
+    );
+}
+
+/// A lossy profile is flagged in the header; kernel stacks and `--top 2` show as expected.
+#[test]
+fn report_lossy_with_kernel_stacks() {
+    let mut options = report_options(GroupBy::Stack);
+    options.top = 2;
+    options.show_kernel_stacks = true;
+    let text = report(&lossy_profile(), &options);
+    assert!(
+        text.contains("WARNING: this profile is incomplete"),
+        "{text}"
+    );
+    check_golden("report_lossy_kernel.txt", &text);
+}
+
+/// The JSON report (grouped by stack) matches its golden file.
+#[test]
+fn report_json_by_stack() {
+    let mut options = report_options(GroupBy::Stack);
+    options.json = true;
+    check_golden("report_by_stack.json", &report(&demo_profile(), &options));
+}
+
+/// The JSON report of a lossy profile grouped by lock, with kernel stacks, matches its golden file.
+#[test]
+fn report_json_lossy_by_lock() {
+    let mut options = report_options(GroupBy::Lock);
+    options.json = true;
+    options.show_kernel_stacks = true;
+    check_golden(
+        "report_lossy_by_lock.json",
+        &report(&lossy_profile(), &options),
+    );
+}
+
+/// Folded stacks weighted by wait time match their golden file.
+#[test]
+fn folded_by_time() {
+    let lines = folded_lines(&demo_profile(), &FoldOptions::default());
+    check_golden("folded_ns.folded", &(lines.join("\n") + "\n"));
+}
+
+/// Folded stacks weighted by count, with kernel frames, through `write_export`, match their
+/// golden file.
+#[test]
+fn folded_by_count_with_kernel() {
+    let mut fold = FoldOptions::default();
+    fold.weight = Weight::Count;
+    fold.kernel_stacks = true;
+    fold.probe = Some("futex".to_string());
+    let mut out = Vec::new();
+    write_export(&demo_profile(), ExportFormat::Folded, &fold, &mut out).expect("export");
+    check_golden(
+        "folded_count_kernel.folded",
+        &String::from_utf8(out).expect("UTF-8"),
+    );
+}
