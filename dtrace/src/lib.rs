@@ -1,1 +1,135 @@
-//! DTrace backend (in progress).
+//! DTrace backend of lockscope, for macOS, FreeBSD and illumos.
+//!
+//! Nothing here links against libdtrace: lockscope writes one D script per recording, runs
+//! `dtrace(1)` as a child process and parses its text output. All of that is plain,
+//! platform-independent Rust, so it is built and tested on any host:
+//!
+//! - [`catalog`]: the DTrace probes lockscope knows per OS ([`TargetOs`]), mapped onto the
+//!   OS-neutral wait taxonomy ([`lockscope_probes::WaitKind`]), plus the decoders of `_umtx_op`
+//!   and `ulock_wait` operations and [`canonical_wait_frame`];
+//! - [`script`]: [`generate_script`] builds the D script (in-kernel aggregations, record framing
+//!   that the parser owns);
+//! - [`parse`]: DTrace text output (lockscope's own records and generic `printa` output) into
+//!   [`parse::Output`];
+//! - [`driver`]: [`Driver`] runs `dtrace -q -s SCRIPT -p PID` (or `-c CMD`), stops it, and turns
+//!   its complaints into clear [`Error`]s and its drop reports into [`lockscope_probes::Losses`];
+//! - [`import_capture`]: a profile from DTrace output captured elsewhere
+//!   (`dtrace -n 'profile-997 { @[ustack()] = count(); }'` and the like).
+//!
+//! Frames are stored the way Brendan Gregg's `stackcollapse.pl` prints them: [`Frame::function`]
+//! holds ``module`symbol`` without the `+0x..` offset (which goes to `function_offset`), so a
+//! folded export of an imported capture matches `stackcollapse.pl` line for line. See
+//! [`parse::parse_frame`] for the exact rules and the one documented difference.
+//!
+//! [`Frame::function`]: lockscope_probes::Frame::function
+
+pub mod catalog;
+pub mod driver;
+pub mod parse;
+mod profile;
+pub mod script;
+
+pub use catalog::{canonical_wait_frame, DtraceProbe, TargetOs, DTRACE_CATALOG};
+pub use driver::{Driver, DriverOptions, DriverTarget, Recording};
+pub use profile::{import_capture, to_profile};
+pub use script::{generate_script, ScriptOptions, ScriptTarget};
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in the DTrace backend.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A probe name that the catalog does not know for this OS.
+    #[error("unknown probe `{probe}` on {os}: known probes are {known}")]
+    UnknownProbe {
+        /// The name asked for.
+        probe: String,
+        /// The OS the script is for.
+        os: TargetOs,
+        /// Comma-separated names valid on that OS.
+        known: String,
+    },
+    /// An option outside its valid range.
+    #[error("invalid option `{option}`: {reason}")]
+    InvalidOption {
+        /// Option name.
+        option: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The script could not be written for dtrace(1) to read.
+    #[error("failed to write the D script to `{path}`: {source}")]
+    WriteScript {
+        /// Where it was to be written.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// dtrace(1) could not be started.
+    #[error("failed to start `{program}`: {source} (set LOCKSCOPE_DTRACE to the dtrace binary)")]
+    Spawn {
+        /// The binary tried.
+        program: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// Waiting for or signalling dtrace(1) failed.
+    #[error("failed to {action} dtrace(1): {source}")]
+    Process {
+        /// What was being done (`wait for`, `stop`).
+        action: &'static str,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// dtrace(1) refused to run for lack of privileges.
+    #[error("dtrace(1) needs root privileges (run lockscope with sudo): {message}")]
+    NotPrivileged {
+        /// dtrace's own message.
+        message: String,
+    },
+    /// macOS System Integrity Protection keeps DTrace from tracing.
+    #[error(
+        "system integrity protection is on, so dtrace(1) cannot trace this: {message}; with SIP \
+         on, the syscall, proc and sched probes still work on processes that are not Apple-signed \
+         or restricted (your own builds), but the pid and fbt providers and restricted targets do \
+         not; to lift it, boot into recovery mode and run `csrutil enable --without dtrace`"
+    )]
+    SipRestricted {
+        /// dtrace's own message.
+        message: String,
+    },
+    /// A probe description in the script matches no probe on this system.
+    #[error("{message}{hint}")]
+    ProbeNotFound {
+        /// dtrace's own message.
+        message: String,
+        /// Why, and what to do, when lockscope knows (starts with `: `), else empty.
+        hint: String,
+    },
+    /// macOS refuses to let dtrace control the target.
+    #[error(
+        "dtrace(1) cannot control the target: {message}; macOS does not let DTrace attach to \
+         executables signed with restricted entitlements (Apple's own binaries, hardened \
+         runtime without the get-task-allow entitlement): trace a copy you signed yourself or \
+         a debug build"
+    )]
+    RestrictedEntitlements {
+        /// dtrace's own message.
+        message: String,
+    },
+    /// dtrace(1) failed for another reason.
+    #[error("dtrace(1) failed ({status}): {stderr}")]
+    DtraceFailed {
+        /// Its exit status, as printed.
+        status: String,
+        /// What it wrote to stderr (its error lines).
+        stderr: String,
+    },
+    /// The input of [`import_capture`] has nothing DTrace would print.
+    #[error("not DTrace output: {reason}")]
+    NotDtraceOutput {
+        /// What was found instead.
+        reason: String,
+    },
+}

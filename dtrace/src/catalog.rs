@@ -1,0 +1,518 @@
+//! The DTrace probe catalog: which kernel hooks each lockscope probe uses on each OS.
+//!
+//! Catalog names are lockscope's (`psynch`, `umtx`, `off-cpu`); categories are the OS-neutral
+//! [`WaitKind`]s, identical on every OS (the Linux backend calls its kernel wait primitive
+//! `futex`). Where the kernel primitive differs, the name differs (`psynch`/`ulock` on macOS,
+//! `umtx` on FreeBSD, `lwp-park`/`lwp-mutex` on illumos); where it is the same idea everywhere,
+//! the name is shared (`plockstat`, `lockstat`, `off-cpu`, `lifecycle`, `syscall`).
+
+use lockscope_probes::{CostClass, WaitKind};
+use std::fmt;
+
+/// The operating system a D script is written for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TargetOs {
+    /// macOS (XNU): psynch/ulock syscalls, plockstat only with the introspection libpthread.
+    MacOs,
+    /// FreeBSD: `_umtx_op`, lockstat, FreeBSD's own sched provider.
+    FreeBsd,
+    /// illumos (and Solaris): plockstat in libc, `lwp_park`, lockstat.
+    Illumos,
+}
+
+impl TargetOs {
+    /// Every supported OS.
+    pub const ALL: [TargetOs; 3] = [TargetOs::MacOs, TargetOs::FreeBsd, TargetOs::Illumos];
+
+    /// The name used on the command line and in profiles' metadata (`macos`, `freebsd`,
+    /// `illumos`).
+    pub fn name(self) -> &'static str {
+        match self {
+            TargetOs::MacOs => "macos",
+            TargetOs::FreeBsd => "freebsd",
+            TargetOs::Illumos => "illumos",
+        }
+    }
+
+    /// Parses [`TargetOs::name`] (also accepts `darwin` and `solaris`).
+    pub fn from_name(name: &str) -> Option<TargetOs> {
+        match name.to_ascii_lowercase().as_str() {
+            "macos" | "darwin" | "osx" => Some(TargetOs::MacOs),
+            "freebsd" => Some(TargetOs::FreeBsd),
+            "illumos" | "solaris" | "smartos" | "omnios" => Some(TargetOs::Illumos),
+            _ => None,
+        }
+    }
+
+    /// The OS lockscope runs on, when it is one with DTrace.
+    pub fn host() -> Option<TargetOs> {
+        match std::env::consts::OS {
+            "macos" => Some(TargetOs::MacOs),
+            "freebsd" => Some(TargetOs::FreeBsd),
+            "illumos" | "solaris" => Some(TargetOs::Illumos),
+            _ => None,
+        }
+    }
+
+    /// DTrace providers a lockscope script may use on this OS (`plockstat` stands for
+    /// `plockstat$target`).
+    pub fn providers(self) -> &'static [&'static str] {
+        match self {
+            TargetOs::MacOs => &["dtrace", "profile", "syscall", "plockstat", "proc", "sched"],
+            TargetOs::FreeBsd => &["dtrace", "profile", "syscall", "lockstat", "proc", "sched"],
+            TargetOs::Illumos => &[
+                "dtrace",
+                "profile",
+                "syscall",
+                "plockstat",
+                "lockstat",
+                "proc",
+                "sched",
+            ],
+        }
+    }
+}
+
+impl fmt::Display for TargetOs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One DTrace probe of lockscope's catalog.
+#[derive(Clone, Copy, Debug)]
+pub struct DtraceProbe {
+    /// Catalog name, used by `--probes` and stored in records (`psynch`).
+    pub name: &'static str,
+    /// What it measures, one line.
+    pub description: &'static str,
+    /// Wait kinds its records can carry.
+    pub kinds: &'static [WaitKind],
+    /// Cost class.
+    pub cost: CostClass,
+    /// `(os, probe descriptions)`: the DTrace probes used on each OS where it exists.
+    pub hooks: &'static [(TargetOs, &'static [&'static str])],
+    /// Enabled when the user names no probes.
+    pub default: bool,
+    /// On macOS, only usable when lockscope launches the target (see [`MACOS_INTROSPECTION`]);
+    /// not a default when attaching to a running process.
+    pub macos_needs_launch: bool,
+}
+
+impl DtraceProbe {
+    /// True when the probe exists on `os`.
+    pub fn supports(&self, os: TargetOs) -> bool {
+        self.hooks.iter().any(|(o, _)| *o == os)
+    }
+
+    /// The DTrace probe descriptions used on `os` (empty when unsupported).
+    pub fn hooks_on(&self, os: TargetOs) -> &'static [&'static str] {
+        self.hooks
+            .iter()
+            .find(|(o, _)| *o == os)
+            .map_or(&[], |(_, hooks)| hooks)
+    }
+}
+
+/// The directory of macOS's introspection libpthread, the only one with plockstat probes
+/// (`DYLD_LIBRARY_PATH=/usr/lib/system/introspection`).
+pub const MACOS_INTROSPECTION: &str = "/usr/lib/system/introspection";
+
+const USER_LOCK_KINDS: &[WaitKind] = &[
+    WaitKind::Mutex,
+    WaitKind::Condvar,
+    WaitKind::RwlockRead,
+    WaitKind::RwlockWrite,
+    WaitKind::Semaphore,
+    WaitKind::Join,
+    WaitKind::Wait,
+];
+
+/// Every DTrace probe lockscope knows, in listing order.
+pub const DTRACE_CATALOG: &[DtraceProbe] = &[
+    DtraceProbe {
+        name: "psynch",
+        description: "pthread mutex, condvar and rwlock waits in the kernel (psynch syscalls \
+                      under libsystem_pthread), with duration, lock address and user stack",
+        kinds: &[
+            WaitKind::Mutex,
+            WaitKind::Condvar,
+            WaitKind::RwlockRead,
+            WaitKind::RwlockWrite,
+        ],
+        cost: CostClass::OnContention,
+        hooks: &[(
+            TargetOs::MacOs,
+            &[
+                "syscall::psynch_mutexwait:entry/return",
+                "syscall::psynch_cvwait:entry/return",
+                "syscall::psynch_rw_rdlock:entry/return",
+                "syscall::psynch_rw_wrlock:entry/return",
+            ],
+        )],
+        default: true,
+        macos_needs_launch: false,
+    },
+    DtraceProbe {
+        name: "ulock",
+        description: "os_unfair_lock and compare-and-wait waits (ulock_wait, ulock_wait2: Rust \
+                      std, Swift, libdispatch), with duration, address and operation",
+        kinds: &[WaitKind::Mutex, WaitKind::Condvar, WaitKind::Wait],
+        cost: CostClass::OnContention,
+        hooks: &[(
+            TargetOs::MacOs,
+            &[
+                "syscall::ulock_wait:entry/return",
+                "syscall::ulock_wait2:entry/return",
+            ],
+        )],
+        default: true,
+        macos_needs_launch: false,
+    },
+    DtraceProbe {
+        name: "semwait",
+        description: "__semwait_signal waits (semaphores, and also sleep()/nanosleep())",
+        kinds: &[WaitKind::Semaphore],
+        cost: CostClass::OnContention,
+        hooks: &[(TargetOs::MacOs, &["syscall::__semwait_signal:entry/return"])],
+        default: false,
+        macos_needs_launch: false,
+    },
+    DtraceProbe {
+        name: "umtx",
+        description: "every blocking _umtx_op of the target (MUTEX_WAIT, MUTEX_LOCK, CV_WAIT, \
+                      RW_RDLOCK, RW_WRLOCK, WAIT_UINT_PRIVATE, SEM2_WAIT, ...), op decoded",
+        kinds: USER_LOCK_KINDS,
+        cost: CostClass::PerSyscall,
+        hooks: &[(TargetOs::FreeBsd, &["syscall::_umtx_op:entry/return"])],
+        default: true,
+        macos_needs_launch: false,
+    },
+    DtraceProbe {
+        name: "lwp-park",
+        description: "lwp_park waits (illumos libc's mutexes, condvars and rwlocks park here), \
+                      classified by the user stack",
+        kinds: USER_LOCK_KINDS,
+        cost: CostClass::OnContention,
+        hooks: &[(TargetOs::Illumos, &["syscall::lwp_park:entry/return"])],
+        default: true,
+        macos_needs_launch: false,
+    },
+    DtraceProbe {
+        name: "lwp-mutex",
+        description: "lwp_mutex_timedlock: kernel-arbitrated (process-shared, priority \
+                      inheritance) mutex waits",
+        kinds: &[WaitKind::Mutex],
+        cost: CostClass::OnContention,
+        hooks: &[(
+            TargetOs::Illumos,
+            &["syscall::lwp_mutex_timedlock:entry/return"],
+        )],
+        default: true,
+        macos_needs_launch: false,
+    },
+    DtraceProbe {
+        name: "plockstat",
+        description: "user-level mutex and rwlock contention as libpthread/libc sees it \
+                      (block-to-blocked time); on macOS only with the introspection libpthread",
+        kinds: &[WaitKind::Mutex, WaitKind::RwlockRead, WaitKind::RwlockWrite],
+        cost: CostClass::OnContention,
+        hooks: &[
+            (
+                TargetOs::MacOs,
+                &[
+                    "plockstat$target:::mutex-block/mutex-blocked",
+                    "plockstat$target:::rw-block/rw-blocked",
+                ],
+            ),
+            (
+                TargetOs::Illumos,
+                &[
+                    "plockstat$target:::mutex-block/mutex-blocked",
+                    "plockstat$target:::mutex-spin/mutex-spun",
+                    "plockstat$target:::rw-block/rw-blocked",
+                ],
+            ),
+        ],
+        default: true,
+        macos_needs_launch: true,
+    },
+    DtraceProbe {
+        name: "mutex-hold",
+        description: "mutex hold times (acquire to release) per lock; records carry hold time, \
+                      not wait time (operation `hold`); fires on every lock operation",
+        kinds: &[WaitKind::Mutex],
+        cost: CostClass::PerSyscall,
+        hooks: &[
+            (
+                TargetOs::MacOs,
+                &["plockstat$target:::mutex-acquire/mutex-release"],
+            ),
+            (
+                TargetOs::Illumos,
+                &["plockstat$target:::mutex-acquire/mutex-release"],
+            ),
+        ],
+        default: false,
+        macos_needs_launch: true,
+    },
+    DtraceProbe {
+        name: "lockstat",
+        description: "contention on kernel locks while running for the target (adaptive \
+                      mutexes, rwlocks, sx locks), with kernel and user stacks",
+        kinds: &[WaitKind::KernelLock],
+        cost: CostClass::OnContention,
+        hooks: &[
+            (
+                TargetOs::FreeBsd,
+                &[
+                    "lockstat:::adaptive-block",
+                    "lockstat:::adaptive-spin",
+                    "lockstat:::rw-block",
+                    "lockstat:::sx-block",
+                ],
+            ),
+            (
+                TargetOs::Illumos,
+                &[
+                    "lockstat:::adaptive-block",
+                    "lockstat:::adaptive-spin",
+                    "lockstat:::rw-block",
+                ],
+            ),
+        ],
+        default: false,
+        macos_needs_launch: false,
+    },
+    DtraceProbe {
+        name: "off-cpu",
+        description: "time the target's threads spend switched off the CPU, with kernel and \
+                      user stacks (FreeBSD: keyed by the sleep's wait message)",
+        kinds: &[WaitKind::OffCpu],
+        cost: CostClass::PerContextSwitch,
+        hooks: &[
+            (TargetOs::MacOs, &["sched:::off-cpu", "sched:::on-cpu"]),
+            (TargetOs::FreeBsd, &["sched:::off-cpu", "sched:::on-cpu"]),
+            (TargetOs::Illumos, &["sched:::off-cpu", "sched:::on-cpu"]),
+        ],
+        default: false,
+        macos_needs_launch: false,
+    },
+    DtraceProbe {
+        name: "lifecycle",
+        description: "process and thread lifecycle of the target (fork, exec, exit, new \
+                      threads), counted per user stack",
+        kinds: &[WaitKind::Lifecycle],
+        cost: CostClass::OnContention,
+        hooks: &[
+            (
+                TargetOs::MacOs,
+                &[
+                    "proc:::create",
+                    "proc:::exec-success",
+                    "proc:::exit",
+                    "proc:::lwp-create",
+                ],
+            ),
+            (
+                TargetOs::FreeBsd,
+                &["proc:::create", "proc:::exec-success", "proc:::exit"],
+            ),
+            (
+                TargetOs::Illumos,
+                &[
+                    "proc:::create",
+                    "proc:::exec-success",
+                    "proc:::exit",
+                    "proc:::lwp-create",
+                ],
+            ),
+        ],
+        default: false,
+        macos_needs_launch: false,
+    },
+    DtraceProbe {
+        name: "syscall",
+        description: "latency of every system call of the target, per syscall and user stack",
+        kinds: &[WaitKind::Syscall],
+        cost: CostClass::PerSyscall,
+        hooks: &[
+            (TargetOs::MacOs, &["syscall:::entry/return"]),
+            (TargetOs::FreeBsd, &["syscall:::entry/return"]),
+            (TargetOs::Illumos, &["syscall:::entry/return"]),
+        ],
+        default: false,
+        macos_needs_launch: false,
+    },
+];
+
+/// Looks a probe up by catalog name.
+pub fn find(name: &str) -> Option<&'static DtraceProbe> {
+    DTRACE_CATALOG.iter().find(|p| p.name == name)
+}
+
+/// The probes that exist on `os`, in listing order.
+pub fn probes_for(os: TargetOs) -> impl Iterator<Item = &'static DtraceProbe> {
+    DTRACE_CATALOG.iter().filter(move |p| p.supports(os))
+}
+
+/// The probes enabled when the user names none: the catalog defaults that exist on `os`,
+/// without the macOS plockstat probes when attaching to a running process (`launched` false).
+pub fn defaults_for(os: TargetOs, launched: bool) -> impl Iterator<Item = &'static DtraceProbe> {
+    probes_for(os)
+        .filter(move |p| p.default && (launched || os != TargetOs::MacOs || !p.macos_needs_launch))
+}
+
+/// Decodes a FreeBSD `_umtx_op` operation number (`sys/umtx.h`) into its name and the wait
+/// category it stands for. `None` for operations that never block (wakes, unlocks, ...).
+pub fn decode_umtx_op(op: u64) -> Option<(&'static str, WaitKind)> {
+    Some(match op {
+        2 => ("UMTX_OP_WAIT", WaitKind::Wait),
+        5 => ("UMTX_OP_MUTEX_LOCK", WaitKind::Mutex),
+        8 => ("UMTX_OP_CV_WAIT", WaitKind::Condvar),
+        11 => ("UMTX_OP_WAIT_UINT", WaitKind::Wait),
+        12 => ("UMTX_OP_RW_RDLOCK", WaitKind::RwlockRead),
+        13 => ("UMTX_OP_RW_WRLOCK", WaitKind::RwlockWrite),
+        15 => ("UMTX_OP_WAIT_UINT_PRIVATE", WaitKind::Wait),
+        17 => ("UMTX_OP_MUTEX_WAIT", WaitKind::Mutex),
+        19 => ("UMTX_OP_SEM_WAIT", WaitKind::Semaphore),
+        23 => ("UMTX_OP_SEM2_WAIT", WaitKind::Semaphore),
+        _ => return None,
+    })
+}
+
+/// The blocking `_umtx_op` operation numbers, as the D predicate selects them.
+pub const UMTX_WAIT_OPS: [u64; 10] = [2, 5, 8, 11, 12, 13, 15, 17, 19, 23];
+
+/// Decodes the low byte of a macOS `ulock_wait`/`ulock_wait2` operation (`sys/ulock.h`).
+pub fn decode_ulock_op(op: u64) -> (&'static str, WaitKind) {
+    match op & 0xff {
+        1 => ("UL_COMPARE_AND_WAIT", WaitKind::Wait),
+        2 => ("UL_UNFAIR_LOCK", WaitKind::Mutex),
+        3 => ("UL_COMPARE_AND_WAIT_SHARED", WaitKind::Wait),
+        4 => ("UL_UNFAIR_LOCK64_SHARED", WaitKind::Mutex),
+        5 => ("UL_COMPARE_AND_WAIT64", WaitKind::Wait),
+        6 => ("UL_COMPARE_AND_WAIT64_SHARED", WaitKind::Wait),
+        _ => ("UL_UNKNOWN", WaitKind::Wait),
+    }
+}
+
+/// The category of a macOS psynch syscall or a plockstat operation; `None` when the name alone
+/// does not tell.
+pub fn kind_of_operation(operation: &str) -> Option<WaitKind> {
+    Some(match operation {
+        "psynch_mutexwait" | "mutex-block" | "mutex-spin" | "hold" | "lwp_mutex_timedlock" => {
+            WaitKind::Mutex
+        }
+        "psynch_cvwait" => WaitKind::Condvar,
+        "psynch_rw_rdlock" | "rw-rdlock" => WaitKind::RwlockRead,
+        "psynch_rw_wrlock" | "rw-wrlock" => WaitKind::RwlockWrite,
+        "__semwait_signal" => WaitKind::Semaphore,
+        _ => return None,
+    })
+}
+
+/// The OS-neutral name of the user-space frame that enters the kernel to wait, or `None`.
+///
+/// macOS's `__psynch_mutexwait` (and the other psynch/ulock stubs), FreeBSD's `_umtx_op_err`,
+/// illumos' `__lwp_park`, glibc's `__lll_lock_wait` and the Linux futex wrappers all become
+/// `[kernel wait]`, so stacks from different kernels line up at the same frame when compared.
+/// Accepts a bare symbol or ``module`symbol`` (with or without a `+0x..` offset). Keep the real
+/// frame beside it: this is for comparisons, not for display.
+pub fn canonical_wait_frame(name: &str) -> Option<&'static str> {
+    let symbol = name.rsplit_once('`').map_or(name, |(_, symbol)| symbol);
+    let symbol = match symbol.rsplit_once("+0x") {
+        Some((base, offset)) if offset.chars().all(|c| c.is_ascii_hexdigit()) => base,
+        _ => symbol,
+    };
+    const WAIT_ENTRIES: &[&str] = &[
+        // macOS libsystem_kernel syscall stubs.
+        "__psynch_mutexwait",
+        "__psynch_cvwait",
+        "__psynch_rw_rdlock",
+        "__psynch_rw_wrlock",
+        "__ulock_wait",
+        "__ulock_wait2",
+        "__semwait_signal",
+        // FreeBSD libc/libthr.
+        "_umtx_op_err",
+        "_umtx_op",
+        "__umtx_op",
+        // illumos libc.
+        "__lwp_park",
+        "___lwp_mutex_timedlock",
+        "__lwp_mutex_timedlock",
+        // glibc, musl and the raw syscall.
+        "__lll_lock_wait",
+        "__lll_lock_wait_private",
+        "__futex_abstimed_wait_common",
+        "__futex_abstimed_wait_common64",
+        "futex_wait",
+        "__futexwait",
+    ];
+    WAIT_ENTRIES
+        .contains(&symbol)
+        .then_some(CANONICAL_KERNEL_WAIT)
+}
+
+/// The name [`canonical_wait_frame`] returns.
+pub const CANONICAL_KERNEL_WAIT: &str = "[kernel wait]";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every probe has hooks, and each OS has at least one default kernel wait probe.
+    #[test]
+    fn catalog_is_consistent() {
+        for p in DTRACE_CATALOG {
+            assert!(!p.hooks.is_empty(), "{} has no hooks", p.name);
+            assert!(!p.kinds.is_empty(), "{} has no kinds", p.name);
+            assert!(lockscope_probes::catalog::find(p.name).is_none() || p.name == "futex");
+        }
+        for os in TargetOs::ALL {
+            assert!(defaults_for(os, false).count() > 0, "{os} has no defaults");
+            assert_eq!(TargetOs::from_name(os.name()), Some(os));
+        }
+        // macOS plockstat is a default only when lockscope launches the target.
+        assert!(defaults_for(TargetOs::MacOs, true).any(|p| p.name == "plockstat"));
+        assert!(!defaults_for(TargetOs::MacOs, false).any(|p| p.name == "plockstat"));
+        assert!(defaults_for(TargetOs::Illumos, false).any(|p| p.name == "plockstat"));
+    }
+
+    /// The kernel wait entries of three OSes map to one canonical frame; others do not.
+    #[test]
+    fn canonical_frames_line_up() {
+        let mac = canonical_wait_frame("libsystem_kernel.dylib`__psynch_mutexwait+0xa");
+        let bsd = canonical_wait_frame("libthr.so.3`_umtx_op_err+0xa");
+        let linux = canonical_wait_frame("__lll_lock_wait");
+        assert_eq!(mac, Some(CANONICAL_KERNEL_WAIT));
+        assert_eq!(mac, bsd);
+        assert_eq!(bsd, linux);
+        assert_eq!(canonical_wait_frame("libc.so.1`__lwp_park"), mac);
+        assert_eq!(canonical_wait_frame("rg`main"), None);
+        assert_eq!(canonical_wait_frame("pthread_mutex_lock"), None);
+    }
+
+    /// umtx and ulock operations decode to the documented names and categories.
+    #[test]
+    fn operations_decode() {
+        assert_eq!(
+            decode_umtx_op(17),
+            Some(("UMTX_OP_MUTEX_WAIT", WaitKind::Mutex))
+        );
+        assert_eq!(
+            decode_umtx_op(8),
+            Some(("UMTX_OP_CV_WAIT", WaitKind::Condvar))
+        );
+        assert_eq!(decode_umtx_op(3), None, "UMTX_OP_WAKE never blocks");
+        for op in UMTX_WAIT_OPS {
+            assert!(decode_umtx_op(op).is_some(), "op {op}");
+        }
+        assert_eq!(
+            decode_ulock_op(0x0100_0002),
+            ("UL_UNFAIR_LOCK", WaitKind::Mutex)
+        );
+        assert_eq!(decode_ulock_op(1).1, WaitKind::Wait);
+    }
+}

@@ -1,0 +1,262 @@
+//! Parsed output into a [`Profile`].
+
+use crate::catalog::{self, TargetOs};
+use crate::parse::{self, GenericRecord, LockscopeRecord, Output, ParsedFrame, Record, Value};
+use crate::Error;
+use lockscope_probes::{
+    AddressSpace, Metadata, Profile, Stack, StackId, ThreadInfo, WaitKind, WaitRecord, WaitStats,
+};
+use std::collections::HashMap;
+
+/// Probe name given to records of generic aggregations (not lockscope's own script).
+pub const GENERIC_PROBE: &str = "dtrace";
+
+/// Interns stacks by their frame text. [`lockscope_probes::StackInterner`] keys by address, and
+/// frames parsed from text have none.
+#[derive(Default)]
+struct TextInterner {
+    stacks: Vec<Stack>,
+    index: HashMap<(bool, Vec<String>), StackId>,
+}
+
+impl TextInterner {
+    fn intern(
+        &mut self,
+        space: AddressSpace,
+        frames: &[ParsedFrame],
+        limit: Option<u32>,
+    ) -> StackId {
+        let key = (
+            space == AddressSpace::Kernel,
+            frames.iter().map(|f| f.text.clone()).collect::<Vec<_>>(),
+        );
+        if let Some(&id) = self.index.get(&key) {
+            return id;
+        }
+        let id = self.stacks.len() as StackId;
+        self.stacks.push(Stack {
+            space,
+            frames: frames.iter().map(|f| parse::parse_frame(&f.text)).collect(),
+            truncated: limit.is_some_and(|limit| frames.len() >= limit as usize),
+        });
+        self.index.insert(key, id);
+        id
+    }
+}
+
+/// Module names of kernels' frames, to tell a lone kernel stack from a user one.
+fn is_kernel_module(module: &str) -> bool {
+    matches!(module, "unix" | "genunix" | "kernel" | "mach_kernel")
+        || module.starts_with("kernel.")
+        || module.ends_with(".ko")
+}
+
+fn looks_like_kernel_stack(frames: &[ParsedFrame]) -> bool {
+    frames.iter().any(|f| {
+        f.text
+            .split_once('`')
+            .is_some_and(|(module, _)| is_kernel_module(module))
+    })
+}
+
+fn clamp(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}
+
+/// Symbols of a stack, leaf first, without their module, for [`WaitKind::classify_user_wait`].
+fn symbols(frames: &[ParsedFrame]) -> Vec<String> {
+    frames
+        .iter()
+        .map(|f| {
+            let name = parse::parse_frame(&f.text).display_name();
+            name.split_once('`')
+                .map_or(name.clone(), |(_, symbol)| symbol.to_string())
+        })
+        .collect()
+}
+
+/// The category and decoded operation of a lockscope record.
+fn resolve_kind(record: &LockscopeRecord) -> (WaitKind, String) {
+    let by_stack = |fallback: WaitKind| {
+        let names = symbols(&record.user_stack);
+        WaitKind::classify_user_wait(names.iter().map(String::as_str), fallback)
+    };
+    if record.kind != "auto" {
+        let kind = WaitKind::ALL
+            .into_iter()
+            .find(|k| k.name() == record.kind)
+            .unwrap_or(WaitKind::Wait);
+        return (kind, record.op.clone());
+    }
+    match record.probe.as_str() {
+        "umtx" => match record.op.parse().ok().and_then(catalog::decode_umtx_op) {
+            Some((name, WaitKind::Wait)) => (by_stack(WaitKind::Wait), name.to_string()),
+            Some((name, kind)) => (kind, name.to_string()),
+            None => (by_stack(WaitKind::Wait), format!("_umtx_op({})", record.op)),
+        },
+        "ulock" => {
+            let (function, op) = record.op.split_once('/').unwrap_or((&record.op, "0"));
+            let (name, kind) = catalog::decode_ulock_op(op.parse().unwrap_or(0));
+            let kind = if kind == WaitKind::Wait {
+                by_stack(WaitKind::Wait)
+            } else {
+                kind
+            };
+            (kind, format!("{function} {name}"))
+        }
+        _ => match catalog::kind_of_operation(&record.op) {
+            Some(kind) => (kind, record.op.clone()),
+            None => (by_stack(WaitKind::Wait), record.op.clone()),
+        },
+    }
+}
+
+/// Builds a profile from parsed output.
+///
+/// lockscope records keep their probe, category, thread, object and statistics. Generic records
+/// (a capture's `@[ustack()] = count()` and the like) get probe [`GENERIC_PROBE`] (`dtrace`) and
+/// [`WaitKind::Wait`], pid and tid 0, and their value as a **count**: a scalar goes to
+/// `WaitStats::count` (negative values become 0) with `total_ns` 0; a histogram goes to
+/// `WaitStats::histogram` when it is a `quantize()` (its counts summed into `count`), else only
+/// its summed count is kept. Text and number keys become the record's `operation` (joined by a
+/// space); stacks: with two groups the first is the kernel stack and the second the user stack;
+/// a lone group is a kernel stack when its modules are a kernel's (`unix`, `genunix`, `kernel`,
+/// `mach_kernel`, `*.ko`), else a user stack.
+///
+/// `ustack_frames` marks stacks with that many frames as truncated.
+pub fn to_profile(output: &Output, os: Option<TargetOs>, ustack_frames: Option<u32>) -> Profile {
+    let mut interner = TextInterner::default();
+    let mut waits = Vec::new();
+    let mut threads: Vec<ThreadInfo> = Vec::new();
+    let os_name = os
+        .map(TargetOs::name)
+        .or_else(|| {
+            output
+                .begin
+                .iter()
+                .find(|(k, _)| k == "os")
+                .map(|(_, v)| v.as_str())
+        })
+        .unwrap_or_default()
+        .to_string();
+    for record in &output.records {
+        match record {
+            Record::Lockscope(r) => {
+                let (kind, operation) = resolve_kind(r);
+                let user_stack =
+                    Some(interner.intern(AddressSpace::User, &r.user_stack, ustack_frames));
+                let kernel_stack = r
+                    .kernel_stack
+                    .as_ref()
+                    .map(|frames| interner.intern(AddressSpace::Kernel, frames, None));
+                let stats = WaitStats {
+                    count: clamp(r.count),
+                    total_ns: r.total_ns.map_or(0, clamp),
+                    max_ns: r.max_ns.map_or(0, clamp),
+                    histogram: r
+                        .histogram
+                        .as_ref()
+                        .and_then(parse::Distribution::to_log2)
+                        .unwrap_or_default(),
+                };
+                if !threads.iter().any(|t| t.pid == r.pid && t.tid == r.tid) {
+                    threads.push(ThreadInfo {
+                        pid: r.pid,
+                        tid: r.tid,
+                        name: r.thread.clone(),
+                    });
+                }
+                waits.push(WaitRecord {
+                    probe: r.probe.clone(),
+                    kind,
+                    pid: r.pid,
+                    tid: r.tid,
+                    object: r.object,
+                    operation,
+                    user_stack,
+                    kernel_stack,
+                    stats,
+                });
+            }
+            Record::Generic(r) => waits.push(generic_wait(r, &mut interner)),
+        }
+    }
+    threads.sort_by_key(|t| (t.pid, t.tid));
+    let events = waits.iter().map(|w| w.stats.count).sum();
+    Profile {
+        metadata: Metadata {
+            lockscope_version: env!("CARGO_PKG_VERSION").to_string(),
+            backend: "dtrace".to_string(),
+            os: os_name,
+            events,
+            ..Metadata::default()
+        },
+        threads,
+        stacks: interner.stacks,
+        waits,
+    }
+}
+
+fn generic_wait(r: &GenericRecord, interner: &mut TextInterner) -> WaitRecord {
+    let (kernel, user): (Option<&[ParsedFrame]>, Option<&[ParsedFrame]>) = match r.stacks.as_slice()
+    {
+        [] => (None, None),
+        [only] if looks_like_kernel_stack(only) => (Some(only), None),
+        [only] => (None, Some(only)),
+        [kernel, user, ..] => (Some(kernel), Some(user)),
+    };
+    let stats = match &r.value {
+        Value::Scalar(v) => WaitStats {
+            count: clamp(*v),
+            ..WaitStats::default()
+        },
+        Value::Distribution(d) => match d.to_log2() {
+            Some(histogram) => WaitStats {
+                count: histogram.total_count(),
+                histogram,
+                ..WaitStats::default()
+            },
+            None => WaitStats {
+                count: clamp(d.total()),
+                ..WaitStats::default()
+            },
+        },
+    };
+    WaitRecord {
+        probe: GENERIC_PROBE.to_string(),
+        kind: WaitKind::Wait,
+        pid: 0,
+        tid: 0,
+        object: 0,
+        operation: r.keys.join(" "),
+        user_stack: user.map(|f| interner.intern(AddressSpace::User, f, None)),
+        kernel_stack: kernel.map(|f| interner.intern(AddressSpace::Kernel, f, None)),
+        stats,
+    }
+}
+
+/// Imports DTrace output captured elsewhere (`dtrace -n '... { @[ustack()] = count(); }' -o
+/// out.txt`, as FlameGraph's README makes them, or the output of a lockscope script).
+///
+/// See [`to_profile`] for how generic records map onto the model: probe `dtrace`, kind `wait`,
+/// the aggregated value in `WaitStats::count`, `total_ns` 0. `os` only fills the metadata.
+/// Errors with [`Error::NotDtraceOutput`] when the input has text but nothing DTrace prints.
+pub fn import_capture(bytes: &[u8], os: Option<TargetOs>) -> Result<Profile, Error> {
+    let output = parse::parse_output(bytes);
+    let recognized = !output.records.is_empty()
+        || output.header_lines > 0
+        || !output.begin.is_empty()
+        || output.done;
+    let has_text = bytes.iter().any(|b| !b.is_ascii_whitespace());
+    if has_text && !recognized {
+        return Err(Error::NotDtraceOutput {
+            reason: format!(
+                "{} lines of text without a stack, a count or a DTrace header",
+                output.skipped_lines
+            ),
+        });
+    }
+    let mut profile = to_profile(&output, os, None);
+    profile.metadata.end_reason = "imported".to_string();
+    Ok(profile)
+}

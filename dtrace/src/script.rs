@@ -1,0 +1,629 @@
+//! D script generation: one script per recording, aggregating in the kernel.
+//!
+//! Every probe family aggregates into up to four aggregations that share one key,
+//! `[op, pid, tid, object, execname, ustack()(, stack())]`: `count()`, `sum(ns)`, `max(ns)` and
+//! `quantize(ns)`. In `END` one `printa()` per family prints them joined, framed by lines that
+//! start with `=== ` which [`crate::parse`] reads (the format is lockscope's, not guessed):
+//!
+//! ```text
+//! === lockscope begin os=macos format=1
+//!
+//! === lockscope record probe=psynch kind=auto
+//! === key op=psynch_mutexwait pid=42 tid=1234 object=0x600000c04010
+//! === thread myserver
+//! === ustack
+//!               libsystem_kernel.dylib`__psynch_mutexwait+0xa
+//!               ...
+//! === count 12
+//! === total_ns 480000
+//! === max_ns 90000
+//! === histogram
+//!            value  ------------- Distribution ------------- count
+//!            ...
+//! === end
+//!
+//! === lockscope done
+//! ```
+//!
+//! `kind=auto` means the parser derives the category from `op` (psynch syscall, decoded
+//! `_umtx_op`/`ulock_wait` operation, plockstat event) or, for `lwp_park` and compare-and-wait
+//! operations that name no purpose, from the user stack.
+
+use crate::catalog::{self, TargetOs, UMTX_WAIT_OPS};
+use crate::Error;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+/// Version of the record framing; printed in the `=== lockscope begin` line.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// What the script traces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ScriptTarget {
+    /// A running process, attached with `dtrace -p PID`.
+    Pid(u32),
+    /// A command that dtrace launches (`dtrace -c CMD`).
+    Command,
+}
+
+/// Options of [`generate_script`]. Build with [`ScriptOptions::new`] and set fields.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ScriptOptions {
+    /// The OS the script runs on. Default: the host's, else macOS.
+    pub os: TargetOs,
+    /// Catalog names of the probes to enable; empty means the defaults for `os` and `target`
+    /// (see [`catalog::defaults_for`]). Default: empty.
+    pub probes: Vec<String>,
+    /// What is traced. Default: [`ScriptTarget::Command`].
+    pub target: ScriptTarget,
+    /// Most user-stack frames captured (`ustackframes`). Default: 100.
+    pub ustack_frames: u32,
+    /// Most kernel-stack frames captured (`stackframes`). Default: 40.
+    pub kernel_stack_frames: u32,
+    /// Recording length: adds a `profile:::tick-N` clause that calls `exit(0)`. Default: none
+    /// (until the target exits or lockscope interrupts dtrace).
+    pub duration: Option<Duration>,
+    /// Aggregation buffer size in bytes (`aggsize`). Default: 32 MiB.
+    pub aggsize: u64,
+    /// Thread-local variable space in bytes (`dynvarsize`). Default: 16 MiB.
+    pub dynvarsize: u64,
+    /// Principal buffer size in bytes (`bufsize`). Default: 8 MiB.
+    pub bufsize: u64,
+}
+
+impl Default for ScriptOptions {
+    fn default() -> Self {
+        Self::new(TargetOs::host().unwrap_or(TargetOs::MacOs))
+    }
+}
+
+impl ScriptOptions {
+    /// Default options for `os`.
+    pub fn new(os: TargetOs) -> Self {
+        ScriptOptions {
+            os,
+            probes: Vec::new(),
+            target: ScriptTarget::Command,
+            ustack_frames: 100,
+            kernel_stack_frames: 40,
+            duration: None,
+            aggsize: 32 << 20,
+            dynvarsize: 16 << 20,
+            bufsize: 8 << 20,
+        }
+    }
+
+    /// The catalog probes these options select, in catalog order, after validation.
+    pub fn selected_probes(&self) -> Result<Vec<&'static catalog::DtraceProbe>, Error> {
+        let launched = self.target == ScriptTarget::Command;
+        if self.probes.is_empty() {
+            return Ok(catalog::defaults_for(self.os, launched).collect());
+        }
+        for name in &self.probes {
+            let known = catalog::find(name).is_some_and(|p| p.supports(self.os));
+            if !known {
+                let known: Vec<&str> = catalog::probes_for(self.os).map(|p| p.name).collect();
+                return Err(Error::UnknownProbe {
+                    probe: name.clone(),
+                    os: self.os,
+                    known: known.join(", "),
+                });
+            }
+        }
+        Ok(catalog::probes_for(self.os)
+            .filter(|p| self.probes.iter().any(|n| n == p.name))
+            .collect())
+    }
+
+    fn validate(&self) -> Result<(), Error> {
+        if !(1..=4096).contains(&self.ustack_frames) {
+            return Err(Error::InvalidOption {
+                option: "ustack_frames",
+                reason: format!("{} is not in 1..=4096", self.ustack_frames),
+            });
+        }
+        if !(1..=4096).contains(&self.kernel_stack_frames) {
+            return Err(Error::InvalidOption {
+                option: "kernel_stack_frames",
+                reason: format!("{} is not in 1..=4096", self.kernel_stack_frames),
+            });
+        }
+        if self.duration.is_some_and(|d| d.is_zero()) {
+            return Err(Error::InvalidOption {
+                option: "duration",
+                reason: "a recording cannot last zero seconds".into(),
+            });
+        }
+        for (option, bytes) in [
+            ("aggsize", self.aggsize),
+            ("dynvarsize", self.dynvarsize),
+            ("bufsize", self.bufsize),
+        ] {
+            if bytes < 4096 {
+                return Err(Error::InvalidOption {
+                    option,
+                    reason: format!("{bytes} bytes is too small (at least 4096)"),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One aggregation family: the aggregations of one tag, printed by one `printa()`.
+struct Family {
+    /// D identifier part: `@lockscope_<tag>_count`.
+    tag: &'static str,
+    /// Catalog probe name.
+    probe: &'static str,
+    /// WaitKind name, or `auto`.
+    kind: &'static str,
+    /// Key by `stack()` too.
+    kernel_stack: bool,
+    /// Aggregate durations (count, sum, max, quantize) rather than just count.
+    timed: bool,
+}
+
+impl Family {
+    fn keys(&self, op: &str, object: &str) -> String {
+        let mut keys = format!("{op}, pid, tid, (uint64_t)({object}), execname, ustack()");
+        if self.kernel_stack {
+            keys.push_str(", stack()");
+        }
+        keys
+    }
+
+    /// Statements that add one event to the family's aggregations.
+    fn aggregate(&self, out: &mut String, op: &str, object: &str, ns: &str) {
+        let keys = self.keys(op, object);
+        let tag = self.tag;
+        let _ = writeln!(out, "\t@lockscope_{tag}_count[{keys}] = count();");
+        if self.timed {
+            let _ = writeln!(out, "\t@lockscope_{tag}_total[{keys}] = sum({ns});");
+            let _ = writeln!(out, "\t@lockscope_{tag}_max[{keys}] = max({ns});");
+            let _ = writeln!(out, "\t@lockscope_{tag}_hist[{keys}] = quantize({ns});");
+        }
+    }
+
+    /// The `printa()` statement of the `END` clause.
+    fn printa(&self, out: &mut String) {
+        let mut format = format!(
+            "\\n=== lockscope record probe={} kind={}\\n=== key op=%s pid=%d tid=%d \
+             object=0x%x\\n=== thread %s\\n=== ustack%k",
+            self.probe, self.kind
+        );
+        if self.kernel_stack {
+            format.push_str("=== kstack%k");
+        }
+        format.push_str("=== count %@d\\n");
+        let tag = self.tag;
+        let mut aggs = format!("@lockscope_{tag}_count");
+        if self.timed {
+            format.push_str("=== total_ns %@d\\n=== max_ns %@d\\n=== histogram%@d");
+            let _ = write!(
+                aggs,
+                ", @lockscope_{tag}_total, @lockscope_{tag}_max, @lockscope_{tag}_hist"
+            );
+        }
+        format.push_str("=== end\\n");
+        let _ = writeln!(out, "\tprinta(\"{format}\",\n\t    {aggs});");
+    }
+}
+
+/// Clauses of a syscall timed from entry to return: the entry saves the start time (and the
+/// object and op), the return aggregates and clears the thread-local variables.
+struct SyscallWait<'a> {
+    family: Family,
+    functions: &'a [&'a str],
+    /// Extra predicate on the entry (after `pid == $target`).
+    entry_filter: Option<String>,
+    /// Expression of the waited-on object at entry.
+    object: &'a str,
+    /// Expression of the op key at return (may use `self->lockscope_<tag>_op`).
+    op_at_entry: Option<&'a str>,
+    op_at_return: &'a str,
+}
+
+fn emit_syscall_wait(out: &mut String, w: &SyscallWait<'_>) {
+    let tag = w.family.tag;
+    let probes = |side: &str| {
+        w.functions
+            .iter()
+            .map(|f| format!("syscall::{f}:{side}"))
+            .collect::<Vec<_>>()
+            .join(",\n")
+    };
+    let filter = w
+        .entry_filter
+        .as_ref()
+        .map_or(String::new(), |f| format!(" && ({f})"));
+    let _ = writeln!(out, "{}\n/pid == $target{filter}/\n{{", probes("entry"));
+    let _ = writeln!(out, "\tself->lockscope_{tag}_ts = timestamp;");
+    let _ = writeln!(out, "\tself->lockscope_{tag}_obj = {};", w.object);
+    if let Some(op) = w.op_at_entry {
+        let _ = writeln!(out, "\tself->lockscope_{tag}_op = {op};");
+    }
+    let _ = writeln!(out, "}}\n");
+    let _ = writeln!(out, "{}\n/self->lockscope_{tag}_ts/\n{{", probes("return"));
+    let _ = writeln!(out, "\tthis->ns = timestamp - self->lockscope_{tag}_ts;");
+    w.family.aggregate(
+        out,
+        w.op_at_return,
+        &format!("self->lockscope_{tag}_obj"),
+        "this->ns",
+    );
+    let _ = writeln!(out, "\tself->lockscope_{tag}_ts = 0;");
+    let _ = writeln!(out, "\tself->lockscope_{tag}_obj = 0;");
+    if w.op_at_entry.is_some() {
+        let _ = writeln!(out, "\tself->lockscope_{tag}_op = 0;");
+    }
+    let _ = writeln!(out, "}}\n");
+}
+
+fn size_option(bytes: u64) -> String {
+    if bytes.is_multiple_of(1 << 20) {
+        format!("{}m", bytes >> 20)
+    } else if bytes.is_multiple_of(1 << 10) {
+        format!("{}k", bytes >> 10)
+    } else {
+        bytes.to_string()
+    }
+}
+
+fn tick_clause(duration: Duration) -> String {
+    let ms = duration.as_millis().max(1);
+    if ms.is_multiple_of(1000) {
+        format!("profile:::tick-{}s", ms / 1000)
+    } else {
+        format!("profile:::tick-{ms}ms")
+    }
+}
+
+/// Writes the D script for one recording.
+///
+/// Errors: [`Error::UnknownProbe`] for a probe that does not exist on `options.os`,
+/// [`Error::InvalidOption`] for out-of-range sizes or a zero duration.
+pub fn generate_script(options: &ScriptOptions) -> Result<String, Error> {
+    options.validate()?;
+    let probes = options.selected_probes()?;
+    let os = options.os;
+    let mut out = String::new();
+    let names: Vec<&str> = probes.iter().map(|p| p.name).collect();
+    let target = match options.target {
+        ScriptTarget::Pid(pid) => format!("process {pid} (dtrace -p)"),
+        ScriptTarget::Command => "a command launched by dtrace -c".to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "/*\n * Generated by lockscope {} for {os}: probes {}; target {target}.\n * Records \
+         are framed by \"=== \" lines that lockscope parses: do not edit the printa formats.\n \
+         */",
+        env!("CARGO_PKG_VERSION"),
+        names.join(", ")
+    );
+    let _ = writeln!(out, "#pragma D option quiet");
+    let _ = writeln!(
+        out,
+        "#pragma D option ustackframes={}",
+        options.ustack_frames
+    );
+    let _ = writeln!(
+        out,
+        "#pragma D option stackframes={}",
+        options.kernel_stack_frames
+    );
+    let _ = writeln!(
+        out,
+        "#pragma D option aggsize={}",
+        size_option(options.aggsize)
+    );
+    let _ = writeln!(
+        out,
+        "#pragma D option dynvarsize={}",
+        size_option(options.dynvarsize)
+    );
+    let _ = writeln!(
+        out,
+        "#pragma D option bufsize={}",
+        size_option(options.bufsize)
+    );
+    let _ = writeln!(out, "#pragma D option strsize=256\n");
+    let _ = writeln!(
+        out,
+        "dtrace:::BEGIN\n{{\n\tprintf(\"=== lockscope begin os={os} format={FORMAT_VERSION}\\n\");\n}}\n"
+    );
+
+    let mut families: Vec<Family> = Vec::new();
+    for probe in &probes {
+        let _ = writeln!(out, "/* {}: {} */", probe.name, probe.description);
+        emit_probe(&mut out, &mut families, probe.name, os);
+    }
+
+    if let Some(duration) = options.duration {
+        let _ = writeln!(out, "{}\n{{\n\texit(0);\n}}\n", tick_clause(duration));
+    }
+    let _ = writeln!(out, "dtrace:::END\n{{");
+    for family in &families {
+        family.printa(&mut out);
+    }
+    let _ = writeln!(out, "\tprintf(\"\\n=== lockscope done\\n\");\n}}");
+    Ok(out)
+}
+
+fn emit_probe(out: &mut String, families: &mut Vec<Family>, name: &str, os: TargetOs) {
+    match name {
+        "psynch" => {
+            let family = Family {
+                tag: "psynch",
+                probe: "psynch",
+                kind: "auto",
+                kernel_stack: false,
+                timed: true,
+            };
+            emit_syscall_wait(
+                out,
+                &SyscallWait {
+                    family,
+                    functions: &[
+                        "psynch_mutexwait",
+                        "psynch_cvwait",
+                        "psynch_rw_rdlock",
+                        "psynch_rw_wrlock",
+                    ],
+                    entry_filter: None,
+                    object: "arg0",
+                    op_at_entry: None,
+                    op_at_return: "probefunc",
+                },
+            );
+            families.push(family_of("psynch", "psynch", "auto", false, true));
+        }
+        "ulock" => {
+            emit_syscall_wait(
+                out,
+                &SyscallWait {
+                    family: family_of("ulock", "ulock", "auto", false, true),
+                    functions: &["ulock_wait", "ulock_wait2"],
+                    entry_filter: None,
+                    object: "arg1",
+                    op_at_entry: Some("arg0 & 0xff"),
+                    op_at_return: "strjoin(probefunc, strjoin(\"/\", \
+                                   lltostr(self->lockscope_ulock_op)))",
+                },
+            );
+            families.push(family_of("ulock", "ulock", "auto", false, true));
+        }
+        "semwait" => {
+            emit_syscall_wait(
+                out,
+                &SyscallWait {
+                    family: family_of("semwait", "semwait", "semaphore", false, true),
+                    functions: &["__semwait_signal"],
+                    entry_filter: None,
+                    object: "arg0",
+                    op_at_entry: None,
+                    op_at_return: "probefunc",
+                },
+            );
+            families.push(family_of("semwait", "semwait", "semaphore", false, true));
+        }
+        "umtx" => {
+            let ops: Vec<String> = UMTX_WAIT_OPS
+                .iter()
+                .map(|op| format!("arg1 == {op}"))
+                .collect();
+            emit_syscall_wait(
+                out,
+                &SyscallWait {
+                    family: family_of("umtx", "umtx", "auto", false, true),
+                    functions: &["_umtx_op"],
+                    entry_filter: Some(ops.join(" || ")),
+                    object: "arg0",
+                    op_at_entry: Some("arg1"),
+                    op_at_return: "lltostr(self->lockscope_umtx_op)",
+                },
+            );
+            families.push(family_of("umtx", "umtx", "auto", false, true));
+        }
+        "lwp-park" => {
+            // lwp_park(which, ...): subcode 0 parks; 1 and 2 unpark and never block.
+            emit_syscall_wait(
+                out,
+                &SyscallWait {
+                    family: family_of("lwp_park", "lwp-park", "auto", false, true),
+                    functions: &["lwp_park"],
+                    entry_filter: Some("arg0 == 0".into()),
+                    object: "0",
+                    op_at_entry: None,
+                    op_at_return: "probefunc",
+                },
+            );
+            families.push(family_of("lwp_park", "lwp-park", "auto", false, true));
+        }
+        "lwp-mutex" => {
+            emit_syscall_wait(
+                out,
+                &SyscallWait {
+                    family: family_of("lwp_mutex", "lwp-mutex", "mutex", false, true),
+                    functions: &["lwp_mutex_timedlock"],
+                    entry_filter: None,
+                    object: "arg0",
+                    op_at_entry: None,
+                    op_at_return: "probefunc",
+                },
+            );
+            families.push(family_of("lwp_mutex", "lwp-mutex", "mutex", false, true));
+        }
+        "plockstat" => emit_plockstat(out, families, os),
+        "mutex-hold" => {
+            let family = family_of("mutex_hold", "mutex-hold", "mutex", false, true);
+            // arg1 of mutex-acquire is non-zero for a recursive acquisition: time only the
+            // outermost one, keyed by lock so nested locks do not clobber each other.
+            let _ = writeln!(
+                out,
+                "plockstat$target:::mutex-acquire\n/arg1 == 0/\n{{\n\tself->lockscope_hold_ts[arg0] \
+                 = timestamp;\n}}\n"
+            );
+            let _ = writeln!(
+                out,
+                "plockstat$target:::mutex-release\n/arg1 == 0 && self->lockscope_hold_ts[arg0]/\n{{"
+            );
+            let _ = writeln!(
+                out,
+                "\tthis->ns = timestamp - self->lockscope_hold_ts[arg0];"
+            );
+            family.aggregate(out, "\"hold\"", "arg0", "this->ns");
+            let _ = writeln!(out, "\tself->lockscope_hold_ts[arg0] = 0;\n}}\n");
+            families.push(family);
+        }
+        "lockstat" => {
+            let block = family_of("lockstat_block", "lockstat", "kernel-lock", true, true);
+            let block_probes: &[&str] = match os {
+                TargetOs::FreeBsd => &[
+                    "lockstat:::adaptive-block",
+                    "lockstat:::rw-block",
+                    "lockstat:::sx-block",
+                ],
+                _ => &["lockstat:::adaptive-block", "lockstat:::rw-block"],
+            };
+            // arg0 is the lock, arg1 the time blocked in nanoseconds.
+            let _ = writeln!(out, "{}\n/pid == $target/\n{{", block_probes.join(",\n"));
+            block.aggregate(out, "probename", "arg0", "arg1");
+            let _ = writeln!(out, "}}\n");
+            // Spin probes report a spin measure whose unit differs between kernels: count only.
+            let spin = family_of("lockstat_spin", "lockstat", "kernel-lock", true, false);
+            let _ = writeln!(out, "lockstat:::adaptive-spin\n/pid == $target/\n{{");
+            spin.aggregate(out, "probename", "arg0", "0");
+            let _ = writeln!(out, "}}\n");
+            families.push(block);
+            families.push(spin);
+        }
+        "off-cpu" => {
+            let family = family_of("offcpu", "off-cpu", "off-cpu", true, true);
+            // off-cpu fires in the context of the thread leaving the CPU (its args describe the
+            // NEXT thread, so they are never read): key by the current thread. on-cpu fires in
+            // the context of the thread coming back.
+            let _ = writeln!(out, "sched:::off-cpu\n/pid == $target/\n{{");
+            let _ = writeln!(out, "\tself->lockscope_offcpu_ts = timestamp;");
+            let op = if os == TargetOs::FreeBsd {
+                // FreeBSD's sched provider is its own: no Solaris lwpsinfo semantics, but the
+                // thread's wait message says why it sleeps ("umtxn", "select", "nanslp").
+                let _ = writeln!(
+                    out,
+                    "\tself->lockscope_offcpu_why = curthread->td_wmesg != NULL ? \
+                     stringof(curthread->td_wmesg) : \"preempted\";"
+                );
+                "self->lockscope_offcpu_why"
+            } else {
+                "\"off-cpu\""
+            };
+            let _ = writeln!(out, "}}\n");
+            let _ = writeln!(out, "sched:::on-cpu\n/self->lockscope_offcpu_ts/\n{{");
+            let _ = writeln!(out, "\tthis->ns = timestamp - self->lockscope_offcpu_ts;");
+            family.aggregate(out, op, "0", "this->ns");
+            let _ = writeln!(out, "\tself->lockscope_offcpu_ts = 0;");
+            if os == TargetOs::FreeBsd {
+                let _ = writeln!(out, "\tself->lockscope_offcpu_why = 0;");
+            }
+            let _ = writeln!(out, "}}\n");
+            families.push(family);
+        }
+        "lifecycle" => {
+            let family = family_of("lifecycle", "lifecycle", "lifecycle", false, false);
+            let probes: &[&str] = match os {
+                // FreeBSD's proc provider has no lwp-create.
+                TargetOs::FreeBsd => &["proc:::create", "proc:::exec-success", "proc:::exit"],
+                _ => &[
+                    "proc:::create",
+                    "proc:::exec-success",
+                    "proc:::exit",
+                    "proc:::lwp-create",
+                ],
+            };
+            let _ = writeln!(out, "{}\n/pid == $target/\n{{", probes.join(",\n"));
+            family.aggregate(out, "probename", "0", "0");
+            let _ = writeln!(out, "}}\n");
+            families.push(family);
+        }
+        "syscall" => {
+            let family = family_of("syscall", "syscall", "syscall", false, true);
+            let _ = writeln!(
+                out,
+                "syscall:::entry\n/pid == $target/\n{{\n\tself->lockscope_syscall_ts = \
+                 timestamp;\n}}\n"
+            );
+            let _ = writeln!(out, "syscall:::return\n/self->lockscope_syscall_ts/\n{{");
+            let _ = writeln!(out, "\tthis->ns = timestamp - self->lockscope_syscall_ts;");
+            family.aggregate(out, "probefunc", "0", "this->ns");
+            let _ = writeln!(out, "\tself->lockscope_syscall_ts = 0;\n}}\n");
+            families.push(family);
+        }
+        // selected_probes() only returns catalog names; every one has an arm above.
+        _ => {}
+    }
+}
+
+fn family_of(
+    tag: &'static str,
+    probe: &'static str,
+    kind: &'static str,
+    kernel_stack: bool,
+    timed: bool,
+) -> Family {
+    Family {
+        tag,
+        probe,
+        kind,
+        kernel_stack,
+        timed,
+    }
+}
+
+fn emit_plockstat(out: &mut String, families: &mut Vec<Family>, os: TargetOs) {
+    let family = family_of("plockstat", "plockstat", "auto", false, true);
+    // mutex-block fires before the thread blocks, mutex-blocked after (arg1: acquired or not).
+    let _ = writeln!(
+        out,
+        "plockstat$target:::mutex-block\n{{\n\tself->lockscope_plock_ts = timestamp;\n}}\n"
+    );
+    let _ = writeln!(
+        out,
+        "plockstat$target:::mutex-blocked\n/self->lockscope_plock_ts/\n{{"
+    );
+    let _ = writeln!(out, "\tthis->ns = timestamp - self->lockscope_plock_ts;");
+    family.aggregate(out, "\"mutex-block\"", "arg0", "this->ns");
+    let _ = writeln!(out, "\tself->lockscope_plock_ts = 0;\n}}\n");
+    if os == TargetOs::Illumos {
+        // mutex-spin/mutex-spun never fire on macOS (its libpthread does not spin that way).
+        let _ = writeln!(
+            out,
+            "plockstat$target:::mutex-spin\n{{\n\tself->lockscope_spin_ts = timestamp;\n}}\n"
+        );
+        let _ = writeln!(
+            out,
+            "plockstat$target:::mutex-spun\n/self->lockscope_spin_ts/\n{{"
+        );
+        let _ = writeln!(out, "\tthis->ns = timestamp - self->lockscope_spin_ts;");
+        family.aggregate(out, "\"mutex-spin\"", "arg0", "this->ns");
+        let _ = writeln!(out, "\tself->lockscope_spin_ts = 0;\n}}\n");
+    }
+    // rw-block/rw-blocked: arg1 is non-zero for a writer.
+    let _ = writeln!(
+        out,
+        "plockstat$target:::rw-block\n{{\n\tself->lockscope_rw_ts = timestamp;\n}}\n"
+    );
+    let _ = writeln!(
+        out,
+        "plockstat$target:::rw-blocked\n/self->lockscope_rw_ts/\n{{"
+    );
+    let _ = writeln!(out, "\tthis->ns = timestamp - self->lockscope_rw_ts;");
+    family.aggregate(
+        out,
+        "arg1 ? \"rw-wrlock\" : \"rw-rdlock\"",
+        "arg0",
+        "this->ns",
+    );
+    let _ = writeln!(out, "\tself->lockscope_rw_ts = 0;\n}}\n");
+    families.push(family);
+}
