@@ -87,7 +87,12 @@ impl WaitKind {
     }
 
     fn from_function_name(name: &str) -> Option<WaitKind> {
+        // glibc's internal aliases carry a `__GI_` prefix (`__GI___lll_lock_wait`), and public
+        // names come with any number of leading underscores (`__pthread_cond_wait`).
         let name = name.trim_start_matches('_');
+        let name = name
+            .strip_prefix("GI_")
+            .map_or(name, |n| n.trim_start_matches('_'));
         // Order matters: "pthread_cond_wait" mentions no mutex, but "__pthread_mutex_cond_lock"
         // (the mutex re-acquire inside a condvar wait) is a mutex wait.
         const TABLE: &[(&str, WaitKind)] = &[
@@ -131,8 +136,14 @@ fn rust_std_kind(name: &str) -> Option<WaitKind> {
         ("std::sync::mutex::", WaitKind::Mutex),
         ("std::sys::sync::condvar::", WaitKind::Condvar),
         ("std::sync::condvar::", WaitKind::Condvar),
-        ("std::sys::sync::rwlock::futex::RwLock::read", WaitKind::RwlockRead),
-        ("std::sys::sync::rwlock::futex::RwLock::write", WaitKind::RwlockWrite),
+        (
+            "std::sys::sync::rwlock::futex::RwLock::read",
+            WaitKind::RwlockRead,
+        ),
+        (
+            "std::sys::sync::rwlock::futex::RwLock::write",
+            WaitKind::RwlockWrite,
+        ),
         ("std::thread::JoinInner", WaitKind::Join),
     ];
     TABLE
@@ -168,9 +179,18 @@ mod tests {
             WaitKind::classify_user_wait(cond, WaitKind::Wait),
             WaitKind::Condvar
         );
-        let reacquire = ["__lll_lock_wait", "__pthread_mutex_cond_lock", "pthread_cond_wait"];
+        let reacquire = [
+            "__lll_lock_wait",
+            "__pthread_mutex_cond_lock",
+            "pthread_cond_wait",
+        ];
         assert_eq!(
             WaitKind::classify_user_wait(reacquire, WaitKind::Wait),
+            WaitKind::Mutex
+        );
+        let alias = ["futex_wait", "__GI___lll_lock_wait", "start_thread"];
+        assert_eq!(
+            WaitKind::classify_user_wait(alias, WaitKind::Wait),
             WaitKind::Mutex
         );
         let one_frame = ["__futex_abstimed_wait_common"];

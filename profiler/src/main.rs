@@ -1,1 +1,119 @@
-fn main() {}
+//! The `lockscope` binary: command line, recording loop and the commands that read profiles.
+//!
+//! The library half of this crate (`lockscope::report`, `fold`, `flamegraph`, `export`) renders
+//! profiles; this half parses the command line ([`cli`]), drives a backend ([`record`]) and
+//! turns every failure into one line on stderr and a non-zero exit.
+
+mod cli;
+mod record;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use cli::{Cli, Command, ExportFormatArg};
+use lockscope_probes::Profile;
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("lockscope: error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Record(args) => record::run(&args),
+        Command::Report(args) => {
+            let options = args.to_options()?;
+            let profile = read(&args.profile)?;
+            let mut out = std::io::stdout().lock();
+            lockscope::report::write_report(&profile, &options, &mut out)
+                .and_then(|()| out.flush())
+                .or_else(ignore_broken_pipe)
+                .context("failed to write the report")
+        }
+        Command::Flamegraph(args) => {
+            let fold = args.fold.to_options()?;
+            let profile = read(&args.profile)?;
+            let mut options = lockscope::flamegraph::FlamegraphOptions::default();
+            options.fold = fold;
+            options.title = args.title.clone();
+            write_file(&args.output, |out| {
+                lockscope::flamegraph::write_flamegraph(&profile, &options, out)
+            })
+        }
+        Command::Export(args) => {
+            let fold = args.fold.to_options()?;
+            let profile = read(&args.profile)?;
+            let format = match args.format {
+                ExportFormatArg::Folded => lockscope::export::ExportFormat::Folded,
+                ExportFormatArg::Json => lockscope::export::ExportFormat::Json,
+            };
+            let export =
+                |out: &mut dyn Write| lockscope::export::write_export(&profile, format, &fold, out);
+            match &args.output {
+                Some(path) => write_file(path, export),
+                None => {
+                    let mut out = std::io::stdout().lock();
+                    export(&mut out)
+                        .and_then(|()| out.flush().map_err(Into::into))
+                        .or_else(|e| match e.downcast::<std::io::Error>() {
+                            Ok(io) => ignore_broken_pipe(io).map_err(Into::into),
+                            Err(e) => Err(e),
+                        })
+                        .context("failed to write the export")
+                }
+            }
+        }
+        Command::Probes => {
+            print_probes();
+            Ok(())
+        }
+    }
+}
+
+/// Reads a profile, naming the file in any error.
+fn read(path: &Path) -> Result<Profile> {
+    lockscope_probes::read_profile(path)
+        .with_context(|| format!("failed to read profile `{}`", path.display()))
+}
+
+/// Writes an output file completely, or removes what was partly written.
+fn write_file(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
+    let file = std::fs::File::create(path)
+        .with_context(|| format!("cannot write `{}`", path.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    let result = write(&mut out).and_then(|()| out.flush().map_err(Into::into));
+    if result.is_err() {
+        let _ = std::fs::remove_file(path);
+    }
+    result.with_context(|| format!("failed to write `{}`", path.display()))
+}
+
+/// A reader that went away (`lockscope report x | head`) is not an error.
+fn ignore_broken_pipe(err: std::io::Error) -> std::io::Result<()> {
+    if err.kind() == std::io::ErrorKind::BrokenPipe {
+        Ok(())
+    } else {
+        Err(err)
+    }
+}
+
+fn print_probes() {
+    println!("{:<8} {:<20} {:<8} DESCRIPTION", "PROBE", "COST", "DEFAULT");
+    for probe in lockscope_probes::CATALOG {
+        println!(
+            "{:<8} {:<20} {:<8} {}",
+            probe.name,
+            probe.cost.name(),
+            if probe.default { "yes" } else { "no" },
+            probe.description
+        );
+    }
+}

@@ -1,0 +1,310 @@
+//! The command line, in one place: clap derive types and their conversion into the validated
+//! options of the library modules and backends.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// lockscope: where a threaded server's threads wait, and why throughput collapses as
+/// concurrency grows.
+#[derive(Debug, Parser)]
+#[command(name = "lockscope", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Record the futex waits of a command or a running process into a profile.
+    Record(RecordArgs),
+    /// Print a profile's top wait sites with their log2 histograms.
+    Report(ReportArgs),
+    /// Write a flamegraph (SVG) of a profile's waits.
+    Flamegraph(FlamegraphArgs),
+    /// Export a profile as folded stacks or JSON.
+    Export(ExportArgs),
+    /// List the probes lockscope can attach.
+    Probes,
+}
+
+/// `lockscope record`.
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// Profile to write.
+    #[arg(short, long, value_name = "FILE", default_value = "lockscope.lsp")]
+    pub output: PathBuf,
+
+    /// Attach to this running process (all its threads, including threads created later).
+    #[arg(short, long, value_name = "PID", conflicts_with = "command")]
+    pub pid: Option<u32>,
+
+    /// Stop after this long (`30s`, `500ms`, `2m`; a bare number is seconds). Default: until the
+    /// target exits, or Ctrl-C / SIGTERM.
+    #[arg(short, long, value_name = "DURATION", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+
+    /// Probes to attach, comma-separated (see `lockscope probes`). Default: the default probes.
+    #[arg(long, value_name = "PROBES", value_delimiter = ',')]
+    pub probes: Vec<String>,
+
+    /// Command to launch and record until it exits (after `--`).
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+/// Grouping of `lockscope report`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum GroupByArg {
+    /// One row per user stack and wait kind.
+    Stack,
+    /// One row per thread.
+    Thread,
+    /// One row per lock (waited-on address and operation).
+    Lock,
+}
+
+/// `lockscope report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Profile to read.
+    #[arg(value_name = "FILE")]
+    pub profile: PathBuf,
+
+    /// How to group the waits.
+    #[arg(long, value_enum, default_value = "stack")]
+    pub by: GroupByArg,
+
+    /// How many groups to show, largest total wait first (0: all).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
+
+    /// Print JSON instead of text (schema in docs/REPORT-JSON.md).
+    #[arg(long)]
+    pub json: bool,
+
+    /// Also print kernel stacks.
+    #[arg(long)]
+    pub kernel_stacks: bool,
+}
+
+/// What a flamegraph or folded stack is weighted by.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum WeightArg {
+    /// Total wait time in nanoseconds.
+    Ns,
+    /// Number of waits.
+    Count,
+}
+
+/// Selection and weighting shared by `flamegraph` and `export`.
+#[derive(Debug, Args)]
+pub struct FoldArgs {
+    /// Weight frames by wait time or by number of waits.
+    #[arg(long, value_enum, default_value = "ns")]
+    pub weight: WeightArg,
+
+    /// Only this probe's waits (default: all probes).
+    #[arg(long, value_name = "PROBE")]
+    pub probe: Option<String>,
+
+    /// Append kernel frames (suffixed `_[k]`) above the user frames.
+    #[arg(long)]
+    pub kernel_stacks: bool,
+}
+
+/// `lockscope flamegraph`.
+#[derive(Debug, Args)]
+pub struct FlamegraphArgs {
+    /// Profile to read.
+    #[arg(value_name = "FILE")]
+    pub profile: PathBuf,
+
+    /// SVG file to write.
+    #[arg(short, long, value_name = "SVG")]
+    pub output: PathBuf,
+
+    /// Title (default: the target command and the recording's duration).
+    #[arg(long)]
+    pub title: Option<String>,
+
+    /// Selection and weighting.
+    #[command(flatten)]
+    pub fold: FoldArgs,
+}
+
+/// Export formats.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ExportFormatArg {
+    /// Brendan Gregg's folded stacks, root first: `thread;frame;...;leaf value`.
+    Folded,
+    /// The whole profile as JSON.
+    Json,
+}
+
+/// `lockscope export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Profile to read.
+    #[arg(value_name = "FILE")]
+    pub profile: PathBuf,
+
+    /// Output format.
+    #[arg(long, value_enum)]
+    pub format: ExportFormatArg,
+
+    /// File to write (default: standard output).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Selection and weighting (folded only).
+    #[command(flatten)]
+    pub fold: FoldArgs,
+}
+
+/// Parses `30s`, `500ms`, `2m`, `1h`, `1.5s` or a bare number of seconds.
+pub fn parse_duration(text: &str) -> Result<Duration> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .with_context(|| format!("invalid duration `{text}`: expected e.g. 30s, 500ms, 2m"))?;
+    let seconds = match unit.trim() {
+        "" | "s" | "sec" => value,
+        "ms" => value / 1e3,
+        "us" | "µs" => value / 1e6,
+        "m" | "min" => value * 60.0,
+        "h" => value * 3600.0,
+        other => bail!("invalid duration unit `{other}` in `{text}`: use ms, s, m or h"),
+    };
+    if !seconds.is_finite() || seconds <= 0.0 {
+        bail!("invalid duration `{text}`: must be greater than zero");
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+impl WeightArg {
+    /// The library's weight.
+    pub fn into_weight(self) -> lockscope::fold::Weight {
+        match self {
+            WeightArg::Ns => lockscope::fold::Weight::Nanoseconds,
+            WeightArg::Count => lockscope::fold::Weight::Count,
+        }
+    }
+}
+
+impl FoldArgs {
+    /// Validated fold options.
+    pub fn to_options(&self) -> Result<lockscope::fold::FoldOptions> {
+        if let Some(probe) = &self.probe {
+            if lockscope_probes::catalog::find(probe).is_none() {
+                bail!(
+                    "unknown probe `{probe}`: known probes are {}",
+                    known_probe_names()
+                );
+            }
+        }
+        let mut options = lockscope::fold::FoldOptions::default();
+        options.weight = self.weight.into_weight();
+        options.probe = self.probe.clone();
+        options.kernel_stacks = self.kernel_stacks;
+        Ok(options)
+    }
+}
+
+impl ReportArgs {
+    /// Validated report options.
+    pub fn to_options(&self) -> Result<lockscope::report::ReportOptions> {
+        let mut options = lockscope::report::ReportOptions::default();
+        options.group_by = match self.by {
+            GroupByArg::Stack => lockscope::report::GroupBy::Stack,
+            GroupByArg::Thread => lockscope::report::GroupBy::Thread,
+            GroupByArg::Lock => lockscope::report::GroupBy::Lock,
+        };
+        options.top = self.top;
+        options.json = self.json;
+        options.show_kernel_stacks = self.kernel_stacks;
+        Ok(options)
+    }
+}
+
+/// Validates probe names against the catalog; empty means the defaults.
+pub fn validate_probes(names: &[String]) -> Result<Vec<String>> {
+    if names.is_empty() {
+        return Ok(lockscope_probes::catalog::defaults()
+            .map(|p| p.name.to_string())
+            .collect());
+    }
+    let mut out: Vec<String> = Vec::new();
+    for name in names {
+        let name = name.trim();
+        if lockscope_probes::catalog::find(name).is_none() {
+            bail!(
+                "unknown probe `{name}`: known probes are {}",
+                known_probe_names()
+            );
+        }
+        if !out.iter().any(|n| n == name) {
+            out.push(name.to_string());
+        }
+    }
+    Ok(out)
+}
+
+fn known_probe_names() -> String {
+    lockscope_probes::CATALOG
+        .iter()
+        .map(|p| p.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Durations parse in every documented unit and bad ones are refused with a reason.
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s").ok(), Some(Duration::from_secs(30)));
+        assert_eq!(parse_duration("30").ok(), Some(Duration::from_secs(30)));
+        assert_eq!(
+            parse_duration("500ms").ok(),
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(parse_duration("2m").ok(), Some(Duration::from_secs(120)));
+        assert_eq!(
+            parse_duration("1.5s").ok(),
+            Some(Duration::from_millis(1500))
+        );
+        let err = parse_duration("5 parsecs").expect_err("bad unit");
+        assert!(err.to_string().contains("unit `parsecs`"), "{err}");
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("s").is_err());
+    }
+
+    /// The clap definition is consistent (clap's own debug assertions).
+    #[test]
+    fn cli_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+
+    /// Probe names are checked against the catalog, and none means the defaults.
+    #[test]
+    fn probe_validation() {
+        assert_eq!(validate_probes(&[]).ok(), Some(vec!["futex".to_string()]));
+        let err = validate_probes(&["nosuch".into()]).expect_err("unknown");
+        assert_eq!(
+            err.to_string(),
+            "unknown probe `nosuch`: known probes are futex"
+        );
+    }
+}

@@ -1,0 +1,226 @@
+//! `lockscope record`: runs a backend's recorder until the target exits, the duration elapses or
+//! a signal arrives, with a live status line, and writes the profile.
+
+use crate::cli::RecordArgs;
+use anyhow::{bail, Context, Result};
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How often the recorder is polled (and the status line redrawn).
+const POLL_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Why a recording stopped, as stored in the profile.
+fn end_reason(signal: Option<&str>, duration_elapsed: bool) -> String {
+    match (signal, duration_elapsed) {
+        (Some(name), _) => format!("interrupted ({name})"),
+        (None, true) => "duration elapsed".to_string(),
+        (None, false) => "target exited".to_string(),
+    }
+}
+
+/// Signals that end a recording, each with its own flag so the profile can say which one came.
+struct StopSignals {
+    flags: Vec<(&'static str, Arc<AtomicBool>)>,
+}
+
+impl StopSignals {
+    fn install() -> Result<Self> {
+        let mut flags = Vec::new();
+        for (name, signal) in [
+            ("SIGINT", signal_hook::consts::SIGINT),
+            ("SIGTERM", signal_hook::consts::SIGTERM),
+        ] {
+            let flag = Arc::new(AtomicBool::new(false));
+            signal_hook::flag::register(signal, Arc::clone(&flag))
+                .with_context(|| format!("failed to install a handler for {name}"))?;
+            flags.push((name, flag));
+        }
+        Ok(StopSignals { flags })
+    }
+
+    fn received(&self) -> Option<&'static str> {
+        self.flags
+            .iter()
+            .find(|(_, flag)| flag.load(Ordering::Relaxed))
+            .map(|&(name, _)| name)
+    }
+}
+
+/// Fails early, before anything is recorded, when `path` cannot be written: a recording that
+/// cannot be saved is a recording lost.
+fn check_output_writable(path: &Path) -> Result<()> {
+    if path.is_dir() {
+        bail!("cannot write profile `{}`: is a directory", path.display());
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let probe = dir.join(format!(
+        ".{}.lockscope-write-check",
+        path.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    ));
+    std::fs::File::create(&probe)
+        .with_context(|| format!("cannot write profile `{}`", path.display()))?;
+    // Removing our own empty probe file cannot lose data; a failure only leaves it behind.
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// One status line on stderr, redrawn in place; silent when stderr is not a terminal.
+struct StatusLine {
+    enabled: bool,
+    drawn: bool,
+}
+
+impl StatusLine {
+    fn new() -> Self {
+        StatusLine {
+            enabled: std::io::stderr().is_terminal(),
+            drawn: false,
+        }
+    }
+
+    fn draw(&mut self, elapsed: Duration, events: u64, lost: u64, stack_failures: u64) {
+        if !self.enabled {
+            return;
+        }
+        let mut err = std::io::stderr().lock();
+        let _ = write!(
+            err,
+            "\r\x1b[Klockscope: recording {:>7.1} s  {events} waits  {lost} lost  {stack_failures} stack failures",
+            elapsed.as_secs_f64()
+        );
+        let _ = err.flush();
+        self.drawn = true;
+    }
+
+    fn clear(&mut self) {
+        if self.drawn {
+            let _ = write!(std::io::stderr(), "\r\x1b[K");
+            self.drawn = false;
+        }
+    }
+}
+
+/// Runs `lockscope record`.
+#[cfg(target_os = "linux")]
+pub fn run(args: &RecordArgs) -> Result<()> {
+    use lockscope_ebpf::{RecordOptions, Recorder, TargetSpec};
+
+    let target = match (args.pid, args.command.is_empty()) {
+        (Some(pid), true) => TargetSpec::Pid(pid),
+        (None, false) => TargetSpec::Command(args.command.clone()),
+        (Some(_), false) => bail!("give either -p PID or a command after `--`, not both"),
+        (None, true) => bail!("nothing to record: give -p PID or a command after `--`"),
+    };
+    let probes = crate::cli::validate_probes(&args.probes)?;
+    // Missing privileges first: for someone without them, that is the one thing to fix.
+    lockscope_ebpf::check_environment()?;
+    check_output_writable(&args.output)?;
+
+    let probe_list = probes.join(",");
+    let mut options = RecordOptions::new(target);
+    options.probes = probes;
+    // Handlers go in before the target starts, so a Ctrl-C during start-up is not lost.
+    let signals = StopSignals::install()?;
+    let mut recorder = Recorder::start(options)?;
+    let started = Instant::now();
+    // Always said, terminal or not: scripts and tests wait for this line before loading the target.
+    eprintln!(
+        "lockscope: recording pid {} with probes {probe_list}; Ctrl-C to stop",
+        recorder.target_pid()
+    );
+    let mut status_line = StatusLine::new();
+
+    let reason = loop {
+        std::thread::sleep(POLL_INTERVAL);
+        let status = match recorder.poll() {
+            Ok(status) => status,
+            Err(e) => {
+                status_line.clear();
+                // Save what was recorded so far before reporting the failure.
+                let profile = recorder
+                    .finish("recorder failed")
+                    .context("failed to finish the recording")?;
+                lockscope_probes::write_profile(&profile, &args.output).with_context(|| {
+                    format!("failed to write profile `{}`", args.output.display())
+                })?;
+                return Err(anyhow::Error::from(e).context("recording failed"));
+            }
+        };
+        status_line.draw(
+            status.elapsed,
+            status.events,
+            status.losses.lost_events(),
+            status.losses.user_stack_failures + status.losses.kernel_stack_failures,
+        );
+        let duration_elapsed = args.duration.is_some_and(|d| started.elapsed() >= d);
+        if let Some(signal) = signals.received() {
+            break end_reason(Some(signal), false);
+        }
+        if duration_elapsed {
+            break end_reason(None, true);
+        }
+        if status.target_exited {
+            break end_reason(None, false);
+        }
+    };
+    status_line.clear();
+
+    let profile = recorder
+        .finish(&reason)
+        .context("failed to finish the recording")?;
+    lockscope_probes::write_profile(&profile, &args.output)
+        .with_context(|| format!("failed to write profile `{}`", args.output.display()))?;
+    let meta = &profile.metadata;
+    eprintln!(
+        "lockscope: wrote `{}`: {} waits in {} records from {} threads over {:.2} s ({reason}); {} lost, {} stack failures",
+        args.output.display(),
+        meta.events,
+        profile.waits.len(),
+        profile.threads.len(),
+        meta.duration_ns as f64 / 1e9,
+        meta.losses.lost_events(),
+        meta.losses.user_stack_failures + meta.losses.kernel_stack_failures,
+    );
+    Ok(())
+}
+
+/// Runs `lockscope record` where there is no eBPF backend.
+#[cfg(not(target_os = "linux"))]
+pub fn run(_args: &RecordArgs) -> Result<()> {
+    bail!("recording needs the eBPF backend, which is Linux-only; the DTrace backend is not built into this lockscope yet")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The end reason names the signal, the duration or the target's exit.
+    #[test]
+    fn end_reasons() {
+        assert_eq!(end_reason(Some("SIGTERM"), true), "interrupted (SIGTERM)");
+        assert_eq!(end_reason(None, true), "duration elapsed");
+        assert_eq!(end_reason(None, false), "target exited");
+    }
+
+    /// An output in a missing directory is refused before recording, naming the path.
+    #[test]
+    fn unwritable_output() {
+        let err = check_output_writable(Path::new("/nonexistent-dir/run.lsp"))
+            .expect_err("missing directory");
+        assert_eq!(
+            format!("{err:#}"),
+            "cannot write profile `/nonexistent-dir/run.lsp`: No such file or directory (os error 2)"
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        check_output_writable(&dir.path().join("ok.lsp")).expect("writable");
+        assert_eq!(std::fs::read_dir(dir.path()).expect("list").count(), 0);
+    }
+}

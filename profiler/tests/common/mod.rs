@@ -1,0 +1,100 @@
+//! Helpers shared by the end-to-end tests: the built binaries, privilege checks that skip loudly,
+//! and reading the recorder's start-up line.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStderr, Command};
+
+/// The `lockscope` binary under test.
+pub fn lockscope() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_lockscope"))
+}
+
+/// The demo workload binary.
+pub fn demo_path() -> &'static str {
+    env!("CARGO_BIN_EXE_lockscope-demo")
+}
+
+/// True when this test can load BPF programs. Otherwise prints `skipped: <test>: <why>` straight
+/// to the terminal (past the test harness's output capture) and returns false, or fails the test
+/// when `LOCKSCOPE_REQUIRE_BPF` is set (CI sets it: there a skip would hide a broken suite).
+pub fn bpf_available(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    let why = if euid != 0 {
+        Some(format!(
+            "needs root (CAP_BPF, CAP_PERFMON), running as uid {euid}"
+        ))
+    } else if !Path::new("/sys/kernel/btf/vmlinux").exists() {
+        Some("the kernel has no BTF (/sys/kernel/btf/vmlinux)".to_string())
+    } else {
+        None
+    };
+    match why {
+        None => true,
+        Some(why) => {
+            if std::env::var_os("LOCKSCOPE_REQUIRE_BPF").is_some() {
+                panic!("{test} cannot run: {why} (LOCKSCOPE_REQUIRE_BPF is set)");
+            }
+            let _ = writeln!(std::io::stderr(), "skipped: {test}: {why}");
+            false
+        }
+    }
+}
+
+/// Reads the recorder's stderr until its "recording pid N" line; returns all lines read.
+pub fn wait_until_recording(stderr: &mut BufReader<ChildStderr>) -> Vec<String> {
+    let mut lines = Vec::new();
+    loop {
+        let mut line = String::new();
+        let n = stderr.read_line(&mut line).expect("read lockscope stderr");
+        assert!(n > 0, "lockscope exited before recording: {lines:?}");
+        let started = line.starts_with("lockscope: recording pid");
+        lines.push(line);
+        if started {
+            return lines;
+        }
+    }
+}
+
+/// Reads the rest of a child's stderr.
+pub fn rest_of(stderr: BufReader<ChildStderr>) -> String {
+    stderr
+        .lines()
+        .map(|l| l.expect("read stderr"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Kills a child when dropped, so a failing test leaves no process behind.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// True for the names of lockscope's BPF programs (all start with `lks_`, see
+/// `ebpf/src/bpf/futex.bpf.c`).
+pub fn lockscope_ebpf_program(name: &str) -> bool {
+    name.starts_with("lks_")
+}
+
+/// Names of the BPF programs currently loaded in the kernel, from `bpftool prog show`.
+pub fn loaded_bpf_program_names() -> Vec<String> {
+    let out = Command::new("bpftool")
+        .args(["prog", "show", "--json"])
+        .output()
+        .expect("run bpftool (package bpftool)");
+    assert!(out.status.success(), "bpftool failed: {out:?}");
+    let progs: serde_json::Value = serde_json::from_slice(&out.stdout).expect("bpftool json");
+    progs
+        .as_array()
+        .expect("bpftool prints an array")
+        .iter()
+        .filter_map(|p| p.get("name").and_then(|n| n.as_str()).map(str::to_string))
+        .collect()
+}

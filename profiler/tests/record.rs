@@ -1,0 +1,283 @@
+//! End-to-end recordings of the demo workload, whose waits are known: run as root with BPF, and
+//! skip loudly otherwise.
+
+mod common;
+
+use common::*;
+use lockscope_probes::{read_profile, Log2Histogram, Profile, WaitKind, WaitRecord};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// What the demo does (see `profiler/src/bin/lockscope-demo.rs`).
+const MUTEX_WAITERS: u64 = 4;
+const MUTEX_WAIT: Duration = Duration::from_millis(200);
+const CONDVAR_WAITERS: u64 = 2;
+const CONDVAR_WAIT: Duration = Duration::from_millis(300);
+
+/// Blocking waits are the long ones: anything under this is start-up noise, not the workload.
+const BLOCKED: Duration = Duration::from_millis(50);
+
+/// The demo's long waits of the threads whose name starts with `prefix`.
+fn long_waits<'a>(profile: &'a Profile, prefix: &str) -> Vec<&'a WaitRecord> {
+    profile
+        .waits
+        .iter()
+        .filter(|w| {
+            profile
+                .thread_name(w.pid, w.tid)
+                .is_some_and(|n| n.starts_with(prefix))
+        })
+        .filter(|w| w.stats.max_ns >= BLOCKED.as_nanos() as u64)
+        .collect()
+}
+
+/// Checks `count` waits of `each` in the threads named `prefix*`: count exact, total within 5%,
+/// every wait in the histogram bucket of `each`.
+fn assert_known_waits(profile: &Profile, prefix: &str, count: u64, each: Duration) {
+    let waits = long_waits(profile, prefix);
+    let seen: u64 = waits.iter().map(|w| w.stats.count).sum();
+    let total: u64 = waits.iter().map(|w| w.stats.total_ns).sum();
+    assert_eq!(seen, count, "blocked waits of {prefix}*: {waits:#?}");
+    let expected = count as f64 * each.as_nanos() as f64;
+    let error = (total as f64 - expected).abs() / expected;
+    assert!(
+        error <= 0.05,
+        "{prefix}* waited {:.1} ms in all, expected {:.1} ms (±5%)",
+        total as f64 / 1e6,
+        expected / 1e6
+    );
+    let slot = Log2Histogram::slot_of(each.as_nanos() as u64);
+    for w in &waits {
+        assert_eq!(
+            w.stats.histogram.count_in_slot(slot),
+            w.stats.count,
+            "{prefix}* waits outside the {} ns bucket: {:?}",
+            Log2Histogram::slot_lower_bound(slot),
+            w.stats.histogram
+        );
+    }
+    let threads: std::collections::BTreeSet<u32> = waits.iter().map(|w| w.tid).collect();
+    assert_eq!(threads.len() as u64, count, "one wait per {prefix}* thread");
+}
+
+fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("run lockscope");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+/// `record -- lockscope-demo` measures the demo's known waits: 4 × 200 ms on a mutex and 2 × 300 ms
+/// on condvars, in the right buckets, under the right threads, in the report, the folded export and
+/// the flamegraph; the target has exited before symbolization, and its frames still have names.
+#[test]
+fn demo_waits_match_the_known_answer() {
+    if !bpf_available("demo_waits_match_the_known_answer") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lsp = dir.path().join("demo.lsp");
+    let out = lockscope()
+        .arg("record")
+        .arg("-o")
+        .arg(&lsp)
+        .arg("--")
+        .arg(demo_path())
+        .output()
+        .expect("run lockscope record");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "record failed: {stderr}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("lockscope-demo: held the order lock"),
+        "the demo's own output passes through"
+    );
+
+    let profile = read_profile(&lsp).expect("read the recorded profile");
+    let meta = &profile.metadata;
+    assert_eq!(meta.end_reason, "target exited");
+    assert!(meta.target.launched);
+    assert_eq!(meta.target.command[0], demo_path());
+    assert!(meta.losses.is_zero(), "losses: {:?}", meta.losses);
+    assert_known_waits(&profile, "mutex-waiter-", MUTEX_WAITERS, MUTEX_WAIT);
+    assert_known_waits(&profile, "cond-waiter-", CONDVAR_WAITERS, CONDVAR_WAIT);
+
+    // The convoy waits stop in glibc's lock slow path, and are classified from its name even
+    // though the target had exited when the stacks were symbolized.
+    for w in long_waits(&profile, "mutex-waiter-") {
+        let stack = profile
+            .stack(w.user_stack)
+            .expect("user stack of a mutex wait");
+        let names: Vec<String> = stack.frames.iter().map(|f| f.display_name()).collect();
+        assert!(
+            names.iter().any(|n| n.contains("lll_lock_wait")),
+            "mutex wait stack: {names:?}"
+        );
+        assert_eq!(w.kind, WaitKind::Mutex);
+        assert!(w.operation.starts_with("FUTEX_WAIT"), "{}", w.operation);
+    }
+
+    let report = run_ok(lockscope().arg("report").arg(&lsp).args(["--by", "thread"]));
+    for name in [
+        "mutex-waiter-1",
+        "mutex-waiter-4",
+        "cond-waiter-1",
+        "cond-waiter-2",
+    ] {
+        assert!(
+            report.contains(name),
+            "report --by thread lacks {name}:\n{report}"
+        );
+    }
+    let folded = run_ok(
+        lockscope()
+            .arg("export")
+            .arg(&lsp)
+            .args(["--format", "folded"]),
+    );
+    for i in 1..=MUTEX_WAITERS {
+        let prefix = format!("mutex-waiter-{i};");
+        assert!(
+            folded.lines().any(|l| l.starts_with(&prefix)),
+            "folded lacks {prefix}:\n{folded}"
+        );
+    }
+    let svg = dir.path().join("demo.svg");
+    run_ok(lockscope().arg("flamegraph").arg(&lsp).arg("-o").arg(&svg));
+    let svg = std::fs::read_to_string(&svg).expect("read svg");
+    assert!(
+        svg.contains("<svg") && svg.contains("lll_lock_wait"),
+        "flamegraph content"
+    );
+}
+
+/// A demo started with `--wait-for-stdin`, its stdin and stdout held by the test.
+struct HeldDemo {
+    child: KillOnDrop,
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl HeldDemo {
+    fn start() -> HeldDemo {
+        let mut child = Command::new(demo_path())
+            .arg("--wait-for-stdin")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start lockscope-demo");
+        let stdout = BufReader::new(child.stdout.take().expect("demo stdout"));
+        HeldDemo {
+            child: KillOnDrop(child),
+            stdout,
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.0.id()
+    }
+
+    /// Lets the demo run and waits until it has printed its summary (all its waits are over).
+    fn run_workload(&mut self) {
+        let stdin = self.child.0.stdin.as_mut().expect("demo stdin");
+        stdin.write_all(b"go\n").expect("release the demo");
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("demo summary");
+        assert!(line.contains("held the order lock"), "demo said: {line}");
+    }
+
+    /// Closes its stdin so it exits.
+    fn let_exit(&mut self) {
+        drop(self.child.0.stdin.take());
+        let status = self.child.0.wait().expect("wait for the demo");
+        assert!(status.success(), "demo failed: {status}");
+    }
+}
+
+fn start_recording_pid(
+    pid: u32,
+    lsp: &std::path::Path,
+) -> (KillOnDrop, BufReader<std::process::ChildStderr>) {
+    let mut recorder = lockscope()
+        .arg("record")
+        .arg("-o")
+        .arg(lsp)
+        .arg("-p")
+        .arg(pid.to_string())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start lockscope record -p");
+    let mut stderr = BufReader::new(recorder.stderr.take().expect("stderr"));
+    wait_until_recording(&mut stderr);
+    (KillOnDrop(recorder), stderr)
+}
+
+/// `record -p PID` on a running process records the waits of threads it creates after the
+/// attach, and ends by itself when the process exits.
+#[test]
+fn attach_by_pid_records_threads_created_later() {
+    if !bpf_available("attach_by_pid_records_threads_created_later") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lsp = dir.path().join("attach.lsp");
+    let mut demo = HeldDemo::start();
+    let (mut recorder, stderr) = start_recording_pid(demo.pid(), &lsp);
+    demo.run_workload();
+    demo.let_exit();
+    let status = recorder.0.wait().expect("wait for lockscope");
+    assert!(status.success(), "record -p failed: {}", rest_of(stderr));
+
+    let profile = read_profile(&lsp).expect("read profile");
+    assert_eq!(profile.metadata.end_reason, "target exited");
+    assert!(!profile.metadata.target.launched);
+    assert_eq!(profile.metadata.target.pid, demo.pid());
+    assert_known_waits(&profile, "mutex-waiter-", MUTEX_WAITERS, MUTEX_WAIT);
+    assert_known_waits(&profile, "cond-waiter-", CONDVAR_WAITERS, CONDVAR_WAIT);
+}
+
+/// SIGINT and SIGTERM end a recording with a complete, readable profile that holds the waits seen
+/// so far, and leave no lockscope BPF program loaded in the kernel.
+#[test]
+fn signals_end_recording_with_complete_profile() {
+    if !bpf_available("signals_end_recording_with_complete_profile") {
+        return;
+    }
+    for (signal, name) in [(libc::SIGINT, "SIGINT"), (libc::SIGTERM, "SIGTERM")] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let lsp = dir.path().join("signal.lsp");
+        let mut demo = HeldDemo::start();
+        let (mut recorder, stderr) = start_recording_pid(demo.pid(), &lsp);
+        assert!(
+            loaded_bpf_program_names()
+                .iter()
+                .any(|n| lockscope_ebpf_program(n)),
+            "lockscope's programs are loaded while it records"
+        );
+        demo.run_workload();
+        // SAFETY: kill has no memory-safety preconditions; the pid is our live child's.
+        let rc = unsafe { libc::kill(recorder.0.id() as libc::pid_t, signal) };
+        assert_eq!(rc, 0, "kill {name}");
+        let status = recorder.0.wait().expect("wait for lockscope");
+        assert!(
+            status.success(),
+            "record ended by {name} failed: {}",
+            rest_of(stderr)
+        );
+
+        let profile = read_profile(&lsp).expect("profile written after the signal");
+        assert_eq!(profile.metadata.end_reason, format!("interrupted ({name})"));
+        assert_known_waits(&profile, "mutex-waiter-", MUTEX_WAITERS, MUTEX_WAIT);
+        let left: Vec<String> = loaded_bpf_program_names()
+            .into_iter()
+            .filter(|n| lockscope_ebpf_program(n))
+            .collect();
+        assert!(
+            left.is_empty(),
+            "BPF programs left loaded after {name}: {left:?}"
+        );
+        demo.let_exit();
+    }
+}
