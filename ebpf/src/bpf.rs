@@ -1,0 +1,295 @@
+//! The `futex` BPF object: opening, loading, attaching with the raw_tp fallback, and reading its
+//! maps. Everything BPF lives in one [`FutexObject`]; dropping it detaches every link and closes
+//! every program and map.
+
+use crate::error::Error;
+use crate::skel::types::{futex_counters, futex_wait_key, futex_wait_stats};
+use crate::skel::{FutexSkel, FutexSkelBuilder};
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, ProgramMut};
+use lockscope_probes::AttachStatus;
+use std::mem::MaybeUninit;
+use std::ptr::NonNull;
+
+/// Name of the BPF object in errors.
+const OBJECT: &str = "futex";
+
+/// Heap storage for the libbpf object that the skeleton borrows. It lives in a [`FutexObject`]
+/// next to the skeleton, so the skeleton's borrow is given a `'static` lifetime; the field order of
+/// [`FutexObject`] guarantees the skeleton is dropped first.
+struct ObjectStorage(NonNull<MaybeUninit<OpenObject>>);
+
+impl ObjectStorage {
+    fn new() -> Self {
+        Self(NonNull::from(Box::leak(Box::new(MaybeUninit::uninit()))))
+    }
+
+    /// The storage, for a skeleton to open into.
+    ///
+    /// # Safety
+    /// Call at most once per storage, and drop the borrowing skeleton before the storage.
+    unsafe fn borrow(&self) -> &'static mut MaybeUninit<OpenObject> {
+        // SAFETY: the pointer comes from Box::leak and stays valid until `drop`; the caller
+        // guarantees this is the only borrow and that it ends before `drop`.
+        unsafe { &mut *self.0.as_ptr() }
+    }
+}
+
+impl Drop for ObjectStorage {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from Box::leak in `new`, and every borrow (the skeleton) has
+        // been dropped: it is declared before the storage wherever both live. Dropping a
+        // `MaybeUninit` frees the allocation without touching its content, which the skeleton
+        // already closed.
+        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+    }
+}
+
+/// How one kernel hook was attached.
+#[derive(Clone, Debug)]
+pub struct HookUse {
+    /// Preferred hook (`tp_btf/sys_enter`).
+    pub preferred: String,
+    /// Hook actually used.
+    pub used: String,
+    /// Why the preferred one was not used, when it was not.
+    pub fallback_reason: Option<String>,
+}
+
+/// The loaded (and, after [`FutexObject::attach`], attached) BPF object.
+pub struct FutexObject {
+    // Field order is drop order: links (detach), then the skeleton (programs and maps), then the
+    // storage the skeleton borrows.
+    links: Vec<Link>,
+    skel: FutexSkel<'static>,
+    _storage: ObjectStorage,
+    /// Why the tp_btf programs could not be loaded, when they could not.
+    btf_load_error: Option<String>,
+    hooks: Vec<HookUse>,
+}
+
+/// Plain-old-data types of the skeleton that can be read from map bytes.
+///
+/// # Safety
+/// Implement only for `#[repr(C)]` types valid for every bit pattern.
+unsafe trait Plain: Copy + Default {}
+// SAFETY: generated #[repr(C)] structs of integers (and a #[repr(transparent)] u32 enum).
+unsafe impl Plain for futex_wait_key {}
+// SAFETY: as above.
+unsafe impl Plain for futex_wait_stats {}
+// SAFETY: as above.
+unsafe impl Plain for futex_counters {}
+
+/// Reads a `T` from the start of `bytes`; `None` when they are too short.
+fn read_plain<T: Plain>(bytes: &[u8]) -> Option<T> {
+    if bytes.len() < std::mem::size_of::<T>() {
+        return None;
+    }
+    // SAFETY: `bytes` holds at least size_of::<T>() bytes, T is valid for every bit pattern
+    // (Plain), and read_unaligned does not need alignment.
+    Some(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
+}
+
+impl FutexObject {
+    /// Opens and loads the object: with the tp_btf programs if the kernel accepts them, else
+    /// with the raw_tp ones alone.
+    pub fn load() -> Result<Self, Error> {
+        match Self::load_flavor(true) {
+            Ok(object) => Ok(object),
+            Err(btf_error) => {
+                let mut object = Self::load_flavor(false).map_err(|source| Error::Load {
+                    object: OBJECT,
+                    source,
+                })?;
+                object.btf_load_error =
+                    Some(format!("tp_btf programs failed to load: {btf_error}"));
+                Ok(object)
+            }
+        }
+    }
+
+    fn load_flavor(with_btf: bool) -> Result<Self, libbpf_rs::Error> {
+        let storage = ObjectStorage::new();
+        // SAFETY: the only borrow of this fresh storage; the skeleton that holds it is either
+        // dropped below (on error, before `storage`, being declared later) or moved into a
+        // FutexObject next to the storage, declared before it.
+        let mut open = FutexSkelBuilder::default().open(unsafe { storage.borrow() })?;
+        if !with_btf {
+            open.progs.lks_enter_btf.set_autoload(false);
+            open.progs.lks_exit_btf.set_autoload(false);
+            open.progs.lks_fork_btf.set_autoload(false);
+        }
+        let skel = open.load()?;
+        Ok(FutexObject {
+            links: Vec::new(),
+            skel,
+            _storage: storage,
+            btf_load_error: None,
+            hooks: Vec::new(),
+        })
+    }
+
+    /// Adds a process (tgid) to the recorded set.
+    pub fn add_target(&self, tgid: u32) -> Result<(), Error> {
+        self.skel
+            .maps
+            .targets
+            .update(&tgid.to_ne_bytes(), &[1u8], MapFlags::ANY)
+            .map_err(|source| Error::Map {
+                map: "targets",
+                source,
+            })
+    }
+
+    /// The processes being recorded: the target and the children it forked since.
+    pub fn targets(&self) -> Vec<u32> {
+        self.skel
+            .maps
+            .targets
+            .keys()
+            .filter_map(|key| key.get(..4)?.try_into().ok().map(u32::from_ne_bytes))
+            .collect()
+    }
+
+    /// Attaches sched_process_fork, then sys_exit, then sys_enter (so no wait starts before its
+    /// end can be seen), each by tp_btf when loaded and accepted, else by raw_tp.
+    pub fn attach(&mut self) -> Result<(), Error> {
+        let progs = &self.skel.progs;
+        let hooks: [(&'static str, &ProgramMut<'_>, &ProgramMut<'_>); 3] = [
+            (
+                "sched_process_fork",
+                &progs.lks_fork_btf,
+                &progs.lks_fork_raw,
+            ),
+            ("sys_exit", &progs.lks_exit_btf, &progs.lks_exit_raw),
+            ("sys_enter", &progs.lks_enter_btf, &progs.lks_enter_raw),
+        ];
+        for (hook, btf, raw) in hooks {
+            let preferred = format!("tp_btf/{hook}");
+            let fallback = format!("raw_tp/{hook}");
+            let btf_attempt = match &self.btf_load_error {
+                Some(reason) => Err(reason.clone()),
+                None => btf.attach().map_err(|e| format!("{preferred}: {e}")),
+            };
+            let (link, used, fallback_reason) = match btf_attempt {
+                Ok(link) => (link, preferred.clone(), None),
+                Err(reason) => {
+                    let link = raw
+                        .attach()
+                        .map_err(|source| Error::Attach { hook, source })?;
+                    (link, fallback, Some(reason))
+                }
+            };
+            self.links.push(link);
+            self.hooks.push(HookUse {
+                preferred,
+                used,
+                fallback_reason,
+            });
+        }
+        Ok(())
+    }
+
+    /// Detaches every program; the maps stay readable.
+    pub fn detach(&mut self) {
+        self.links.clear();
+    }
+
+    /// What became of the hooks, as one probe attachment status: `(preferred hooks, status)`.
+    pub fn attach_status(&self) -> (String, AttachStatus) {
+        let preferred = self
+            .hooks
+            .iter()
+            .map(|h| h.preferred.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let reasons: Vec<&str> = self
+            .hooks
+            .iter()
+            .filter_map(|h| h.fallback_reason.as_deref())
+            .collect();
+        let status = if reasons.is_empty() {
+            AttachStatus::Attached
+        } else {
+            let mut reasons = reasons;
+            reasons.dedup();
+            AttachStatus::FellBack {
+                hook: self
+                    .hooks
+                    .iter()
+                    .map(|h| h.used.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                reason: reasons.join("; "),
+            }
+        };
+        (preferred, status)
+    }
+
+    /// The counters, summed over CPUs.
+    pub fn counters(&self) -> Result<futex_counters, Error> {
+        let map_error = |source| Error::Map {
+            map: "counters",
+            source,
+        };
+        let per_cpu = self
+            .skel
+            .maps
+            .counters
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+            .map_err(map_error)?
+            .unwrap_or_default();
+        let mut sum = futex_counters::default();
+        for c in per_cpu
+            .iter()
+            .filter_map(|bytes| read_plain::<futex_counters>(bytes))
+        {
+            sum.events += c.events;
+            sum.user_stack_failures += c.user_stack_failures;
+            sum.kernel_stack_failures += c.kernel_stack_failures;
+            sum.agg_map_full += c.agg_map_full;
+            sum.start_map_full += c.start_map_full;
+            sum.dropped += c.dropped;
+        }
+        Ok(sum)
+    }
+
+    /// Every aggregated wait.
+    pub fn waits(&self) -> Result<Vec<(futex_wait_key, futex_wait_stats)>, Error> {
+        let map = &self.skel.maps.waits;
+        let mut waits = Vec::new();
+        for key_bytes in map.keys() {
+            let value = map
+                .lookup(&key_bytes, MapFlags::ANY)
+                .map_err(|source| Error::Map {
+                    map: "waits",
+                    source,
+                })?;
+            if let (Some(key), Some(value)) = (
+                read_plain::<futex_wait_key>(&key_bytes),
+                value.as_deref().and_then(read_plain::<futex_wait_stats>),
+            ) {
+                waits.push((key, value));
+            }
+        }
+        Ok(waits)
+    }
+
+    /// The addresses of a captured stack, leaf first (`kernel`: from the kernel stack map).
+    pub fn stack(&self, id: i32, kernel: bool) -> Result<Vec<u64>, Error> {
+        let (map, name) = if kernel {
+            (&self.skel.maps.kernel_stacks, "kernel_stacks")
+        } else {
+            (&self.skel.maps.user_stacks, "user_stacks")
+        };
+        let bytes = map
+            .lookup(&id.to_ne_bytes(), MapFlags::ANY)
+            .map_err(|source| Error::Map { map: name, source })?
+            .unwrap_or_default();
+        Ok(bytes
+            .chunks_exact(8)
+            .map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+            .take_while(|&addr| addr != 0)
+            .collect())
+    }
+}

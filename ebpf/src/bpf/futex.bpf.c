@@ -1,0 +1,294 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+/*
+ * The `futex` probe: every futex wait of the target processes, timed from syscall entry to exit
+ * and aggregated in the kernel per (thread, futex word, op, user stack, kernel stack). Nothing is
+ * streamed to user space: it reads the `waits` map once, when the recording ends.
+ *
+ * Hooks: sys_enter / sys_exit (to time waits) and sched_process_fork (to follow children), each in
+ * a tp_btf flavor and a raw_tp fallback; the loader attaches one flavor of each. Every handler
+ * filters by tgid first (one hash lookup), so other processes pay almost nothing.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "futex.h"
+#include "stacks.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+/* x86_64 syscall numbers. */
+#define NR_FUTEX 202
+#define NR_FUTEX_WAITV 449
+#define NR_FUTEX_WAIT 455 /* Linux 6.7+ */
+
+/* errno values (vmlinux.h has no macros). */
+#define E2BIG 7
+#define EEXIST 17
+
+#define MAX_TARGETS 1024
+#define MAX_IN_FLIGHT 16384
+#define MAX_WAIT_KEYS 10240
+
+/* Process ids (tgid) being recorded: the target, and every process it forks while recorded. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_TARGETS);
+	__type(key, __u32);
+	__type(value, __u8);
+} targets SEC(".maps");
+
+/* Waits in flight, by thread id. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_IN_FLIGHT);
+	__type(key, __u32);
+	__type(value, struct futex_wait_start);
+} starts SEC(".maps");
+
+/* The aggregated waits: what the recording produces. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_WAIT_KEYS);
+	__type(key, struct futex_wait_key);
+	__type(value, struct futex_wait_stats);
+} waits SEC(".maps");
+
+/* Template for a new `waits` entry (see on_sys_exit). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct futex_wait_stats);
+} fresh_stats SEC(".maps");
+
+/* Event and loss counters, per CPU so that counting never contends between CPUs. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct futex_counters);
+} counters SEC(".maps");
+
+static __always_inline struct futex_counters *this_cpu_counters(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&counters, &zero);
+}
+
+/* Per-CPU copy: only this CPU writes it, and a BPF program is not migrated while it runs. */
+#define COUNT(field)                                              \
+	do {                                                      \
+		struct futex_counters *c = this_cpu_counters();   \
+		if (c)                                            \
+			c->field++;                               \
+	} while (0)
+
+static __always_inline bool is_target(__u32 tgid)
+{
+	return bpf_map_lookup_elem(&targets, &tgid) != NULL;
+}
+
+/* Bit length of v (0 for 0): the histogram slot, as probes::hist::Log2Histogram::slot_of. */
+static __always_inline __u32 hist_slot(__u64 v)
+{
+	__u32 n = 0;
+
+	if (v >> 32) { n += 32; v >>= 32; }
+	if (v >> 16) { n += 16; v >>= 16; }
+	if (v >> 8) { n += 8; v >>= 8; }
+	if (v >> 4) { n += 4; v >>= 4; }
+	if (v >> 2) { n += 2; v >>= 2; }
+	if (v >> 1) { n += 1; v >>= 1; }
+	return n + (__u32)v;
+}
+
+/* True for the futex(2) commands that block: the ones lockscope records. */
+static __always_inline bool is_wait_cmd(__u32 op)
+{
+	switch (op & ~LKS_FUTEX_FLAGS) {
+	case LKS_FUTEX_WAIT:
+	case LKS_FUTEX_LOCK_PI:
+	case LKS_FUTEX_WAIT_BITSET:
+	case LKS_FUTEX_WAIT_REQUEUE_PI:
+	case LKS_FUTEX_LOCK_PI2:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static __always_inline int on_sys_enter(struct pt_regs *regs, long id)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct futex_wait_start start = {};
+	__u32 tid = (__u32)pid_tgid;
+	long err;
+
+	if (!is_target(pid_tgid >> 32))
+		return 0;
+
+	if (id == NR_FUTEX) {
+		__u32 op = (__u32)PT_REGS_PARM2_CORE_SYSCALL(regs);
+
+		if (!is_wait_cmd(op))
+			return 0;
+		start.op = op;
+		start.uaddr = PT_REGS_PARM1_CORE_SYSCALL(regs);
+	} else if (id == NR_FUTEX_WAITV) {
+		/* futex_waitv(struct futex_waitv *waiters, ...): name the wait by its first futex
+		 * word (futex_waitv.uaddr, the second u64 of the first entry); when the array is
+		 * unreadable, by the array's address itself. */
+		__u64 waiters = PT_REGS_PARM1_CORE_SYSCALL(regs);
+		__u64 first_uaddr;
+
+		start.op = LKS_OP_FUTEX_WAITV;
+		if (bpf_probe_read_user(&first_uaddr, sizeof(first_uaddr),
+					(void *)(waiters + offsetof(struct futex_waitv, uaddr))) == 0)
+			start.uaddr = first_uaddr;
+		else
+			start.uaddr = waiters;
+	} else if (id == NR_FUTEX_WAIT) {
+		start.op = LKS_OP_FUTEX_WAIT;
+		start.uaddr = PT_REGS_PARM1_CORE_SYSCALL(regs);
+	} else {
+		return 0;
+	}
+
+	start.start_ns = bpf_ktime_get_ns();
+	err = bpf_map_update_elem(&starts, &tid, &start, BPF_ANY);
+	if (err) {
+		/* The wait's exit will find nothing: count it as seen here. */
+		COUNT(events);
+		if (err == -E2BIG)
+			COUNT(start_map_full);
+		else
+			COUNT(dropped);
+	}
+	return 0;
+}
+
+static __always_inline int on_sys_exit(void *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid;
+	struct futex_wait_start *start;
+	struct futex_wait_stats *stats;
+	struct futex_wait_key key = {};
+	struct stack_ids stacks;
+	__u64 duration;
+	__u32 slot;
+	long err;
+
+	if (!is_target(pid_tgid >> 32))
+		return 0;
+	start = bpf_map_lookup_elem(&starts, &tid);
+	if (!start)
+		return 0;
+	duration = bpf_ktime_get_ns() - start->start_ns;
+	key.tgid = pid_tgid >> 32;
+	key.tid = tid;
+	key.uaddr = start->uaddr;
+	key.op = start->op;
+	bpf_map_delete_elem(&starts, &tid);
+	COUNT(events);
+
+	stacks = capture_stacks(ctx);
+	if (stacks.user < 0)
+		COUNT(user_stack_failures);
+	if (stacks.kernel < 0)
+		COUNT(kernel_stack_failures);
+	key.user_stack_id = stacks.user < 0 ? -1 : stacks.user;
+	key.kernel_stack_id = stacks.kernel < 0 ? -1 : stacks.kernel;
+
+	stats = bpf_map_lookup_elem(&waits, &key);
+	if (!stats) {
+		/* Too big for the 512-byte BPF stack: built in a per-CPU scratch entry instead, whose
+		 * counts stay zero (only its comm is ever written). */
+		__u32 zero = 0;
+		struct futex_wait_stats *fresh = bpf_map_lookup_elem(&fresh_stats, &zero);
+
+		if (!fresh) {
+			COUNT(dropped);
+			return 0;
+		}
+		bpf_get_current_comm(fresh->comm, sizeof(fresh->comm));
+		err = bpf_map_update_elem(&waits, &key, fresh, BPF_NOEXIST);
+		if (err && err != -EEXIST) {
+			if (err == -E2BIG)
+				COUNT(agg_map_full);
+			else
+				COUNT(dropped);
+			return 0;
+		}
+		stats = bpf_map_lookup_elem(&waits, &key);
+		if (!stats) {
+			COUNT(dropped);
+			return 0;
+		}
+	}
+
+	__sync_fetch_and_add(&stats->count, 1);
+	__sync_fetch_and_add(&stats->total_ns, duration);
+	slot = hist_slot(duration);
+	if (slot >= LKS_HIST_SLOTS) /* cannot happen; tells the verifier the index is in bounds */
+		slot = LKS_HIST_SLOTS - 1;
+	__sync_fetch_and_add(&stats->hist[slot], 1);
+	/* The key holds the thread id and a thread waits in one syscall at a time, so no other CPU
+	 * updates this entry concurrently: a plain compare-and-store is exact. */
+	if (duration > stats->max_ns)
+		stats->max_ns = duration;
+	return 0;
+}
+
+static __always_inline int on_fork(struct task_struct *parent, struct task_struct *child)
+{
+	__u32 parent_tgid = BPF_CORE_READ(parent, tgid);
+	__u32 child_tgid;
+	__u8 yes = 1;
+
+	if (!is_target(parent_tgid))
+		return 0;
+	child_tgid = BPF_CORE_READ(child, tgid);
+	if (child_tgid != parent_tgid &&
+	    bpf_map_update_elem(&targets, &child_tgid, &yes, BPF_ANY) != 0)
+		COUNT(dropped);
+	return 0;
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(lks_enter_btf, struct pt_regs *regs, long id)
+{
+	return on_sys_enter(regs, id);
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(lks_exit_btf, struct pt_regs *regs, long ret)
+{
+	return on_sys_exit(ctx);
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(lks_fork_btf, struct task_struct *parent, struct task_struct *child)
+{
+	return on_fork(parent, child);
+}
+
+SEC("raw_tp/sys_enter")
+int BPF_PROG(lks_enter_raw, struct pt_regs *regs, long id)
+{
+	return on_sys_enter(regs, id);
+}
+
+SEC("raw_tp/sys_exit")
+int BPF_PROG(lks_exit_raw, struct pt_regs *regs, long ret)
+{
+	return on_sys_exit(ctx);
+}
+
+SEC("raw_tp/sched_process_fork")
+int BPF_PROG(lks_fork_raw, struct task_struct *parent, struct task_struct *child)
+{
+	return on_fork(parent, child);
+}

@@ -1,0 +1,92 @@
+//! The errors of the eBPF backend: one line each, lowercase, naming the object.
+
+use std::io;
+
+/// Why recording could not start, continue or finish.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The process lacks the capabilities that loading BPF programs needs.
+    #[error(
+        "missing capabilities {}: run lockscope as root (sudo) or grant them with \
+         `setcap cap_bpf,cap_perfmon,cap_sys_ptrace=ep <path>`",
+        .missing.join(", ")
+    )]
+    MissingCapabilities {
+        /// Names of the missing capabilities (`CAP_BPF`, `CAP_PERFMON`).
+        missing: Vec<&'static str>,
+    },
+    /// The kernel exposes no BTF, which CO-RE programs need.
+    #[error(
+        "kernel BTF not found at {path}: lockscope needs a kernel built with \
+         CONFIG_DEBUG_INFO_BTF=y"
+    )]
+    NoKernelBtf {
+        /// Where BTF was looked for.
+        path: String,
+    },
+    /// The pid to attach to does not exist.
+    #[error("no process with pid {0}")]
+    NoSuchProcess(u32),
+    /// The command line to launch is empty.
+    #[error("no command to launch")]
+    EmptyCommand,
+    /// The command could not be started.
+    #[error("failed to start `{command}`: {source}")]
+    Launch {
+        /// argv[0] of the command.
+        command: String,
+        /// Why (from fork, or errno of the failed exec).
+        source: io::Error,
+    },
+    /// A probe name is not in the catalog or not implemented by this backend.
+    #[error("unknown probe `{name}` (the eBPF backend provides: {known})")]
+    UnknownProbe {
+        /// The name asked for.
+        name: String,
+        /// Names this backend knows, comma-separated.
+        known: String,
+    },
+    /// The BPF object could not be opened or loaded into the kernel.
+    #[error("failed to load BPF object `{object}`: {source}")]
+    Load {
+        /// Object name (`futex`).
+        object: &'static str,
+        /// libbpf's error.
+        source: libbpf_rs::Error,
+    },
+    /// A BPF program could not be attached to its hook.
+    #[error("failed to attach `{hook}`: {source}")]
+    Attach {
+        /// Kernel hook (`sys_enter`).
+        hook: &'static str,
+        /// libbpf's error (for the fallback hook when there was one).
+        source: libbpf_rs::Error,
+    },
+    /// A BPF map could not be read or written.
+    #[error("failed to access BPF map `{map}`: {source}")]
+    Map {
+        /// Map name (`waits`).
+        map: &'static str,
+        /// libbpf's error.
+        source: libbpf_rs::Error,
+    },
+    /// A file or system call needed by the recorder failed.
+    #[error("failed to {action}: {source}")]
+    Io {
+        /// What was being done (``read `/proc/self/status` ``).
+        action: String,
+        /// The underlying error.
+        source: io::Error,
+    },
+}
+
+impl Error {
+    /// An [`Error::Io`] for `action`.
+    pub(crate) fn io(action: impl Into<String>, source: io::Error) -> Self {
+        Error::Io {
+            action: action.into(),
+            source,
+        }
+    }
+}

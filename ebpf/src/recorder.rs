@@ -1,0 +1,584 @@
+//! The recorder: loads and attaches the probes for one target, polls them, and builds the
+//! [`Profile`] when the recording ends.
+
+use crate::bpf::FutexObject;
+use crate::environment::check_environment;
+use crate::error::Error;
+use crate::launch::PendingChild;
+use crate::ops::{fallback_kind, op_name};
+use crate::procmaps::MapsCache;
+use crate::skel::types::futex_counters;
+use crate::symbolize::{user_stack_complete, StackSymbolizer};
+use lockscope_probes::{
+    catalog, AddressSpace, AttachStatus, Frame, Log2Histogram, Losses, Metadata, ProbeAttachment,
+    Profile, Stack, StackId, StackInterner, Target, ThreadInfo, WaitKind, WaitRecord, WaitStats,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::{CStr, OsString};
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Catalog name of the one probe this backend implements.
+const FUTEX_PROBE: &str = "futex";
+/// Backend name in profiles.
+const BACKEND: &str = "ebpf";
+/// Minimum time between two `/proc/PID/maps` snapshots of the traced processes.
+const SNAPSHOT_INTERVAL: Duration = Duration::from_millis(250);
+/// How long a launched command gets to exit after SIGTERM before it is killed.
+const TERMINATE_GRACE: Duration = Duration::from_secs(2);
+/// Depth at which bpf_get_stackid cuts stacks (LKS_MAX_STACK_DEPTH in stacks.bpf.h).
+const MAX_STACK_DEPTH: usize = 127;
+
+/// Options of one recording.
+#[non_exhaustive]
+#[derive(Clone, Debug)]
+pub struct RecordOptions {
+    /// What to record. No default.
+    pub target: TargetSpec,
+    /// Catalog names of probes to attach. Default: the catalog's default probes (`["futex"]`).
+    pub probes: Vec<String>,
+}
+
+impl RecordOptions {
+    /// Options recording `target` with the default probes.
+    pub fn new(target: TargetSpec) -> Self {
+        Self {
+            target,
+            probes: catalog::defaults().map(|p| p.name.to_owned()).collect(),
+        }
+    }
+}
+
+/// The process to record.
+#[derive(Clone, Debug)]
+pub enum TargetSpec {
+    /// A running process (all its threads, and the children it forks while recorded).
+    Pid(u32),
+    /// A command to launch once the probes are attached; argv[0] is searched on PATH.
+    Command(Vec<OsString>),
+}
+
+/// What [`Recorder::poll`] reports.
+#[derive(Clone, Copy, Debug)]
+pub struct RecorderStatus {
+    /// Time since the probes were attached.
+    pub elapsed: Duration,
+    /// Waits seen so far.
+    pub events: u64,
+    /// What could not be recorded so far.
+    pub losses: Losses,
+    /// True once the target process is gone.
+    pub target_exited: bool,
+}
+
+/// A launched command.
+#[derive(Debug)]
+struct Child {
+    pid: libc::pid_t,
+    /// Its wait status, once reaped.
+    status: Option<ExitStatus>,
+}
+
+impl Child {
+    /// Reaps the child if it exited; true when it has.
+    fn try_reap(&mut self) -> bool {
+        if self.status.is_none() {
+            let mut status = 0;
+            // SAFETY: non-blocking wait for our own child; `status` is a valid out pointer.
+            if unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) } == self.pid {
+                self.status = Some(ExitStatus::from_raw(status));
+            }
+        }
+        self.status.is_some()
+    }
+
+    /// Asks a still running child to terminate (SIGTERM, then SIGKILL after a grace period) and
+    /// reaps it.
+    fn terminate(&mut self) {
+        if self.try_reap() {
+            return;
+        }
+        // SAFETY: signals our own unreaped child, so the pid cannot have been reused.
+        unsafe { libc::kill(self.pid, libc::SIGTERM) };
+        let deadline = Instant::now() + TERMINATE_GRACE;
+        while Instant::now() < deadline {
+            if self.try_reap() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // SAFETY: as above.
+        unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        let mut status = 0;
+        // SAFETY: blocking wait for our own child; `status` is a valid out pointer.
+        while unsafe { libc::waitpid(self.pid, &mut status, 0) } < 0
+            && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted
+        {}
+        self.status = Some(ExitStatus::from_raw(status));
+    }
+}
+
+/// One recording in progress.
+pub struct Recorder {
+    /// The futex probe; `None` when it was not requested. Dropping it releases every BPF object.
+    futex: Option<FutexObject>,
+    probes: Vec<ProbeAttachment>,
+    target: Target,
+    child: Option<Child>,
+    maps: MapsCache,
+    last_snapshot: Option<Instant>,
+    started: Instant,
+    start_unix_ns: u64,
+    target_exited: bool,
+}
+
+impl Recorder {
+    /// Checks privileges and BTF, loads and attaches, and (for [`TargetSpec::Command`]) launches
+    /// the command only after the probes are attached.
+    pub fn start(options: RecordOptions) -> Result<Recorder, Error> {
+        check_environment()?;
+        let want_futex = check_probe_names(&options.probes)?;
+        let mut futex = if want_futex {
+            Some(FutexObject::load()?)
+        } else {
+            None
+        };
+
+        let (target, child) = match &options.target {
+            TargetSpec::Pid(pid) => {
+                let tgid = process_tgid(*pid).ok_or(Error::NoSuchProcess(*pid))?;
+                if let Some(futex) = &mut futex {
+                    futex.add_target(tgid)?;
+                    futex.attach()?;
+                }
+                let target = Target {
+                    pid: tgid,
+                    command: process_command(tgid),
+                    launched: false,
+                };
+                (target, None)
+            }
+            TargetSpec::Command(argv) => {
+                // Dropping `pending` on any error below makes the child exit unexecuted.
+                let pending = PendingChild::fork(argv)?;
+                let pid = pending.pid();
+                if let Some(futex) = &mut futex {
+                    futex.add_target(pid)?;
+                    futex.attach()?;
+                }
+                pending.release()?;
+                let target = Target {
+                    pid,
+                    command: argv
+                        .iter()
+                        .map(|a| a.to_string_lossy().into_owned())
+                        .collect(),
+                    launched: true,
+                };
+                let child = Child {
+                    pid: pid as libc::pid_t,
+                    status: None,
+                };
+                (target, Some(child))
+            }
+        };
+
+        let probes = options
+            .probes
+            .iter()
+            .map(|name| match &futex {
+                Some(futex) if name == FUTEX_PROBE => {
+                    let (hook, status) = futex.attach_status();
+                    ProbeAttachment {
+                        probe: name.clone(),
+                        hook,
+                        status,
+                    }
+                }
+                _ => ProbeAttachment {
+                    probe: name.clone(),
+                    hook: String::new(),
+                    status: AttachStatus::Failed {
+                        reason: "not implemented by the eBPF backend".into(),
+                    },
+                },
+            })
+            .collect();
+
+        let mut recorder = Recorder {
+            futex,
+            probes,
+            target,
+            child,
+            maps: MapsCache::new(),
+            last_snapshot: None,
+            started: Instant::now(),
+            start_unix_ns: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
+            target_exited: false,
+        };
+        recorder.snapshot_maps();
+        Ok(recorder)
+    }
+
+    /// Pid of the target (the launched child, or the attached pid).
+    pub fn target_pid(&self) -> u32 {
+        self.target.pid
+    }
+
+    /// Exit status of a launched command once it exited and was reaped (by [`Recorder::poll`]).
+    pub fn target_exit_status(&self) -> Option<ExitStatus> {
+        self.child.as_ref().and_then(|c| c.status)
+    }
+
+    /// Reads the counters, checks whether the target is still alive, and snapshots the memory
+    /// maps of every traced process at most every 250 ms (so that symbolization works after
+    /// they exited). Cheap: call it often.
+    pub fn poll(&mut self) -> Result<RecorderStatus, Error> {
+        let counters = self.counters()?;
+        if !self.target_exited {
+            self.target_exited = match &mut self.child {
+                Some(child) => child.try_reap(),
+                None => !process_alive(self.target.pid),
+            };
+        }
+        if self
+            .last_snapshot
+            .is_none_or(|last| last.elapsed() >= SNAPSHOT_INTERVAL)
+        {
+            self.snapshot_maps();
+        }
+        Ok(RecorderStatus {
+            elapsed: self.started.elapsed(),
+            events: counters.events,
+            losses: losses(&counters),
+            target_exited: self.target_exited,
+        })
+    }
+
+    /// Stops recording and builds the complete profile: drains the aggregated waits, symbolizes
+    /// their stacks, releases every BPF program, link and map, then terminates a launched command
+    /// that is still running.
+    pub fn finish(mut self, end_reason: &str) -> Result<Profile, Error> {
+        self.snapshot_maps();
+        let duration_ns = self.started.elapsed().as_nanos() as u64;
+        let (counters, records) = match self.futex.take() {
+            Some(mut futex) => {
+                futex.detach();
+                let counters = futex.counters()?;
+                let records = build_records(&futex, &self.maps)?;
+                // `futex` is dropped here: every program, link and map is released.
+                (counters, records)
+            }
+            None => (futex_counters::default(), Records::default()),
+        };
+        let Records {
+            mut waits,
+            threads,
+            stacks,
+        } = records;
+        if let Some(child) = &mut self.child {
+            child.terminate();
+        }
+        waits.sort_by(|a, b| {
+            b.stats
+                .total_ns
+                .cmp(&a.stats.total_ns)
+                .then((a.pid, a.tid, a.object).cmp(&(b.pid, b.tid, b.object)))
+        });
+        let metadata = Metadata {
+            lockscope_version: env!("CARGO_PKG_VERSION").to_owned(),
+            backend: BACKEND.to_owned(),
+            os: "linux".to_owned(),
+            kernel_release: uname_field(|u| &u.release),
+            hostname: uname_field(|u| &u.nodename),
+            cpu_count: online_cpus(),
+            libc: glibc_version(),
+            target: self.target.clone(),
+            start_unix_ns: self.start_unix_ns,
+            duration_ns,
+            probes: self.probes.clone(),
+            events: counters.events,
+            losses: losses(&counters),
+            end_reason: end_reason.to_owned(),
+        };
+        Ok(Profile {
+            metadata,
+            threads,
+            stacks,
+            waits,
+        })
+    }
+
+    fn counters(&self) -> Result<futex_counters, Error> {
+        match &self.futex {
+            Some(futex) => futex.counters(),
+            None => Ok(futex_counters::default()),
+        }
+    }
+
+    /// Snapshots the maps of the target and every process it forked.
+    fn snapshot_maps(&mut self) {
+        let mut pids = self.futex.as_ref().map(|f| f.targets()).unwrap_or_default();
+        pids.push(self.target.pid);
+        pids.sort_unstable();
+        pids.dedup();
+        for pid in pids {
+            self.maps.snapshot(pid);
+        }
+        self.last_snapshot = Some(Instant::now());
+    }
+}
+
+impl Drop for Recorder {
+    /// A recorder dropped without [`Recorder::finish`] still leaves no launched command behind.
+    fn drop(&mut self) {
+        self.futex = None;
+        if let Some(child) = &mut self.child {
+            child.terminate();
+        }
+    }
+}
+
+/// Checks the requested probe names; true when the futex probe is among them.
+fn check_probe_names(names: &[String]) -> Result<bool, Error> {
+    for name in names {
+        if name != FUTEX_PROBE {
+            return Err(Error::UnknownProbe {
+                name: name.clone(),
+                known: FUTEX_PROBE.to_owned(),
+            });
+        }
+    }
+    Ok(names.iter().any(|n| n == FUTEX_PROBE))
+}
+
+fn losses(c: &futex_counters) -> Losses {
+    Losses {
+        user_stack_failures: c.user_stack_failures,
+        kernel_stack_failures: c.kernel_stack_failures,
+        map_full: c.agg_map_full + c.start_map_full,
+        dropped: c.dropped,
+    }
+}
+
+/// What the aggregation map becomes in a profile.
+#[derive(Default)]
+struct Records {
+    waits: Vec<WaitRecord>,
+    threads: Vec<ThreadInfo>,
+    stacks: Vec<Stack>,
+}
+
+/// An interned user stack and its function names leaf first (for classification).
+#[derive(Clone)]
+struct UserStack {
+    id: StackId,
+    names: Vec<String>,
+}
+
+/// Records, threads and interned stacks from the aggregation map.
+fn build_records(futex: &FutexObject, maps: &MapsCache) -> Result<Records, Error> {
+    let symbolizer = StackSymbolizer::new();
+    let mut interner = StackInterner::new();
+    // Symbolized stacks by (pid, stack id) for user stacks, stack id for kernel ones; with the
+    // function names leaf first for classification.
+    let mut user_stacks: HashMap<(u32, i32), Option<UserStack>> = HashMap::new();
+    let mut kernel_stacks: HashMap<i32, Option<StackId>> = HashMap::new();
+    let mut threads: BTreeMap<(u32, u32), String> = BTreeMap::new();
+    let mut records = Vec::new();
+
+    for (key, value) in futex.waits()? {
+        let user = match user_stacks.get(&(key.tgid, key.user_stack_id)) {
+            Some(known) => known.clone(),
+            None => {
+                let interned = if key.user_stack_id < 0 {
+                    None
+                } else {
+                    let addresses = futex.stack(key.user_stack_id, false)?;
+                    let frames = symbolizer.user_frames(maps, key.tgid, &addresses);
+                    intern_user(&mut interner, frames, addresses.len())
+                };
+                user_stacks.insert((key.tgid, key.user_stack_id), interned.clone());
+                interned
+            }
+        };
+        let kernel = match kernel_stacks.get(&key.kernel_stack_id) {
+            Some(&known) => known,
+            None => {
+                let interned = if key.kernel_stack_id < 0 {
+                    None
+                } else {
+                    let addresses = futex.stack(key.kernel_stack_id, true)?;
+                    let frames = symbolizer.kernel_frames(&addresses);
+                    (!frames.is_empty()).then(|| {
+                        interner.intern(Stack {
+                            space: AddressSpace::Kernel,
+                            frames,
+                            truncated: addresses.len() >= MAX_STACK_DEPTH,
+                        })
+                    })
+                };
+                kernel_stacks.insert(key.kernel_stack_id, interned);
+                interned
+            }
+        };
+
+        let op = key.op.0;
+        let kind = match &user {
+            Some(stack) => WaitKind::classify_user_wait(
+                stack.names.iter().map(String::as_str),
+                fallback_kind(op),
+            ),
+            None => fallback_kind(op),
+        };
+        let comm = CStr::from_bytes_until_nul(&value.comm.map(|c| c as u8))
+            .map(|c| c.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        threads.entry((key.tgid, key.tid)).or_insert(comm);
+        records.push(WaitRecord {
+            probe: FUTEX_PROBE.to_owned(),
+            kind,
+            pid: key.tgid,
+            tid: key.tid,
+            object: key.uaddr,
+            operation: op_name(op),
+            user_stack: user.map(|stack| stack.id),
+            kernel_stack: kernel,
+            stats: WaitStats {
+                count: value.count,
+                total_ns: value.total_ns,
+                max_ns: value.max_ns,
+                histogram: Log2Histogram::from_dense(&value.hist),
+            },
+        });
+    }
+    let threads = threads
+        .into_iter()
+        .map(|((pid, tid), name)| ThreadInfo { pid, tid, name })
+        .collect();
+    Ok(Records {
+        waits: records,
+        threads,
+        stacks: interner.into_stacks(),
+    })
+}
+
+/// Interns a user stack; returns its id and its function names leaf first (innermost inlined
+/// function first within a frame), for classification.
+fn intern_user(
+    interner: &mut StackInterner,
+    frames: Vec<Frame>,
+    depth: usize,
+) -> Option<UserStack> {
+    if frames.is_empty() {
+        return None;
+    }
+    let names = frames
+        .iter()
+        .flat_map(|f| {
+            let mut names = f.names_outermost_first();
+            names.reverse();
+            names
+        })
+        .collect();
+    let truncated = depth >= MAX_STACK_DEPTH || !user_stack_complete(&frames);
+    let id = interner.intern(Stack {
+        space: AddressSpace::User,
+        frames,
+        truncated,
+    });
+    Some(UserStack { id, names })
+}
+
+/// The process (thread group) id of `pid`, which may be a thread id; `None` when it does not
+/// exist.
+fn process_tgid(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|t| t.trim().parse().ok())
+}
+
+/// The command line of a process, argv[0] first (empty for kernel threads or when unreadable).
+fn process_command(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .unwrap_or_default()
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect()
+}
+
+/// True while the process exists and is not a zombie.
+fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the parenthesized command, which may itself contain ") ".
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.chars().next())
+            .is_some_and(|state| state != 'Z' && state != 'X'),
+        Err(_) => false,
+    }
+}
+
+fn uname_field(field: impl Fn(&libc::utsname) -> &[libc::c_char; 65]) -> String {
+    // SAFETY: utsname is plain old data; uname fills it and we read it only if that succeeded.
+    let mut uts: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: `uts` is a valid out pointer.
+    if unsafe { libc::uname(&mut uts) } != 0 {
+        return String::new();
+    }
+    let bytes: Vec<u8> = field(&uts)
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+fn online_cpus() -> u32 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    u32::try_from(n).unwrap_or(1).max(1)
+}
+
+fn glibc_version() -> Option<String> {
+    // SAFETY: gnu_get_libc_version returns a static NUL-terminated string.
+    let version = unsafe { CStr::from_ptr(libc::gnu_get_libc_version()) };
+    Some(format!("glibc {}", version.to_string_lossy()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The default options name the catalog's default probes; unknown names are refused.
+    #[test]
+    fn probe_names() {
+        let options = RecordOptions::new(TargetSpec::Pid(1));
+        assert_eq!(options.probes, vec!["futex".to_owned()]);
+        assert!(check_probe_names(&options.probes).expect("futex known"));
+        let err = check_probe_names(&["offcpu".to_owned()]).expect_err("unknown");
+        assert_eq!(
+            err.to_string(),
+            "unknown probe `offcpu` (the eBPF backend provides: futex)"
+        );
+    }
+
+    /// Our own process is alive and its own tgid; a pid beyond pid_max is not a process.
+    #[test]
+    fn process_queries() {
+        let me = std::process::id();
+        assert!(process_alive(me));
+        assert_eq!(process_tgid(me), Some(me));
+        assert_eq!(process_tgid(u32::MAX), None);
+        assert!(!process_command(me).is_empty());
+        assert!(glibc_version().expect("glibc").starts_with("glibc 2."));
+        assert!(!uname_field(|u| &u.release).is_empty());
+    }
+}
