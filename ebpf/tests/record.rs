@@ -1,0 +1,386 @@
+//! Records real futex waits of real processes with the eBPF backend.
+//!
+//! These tests need root and a BPF-capable kernel; elsewhere they print "skipped: <why>" and
+//! return. The workloads are this test binary itself, re-executed with the name of one of the
+//! `helper_*` tests below (ignored in normal runs), so each wait is known exactly: a futex wait
+//! with a 200 ms timeout that nobody wakes lasts 200 ms plus timer slack.
+
+#![allow(clippy::unwrap_used)]
+
+use lockscope_ebpf::{check_environment, RecordOptions, Recorder, TargetSpec};
+use lockscope_probes::{AttachStatus, Log2Histogram, Profile, WaitRecord};
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::sync::atomic::AtomicU32;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The recorder tests inspect this process's descriptors: run them one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const LONG_WAIT: Duration = Duration::from_millis(200);
+const SHORT_WAIT: Duration = Duration::from_millis(100);
+/// Operation of the timed wait below (absolute CLOCK_REALTIME deadline: std never uses it).
+const TIMED_WAIT_OP: &str = "FUTEX_WAIT_BITSET_PRIVATE|FUTEX_CLOCK_REALTIME";
+
+fn skip_reason() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root".into());
+    }
+    check_environment().err().map(|e| e.to_string())
+}
+
+macro_rules! require_bpf {
+    () => {
+        if let Some(why) = skip_reason() {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+}
+
+/// Waits on a futex word nobody wakes until an absolute CLOCK_REALTIME deadline `wait` away.
+fn realtime_futex_wait(wait: Duration) {
+    let word = AtomicU32::new(0);
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut now) };
+    let deadline_ns = now.tv_sec as u128 * 1_000_000_000 + now.tv_nsec as u128 + wait.as_nanos();
+    let deadline = libc::timespec {
+        tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: futex on a live word with a valid timespec; it returns ETIMEDOUT.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT_BITSET | libc::FUTEX_PRIVATE_FLAG | libc::FUTEX_CLOCK_REALTIME,
+            0u32,
+            &deadline as *const libc::timespec,
+            std::ptr::null::<u32>(),
+            libc::FUTEX_BITSET_MATCH_ANY,
+        )
+    };
+}
+
+/// Waits on a futex word nobody wakes with a relative timeout (FUTEX_WAIT_PRIVATE).
+fn relative_futex_wait(wait: Duration) {
+    let word = AtomicU32::new(0);
+    let timeout = libc::timespec {
+        tv_sec: wait.as_secs() as libc::time_t,
+        tv_nsec: wait.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: futex on a live word with a valid timespec; it returns ETIMEDOUT.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            0u32,
+            &timeout as *const libc::timespec,
+        )
+    };
+}
+
+/// argv that re-runs this test binary as the helper test `name`.
+fn helper_argv(name: &str) -> Vec<OsString> {
+    let exe = std::env::current_exe().expect("current_exe");
+    vec![
+        exe.into(),
+        name.into(),
+        "--exact".into(),
+        "--ignored".into(),
+        "--nocapture".into(),
+        "--test-threads=1".into(),
+    ]
+}
+
+/// Polls until the target exited (or a minute passed), as the profiler would.
+fn poll_until_exit(recorder: &mut Recorder) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if recorder.poll().expect("poll").target_exited {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("target did not exit within a minute");
+}
+
+/// Descriptors of this process that refer to BPF objects, and the ids of its BPF programs.
+fn own_bpf_objects() -> (Vec<String>, BTreeSet<u32>) {
+    let mut links = Vec::new();
+    let mut prog_ids = BTreeSet::new();
+    for entry in std::fs::read_dir("/proc/self/fd")
+        .expect("fd dir")
+        .flatten()
+    {
+        let Ok(target) = std::fs::read_link(entry.path()) else {
+            continue;
+        };
+        let target = target.to_string_lossy().into_owned();
+        if !target.starts_with("anon_inode:bpf") {
+            continue;
+        }
+        if target == "anon_inode:bpf-prog" {
+            let fdinfo = format!("/proc/self/fdinfo/{}", entry.file_name().to_string_lossy());
+            let info = std::fs::read_to_string(fdinfo).unwrap_or_default();
+            if let Some(id) = info
+                .lines()
+                .find_map(|l| l.strip_prefix("prog_id:"))
+                .and_then(|id| id.trim().parse().ok())
+            {
+                prog_ids.insert(id);
+            }
+        }
+        links.push(target);
+    }
+    (links, prog_ids)
+}
+
+fn loaded_prog_ids() -> BTreeSet<u32> {
+    libbpf_rs::query::ProgInfoIter::default()
+        .map(|p| p.id)
+        .collect()
+}
+
+/// Asserts a wait record took `expected` within 5% and sits in that duration's histogram slot.
+fn assert_wait(record: &WaitRecord, expected: Duration) {
+    let expected_ns = expected.as_nanos() as u64;
+    assert_eq!(record.stats.count, 1, "{record:?}");
+    let error = record.stats.total_ns.abs_diff(expected_ns) as f64 / expected_ns as f64;
+    assert!(
+        error < 0.05,
+        "wait of {} ns is not within 5% of {expected_ns} ns",
+        record.stats.total_ns
+    );
+    assert_eq!(record.stats.max_ns, record.stats.total_ns);
+    let slot = Log2Histogram::slot_of(expected_ns);
+    assert_eq!(
+        record.stats.histogram.count_in_slot(slot),
+        1,
+        "not in slot {slot}: {:?}",
+        record.stats.histogram
+    );
+}
+
+fn records_with_op<'a>(profile: &'a Profile, pid: u32, op: &str) -> Vec<&'a WaitRecord> {
+    profile
+        .waits
+        .iter()
+        .filter(|w| w.pid == pid && w.operation == op)
+        .collect()
+}
+
+/// A launched command's 200 ms futex wait is recorded with its duration, histogram slot, op,
+/// thread and stacks (symbolized although the command exited before finish), a 100 ms wait of a
+/// process it forked is recorded too, and afterwards no BPF program or map of ours remains.
+#[test]
+fn records_launched_command_and_its_children() {
+    require_bpf!();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let loaded_before = loaded_prog_ids();
+
+    let argv = helper_argv("helper_launched");
+    let mut recorder =
+        Recorder::start(RecordOptions::new(TargetSpec::Command(argv))).expect("start");
+    let (_, our_progs) = own_bpf_objects();
+    assert!(
+        !our_progs.is_empty(),
+        "no BPF program loaded while recording"
+    );
+    assert!(our_progs.is_disjoint(&loaded_before));
+    let pid = recorder.target_pid();
+    poll_until_exit(&mut recorder);
+    let status = recorder.target_exit_status().expect("exit status kept");
+    assert!(status.success(), "helper failed: {status:?}");
+    let profile = recorder.finish("target exited").expect("finish");
+
+    let (left, _) = own_bpf_objects();
+    assert!(
+        left.is_empty(),
+        "BPF objects left open after finish: {left:?}"
+    );
+    let still_loaded: Vec<u32> = loaded_prog_ids()
+        .intersection(&our_progs)
+        .copied()
+        .collect();
+    assert!(
+        still_loaded.is_empty(),
+        "programs still loaded: {still_loaded:?}"
+    );
+
+    let meta = &profile.metadata;
+    assert_eq!(meta.backend, "ebpf");
+    assert_eq!(meta.target.pid, pid);
+    assert!(meta.target.launched);
+    assert_eq!(meta.end_reason, "target exited");
+    assert_eq!(meta.probes.len(), 1);
+    assert_eq!(meta.probes[0].probe, "futex");
+    assert_eq!(
+        meta.probes[0].status,
+        AttachStatus::Attached,
+        "{:?}",
+        meta.probes
+    );
+    let counted: u64 = profile.waits.iter().map(|w| w.stats.count).sum();
+    assert!(
+        meta.events >= counted,
+        "events {} < recorded waits {counted}",
+        meta.events
+    );
+    profile.validate().expect("consistent profile");
+
+    let timed = records_with_op(&profile, pid, TIMED_WAIT_OP);
+    assert_eq!(timed.len(), 1, "records: {:#?}", profile.waits);
+    let wait = timed[0];
+    assert_wait(wait, LONG_WAIT);
+    assert!(profile
+        .thread_name(pid, wait.tid)
+        .is_some_and(|n| !n.is_empty()));
+
+    // The wait entered the kernel through libc's syscall(): the leaf user frame, symbolized
+    // from the maps snapshot after the helper exited.
+    let user = profile.stack(wait.user_stack).expect("user stack");
+    let leaf = &user.frames[0];
+    assert_eq!(leaf.module.as_deref(), Some("libc.so.6"), "{leaf:?}");
+    assert_eq!(leaf.function.as_deref(), Some("syscall"), "{leaf:?}");
+    let kernel = profile.stack(wait.kernel_stack).expect("kernel stack");
+    assert!(
+        kernel
+            .frames
+            .iter()
+            .any(|f| f.function.as_deref().is_some_and(|f| f.contains("syscall"))),
+        "kernel stack without a syscall frame: {kernel:?}"
+    );
+    assert!(kernel.frames.iter().all(|f| !f
+        .function
+        .as_deref()
+        .unwrap_or("")
+        .starts_with("bpf_prog_")));
+
+    // The forked child process: another pid, its own op.
+    let child_waits: Vec<&WaitRecord> = profile
+        .waits
+        .iter()
+        .filter(|w| w.pid != pid && w.operation == "FUTEX_WAIT_PRIVATE")
+        .filter(|w| w.stats.total_ns > SHORT_WAIT.as_nanos() as u64 / 2)
+        .collect();
+    assert_eq!(child_waits.len(), 1, "records: {:#?}", profile.waits);
+    assert_wait(child_waits[0], SHORT_WAIT);
+}
+
+/// Attaching to a running process records threads it creates after the attach.
+#[test]
+fn records_threads_created_after_pid_attach() {
+    require_bpf!();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let argv = helper_argv("helper_pid_attach");
+    let mut child = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("spawn helper");
+    let pid = child.id();
+
+    let mut recorder = Recorder::start(RecordOptions::new(TargetSpec::Pid(pid))).expect("start");
+    assert_eq!(recorder.target_pid(), pid);
+    // Let the helper go: only now does it create its threads.
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"go\n")
+        .expect("write");
+    poll_until_exit(&mut recorder);
+    let profile = recorder.finish("target exited").expect("finish");
+    assert!(child.wait().expect("wait").success());
+
+    assert!(!profile.metadata.target.launched);
+    assert!(profile
+        .metadata
+        .target
+        .command
+        .iter()
+        .any(|a| a == "helper_pid_attach"));
+    let timed = records_with_op(&profile, pid, TIMED_WAIT_OP);
+    assert_eq!(timed.len(), 2, "records: {:#?}", profile.waits);
+    let tids: BTreeSet<u32> = timed.iter().map(|w| w.tid).collect();
+    assert_eq!(tids.len(), 2, "the two waits came from one thread");
+    assert!(
+        !tids.contains(&pid),
+        "waits of the main thread, not of new threads"
+    );
+    for wait in timed {
+        assert_wait(wait, LONG_WAIT);
+    }
+}
+
+/// Missing pids and commands give their one-line errors and leave no BPF object behind.
+#[test]
+fn start_errors() {
+    require_bpf!();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let err = Recorder::start(RecordOptions::new(TargetSpec::Pid(4_000_000_000)))
+        .err()
+        .expect("pid accepted");
+    assert_eq!(err.to_string(), "no process with pid 4000000000");
+
+    let argv = vec![OsString::from("lockscope-no-such-command")];
+    let err = Recorder::start(RecordOptions::new(TargetSpec::Command(argv)))
+        .err()
+        .expect("command started");
+    assert_eq!(
+        err.to_string(),
+        "failed to start `lockscope-no-such-command`: No such file or directory (os error 2)"
+    );
+    let (left, _) = own_bpf_objects();
+    assert!(
+        left.is_empty(),
+        "BPF objects leaked by a failed start: {left:?}"
+    );
+}
+
+/// Workload of the launched-command test: wait for the recorder's first maps snapshot to see the
+/// loaded libraries, do the 200 ms timed wait, then run a child process doing a 100 ms wait.
+#[test]
+#[ignore = "helper process of records_launched_command_and_its_children"]
+fn helper_launched() {
+    std::thread::sleep(Duration::from_millis(300));
+    realtime_futex_wait(LONG_WAIT);
+    let argv = helper_argv("helper_forked_child");
+    let status = Command::new(&argv[0])
+        .args(&argv[1..])
+        .status()
+        .expect("child");
+    assert!(status.success());
+}
+
+/// Workload of the forked child: a 100 ms relative wait, after the maps snapshot interval.
+#[test]
+#[ignore = "helper process of records_launched_command_and_its_children"]
+fn helper_forked_child() {
+    std::thread::sleep(Duration::from_millis(300));
+    relative_futex_wait(SHORT_WAIT);
+}
+
+/// Workload of the pid-attach test: on "go" from stdin, two new threads each wait 200 ms.
+#[test]
+#[ignore = "helper process of records_threads_created_after_pid_attach"]
+fn helper_pid_attach() {
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).expect("read go");
+    let threads: Vec<_> = (0..2)
+        .map(|_| std::thread::spawn(|| realtime_futex_wait(LONG_WAIT)))
+        .collect();
+    for thread in threads {
+        thread.join().expect("join");
+    }
+}
