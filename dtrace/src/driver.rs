@@ -321,7 +321,13 @@ impl Driver {
                 hint: self.probe_hint(message),
             };
         }
-        if let Some(message) = &d.privileges {
+        // "requires additional privileges" is macOS's not-root message; other permission
+        // refusals with SIP on are SIP's.
+        let not_root = d
+            .privileges
+            .as_ref()
+            .filter(|m| !d.sip || m.contains("additional privileges"));
+        if let Some(message) = not_root {
             return Error::NotPrivileged {
                 message: message.clone(),
             };

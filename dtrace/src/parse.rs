@@ -92,6 +92,9 @@ pub enum Value {
     Scalar(i64),
     /// A `quantize()`, `lquantize()` or `llquantize()` block.
     Distribution(Distribution),
+    /// No value: stacks printed by the `stack()`/`ustack()` actions (not aggregated), one
+    /// record per group of frames.
+    Traced,
 }
 
 /// A stack frame line, trimmed, with the ustack-helper annotation printed under it.
@@ -170,7 +173,8 @@ impl Distribution {
             if value < 0 || b.count < 0 {
                 return None;
             }
-            dense[Log2Histogram::slot_of(value as u64)] += b.count as u64;
+            let slot = &mut dense[Log2Histogram::slot_of(value as u64)];
+            *slot = slot.saturating_add(b.count as u64);
         }
         Some(Log2Histogram::from_dense(&dense))
     }
@@ -279,6 +283,18 @@ impl HistogramReader {
         };
         self.distribution.buckets.push(Bucket { label, count });
         true
+    }
+}
+
+impl std::fmt::Display for BucketLabel {
+    /// The label as DTrace prints it (`< 1`, `1024`, `>= 1000`, a key).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BucketLabel::Below(v) => write!(f, "< {v}"),
+            BucketLabel::At(v) => write!(f, "{v}"),
+            BucketLabel::AtOrAbove(v) => write!(f, ">= {v}"),
+            BucketLabel::Key(key) => f.write_str(key),
+        }
     }
 }
 
@@ -519,9 +535,15 @@ impl Parser {
             self.pending_number = Some((number, line.trim().to_string()));
             return;
         }
-        if self.group.is_empty() && self.groups.is_empty() {
-            // `@[execname] = count()` prints key and value on one line.
-            let trimmed = line.trim();
+        let trimmed = line.trim();
+        if trimmed.ends_with("| count") {
+            // Column header of `aggpack` output: its rows end in `| count`.
+            self.output.skipped_lines += 1;
+            return;
+        }
+        if self.group.is_empty() {
+            // `@[execname] = count()` prints key and value on one line (after the stacks of
+            // `@[ustack(), execname]`, which stay this record's stacks).
             if let Some((key, last)) = trimmed.rsplit_once(char::is_whitespace) {
                 if let Ok(value) = last.parse::<i64>() {
                     self.keys.push(key.trim_end().to_string());
@@ -529,6 +551,12 @@ impl Parser {
                     return;
                 }
             }
+        }
+        if !line.starts_with(char::is_whitespace) {
+            // DTrace indents stack frames and keys; text at the margin is the script's own
+            // printf() output (a title, a timestamp).
+            self.output.skipped_lines += 1;
+            return;
         }
         push_frame_line(&mut self.group, line);
     }
@@ -547,7 +575,7 @@ impl Parser {
     }
 
     /// Ends any generic record in progress: a pending value or histogram completes it; frames
-    /// without a value are counted as skipped lines.
+    /// without a value become [`Value::Traced`] records.
     fn flush_generic(&mut self) {
         if let Some((number, _)) = self.pending_number.take() {
             self.finish_generic(Value::Scalar(number));
@@ -555,11 +583,18 @@ impl Parser {
         if let Some(reader) = self.histogram.take() {
             self.finish_generic(Value::Distribution(reader.distribution));
         }
-        let orphans: usize =
-            self.groups.iter().map(Vec::len).sum::<usize>() + self.group.len() + self.keys.len();
-        self.output.skipped_lines += orphans;
-        self.groups.clear();
-        self.group.clear();
+        if !self.group.is_empty() {
+            let group = std::mem::take(&mut self.group);
+            self.groups.push(group);
+        }
+        for group in std::mem::take(&mut self.groups) {
+            self.output.records.push(Record::Generic(GenericRecord {
+                stacks: vec![group],
+                keys: Vec::new(),
+                value: Value::Traced,
+            }));
+        }
+        self.output.skipped_lines += self.keys.len();
         self.keys.clear();
     }
 

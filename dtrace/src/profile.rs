@@ -118,7 +118,8 @@ fn resolve_kind(record: &LockscopeRecord) -> (WaitKind, String) {
 /// [`WaitKind::Wait`], pid and tid 0, and their value as a **count**: a scalar goes to
 /// `WaitStats::count` (negative values become 0) with `total_ns` 0; a histogram goes to
 /// `WaitStats::histogram` when it is a `quantize()` (its counts summed into `count`), else only
-/// its summed count is kept. Text and number keys become the record's `operation` (joined by a
+/// its summed count is kept; a stack traced without a value (the `ustack()` action) counts 1.
+/// Text and number keys become the record's `operation` (joined by a
 /// space); stacks: with two groups the first is the kernel stack and the second the user stack;
 /// a lone group is a kernel stack when its modules are a kernel's (`unix`, `genunix`, `kernel`,
 /// `mach_kernel`, `*.ko`), else a user stack.
@@ -182,7 +183,9 @@ pub fn to_profile(output: &Output, os: Option<TargetOs>, ustack_frames: Option<u
         }
     }
     threads.sort_by_key(|t| (t.pid, t.tid));
-    let events = waits.iter().map(|w| w.stats.count).sum();
+    let events = waits
+        .iter()
+        .fold(0u64, |sum, w| sum.saturating_add(w.stats.count));
     Profile {
         metadata: Metadata {
             lockscope_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -208,6 +211,10 @@ fn generic_wait(r: &GenericRecord, interner: &mut TextInterner) -> WaitRecord {
     let stats = match &r.value {
         Value::Scalar(v) => WaitStats {
             count: clamp(*v),
+            ..WaitStats::default()
+        },
+        Value::Traced => WaitStats {
+            count: 1,
             ..WaitStats::default()
         },
         Value::Distribution(d) => match d.to_log2() {

@@ -200,7 +200,7 @@ impl Family {
         let tag = self.tag;
         let mut aggs = format!("@lockscope_{tag}_count");
         if self.timed {
-            format.push_str("=== total_ns %@d\\n=== max_ns %@d\\n=== histogram%@d");
+            format.push_str("=== total_ns %@d\\n=== max_ns %@d\\n=== histogram%@d\\n");
             let _ = write!(
                 aggs,
                 ", @lockscope_{tag}_total, @lockscope_{tag}_max, @lockscope_{tag}_hist"

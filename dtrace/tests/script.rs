@@ -1,0 +1,287 @@
+//! Golden D scripts per OS and probe set, checked by a small D validator.
+
+use lockscope_dtrace::catalog::{self, TargetOs};
+use lockscope_dtrace::{generate_script, Error, ScriptOptions, ScriptTarget};
+use std::path::PathBuf;
+use std::time::Duration;
+
+fn data_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data")
+}
+
+/// Compares with tests/data/NAME; `LOCKSCOPE_UPDATE_GOLDEN=1` rewrites it.
+fn check_golden(name: &str, actual: &str) {
+    let path = data_dir().join(name);
+    if std::env::var_os("LOCKSCOPE_UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, actual).expect("write golden");
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "read {}: {e} (LOCKSCOPE_UPDATE_GOLDEN=1 creates it)",
+            path.display()
+        )
+    });
+    assert_eq!(actual, expected, "{name} differs from its golden file");
+}
+
+/// Checks what dtrace's compiler would reject first: unbalanced braces, parentheses, quotes
+/// and predicates, clauses without a probe description, providers unknown on the OS, and
+/// aggregations printed but never filled (or filled but never printed).
+fn validate(script: &str, os: TargetOs) {
+    // Strip comments and string literals, keeping their place.
+    let mut code = String::new();
+    let mut chars = script.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '/' if chars.peek() == Some(&'*') => {
+                chars.next();
+                let mut prev = ' ';
+                for c in chars.by_ref() {
+                    if prev == '*' && c == '/' {
+                        break;
+                    }
+                    prev = c;
+                }
+                code.push(' ');
+            }
+            '"' => {
+                let mut escaped = false;
+                let mut closed = false;
+                for c in chars.by_ref() {
+                    if escaped {
+                        escaped = false;
+                    } else if c == '\\' {
+                        escaped = true;
+                    } else if c == '"' {
+                        closed = true;
+                        break;
+                    }
+                }
+                assert!(closed, "unterminated string literal");
+                code.push_str("\"\"");
+            }
+            c => code.push(c),
+        }
+    }
+    let mut depth = 0i32;
+    let mut parens = 0i32;
+    let mut clause_start = true;
+    let mut description = String::new();
+    let mut clauses = 0;
+    for line in code.lines() {
+        let trimmed = line.trim();
+        if depth == 0 {
+            if trimmed.is_empty() || trimmed.starts_with("#pragma D option ") {
+                assert!(
+                    description.is_empty() || trimmed.is_empty(),
+                    "pragma inside a clause head"
+                );
+                continue;
+            }
+            if trimmed == "{" {
+                assert!(
+                    !description.is_empty(),
+                    "clause without a probe description"
+                );
+                for probe in description
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|p| !p.is_empty())
+                {
+                    let provider = probe.split(':').next().unwrap_or_default();
+                    let provider = provider.strip_suffix("$target").unwrap_or(provider);
+                    assert!(
+                        os.providers().contains(&provider),
+                        "provider `{provider}` of `{probe}` is not known on {os}"
+                    );
+                    assert_eq!(
+                        probe.matches(':').count(),
+                        3,
+                        "`{probe}` is not provider:module:function:name"
+                    );
+                }
+                description.clear();
+                clauses += 1;
+                depth += 1;
+                clause_start = false;
+                continue;
+            }
+            if trimmed.starts_with('/') {
+                assert!(
+                    trimmed.ends_with('/') && trimmed.len() > 2,
+                    "bad predicate `{trimmed}`"
+                );
+                assert!(
+                    !description.is_empty(),
+                    "predicate without a probe description"
+                );
+                continue;
+            }
+            assert!(
+                clause_start || description.is_empty() || description.ends_with(','),
+                "two descriptions without a comma"
+            );
+            description.push_str(trimmed);
+            continue;
+        }
+        for c in trimmed.chars() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                '(' => parens += 1,
+                ')' => parens -= 1,
+                _ => {}
+            }
+            assert!(depth >= 0 && parens >= 0, "unbalanced at `{trimmed}`");
+        }
+        if depth == 0 {
+            assert_eq!(parens, 0, "unbalanced parentheses in a clause");
+            clause_start = true;
+        } else if !trimmed.is_empty() && parens == 0 {
+            assert!(
+                trimmed.ends_with(';') || trimmed.ends_with('{') || trimmed.ends_with(','),
+                "statement without `;`: `{trimmed}`"
+            );
+        }
+    }
+    assert_eq!(depth, 0, "unbalanced braces");
+    assert!(
+        description.is_empty(),
+        "probe description without a body: {description}"
+    );
+    assert!(clauses >= 2, "expected BEGIN and END at least");
+    // Aggregations: filled ones and printed ones are the same set.
+    let names = |pattern: &str| -> std::collections::BTreeSet<String> {
+        script
+            .match_indices("@lockscope_")
+            .map(|(i, _)| {
+                script[i..]
+                    .chars()
+                    .take_while(|c| *c == '@' || *c == '_' || c.is_ascii_alphanumeric())
+                    .collect::<String>()
+            })
+            .filter(|name| {
+                let after = &script[script.find(name.as_str()).unwrap_or(0) + name.len()..];
+                pattern.is_empty() || after.starts_with(pattern)
+            })
+            .collect()
+    };
+    let filled: std::collections::BTreeSet<String> = script
+        .lines()
+        .filter(|l| l.contains("] = "))
+        .filter_map(|l| l.trim().split('[').next().map(str::to_string))
+        .filter(|name| name.starts_with('@'))
+        .collect();
+    let all = names("");
+    assert_eq!(filled, all, "aggregations filled vs mentioned");
+    let printa = script.find("dtrace:::END").expect("END clause");
+    for name in &all {
+        assert!(
+            script[printa..].contains(name.as_str()),
+            "{name} is never printed"
+        );
+    }
+    assert!(script.contains(&"#pragma D option ustackframes=".to_string()));
+    for option in ["aggsize", "dynvarsize", "bufsize"] {
+        assert!(
+            script.contains(&format!("#pragma D option {option}=")),
+            "{option}"
+        );
+    }
+}
+
+/// Default and full probe sets on each OS match their golden scripts and validate.
+#[test]
+fn golden_scripts() {
+    for os in TargetOs::ALL {
+        let mut defaults = ScriptOptions::new(os);
+        defaults.target = ScriptTarget::Pid(4242);
+        let script = generate_script(&defaults).expect("defaults");
+        validate(&script, os);
+        assert!(script.contains("pid == $target"));
+        check_golden(&format!("{}-defaults-pid.d", os.name()), &script);
+
+        let mut all = ScriptOptions::new(os);
+        all.target = ScriptTarget::Command;
+        all.probes = catalog::probes_for(os)
+            .map(|p| p.name.to_string())
+            .collect();
+        all.duration = Some(Duration::from_secs(10));
+        all.ustack_frames = 64;
+        let script = generate_script(&all).expect("all probes");
+        validate(&script, os);
+        assert!(script.contains("profile:::tick-10s\n{\n\texit(0);"));
+        assert!(script.contains("#pragma D option ustackframes=64"));
+        check_golden(&format!("{}-all-command.d", os.name()), &script);
+    }
+}
+
+/// Each probe alone validates on each OS where it exists.
+#[test]
+fn every_probe_alone_validates() {
+    for os in TargetOs::ALL {
+        for probe in catalog::probes_for(os) {
+            let mut options = ScriptOptions::new(os);
+            options.probes = vec![probe.name.to_string()];
+            options.duration = Some(Duration::from_millis(1500));
+            let script = generate_script(&options).expect("script");
+            validate(&script, os);
+            assert!(script.contains("profile:::tick-1500ms"));
+        }
+    }
+}
+
+/// macOS probe names follow the kernel's (no `sys_`, `__` only for __semwait_signal), and
+/// plockstat is a default only when lockscope launches the target.
+#[test]
+fn macos_probe_names() {
+    let mut options = ScriptOptions::new(TargetOs::MacOs);
+    options.probes = vec!["psynch".into(), "ulock".into(), "semwait".into()];
+    let script = generate_script(&options).expect("script");
+    for name in [
+        "psynch_mutexwait",
+        "psynch_cvwait",
+        "psynch_rw_rdlock",
+        "psynch_rw_wrlock",
+        "ulock_wait",
+        "ulock_wait2",
+        "__semwait_signal",
+    ] {
+        assert!(script.contains(&format!("syscall::{name}:entry")), "{name}");
+    }
+    assert!(!script.contains("sys_"));
+    let launched = generate_script(&ScriptOptions::new(TargetOs::MacOs)).expect("launched");
+    assert!(launched.contains("plockstat$target:::mutex-block"));
+    assert!(
+        !launched.contains("mutex-spin"),
+        "mutex-spin never fires on macOS"
+    );
+    let mut attached = ScriptOptions::new(TargetOs::MacOs);
+    attached.target = ScriptTarget::Pid(1);
+    assert!(!generate_script(&attached)
+        .expect("attached")
+        .contains("plockstat"));
+}
+
+/// Unknown probes, probes of another OS and bad sizes are refused with their name.
+#[test]
+fn invalid_options() {
+    let mut options = ScriptOptions::new(TargetOs::FreeBsd);
+    options.probes = vec!["psynch".into()];
+    let err = generate_script(&options).expect_err("psynch is macOS only");
+    assert!(matches!(err, Error::UnknownProbe { .. }));
+    assert!(err.to_string().contains("umtx"), "{err}");
+    let mut options = ScriptOptions::new(TargetOs::MacOs);
+    options.ustack_frames = 0;
+    assert!(matches!(
+        generate_script(&options),
+        Err(Error::InvalidOption {
+            option: "ustack_frames",
+            ..
+        })
+    ));
+    let mut options = ScriptOptions::new(TargetOs::MacOs);
+    options.duration = Some(Duration::ZERO);
+    assert!(generate_script(&options).is_err());
+}
