@@ -118,6 +118,7 @@ impl FutexObject {
             open.progs.lks_enter_btf.set_autoload(false);
             open.progs.lks_exit_btf.set_autoload(false);
             open.progs.lks_fork_btf.set_autoload(false);
+            open.progs.lks_texit_btf.set_autoload(false);
         }
         let skel = open.load()?;
         Ok(FutexObject {
@@ -151,8 +152,9 @@ impl FutexObject {
             .collect()
     }
 
-    /// Attaches sched_process_fork, then sys_exit, then sys_enter (so no wait starts before its
-    /// end can be seen), each by tp_btf when loaded and accepted, else by raw_tp.
+    /// Attaches sched_process_fork and sched_process_exit, then sys_exit, then sys_enter (so no
+    /// wait starts before its end can be seen), each by tp_btf when loaded and accepted, else by
+    /// raw_tp.
     pub fn attach(&mut self) -> Result<(), Error> {
         let progs = &self.skel.progs;
         let hooks: [(&'static str, &ProgramMut<'_>, &ProgramMut<'_>); 3] = [
@@ -291,5 +293,67 @@ impl FutexObject {
             .map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
             .take_while(|&addr| addr != 0)
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU32;
+
+    /// The raw_tp flavor loads and attaches on its own, is reported as a fallback, and records a
+    /// futex wait of this thread with its address, op and duration.
+    #[test]
+    fn raw_tp_fallback_records_a_wait() {
+        if let Err(why) = crate::environment::check_environment() {
+            eprintln!("skipped: {why}");
+            return;
+        }
+        let mut object = FutexObject::load_flavor(false).expect("load raw_tp flavor");
+        object.btf_load_error = Some("forced by test".into());
+        object.add_target(std::process::id()).expect("add target");
+        object.attach().expect("attach raw_tp");
+
+        let word = AtomicU32::new(0);
+        let timeout = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 20_000_000,
+        };
+        // SAFETY: futex on a live word with a valid timespec; it times out after 20 ms.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                word.as_ptr(),
+                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                0u32,
+                &timeout as *const libc::timespec,
+            )
+        };
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() } as u32;
+        object.detach();
+
+        let waits = object.waits().expect("read waits");
+        let mine: Vec<_> = waits
+            .iter()
+            .filter(|(key, _)| key.tid == tid && key.uaddr == word.as_ptr() as u64)
+            .collect();
+        assert_eq!(mine.len(), 1, "{waits:?}");
+        let (key, stats) = mine[0];
+        assert_eq!(
+            key.op.0,
+            (libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG) as u32
+        );
+        assert_eq!(stats.count, 1);
+        assert!(stats.total_ns >= 20_000_000, "{stats:?}");
+        assert!(object.counters().expect("counters").events >= 1);
+        let (_, status) = object.attach_status();
+        match status {
+            AttachStatus::FellBack { hook, reason } => {
+                assert!(hook.contains("raw_tp/sys_enter"), "{hook}");
+                assert_eq!(reason, "forced by test");
+            }
+            other => panic!("not reported as a fallback: {other:?}"),
+        }
     }
 }

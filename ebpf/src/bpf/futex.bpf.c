@@ -4,8 +4,8 @@
  * and aggregated in the kernel per (thread, futex word, op, user stack, kernel stack). Nothing is
  * streamed to user space: it reads the `waits` map once, when the recording ends.
  *
- * Hooks: sys_enter / sys_exit (to time waits) and sched_process_fork (to follow children), each in
- * a tp_btf flavor and a raw_tp fallback; the loader attaches one flavor of each. Every handler
+ * Hooks: sys_enter / sys_exit (to time waits), sched_process_exit (waits ended by the thread's
+ * exit) and sched_process_fork (to follow children), each in a tp_btf flavor and a raw_tp fallback; the loader attaches one flavor of each. Every handler
  * filters by tgid first (one hash lookup), so other processes pay almost nothing.
  */
 #include "vmlinux.h"
@@ -275,6 +275,15 @@ int BPF_PROG(lks_fork_btf, struct task_struct *parent, struct task_struct *child
 	return on_fork(parent, child);
 }
 
+/* A thread that exits (typically killed by exit_group) while waiting never reaches sys_exit: its
+ * wait ends here, and its in-flight entry must not outlive it (a later thread reusing its id
+ * would otherwise pick it up). */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(lks_texit_btf)
+{
+	return on_sys_exit(ctx);
+}
+
 SEC("raw_tp/sys_enter")
 int BPF_PROG(lks_enter_raw, struct pt_regs *regs, long id)
 {
@@ -291,4 +300,10 @@ SEC("raw_tp/sched_process_fork")
 int BPF_PROG(lks_fork_raw, struct task_struct *parent, struct task_struct *child)
 {
 	return on_fork(parent, child);
+}
+
+SEC("raw_tp/sched_process_exit")
+int BPF_PROG(lks_texit_raw)
+{
+	return on_sys_exit(ctx);
 }
