@@ -323,6 +323,27 @@ fn records_threads_created_after_pid_attach() {
     }
 }
 
+/// A thread killed by its process's exit while waiting has its wait recorded up to the exit.
+#[test]
+fn records_wait_ended_by_exit() {
+    require_bpf!();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let argv = helper_argv("helper_exit_while_waiting");
+    let mut recorder =
+        Recorder::start(RecordOptions::new(TargetSpec::Command(argv))).expect("start");
+    let pid = recorder.target_pid();
+    poll_until_exit(&mut recorder);
+    let profile = recorder.finish("target exited").expect("finish");
+    let killed: Vec<&WaitRecord> = profile
+        .waits
+        .iter()
+        .filter(|w| w.pid == pid && w.operation == "FUTEX_WAIT_PRIVATE")
+        .filter(|w| w.stats.total_ns >= 250_000_000)
+        .collect();
+    assert_eq!(killed.len(), 1, "records: {:#?}", profile.waits);
+    assert!(killed[0].stats.total_ns < 2_000_000_000, "{:?}", killed[0]);
+}
+
 /// Missing pids and commands give their one-line errors and leave no BPF object behind.
 #[test]
 fn start_errors() {
@@ -383,4 +404,13 @@ fn helper_pid_attach() {
     for thread in threads {
         thread.join().expect("join");
     }
+}
+
+/// Workload of the exit test: a thread waits without timeout; the process exits 300 ms later.
+#[test]
+#[ignore = "helper process of records_wait_ended_by_exit"]
+fn helper_exit_while_waiting() {
+    std::thread::spawn(|| relative_futex_wait(Duration::from_secs(3600)));
+    std::thread::sleep(Duration::from_millis(300));
+    std::process::exit(0);
 }
