@@ -1,0 +1,367 @@
+#![allow(clippy::unwrap_used)]
+//! The driver against a fake dtrace (tests/fake-dtrace, selected with LOCKSCOPE_DTRACE) that
+//! replays recorded output and stderr: normal output, drops, refusals and early exits.
+
+use lockscope_dtrace::driver::DTRACE_ENV;
+use lockscope_dtrace::{Driver, DriverOptions, DriverTarget, Error, ScriptOptions, TargetOs};
+use lockscope_probes::WaitKind;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+fn tests_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests")
+}
+
+/// A scratch directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "lockscope-dtrace-test-{}-{name}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+struct Fake {
+    stdout: Option<PathBuf>,
+    stderr: Option<String>,
+    exit: i32,
+    wait_for_sigint: bool,
+}
+
+fn options(name: &str, os: TargetOs, target: DriverTarget, fake: Fake) -> (DriverOptions, PathBuf) {
+    // Every test sets the same value, so running them in parallel is fine.
+    std::env::set_var(DTRACE_ENV, tests_dir().join("fake-dtrace"));
+    let dir = scratch(name);
+    let mut options = DriverOptions::new(ScriptOptions::new(os), target);
+    assert_eq!(
+        options.dtrace,
+        tests_dir().join("fake-dtrace"),
+        "LOCKSCOPE_DTRACE is honored"
+    );
+    let log = dir.join("log");
+    options
+        .env
+        .push(("FAKE_DTRACE_LOG".into(), log.clone().into()));
+    if let Some(stdout) = fake.stdout {
+        options
+            .env
+            .push(("FAKE_DTRACE_STDOUT".into(), stdout.into()));
+    }
+    if let Some(stderr) = fake.stderr {
+        let path = dir.join("stderr");
+        std::fs::write(&path, stderr).expect("write stderr");
+        options.env.push(("FAKE_DTRACE_STDERR".into(), path.into()));
+    }
+    options
+        .env
+        .push(("FAKE_DTRACE_EXIT".into(), fake.exit.to_string().into()));
+    if fake.wait_for_sigint {
+        options.env.push(("FAKE_DTRACE_WAIT".into(), "1".into()));
+    }
+    (options, log)
+}
+
+fn recorded() -> Option<PathBuf> {
+    Some(tests_dir().join("data/macos-record.out"))
+}
+
+/// Attached by pid, stopped by the stop flag: dtrace gets SIGINT, prints its aggregations, and
+/// the profile carries the decoded records.
+#[test]
+fn stop_flag_interrupts_and_output_is_parsed() {
+    let fake = Fake {
+        stdout: recorded(),
+        stderr: None,
+        exit: 0,
+        wait_for_sigint: true,
+    };
+    let (options, log) = options("stop", TargetOs::MacOs, DriverTarget::Pid(4242), fake);
+    let stop = options.stop.clone();
+    let driver = Driver::new(options).expect("driver");
+    assert!(driver.script().contains("pid == $target"));
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        stop.store(true, Ordering::Relaxed);
+    });
+    let recording = driver.run().expect("recording");
+    let profile = &recording.profile;
+    assert_eq!(profile.metadata.end_reason, "interrupted (stop requested)");
+    assert_eq!(profile.metadata.backend, "dtrace");
+    assert_eq!(profile.metadata.os, "macos");
+    assert_eq!(profile.metadata.target.pid, 4242);
+    assert!(!profile.metadata.target.launched);
+    assert!(recording.warnings.is_empty(), "{:?}", recording.warnings);
+    let kinds: Vec<(WaitKind, &str)> = profile
+        .waits
+        .iter()
+        .map(|w| (w.kind, w.operation.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (WaitKind::Mutex, "psynch_mutexwait"),
+            (WaitKind::Condvar, "psynch_cvwait"),
+            (WaitKind::Mutex, "ulock_wait2 UL_UNFAIR_LOCK"),
+            (WaitKind::Join, "ulock_wait UL_COMPARE_AND_WAIT"),
+            (WaitKind::Lifecycle, "lwp-create"),
+        ]
+    );
+    let mutex = &profile.waits[0];
+    assert_eq!(
+        (mutex.pid, mutex.tid, mutex.object),
+        (4242, 77001, 0x6000_00c0_4010)
+    );
+    assert_eq!(
+        (mutex.stats.count, mutex.stats.total_ns, mutex.stats.max_ns),
+        (3, 3_400_000, 1_400_000)
+    );
+    assert_eq!(mutex.stats.histogram.total_count(), 3);
+    assert_eq!(
+        mutex.stats.histogram.count_in_slot(21),
+        2,
+        "1048576 is slot 21"
+    );
+    let stack = profile.stack(mutex.user_stack).expect("user stack");
+    assert_eq!(
+        stack.frames[0].function.as_deref(),
+        Some("libsystem_kernel.dylib`__psynch_mutexwait")
+    );
+    assert_eq!(stack.frames[0].function_offset, Some(0xa));
+    assert_eq!(
+        stack.frames[3].function.as_deref(),
+        Some("myserver`Cache::lookup")
+    );
+    assert_eq!(profile.thread_name(4242, 77001), Some("myserver"));
+    assert_eq!(profile.threads.len(), 4);
+    assert_eq!(
+        profile
+            .metadata
+            .probes
+            .iter()
+            .map(|p| p.probe.as_str())
+            .collect::<Vec<_>>(),
+        ["psynch", "ulock"]
+    );
+    profile.validate().expect("consistent");
+
+    let log = std::fs::read_to_string(log).expect("fake dtrace log");
+    let args: Vec<&str> = log.lines().take_while(|l| *l != "--- script").collect();
+    assert_eq!(args[0..2], ["-q", "-s"]);
+    assert_eq!(args[3..], ["-p", "4242"]);
+    assert!(
+        log.contains("#pragma D option ustackframes=100"),
+        "the script reached dtrace"
+    );
+    assert!(
+        log.ends_with("DYLD_LIBRARY_PATH=\n"),
+        "no introspection library when attaching"
+    );
+}
+
+/// A launched command with a duration: SIGINT when it elapses; plockstat is selected and the
+/// introspection libpthread is put on DYLD_LIBRARY_PATH.
+#[test]
+fn duration_ends_a_launched_command() {
+    let fake = Fake {
+        stdout: recorded(),
+        stderr: None,
+        exit: 0,
+        wait_for_sigint: true,
+    };
+    let target = DriverTarget::Command(vec!["./myserver".into(), "--threads=4".into()]);
+    let (mut options, log) = options("duration", TargetOs::MacOs, target, fake);
+    options.script.duration = Some(Duration::from_millis(400));
+    let started = Instant::now();
+    let recording = Driver::new(options)
+        .expect("driver")
+        .run()
+        .expect("recording");
+    assert!(started.elapsed() >= Duration::from_millis(400));
+    let m = &recording.profile.metadata;
+    assert_eq!(m.end_reason, "duration elapsed");
+    assert!(m.target.launched);
+    assert_eq!(m.target.command, ["./myserver", "--threads=4"]);
+    assert!(m.probes.iter().any(|p| p.probe == "plockstat"));
+    let log = std::fs::read_to_string(log).expect("log");
+    assert!(log.starts_with("-q\n-s\n"));
+    assert!(
+        log.contains("\n-c\n./myserver --threads=4\n--- script\n"),
+        "{log}"
+    );
+    assert!(log.contains("plockstat$target:::mutex-block"));
+    assert!(log.contains("profile:::tick-400ms"));
+    assert!(log.ends_with("DYLD_LIBRARY_PATH=/usr/lib/system/introspection\n"));
+}
+
+/// Drop reports become Losses and a warning; the target exiting ends the recording.
+#[test]
+fn drops_become_losses() {
+    let stderr = "dtrace: pid 4242 has exited\n\
+                  dtrace: 7 dynamic variable drops\n\
+                  dtrace: 2 aggregation drops on CPU 1\n\
+                  dtrace: 5 drops on CPU 0\n";
+    let fake = Fake {
+        stdout: recorded(),
+        stderr: Some(stderr.into()),
+        exit: 0,
+        wait_for_sigint: false,
+    };
+    let (options, _) = options("drops", TargetOs::MacOs, DriverTarget::Pid(4242), fake);
+    let recording = Driver::new(options)
+        .expect("driver")
+        .run()
+        .expect("recording");
+    let m = &recording.profile.metadata;
+    assert_eq!(m.end_reason, "target exited");
+    assert_eq!(m.losses.map_full, 9);
+    assert_eq!(m.losses.dropped, 5);
+    assert_eq!(m.events, 3 + 1 + 2 + 1 + 4 + 14);
+    assert!(
+        recording
+            .warnings
+            .iter()
+            .any(|w| w.contains("dynamic variable drops")),
+        "{:?}",
+        recording.warnings
+    );
+}
+
+/// SIP refusing the attach is explained, with what still works.
+#[test]
+fn sip_refusal_is_explained() {
+    let stderr = "dtrace: system integrity protection is on, some features will not be available\n\
+                  dtrace: failed to grab pid 4242: Permission denied\n";
+    let fake = Fake {
+        stdout: None,
+        stderr: Some(stderr.into()),
+        exit: 1,
+        wait_for_sigint: false,
+    };
+    let (options, _) = options("sip", TargetOs::MacOs, DriverTarget::Pid(4242), fake);
+    let err = Driver::new(options)
+        .expect("driver")
+        .run()
+        .expect_err("refused");
+    assert!(matches!(err, Error::SipRestricted { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(
+        message.contains("system integrity protection is on"),
+        "{message}"
+    );
+    assert!(message.contains("still work"), "{message}");
+    assert!(message.contains("failed to grab pid 4242"), "{message}");
+}
+
+/// dtrace failing early (no such process) reports its own message and exit status.
+#[test]
+fn early_exit_is_reported() {
+    let stderr = "dtrace: failed to grab pid 4242: No such process\n";
+    let fake = Fake {
+        stdout: None,
+        stderr: Some(stderr.into()),
+        exit: 1,
+        wait_for_sigint: false,
+    };
+    let (options, _) = options("early", TargetOs::FreeBsd, DriverTarget::Pid(4242), fake);
+    let err = Driver::new(options)
+        .expect("driver")
+        .run()
+        .expect_err("failed");
+    let Error::DtraceFailed { status, stderr } = &err else {
+        panic!("{err:?}")
+    };
+    assert!(status.contains('1'), "{status}");
+    assert_eq!(stderr, "failed to grab pid 4242: No such process");
+}
+
+/// Output that stops before lockscope's END clause completes is kept, with a warning.
+#[test]
+fn cut_output_warns() {
+    let dir = scratch("cut");
+    let full = std::fs::read_to_string(tests_dir().join("data/macos-record.out")).expect("read");
+    let cut = &full[..full
+        .find("=== lockscope record probe=ulock")
+        .expect("ulock record")];
+    let path = dir.join("cut.out");
+    std::fs::write(&path, cut).expect("write");
+    let fake = Fake {
+        stdout: Some(path),
+        stderr: None,
+        exit: 0,
+        wait_for_sigint: false,
+    };
+    let (options, _) = options("cut-run", TargetOs::MacOs, DriverTarget::Pid(4242), fake);
+    let recording = Driver::new(options)
+        .expect("driver")
+        .run()
+        .expect("recording");
+    assert_eq!(recording.profile.waits.len(), 2);
+    assert!(
+        recording.warnings.iter().any(|w| w.contains("partial")),
+        "{:?}",
+        recording.warnings
+    );
+}
+
+/// Known refusals: plockstat without the introspection library, not root, restricted
+/// entitlements.
+#[test]
+fn refusals_are_classified() {
+    type IsExpected = fn(&Error) -> bool;
+    let cases: [(&str, IsExpected, &str); 3] = [
+        (
+            "dtrace: failed to compile script /tmp/x.d: line 40: probe description plockstat4242:::mutex-block does not match any probes\n",
+            |e| matches!(e, Error::ProbeNotFound { .. }),
+            "DYLD_LIBRARY_PATH=/usr/lib/system/introspection",
+        ),
+        (
+            "dtrace: failed to initialize dtrace: DTrace requires additional privileges\n",
+            |e| matches!(e, Error::NotPrivileged { .. }),
+            "root",
+        ),
+        (
+            "dtrace: failed to grab pid 4242: cannot control executables signed with restricted entitlements\n",
+            |e| matches!(e, Error::RestrictedEntitlements { .. }),
+            "restricted entitlements",
+        ),
+    ];
+    for (i, (stderr, is_expected, mentions)) in cases.into_iter().enumerate() {
+        let fake = Fake {
+            stdout: None,
+            stderr: Some(stderr.into()),
+            exit: 1,
+            wait_for_sigint: false,
+        };
+        let (mut options, _) = options(
+            &format!("refusal-{i}"),
+            TargetOs::MacOs,
+            DriverTarget::Pid(4242),
+            fake,
+        );
+        options.script.probes = vec!["psynch".into(), "plockstat".into()];
+        let err = Driver::new(options)
+            .expect("driver")
+            .run()
+            .expect_err("refused");
+        assert!(is_expected(&err), "{err:?}");
+        assert!(err.to_string().contains(mentions), "{err}");
+    }
+}
+
+/// A command argument with a space cannot pass through `dtrace -c`: refused up front.
+#[test]
+fn command_with_spaces_is_refused() {
+    let options = DriverOptions::new(
+        ScriptOptions::new(TargetOs::Illumos),
+        DriverTarget::Command(vec!["sh".into(), "-c".into(), "sleep 1".into()]),
+    );
+    assert!(matches!(
+        Driver::new(options),
+        Err(Error::InvalidOption {
+            option: "command",
+            ..
+        })
+    ));
+}
