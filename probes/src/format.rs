@@ -96,7 +96,9 @@ pub fn read_profile_from(reader: impl Read) -> Result<Profile, FormatError> {
         });
     }
     if version == 0 {
-        return Err(FormatError::Corrupt("format version 0 does not exist".into()));
+        return Err(FormatError::Corrupt(
+            "format version 0 does not exist".into(),
+        ));
     }
     let mut json = Vec::new();
     GzDecoder::new(reader)
@@ -237,7 +239,11 @@ mod tests {
             .expect("list")
             .map(|e| e.expect("entry").file_name())
             .collect();
-        assert_eq!(leftovers.len(), 1, "temporary file left behind: {leftovers:?}");
+        assert_eq!(
+            leftovers.len(),
+            1,
+            "temporary file left behind: {leftovers:?}"
+        );
     }
 
     /// A file cut anywhere is reported as truncated or corrupt, never read as a shorter profile.
@@ -247,7 +253,10 @@ mod tests {
         for len in 1..bytes.len() {
             let err = read_profile_from(&bytes[..len]).expect_err("truncated file was accepted");
             assert!(
-                matches!(err, FormatError::TruncatedHeader(_) | FormatError::Corrupt(_)),
+                matches!(
+                    err,
+                    FormatError::TruncatedHeader(_) | FormatError::Corrupt(_)
+                ),
                 "cut at {len}: {err}"
             );
         }

@@ -147,10 +147,22 @@ mod tests {
         for slot in 1..SLOTS {
             let lo = Log2Histogram::slot_lower_bound(slot);
             let hi = Log2Histogram::slot_upper_bound(slot);
-            assert_eq!(Log2Histogram::slot_of(lo), slot, "lower bound of slot {slot}");
-            assert_eq!(Log2Histogram::slot_of(hi), slot, "upper bound of slot {slot}");
+            assert_eq!(
+                Log2Histogram::slot_of(lo),
+                slot,
+                "lower bound of slot {slot}"
+            );
+            assert_eq!(
+                Log2Histogram::slot_of(hi),
+                slot,
+                "upper bound of slot {slot}"
+            );
             if slot > 1 {
-                assert_eq!(Log2Histogram::slot_of(lo - 1), slot - 1, "below slot {slot}");
+                assert_eq!(
+                    Log2Histogram::slot_of(lo - 1),
+                    slot - 1,
+                    "below slot {slot}"
+                );
             }
         }
     }

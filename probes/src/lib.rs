@@ -22,8 +22,7 @@ pub use catalog::{CostClass, ProbeInfo, CATALOG};
 pub use format::{read_profile, write_profile, FormatError, FORMAT_VERSION};
 pub use hist::Log2Histogram;
 pub use profile::{
-    StackInterner,
     AddressSpace, AttachStatus, Frame, InlinedFrame, Losses, Metadata, ProbeAttachment, Profile,
-    Stack, StackId, Target, ThreadInfo, WaitRecord, WaitStats,
+    Stack, StackId, StackInterner, Target, ThreadInfo, WaitRecord, WaitStats,
 };
 pub use wait::WaitKind;
