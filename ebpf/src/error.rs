@@ -1,4 +1,7 @@
 //! The errors of the eBPF backend: one line each, lowercase, naming the object.
+//!
+//! An error that wraps another exposes it as its `source` and does not repeat it in its own
+//! message, so a chain printed with anyhow's `{:#}` names each cause once.
 
 use std::io;
 
@@ -32,7 +35,7 @@ pub enum Error {
     #[error("no command to launch")]
     EmptyCommand,
     /// The command could not be started.
-    #[error("failed to start `{command}`: {source}")]
+    #[error("failed to start `{command}`")]
     Launch {
         /// argv[0] of the command.
         command: String,
@@ -48,7 +51,7 @@ pub enum Error {
         known: String,
     },
     /// The BPF object could not be opened or loaded into the kernel.
-    #[error("failed to load BPF object `{object}`: {source}")]
+    #[error("failed to load BPF object `{object}`")]
     Load {
         /// Object name (`futex`).
         object: &'static str,
@@ -56,7 +59,7 @@ pub enum Error {
         source: libbpf_rs::Error,
     },
     /// A BPF program could not be attached to its hook.
-    #[error("failed to attach `{hook}`: {source}")]
+    #[error("failed to attach `{hook}`")]
     Attach {
         /// Kernel hook (`sys_enter`).
         hook: &'static str,
@@ -64,7 +67,7 @@ pub enum Error {
         source: libbpf_rs::Error,
     },
     /// A BPF map could not be read or written.
-    #[error("failed to access BPF map `{map}`: {source}")]
+    #[error("failed to access BPF map `{map}`")]
     Map {
         /// Map name (`waits`).
         map: &'static str,
@@ -72,7 +75,7 @@ pub enum Error {
         source: libbpf_rs::Error,
     },
     /// A file or system call needed by the recorder failed.
-    #[error("failed to {action}: {source}")]
+    #[error("failed to {action}")]
     Io {
         /// What was being done (``read `/proc/self/status` ``).
         action: String,

@@ -253,8 +253,10 @@ mod tests {
         let err = child.release().expect_err("exec succeeded");
         assert_eq!(
             err.to_string(),
-            "failed to start `lockscope-no-such-command`: No such file or directory (os error 2)"
+            "failed to start `lockscope-no-such-command`"
         );
+        let source = std::error::Error::source(&err).expect("the OS error is the source");
+        assert_eq!(source.to_string(), "No such file or directory (os error 2)");
     }
 
     /// A released child runs the command; an unreleased one exits without running it.

@@ -29,7 +29,7 @@ pub const FORMAT_VERSION: u32 = 1;
 #[derive(Debug, Error)]
 pub enum FormatError {
     /// The file could not be opened, read or written.
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] io::Error),
     /// The file does not start with the profile magic.
     #[error("not a lockscope profile (bad magic bytes)")]
