@@ -1,0 +1,226 @@
+//! The environment fingerprint stored with every bench run: which machine, kernel and libc the
+//! numbers belong to, so two JSON files from two machines can be told apart in `bench diff`.
+
+use serde::{Deserialize, Serialize};
+use std::ffi::CStr;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Where a bench run was made. Every field is best effort: `"unknown"` when the OS would not say.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Environment {
+    /// Operating system, as Rust names it (`linux`, `macos`, `freebsd`).
+    pub os: String,
+    /// Kernel release (`uname -r`).
+    pub kernel_release: String,
+    /// Machine architecture (`uname -m`).
+    pub machine: String,
+    /// CPU model name (`/proc/cpuinfo` on Linux, `sysctl` on macOS and FreeBSD).
+    pub cpu_model: String,
+    /// CPUs this process may run on.
+    pub cpu_count: u32,
+    /// The C library and its version when known (`glibc 2.36`).
+    pub libc: String,
+    /// Host name.
+    pub hostname: String,
+    /// Version of the lockscope that made the run.
+    pub lockscope_version: String,
+    /// When the run started, UTC, ISO 8601 (`2026-11-30T09:12:53Z`).
+    pub date: String,
+}
+
+impl Environment {
+    /// Fingerprints the machine this process runs on, now.
+    pub fn current() -> Environment {
+        let (kernel_release, machine) = uname();
+        Environment {
+            os: std::env::consts::OS.to_string(),
+            kernel_release,
+            machine,
+            cpu_model: cpu_model(),
+            cpu_count: std::thread::available_parallelism()
+                .map(|count| u32::try_from(count.get()).unwrap_or(u32::MAX))
+                .unwrap_or(1),
+            libc: libc_name(),
+            hostname: hostname(),
+            lockscope_version: env!("CARGO_PKG_VERSION").to_string(),
+            date: iso8601_utc(SystemTime::now()),
+        }
+    }
+}
+
+const UNKNOWN: &str = "unknown";
+
+/// Converts a NUL-terminated `c_char` array (as in `utsname`) to a `String`.
+fn c_chars_to_string(chars: &[libc::c_char]) -> String {
+    let bytes: Vec<u8> = chars
+        .iter()
+        .take_while(|&&c| c != 0)
+        // c_char is i8 or u8 depending on the platform; the cast reinterprets the byte.
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Kernel release and machine from `uname(2)`.
+fn uname() -> (String, String) {
+    // SAFETY: utsname is plain old data (arrays of c_char); all zeroes is a valid value.
+    let mut names: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: `names` is a valid, writable utsname; uname only writes into it.
+    if unsafe { libc::uname(&mut names) } != 0 {
+        return (UNKNOWN.to_string(), UNKNOWN.to_string());
+    }
+    (
+        c_chars_to_string(&names.release),
+        c_chars_to_string(&names.machine),
+    )
+}
+
+/// The host name from `gethostname(2)`.
+fn hostname() -> String {
+    let mut buffer = [0 as libc::c_char; 256];
+    // SAFETY: the pointer and length describe `buffer`; gethostname writes at most that many
+    // bytes. The last byte stays 0, so the result is always terminated.
+    let rc = unsafe { libc::gethostname(buffer.as_mut_ptr(), buffer.len() - 1) };
+    if rc != 0 {
+        return UNKNOWN.to_string();
+    }
+    c_chars_to_string(&buffer)
+}
+
+#[cfg(target_os = "linux")]
+fn cpu_model() -> String {
+    let Ok(cpuinfo) = std::fs::read_to_string("/proc/cpuinfo") else {
+        return UNKNOWN.to_string();
+    };
+    // x86 says "model name"; some arm64 kernels only say "Hardware" or nothing useful.
+    ["model name", "Hardware", "Processor", "cpu model"]
+        .iter()
+        .find_map(|key| {
+            cpuinfo.lines().find_map(|line| {
+                let (name, value) = line.split_once(':')?;
+                (name.trim() == *key && !value.trim().is_empty()).then(|| value.trim().to_string())
+            })
+        })
+        .unwrap_or_else(|| UNKNOWN.to_string())
+}
+
+#[cfg(any(target_os = "macos", target_os = "freebsd"))]
+fn cpu_model() -> String {
+    #[cfg(target_os = "macos")]
+    const NAME: &CStr = c"machdep.cpu.brand_string";
+    #[cfg(target_os = "freebsd")]
+    const NAME: &CStr = c"hw.model";
+    let mut buffer = [0u8; 256];
+    let mut length: libc::size_t = buffer.len() - 1;
+    // SAFETY: NAME is NUL-terminated; `buffer` and `length` describe a writable buffer that
+    // sysctlbyname fills with at most `length` bytes; no new value is set (null, 0).
+    let rc = unsafe {
+        libc::sysctlbyname(
+            NAME.as_ptr(),
+            buffer.as_mut_ptr().cast(),
+            &mut length,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    if rc != 0 {
+        return UNKNOWN.to_string();
+    }
+    let bytes = &buffer[..length.min(buffer.len())];
+    let text = bytes.split(|&b| b == 0).next().unwrap_or_default();
+    String::from_utf8_lossy(text).trim().to_string()
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "macos", target_os = "freebsd")))]
+fn cpu_model() -> String {
+    UNKNOWN.to_string()
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn libc_name() -> String {
+    // SAFETY: gnu_get_libc_version has no preconditions and returns a pointer to a static,
+    // NUL-terminated string.
+    let version = unsafe { CStr::from_ptr(libc::gnu_get_libc_version()) };
+    format!("glibc {}", version.to_string_lossy())
+}
+
+#[cfg(all(target_os = "linux", target_env = "musl"))]
+fn libc_name() -> String {
+    "musl".to_string()
+}
+
+#[cfg(target_os = "macos")]
+fn libc_name() -> String {
+    "libSystem".to_string()
+}
+
+#[cfg(target_os = "freebsd")]
+fn libc_name() -> String {
+    "FreeBSD libc".to_string()
+}
+
+#[cfg(not(any(
+    all(target_os = "linux", any(target_env = "gnu", target_env = "musl")),
+    target_os = "macos",
+    target_os = "freebsd"
+)))]
+fn libc_name() -> String {
+    UNKNOWN.to_string()
+}
+
+/// Formats a time as `YYYY-MM-DDTHH:MM:SSZ` (UTC), without a date library.
+pub(crate) fn iso8601_utc(time: SystemTime) -> String {
+    let seconds = time
+        .duration_since(UNIX_EPOCH)
+        .map(|since| since.as_secs())
+        .unwrap_or(0);
+    let days = i64::try_from(seconds / 86_400).unwrap_or(0);
+    let of_day = seconds % 86_400;
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        of_day / 3600,
+        of_day % 3600 / 60,
+        of_day % 60
+    )
+}
+
+/// Proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    // day is in 1..=31 and month in 1..=12, so the conversions cannot fail.
+    (
+        year,
+        u32::try_from(month).unwrap_or(1),
+        u32::try_from(day).unwrap_or(1),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::iso8601_utc;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    /// Dates around the epoch, a leap day and a year end format as `date -u` prints them.
+    #[test]
+    fn dates() {
+        let at = |seconds| iso8601_utc(UNIX_EPOCH + Duration::from_secs(seconds));
+        assert_eq!(at(0), "1970-01-01T00:00:00Z");
+        assert_eq!(at(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(at(1_798_761_599), "2026-12-31T23:59:59Z");
+    }
+}
