@@ -15,6 +15,7 @@
 //!
 //! [`Profile`]: lockscope_probes::Profile
 
+pub mod bench;
 pub mod export;
 pub mod flamegraph;
 pub mod fold;
