@@ -59,7 +59,7 @@ pub enum Error {
         reason: String,
     },
     /// The script could not be written for dtrace(1) to read.
-    #[error("failed to write the D script to `{path}`: {source}")]
+    #[error("failed to write the D script to `{path}`")]
     WriteScript {
         /// Where it was to be written.
         path: PathBuf,
@@ -67,7 +67,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// dtrace(1) could not be started.
-    #[error("failed to start `{program}`: {source} (set LOCKSCOPE_DTRACE to the dtrace binary)")]
+    #[error("failed to start `{program}` (set LOCKSCOPE_DTRACE to the dtrace binary)")]
     Spawn {
         /// The binary tried.
         program: PathBuf,
@@ -75,7 +75,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// Waiting for or signalling dtrace(1) failed.
-    #[error("failed to {action} dtrace(1): {source}")]
+    #[error("failed to {action} dtrace(1)")]
     Process {
         /// What was being done (`wait for`, `stop`).
         action: &'static str,

@@ -3,6 +3,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use lockscope_probes::Profile;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -28,8 +29,52 @@ pub enum Command {
     Flamegraph(FlamegraphArgs),
     /// Export a profile as folded stacks or JSON.
     Export(ExportArgs),
-    /// List the probes lockscope can attach.
+    /// Turn output captured by another tool into a profile.
+    Import(ImportArgs),
+    /// List the probes lockscope can attach, per backend and OS.
     Probes,
+}
+
+/// Recording backends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BackendArg {
+    /// eBPF (Linux).
+    Ebpf,
+    /// dtrace(1) (macOS, FreeBSD, illumos).
+    Dtrace,
+}
+
+impl BackendArg {
+    /// The backend of this host: eBPF on Linux, DTrace elsewhere.
+    pub fn host_default() -> BackendArg {
+        if cfg!(target_os = "linux") {
+            BackendArg::Ebpf
+        } else {
+            BackendArg::Dtrace
+        }
+    }
+}
+
+/// Operating systems the DTrace backend writes scripts for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OsArg {
+    /// macOS (psynch, ulock, plockstat).
+    Macos,
+    /// FreeBSD (_umtx_op, lockstat).
+    Freebsd,
+    /// illumos (lwp_park, plockstat, lockstat).
+    Illumos,
+}
+
+impl OsArg {
+    /// The DTrace backend's OS.
+    pub fn into_target_os(self) -> lockscope_dtrace::TargetOs {
+        match self {
+            OsArg::Macos => lockscope_dtrace::TargetOs::MacOs,
+            OsArg::Freebsd => lockscope_dtrace::TargetOs::FreeBsd,
+            OsArg::Illumos => lockscope_dtrace::TargetOs::Illumos,
+        }
+    }
 }
 
 /// `lockscope record`.
@@ -48,9 +93,22 @@ pub struct RecordArgs {
     #[arg(short, long, value_name = "DURATION", value_parser = parse_duration)]
     pub duration: Option<Duration>,
 
-    /// Probes to attach, comma-separated (see `lockscope probes`). Default: the default probes.
+    /// Probes to attach, comma-separated (see `lockscope probes`). Default: the backend's
+    /// default probes.
     #[arg(long, value_name = "PROBES", value_delimiter = ',')]
     pub probes: Vec<String>,
+
+    /// Recording backend. Default: ebpf on Linux, dtrace elsewhere.
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendArg>,
+
+    /// OS to write the D script for (dtrace backend). Default: this host's.
+    #[arg(long, value_enum)]
+    pub os: Option<OsArg>,
+
+    /// Print the D script that would run, and run nothing (dtrace backend; works on any OS).
+    #[arg(long)]
+    pub print_script: bool,
 
     /// Command to launch and record until it exits (after `--`).
     #[arg(last = true, value_name = "CMD")]
@@ -104,9 +162,10 @@ pub enum WeightArg {
 /// Selection and weighting shared by `flamegraph` and `export`.
 #[derive(Debug, Args)]
 pub struct FoldArgs {
-    /// Weight frames by wait time or by number of waits.
-    #[arg(long, value_enum, default_value = "ns")]
-    pub weight: WeightArg,
+    /// Weight frames by wait time or by number of waits. Default: ns, or count for a profile
+    /// that holds no times (such as an imported `@[ustack()] = count()` capture).
+    #[arg(long, value_enum)]
+    pub weight: Option<WeightArg>,
 
     /// Only this probe's waits (default: all probes).
     #[arg(long, value_name = "PROBE")]
@@ -166,6 +225,34 @@ pub struct ExportArgs {
     pub fold: FoldArgs,
 }
 
+/// Formats `lockscope import` reads.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ImportFormatArg {
+    /// dtrace(1) text output: lockscope's own D scripts, or aggregations such as
+    /// `@[ustack()] = count()`.
+    Dtrace,
+}
+
+/// `lockscope import`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// Format of the captured output.
+    #[arg(value_enum)]
+    pub format: ImportFormatArg,
+
+    /// File holding the captured output.
+    #[arg(value_name = "FILE")]
+    pub input: PathBuf,
+
+    /// Profile to write.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
+
+    /// OS the capture was made on (recorded in the profile's metadata). Default: unknown.
+    #[arg(long, value_enum)]
+    pub os: Option<OsArg>,
+}
+
 /// Parses `30s`, `500ms`, `2m`, `1h`, `1.5s` or a bare number of seconds.
 pub fn parse_duration(text: &str) -> Result<Duration> {
     let text = text.trim();
@@ -201,8 +288,8 @@ impl WeightArg {
 }
 
 impl FoldArgs {
-    /// Validated fold options.
-    pub fn to_options(&self) -> Result<lockscope::fold::FoldOptions> {
+    /// Validated fold options for `profile`.
+    pub fn to_options(&self, profile: &Profile) -> Result<lockscope::fold::FoldOptions> {
         if let Some(probe) = &self.probe {
             if lockscope_probes::catalog::find(probe).is_none() {
                 bail!(
@@ -212,7 +299,13 @@ impl FoldArgs {
             }
         }
         let mut options = lockscope::fold::FoldOptions::default();
-        options.weight = self.weight.into_weight();
+        let timed = profile.waits.iter().any(|w| w.stats.total_ns > 0);
+        let counted = profile.waits.iter().any(|w| w.stats.count > 0);
+        options.weight = match self.weight {
+            Some(weight) => weight.into_weight(),
+            None if !timed && counted => lockscope::fold::Weight::Count,
+            None => lockscope::fold::Weight::Nanoseconds,
+        };
         options.probe = self.probe.clone();
         options.kernel_stacks = self.kernel_stacks;
         Ok(options)

@@ -6,10 +6,11 @@
 //! worker-1;clone3;start_thread;worker_main;take_order_lock;pthread_mutex_lock;__lll_lock_wait 401000000
 //! ```
 //!
-//! - the first frame is the thread name (`comm`), so threads of the same name merge;
+//! - the first frame is the thread name (`comm`), so threads of the same name merge; a record
+//!   with neither pid nor tid (an imported capture keyed by stack alone) has no thread frame;
 //! - then the user frames, outermost to leaf, with inlined functions expanded into frames of their
-//!   own ([`Frame::names_outermost_first`]); a record without a user stack gets one
-//!   [`NO_USER_STACK`] frame;
+//!   own ([`Frame::names_outermost_first`]); a record without a user stack gets its kernel stack
+//!   instead (unsuffixed: it stands alone), or one [`NO_USER_STACK`] frame when it has neither;
 //! - with [`FoldOptions::kernel_stacks`], the kernel frames follow the user frames (the kernel
 //!   runs on top of the system call), each suffixed with [`KERNEL_SUFFIX`] as FlameGraph does;
 //! - the weight is the total wait time in nanoseconds, or the number of waits ([`Weight`]);
@@ -163,18 +164,33 @@ fn names_root_first(stack: &Stack) -> impl Iterator<Item = String> + '_ {
 
 /// The folded stack of one record, root first, without its value.
 fn fold_record(profile: &Profile, record: &WaitRecord, options: &FoldOptions) -> String {
-    let thread = profile
-        .thread_name(record.pid, record.tid)
-        .map_or_else(|| UNKNOWN_THREAD.to_string(), sanitize_frame);
-    let mut frames = vec![thread];
-    match profile.stack(record.user_stack) {
-        Some(stack) if !stack.frames.is_empty() => frames.extend(names_root_first(stack)),
-        _ => frames.push(NO_USER_STACK.to_string()),
+    let mut frames = Vec::new();
+    // A record with no process or thread at all (an imported `@[ustack()] = count()` capture
+    // keys by stack alone) folds to its frames only, exactly as stackcollapse.pl folds it.
+    if record.pid != 0 || record.tid != 0 {
+        frames.push(
+            profile
+                .thread_name(record.pid, record.tid)
+                .map_or_else(|| UNKNOWN_THREAD.to_string(), sanitize_frame),
+        );
     }
-    if options.kernel_stacks {
-        if let Some(stack) = profile.stack(record.kernel_stack) {
-            frames.extend(names_root_first(stack).map(|name| name + KERNEL_SUFFIX));
+    let kernel = profile
+        .stack(record.kernel_stack)
+        .filter(|stack| !stack.frames.is_empty());
+    match profile.stack(record.user_stack) {
+        Some(stack) if !stack.frames.is_empty() => {
+            frames.extend(names_root_first(stack));
+            if let Some(kernel) = kernel.filter(|_| options.kernel_stacks) {
+                frames.extend(names_root_first(kernel).map(|name| name + KERNEL_SUFFIX));
+            }
         }
+        // With no user stack, the kernel stack is all there is to show: it stands alone, so
+        // its frames need no suffix (an imported kernel-only capture folds as stackcollapse.pl
+        // folds it).
+        _ => match kernel {
+            Some(kernel) => frames.extend(names_root_first(kernel)),
+            None => frames.push(NO_USER_STACK.to_string()),
+        },
     }
     frames.join(";")
 }

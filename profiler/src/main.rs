@@ -39,8 +39,8 @@ fn run(cli: Cli) -> Result<()> {
                 .context("failed to write the report")
         }
         Command::Flamegraph(args) => {
-            let fold = args.fold.to_options()?;
             let profile = read(&args.profile)?;
+            let fold = args.fold.to_options(&profile)?;
             let mut options = lockscope::flamegraph::FlamegraphOptions::default();
             options.fold = fold;
             options.title = args.title.clone();
@@ -49,8 +49,8 @@ fn run(cli: Cli) -> Result<()> {
             })
         }
         Command::Export(args) => {
-            let fold = args.fold.to_options()?;
             let profile = read(&args.profile)?;
+            let fold = args.fold.to_options(&profile)?;
             let format = match args.format {
                 ExportFormatArg::Folded => lockscope::export::ExportFormat::Folded,
                 ExportFormatArg::Json => lockscope::export::ExportFormat::Json,
@@ -71,9 +71,32 @@ fn run(cli: Cli) -> Result<()> {
                 }
             }
         }
-        Command::Probes => {
-            print_probes();
+        Command::Import(args) => {
+            let bytes = std::fs::read(&args.input)
+                .with_context(|| format!("failed to read `{}`", args.input.display()))?;
+            let profile = match args.format {
+                cli::ImportFormatArg::Dtrace => lockscope_dtrace::import_capture(
+                    &bytes,
+                    args.os.map(cli::OsArg::into_target_os),
+                )
+                .with_context(|| format!("failed to import `{}`", args.input.display()))?,
+            };
+            lockscope_probes::write_profile(&profile, &args.output)
+                .with_context(|| format!("failed to write profile `{}`", args.output.display()))?;
+            eprintln!(
+                "lockscope: wrote `{}`: {} records, {} stacks",
+                args.output.display(),
+                profile.waits.len(),
+                profile.stacks.len()
+            );
             Ok(())
+        }
+        Command::Probes => {
+            let mut out = std::io::stdout().lock();
+            print_probes(&mut out)
+                .and_then(|()| out.flush())
+                .or_else(ignore_broken_pipe)
+                .context("failed to write the probe list")
         }
     }
 }
@@ -105,15 +128,45 @@ fn ignore_broken_pipe(err: std::io::Error) -> std::io::Result<()> {
     }
 }
 
-fn print_probes() {
-    println!("{:<8} {:<20} {:<8} DESCRIPTION", "PROBE", "COST", "DEFAULT");
+/// Lists both backends' probes: eBPF (Linux) first, then DTrace with the OSes each exists on.
+fn print_probes(out: &mut dyn Write) -> std::io::Result<()> {
+    writeln!(out, "eBPF backend (Linux)")?;
+    writeln!(
+        out,
+        "  {:<12} {:<20} {:<8} DESCRIPTION",
+        "PROBE", "COST", "DEFAULT"
+    )?;
     for probe in lockscope_probes::CATALOG {
-        println!(
-            "{:<8} {:<20} {:<8} {}",
+        writeln!(
+            out,
+            "  {:<12} {:<20} {:<8} {}",
             probe.name,
             probe.cost.name(),
             if probe.default { "yes" } else { "no" },
             probe.description
-        );
+        )?;
     }
+    writeln!(out, "\nDTrace backend (--backend dtrace --os OS)")?;
+    writeln!(
+        out,
+        "  {:<12} {:<20} {:<8} {:<24} DESCRIPTION",
+        "PROBE", "COST", "DEFAULT", "OS"
+    )?;
+    for probe in lockscope_dtrace::DTRACE_CATALOG {
+        let oses: Vec<&str> = lockscope_dtrace::TargetOs::ALL
+            .iter()
+            .filter(|os| probe.supports(**os))
+            .map(|os| os.name())
+            .collect();
+        writeln!(
+            out,
+            "  {:<12} {:<20} {:<8} {:<24} {}",
+            probe.name,
+            probe.cost.name(),
+            if probe.default { "yes" } else { "no" },
+            oses.join(","),
+            probe.description
+        )?;
+    }
+    Ok(())
 }

@@ -1,7 +1,7 @@
 //! `lockscope record`: runs a backend's recorder until the target exits, the duration elapses or
 //! a signal arrives, with a live status line, and writes the profile.
 
-use crate::cli::RecordArgs;
+use crate::cli::{BackendArg, RecordArgs};
 use anyhow::{bail, Context, Result};
 use std::io::{IsTerminal, Write};
 use std::path::Path;
@@ -108,24 +108,54 @@ impl StatusLine {
     }
 }
 
-/// Runs `lockscope record`.
-#[cfg(target_os = "linux")]
-pub fn run(args: &RecordArgs) -> Result<()> {
-    use lockscope_ebpf::{RecordOptions, Recorder, TargetSpec};
+/// What `lockscope record` was asked to record.
+enum RecordTarget {
+    Pid(u32),
+    Command(Vec<std::ffi::OsString>),
+}
 
-    let target = match (args.pid, args.command.is_empty()) {
-        (Some(pid), true) => TargetSpec::Pid(pid),
-        (None, false) => TargetSpec::Command(args.command.clone()),
+fn record_target(args: &RecordArgs) -> Result<RecordTarget> {
+    match (args.pid, args.command.is_empty()) {
+        (Some(pid), true) => Ok(RecordTarget::Pid(pid)),
+        (None, false) => Ok(RecordTarget::Command(args.command.clone())),
         (Some(_), false) => bail!("give either -p PID or a command after `--`, not both"),
         (None, true) => bail!("nothing to record: give -p PID or a command after `--`"),
+    }
+}
+
+/// Runs `lockscope record`.
+pub fn run(args: &RecordArgs) -> Result<()> {
+    let dtrace_only = args.print_script || args.os.is_some();
+    let backend = match args.backend {
+        Some(BackendArg::Ebpf) if dtrace_only => {
+            bail!("--os and --print-script belong to the dtrace backend, not ebpf")
+        }
+        Some(backend) => backend,
+        None if dtrace_only => BackendArg::Dtrace,
+        None => BackendArg::host_default(),
     };
+    let target = record_target(args)?;
+    match backend {
+        BackendArg::Ebpf => run_ebpf(args, target),
+        BackendArg::Dtrace => run_dtrace(args, target),
+    }
+}
+
+/// Records with the eBPF backend.
+#[cfg(target_os = "linux")]
+fn run_ebpf(args: &RecordArgs, target: RecordTarget) -> Result<()> {
+    use lockscope_ebpf::{RecordOptions, Recorder, TargetSpec};
+
     let probes = crate::cli::validate_probes(&args.probes)?;
     // Missing privileges first: for someone without them, that is the one thing to fix.
     lockscope_ebpf::check_environment()?;
     check_output_writable(&args.output)?;
 
     let probe_list = probes.join(",");
-    let mut options = RecordOptions::new(target);
+    let mut options = RecordOptions::new(match target {
+        RecordTarget::Pid(pid) => TargetSpec::Pid(pid),
+        RecordTarget::Command(argv) => TargetSpec::Command(argv),
+    });
     options.probes = probes;
     // Handlers go in before the target starts, so a Ctrl-C during start-up is not lost.
     let signals = StopSignals::install()?;
@@ -148,9 +178,7 @@ pub fn run(args: &RecordArgs) -> Result<()> {
                 let profile = recorder
                     .finish("recorder failed")
                     .context("failed to finish the recording")?;
-                lockscope_probes::write_profile(&profile, &args.output).with_context(|| {
-                    format!("failed to write profile `{}`", args.output.display())
-                })?;
+                save(&profile, &args.output)?;
                 return Err(anyhow::Error::from(e).context("recording failed"));
             }
         };
@@ -176,26 +204,87 @@ pub fn run(args: &RecordArgs) -> Result<()> {
     let profile = recorder
         .finish(&reason)
         .context("failed to finish the recording")?;
-    lockscope_probes::write_profile(&profile, &args.output)
-        .with_context(|| format!("failed to write profile `{}`", args.output.display()))?;
+    save(&profile, &args.output)
+}
+
+/// Records with the eBPF backend where there is none.
+#[cfg(not(target_os = "linux"))]
+fn run_ebpf(_args: &RecordArgs, _target: RecordTarget) -> Result<()> {
+    bail!("the ebpf backend is Linux-only; use --backend dtrace")
+}
+
+/// Records with the DTrace backend, or prints its script with `--print-script`.
+fn run_dtrace(args: &RecordArgs, target: RecordTarget) -> Result<()> {
+    use lockscope_dtrace::{Driver, DriverOptions, DriverTarget, ScriptOptions, ScriptTarget};
+
+    let os = match args.os {
+        Some(os) => os.into_target_os(),
+        None => lockscope_dtrace::TargetOs::host().context(
+            "this host has no DTrace backend of its own: give --os macos, freebsd or illumos",
+        )?,
+    };
+    let mut script = ScriptOptions::new(os);
+    script.probes = args.probes.iter().map(|p| p.trim().to_string()).collect();
+    script.duration = args.duration;
+    if args.print_script {
+        script.target = match target {
+            RecordTarget::Pid(pid) => ScriptTarget::Pid(pid),
+            RecordTarget::Command(_) => ScriptTarget::Command,
+        };
+        let text = lockscope_dtrace::generate_script(&script)?;
+        let mut out = std::io::stdout().lock();
+        out.write_all(text.as_bytes())
+            .and_then(|()| out.flush())
+            .context("failed to print the script")?;
+        return Ok(());
+    }
+
+    check_output_writable(&args.output)?;
+    let driver_target = match target {
+        RecordTarget::Pid(pid) => DriverTarget::Pid(pid),
+        RecordTarget::Command(argv) => DriverTarget::Command(
+            argv.into_iter()
+                .map(|a| {
+                    a.into_string().map_err(|a| {
+                        anyhow::anyhow!(
+                            "command argument {a:?} is not UTF-8, which dtrace -c needs"
+                        )
+                    })
+                })
+                .collect::<Result<_>>()?,
+        ),
+    };
+    let options = DriverOptions::new(script, driver_target);
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&options.stop))
+            .context("failed to install a signal handler")?;
+    }
+    let driver = Driver::new(options)?;
+    eprintln!("lockscope: recording with dtrace on {os}; Ctrl-C to stop");
+    let recording = driver.run()?;
+    for warning in &recording.warnings {
+        eprintln!("lockscope: warning: {warning}");
+    }
+    save(&recording.profile, &args.output)
+}
+
+/// Writes the profile and says what it holds.
+fn save(profile: &lockscope_probes::Profile, output: &Path) -> Result<()> {
+    lockscope_probes::write_profile(profile, output)
+        .with_context(|| format!("failed to write profile `{}`", output.display()))?;
     let meta = &profile.metadata;
     eprintln!(
-        "lockscope: wrote `{}`: {} waits in {} records from {} threads over {:.2} s ({reason}); {} lost, {} stack failures",
-        args.output.display(),
+        "lockscope: wrote `{}`: {} waits in {} records from {} threads over {:.2} s ({}); {} lost, {} stack failures",
+        output.display(),
         meta.events,
         profile.waits.len(),
         profile.threads.len(),
         meta.duration_ns as f64 / 1e9,
+        meta.end_reason,
         meta.losses.lost_events(),
         meta.losses.user_stack_failures + meta.losses.kernel_stack_failures,
     );
     Ok(())
-}
-
-/// Runs `lockscope record` where there is no eBPF backend.
-#[cfg(not(target_os = "linux"))]
-pub fn run(_args: &RecordArgs) -> Result<()> {
-    bail!("recording needs the eBPF backend, which is Linux-only; the DTrace backend is not built into this lockscope yet")
 }
 
 #[cfg(test)]
