@@ -4,7 +4,7 @@ use super::Fixture;
 use anyhow::{Context, Result};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 /// A listener on an ephemeral port of 127.0.0.1.
@@ -69,35 +69,42 @@ pub(crate) fn tcp_round_trip(_: &Fixture, iterations: u64) -> Result<Duration> {
     })
 }
 
-/// `connect()` to a listener on 127.0.0.1 then `close()` (lmbench's `lat_connect`); a thread
-/// accepts and closes the server side.
+/// Closes `stream` with a reset (`SO_LINGER` 0) instead of a FIN handshake, so it leaves no
+/// TIME_WAIT socket behind: hundreds of those would make the loopback reuse ports of
+/// connections the server has not closed yet and stall a `connect` for a 1 s SYN retransmit.
+fn close_with_reset(stream: TcpStream) {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a valid open socket and a valid `linger` of the size given; failure only means a
+    // normal close.
+    unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            std::ptr::from_ref(&linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+    drop(stream);
+}
+
+/// `connect()` to a listener on 127.0.0.1 (lmbench's `lat_connect`); only the connect is timed.
+/// This thread then accepts the connection itself (connect completes on the SYN-ACK, without
+/// waiting for accept), so the accept queue never fills: a full queue drops SYNs, and each drop
+/// costs a 1 s retransmit. Both ends close untimed, the client with a reset.
 pub(crate) fn tcp_connect(_: &Fixture, iterations: u64) -> Result<Duration> {
     let (listener, address) = loopback_listener()?;
-    let stopping = AtomicBool::new(false);
-    std::thread::scope(|scope| {
-        let acceptor = std::thread::Builder::new()
-            .name("bench-accept".into())
-            .spawn_scoped(scope, || {
-                while !stopping.load(Ordering::Relaxed) {
-                    // Errors (e.g. ECONNABORTED) only lose that connection; keep accepting.
-                    drop(listener.accept());
-                }
-            })
-            .context("cannot spawn a thread")?;
-        let measured = (|| -> Result<Duration> {
-            let start = Instant::now();
-            for _ in 0..iterations {
-                drop(TcpStream::connect(address).context("cannot connect to 127.0.0.1")?);
-            }
-            Ok(start.elapsed())
-        })();
-        stopping.store(true, Ordering::Relaxed);
-        // Wakes the acceptor from accept() so it sees `stopping`.
-        let woken = TcpStream::connect(address).context("cannot connect to 127.0.0.1");
-        acceptor
-            .join()
-            .map_err(|_| anyhow::anyhow!("the accepting thread panicked"))?;
-        woken?;
-        measured
-    })
+    let mut elapsed = Duration::ZERO;
+    for _ in 0..iterations {
+        let start = Instant::now();
+        let client = TcpStream::connect(address).context("cannot connect to 127.0.0.1")?;
+        elapsed += start.elapsed();
+        let (server, _) = listener.accept().context("accept failed")?;
+        close_with_reset(client);
+        drop(server);
+    }
+    Ok(elapsed)
 }
