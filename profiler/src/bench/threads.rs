@@ -89,6 +89,8 @@ pub(crate) fn context_switch(_: &Fixture, iterations: u64) -> Result<Duration> {
             Ok(start.elapsed())
         });
         let stopped = write_then_read(output, input, QUIT);
+        // If the quit byte did not get through, end of file still stops the partner.
+        drop(to_partner_write);
         let joined = partner
             .join()
             .map_err(|_| anyhow::anyhow!("the partner thread panicked"))?;
