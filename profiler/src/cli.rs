@@ -33,6 +33,61 @@ pub enum Command {
     Import(ImportArgs),
     /// List the probes lockscope can attach, per backend and OS.
     Probes,
+    /// Measure kernel and pthread primitives (lmbench-style) as one comparable table.
+    Bench(BenchArgs),
+}
+
+/// `lockscope bench`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct BenchArgs {
+    /// Compare two saved runs instead of measuring.
+    #[command(subcommand)]
+    pub action: Option<BenchAction>,
+
+    /// Fewer and shorter repetitions: the whole suite in seconds, with noisier numbers.
+    #[arg(long)]
+    pub quick: bool,
+
+    /// Print the results as JSON (schema in docs/BENCH-JSON.md) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Run only these benchmarks, comma-separated (default: all).
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    pub only: Vec<String>,
+
+    /// Thread counts of the thread-scaling tests, comma-separated (default: 1,2,5,10,20,35,50).
+    #[arg(long, value_name = "COUNTS", value_delimiter = ',')]
+    pub threads: Vec<u32>,
+}
+
+/// `lockscope bench` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum BenchAction {
+    /// Print two saved runs (`lockscope bench --json`) side by side with ratios B/A.
+    Diff {
+        /// First run (A).
+        #[arg(value_name = "A.json")]
+        a: PathBuf,
+        /// Second run (B).
+        #[arg(value_name = "B.json")]
+        b: PathBuf,
+    },
+}
+
+impl BenchArgs {
+    /// Validated bench options.
+    pub fn to_options(&self) -> Result<lockscope::bench::BenchOptions> {
+        lockscope::bench::check_names(&self.only)?;
+        let mut options = lockscope::bench::BenchOptions::default();
+        options.quick = self.quick;
+        options.only = self.only.clone();
+        if !self.threads.is_empty() {
+            options.threads = self.threads.clone();
+        }
+        Ok(options)
+    }
 }
 
 /// Recording backends.

@@ -91,6 +91,7 @@ fn run(cli: Cli) -> Result<()> {
             );
             Ok(())
         }
+        Command::Bench(args) => bench(&args),
         Command::Probes => {
             let mut out = std::io::stdout().lock();
             print_probes(&mut out)
@@ -99,6 +100,31 @@ fn run(cli: Cli) -> Result<()> {
                 .context("failed to write the probe list")
         }
     }
+}
+
+/// `lockscope bench` and `lockscope bench diff`.
+fn bench(args: &cli::BenchArgs) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    if let Some(cli::BenchAction::Diff { a, b }) = &args.action {
+        let a = lockscope::bench::read_json(a)?;
+        let b = lockscope::bench::read_json(b)?;
+        return lockscope::bench::write_diff(&a, &b, &mut out)
+            .and_then(|()| out.flush())
+            .or_else(ignore_broken_pipe)
+            .context("failed to write the comparison");
+    }
+    let options = args.to_options()?;
+    let results = lockscope::bench::run_suite(&options, &mut |line| {
+        eprintln!("lockscope: {line}");
+    })?;
+    if args.json {
+        lockscope::bench::write_json(&results, &mut out)?;
+    } else {
+        lockscope::bench::write_table(&results, &mut out)?;
+    }
+    out.flush()
+        .or_else(ignore_broken_pipe)
+        .context("failed to write the results")
 }
 
 /// Reads a profile, naming the file in any error.

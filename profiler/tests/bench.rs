@@ -250,31 +250,3 @@ fn diff_golden() {
     assert!(diff.contains("missing"));
     assert_golden("bench-diff.txt", &diff);
 }
-
-/// Not a check (ignored): runs the suite and saves its JSON and table, until the CLI can.
-/// `LOCKSCOPE_BENCH_OUT=run.json [LOCKSCOPE_BENCH_QUICK=1] [LOCKSCOPE_BENCH_ONLY=a,b]
-/// [LOCKSCOPE_BENCH_THREADS=1,2,4]
-/// cargo test --release -p lockscope --test bench -- --ignored --nocapture save_run`
-#[test]
-#[ignore]
-fn save_run() {
-    let Some(out) = std::env::var_os("LOCKSCOPE_BENCH_OUT") else {
-        println!("skipped: save_run: LOCKSCOPE_BENCH_OUT is not set");
-        return;
-    };
-    let mut options = BenchOptions::default();
-    options.quick = std::env::var_os("LOCKSCOPE_BENCH_QUICK").is_some();
-    if let Ok(only) = std::env::var("LOCKSCOPE_BENCH_ONLY") {
-        options.only = only.split(',').map(str::to_string).collect();
-    }
-    if let Ok(threads) = std::env::var("LOCKSCOPE_BENCH_THREADS") {
-        options.threads = threads.split(',').map(|n| n.parse().unwrap()).collect();
-    }
-    let results = run_suite(&options, &mut |line| eprintln!("{line}")).unwrap();
-    let mut json = Vec::new();
-    write_json(&results, &mut json).unwrap();
-    std::fs::write(out, json).unwrap();
-    let mut table = Vec::new();
-    write_table(&results, &mut table).unwrap();
-    println!("{}", String::from_utf8(table).unwrap());
-}

@@ -153,7 +153,11 @@ pub(crate) struct Fixture {
 
 impl Fixture {
     fn new() -> Result<Fixture> {
-        let path = std::env::temp_dir().join(format!("lockscope-bench-{}", std::process::id()));
+        // Unique per fixture, not just per process: two suites may run at once in one process.
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let serial = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path =
+            std::env::temp_dir().join(format!("lockscope-bench-{}-{serial}", std::process::id()));
         std::fs::write(&path, [0u8; 4096])
             .with_context(|| format!("cannot create scratch file `{}`", path.display()))?;
         let scratch_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())

@@ -1,0 +1,76 @@
+//! `lockscope bench` and `lockscope bench diff` through the binary, as a user runs them.
+
+mod common;
+
+use common::lockscope;
+
+fn run(args: &[&str]) -> String {
+    let out = lockscope()
+        .args(args)
+        .output()
+        .expect("run lockscope bench");
+    assert!(
+        out.status.success(),
+        "lockscope {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// A quick JSON run has the requested rows (one per thread count); `bench diff` against a run
+/// with fewer benchmarks shows those as missing.
+#[test]
+fn quick_json_and_diff() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let full = run(&[
+        "bench",
+        "--quick",
+        "--json",
+        "--only",
+        "null-call,mutex-contention",
+        "--threads",
+        "1,2,3",
+    ]);
+    let json: serde_json::Value = serde_json::from_str(&full).expect("bench JSON");
+    assert_eq!(json["format"], "lockscope-bench");
+    let a = dir.path().join("a.json");
+    std::fs::write(&a, &full).expect("write a");
+
+    let only = run(&["bench", "--quick", "--json", "--only", "null-call"]);
+    let b = dir.path().join("b.json");
+    std::fs::write(&b, &only).expect("write b");
+
+    let diff = run(&[
+        "bench",
+        "diff",
+        a.to_str().expect("utf-8 path"),
+        b.to_str().expect("utf-8 path"),
+    ]);
+    assert!(diff.contains("null-call"), "{diff}");
+    let contention: Vec<&str> = diff
+        .lines()
+        .filter(|l| l.starts_with("mutex-contention"))
+        .collect();
+    assert_eq!(contention.len(), 3, "one row per thread count:\n{diff}");
+    assert!(
+        contention.iter().all(|l| l.contains("missing")),
+        "rows only A has are shown as missing:\n{diff}"
+    );
+}
+
+/// Unknown benchmark names are refused with the list of known ones.
+#[test]
+fn unknown_benchmark() {
+    let out = lockscope()
+        .args(["bench", "--only", "nosuch"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with(
+            "lockscope: error: unknown benchmark `nosuch`; known benchmarks: null-call"
+        ),
+        "{stderr}"
+    );
+}
