@@ -29,6 +29,8 @@ pub enum Command {
     Flamegraph(FlamegraphArgs),
     /// Export a profile as folded stacks or JSON.
     Export(ExportArgs),
+    /// Compare two profiles: differential flamegraph and side-by-side table of wait time.
+    Diff(DiffArgs),
     /// Turn output captured by another tool into a profile.
     Import(ImportArgs),
     /// List the probes lockscope can attach, per backend and OS.
@@ -60,6 +62,21 @@ pub struct BenchArgs {
     /// Thread counts of the thread-scaling tests, comma-separated (default: 1,2,5,10,20,35,50).
     #[arg(long, value_name = "COUNTS", value_delimiter = ',')]
     pub threads: Vec<u32>,
+
+    /// Run the suite under the recorder (Linux, root): each benchmark runs in threads named after
+    /// it, so `lockscope report FILE --by thread` shows where each line's time went.
+    #[arg(long)]
+    pub record: bool,
+
+    /// Profile to write with --record.
+    #[arg(
+        short,
+        long,
+        value_name = "FILE",
+        default_value = "lockscope-bench.lsp",
+        requires = "record"
+    )]
+    pub output: PathBuf,
 }
 
 /// `lockscope bench` subcommands.
@@ -77,6 +94,27 @@ pub enum BenchAction {
 }
 
 impl BenchArgs {
+    /// The arguments that run the same suite without recording (for the recorded child).
+    pub fn suite_arguments(&self) -> Vec<std::ffi::OsString> {
+        let mut args: Vec<std::ffi::OsString> = vec!["bench".into()];
+        if self.quick {
+            args.push("--quick".into());
+        }
+        if self.json {
+            args.push("--json".into());
+        }
+        if !self.only.is_empty() {
+            args.push("--only".into());
+            args.push(self.only.join(",").into());
+        }
+        if !self.threads.is_empty() {
+            let counts: Vec<String> = self.threads.iter().map(u32::to_string).collect();
+            args.push("--threads".into());
+            args.push(counts.join(",").into());
+        }
+        args
+    }
+
     /// Validated bench options.
     pub fn to_options(&self) -> Result<lockscope::bench::BenchOptions> {
         lockscope::bench::check_names(&self.only)?;
@@ -306,6 +344,68 @@ pub struct ImportArgs {
     /// OS the capture was made on (recorded in the profile's metadata). Default: unknown.
     #[arg(long, value_enum)]
     pub os: Option<OsArg>,
+}
+
+/// `lockscope diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// Profile A (before).
+    #[arg(value_name = "A")]
+    pub a: PathBuf,
+
+    /// Profile B (after).
+    #[arg(value_name = "B")]
+    pub b: PathBuf,
+
+    /// Differential flamegraph (SVG) to write: widths are B's wait, red grew from A to B, blue
+    /// shrank.
+    #[arg(short, long, value_name = "SVG")]
+    pub output: Option<PathBuf>,
+
+    /// Normalize wait time per second of each recording's wall time (the default).
+    #[arg(long, conflicts_with = "per_op")]
+    pub per_sec: bool,
+
+    /// Normalize wait time per operation: the number of operations the load did during A and
+    /// during B (`--per-op 120000,95000`).
+    #[arg(long, value_name = "N_A,N_B", value_delimiter = ',')]
+    pub per_op: Vec<u64>,
+
+    /// How many wait sites to show, largest change first (0: all).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
+
+    /// Title of the flamegraph (default: both target commands).
+    #[arg(long)]
+    pub title: Option<String>,
+
+    /// Draw widths from A instead of B, so frames that vanished in B show.
+    #[arg(long)]
+    pub negate: bool,
+
+    /// Also write the paired, normalized folded stacks (`stack A B` per line) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub folded: Option<PathBuf>,
+}
+
+impl DiffArgs {
+    /// Validated diff options.
+    pub fn to_options(&self) -> Result<lockscope::diff::DiffOptions> {
+        let mut options = lockscope::diff::DiffOptions::default();
+        options.normalization = match self.per_op.as_slice() {
+            [] => lockscope::diff::Normalization::PerSecond,
+            &[ops_a, ops_b] => lockscope::diff::Normalization::PerOperation { ops_a, ops_b },
+            other => bail!(
+                "--per-op takes two operation counts, N_A,N_B (got {} numbers)",
+                other.len()
+            ),
+        };
+        options.normalization.validate()?;
+        options.top = self.top;
+        options.title = self.title.clone();
+        options.negate = self.negate;
+        Ok(options)
+    }
 }
 
 /// Parses `30s`, `500ms`, `2m`, `1h`, `1.5s` or a bare number of seconds.

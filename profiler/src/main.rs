@@ -92,6 +92,7 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Bench(args) => bench(&args),
+        Command::Diff(args) => diff(&args),
         Command::Probes => {
             let mut out = std::io::stdout().lock();
             print_probes(&mut out)
@@ -114,6 +115,10 @@ fn bench(args: &cli::BenchArgs) -> Result<()> {
             .context("failed to write the comparison");
     }
     let options = args.to_options()?;
+    if args.record {
+        drop(out);
+        return bench_recorded(args);
+    }
     let results = lockscope::bench::run_suite(&options, &mut |line| {
         eprintln!("lockscope: {line}");
     })?;
@@ -125,6 +130,57 @@ fn bench(args: &cli::BenchArgs) -> Result<()> {
     out.flush()
         .or_else(ignore_broken_pipe)
         .context("failed to write the results")
+}
+
+/// `lockscope bench --record`: the same suite in a child lockscope, recorded like any command.
+fn bench_recorded(args: &cli::BenchArgs) -> Result<()> {
+    let exe = std::env::current_exe().context("cannot find the lockscope executable")?;
+    // Parsed like a typed `lockscope record -o FILE -- lockscope bench ...`, so every record
+    // option keeps its documented default.
+    let mut argv: Vec<std::ffi::OsString> = vec!["lockscope".into(), "record".into(), "-o".into()];
+    argv.push(args.output.clone().into_os_string());
+    argv.push("--".into());
+    argv.push(exe.into_os_string());
+    argv.extend(args.suite_arguments());
+    let record = match Cli::try_parse_from(argv).context("cannot build the record command")? {
+        Cli {
+            command: Command::Record(record),
+        } => record,
+        _ => anyhow::bail!("internal error: `record` did not parse as record"),
+    };
+    record::run(&record)?;
+    eprintln!(
+        "lockscope: each benchmark ran in threads named after it: `lockscope report {} --by thread` shows where each line's time went",
+        args.output.display()
+    );
+    Ok(())
+}
+
+/// `lockscope diff`: the table on stdout, the differential flamegraph and folded pairs to files.
+fn diff(args: &cli::DiffArgs) -> Result<()> {
+    let options = args.to_options()?;
+    let a = read(&args.a)?;
+    let b = read(&args.b)?;
+    if let Some(path) = &args.output {
+        write_file(path, |out| {
+            lockscope::diff::write_diff_flamegraph(&a, &b, &options, out)
+        })?;
+    }
+    if let Some(path) = &args.folded {
+        let lines = lockscope::diff::differential_lines(&a, &b, &options)?;
+        write_file(path, |out| {
+            for line in &lines {
+                writeln!(out, "{line}")?;
+            }
+            Ok(())
+        })?;
+    }
+    let (pa, pb) = (args.a.display().to_string(), args.b.display().to_string());
+    let mut out = std::io::stdout().lock();
+    lockscope::diff::write_diff_table(&a, &b, (&pa, &pb), &options, &mut out)?;
+    out.flush()
+        .or_else(ignore_broken_pipe)
+        .context("failed to write the diff table")
 }
 
 /// Reads a profile, naming the file in any error.

@@ -74,3 +74,46 @@ fn unknown_benchmark() {
         "{stderr}"
     );
 }
+
+/// `bench --record` records the suite, and a benchmark's waits carry its name as thread name
+/// (truncated to Linux's 15 bytes), so the table's lines can be traced to their waits.
+#[test]
+fn recorded_suite_names_threads_after_benchmarks() {
+    if !common::bpf_available("recorded_suite_names_threads_after_benchmarks") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lsp = dir.path().join("bench.lsp");
+    let out = lockscope()
+        .args([
+            "bench",
+            "--quick",
+            "--only",
+            "mutex-contention",
+            "--threads",
+            "1,4",
+            "--record",
+            "-o",
+        ])
+        .arg(&lsp)
+        .output()
+        .expect("run bench --record");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("mutex-contention"));
+    let profile = lockscope_probes::read_profile(&lsp).expect("read profile");
+    let contended: u64 = profile
+        .waits
+        .iter()
+        .filter(|w| profile.thread_name(w.pid, w.tid) == Some("mutex-contentio"))
+        .map(|w| w.stats.count)
+        .sum();
+    assert!(
+        contended > 0,
+        "no futex waits under the benchmark's threads: {:?}",
+        profile.threads
+    );
+}

@@ -143,6 +143,22 @@ pub struct ScalingResult {
     pub scaling_percent: f64,
 }
 
+/// Runs one benchmark in a thread named after it (at most 15 bytes, Linux's limit). The threads
+/// it starts inherit the name, so a recording of the suite (`lockscope bench --record`) tells
+/// each benchmark's waits apart by thread name.
+fn in_named_thread<T: Send>(name: &str, run: impl FnOnce() -> Result<T> + Send) -> Result<T> {
+    let mut thread_name = name.to_string();
+    thread_name.truncate(15);
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name(thread_name)
+            .spawn_scoped(scope, run)
+            .context("cannot start the benchmark thread")?
+            .join()
+            .map_err(|_| anyhow::anyhow!("the benchmark thread panicked"))?
+    })
+}
+
 /// Shared state of a latency benchmark run: a scratch file for the file-system rows.
 pub(crate) struct Fixture {
     /// A small regular file, removed when the fixture is dropped.
@@ -417,8 +433,10 @@ pub fn run_suite(options: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Resu
         let fixture = Fixture::new()?;
         for benchmark in latency_benchmarks {
             progress(&format!("running {}", benchmark.name));
-            let (iterations, samples_us) = measure_latency(&settings, benchmark, &fixture)
-                .with_context(|| format!("benchmark `{}` failed", benchmark.name))?;
+            let (iterations, samples_us) = in_named_thread(benchmark.name, || {
+                measure_latency(&settings, benchmark, &fixture)
+            })
+            .with_context(|| format!("benchmark `{}` failed", benchmark.name))?;
             let time_us = Summary::of(&samples_us)
                 .with_context(|| format!("benchmark `{}` gave no valid samples", benchmark.name))?;
             latency.push(LatencyResult {
@@ -440,7 +458,10 @@ pub fn run_suite(options: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Resu
                 "running {} with {count} thread{plural}",
                 benchmark.name
             ));
-            let samples = measure_scaling(&settings, benchmark, count).with_context(|| {
+            let samples = in_named_thread(benchmark.name, || {
+                measure_scaling(&settings, benchmark, count)
+            })
+            .with_context(|| {
                 format!("benchmark `{}` with {count} threads failed", benchmark.name)
             })?;
             let ops_per_sec = Summary::of(&samples)

@@ -37,7 +37,6 @@ pub(crate) fn tcp_round_trip(_: &Fixture, iterations: u64) -> Result<Duration> {
     let (listener, address) = loopback_listener()?;
     std::thread::scope(|scope| {
         let server = std::thread::Builder::new()
-            .name("bench-echo".into())
             .spawn_scoped(scope, move || -> Result<()> {
                 let (stream, _) = listener.accept().context("accept failed")?;
                 echo(stream)

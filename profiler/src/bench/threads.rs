@@ -55,7 +55,6 @@ pub(crate) fn context_switch(_: &Fixture, iterations: u64) -> Result<Duration> {
     let (from_partner_read, from_partner_write) = pipe()?;
     std::thread::scope(|scope| {
         let partner = std::thread::Builder::new()
-            .name("bench-ctx".into())
             .spawn_scoped(scope, || -> Result<()> {
                 let mut byte = [0u8; 1];
                 loop {
@@ -250,7 +249,6 @@ fn run_workers(
         for index in 0..count {
             let gate = &gate;
             let spawned = std::thread::Builder::new()
-                .name(format!("bench-worker-{index}"))
                 .spawn_scoped(scope, move || if gate.pass() { worker(index) } else { 0 });
             match spawned {
                 Ok(handle) => handles.push(handle),
