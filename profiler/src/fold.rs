@@ -290,8 +290,10 @@ mod tests {
                 "worker;main;lock 150",
             ]
         );
-        let mut by_count = FoldOptions::default();
-        by_count.weight = Weight::Count;
+        let by_count = FoldOptions {
+            weight: Weight::Count,
+            ..FoldOptions::default()
+        };
         let lines = folded_lines(&profile, &by_count);
         assert!(
             lines.contains(&"worker;main;lock 3".to_string()),
@@ -339,16 +341,21 @@ mod tests {
             waits: vec![record(2, None, 5, 1), other],
             ..Profile::default()
         };
-        let mut options = FoldOptions::default();
-        options.probe = Some("sched".to_string());
+        let options = FoldOptions {
+            probe: Some("sched".to_string()),
+            ..FoldOptions::default()
+        };
         assert_eq!(
             folded_lines(&profile, &options),
             ["[unknown thread];[no user stack] 10"]
         );
         assert!(check_probe(&profile, &options).is_ok());
-        options.probe = Some("nope".to_string());
+        let unknown = FoldOptions {
+            probe: Some("nope".to_string()),
+            ..FoldOptions::default()
+        };
         assert_eq!(
-            check_probe(&profile, &options),
+            check_probe(&profile, &unknown),
             Err("probe `nope` is not in this profile (its probes: futex, sched)".to_string())
         );
     }

@@ -97,9 +97,9 @@ mod tests {
         // 1000 ns is slot 10 (512..1023 starts at 512), 9000 ns slot 14 (8192..).
         assert_eq!(lines.len(), 1 + 7, "{text}");
         assert!(lines[1].starts_with("            256 ns |"), "{text}");
-        assert!(lines[2].ends_with(&format!("|{} 3", format!("{:<40}", "@".repeat(30)))));
+        assert!(lines[2].ends_with(&format!("|{:<40} 3", "@".repeat(30))));
         assert!(lines[3].ends_with(" 0") && lines[4].ends_with(" 0") && lines[5].ends_with(" 0"));
-        assert!(lines[6].contains(&format!("|{} 1", format!("{:<40}", "@".repeat(10)))));
+        assert!(lines[6].contains(&format!("|{:<40} 1", "@".repeat(10))));
         assert!(lines[7].starts_with("           16.3 µs |"), "{text}");
         assert!(lines.iter().all(|l| l.starts_with("  ")));
     }
