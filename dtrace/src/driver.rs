@@ -470,13 +470,13 @@ pub fn diagnose(lines: &[String]) -> Diagnosis {
             d.target_exited = true;
         } else if let Some((count, what)) = drop_report(&lower) {
             if what.starts_with("aggregation drop") || what.starts_with("dynamic variable drop") {
-                d.losses.map_full += count;
+                d.losses.map_full = d.losses.map_full.saturating_add(count);
             } else {
-                d.losses.dropped += count;
+                d.losses.dropped = d.losses.dropped.saturating_add(count);
             }
             d.drop_lines.push(message.to_string());
         } else if lower.starts_with("error on enabled probe") {
-            d.losses.dropped += 1;
+            d.losses.dropped = d.losses.dropped.saturating_add(1);
             d.drop_lines.push(message.to_string());
         } else {
             d.errors.push(message.to_string());

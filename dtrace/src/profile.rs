@@ -4,7 +4,8 @@ use crate::catalog::{self, TargetOs};
 use crate::parse::{self, GenericRecord, LockscopeRecord, Output, ParsedFrame, Record, Value};
 use crate::Error;
 use lockscope_probes::{
-    AddressSpace, Metadata, Profile, Stack, StackId, ThreadInfo, WaitKind, WaitRecord, WaitStats,
+    AddressSpace, Frame, Metadata, Profile, Stack, StackId, ThreadInfo, WaitKind, WaitRecord,
+    WaitStats,
 };
 use std::collections::HashMap;
 
@@ -16,8 +17,11 @@ pub const GENERIC_PROBE: &str = "dtrace";
 #[derive(Default)]
 struct TextInterner {
     stacks: Vec<Stack>,
-    index: HashMap<(bool, Vec<String>), StackId>,
+    index: HashMap<TextStackKey, StackId>,
 }
+
+/// Kernel or not, then each frame's text and annotation.
+type TextStackKey = (bool, Vec<(String, Option<String>)>);
 
 impl TextInterner {
     fn intern(
@@ -28,7 +32,10 @@ impl TextInterner {
     ) -> StackId {
         let key = (
             space == AddressSpace::Kernel,
-            frames.iter().map(|f| f.text.clone()).collect::<Vec<_>>(),
+            frames
+                .iter()
+                .map(|f| (f.text.clone(), f.annotation.clone()))
+                .collect::<Vec<_>>(),
         );
         if let Some(&id) = self.index.get(&key) {
             return id;
@@ -36,7 +43,13 @@ impl TextInterner {
         let id = self.stacks.len() as StackId;
         self.stacks.push(Stack {
             space,
-            frames: frames.iter().map(|f| parse::parse_frame(&f.text)).collect(),
+            frames: frames
+                .iter()
+                .map(|f| Frame {
+                    annotation: f.annotation.clone(),
+                    ..parse::parse_frame(&f.text)
+                })
+                .collect(),
             truncated: limit.is_some_and(|limit| frames.len() >= limit as usize),
         });
         self.index.insert(key, id);

@@ -185,6 +185,24 @@ fn special_stacks() {
     assert_eq!(r.stacks[0][0].text, "tst.annotated.exe`baz");
     assert_eq!(r.stacks[0][0].annotation.as_deref(), Some("it's annotated"));
 
+    // The annotation reaches the profile's frame and survives the .lsp format; the name does
+    // not carry it, so folding is unchanged.
+    let mut capture = annotated.clone();
+    capture.extend_from_slice(b"                1\n");
+    let profile = import_capture(&capture, Some(TargetOs::MacOs)).expect("import");
+    let stack = profile
+        .stack(profile.waits[0].user_stack)
+        .expect("user stack");
+    assert_eq!(
+        stack.frames[0].annotation.as_deref(),
+        Some("it's annotated")
+    );
+    assert_eq!(stack.frames[0].display_name(), "tst.annotated.exe`baz");
+    let mut lsp = Vec::new();
+    lockscope_probes::format::write_profile_to(&profile, &mut lsp).expect("write");
+    let read = lockscope_probes::format::read_profile_from(lsp.as_slice()).expect("read");
+    assert_eq!(read, profile);
+
     let bug = std::fs::read(dir.join("inferno/flamegraph-bug.txt")).expect("read");
     let profile = import_capture(&bug, Some(TargetOs::Illumos)).expect("import");
     let wait = &profile.waits[0];

@@ -171,6 +171,7 @@ fn frame_from_sym(address: u64, sym: &Sym<'_>, adjust: u64) -> Frame {
                 }
             })
             .collect(),
+        annotation: None,
     }
 }
 

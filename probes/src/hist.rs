@@ -98,9 +98,12 @@ impl Log2Histogram {
             .map_or(0, |&(_, c)| c)
     }
 
-    /// Total number of observations.
+    /// Total number of observations (saturating at `u64::MAX`: slots saturate too, and
+    /// imported histograms can carry any counts).
     pub fn total_count(&self) -> u64 {
-        self.buckets.iter().map(|&(_, c)| c).sum()
+        self.buckets
+            .iter()
+            .fold(0u64, |total, &(_, c)| total.saturating_add(c))
     }
 
     /// True when nothing was recorded.
@@ -116,9 +119,9 @@ impl Log2Histogram {
             return None;
         }
         let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
-        let mut seen = 0;
+        let mut seen = 0u64;
         for &(slot, count) in &self.buckets {
-            seen += count;
+            seen = seen.saturating_add(count);
             if seen >= rank {
                 return Some(Self::slot_upper_bound(slot as usize));
             }
@@ -205,5 +208,15 @@ mod tests {
         assert_eq!(h.quantile_upper_bound(0.5), Some(15));
         assert_eq!(h.quantile_upper_bound(0.99), Some(15));
         assert_eq!(h.quantile_upper_bound(1.0), Some(8191));
+    }
+
+    /// Counts near u64::MAX (imported histograms) saturate instead of overflowing.
+    #[test]
+    fn huge_counts_saturate() {
+        let mut h = Log2Histogram::new();
+        h.record_n(1, u64::MAX - 1);
+        h.record_n(1 << 20, 7);
+        assert_eq!(h.total_count(), u64::MAX);
+        assert_eq!(h.quantile_upper_bound(1.0), Some((1 << 21) - 1));
     }
 }

@@ -115,9 +115,9 @@ pub struct Losses {
 }
 
 impl Losses {
-    /// Waits that are missing from the profile altogether.
+    /// Waits that are missing from the profile altogether (saturating at `u64::MAX`).
     pub fn lost_events(&self) -> u64 {
-        self.map_full + self.dropped
+        self.map_full.saturating_add(self.dropped)
     }
 
     /// True when nothing at all was lost.
@@ -184,6 +184,10 @@ pub struct Frame {
     /// Functions inlined at this address, outermost first (the last one holds `address`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inlined: Vec<InlinedFrame>,
+    /// Text a runtime attached to this frame: the line a DTrace ustack helper prints under it
+    /// (`[ foo.js:42 ]`, without the brackets). Never part of the frame's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotation: Option<String>,
 }
 
 /// A function inlined into a [`Frame`].
@@ -211,6 +215,7 @@ impl Frame {
             file: None,
             line: None,
             inlined: Vec::new(),
+            annotation: None,
         }
     }
 
