@@ -1,10 +1,11 @@
 //! The DTrace probe catalog: which kernel hooks each lockscope probe uses on each OS.
 //!
-//! Catalog names are lockscope's (`psynch`, `umtx`, `off-cpu`); categories are the OS-neutral
+//! Catalog names are lockscope's (`psynch`, `umtx`, `offcpu`); categories are the OS-neutral
 //! [`WaitKind`]s, identical on every OS (the Linux backend calls its kernel wait primitive
 //! `futex`). Where the kernel primitive differs, the name differs (`psynch`/`ulock` on macOS,
 //! `umtx` on FreeBSD, `lwp-park`/`lwp-mutex` on illumos); where it is the same idea everywhere,
-//! the name is shared (`plockstat`, `lockstat`, `off-cpu`, `lifecycle`, `syscall`).
+//! the name is shared (`plockstat`, and with the Linux backend `offcpu`, `klock`, `lifecycle`,
+//! `syscall`: a probe with a Linux namesake records the same categories, so profiles compare).
 
 use lockscope_probes::{CostClass, WaitKind};
 use std::fmt;
@@ -257,7 +258,7 @@ pub const DTRACE_CATALOG: &[DtraceProbe] = &[
         macos_needs_launch: true,
     },
     DtraceProbe {
-        name: "lockstat",
+        name: "klock",
         description: "contention on kernel locks while running for the target (adaptive \
                       mutexes, rwlocks, sx locks), with kernel and user stacks",
         kinds: &[WaitKind::KernelLock],
@@ -285,7 +286,7 @@ pub const DTRACE_CATALOG: &[DtraceProbe] = &[
         macos_needs_launch: false,
     },
     DtraceProbe {
-        name: "off-cpu",
+        name: "offcpu",
         description: "time the target's threads spend switched off the CPU, with kernel and \
                       user stacks (FreeBSD: keyed by the sleep's wait message)",
         kinds: &[WaitKind::OffCpu],
@@ -412,51 +413,9 @@ pub fn kind_of_operation(operation: &str) -> Option<WaitKind> {
     })
 }
 
-/// The OS-neutral name of the user-space frame that enters the kernel to wait, or `None`.
-///
-/// macOS's `__psynch_mutexwait` (and the other psynch/ulock stubs), FreeBSD's `_umtx_op_err`,
-/// illumos' `__lwp_park`, glibc's `__lll_lock_wait` and the Linux futex wrappers all become
-/// `[kernel wait]`, so stacks from different kernels line up at the same frame when compared.
-/// Accepts a bare symbol or ``module`symbol`` (with or without a `+0x..` offset). Keep the real
-/// frame beside it: this is for comparisons, not for display.
-pub fn canonical_wait_frame(name: &str) -> Option<&'static str> {
-    let symbol = name.rsplit_once('`').map_or(name, |(_, symbol)| symbol);
-    let symbol = match symbol.rsplit_once("+0x") {
-        Some((base, offset)) if offset.chars().all(|c| c.is_ascii_hexdigit()) => base,
-        _ => symbol,
-    };
-    const WAIT_ENTRIES: &[&str] = &[
-        // macOS libsystem_kernel syscall stubs.
-        "__psynch_mutexwait",
-        "__psynch_cvwait",
-        "__psynch_rw_rdlock",
-        "__psynch_rw_wrlock",
-        "__ulock_wait",
-        "__ulock_wait2",
-        "__semwait_signal",
-        // FreeBSD libc/libthr.
-        "_umtx_op_err",
-        "_umtx_op",
-        "__umtx_op",
-        // illumos libc.
-        "__lwp_park",
-        "___lwp_mutex_timedlock",
-        "__lwp_mutex_timedlock",
-        // glibc, musl and the raw syscall.
-        "__lll_lock_wait",
-        "__lll_lock_wait_private",
-        "__futex_abstimed_wait_common",
-        "__futex_abstimed_wait_common64",
-        "futex_wait",
-        "__futexwait",
-    ];
-    WAIT_ENTRIES
-        .contains(&symbol)
-        .then_some(CANONICAL_KERNEL_WAIT)
-}
-
-/// The name [`canonical_wait_frame`] returns.
-pub const CANONICAL_KERNEL_WAIT: &str = "[kernel wait]";
+/// Moved to [`lockscope_probes::wait`] (the Linux side uses it too); re-exported here so
+/// existing callers keep compiling.
+pub use lockscope_probes::wait::{canonical_wait_frame, CANONICAL_KERNEL_WAIT};
 
 #[cfg(test)]
 mod tests {
@@ -468,7 +427,15 @@ mod tests {
         for p in DTRACE_CATALOG {
             assert!(!p.hooks.is_empty(), "{} has no hooks", p.name);
             assert!(!p.kinds.is_empty(), "{} has no kinds", p.name);
-            assert!(lockscope_probes::catalog::find(p.name).is_none() || p.name == "futex");
+            // A Linux namesake means the same concept: the same categories, so `lockscope diff`
+            // lines a Mac's `offcpu` up with a Linux `offcpu`.
+            if let Some(linux) = lockscope_probes::catalog::find(p.name) {
+                assert_eq!(
+                    linux.kinds, p.kinds,
+                    "{} differs from its Linux namesake",
+                    p.name
+                );
+            }
         }
         for os in TargetOs::ALL {
             assert!(defaults_for(os, false).count() > 0, "{os} has no defaults");
@@ -478,20 +445,6 @@ mod tests {
         assert!(defaults_for(TargetOs::MacOs, true).any(|p| p.name == "plockstat"));
         assert!(!defaults_for(TargetOs::MacOs, false).any(|p| p.name == "plockstat"));
         assert!(defaults_for(TargetOs::Illumos, false).any(|p| p.name == "plockstat"));
-    }
-
-    /// The kernel wait entries of three OSes map to one canonical frame; others do not.
-    #[test]
-    fn canonical_frames_line_up() {
-        let mac = canonical_wait_frame("libsystem_kernel.dylib`__psynch_mutexwait+0xa");
-        let bsd = canonical_wait_frame("libthr.so.3`_umtx_op_err+0xa");
-        let linux = canonical_wait_frame("__lll_lock_wait");
-        assert_eq!(mac, Some(CANONICAL_KERNEL_WAIT));
-        assert_eq!(mac, bsd);
-        assert_eq!(bsd, linux);
-        assert_eq!(canonical_wait_frame("libc.so.1`__lwp_park"), mac);
-        assert_eq!(canonical_wait_frame("rg`main"), None);
-        assert_eq!(canonical_wait_frame("pthread_mutex_lock"), None);
     }
 
     /// umtx and ulock operations decode to the documented names and categories.

@@ -6,7 +6,8 @@
 //!
 //! - [`catalog`]: the DTrace probes lockscope knows per OS ([`TargetOs`]), mapped onto the
 //!   OS-neutral wait taxonomy ([`lockscope_probes::WaitKind`]), plus the decoders of `_umtx_op`
-//!   and `ulock_wait` operations and [`canonical_wait_frame`];
+//!   and `ulock_wait` operations ([`canonical_wait_frame`], which lines stacks of every OS up
+//!   for comparisons, lives in [`lockscope_probes::wait`] and is re-exported here);
 //! - [`script`]: [`generate_script`] builds the D script (in-kernel aggregations, record framing
 //!   that the parser owns);
 //! - [`parse`]: DTrace text output (lockscope's own records and generic `printa` output) into

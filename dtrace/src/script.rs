@@ -477,8 +477,8 @@ fn emit_probe(out: &mut String, families: &mut Vec<Family>, name: &str, os: Targ
             let _ = writeln!(out, "\tself->lockscope_hold_ts[arg0] = 0;\n}}\n");
             families.push(family);
         }
-        "lockstat" => {
-            let block = family_of("lockstat_block", "lockstat", "kernel-lock", true, true);
+        "klock" => {
+            let block = family_of("lockstat_block", "klock", "kernel-lock", true, true);
             let block_probes: &[&str] = match os {
                 TargetOs::FreeBsd => &[
                     "lockstat:::adaptive-block",
@@ -492,15 +492,15 @@ fn emit_probe(out: &mut String, families: &mut Vec<Family>, name: &str, os: Targ
             block.aggregate(out, "probename", "arg0", "arg1");
             let _ = writeln!(out, "}}\n");
             // Spin probes report a spin measure whose unit differs between kernels: count only.
-            let spin = family_of("lockstat_spin", "lockstat", "kernel-lock", true, false);
+            let spin = family_of("lockstat_spin", "klock", "kernel-lock", true, false);
             let _ = writeln!(out, "lockstat:::adaptive-spin\n/pid == $target/\n{{");
             spin.aggregate(out, "probename", "arg0", "0");
             let _ = writeln!(out, "}}\n");
             families.push(block);
             families.push(spin);
         }
-        "off-cpu" => {
-            let family = family_of("offcpu", "off-cpu", "off-cpu", true, true);
+        "offcpu" => {
+            let family = family_of("offcpu", "offcpu", "off-cpu", true, true);
             // off-cpu fires in the context of the thread leaving the CPU (its args describe the
             // NEXT thread, so they are never read): key by the current thread. on-cpu fires in
             // the context of the thread coming back.

@@ -158,6 +158,55 @@ impl fmt::Display for WaitKind {
     }
 }
 
+/// The name [`canonical_wait_frame`] returns: one frame that stands for "entered the kernel to
+/// wait" on every OS.
+pub const CANONICAL_KERNEL_WAIT: &str = "[kernel wait]";
+
+/// The OS-neutral name of the user-space frame that enters the kernel to wait, or `None`.
+///
+/// macOS's `__psynch_mutexwait` (and the other psynch/ulock stubs), FreeBSD's `_umtx_op_err`,
+/// illumos' `__lwp_park`, glibc's `__lll_lock_wait` (also as its `__GI_` alias) and the futex
+/// wrappers of glibc and musl all become [`CANONICAL_KERNEL_WAIT`], so stacks from different
+/// kernels line up at the same frame when compared (`lockscope diff`). Accepts a bare symbol or
+/// a DTrace ``module`symbol`` (with or without a `+0x..` offset). Keep the real frame beside it:
+/// this is for comparisons, not for display.
+pub fn canonical_wait_frame(name: &str) -> Option<&'static str> {
+    let symbol = name.rsplit_once('`').map_or(name, |(_, symbol)| symbol);
+    let symbol = match symbol.rsplit_once("+0x") {
+        Some((base, offset)) if offset.chars().all(|c| c.is_ascii_hexdigit()) => base,
+        _ => symbol,
+    };
+    let symbol = symbol.strip_prefix("__GI_").unwrap_or(symbol);
+    const WAIT_ENTRIES: &[&str] = &[
+        // macOS libsystem_kernel syscall stubs.
+        "__psynch_mutexwait",
+        "__psynch_cvwait",
+        "__psynch_rw_rdlock",
+        "__psynch_rw_wrlock",
+        "__ulock_wait",
+        "__ulock_wait2",
+        "__semwait_signal",
+        // FreeBSD libc/libthr.
+        "_umtx_op_err",
+        "_umtx_op",
+        "__umtx_op",
+        // illumos libc.
+        "__lwp_park",
+        "___lwp_mutex_timedlock",
+        "__lwp_mutex_timedlock",
+        // glibc, musl and the raw syscall.
+        "__lll_lock_wait",
+        "__lll_lock_wait_private",
+        "__futex_abstimed_wait_common",
+        "__futex_abstimed_wait_common64",
+        "futex_wait",
+        "__futexwait",
+    ];
+    WAIT_ENTRIES
+        .contains(&symbol)
+        .then_some(CANONICAL_KERNEL_WAIT)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,6 +252,22 @@ mod tests {
             WaitKind::classify_user_wait(rd, WaitKind::Wait),
             WaitKind::RwlockRead
         );
+    }
+
+    /// The kernel wait entries of every OS map to one canonical frame; other frames do not.
+    #[test]
+    fn canonical_frames_line_up() {
+        let mac = canonical_wait_frame("libsystem_kernel.dylib`__psynch_mutexwait+0xa");
+        let bsd = canonical_wait_frame("libthr.so.3`_umtx_op_err+0xa");
+        let linux = canonical_wait_frame("__lll_lock_wait");
+        assert_eq!(mac, Some(CANONICAL_KERNEL_WAIT));
+        assert_eq!(mac, bsd);
+        assert_eq!(bsd, linux);
+        assert_eq!(canonical_wait_frame("libc.so.1`__lwp_park"), mac);
+        assert_eq!(canonical_wait_frame("__GI___lll_lock_wait"), mac);
+        assert_eq!(canonical_wait_frame("rg`main"), None);
+        assert_eq!(canonical_wait_frame("pthread_mutex_lock"), None);
+        assert_eq!(canonical_wait_frame("a.out`__lll_lock_wait+0xzz"), None);
     }
 
     /// Kind names round-trip through serde as the names the reports print.
