@@ -296,6 +296,11 @@ pub enum ExportFormatArg {
     Folded,
     /// The whole profile as JSON.
     Json,
+    /// pprof's profile.proto, gzip-compressed (`go tool pprof`, Grafana Pyroscope); sample types
+    /// contentions/count and delay/nanoseconds (docs/EXPORTS.md).
+    Pprof,
+    /// speedscope's JSON file format, with wait-time and wait-count profiles.
+    Speedscope,
 }
 
 /// `lockscope export`.
@@ -313,6 +318,10 @@ pub struct ExportArgs {
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
 
+    /// Concurrency level to label every pprof sample with (`concurrency`), e.g. a sweep level.
+    #[arg(long, value_name = "N")]
+    pub concurrency: Option<u64>,
+
     /// Selection and weighting (folded only).
     #[command(flatten)]
     pub fold: FoldArgs,
@@ -324,6 +333,10 @@ pub enum ImportFormatArg {
     /// dtrace(1) text output: lockscope's own D scripts, or aggregations such as
     /// `@[ustack()] = count()`.
     Dtrace,
+    /// `perf script` output of a `perf record -g` capture, folded by stackcollapse-perf's rules.
+    PerfScript,
+    /// Folded stacks (`frame;frame;leaf VALUE` per line), as stackcollapse-* scripts write them.
+    Folded,
 }
 
 /// `lockscope import`.
@@ -340,6 +353,10 @@ pub struct ImportArgs {
     /// Profile to write.
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
+
+    /// What the values of folded input measure (folded only). Default: count (samples).
+    #[arg(long, value_enum, value_name = "WEIGHT")]
+    pub values: Option<WeightArg>,
 
     /// OS the capture was made on (recorded in the profile's metadata). Default: unknown.
     #[arg(long, value_enum)]

@@ -16,9 +16,13 @@
 //! [`Profile`]: lockscope_probes::Profile
 
 pub mod bench;
+pub mod diff;
 pub mod export;
 pub mod flamegraph;
 pub mod fold;
 pub mod histogram;
+pub mod import;
+pub mod pprof;
 pub mod report;
+pub mod speedscope;
 pub mod units;

@@ -54,6 +54,9 @@ fn run(cli: Cli) -> Result<()> {
             let format = match args.format {
                 ExportFormatArg::Folded => lockscope::export::ExportFormat::Folded,
                 ExportFormatArg::Json => lockscope::export::ExportFormat::Json,
+                ExportFormatArg::Pprof | ExportFormatArg::Speedscope => {
+                    return export_ecosystem(&args, &profile, fold);
+                }
             };
             let export =
                 |out: &mut dyn Write| lockscope::export::write_export(&profile, format, &fold, out);
@@ -80,6 +83,9 @@ fn run(cli: Cli) -> Result<()> {
                     args.os.map(cli::OsArg::into_target_os),
                 )
                 .with_context(|| format!("failed to import `{}`", args.input.display()))?,
+                cli::ImportFormatArg::PerfScript | cli::ImportFormatArg::Folded => {
+                    import_other(&args, &bytes)?
+                }
             };
             lockscope_probes::write_profile(&profile, &args.output)
                 .with_context(|| format!("failed to write profile `{}`", args.output.display()))?;
@@ -181,6 +187,52 @@ fn diff(args: &cli::DiffArgs) -> Result<()> {
     out.flush()
         .or_else(ignore_broken_pipe)
         .context("failed to write the diff table")
+}
+
+/// `export --format pprof|speedscope`, to the output file or standard output.
+fn export_ecosystem(
+    args: &cli::ExportArgs,
+    profile: &Profile,
+    fold: lockscope::fold::FoldOptions,
+) -> Result<()> {
+    let pprof = matches!(args.format, ExportFormatArg::Pprof);
+    let export = |out: &mut dyn Write| {
+        if pprof {
+            let mut options = lockscope::pprof::PprofOptions::default();
+            options.fold = fold.clone();
+            options.concurrency = args.concurrency;
+            lockscope::pprof::write_pprof(profile, &options, out)
+        } else {
+            lockscope::speedscope::write_speedscope(profile, &fold, out)
+        }
+    };
+    match &args.output {
+        Some(path) => write_file(path, export),
+        None => {
+            let mut out = std::io::stdout().lock();
+            export(&mut out)
+                .and_then(|()| out.flush().map_err(Into::into))
+                .context("failed to write the export")
+        }
+    }
+}
+
+/// `import perf-script|folded`.
+fn import_other(args: &cli::ImportArgs, bytes: &[u8]) -> Result<Profile> {
+    let source = args.input.display().to_string();
+    let text = std::str::from_utf8(bytes)
+        .with_context(|| format!("failed to import `{source}`: not UTF-8 text"))?;
+    let mut options = lockscope::import::ImportOptions::default();
+    options.format = match args.format {
+        cli::ImportFormatArg::Folded => lockscope::import::ImportFormat::Folded,
+        _ => lockscope::import::ImportFormat::PerfScript,
+    };
+    if let Some(values) = args.values {
+        options.folded_weight = values.into_weight();
+    }
+    options.os = args.os.map(|os| os.into_target_os().name().to_string());
+    lockscope::import::import(text, &source, &options)
+        .with_context(|| format!("failed to import `{source}`"))
 }
 
 /// Reads a profile, naming the file in any error.

@@ -3,7 +3,7 @@
 //! It blocks threads on pthread primitives through a small named call chain, built like most
 //! distribution software (without frame pointers: Rust's default on x86_64 Linux):
 //!
-//! 1. the main thread holds `ORDER_LOCK` for [`MUTEX_HOLD`] (200 ms) while 4 threads named
+//! 1. the main thread holds `ORDER_LOCK` for [`MUTEX_HOLD`] (200 ms; `--hold-ms N` changes it) while 4 threads named
 //!    `mutex-waiter-N` block on it in `place_order` → `take_order_lock` → `pthread_mutex_lock`;
 //! 2. then 2 threads named `cond-waiter-N` wait [`CONDVAR_WAIT`] (300 ms) on a condition
 //!    variable each, in `await_shipment` → `wait_for_signal` → `pthread_cond_wait`, until the
@@ -134,14 +134,42 @@ fn wait_until_ready(count: usize) {
     }
 }
 
+/// Parses `[--wait-for-stdin] [--hold-ms N]`: whether to wait for standard input, and how long
+/// the main thread holds the order lock (default [`MUTEX_HOLD`]).
+fn parse_args(mut args: impl Iterator<Item = String>) -> Result<(bool, Duration), String> {
+    let mut wait_for_stdin = false;
+    let mut mutex_hold = MUTEX_HOLD;
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--wait-for-stdin" => wait_for_stdin = true,
+            "--hold-ms" => {
+                let value = args
+                    .next()
+                    .ok_or("--hold-ms needs a number of milliseconds")?;
+                let ms: u64 = value
+                    .parse()
+                    .map_err(|_| format!("invalid --hold-ms `{value}`: expected milliseconds"))?;
+                // The hold includes a 5 ms settling sleep (see below), so it cannot be shorter.
+                if ms < 10 {
+                    return Err(format!("--hold-ms {ms} is too short: at least 10"));
+                }
+                mutex_hold = Duration::from_millis(ms);
+            }
+            other => {
+                return Err(format!(
+                    "unknown argument `{other}` (known: --wait-for-stdin, --hold-ms N)"
+                ))
+            }
+        }
+    }
+    Ok((wait_for_stdin, mutex_hold))
+}
+
 fn main() {
-    let wait_for_stdin = match std::env::args().nth(1).as_deref() {
-        None => false,
-        Some("--wait-for-stdin") => true,
-        Some(other) => {
-            eprintln!(
-                "lockscope-demo: unknown argument `{other}` (the only one is --wait-for-stdin)"
-            );
+    let (wait_for_stdin, mutex_hold) = match parse_args(std::env::args().skip(1)) {
+        Ok(parsed) => parsed,
+        Err(message) => {
+            eprintln!("lockscope-demo: {message}");
             std::process::exit(2);
         }
     };
@@ -169,7 +197,7 @@ fn main() {
     // kernel so that the hold below is all wait time for them.
     thread::sleep(Duration::from_millis(5));
     let hold_start = Instant::now();
-    thread::sleep(MUTEX_HOLD.saturating_sub(Duration::from_millis(5)));
+    thread::sleep(mutex_hold.saturating_sub(Duration::from_millis(5)));
     ORDER_LOCK.unlock();
     let held = hold_start.elapsed() + Duration::from_millis(5);
     for t in mutex_waiters {

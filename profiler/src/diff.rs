@@ -1,0 +1,616 @@
+//! `lockscope diff`: two profiles compared frame by frame, as a differential flamegraph and a
+//! side-by-side table.
+//!
+//! Both profiles are first folded into **canonical stacks**, so that a DTrace profile from macOS
+//! and an eBPF profile from Linux of the same server line up:
+//!
+//! - the root frame is the thread's name with every run of digits replaced by `*`
+//!   (`mutex-waiter-3` → `mutex-waiter-*`), so pools of numbered threads merge and runs with other
+//!   thread ids still match;
+//! - user frames follow, outermost first, inlined functions expanded; a DTrace ``module`symbol``
+//!   loses its module and a `+0x..` offset is dropped, and glibc's `__GI_` aliases lose the prefix;
+//! - the first frame that enters the kernel to wait (`__lll_lock_wait`, `__psynch_mutexwait`,
+//!   `_umtx_op_err`, `__lwp_park`, ... see [`canonical_frame`]) becomes `[kernel wait]`, and the
+//!   OS-specific frames below it are dropped;
+//! - the leaf frame is the wait kind in brackets (`[mutex]`, `[condvar]`, `[wait]`), so the same
+//!   kind of wait lines up across kernels even when the stacks are truncated;
+//! - a record without a user stack folds to `thread;[no user stack];[kind]`.
+//!
+//! Values are wait time **normalized** ([`Normalization`]): nanoseconds of wait per second of
+//! wall time (the default), or per operation when the load tool's operation counts are given, so
+//! that a run twice as long at the same rate diffs to zero.
+//!
+//! The differential flamegraph is inferno's: [`inferno::differential`] pairs the two folded
+//! profiles into `stack before after` lines, widths are B's values (A's with
+//! [`DiffOptions::negate`]), red frames grew from A to B and blue ones shrank.
+//!
+//! The table ([`write_diff_table`]) shows, for each side, the wait kinds, the thread groups and
+//! the top sites (canonical stacks, ranked by the absolute change) with count, total, mean,
+//! p50/p99 (upper bounds from the log2 histograms), share of wall time and the normalized value.
+//! Anything that makes the comparison unfair (lost events, different probes, different
+//! workloads) is printed as a `WARNING` line at the top ([`mismatches`]), never silently.
+
+use crate::fold::{sanitize_frame, NO_USER_STACK};
+use crate::units::{format_ns, format_percent};
+use anyhow::{bail, Context};
+use lockscope_probes::{AttachStatus, Frame, Profile, WaitRecord, WaitStats};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+/// The frame that replaces the user-space entry into a kernel wait.
+pub const KERNEL_WAIT_FRAME: &str = "[kernel wait]";
+
+/// How the two sides' wait times are made comparable.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Normalization {
+    /// Nanoseconds of wait per second of the recording's wall time (the default).
+    #[default]
+    PerSecond,
+    /// Nanoseconds of wait per operation, given each side's number of operations.
+    PerOperation {
+        /// Operations done during recording A (at least 1).
+        ops_a: u64,
+        /// Operations done during recording B (at least 1).
+        ops_b: u64,
+    },
+}
+
+impl Normalization {
+    /// The unit of a normalized value (`ns/s`, `ns/op`).
+    pub fn unit(self) -> &'static str {
+        match self {
+            Normalization::PerSecond => "ns/s",
+            Normalization::PerOperation { .. } => "ns/op",
+        }
+    }
+
+    /// Checks the operation counts.
+    pub fn validate(self) -> anyhow::Result<()> {
+        if let Normalization::PerOperation { ops_a, ops_b } = self {
+            if ops_a == 0 || ops_b == 0 {
+                bail!("invalid operation counts {ops_a},{ops_b}: both must be at least 1");
+            }
+        }
+        Ok(())
+    }
+
+    /// Normalizes `total_ns` of wait recorded by side A (`first`) or B of a profile.
+    fn apply(self, total_ns: u64, profile: &Profile, first: bool) -> u64 {
+        let divisor = match self {
+            Normalization::PerSecond => profile.metadata.duration_ns as f64 / 1e9,
+            Normalization::PerOperation { ops_a, ops_b } => {
+                if first {
+                    ops_a as f64
+                } else {
+                    ops_b as f64
+                }
+            }
+        };
+        if divisor <= 0.0 {
+            return total_ns;
+        }
+        (total_ns as f64 / divisor).round() as u64
+    }
+
+    fn describe(self, a: &Profile, b: &Profile) -> String {
+        match self {
+            Normalization::PerSecond => format!(
+                "wait per second of wall time (A {}, B {})",
+                format_ns(a.metadata.duration_ns),
+                format_ns(b.metadata.duration_ns)
+            ),
+            Normalization::PerOperation { ops_a, ops_b } => {
+                format!("wait per operation (A {ops_a} ops, B {ops_b} ops)")
+            }
+        }
+    }
+}
+
+/// How to compare two profiles.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DiffOptions {
+    /// How values are normalized. Default: [`Normalization::PerSecond`].
+    pub normalization: Normalization,
+    /// Top sites shown in the table, ranked by absolute change; `0` shows all. Default: `10`.
+    pub top: usize,
+    /// Title of the flamegraph. Default: `None`, which names both targets.
+    pub title: Option<String>,
+    /// Draw widths from A instead of B (inferno's negated differentials), so frames that
+    /// vanished in B are visible. Default: `false`.
+    pub negate: bool,
+    /// Names of the two sides in the table and the graph. Default: `("A", "B")`.
+    pub labels: (String, String),
+}
+
+impl Default for DiffOptions {
+    fn default() -> Self {
+        DiffOptions {
+            normalization: Normalization::PerSecond,
+            top: 10,
+            title: None,
+            negate: false,
+            labels: ("A".to_string(), "B".to_string()),
+        }
+    }
+}
+
+/// The OS-neutral name of a frame that enters the kernel to wait (`[kernel wait]`), or `None`.
+///
+/// Strips a DTrace ``module` `` prefix, a `+0x..` offset and glibc's `__GI_` alias prefix, then
+/// asks the wait-entry table shared with the DTrace backend.
+pub fn canonical_frame(name: &str) -> Option<&'static str> {
+    let symbol = bare_symbol(name);
+    let symbol = symbol.strip_prefix("__GI_").unwrap_or(symbol);
+    lockscope_dtrace::canonical_wait_frame(symbol).map(|_| KERNEL_WAIT_FRAME)
+}
+
+/// `module`symbol+0x1f` → `symbol`.
+fn bare_symbol(name: &str) -> &str {
+    let symbol = name.rsplit_once('`').map_or(name, |(_, symbol)| symbol);
+    match symbol.rsplit_once("+0x") {
+        Some((base, offset))
+            if !base.is_empty() && offset.chars().all(|c| c.is_ascii_hexdigit()) =>
+        {
+            base
+        }
+        _ => symbol,
+    }
+}
+
+/// A thread's name with every run of digits replaced by `*` (`worker-12` → `worker-*`).
+pub fn thread_group(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut in_digits = false;
+    for c in name.chars() {
+        if c.is_ascii_digit() {
+            if !in_digits {
+                out.push('*');
+            }
+            in_digits = true;
+        } else {
+            out.push(c);
+            in_digits = false;
+        }
+    }
+    out
+}
+
+/// The canonical frames of one record below its thread frame: user frames up to the kernel wait
+/// entry, then the kind.
+fn canonical_site(profile: &Profile, record: &WaitRecord) -> Vec<String> {
+    let mut frames = Vec::new();
+    match profile.stack(record.user_stack) {
+        Some(stack) if !stack.frames.is_empty() => {
+            for name in stack
+                .frames
+                .iter()
+                .rev()
+                .flat_map(Frame::names_outermost_first)
+            {
+                if let Some(wait) = canonical_frame(&name) {
+                    frames.push(wait.to_string());
+                    break;
+                }
+                frames.push(sanitize_frame(bare_symbol(&name)));
+            }
+        }
+        _ => frames.push(NO_USER_STACK.to_string()),
+    }
+    frames.push(format!("[{}]", record.kind));
+    frames
+}
+
+/// The canonical thread frame of a record.
+fn canonical_thread(profile: &Profile, record: &WaitRecord) -> String {
+    let name = profile
+        .thread_name(record.pid, record.tid)
+        .unwrap_or("[unknown thread]");
+    sanitize_frame(&thread_group(name))
+}
+
+/// Wait statistics per canonical folded stack (thread group first, kind last), raw (not
+/// normalized).
+pub fn canonical_stacks(profile: &Profile) -> BTreeMap<String, WaitStats> {
+    let mut out: BTreeMap<String, WaitStats> = BTreeMap::new();
+    for record in &profile.waits {
+        let mut frames = vec![canonical_thread(profile, record)];
+        frames.extend(canonical_site(profile, record));
+        out.entry(frames.join(";"))
+            .or_default()
+            .merge(&record.stats);
+    }
+    out
+}
+
+/// Normalized folded lines (`stack value`) of one side, sorted, zero values dropped.
+fn normalized_lines(profile: &Profile, normalization: Normalization, first: bool) -> String {
+    let mut text = String::new();
+    for (stack, stats) in canonical_stacks(profile) {
+        let value = normalization.apply(stats.total_ns, profile, first);
+        if value > 0 {
+            let _ = writeln!(text, "{stack} {value}");
+        }
+    }
+    text
+}
+
+/// The differential folded lines (`stack A B`, normalized, sorted), as inferno's differential
+/// mode writes them and its flamegraph reads them.
+pub fn differential_lines(
+    a: &Profile,
+    b: &Profile,
+    options: &DiffOptions,
+) -> anyhow::Result<Vec<String>> {
+    options.normalization.validate()?;
+    let before = normalized_lines(a, options.normalization, true);
+    let after = normalized_lines(b, options.normalization, false);
+    let mut paired = Vec::new();
+    inferno::differential::from_readers(
+        inferno::differential::Options::default(),
+        before.as_bytes(),
+        after.as_bytes(),
+        &mut paired,
+    )
+    .context("failed to pair the folded stacks")?;
+    let text = String::from_utf8(paired).context("paired folded stacks are not UTF-8")?;
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    lines.sort();
+    Ok(lines)
+}
+
+/// Writes the differential flamegraph (SVG) of A → B to `out`.
+pub fn write_diff_flamegraph(
+    a: &Profile,
+    b: &Profile,
+    options: &DiffOptions,
+    out: &mut dyn std::io::Write,
+) -> anyhow::Result<()> {
+    let lines = differential_lines(a, b, options)?;
+    let drawn_side_empty = lines.iter().all(|line| {
+        let mut values = line.rsplitn(3, ' ');
+        let after = values.next().unwrap_or("0");
+        let before = values.next().unwrap_or("0");
+        (if options.negate { before } else { after }) == "0"
+    });
+    if lines.is_empty() || drawn_side_empty {
+        let side = if options.negate {
+            &options.labels.0
+        } else {
+            &options.labels.1
+        };
+        bail!("profile {side} has no waits to draw (try --negate to draw the other side)");
+    }
+    let mut inferno_options = inferno::flamegraph::Options::default();
+    inferno_options.title = options.title.clone().unwrap_or_else(|| {
+        format!(
+            "lockscope diff: {} → {}",
+            short_command(a),
+            short_command(b)
+        )
+    });
+    let (drawn, other) = if options.negate {
+        (&options.labels.0, &options.labels.1)
+    } else {
+        (&options.labels.1, &options.labels.0)
+    };
+    let mut subtitle = format!(
+        "width: {drawn}'s {}; red: more wait in {drawn} than {other}, blue: less",
+        options.normalization.describe(a, b)
+    );
+    let warnings = mismatches(a, b, options);
+    if !warnings.is_empty() {
+        let _ = write!(
+            subtitle,
+            " (WARNING: {} mismatches, see the table)",
+            warnings.len()
+        );
+    }
+    inferno_options.subtitle = Some(subtitle);
+    inferno_options.count_name = options.normalization.unit().to_string();
+    inferno_options.negate_differentials = options.negate;
+    inferno_options.hash = true;
+    inferno::flamegraph::from_lines(&mut inferno_options, lines.iter().map(String::as_str), out)
+        .context("failed to render the differential flamegraph")
+}
+
+fn short_command(profile: &Profile) -> String {
+    let command = profile.metadata.target.command.join(" ");
+    if command.chars().count() > 40 {
+        let mut cut: String = command.chars().take(39).collect();
+        cut.push('…');
+        cut
+    } else {
+        command
+    }
+}
+
+/// Probes that delivered data (attached or fell back), sorted.
+fn attached_probes(profile: &Profile) -> BTreeSet<String> {
+    let mut probes: BTreeSet<String> = profile
+        .metadata
+        .probes
+        .iter()
+        .filter(|p| !matches!(p.status, AttachStatus::Failed { .. }))
+        .map(|p| p.probe.clone())
+        .collect();
+    probes.extend(profile.recorded_probes().into_iter().map(str::to_string));
+    probes
+}
+
+/// The basename of a command's program.
+fn program(profile: &Profile) -> Option<&str> {
+    let argv0 = profile.metadata.target.command.first()?;
+    Some(argv0.rsplit('/').next().unwrap_or(argv0))
+}
+
+/// Everything that makes comparing `a` with `b` unfair, one sentence each; empty when the two
+/// recordings are comparable.
+pub fn mismatches(a: &Profile, b: &Profile, options: &DiffOptions) -> Vec<String> {
+    let (la, lb) = (&options.labels.0, &options.labels.1);
+    let mut out = Vec::new();
+    for (label, p) in [(la, a), (lb, b)] {
+        let losses = &p.metadata.losses;
+        if losses.lost_events() > 0 {
+            out.push(format!(
+                "{label} lost {} waits while recording ({} map full, {} dropped): its totals undercount",
+                losses.lost_events(),
+                losses.map_full,
+                losses.dropped
+            ));
+        }
+        let stack_failures = losses.user_stack_failures + losses.kernel_stack_failures;
+        if stack_failures > 0 {
+            out.push(format!(
+                "{label} failed to capture {stack_failures} stacks: those waits fold under `{NO_USER_STACK}`"
+            ));
+        }
+        for probe in &p.metadata.probes {
+            if let AttachStatus::Failed { reason } = &probe.status {
+                out.push(format!(
+                    "{label}: probe `{}` failed to attach ({reason}): its waits are missing",
+                    probe.probe
+                ));
+            }
+        }
+        if p.metadata.duration_ns == 0 && options.normalization == Normalization::PerSecond {
+            out.push(format!(
+                "{label} has no recorded duration: per-second values are raw totals"
+            ));
+        }
+    }
+    let (pa, pb) = (attached_probes(a), attached_probes(b));
+    if pa != pb {
+        let list = |s: &BTreeSet<String>| {
+            if s.is_empty() {
+                "none".to_string()
+            } else {
+                s.iter().cloned().collect::<Vec<_>>().join(", ")
+            }
+        };
+        out.push(format!(
+            "different probes: {la} has {}, {lb} has {}",
+            list(&pa),
+            list(&pb)
+        ));
+    }
+    let (ca, cb) = (&a.metadata.target.command, &b.metadata.target.command);
+    if program(a) != program(b) {
+        out.push(format!(
+            "different workloads: {la} ran `{}`, {lb} ran `{}`",
+            ca.join(" "),
+            cb.join(" ")
+        ));
+    } else if ca[1.min(ca.len())..] != cb[1.min(cb.len())..] {
+        out.push(format!(
+            "same program, different arguments: {la} ran `{}`, {lb} ran `{}`",
+            ca.join(" "),
+            cb.join(" ")
+        ));
+    }
+    out
+}
+
+/// One row of a side of the table.
+#[derive(Clone, Debug, Default)]
+struct SideRow {
+    stats: WaitStats,
+    normalized: u64,
+}
+
+fn side_row(
+    stats: WaitStats,
+    profile: &Profile,
+    normalization: Normalization,
+    first: bool,
+) -> SideRow {
+    let normalized = normalization.apply(stats.total_ns, profile, first);
+    SideRow { stats, normalized }
+}
+
+/// Groups each side's records by `key`, returning rows for both sides over the union of keys.
+fn grouped<K: Ord + Clone>(
+    a: &Profile,
+    b: &Profile,
+    normalization: Normalization,
+    key: impl Fn(&Profile, &WaitRecord) -> K,
+) -> Vec<(K, SideRow, SideRow)> {
+    let mut sums: BTreeMap<K, (WaitStats, WaitStats)> = BTreeMap::new();
+    for record in &a.waits {
+        sums.entry(key(a, record))
+            .or_default()
+            .0
+            .merge(&record.stats);
+    }
+    for record in &b.waits {
+        sums.entry(key(b, record))
+            .or_default()
+            .1
+            .merge(&record.stats);
+    }
+    sums.into_iter()
+        .map(|(k, (sa, sb))| {
+            (
+                k,
+                side_row(sa, a, normalization, true),
+                side_row(sb, b, normalization, false),
+            )
+        })
+        .collect()
+}
+
+fn quantile(stats: &WaitStats, q: f64) -> String {
+    stats
+        .histogram
+        .quantile_upper_bound(q)
+        .map_or_else(|| "-".to_string(), format_ns)
+}
+
+fn signed(value: i128) -> String {
+    let sign = if value < 0 { "-" } else { "+" };
+    format!(
+        "{sign}{}",
+        format_ns(value.unsigned_abs().min(u64::MAX as u128) as u64)
+    )
+}
+
+const ROW_HEADER: &str =
+    "side     waits      total       mean     p50≤     p99≤     wall   normalized     change";
+
+fn write_rows(out: &mut String, name: &str, rows: [(&str, &SideRow, &Profile); 2], unit: &str) {
+    let _ = writeln!(out, "  {name}");
+    let change = rows[1].1.normalized as i128 - rows[0].1.normalized as i128;
+    for (i, (label, row, profile)) in rows.into_iter().enumerate() {
+        let s = &row.stats;
+        let _ = write!(
+            out,
+            "    {label:<4} {:>6} {:>10} {:>10} {:>8} {:>8} {:>8} {:>12}",
+            s.count,
+            format_ns(s.total_ns),
+            format_ns(s.mean_ns()),
+            quantile(s, 0.5),
+            quantile(s, 0.99),
+            format_percent(s.total_ns, profile.metadata.duration_ns),
+            format!("{}/{}", format_ns(row.normalized), &unit[3..]),
+        );
+        if i == 1 {
+            let _ = write!(out, " {:>10}", signed(change));
+        }
+        out.push('\n');
+    }
+}
+
+fn describe_side(label: &str, path: &str, p: &Profile) -> String {
+    let m = &p.metadata;
+    format!(
+        "  {label:<4} {path}: `{}` (pid {}), {} {} ({}), {} over {}, {} waits",
+        m.target.command.join(" "),
+        m.target.pid,
+        if m.os.is_empty() { "unknown-os" } else { &m.os },
+        m.kernel_release,
+        if m.backend.is_empty() {
+            "?"
+        } else {
+            &m.backend
+        },
+        crate::units::format_unix_ns(m.start_unix_ns),
+        format_ns(m.duration_ns),
+        p.waits.iter().map(|w| w.stats.count).sum::<u64>()
+    )
+}
+
+/// Writes the side-by-side table of A (`paths.0`) and B to `out`.
+pub fn write_diff_table(
+    a: &Profile,
+    b: &Profile,
+    paths: (&str, &str),
+    options: &DiffOptions,
+    out: &mut dyn std::io::Write,
+) -> anyhow::Result<()> {
+    options.normalization.validate()?;
+    let n = options.normalization;
+    let (la, lb) = (options.labels.0.as_str(), options.labels.1.as_str());
+    let mut text = String::new();
+    let _ = writeln!(text, "lockscope diff");
+    let _ = writeln!(text, "{}", describe_side(la, paths.0, a));
+    let _ = writeln!(text, "{}", describe_side(lb, paths.1, b));
+    let _ = writeln!(text, "  normalized as {}", n.describe(a, b));
+    let warnings = mismatches(a, b, options);
+    if warnings.is_empty() {
+        let _ = writeln!(text, "  comparable: same program and probes, nothing lost");
+    }
+    for warning in &warnings {
+        let _ = writeln!(text, "WARNING: {warning}");
+    }
+    let unit = n.unit();
+
+    let _ = writeln!(
+        text,
+        "\nWait kinds (wall: wait time / wall time; change: {lb} - {la}, normalized)"
+    );
+    let _ = writeln!(text, "    {ROW_HEADER}");
+    for (kind, ra, rb) in grouped(a, b, n, |_, r| r.kind) {
+        write_rows(&mut text, kind.name(), [(la, &ra, a), (lb, &rb, b)], unit);
+    }
+
+    let _ = writeln!(text, "\nThreads (digits in names merged as `*`)");
+    let _ = writeln!(text, "    {ROW_HEADER}");
+    for (thread, ra, rb) in grouped(a, b, n, canonical_thread) {
+        write_rows(&mut text, &thread, [(la, &ra, a), (lb, &rb, b)], unit);
+    }
+
+    let mut sites = grouped(a, b, n, |p, r| canonical_site(p, r).join(";"));
+    sites.sort_by_key(|(site, ra, rb)| {
+        (
+            Reverse((rb.normalized as i128 - ra.normalized as i128).unsigned_abs()),
+            site.clone(),
+        )
+    });
+    let total_sites = sites.len();
+    if options.top > 0 {
+        sites.truncate(options.top);
+    }
+    let _ = writeln!(
+        text,
+        "\nTop {} of {total_sites} wait sites (canonical stack, root first) by change",
+        sites.len()
+    );
+    let _ = writeln!(text, "    {ROW_HEADER}");
+    for (site, ra, rb) in &sites {
+        write_rows(&mut text, site, [(la, ra, a), (lb, rb, b)], unit);
+    }
+    out.write_all(text.as_bytes())
+        .context("failed to write the diff table")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Wait entries of several OSes, decorated as each backend writes them, become one frame.
+    #[test]
+    fn canonical_frames() {
+        assert_eq!(
+            canonical_frame("__GI___lll_lock_wait"),
+            Some(KERNEL_WAIT_FRAME)
+        );
+        assert_eq!(
+            canonical_frame("libsystem_kernel.dylib`__psynch_mutexwait+0xa"),
+            Some(KERNEL_WAIT_FRAME)
+        );
+        assert_eq!(
+            canonical_frame("libthr.so.3`_umtx_op_err"),
+            Some(KERNEL_WAIT_FRAME)
+        );
+        assert_eq!(canonical_frame("pthread_mutex_lock"), None);
+        assert_eq!(
+            bare_symbol("mysqld`row_search_mvcc+0x1f0"),
+            "row_search_mvcc"
+        );
+        assert_eq!(bare_symbol("plain"), "plain");
+        assert_eq!(thread_group("mutex-waiter-12"), "mutex-waiter-*");
+        assert_eq!(thread_group("t1x22"), "t*x*");
+    }
+}

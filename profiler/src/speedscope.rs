@@ -1,0 +1,122 @@
+//! `lockscope export --format speedscope`: a profile in speedscope's JSON file format
+//! (`https://www.speedscope.app/file-format-schema.json`), for the speedscope viewer and the
+//! tools that read its files.
+//!
+//! The document has two sampled profiles over the same shared frames: `wait time` (unit
+//! `nanoseconds`, weights are total wait times) and `waits` (unit `none`, weights are numbers of
+//! waits), so the viewer can switch between them. Each sample is one folded stack of
+//! [`crate::fold`] (thread name first, then the frames root to leaf, the order speedscope wants),
+//! so speedscope shows the same stacks as the flamegraph. `docs/EXPORTS.md` has an example.
+
+use crate::fold::{check_probe, folded_lines, FoldOptions, Weight};
+use anyhow::Context;
+use lockscope_probes::Profile;
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// The schema URL speedscope files name.
+pub const SCHEMA: &str = "https://www.speedscope.app/file-format-schema.json";
+
+#[derive(Serialize)]
+struct File {
+    #[serde(rename = "$schema")]
+    schema: &'static str,
+    shared: Shared,
+    profiles: Vec<SampledProfile>,
+    name: String,
+    #[serde(rename = "activeProfileIndex")]
+    active_profile_index: usize,
+    exporter: String,
+}
+
+#[derive(Serialize)]
+struct Shared {
+    frames: Vec<FrameRef>,
+}
+
+#[derive(Serialize)]
+struct FrameRef {
+    name: String,
+}
+
+#[derive(Serialize)]
+struct SampledProfile {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    name: String,
+    unit: &'static str,
+    #[serde(rename = "startValue")]
+    start_value: u64,
+    #[serde(rename = "endValue")]
+    end_value: u64,
+    samples: Vec<Vec<usize>>,
+    weights: Vec<u64>,
+}
+
+/// Writes `profile` as a speedscope JSON document; `fold` selects the probe and kernel frames
+/// (its weight is ignored: both weights are written).
+pub fn write_speedscope(
+    profile: &Profile,
+    fold: &FoldOptions,
+    out: &mut dyn std::io::Write,
+) -> anyhow::Result<()> {
+    check_probe(profile, fold).map_err(anyhow::Error::msg)?;
+    let mut frames: Vec<FrameRef> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut profiles = Vec::new();
+    for (weight, name, unit) in [
+        (Weight::Nanoseconds, "wait time", "nanoseconds"),
+        (Weight::Count, "waits", "none"),
+    ] {
+        let mut options = fold.clone();
+        options.weight = weight;
+        let mut samples = Vec::new();
+        let mut weights = Vec::new();
+        for line in folded_lines(profile, &options) {
+            let Some((stack, value)) = line.rsplit_once(' ') else {
+                continue;
+            };
+            let value: u64 = value
+                .parse()
+                .with_context(|| format!("bad folded value in `{line}`"))?;
+            let stack = stack
+                .split(';')
+                .map(|frame| {
+                    *index.entry(frame.to_string()).or_insert_with(|| {
+                        frames.push(FrameRef {
+                            name: frame.to_string(),
+                        });
+                        frames.len() - 1
+                    })
+                })
+                .collect();
+            samples.push(stack);
+            weights.push(value);
+        }
+        profiles.push(SampledProfile {
+            kind: "sampled",
+            name: name.to_string(),
+            unit,
+            start_value: 0,
+            end_value: weights.iter().sum(),
+            samples,
+            weights,
+        });
+    }
+    let meta = &profile.metadata;
+    let file = File {
+        schema: SCHEMA,
+        shared: Shared { frames },
+        profiles,
+        name: format!(
+            "lockscope: waits of `{}` (pid {})",
+            meta.target.command.join(" "),
+            meta.target.pid
+        ),
+        active_profile_index: 0,
+        exporter: format!("lockscope {}", env!("CARGO_PKG_VERSION")),
+    };
+    serde_json::to_writer(&mut *out, &file).context("failed to write the speedscope JSON")?;
+    writeln!(out).context("failed to write the speedscope JSON")?;
+    Ok(())
+}

@@ -1,0 +1,237 @@
+//! `lockscope diff`: normalization, canonical frames, mismatch warnings, and an end-to-end diff of
+//! two demo recordings with different hold times (BPF; skips loudly without it).
+
+mod common;
+mod fixtures;
+
+use common::*;
+use lockscope::diff::{differential_lines, mismatches, DiffOptions, Normalization};
+use lockscope_probes::{AttachStatus, Profile};
+use std::collections::BTreeMap;
+
+/// Parses `stack A B` lines into stack → (A, B).
+fn pairs(lines: &[String]) -> BTreeMap<String, (u64, u64)> {
+    lines
+        .iter()
+        .map(|line| {
+            let mut parts = line.rsplitn(3, ' ');
+            let b = parts.next().expect("B").parse().expect("B is a number");
+            let a = parts.next().expect("A").parse().expect("A is a number");
+            (parts.next().expect("stack").to_string(), (a, b))
+        })
+        .collect()
+}
+
+/// The same profile with every count and time multiplied by `factor`, recorded `factor` times
+/// as long: the same rate.
+fn scaled(profile: &Profile, factor: u64) -> Profile {
+    let mut out = profile.clone();
+    out.metadata.duration_ns *= factor;
+    for w in &mut out.waits {
+        w.stats.count *= factor;
+        w.stats.total_ns *= factor;
+        let histogram = w.stats.histogram.clone();
+        for _ in 1..factor {
+            w.stats.histogram.merge(&histogram);
+        }
+    }
+    out
+}
+
+/// A run twice as long at the same rate diffs to zero per second on every frame, while the raw
+/// totals differ; per operation, twice the operations also diffs to zero.
+#[test]
+fn same_rate_twice_as_long_diffs_to_zero() {
+    let a = fixtures::demo_profile();
+    assert!(a.metadata.duration_ns > 0);
+    let b = scaled(&a, 2);
+    let lines = differential_lines(&a, &b, &DiffOptions::default()).expect("diff");
+    assert!(!lines.is_empty());
+    for (stack, (va, vb)) in pairs(&lines) {
+        assert!(va > 0, "{stack} has a value");
+        assert_eq!(va, vb, "{stack} differs per second");
+    }
+    let mut per_op = DiffOptions::default();
+    per_op.normalization = Normalization::PerOperation {
+        ops_a: 1000,
+        ops_b: 2000,
+    };
+    for (stack, (va, vb)) in pairs(&differential_lines(&a, &b, &per_op).expect("diff")) {
+        assert_eq!(va, vb, "{stack} differs per operation");
+    }
+    // Unnormalized (one operation each), B is twice A: the normalization did the work above.
+    per_op.normalization = Normalization::PerOperation { ops_a: 1, ops_b: 1 };
+    for (stack, (va, vb)) in pairs(&differential_lines(&a, &b, &per_op).expect("diff")) {
+        assert_eq!(2 * va, vb, "{stack}");
+    }
+    assert!(mismatches(&a, &b, &DiffOptions::default()).is_empty());
+}
+
+/// Stacks fold to canonical frames: numbered threads merge, the wait entry becomes
+/// `[kernel wait]` and the kind closes the stack.
+#[test]
+fn canonical_stacks_of_the_fixture() {
+    let profile = fixtures::demo_profile();
+    let stacks = lockscope::diff::canonical_stacks(&profile);
+    let keys: Vec<&String> = stacks.keys().collect();
+    assert!(
+        keys.iter()
+            .any(|k| k.ends_with(";[kernel wait];[mutex]") && k.contains("take_order_lock")),
+        "{keys:#?}"
+    );
+    assert!(
+        keys.iter().all(|k| !k.contains("__lll_lock_wait")),
+        "{keys:#?}"
+    );
+    assert!(
+        keys.iter()
+            .all(|k| !k.split(';').next().unwrap_or("").contains(char::is_numeric)),
+        "thread frames keep no digits: {keys:#?}"
+    );
+}
+
+/// Lost events, a failed probe, different probes and different workloads are each flagged.
+#[test]
+fn mismatches_are_flagged() {
+    let a = fixtures::demo_profile();
+    let mut b = fixtures::lossy_profile();
+    b.metadata.target.command = vec!["/usr/sbin/mariadbd".to_string()];
+    b.metadata.probes[0].status = AttachStatus::Failed {
+        reason: "EPERM".to_string(),
+    };
+    b.metadata.probes[0].probe = "offcpu".to_string();
+    for w in &mut b.waits {
+        w.probe = "offcpu".to_string();
+    }
+    let warnings = mismatches(&a, &b, &DiffOptions::default()).join("\n");
+    assert!(warnings.contains("B lost "), "{warnings}");
+    assert!(
+        warnings.contains("probe `offcpu` failed to attach (EPERM)"),
+        "{warnings}"
+    );
+    assert!(
+        warnings.contains("different probes: A has futex, B has offcpu"),
+        "{warnings}"
+    );
+    assert!(warnings.contains("different workloads"), "{warnings}");
+
+    // The table prints them as WARNING lines.
+    let mut out = Vec::new();
+    lockscope::diff::write_diff_table(
+        &a,
+        &b,
+        ("a.lsp", "b.lsp"),
+        &DiffOptions::default(),
+        &mut out,
+    )
+    .expect("table");
+    let text = String::from_utf8(out).expect("utf-8");
+    assert!(text.contains("WARNING: different workloads"), "{text}");
+    assert!(!text.contains("comparable:"), "{text}");
+}
+
+fn record_demo(dir: &std::path::Path, name: &str, hold_ms: u32) -> std::path::PathBuf {
+    let lsp = dir.join(name);
+    let out = lockscope()
+        .arg("record")
+        .arg("-o")
+        .arg(&lsp)
+        .arg("--")
+        .arg(demo_path())
+        .arg("--hold-ms")
+        .arg(hold_ms.to_string())
+        .output()
+        .expect("run lockscope record");
+    assert!(
+        out.status.success(),
+        "record failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    lsp
+}
+
+/// Two demo recordings, holding the order lock 200 ms and then 400 ms: per run (one operation
+/// each) the mutex waiters' frame grows by 4 × 200 ms, the condvar waiters' frame does not
+/// change, the SVG draws the frames, and the table flags the different arguments.
+#[test]
+fn demo_hold_times_differ_at_the_mutex_frame() {
+    if !bpf_available("demo_hold_times_differ_at_the_mutex_frame") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = record_demo(dir.path(), "a.lsp", 200);
+    let b = record_demo(dir.path(), "b.lsp", 400);
+    let svg = dir.path().join("diff.svg");
+    let folded = dir.path().join("diff.folded");
+    let out = lockscope()
+        .arg("diff")
+        .arg(&a)
+        .arg(&b)
+        .args(["--per-op", "1,1", "-o"])
+        .arg(&svg)
+        .arg("--folded")
+        .arg(&folded)
+        .output()
+        .expect("run lockscope diff");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "diff failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<String> = std::fs::read_to_string(&folded)
+        .expect("folded pairs")
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let pairs = pairs(&lines);
+    let sum = |prefix: &str| {
+        pairs
+            .iter()
+            .filter(|(k, _)| k.starts_with(prefix))
+            .fold((0i128, 0i128), |(sa, sb), (_, &(va, vb))| {
+                (sa + va as i128, sb + vb as i128)
+            })
+    };
+    let (mutex_a, mutex_b) = sum("mutex-waiter-*;");
+    let growth = (mutex_b - mutex_a) as f64;
+    assert!(
+        (growth - 800e6).abs() <= 0.05 * 800e6,
+        "mutex waiters grew {:.1} ms, expected 800 ms: {pairs:#?}",
+        growth / 1e6
+    );
+    assert!(
+        pairs
+            .keys()
+            .any(|k| k.starts_with("mutex-waiter-*;") && k.ends_with("[kernel wait];[mutex]")),
+        "{pairs:#?}"
+    );
+    let (cond_a, cond_b) = sum("cond-waiter-*;");
+    assert!(cond_a >= 550_000_000, "condvar waits of A: {cond_a}");
+    assert!(
+        ((cond_b - cond_a) as f64).abs() <= 0.05 * cond_a as f64,
+        "condvar waiters changed: {cond_a} → {cond_b}"
+    );
+
+    // The table: the mutex kind's change is about +800 ms per run, and the mismatch is said.
+    assert!(
+        table.contains("WARNING: same program, different arguments"),
+        "{table}"
+    );
+    let mutex_row = table
+        .lines()
+        .skip_while(|l| l.trim() != "mutex")
+        .nth(2)
+        .unwrap_or_default();
+    assert!(mutex_row.trim_start().starts_with('B'), "{table}");
+    assert!(mutex_row.trim_end().ends_with(" ms"), "{mutex_row}");
+    assert!(mutex_row.contains(" +"), "{mutex_row}");
+
+    let svg = std::fs::read_to_string(&svg).expect("svg");
+    assert!(
+        svg.contains("mutex-waiter-*"),
+        "the SVG draws the thread frame"
+    );
+    assert!(svg.contains("[kernel wait]"));
+    assert!(svg.contains("ns/op"));
+}

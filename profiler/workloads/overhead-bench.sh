@@ -1,0 +1,263 @@
+#!/usr/bin/env bash
+# What recording costs the recorded: sysbench oltp_read_only TPS of MariaDB untraced and under
+# lockscope and its peers (bpftrace, perf lock, perf trace, strace), in one run, repetitions
+# interleaved (untraced, traced, untraced, traced, ...). Debian 12, as root; installs what it
+# needs. Documented in docs/BENCHMARKS.md.
+#
+#   overhead-bench.sh [--threads "20 50"] [--reps 3] [--seconds 20] [--modes "MODE ..."]
+#                     [--lockscope BIN] [--out DIR]
+#
+# Modes: untraced (always run, between the others), lockscope-default (record -p, default
+# probes), lockscope-futex (--probes futex), lockscope-offcpu (--probes offcpu, when `lockscope
+# probes` lists it), bpftrace-futex, bpftrace-offcpu (the equivalent bpftrace scripts next to
+# this one), perf-lock (perf lock record -p), perf-trace (perf trace -s -p), strace (strace -c -f
+# -p). Every tracer attaches to the running mariadbd before sysbench starts and is stopped with
+# SIGINT after it ends, under /usr/bin/time -v for its CPU time and peak RSS.
+#
+# Output: DIR (default /tmp/lockscope-overhead-<time>) holds runs.tsv (one line per run),
+# summary.md (ratios to untraced with their spread, lockscope's events/s, losses, CPU and RSS,
+# the targets), environment.txt (machine, versions, what else was running) and each tracer's
+# output. The lockscope binary is copied first, so a rebuild during the run changes nothing.
+# Everything started here (MariaDB when it was not running, tracers, a tracefs mount) is stopped
+# or undone on exit.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+threads_list="20 50"
+reps=3
+seconds=20
+modes="lockscope-default lockscope-futex lockscope-offcpu bpftrace-futex bpftrace-offcpu perf-lock perf-trace strace"
+lockscope_bin="$REPO_DIR/target/release/lockscope"
+out="/tmp/lockscope-overhead-$(date +%Y%m%d-%H%M%S)"
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --threads) threads_list=$2 ;;
+    --reps) reps=$2 ;;
+    --seconds) seconds=$2 ;;
+    --modes) modes=$2 ;;
+    --lockscope) lockscope_bin=$2 ;;
+    --out) out=$2 ;;
+    *) die "unknown argument $1 (see the header of $0)" ;;
+    esac
+    shift 2
+done
+# Seconds between a tracer's start and sysbench's, for tracers that do not say they are ready.
+SETTLE=2
+
+need_root
+install_missing mariadb-server sysbench bpftrace linux-perf strace time
+[ -x "$lockscope_bin" ] || die "no lockscope at $lockscope_bin: cargo build --release -p lockscope"
+mkdir -p "$out"
+LOCKSCOPE="$out/lockscope"
+cp "$lockscope_bin" "$LOCKSCOPE"
+MARIADB="$WORKLOADS_DIR/mariadb.sh"
+
+started_mariadb=
+mounted_tracefs=
+tracer_pid=
+cleanup() {
+    if [ -n "$tracer_pid" ] && kill -0 "$tracer_pid" 2>/dev/null; then
+        pkill -INT -P "$tracer_pid" 2>/dev/null || true
+        sleep 2
+        kill -KILL "$tracer_pid" 2>/dev/null || true
+    fi
+    release_tracefs
+    [ -n "$started_mariadb" ] && "$MARIADB" stop
+    return 0
+}
+trap cleanup EXIT
+
+# bpftrace and perf find tracepoints through tracefs; lockscope does not need it. It is mounted
+# only while they run, so the machine is left as it was.
+ensure_tracefs() {
+    if ! mountpoint -q /sys/kernel/tracing; then
+        mount -t tracefs nodev /sys/kernel/tracing
+        mounted_tracefs=1
+    fi
+}
+release_tracefs() {
+    if [ -n "$mounted_tracefs" ]; then
+        umount /sys/kernel/tracing || log "could not unmount /sys/kernel/tracing"
+        mounted_tracefs=
+    fi
+}
+
+if "$MARIADB" pid >/dev/null 2>&1; then
+    log "using the running MariaDB (pid $("$MARIADB" pid))"
+else
+    "$MARIADB" start
+    started_mariadb=1
+fi
+PID=$("$MARIADB" pid)
+
+offcpu_available=
+"$LOCKSCOPE" probes | grep -qE '^ *offcpu ' && offcpu_available=1
+
+{
+    echo "date:      $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "host:      $(uname -srm), $(nproc) CPUs, $(free -g | awk '/^Mem:/ {print $2}') GiB"
+    echo "mariadb:   $(mariadbd --version)"
+    echo "sysbench:  $(sysbench --version)"
+    echo "bpftrace:  $(bpftrace --version)"
+    echo "perf:      $(perf --version)"
+    echo "strace:    $(strace -V | head -1)"
+    echo "lockscope: $("$LOCKSCOPE" --version) ($lockscope_bin, git $(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown))"
+    echo "settings:  threads $threads_list, $reps repetitions, $seconds s per run, modes: $modes"
+    echo "offcpu probe available: ${offcpu_available:-no}"
+    echo
+    echo "load average at start: $(cat /proc/loadavg)"
+    echo "busiest processes at start:"
+    ps -eo pid,pcpu,etime,comm --sort=-pcpu | head -8
+} >"$out/environment.txt"
+cat "$out/environment.txt" >&2
+
+printf 'mode\tthreads\trep\ttps\tevents\tlost\tstack_failures\trecorded_s\tcpu_s\trss_kb\tloadavg\n' >"$out/runs.tsv"
+
+# Starts the tracer of mode "$1" on $PID, writing to files "$2".*; returns once it is attached.
+start_tracer() {
+    local mode=$1 base=$2 ready="" cmd=()
+    case "$mode" in
+    lockscope-default) cmd=("$LOCKSCOPE" record -p "$PID" -o "$base.lsp") ready="recording pid" ;;
+    lockscope-futex) cmd=("$LOCKSCOPE" record -p "$PID" --probes futex -o "$base.lsp") ready="recording pid" ;;
+    lockscope-offcpu) cmd=("$LOCKSCOPE" record -p "$PID" --probes offcpu -o "$base.lsp") ready="recording pid" ;;
+    bpftrace-futex) ensure_tracefs && cmd=(bpftrace "$WORKLOADS_DIR/futex-wait.bt" "$PID") ready="Attaching" ;;
+    bpftrace-offcpu) ensure_tracefs && cmd=(bpftrace "$WORKLOADS_DIR/offcpu.bt" "$PID") ready="Attaching" ;;
+    perf-lock) ensure_tracefs && cmd=(perf lock record -p "$PID" -o "$base.perf.data") ;;
+    perf-trace) ensure_tracefs && cmd=(perf trace -s -p "$PID" -o "$base.perf-trace.txt") ;;
+    strace) cmd=(strace -c -f -p "$PID" -o "$base.strace.txt") ready="attached" ;;
+    *) die "unknown mode $mode" ;;
+    esac
+    /usr/bin/time -v -o "$base.time" "${cmd[@]}" >"$base.out" 2>"$base.err" &
+    tracer_pid=$!
+    if [ -n "$ready" ]; then
+        wait_for 60 grep -q "$ready" "$base.out" "$base.err" || {
+            cat "$base.err" >&2
+            die "$mode did not start"
+        }
+    fi
+    sleep "$SETTLE"
+    kill -0 "$tracer_pid" 2>/dev/null || {
+        cat "$base.err" >&2
+        die "$mode exited early"
+    }
+}
+
+# Stops the tracer with SIGINT (its child: /usr/bin/time ignores SIGINT) and waits for it, at
+# most STOP_TIMEOUT seconds: bpftrace symbolizes and prints every stack of its maps on exit, which
+# takes minutes for mariadbd's thousands of stacks and is not part of what sysbench measured; it
+# is then killed (its CPU time and RSS are then those of the recording alone).
+STOP_TIMEOUT=20
+stop_tracer() {
+    local status=0
+    pkill -INT -P "$tracer_pid" || true
+    local deadline=$((SECONDS + STOP_TIMEOUT))
+    while kill -0 "$tracer_pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+    if kill -0 "$tracer_pid" 2>/dev/null; then
+        log "tracer still printing after ${STOP_TIMEOUT}s: killing it"
+        pkill -KILL -P "$tracer_pid" || true
+    fi
+    wait "$tracer_pid" || status=$?
+    # 130: exited on SIGINT (perf, strace); 137: killed above.
+    case $status in 0 | 130 | 137) ;; *) log "tracer exited with status $status (see its .err)" ;; esac
+    tracer_pid=
+    release_tracefs
+}
+
+# Value of the /usr/bin/time -v field "$2" in file "$1".
+time_field() {
+    sed -n "s/^[[:space:]]*$2: //p" "$1"
+}
+
+run_one() {
+    local mode=$1 threads=$2 rep=$3 base="$out/$1-t$2-r$3" tps
+    local events=- lost=- failures=- recorded=- cpu=- rss=-
+    if [ "$mode" != untraced ]; then
+        start_tracer "$mode" "$base"
+    fi
+    tps=$("$MARIADB" tps "$threads" "$seconds")
+    if [ "$mode" != untraced ]; then
+        stop_tracer
+        cpu=$(awk -v u="$(time_field "$base.time" 'User time (seconds)')" \
+            -v s="$(time_field "$base.time" 'System time (seconds)')" 'BEGIN {printf "%.2f", u + s}')
+        rss=$(time_field "$base.time" 'Maximum resident set size (kbytes)')
+        if [[ $mode == lockscope-* ]]; then
+            # lockscope: wrote `F`: N waits in R records from T threads over D s (...); L lost, S stack failures
+            local line
+            line=$(grep '^lockscope: wrote' "$base.err" | tail -1)
+            events=$(sed -n 's/.*`: \([0-9]*\) waits in .*/\1/p' <<<"$line")
+            recorded=$(sed -n 's/.* over \([0-9.]*\) s .*/\1/p' <<<"$line")
+            lost=$(sed -n 's/.*; \([0-9]*\) lost, .*/\1/p' <<<"$line")
+            failures=$(sed -n 's/.* lost, \([0-9]*\) stack failures.*/\1/p' <<<"$line")
+        fi
+    fi
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mode" "$threads" "$rep" "$tps" \
+        "${events:--}" "${lost:--}" "${failures:--}" "${recorded:--}" "$cpu" "${rss:--}" \
+        "$(cut -d' ' -f1 /proc/loadavg)" >>"$out/runs.tsv"
+    log "$(date +%H:%M:%S) $mode, $threads threads, rep $rep: $tps TPS"
+}
+
+active_modes=()
+for mode in $modes; do
+    if [ "$mode" = lockscope-offcpu ] && [ -z "$offcpu_available" ]; then
+        log "lockscope has no offcpu probe: lockscope-offcpu is not available"
+        continue
+    fi
+    active_modes+=("$mode")
+done
+
+for threads in $threads_list; do
+    log "warm-up: $threads threads, $seconds s"
+    "$MARIADB" tps "$threads" "$seconds" >/dev/null
+done
+for rep in $(seq 1 "$reps"); do
+    for threads in $threads_list; do
+        for mode in "${active_modes[@]}"; do
+            run_one untraced "$threads" "$rep"
+            run_one "$mode" "$threads" "$rep"
+        done
+        run_one untraced "$threads" "$rep"
+    done
+done
+
+{
+    echo
+    echo "load average at end: $(cat /proc/loadavg)"
+    echo "busiest processes at end:"
+    ps -eo pid,pcpu,etime,comm --sort=-pcpu | head -8
+} >>"$out/environment.txt"
+
+# The summary: per mode and thread count, mean TPS as a ratio to the untraced mean at the same
+# thread count, with the spread (min-max of the runs' ratios) and, for lockscope, its costs.
+awk -F'\t' -v offcpu="${offcpu_available:-no}" -v modes="${active_modes[*]}" -v threads_list="$threads_list" '
+NR == 1 { next }
+{
+    key = $1 SUBSEP $2
+    n[key]++; sum[key] += $4; tps[key, n[key]] = $4
+    if ($5 != "-") { ev[key] += $5; rec[key] += $8; lost[key] += $6; fail[key] += $7 }
+    if ($9 != "-") { cpu[key] += $9; if ($10 > rss[key]) rss[key] = $10 }
+}
+END {
+    nt = split(threads_list, ts, " ")
+    nm = split("untraced " modes, ms, " ")
+    print "| mode | threads | runs | mean TPS | ratio to untraced | spread (min-max) | events/s | lost | stack failures | tracer CPU s/run | tracer peak RSS MB |"
+    print "|---|---|---|---|---|---|---|---|---|---|---|"
+    for (j = 1; j <= nt; j++) {
+        t = ts[j]; base = sum["untraced", t] / n["untraced", t]
+        for (i = 1; i <= nm; i++) {
+            m = ms[i]; key = m SUBSEP t
+            if (!n[key]) continue
+            lo = 1e9; hi = 0
+            for (r = 1; r <= n[key]; r++) { q = tps[key, r] / base; if (q < lo) lo = q; if (q > hi) hi = q }
+            mean = sum[key] / n[key]
+            eps = (rec[key] > 0) ? sprintf("%.0f", ev[key] / rec[key]) : "-"
+            l = (m ~ /^lockscope/) ? lost[key] : "-"
+            f = (m ~ /^lockscope/) ? fail[key] : "-"
+            c = (m == "untraced") ? "-" : sprintf("%.2f", cpu[key] / n[key])
+            s = (m == "untraced") ? "-" : sprintf("%.0f", rss[key] / 1024)
+            printf "| %s | %s | %d | %.0f | %.3f | %.3f-%.3f | %s | %s | %s | %s | %s |\n", m, t, n[key], mean, mean / base, lo, hi, eps, l, f, c, s
+        }
+    }
+    if (offcpu == "no") print "\nlockscope-offcpu: not available (this lockscope has no offcpu probe)."
+}' "$out/runs.tsv" >"$out/summary.md"
+cat "$out/summary.md"
+log "results in $out"
