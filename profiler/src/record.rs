@@ -21,6 +21,40 @@ fn end_reason(signal: Option<&str>, duration_elapsed: bool) -> String {
     }
 }
 
+/// Why a recording stopped when its target went away: a launched command's exit status or the
+/// signal that killed it; an attached process, which is not lockscope's child, only "exited".
+#[cfg(target_os = "linux")]
+fn target_exit_reason(status: Option<std::process::ExitStatus>) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match status.map(|s| (s.signal(), s.code())) {
+        Some((Some(signal), _)) => match signal_name(signal) {
+            Some(name) => format!("target killed by {name}"),
+            None => format!("target killed by signal {signal}"),
+        },
+        Some((None, Some(code))) if code != 0 => format!("target exited with status {code}"),
+        _ => end_reason(None, false),
+    }
+}
+
+/// Names of the signals that usually end a process.
+#[cfg(target_os = "linux")]
+fn signal_name(signal: i32) -> Option<&'static str> {
+    Some(match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGTERM => "SIGTERM",
+        _ => return None,
+    })
+}
+
 /// Signals that end a recording, each with its own flag so the profile can say which one came.
 struct StopSignals {
     flags: Vec<(&'static str, Arc<AtomicBool>)>,
@@ -196,7 +230,7 @@ fn run_ebpf(args: &RecordArgs, target: RecordTarget) -> Result<()> {
             break end_reason(None, true);
         }
         if status.target_exited {
-            break end_reason(None, false);
+            break target_exit_reason(recorder.target_exit_status());
         }
     };
     status_line.clear();
@@ -297,6 +331,31 @@ mod tests {
         assert_eq!(end_reason(Some("SIGTERM"), true), "interrupted (SIGTERM)");
         assert_eq!(end_reason(None, true), "duration elapsed");
         assert_eq!(end_reason(None, false), "target exited");
+    }
+
+    /// A launched target's end says how it ended; an attached one (no status) just exited.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn target_exit_reasons() {
+        use std::os::unix::process::ExitStatusExt;
+        use std::process::ExitStatus;
+        assert_eq!(target_exit_reason(None), "target exited");
+        assert_eq!(
+            target_exit_reason(Some(ExitStatus::from_raw(0))),
+            "target exited"
+        );
+        assert_eq!(
+            target_exit_reason(Some(ExitStatus::from_raw(3 << 8))),
+            "target exited with status 3"
+        );
+        assert_eq!(
+            target_exit_reason(Some(ExitStatus::from_raw(libc::SIGKILL))),
+            "target killed by SIGKILL"
+        );
+        assert_eq!(
+            target_exit_reason(Some(ExitStatus::from_raw(libc::SIGRTMIN() + 1))),
+            format!("target killed by signal {}", libc::SIGRTMIN() + 1)
+        );
     }
 
     /// An output in a missing directory is refused before recording, naming the path.
