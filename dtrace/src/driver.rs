@@ -7,9 +7,26 @@
 //! stdout is streamed into [`Parser`]; its stderr is read for errors (made into clear
 //! [`Error`]s) and drop reports (counted into [`Losses`]).
 //!
+//! Launching a command: by default `dtrace -c CMD` starts it. On macOS, when a selected probe
+//! needs the introspection libpthread (`plockstat`, `mutex-hold`), the driver starts the command
+//! itself instead ([`Launcher::Driver`]): `/usr/sbin/dtrace` is protected by System Integrity
+//! Protection, and dyld strips `DYLD_*` variables from protected binaries, so
+//! `DYLD_LIBRARY_PATH` given to `dtrace -c` never reaches the command. The driver spawns the
+//! command with `DYLD_LIBRARY_PATH` set, stops it with SIGSTOP at once, runs
+//! `dtrace -Z -q -s SCRIPT -p PID`, and resumes the command with SIGCONT when the script's
+//! `BEGIN` clause has printed (dtrace has enabled every probe by then). `-Z` keeps the plockstat
+//! probe descriptions that do not match yet: libpthread registers its plockstat provider when
+//! dyld loads it, which may be after the SIGSTOP, and DTrace enables retained descriptions when
+//! the provider appears.
+//!
+//! A probe description that matches nothing (`probe description plockstat4242:::mutex-block
+//! does not match any probes`) is pinned to its catalog probe; the driver runs dtrace again
+//! without that probe and records it as [`AttachStatus::Failed`] with dtrace's message, as the
+//! eBPF backend does for a probe that fails to attach.
+//!
 //! `LOCKSCOPE_DTRACE=/path/to/dtrace` overrides the binary (the tests run a fake one).
 
-use crate::catalog::{TargetOs, MACOS_INTROSPECTION};
+use crate::catalog::{DtraceProbe, TargetOs, MACOS_INTROSPECTION};
 use crate::parse::{Output, Parser};
 use crate::script::{generate_script, ScriptOptions, ScriptTarget};
 use crate::{profile, Error};
@@ -25,14 +42,38 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// Environment variable naming the dtrace binary to run instead of `dtrace` from `PATH`.
 pub const DTRACE_ENV: &str = "LOCKSCOPE_DTRACE";
 
+/// How long a launched command gets to exit after SIGTERM, when the recording ends before it
+/// does, before it is killed.
+const TERMINATE_GRACE: Duration = Duration::from_secs(2);
+
 /// What dtrace traces.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DriverTarget {
     /// Attach to a running process (`-p PID`).
     Pid(u32),
-    /// Launch a command (`-c CMD`), argv[0] first. dtrace splits its `-c` string on white
-    /// space, so no argument may contain any.
+    /// Launch a command, argv[0] first. With [`Launcher::Dtrace`] it goes to `dtrace -c CMD`,
+    /// which splits its string on white space, so no argument may contain any.
     Command(Vec<String>),
+}
+
+/// Who starts a [`DriverTarget::Command`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Launcher {
+    /// [`Launcher::Driver`] on macOS when a selected probe needs the introspection libpthread,
+    /// else [`Launcher::Dtrace`].
+    #[default]
+    Auto,
+    /// `dtrace -c CMD`: dtrace starts the command stopped and runs it once its probes are
+    /// enabled. Environment variables reach it through dtrace (not `DYLD_*` on macOS: SIP
+    /// strips them from the protected dtrace binary).
+    Dtrace,
+    /// The driver starts the command with the environment it needs, stops it (SIGSTOP) at once,
+    /// attaches with `dtrace -Z -p PID` and resumes it (SIGCONT) when the script's `BEGIN`
+    /// clause has printed. The command may have run for the microseconds between its start and
+    /// the SIGSTOP (inside dyld or the dynamic linker, before `main`). Arguments may contain
+    /// white space.
+    Driver,
 }
 
 /// Options of a [`Driver`]. Build with [`DriverOptions::new`] and set fields.
@@ -49,10 +90,12 @@ pub struct DriverOptions {
     /// Set to true to end the recording (dtrace gets SIGINT and prints its aggregations).
     /// Default: a flag nobody sets.
     pub stop: Arc<AtomicBool>,
-    /// Extra environment variables for dtrace (and, through `-c`, the target). Default: empty;
-    /// on macOS, when launching a command with a plockstat probe selected, the driver adds
-    /// `DYLD_LIBRARY_PATH=/usr/lib/system/introspection`.
+    /// Extra environment variables for dtrace and a launched command. Default: empty; on macOS,
+    /// when launching a command with a plockstat probe selected, the driver adds
+    /// `DYLD_LIBRARY_PATH=/usr/lib/system/introspection` for the command.
     pub env: Vec<(OsString, OsString)>,
+    /// Who starts a launched command. Default: [`Launcher::Auto`].
+    pub launcher: Launcher,
     /// How long dtrace may take to print its aggregations after SIGINT before it is killed
     /// (and the recording lost). Default: 30 s.
     pub grace: Duration,
@@ -67,6 +110,7 @@ impl DriverOptions {
             dtrace: dtrace_binary(std::env::var_os(DTRACE_ENV)),
             stop: Arc::new(AtomicBool::new(false)),
             env: Vec::new(),
+            launcher: Launcher::Auto,
             grace: Duration::from_secs(30),
         }
     }
@@ -95,23 +139,105 @@ pub struct Recording {
 pub struct Driver {
     options: DriverOptions,
     script: String,
+    /// The driver starts the command itself ([`Launcher::Driver`], resolved).
+    self_launch: bool,
+}
+
+/// A command the driver started and stopped, until dtrace has attached.
+struct LaunchedTarget {
+    child: Child,
+    /// Resumed with SIGCONT after dtrace's BEGIN clause printed.
+    resumed: bool,
+    /// Reaped (its exit status collected).
+    exited: bool,
+}
+
+impl LaunchedTarget {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Collects its exit status if it has exited, so it leaves no zombie behind (dtrace -p
+    /// waits for the process to go away).
+    fn reap(&mut self) {
+        if !self.exited && matches!(self.child.try_wait(), Ok(Some(_))) {
+            self.exited = true;
+        }
+    }
+
+    /// Ends a command that is still running when the recording is over, as the eBPF backend
+    /// does: SIGCONT (it may be stopped), SIGTERM, then SIGKILL after [`TERMINATE_GRACE`].
+    fn terminate(&mut self) {
+        self.reap();
+        if self.exited {
+            return;
+        }
+        let pid = self.pid();
+        let _ = send_signal(pid, libc::SIGCONT);
+        let _ = send_signal(pid, libc::SIGTERM);
+        let deadline = Instant::now() + TERMINATE_GRACE;
+        while Instant::now() < deadline {
+            self.reap();
+            if self.exited {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.exited = true;
+    }
+}
+
+/// The run of dtrace that recorded, the probes it ran with, and the probes left out before it
+/// (with dtrace's message).
+struct Outcome {
+    attempt: Attempt,
+    probes: Vec<&'static DtraceProbe>,
+    failed: Vec<(&'static DtraceProbe, String)>,
+}
+
+/// How one run of dtrace ended.
+struct Attempt {
+    status: ExitStatus,
+    stopped_by: Option<&'static str>,
+    output: Output,
+    stderr: Vec<String>,
 }
 
 impl Driver {
     /// Validates the options and generates the script.
     pub fn new(mut options: DriverOptions) -> Result<Driver, Error> {
+        let wants_introspection = options.script.os == TargetOs::MacOs
+            && options
+                .script
+                .selected_probes()
+                .map(|probes| probes.iter().any(|p| p.macos_needs_launch))
+                .unwrap_or(false);
+        let mut self_launch = false;
         options.script.target = match &options.target {
             DriverTarget::Pid(pid) => ScriptTarget::Pid(*pid),
             DriverTarget::Command(argv) => {
-                if argv.is_empty()
-                    || argv
+                self_launch = match options.launcher {
+                    Launcher::Driver => true,
+                    Launcher::Dtrace => false,
+                    Launcher::Auto => wants_introspection,
+                };
+                if argv.is_empty() || argv[0].is_empty() {
+                    return Err(Error::InvalidOption {
+                        option: "command",
+                        reason: "the command is empty".into(),
+                    });
+                }
+                if !self_launch
+                    && argv
                         .iter()
                         .any(|a| a.is_empty() || a.contains(char::is_whitespace))
                 {
                     return Err(Error::InvalidOption {
                         option: "command",
-                        reason: "dtrace -c splits its command on white space: the command must \
-                                 be non-empty and no argument may be empty or contain spaces"
+                        reason: "dtrace -c splits its command on white space: no argument may be \
+                                 empty or contain spaces (the driver's own launcher takes them)"
                             .into(),
                     });
                 }
@@ -119,21 +245,46 @@ impl Driver {
             }
         };
         let script = generate_script(&options.script)?;
-        Ok(Driver { options, script })
+        Ok(Driver {
+            options,
+            script,
+            self_launch,
+        })
     }
 
-    /// The D script that [`Driver::run`] will run.
+    /// The D script that [`Driver::run`] will run (first: a probe that matches nothing is left
+    /// out of the next attempt).
     pub fn script(&self) -> &str {
         &self.script
     }
 
-    /// The dtrace arguments after the binary, with the script at `script_path`.
+    /// True when the driver starts the command itself (see [`Launcher::Driver`]).
+    pub fn launches_target(&self) -> bool {
+        self.self_launch
+    }
+
+    /// The dtrace arguments after the binary, with the script at `script_path`. A command the
+    /// driver launches is traced as `-Z -p` with its pid, which [`Driver::run`] fills in; here
+    /// it shows as `-p 0`.
     pub fn arguments(&self, script_path: &Path) -> Vec<OsString> {
-        let mut args: Vec<OsString> = vec!["-q".into(), "-s".into(), script_path.into()];
+        self.arguments_for(script_path, None)
+    }
+
+    fn arguments_for(&self, script_path: &Path, launched_pid: Option<u32>) -> Vec<OsString> {
+        let mut args: Vec<OsString> = vec!["-q".into()];
+        if self.self_launch {
+            args.push("-Z".into());
+        }
+        args.push("-s".into());
+        args.push(script_path.into());
         match &self.options.target {
             DriverTarget::Pid(pid) => {
                 args.push("-p".into());
                 args.push(pid.to_string().into());
+            }
+            DriverTarget::Command(_) if self.self_launch => {
+                args.push("-p".into());
+                args.push(launched_pid.unwrap_or(0).to_string().into());
             }
             DriverTarget::Command(argv) => {
                 args.push("-c".into());
@@ -143,30 +294,117 @@ impl Driver {
         args
     }
 
-    fn environment(&self) -> Vec<(OsString, OsString)> {
+    fn wants_introspection(&self, probes: &[&'static DtraceProbe]) -> bool {
+        self.options.script.os == TargetOs::MacOs && probes.iter().any(|p| p.macos_needs_launch)
+    }
+
+    /// dtrace's environment. With `dtrace -c` and plockstat on macOS, `DYLD_LIBRARY_PATH` is
+    /// passed on too (it reaches the command only if dtrace is not SIP-protected).
+    fn dtrace_environment(&self, probes: &[&'static DtraceProbe]) -> Vec<(OsString, OsString)> {
         let mut env = self.options.env.clone();
-        let wants_plockstat = self
-            .options
-            .script
-            .selected_probes()
-            .map(|probes| probes.iter().any(|p| p.macos_needs_launch))
-            .unwrap_or(false);
-        let launching = matches!(self.options.target, DriverTarget::Command(_));
-        if self.options.script.os == TargetOs::MacOs && launching && wants_plockstat {
+        let dtrace_launches = matches!(self.options.target, DriverTarget::Command(_));
+        if dtrace_launches && !self.self_launch && self.wants_introspection(probes) {
             env.push(("DYLD_LIBRARY_PATH".into(), MACOS_INTROSPECTION.into()));
         }
         env
     }
 
+    /// Starts the command, stopped. Its environment is lockscope's, plus `env`, plus the
+    /// introspection libpthread when a plockstat probe is selected on macOS.
+    fn launch(&self, argv: &[String]) -> Result<LaunchedTarget, Error> {
+        let probes = self.options.script.selected_probes()?;
+        let mut command = Command::new(&argv[0]);
+        command
+            .args(&argv[1..])
+            .envs(self.options.env.iter().cloned());
+        if self.wants_introspection(&probes) {
+            command.env("DYLD_LIBRARY_PATH", MACOS_INTROSPECTION);
+        }
+        let child = command.spawn().map_err(|source| Error::Launch {
+            command: argv[0].clone(),
+            source,
+        })?;
+        let mut target = LaunchedTarget {
+            child,
+            resumed: false,
+            exited: false,
+        };
+        // As early as possible: every instruction it runs before this is not traced.
+        if let Err(source) = send_signal(target.pid(), libc::SIGSTOP) {
+            target.terminate();
+            return Err(Error::Process {
+                action: "stop the launched command for",
+                source,
+            });
+        }
+        Ok(target)
+    }
+
     /// Runs dtrace to the end and returns the recording.
     pub fn run(self) -> Result<Recording, Error> {
-        let script_file = ScriptFile::write(&self.script)?;
         let start = SystemTime::now();
         let started = Instant::now();
+        let mut launched = match &self.options.target {
+            DriverTarget::Command(argv) if self.self_launch => Some(self.launch(argv)?),
+            _ => None,
+        };
+        let result = self.run_attempts(started, launched.as_mut());
+        if let Some(target) = launched.as_mut() {
+            target.terminate();
+        }
+        self.finish(result?, start, started)
+    }
+
+    /// Runs dtrace until it records, leaving out each probe whose description matches nothing.
+    fn run_attempts(
+        &self,
+        started: Instant,
+        mut launched: Option<&mut LaunchedTarget>,
+    ) -> Result<Outcome, Error> {
+        let mut probes = self.options.script.selected_probes()?;
+        let mut failed: Vec<(&'static DtraceProbe, String)> = Vec::new();
+        let mut script = self.script.clone();
+        loop {
+            let attempt = self.run_dtrace(&script, &probes, started, launched.as_deref_mut())?;
+            if attempt.status.success() || attempt.output.done {
+                return Ok(Outcome {
+                    attempt,
+                    probes,
+                    failed,
+                });
+            }
+            let diagnosis = diagnose(&attempt.stderr);
+            let unmatched = diagnosis.no_probe.as_ref().and_then(|message| {
+                let probe = probe_of_message(self.options.script.os, &probes, message)?;
+                Some((probe, message.clone()))
+            });
+            match unmatched {
+                Some((probe, message)) if probes.len() > 1 && attempt.stopped_by.is_none() => {
+                    probes.retain(|p| p.name != probe.name);
+                    failed.push((probe, message));
+                    let mut options = self.options.script.clone();
+                    options.probes = probes.iter().map(|p| p.name.to_string()).collect();
+                    script = generate_script(&options)?;
+                }
+                _ => return Err(self.failure(&attempt.status, &attempt.stderr, &diagnosis)),
+            }
+        }
+    }
+
+    /// One run of dtrace on `script`.
+    fn run_dtrace(
+        &self,
+        script: &str,
+        probes: &[&'static DtraceProbe],
+        started: Instant,
+        launched: Option<&mut LaunchedTarget>,
+    ) -> Result<Attempt, Error> {
+        let script_file = ScriptFile::write(script)?;
+        let launched_pid = launched.as_ref().map(|t| t.pid());
         let mut command = Command::new(&self.options.dtrace);
         command
-            .args(self.arguments(&script_file.path))
-            .envs(self.environment())
+            .args(self.arguments_for(&script_file.path, launched_pid))
+            .envs(self.dtrace_environment(probes))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -174,20 +412,59 @@ impl Driver {
             program: self.options.dtrace.clone(),
             source,
         })?;
+        let began = Arc::new(AtomicBool::new(false));
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
-        let out_thread = std::thread::spawn(move || read_stdout(stdout));
+        let out_thread = {
+            let began = Arc::clone(&began);
+            std::thread::spawn(move || read_stdout(stdout, &began))
+        };
         let err_thread = std::thread::spawn(move || read_stderr(stderr));
 
-        let (status, stopped_by) = self.supervise(&mut child, started)?;
+        let supervised = self.supervise(&mut child, started, &began, launched);
+        if supervised.is_err() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
         let output = out_thread.join().unwrap_or_default();
-        let stderr_lines = err_thread.join().unwrap_or_default();
-        let elapsed = started.elapsed();
+        let stderr = err_thread.join().unwrap_or_default();
+        let (status, stopped_by) = supervised?;
+        Ok(Attempt {
+            status,
+            stopped_by,
+            output,
+            stderr,
+        })
+    }
 
-        let diagnosis = diagnose(&stderr_lines);
+    /// The recording from the attempt that ran.
+    fn finish(
+        &self,
+        outcome: Outcome,
+        start: SystemTime,
+        started: Instant,
+    ) -> Result<Recording, Error> {
+        let Outcome {
+            attempt:
+                Attempt {
+                    status,
+                    stopped_by,
+                    output,
+                    stderr,
+                },
+            probes,
+            failed,
+        } = outcome;
+        let elapsed = started.elapsed();
+        let diagnosis = diagnose(&stderr);
+        let os = self.options.script.os;
         let mut warnings = Vec::new();
-        if !status.success() && !output.done {
-            return Err(self.failure(&status, &stderr_lines, &diagnosis));
+        for (probe, message) in &failed {
+            warnings.push(format!(
+                "probe `{}` left out: {message}{}",
+                probe.name,
+                self.probe_hint(message)
+            ));
         }
         if diagnosis.sip {
             warnings.push(
@@ -216,11 +493,12 @@ impl Driver {
             None if diagnosis.target_exited || output.done => "target exited".to_string(),
             None => format!("dtrace exited ({status})"),
         };
-        let mut profile = profile::to_profile(
-            &output,
-            Some(self.options.script.os),
-            Some(self.options.script.ustack_frames),
-        );
+        let mut profile =
+            profile::to_profile(&output, Some(os), Some(self.options.script.ustack_frames));
+        if let Some(warning) = silent_plockstat(&profile, &probes, os) {
+            warnings.push(warning);
+        }
+        let host = HostInfo::get();
         let m = &mut profile.metadata;
         m.end_reason = end_reason;
         m.losses = diagnosis.losses;
@@ -230,6 +508,9 @@ impl Driver {
             .map_or(0, |d| d.as_nanos() as u64);
         m.duration_ns = elapsed.as_nanos() as u64;
         m.cpu_count = std::thread::available_parallelism().map_or(0, |n| n.get() as u32);
+        m.hostname = host.hostname;
+        m.kernel_release = host.release.clone();
+        m.libc = libc_description(os, TargetOs::host(), &host.release);
         m.target = match &self.options.target {
             DriverTarget::Pid(pid) => Target {
                 pid: *pid,
@@ -242,16 +523,21 @@ impl Driver {
                 launched: true,
             },
         };
-        m.probes = self
-            .options
-            .script
-            .selected_probes()
-            .unwrap_or_default()
+        let selected = self.options.script.selected_probes().unwrap_or_default();
+        m.probes = selected
             .iter()
-            .map(|p| ProbeAttachment {
-                probe: p.name.to_string(),
-                hook: p.hooks_on(self.options.script.os).join(", "),
-                status: AttachStatus::Attached,
+            .map(|p| {
+                let status = match failed.iter().find(|(f, _)| f.name == p.name) {
+                    Some((_, message)) => AttachStatus::Failed {
+                        reason: format!("{message}{}", self.probe_hint(message)),
+                    },
+                    None => AttachStatus::Attached,
+                };
+                ProbeAttachment {
+                    probe: p.name.to_string(),
+                    hook: p.hooks_on(os).join(", "),
+                    status,
+                }
             })
             .collect();
         Ok(Recording {
@@ -262,15 +548,28 @@ impl Driver {
     }
 
     /// Waits for dtrace, interrupting it when the duration elapses or the stop flag is set,
-    /// and killing it when it does not finish within the grace period after that.
+    /// and killing it when it does not finish within the grace period after that. A command
+    /// the driver launched is resumed once dtrace's BEGIN clause has printed (`began`).
     fn supervise(
         &self,
         child: &mut Child,
         started: Instant,
+        began: &AtomicBool,
+        mut launched: Option<&mut LaunchedTarget>,
     ) -> Result<(ExitStatus, Option<&'static str>), Error> {
         let deadline = self.options.script.duration.map(|d| started + d);
         let mut interrupted: Option<(Instant, &'static str)> = None;
         loop {
+            if let Some(target) = launched.as_deref_mut() {
+                if !target.resumed && began.load(Ordering::Acquire) {
+                    send_signal(target.pid(), libc::SIGCONT).map_err(|source| Error::Process {
+                        action: "resume the launched command for",
+                        source,
+                    })?;
+                    target.resumed = true;
+                }
+                target.reap();
+            }
             if let Some(status) = child.try_wait().map_err(|source| Error::Process {
                 action: "wait for",
                 source,
@@ -288,7 +587,8 @@ impl Driver {
                         None
                     };
                     if let Some(why) = why {
-                        interrupt(child.id())?;
+                        // A failed signal means dtrace already exited; try_wait sees that next.
+                        let _ = send_signal(child.id(), libc::SIGINT);
                         interrupted = Some((now, why));
                     }
                 }
@@ -353,10 +653,11 @@ impl Driver {
                      from the kernel side)"
                 ),
                 DriverTarget::Command(_) => format!(
-                    ": the command did not load the introspection libpthread although lockscope \
-                     set DYLD_LIBRARY_PATH={MACOS_INTROSPECTION}; macOS drops DYLD_* variables \
-                     for protected (SIP) binaries, so leave out the plockstat and mutex-hold \
-                     probes for this one"
+                    ": the command did not load the introspection libpthread: `dtrace -c` \
+                     passes DYLD_LIBRARY_PATH={MACOS_INTROSPECTION} through the SIP-protected \
+                     dtrace binary, which drops DYLD_* variables; let lockscope launch it \
+                     (the default launcher does for plockstat), or leave out the plockstat and \
+                     mutex-hold probes"
                 ),
             };
         }
@@ -379,24 +680,131 @@ impl Driver {
     }
 }
 
-/// Sends SIGINT, as `kill -INT` does (std has no signal API, and this keeps the crate free of
-/// `unsafe`).
-fn interrupt(pid: u32) -> Result<(), Error> {
-    let status = Command::new("kill")
-        .args(["-INT", &pid.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map_err(|source| Error::Process {
-            action: "interrupt",
-            source,
-        })?;
-    // A failed kill means dtrace already exited; try_wait sees that next.
-    let _ = status;
-    Ok(())
+/// The catalog probe whose hook a "probe description D does not match any probes" message
+/// names: same provider (`plockstat4242` is `plockstat$target`), and the function and name when
+/// the hook gives them.
+pub fn probe_of_message(
+    os: TargetOs,
+    probes: &[&'static DtraceProbe],
+    message: &str,
+) -> Option<&'static DtraceProbe> {
+    let description = message
+        .split_once("probe description ")?
+        .1
+        .split_once(" does not match")?
+        .0
+        .trim();
+    let mut fields = description.splitn(4, ':');
+    let provider = fields
+        .next()?
+        .trim_end_matches(|c: char| c.is_ascii_digit());
+    let (_module, function, name) = (fields.next()?, fields.next()?, fields.next()?);
+    probes.iter().copied().find(|p| {
+        p.hooks_on(os).iter().any(|hook| {
+            let mut h = hook.splitn(4, ':');
+            let (Some(h_provider), Some(_), Some(h_function), Some(h_names)) =
+                (h.next(), h.next(), h.next(), h.next())
+            else {
+                return false;
+            };
+            h_provider.trim_end_matches("$target") == provider
+                && (h_function.is_empty() || h_function == function)
+                && (h_names.is_empty() || h_names.split('/').any(|n| n == name))
+        })
+    })
 }
 
-fn read_stdout(stdout: Option<impl Read>) -> Output {
+/// A warning when the plockstat probes saw nothing on macOS although psynch saw mutex waits:
+/// the command most likely did not load the introspection libpthread (a platform binary, whose
+/// DYLD_* variables dyld ignores).
+fn silent_plockstat(
+    profile: &lockscope_probes::Profile,
+    probes: &[&'static DtraceProbe],
+    os: TargetOs,
+) -> Option<String> {
+    if os != TargetOs::MacOs || !probes.iter().any(|p| p.name == "plockstat") {
+        return None;
+    }
+    let count = |probe: &str| -> u64 {
+        profile
+            .waits
+            .iter()
+            .filter(|w| w.probe == probe && w.kind == lockscope_probes::WaitKind::Mutex)
+            .fold(0u64, |sum, w| sum.saturating_add(w.stats.count))
+    };
+    let psynch = count("psynch");
+    (count("plockstat") == 0 && psynch > 0).then(|| {
+        format!(
+            "plockstat saw no mutex waits although psynch saw {psynch}: the target probably did \
+             not load the introspection libpthread ({MACOS_INTROSPECTION}; dyld ignores \
+             DYLD_LIBRARY_PATH for platform binaries)"
+        )
+    })
+}
+
+/// What `uname` says about the host that runs dtrace.
+struct HostInfo {
+    hostname: String,
+    release: String,
+}
+
+impl HostInfo {
+    fn get() -> HostInfo {
+        // SAFETY: utsname is plain old data (arrays of c_char), so all zeroes is a valid value.
+        let mut uts: libc::utsname = unsafe { std::mem::zeroed() };
+        // SAFETY: `uts` is a valid, writable utsname; uname fills it or fails.
+        if unsafe { libc::uname(&mut uts) } < 0 {
+            return HostInfo {
+                hostname: String::new(),
+                release: String::new(),
+            };
+        }
+        HostInfo {
+            hostname: c_chars(&uts.nodename),
+            release: c_chars(&uts.release),
+        }
+    }
+}
+
+/// A NUL-terminated `c_char` array (of any length: utsname fields differ between OSes).
+fn c_chars(chars: &[libc::c_char]) -> String {
+    let bytes: Vec<u8> = chars
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// The C library of a DTrace OS, which ships with its kernel: named with the kernel release
+/// when lockscope runs on that OS (`host`), unknown otherwise.
+pub fn libc_description(os: TargetOs, host: Option<TargetOs>, release: &str) -> Option<String> {
+    if host != Some(os) || release.is_empty() {
+        return None;
+    }
+    Some(match os {
+        TargetOs::MacOs => format!("libSystem (Darwin {release})"),
+        TargetOs::FreeBsd => format!("FreeBSD libc {release}"),
+        TargetOs::Illumos => format!("illumos libc {release}"),
+    })
+}
+
+/// Sends `signal` to `pid`.
+fn send_signal(pid: u32, signal: libc::c_int) -> std::io::Result<()> {
+    let pid = libc::pid_t::try_from(pid)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "pid out of range"))?;
+    // SAFETY: kill has no memory-safety preconditions; pid is a child we started (dtrace or the
+    // launched command), which we have not reaped yet, so the pid is not reused.
+    if unsafe { libc::kill(pid, signal) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Feeds dtrace's stdout to the parser; sets `began` at the script's `=== lockscope begin`
+/// line (printed by its BEGIN clause, once every probe is enabled).
+fn read_stdout(stdout: Option<impl Read>, began: &AtomicBool) -> Output {
     let mut parser = Parser::new();
     if let Some(stdout) = stdout {
         let mut reader = BufReader::new(stdout);
@@ -407,6 +815,9 @@ fn read_stdout(stdout: Option<impl Read>) -> Output {
                 Ok(0) | Err(_) => break,
                 Ok(_) => {
                     let content = line.strip_suffix(b"\n").unwrap_or(&line);
+                    if content.starts_with(b"=== lockscope begin") {
+                        began.store(true, Ordering::Release);
+                    }
                     parser.feed_bytes(content);
                 }
             }
@@ -547,6 +958,60 @@ mod tests {
         assert!(d.sip);
         assert!(d.target_exited);
         assert_eq!(d.errors, vec!["something else".to_string()]);
+    }
+
+    /// "does not match any probes" messages name the catalog probe whose hook they quote.
+    #[test]
+    fn unmatched_descriptions_name_their_probe() {
+        let find = |name: &str| crate::catalog::find(name).expect("catalog probe");
+        let mac = [find("psynch"), find("plockstat"), find("mutex-hold")];
+        let probe = |os, probes: &[&'static DtraceProbe], message: &str| {
+            probe_of_message(os, probes, message).map(|p| p.name)
+        };
+        let message = |description: &str| {
+            format!(
+                "failed to compile script /tmp/x.d: line 40: probe description {description} \
+                 does not match any probes"
+            )
+        };
+        let os = TargetOs::MacOs;
+        assert_eq!(
+            probe(os, &mac, &message("plockstat4242:::mutex-block")),
+            Some("plockstat")
+        );
+        assert_eq!(
+            probe(os, &mac, &message("plockstat4242:::mutex-acquire")),
+            Some("mutex-hold")
+        );
+        assert_eq!(
+            probe(os, &mac, &message("syscall::psynch_cvwait:entry")),
+            Some("psynch")
+        );
+        assert_eq!(probe(os, &mac, &message("syscall::read:entry")), None);
+        assert_eq!(probe(os, &mac, "something else"), None);
+        let bsd = [find("umtx"), find("klock")];
+        assert_eq!(
+            probe(TargetOs::FreeBsd, &bsd, &message("lockstat:::sx-block")),
+            Some("klock")
+        );
+    }
+
+    /// The C library is named only on the OS it belongs to.
+    #[test]
+    fn libc_is_named_on_its_own_os() {
+        assert_eq!(
+            libc_description(TargetOs::FreeBsd, Some(TargetOs::FreeBsd), "14.1-RELEASE"),
+            Some("FreeBSD libc 14.1-RELEASE".to_string())
+        );
+        assert_eq!(
+            libc_description(TargetOs::MacOs, Some(TargetOs::MacOs), "24.1.0"),
+            Some("libSystem (Darwin 24.1.0)".to_string())
+        );
+        assert_eq!(libc_description(TargetOs::MacOs, None, "6.18.0"), None);
+        assert_eq!(
+            libc_description(TargetOs::Illumos, Some(TargetOs::MacOs), "24.1.0"),
+            None
+        );
     }
 
     /// LOCKSCOPE_DTRACE overrides the binary; unset or empty means `dtrace` from PATH.

@@ -31,7 +31,7 @@ mod profile;
 pub mod script;
 
 pub use catalog::{canonical_wait_frame, DtraceProbe, TargetOs, DTRACE_CATALOG};
-pub use driver::{Driver, DriverOptions, DriverTarget, Recording};
+pub use driver::{Driver, DriverOptions, DriverTarget, Launcher, Recording};
 pub use profile::{import_capture, to_profile};
 pub use script::{generate_script, ScriptOptions, ScriptTarget};
 
@@ -72,6 +72,14 @@ pub enum Error {
     Spawn {
         /// The binary tried.
         program: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The command to trace could not be started (by the driver's own launcher).
+    #[error("failed to launch `{command}`")]
+    Launch {
+        /// argv[0].
+        command: String,
         /// The I/O error.
         source: std::io::Error,
     },

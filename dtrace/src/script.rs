@@ -292,7 +292,9 @@ pub fn generate_script(options: &ScriptOptions) -> Result<String, Error> {
     let names: Vec<&str> = probes.iter().map(|p| p.name).collect();
     let target = match options.target {
         ScriptTarget::Pid(pid) => format!("process {pid} (dtrace -p)"),
-        ScriptTarget::Command => "a command launched by dtrace -c".to_string(),
+        ScriptTarget::Command => {
+            "a launched command (dtrace -c, or -p once lockscope has started it)".to_string()
+        }
     };
     let _ = writeln!(
         out,

@@ -3,9 +3,12 @@
 //! replays recorded output and stderr: normal output, drops, refusals and early exits.
 
 use lockscope_dtrace::driver::DTRACE_ENV;
-use lockscope_dtrace::{Driver, DriverOptions, DriverTarget, Error, ScriptOptions, TargetOs};
-use lockscope_probes::WaitKind;
+use lockscope_dtrace::{
+    Driver, DriverOptions, DriverTarget, Error, Launcher, ScriptOptions, TargetOs,
+};
+use lockscope_probes::{AttachStatus, WaitKind};
 use std::path::PathBuf;
+use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -160,8 +163,9 @@ fn stop_flag_interrupts_and_output_is_parsed() {
     );
 }
 
-/// A launched command with a duration: SIGINT when it elapses; plockstat is selected and the
-/// introspection libpthread is put on DYLD_LIBRARY_PATH.
+/// A command launched by `dtrace -c` with a duration: SIGINT when it elapses; plockstat is
+/// selected and the introspection libpthread is put on dtrace's DYLD_LIBRARY_PATH (all that
+/// `dtrace -c` allows; SIP strips it on a real Mac, hence the driver's own launcher).
 #[test]
 fn duration_ends_a_launched_command() {
     let fake = Fake {
@@ -173,6 +177,7 @@ fn duration_ends_a_launched_command() {
     let target = DriverTarget::Command(vec!["./myserver".into(), "--threads=4".into()]);
     let (mut options, log) = options("duration", TargetOs::MacOs, target, fake);
     options.script.duration = Some(Duration::from_millis(400));
+    options.launcher = Launcher::Dtrace;
     let started = Instant::now();
     let recording = Driver::new(options)
         .expect("driver")
@@ -364,4 +369,207 @@ fn command_with_spaces_is_refused() {
             ..
         })
     ));
+}
+
+/// The pid after `-p` in the fake's log.
+fn traced_pid(log: &str) -> u32 {
+    let args: Vec<&str> = log.lines().take_while(|l| *l != "--- script").collect();
+    let at = args
+        .iter()
+        .position(|a| *a == "-p")
+        .expect("-p in the arguments");
+    args[at + 1].parse().expect("pid")
+}
+
+/// True while `pid` exists (zombies included).
+fn process_exists(pid: u32) -> bool {
+    Command::new("kill")
+        .args(["-0", &pid.to_string()])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("run kill")
+        .success()
+}
+
+/// On macOS with plockstat, the driver launches the command itself: the command gets
+/// DYLD_LIBRARY_PATH (dtrace does not: SIP would strip it), is stopped when dtrace starts
+/// (`dtrace -Z -p PID`), runs once the BEGIN line is out, and its exit ends the recording.
+#[test]
+fn driver_launches_the_command_stopped_with_the_introspection_library() {
+    let dir = scratch("self-launch");
+    let seen = dir.join("seen-by-command");
+    let fake = Fake {
+        stdout: recorded(),
+        stderr: None,
+        exit: 0,
+        wait_for_sigint: false,
+    };
+    let target = DriverTarget::Command(vec![
+        "sh".into(),
+        "-c".into(),
+        // The sleep outlasts the moment between its start and the driver's SIGSTOP.
+        format!(
+            "sleep 0.2; echo \"$DYLD_LIBRARY_PATH\" > {}",
+            seen.display()
+        ),
+    ]);
+    let (mut options, log) = options("self-launch-run", TargetOs::MacOs, target, fake);
+    options.env.push(("FAKE_DTRACE_BEGIN".into(), "1".into()));
+    options.env.push(("FAKE_DTRACE_FOLLOW".into(), "1".into()));
+    let driver = Driver::new(options).expect("an argument with spaces is fine here");
+    assert!(
+        driver.launches_target(),
+        "plockstat on macOS: the driver launches"
+    );
+    let recording = driver.run().expect("recording");
+
+    let log = std::fs::read_to_string(log).expect("log");
+    let args: Vec<&str> = log.lines().take_while(|l| *l != "--- script").collect();
+    assert_eq!(args[..2], ["-q", "-Z"], "{log}");
+    let pid = traced_pid(&log);
+    assert!(
+        log.contains("\nTARGET_STATE=T\n"),
+        "the command is stopped while dtrace attaches: {log}"
+    );
+    assert!(log.ends_with("DYLD_LIBRARY_PATH=\n"), "not given to dtrace");
+    let seen = std::fs::read_to_string(&seen).expect("the command ran after the BEGIN line");
+    assert_eq!(seen.trim(), "/usr/lib/system/introspection");
+    assert!(!process_exists(pid), "the command was reaped");
+
+    let m = &recording.profile.metadata;
+    assert_eq!(m.end_reason, "target exited");
+    assert!(m.target.launched);
+    assert_eq!(m.target.command[0], "sh");
+    assert!(m
+        .probes
+        .iter()
+        .all(|p| matches!(p.status, AttachStatus::Attached)));
+    assert_eq!(recording.profile.waits.len(), 5, "the output was parsed");
+}
+
+/// When dtrace refuses before attaching, the stopped command is killed and reaped, never left
+/// behind.
+#[test]
+fn refused_dtrace_leaves_no_stopped_command() {
+    let fake = Fake {
+        stdout: None,
+        stderr: Some(
+            "dtrace: failed to initialize dtrace: DTrace requires additional privileges\n".into(),
+        ),
+        exit: 1,
+        wait_for_sigint: false,
+    };
+    let target = DriverTarget::Command(vec!["sleep".into(), "30".into()]);
+    let (mut options, log) = options("self-launch-refused", TargetOs::FreeBsd, target, fake);
+    options.launcher = Launcher::Driver;
+    let started = Instant::now();
+    let err = Driver::new(options)
+        .expect("driver")
+        .run()
+        .expect_err("refused");
+    assert!(matches!(err, Error::NotPrivileged { .. }), "{err:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "sleep 30 was not waited for"
+    );
+    let pid = traced_pid(&std::fs::read_to_string(log).expect("log"));
+    assert!(!process_exists(pid), "command {pid} is gone");
+}
+
+/// A command the driver cannot start is reported by name.
+#[test]
+fn missing_command_is_reported() {
+    let mut options = DriverOptions::new(
+        ScriptOptions::new(TargetOs::Illumos),
+        DriverTarget::Command(vec!["/nonexistent/lockscope-test-command".into()]),
+    );
+    options.launcher = Launcher::Driver;
+    let err = Driver::new(options)
+        .expect("driver")
+        .run()
+        .expect_err("no such command");
+    assert!(matches!(err, Error::Launch { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "failed to launch `/nonexistent/lockscope-test-command`"
+    );
+}
+
+/// A probe whose description matches nothing is left out: dtrace runs again without it, the
+/// profile records it as failed with dtrace's message and the hint, and a warning says so.
+#[test]
+fn unmatched_probe_is_recorded_as_failed() {
+    let fake = Fake {
+        stdout: recorded(),
+        stderr: None,
+        exit: 0,
+        wait_for_sigint: false,
+    };
+    let (mut options, log) = options("unmatched", TargetOs::MacOs, DriverTarget::Pid(4242), fake);
+    options.script.probes = vec!["psynch".into(), "plockstat".into()];
+    options
+        .env
+        .push(("FAKE_DTRACE_REFUSE_IF".into(), "plockstat$target".into()));
+    options.env.push((
+        "FAKE_DTRACE_REFUSE_STDERR".into(),
+        "dtrace: failed to compile script /tmp/x.d: line 40: probe description \
+         plockstat4242:::mutex-block does not match any probes"
+            .into(),
+    ));
+    let recording = Driver::new(options)
+        .expect("driver")
+        .run()
+        .expect("recorded without plockstat");
+    let probes = &recording.profile.metadata.probes;
+    assert_eq!(probes.len(), 2);
+    assert_eq!(probes[0].probe, "psynch");
+    assert_eq!(probes[0].status, AttachStatus::Attached);
+    assert_eq!(probes[1].probe, "plockstat");
+    let AttachStatus::Failed { reason } = &probes[1].status else {
+        panic!("{:?}", probes[1])
+    };
+    assert!(reason.contains("does not match any probes"), "{reason}");
+    assert!(reason.contains("DYLD_LIBRARY_PATH"), "{reason}");
+    assert!(
+        recording
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("probe `plockstat` left out")),
+        "{:?}",
+        recording.warnings
+    );
+    let log = std::fs::read_to_string(log).expect("log");
+    assert!(
+        !log.contains("plockstat$target"),
+        "the last run is without it"
+    );
+}
+
+/// Metadata names the host that ran dtrace, as uname does.
+#[test]
+fn metadata_names_the_host() {
+    let fake = Fake {
+        stdout: recorded(),
+        stderr: None,
+        exit: 0,
+        wait_for_sigint: false,
+    };
+    let (options, _) = options("host", TargetOs::MacOs, DriverTarget::Pid(4242), fake);
+    let recording = Driver::new(options)
+        .expect("driver")
+        .run()
+        .expect("recording");
+    let uname = |flag: &str| {
+        let out = Command::new("uname").arg(flag).output().expect("uname");
+        String::from_utf8(out.stdout)
+            .expect("utf-8")
+            .trim()
+            .to_string()
+    };
+    let m = &recording.profile.metadata;
+    assert_eq!(m.hostname, uname("-n"));
+    assert_eq!(m.kernel_release, uname("-r"));
+    assert!(m.cpu_count > 0);
+    // This host is not macOS, so the target's libc is not known here.
+    assert_eq!(m.libc, None);
 }

@@ -72,16 +72,17 @@ impl Mapping {
 
 /// A line of `/proc/PID/maps`, parsed.
 #[derive(Debug, PartialEq, Eq)]
-struct MapsLine<'a> {
-    start: u64,
-    end: u64,
-    executable: bool,
-    offset: u64,
-    inode: u64,
-    path: &'a str,
+pub(crate) struct MapsLine<'a> {
+    pub start: u64,
+    pub end: u64,
+    pub executable: bool,
+    pub offset: u64,
+    pub inode: u64,
+    pub path: &'a str,
 }
 
-fn parse_maps_line(line: &str) -> Option<MapsLine<'_>> {
+/// Parses one line of `/proc/PID/maps`; `None` for a malformed line.
+pub(crate) fn parse_maps_line(line: &str) -> Option<MapsLine<'_>> {
     let mut fields = line.splitn(6, ' ');
     let (start, end) = fields.next()?.split_once('-')?;
     let perms = fields.next()?;

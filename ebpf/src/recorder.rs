@@ -6,11 +6,10 @@ use crate::environment::check_environment;
 use crate::error::Error;
 use crate::launch::PendingChild;
 use crate::ops::{fallback_kind, op_name};
-use crate::probeset::{add_losses, resolve, ProbeSet, ProbeSettings, PROBE_NAMES};
 use crate::procmaps::MapsCache;
-use crate::shared::SharedMaps;
 use crate::skel::types::futex_counters;
 use crate::symbolize::{user_stack_complete, StackSymbolizer};
+use crate::unwind::{UnwindStats, Unwinder};
 use lockscope_probes::{
     catalog, AddressSpace, AttachStatus, Frame, Log2Histogram, Losses, Metadata, ProbeAttachment,
     Profile, Stack, StackId, StackInterner, Target, ThreadInfo, WaitKind, WaitRecord, WaitStats,
@@ -41,9 +40,6 @@ pub struct RecordOptions {
     pub target: TargetSpec,
     /// Catalog names of probes to attach. Default: the catalog's default probes (`["futex"]`).
     pub probes: Vec<String>,
-    /// Settings of the offcpu, syscall, lifecycle and klock probes. Default:
-    /// [`ProbeSettings::default`].
-    pub probe_settings: ProbeSettings,
 }
 
 impl RecordOptions {
@@ -52,7 +48,6 @@ impl RecordOptions {
         Self {
             target,
             probes: catalog::defaults().map(|p| p.name.to_owned()).collect(),
-            probe_settings: ProbeSettings::default(),
         }
     }
 }
@@ -130,10 +125,11 @@ impl Child {
 pub struct Recorder {
     /// The futex probe; `None` when it was not requested. Dropping it releases every BPF object.
     futex: Option<FutexObject>,
-    /// The other probes (offcpu, syscall, lifecycle, klock).
-    probe_set: ProbeSet,
-    /// The maps every probe shares (`targets`, stacks); also follows forks.
-    shared: SharedMaps,
+    /// Unwind tables of the traced processes (with the futex probe).
+    unwinder: Option<Unwinder>,
+    /// The unwinder's count of pcs it could not place, at the last refresh: when it grows, a
+    /// process mapped new code (dlopen, exec) and its tables are refreshed at the next poll.
+    unwind_misses: u64,
     probes: Vec<ProbeAttachment>,
     target: Target,
     child: Option<Child>,
@@ -150,21 +146,23 @@ impl Recorder {
     pub fn start(options: RecordOptions) -> Result<Recorder, Error> {
         check_environment()?;
         let want_futex = check_probe_names(&options.probes)?;
-        // The shared maps first: every probe object reuses them.
-        let mut shared = SharedMaps::load()?;
-        let mut probe_set = ProbeSet::load(&options.probes, &shared, &options.probe_settings)?;
         let mut futex = if want_futex {
-            Some(FutexObject::load(Some(&shared))?)
+            Some(FutexObject::load()?)
         } else {
             None
+        };
+
+        let mut unwinder = match &futex {
+            Some(futex) => Some(Unwinder::new(futex.stack_maps())?),
+            None => None,
         };
 
         let (target, child) = match &options.target {
             TargetSpec::Pid(pid) => {
                 let tgid = process_tgid(*pid).ok_or(Error::NoSuchProcess(*pid))?;
-                shared.add_target(tgid)?;
-                shared.follow_forks()?;
-                probe_set.attach();
+                if let Some(unwinder) = &mut unwinder {
+                    unwinder.add_process(tgid)?;
+                }
                 if let Some(futex) = &mut futex {
                     futex.add_target(tgid)?;
                     futex.attach()?;
@@ -180,9 +178,6 @@ impl Recorder {
                 // Dropping `pending` on any error below makes the child exit unexecuted.
                 let pending = PendingChild::fork(argv)?;
                 let pid = pending.pid();
-                shared.add_target(pid)?;
-                shared.follow_forks()?;
-                probe_set.attach();
                 if let Some(futex) = &mut futex {
                     futex.add_target(pid)?;
                     futex.attach()?;
@@ -216,20 +211,20 @@ impl Recorder {
                         status,
                     }
                 }
-                _ => probe_set.status(name).unwrap_or_else(|| ProbeAttachment {
+                _ => ProbeAttachment {
                     probe: name.clone(),
                     hook: String::new(),
                     status: AttachStatus::Failed {
                         reason: "not implemented by the eBPF backend".into(),
                     },
-                }),
+                },
             })
             .collect();
 
         let mut recorder = Recorder {
             futex,
-            probe_set,
-            shared,
+            unwinder,
+            unwind_misses: 0,
             probes,
             target,
             child,
@@ -260,7 +255,6 @@ impl Recorder {
     /// they exited). Cheap: call it often.
     pub fn poll(&mut self) -> Result<RecorderStatus, Error> {
         let counters = self.counters()?;
-        let (set_events, set_losses) = self.probe_set.counters()?;
         if !self.target_exited {
             self.target_exited = match &mut self.child {
                 Some(child) => child.try_reap(),
@@ -270,13 +264,14 @@ impl Recorder {
         if self
             .last_snapshot
             .is_none_or(|last| last.elapsed() >= SNAPSHOT_INTERVAL)
+            || self.unwinder_missed()?
         {
             self.snapshot_maps();
         }
         Ok(RecorderStatus {
             elapsed: self.started.elapsed(),
-            events: counters.events + set_events,
-            losses: add_losses(losses(&counters), set_losses),
+            events: counters.events,
+            losses: losses(&counters),
             target_exited: self.target_exited,
         })
     }
@@ -291,7 +286,7 @@ impl Recorder {
             Some(mut futex) => {
                 futex.detach();
                 let counters = futex.counters()?;
-                let records = build_records(&futex, &self.maps)?;
+                let records = build_records(&futex, self.unwinder.as_ref(), &self.maps)?;
                 // `futex` is dropped here: every program, link and map is released.
                 (counters, records)
             }
@@ -299,18 +294,9 @@ impl Recorder {
         };
         let Records {
             mut waits,
-            mut threads,
-            mut stacks,
+            threads,
+            stacks,
         } = records;
-        self.probe_set.detach();
-        self.shared.detach();
-        let (set_events, set_losses) = self.probe_set.counters()?;
-        let drained = self.probe_set.drain()?;
-        let (thread_times, wakeups) = resolve(drained, &self.shared, &self.maps)?.merge_into(
-            &mut waits,
-            &mut threads,
-            &mut stacks,
-        );
         if let Some(child) = &mut self.child {
             child.terminate();
         }
@@ -332,15 +318,8 @@ impl Recorder {
             start_unix_ns: self.start_unix_ns,
             duration_ns,
             probes: self.probes.clone(),
-            events: counters.events + set_events,
-            // Children that could not be followed (`targets` full): their events are missing.
-            losses: add_losses(
-                add_losses(losses(&counters), set_losses),
-                Losses {
-                    dropped: self.shared.targets_full(),
-                    ..Losses::default()
-                },
-            ),
+            events: counters.events,
+            losses: losses(&counters),
             end_reason: end_reason.to_owned(),
         };
         Ok(Profile {
@@ -348,9 +327,24 @@ impl Recorder {
             threads,
             stacks,
             waits,
-            thread_times,
-            wakeups,
         })
+    }
+
+    /// What the user-stack unwinder did so far (`None` without a probe that captures stacks).
+    pub fn unwind_stats(&self) -> Result<Option<UnwindStats>, Error> {
+        self.unwinder.as_ref().map(Unwinder::stats).transpose()
+    }
+
+    /// True when the BPF unwinder met pcs it could not place since the last refresh.
+    fn unwinder_missed(&mut self) -> Result<bool, Error> {
+        let Some(unwinder) = &self.unwinder else {
+            return Ok(false);
+        };
+        let stats = unwinder.stats()?;
+        let misses = stats.unknown_process + stats.unknown_mapping;
+        let missed = misses != self.unwind_misses;
+        self.unwind_misses = misses;
+        Ok(missed)
     }
 
     fn counters(&self) -> Result<futex_counters, Error> {
@@ -362,15 +356,17 @@ impl Recorder {
 
     /// Snapshots the maps of the target and every process it forked.
     fn snapshot_maps(&mut self) {
-        let mut pids = self.shared.targets();
-        if let Some(futex) = &self.futex {
-            pids.extend(futex.targets());
-        }
+        let mut pids = self.futex.as_ref().map(|f| f.targets()).unwrap_or_default();
         pids.push(self.target.pid);
         pids.sort_unstable();
         pids.dedup();
         for pid in pids {
             self.maps.snapshot(pid);
+            if let Some(unwinder) = &mut self.unwinder {
+                // A failure leaves the process with its previous table; its stacks fall back to
+                // frame pointers and are counted (unknown_process, unknown_mapping).
+                let _ = unwinder.refresh(pid);
+            }
         }
         self.last_snapshot = Some(Instant::now());
     }
@@ -389,13 +385,10 @@ impl Drop for Recorder {
 /// Checks the requested probe names; true when the futex probe is among them.
 fn check_probe_names(names: &[String]) -> Result<bool, Error> {
     for name in names {
-        if name != FUTEX_PROBE && !PROBE_NAMES.contains(&name.as_str()) {
+        if name != FUTEX_PROBE {
             return Err(Error::UnknownProbe {
                 name: name.clone(),
-                known: std::iter::once(FUTEX_PROBE)
-                    .chain(PROBE_NAMES)
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                known: FUTEX_PROBE.to_owned(),
             });
         }
     }
@@ -427,7 +420,11 @@ struct UserStack {
 }
 
 /// Records, threads and interned stacks from the aggregation map.
-fn build_records(futex: &FutexObject, maps: &MapsCache) -> Result<Records, Error> {
+fn build_records(
+    futex: &FutexObject,
+    unwinder: Option<&Unwinder>,
+    maps: &MapsCache,
+) -> Result<Records, Error> {
     let symbolizer = StackSymbolizer::new();
     let mut interner = StackInterner::new();
     // Symbolized stacks by (pid, stack id) for user stacks, stack id for kernel ones; with the
@@ -441,13 +438,20 @@ fn build_records(futex: &FutexObject, maps: &MapsCache) -> Result<Records, Error
         let user = match user_stacks.get(&(key.tgid, key.user_stack_id)) {
             Some(known) => known.clone(),
             None => {
-                let interned = if key.user_stack_id < 0 {
-                    None
-                } else {
-                    let addresses = futex.stack(key.user_stack_id, false)?;
-                    let frames = symbolizer.user_frames(maps, key.tgid, &addresses);
-                    intern_user(&mut interner, frames, addresses.len())
+                let unwound = match unwinder {
+                    Some(unwinder) if key.user_stack_id >= 0 => {
+                        unwinder.user_stack(key.user_stack_id)?
+                    }
+                    _ => None,
                 };
+                let interned = unwound.and_then(|stack| {
+                    let frames = symbolizer.user_frames(maps, key.tgid, &stack.pcs);
+                    // A walk that reached an outermost-frame rule is complete; one that relied
+                    // on frame pointers must also end in a known entry point.
+                    let truncated = stack.truncated
+                        || (stack.used_frame_pointers && !user_stack_complete(&frames));
+                    intern_user(&mut interner, frames, truncated)
+                });
                 user_stacks.insert((key.tgid, key.user_stack_id), interned.clone());
                 interned
             }
@@ -518,7 +522,7 @@ fn build_records(futex: &FutexObject, maps: &MapsCache) -> Result<Records, Error
 fn intern_user(
     interner: &mut StackInterner,
     frames: Vec<Frame>,
-    depth: usize,
+    truncated: bool,
 ) -> Option<UserStack> {
     if frames.is_empty() {
         return None;
@@ -531,7 +535,6 @@ fn intern_user(
             names
         })
         .collect();
-    let truncated = depth >= MAX_STACK_DEPTH || !user_stack_complete(&frames);
     let id = interner.intern(Stack {
         space: AddressSpace::User,
         frames,
@@ -609,12 +612,10 @@ mod tests {
         let options = RecordOptions::new(TargetSpec::Pid(1));
         assert_eq!(options.probes, vec!["futex".to_owned()]);
         assert!(check_probe_names(&options.probes).expect("futex known"));
-        assert!(!check_probe_names(&["offcpu".to_owned()]).expect("offcpu known"));
-        let err = check_probe_names(&["nosuch".to_owned()]).expect_err("unknown");
+        let err = check_probe_names(&["offcpu".to_owned()]).expect_err("unknown");
         assert_eq!(
             err.to_string(),
-            "unknown probe `nosuch` (the eBPF backend provides: futex, offcpu, syscall, \
-             lifecycle, klock)"
+            "unknown probe `offcpu` (the eBPF backend provides: futex)"
         );
     }
 

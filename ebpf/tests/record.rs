@@ -208,10 +208,19 @@ fn records_launched_command_and_its_children() {
         left.is_empty(),
         "BPF objects left open after finish: {left:?}"
     );
-    let still_loaded: Vec<u32> = loaded_prog_ids()
-        .intersection(&our_progs)
-        .copied()
-        .collect();
+    // The kernel frees a program whose last reference is gone after an RCU grace period (longer
+    // for programs that call bpf_loop callbacks): give it a moment.
+    let mut still_loaded: Vec<u32> = Vec::new();
+    for _ in 0..50 {
+        still_loaded = loaded_prog_ids()
+            .intersection(&our_progs)
+            .copied()
+            .collect();
+        if still_loaded.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert!(
         still_loaded.is_empty(),
         "programs still loaded: {still_loaded:?}"

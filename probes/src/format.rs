@@ -215,7 +215,6 @@ mod tests {
                     histogram,
                 },
             }],
-            ..Profile::default()
         }
     }
 

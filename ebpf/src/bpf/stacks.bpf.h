@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /*
- * THE stack-capture seam. futex.bpf.c asks for stacks only through capture_stacks(), so a DWARF
- * unwinder (user stacks without frame pointers) can replace this file without touching the
- * probes. Today: frame-pointer / ORC walks by bpf_get_stackid into STACK_TRACE maps.
+ * THE stack-capture seam. Probes ask for stacks only through capture_stacks(). User stacks are
+ * unwound in the kernel from CFI tables (unwind.bpf.h; frame pointers where a pc has no CFI) into
+ * `user_stacks`; kernel stacks are ORC / frame-pointer walks by bpf_get_stackid into a
+ * STACK_TRACE map.
  */
 #ifndef LOCKSCOPE_STACKS_BPF_H
 #define LOCKSCOPE_STACKS_BPF_H
 
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include "unwind.bpf.h"
 
 /* perf_event_max_stack's default: deeper stacks are cut (bpf_get_stackid keeps the leaf end). */
 #define LKS_MAX_STACK_DEPTH 127
@@ -19,25 +21,19 @@ struct {
 	__uint(max_entries, LKS_STACK_ENTRIES);
 	__uint(key_size, sizeof(__u32));
 	__uint(value_size, LKS_MAX_STACK_DEPTH * sizeof(__u64));
-} user_stacks SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(max_entries, LKS_STACK_ENTRIES);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, LKS_MAX_STACK_DEPTH * sizeof(__u64));
 } kernel_stacks SEC(".maps");
 
 struct stack_ids {
-	/* Id in user_stacks, negative (an errno) when the capture failed. */
+	/* Id in user_stacks (unwind.bpf.h), negative (an errno) when the capture failed. */
 	__s32 user;
 	/* Id in kernel_stacks, negative when the capture failed. */
 	__s32 kernel;
 };
 
 /*
- * Captures the current thread's user and kernel stacks. Called at sys_exit: the user registers
- * are those of the syscall entry, so the user stack is the one that issued the wait.
+ * Captures the current thread's user and kernel stacks. The user stack starts from the registers
+ * saved at kernel entry (at sys_exit: those of the syscall that waited), so it is the same from any
+ * hook that runs in the thread's context.
  * No BPF_F_REUSE_STACKID: on a hash collision the capture fails (and is counted) rather than
  * silently rewriting a stack that an earlier key already refers to.
  */
@@ -45,7 +41,7 @@ static __always_inline struct stack_ids capture_stacks(void *ctx)
 {
 	struct stack_ids ids;
 
-	ids.user = bpf_get_stackid(ctx, &user_stacks, BPF_F_USER_STACK);
+	ids.user = lks_unwind_user_stack();
 	ids.kernel = bpf_get_stackid(ctx, &kernel_stacks, 0);
 	return ids;
 }

@@ -1,0 +1,329 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/*
+ * The in-kernel user-stack unwinder. User space (src/unwind/) turns the CFI of every executable
+ * mapping of a traced process (.eh_frame, .debug_frame) into compact rows (unwind.h) in the
+ * mmap'ed `unwind_rows` array, and describes each process's mappings in `unwind_procs`. Here, per
+ * frame: find the mapping of the pc (binary search), its row (binary search), compute the CFA,
+ * read the return address and the saved frame pointer from user memory. No CFI for a pc: walk by
+ * frame pointer. A signal trampoline: continue with the registers saved in the signal frame.
+ *
+ * Every BPF object that includes this header declares the same maps; the loader shares them
+ * between objects (libbpf reuse_fd), so tables are built once for all probes.
+ */
+#ifndef LOCKSCOPE_UNWIND_BPF_H
+#define LOCKSCOPE_UNWIND_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include "unwind.h"
+#include "unwind_x86_64.bpf.h"
+
+/* Distinct user stacks kept. */
+#define LKS_USER_STACK_ENTRIES 16384
+
+#ifndef EEXIST
+#define EEXIST 17
+#endif
+#ifndef ENOENT
+#define ENOENT 2
+#endif
+#ifndef ENOMEM
+#define ENOMEM 12
+#endif
+
+/* The rows of every loaded unwind table; written by user space through mmap. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, LKS_UNWIND_ROWS);
+	__type(key, __u32);
+	__type(value, struct unwind_row);
+} unwind_rows SEC(".maps");
+
+/* Mapping table of each traced process, by tgid. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	/* Replaced values are freed after an RCU grace period, never reused under a reader. */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, LKS_UNWIND_MAX_PROCS);
+	__type(key, __u32);
+	__type(value, struct unwind_proc);
+} unwind_procs SEC(".maps");
+
+/* Unwound user stacks by id (a hash of their pcs and flags). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LKS_USER_STACK_ENTRIES);
+	__type(key, __u32);
+	__type(value, struct user_stack);
+} user_stacks SEC(".maps");
+
+/* Per-CPU scratch stack (too big for the 512-byte BPF stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct user_stack);
+} unwind_scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct unwind_counters);
+} unwind_counters SEC(".maps");
+
+/* How a walk ended. */
+enum unwind_end {
+	LKS_WALK_GOING = 0,
+	LKS_WALK_COMPLETE = 1,
+	LKS_WALK_TRUNCATED = 2,
+};
+
+/* State of one walk, on the BPF stack of the caller of bpf_loop. */
+struct unwind_walk {
+	struct unwind_regs regs;
+	struct unwind_proc *proc;
+	struct user_stack *stack;
+	struct unwind_counters *counters;
+	/* The current pc was interrupted by a signal, not a return address: look it up as is. */
+	__u32 after_signal;
+	__u32 end;
+};
+
+/* The mapping of `proc` holding `pc`, or NULL. */
+static __always_inline struct unwind_mapping *lks_find_mapping(struct unwind_proc *proc, __u64 pc)
+{
+	/* Masked, not clamped: a clamp would give the verifier a constant bound and it would then
+	 * walk every branch of the search with exact values. Beyond `count` entries are zero (and
+	 * the index is masked), so a bad count finds nothing rather than faulting. */
+	__u32 lo = 0, hi = proc->count & (2 * LKS_UNWIND_MAX_MAPPINGS - 1), mid;
+	struct unwind_mapping *m;
+
+	for (int i = 0; i < LKS_UNWIND_MAPPING_STEPS; i++) {
+		if (lo >= hi)
+			break;
+		mid = (lo + hi) / 2;
+		if (proc->mappings[mid & (LKS_UNWIND_MAX_MAPPINGS - 1)].start <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return NULL;
+	m = &proc->mappings[(lo - 1) & (LKS_UNWIND_MAX_MAPPINGS - 1)];
+	return pc < m->end ? m : NULL;
+}
+
+/* The row of `m`'s table in effect at `rel` (pc - bias), or NULL. */
+static __always_inline struct unwind_row *lks_find_row(struct unwind_mapping *m, __u64 rel)
+{
+	__u32 lo = 0, hi = m->rows, first = m->first_row, mid, key;
+	struct unwind_row *row;
+
+	if (rel > 0xffffffffULL)
+		return NULL;
+	for (int i = 0; i < LKS_UNWIND_ROW_STEPS; i++) {
+		if (lo >= hi)
+			break;
+		mid = lo + (hi - lo) / 2;
+		key = first + mid;
+		row = bpf_map_lookup_elem(&unwind_rows, &key);
+		if (!row)
+			return NULL;
+		if (row->pc <= (__u32)rel)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return NULL;
+	key = first + lo - 1;
+	return bpf_map_lookup_elem(&unwind_rows, &key);
+}
+
+static __always_inline long lks_walk_truncated(struct unwind_walk *w)
+{
+	w->end = LKS_WALK_TRUNCATED;
+	return 1;
+}
+
+/* One frame: records the current pc, then computes the caller's registers. bpf_loop callback. */
+static long lks_unwind_step(__u64 index, void *data)
+{
+	struct unwind_walk *w = data;
+	struct user_stack *stack = w->stack;
+	struct unwind_counters *counters = w->counters;
+	struct unwind_mapping *mapping = NULL;
+	struct unwind_row *row = NULL;
+	__u64 pc = w->regs.pc, lookup, cfa, ra, fp = w->regs.fp;
+	__u32 depth = stack->depth;
+	__u8 kind = LKS_CFA_NONE;
+	__s8 fp_offset8 = 0;
+
+	if (depth >= LKS_MAX_USER_FRAMES) {
+		counters->too_deep++;
+		return lks_walk_truncated(w);
+	}
+	stack->pcs[depth] = pc;
+	stack->depth = depth + 1;
+	counters->frames++;
+
+	/* A return address is after its call, which may be the last instruction of the function:
+	 * the call itself is at pc - 1. The leaf pc and an interrupted pc are exact. */
+	lookup = (depth == 0 || w->after_signal) ? pc : pc - 1;
+	w->after_signal = 0;
+	if (w->proc) {
+		mapping = lks_find_mapping(w->proc, lookup);
+		if (!mapping) {
+			/* Code mapped since the last refresh (dlopen), JIT code, or a bad return
+			 * address: a frame-pointer guess from here could invent frames. */
+			counters->unknown_mapping++;
+			return lks_walk_truncated(w);
+		}
+		if (mapping->rows)
+			row = lks_find_row(mapping, lookup - mapping->bias);
+	}
+	if (row) {
+		kind = row->kind;
+		fp_offset8 = row->fp_offset8;
+	}
+
+	switch (kind) {
+	case LKS_CFA_END:
+		w->end = LKS_WALK_COMPLETE;
+		return 1;
+	case LKS_CFA_SIGNAL:
+		if (!lks_signal_frame_regs(&w->regs)) {
+			counters->read_failures++;
+			return lks_walk_truncated(w);
+		}
+		w->after_signal = 1;
+		return 0;
+	case LKS_CFA_SP:
+		cfa = w->regs.sp + row->cfa_offset;
+		break;
+	case LKS_CFA_FP:
+		cfa = fp + row->cfa_offset;
+		break;
+	case LKS_CFA_NONE:
+		/* No CFI: a frame-pointer frame, if FP plausibly points into this stack. */
+		if (fp < w->regs.sp || fp - w->regs.sp > (8 << 20))
+			return lks_walk_truncated(w);
+		stack->flags |= LKS_STACK_FP_USED;
+		counters->fp_frames++;
+		cfa = fp + LKS_FP_FRAME_SIZE;
+		fp_offset8 = -LKS_FP_FRAME_SIZE / 8;
+		break;
+	default:
+		counters->unsupported++;
+		return lks_walk_truncated(w);
+	}
+
+	if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa + LKS_RA_CFA_OFFSET))) {
+		counters->read_failures++;
+		return lks_walk_truncated(w);
+	}
+	if (fp_offset8 &&
+	    bpf_probe_read_user(&fp, sizeof(fp), (void *)(cfa + (__s64)fp_offset8 * 8))) {
+		counters->read_failures++;
+		return lks_walk_truncated(w);
+	}
+	if (ra == 0) {
+		/* A zero return address ends frame-pointer chains (and some hand-written entries). */
+		w->end = LKS_WALK_COMPLETE;
+		return 1;
+	}
+	/* The stack grows down: a caller's frame is above its callee's. Anything else is a loop. */
+	if (cfa <= w->regs.sp)
+		return lks_walk_truncated(w);
+	w->regs.pc = ra;
+	w->regs.sp = cfa;
+	w->regs.fp = fp;
+	return 0;
+}
+
+/* 64-bit mix of the stack's pcs and flags; the id is 31 bits of it (non-negative). */
+static __always_inline __u32 lks_stack_hash(struct user_stack *stack)
+{
+	__u64 h = 0xcbf29ce484222325ULL ^ stack->flags;
+	__u32 depth = stack->depth;
+
+	for (int i = 0; i < LKS_MAX_USER_FRAMES; i++) {
+		if (i >= depth)
+			break;
+		h ^= stack->pcs[i];
+		h *= 0x100000001b3ULL;
+		h ^= h >> 29;
+	}
+	h ^= h >> 32;
+	return (__u32)h & 0x7fffffff;
+}
+
+static __always_inline bool lks_same_stack(struct user_stack *a, struct user_stack *b)
+{
+	__u32 depth = a->depth;
+
+	if (depth != b->depth || a->flags != b->flags)
+		return false;
+	for (int i = 0; i < LKS_MAX_USER_FRAMES; i++) {
+		if (i >= depth)
+			break;
+		if (a->pcs[i] != b->pcs[i])
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Unwinds the current thread's user stack from the registers saved at kernel entry and stores
+ * it in `user_stacks`; returns its id, or a negative errno when nothing could be stored.
+ */
+static __always_inline __s32 lks_unwind_user_stack(void)
+{
+	__u32 zero = 0, tgid = bpf_get_current_pid_tgid() >> 32, id;
+	struct unwind_walk walk = {};
+	struct user_stack *stack, *stored;
+	struct unwind_counters *counters;
+	long err;
+
+	stack = bpf_map_lookup_elem(&unwind_scratch, &zero);
+	counters = bpf_map_lookup_elem(&unwind_counters, &zero);
+	if (!stack || !counters)
+		return -ENOMEM;
+	if (!lks_user_regs(&walk.regs))
+		return -ENOENT;
+	walk.proc = bpf_map_lookup_elem(&unwind_procs, &tgid);
+	if (!walk.proc)
+		counters->unknown_process++;
+	walk.stack = stack;
+	walk.counters = counters;
+	stack->depth = 0;
+	stack->flags = 0;
+	bpf_loop(LKS_MAX_USER_FRAMES + 1, lks_unwind_step, &walk, 0);
+
+	counters->stacks++;
+	if (walk.end == LKS_WALK_COMPLETE) {
+		counters->complete++;
+	} else {
+		stack->flags |= LKS_STACK_TRUNCATED;
+		counters->truncated++;
+	}
+
+	id = lks_stack_hash(stack);
+	stored = bpf_map_lookup_elem(&user_stacks, &id);
+	if (stored) {
+		if (lks_same_stack(stored, stack))
+			return id;
+		counters->store_failures++;
+		return -EEXIST;
+	}
+	err = bpf_map_update_elem(&user_stacks, &id, stack, BPF_NOEXIST);
+	if (err && err != -EEXIST) {
+		counters->store_failures++;
+		return err;
+	}
+	return id;
+}
+
+#endif /* LOCKSCOPE_UNWIND_BPF_H */

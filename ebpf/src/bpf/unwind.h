@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/*
+ * Structures shared by the in-kernel user-stack unwinder (unwind.bpf.h) and its Rust side
+ * (src/unwind/): compact unwind tables built in user space from .eh_frame/.debug_frame, the
+ * per-process mapping tables that point into them, and the unwound stacks. The Rust side takes
+ * these types from the skeleton (every one is the value type of a map).
+ */
+#ifndef LOCKSCOPE_UNWIND_H
+#define LOCKSCOPE_UNWIND_H
+
+/* Deepest user stack kept; deeper stacks are cut at the root end and marked truncated. */
+#define LKS_MAX_USER_FRAMES 127
+/* Executable mappings per process that the unwinder can see. */
+#define LKS_UNWIND_MAX_MAPPINGS 256
+/* Rows of all unwind tables together (8 bytes each: 16 MiB). */
+#define LKS_UNWIND_ROWS (1 << 21)
+/* Binary-search steps that cover LKS_UNWIND_ROWS rows and LKS_UNWIND_MAX_MAPPINGS mappings. */
+#define LKS_UNWIND_ROW_STEPS 22
+#define LKS_UNWIND_MAPPING_STEPS 9
+/* Processes with a mapping table. */
+#define LKS_UNWIND_MAX_PROCS 1024
+
+/* How one row computes the canonical frame address (CFA); names are architecture-neutral. */
+enum unwind_cfa_kind {
+	/* No CFI covers the address (a gap between FDEs): walk by frame pointer. */
+	LKS_CFA_NONE = 0,
+	/* CFA = SP + cfa_offset. */
+	LKS_CFA_SP = 1,
+	/* CFA = FP + cfa_offset. */
+	LKS_CFA_FP = 2,
+	/* The return address is undefined: the outermost frame (thread or process entry). */
+	LKS_CFA_END = 3,
+	/* A signal trampoline: the interrupted registers are in the signal frame on the stack. */
+	LKS_CFA_SIGNAL = 4,
+	/* A rule the unwinder cannot follow (DWARF expression, other register): stack truncated. */
+	LKS_CFA_UNSUPPORTED = 5,
+};
+
+/* One row: the rules from `pc` up to the next row's pc (pcs relative to the mapping's bias). */
+struct unwind_row {
+	__u32 pc;
+	/* enum unwind_cfa_kind */
+	__u8 kind;
+	/* 0: the frame pointer is unchanged; else it was saved at CFA + 8 * fp_offset8. */
+	__s8 fp_offset8;
+	__s16 cfa_offset;
+};
+
+/* One executable mapping of a process: [start, end) unwinds with rows
+ * [first_row, first_row + rows) at pc - bias; rows == 0 means no table (frame pointers). */
+struct unwind_mapping {
+	__u64 start;
+	__u64 end;
+	__u64 bias;
+	__u32 first_row;
+	__u32 rows;
+};
+
+/* The executable mappings of one process, sorted by start. */
+struct unwind_proc {
+	__u32 count;
+	__u32 pad;
+	struct unwind_mapping mappings[LKS_UNWIND_MAX_MAPPINGS];
+};
+
+/* user_stack.flags */
+#define LKS_STACK_TRUNCATED 1
+/* At least one frame was found by frame pointer (no CFI for its caller's pc). */
+#define LKS_STACK_FP_USED 2
+
+/* An unwound user stack: pcs[0] is the leaf (the user pc at the event). */
+struct user_stack {
+	__u32 depth;
+	__u32 flags;
+	__u64 pcs[LKS_MAX_USER_FRAMES];
+};
+
+/* Unwinder counters, one copy per CPU. */
+struct unwind_counters {
+	/* User stacks unwound. */
+	__u64 stacks;
+	/* ... of which reached the outermost frame. */
+	__u64 complete;
+	/* ... of which were cut short (flag LKS_STACK_TRUNCATED); causes below. */
+	__u64 truncated;
+	/* Frames unwound, and those found by frame pointer. */
+	__u64 frames;
+	__u64 fp_frames;
+	/* Stacks of a process without a mapping table (walked by frame pointer alone). */
+	__u64 unknown_process;
+	/* Frames whose pc is in no known mapping (new mapping not loaded yet, JIT code). */
+	__u64 unknown_mapping;
+	/* Stack memory that could not be read. */
+	__u64 read_failures;
+	/* Rows with a rule the unwinder cannot follow. */
+	__u64 unsupported;
+	/* Stacks deeper than LKS_MAX_USER_FRAMES. */
+	__u64 too_deep;
+	/* Stacks not stored: the stack map was full, or a different stack had the same id. */
+	__u64 store_failures;
+};
+
+#endif /* LOCKSCOPE_UNWIND_H */

@@ -1,0 +1,519 @@
+//! User-stack unwinding without frame pointers: a service of the eBPF backend that every probe
+//! uses through `capture_stacks()` (`bpf/stacks.bpf.h`).
+//!
+//! User space builds a compact unwind table per ELF file ([`table`], from .eh_frame and
+//! .debug_frame with gimli), shared by every process that maps the file (keyed by build-id, else
+//! by device and inode), and writes its rows into the mmap'ed `unwind_rows` BPF array. Per traced
+//! process, [`Unwinder::refresh`] turns `/proc/PID/maps` into a sorted mapping table (address
+//! range → rows + bias) in `unwind_procs`. In the kernel, `bpf/unwind.bpf.h` walks the stack with
+//! them and stores the pcs, with a `truncated` flag, in `user_stacks`.
+//!
+//! The maps are declared in `bpf/unwind.bpf.h`, included by every probe object through
+//! `stacks.bpf.h`; the loader shares them between objects by name (libbpf `reuse_fd`), so all
+//! probes unwind with the same tables into the same stack map. [`Unwinder::new`] takes them from
+//! any object that has them.
+
+mod elf;
+mod table;
+mod x86_64;
+
+use crate::error::Error;
+use crate::procmaps::parse_maps_line;
+use crate::skel::types::{unwind_counters, unwind_mapping, unwind_proc, unwind_row, user_stack};
+use elf::{ElfImage, ElfSource};
+use libbpf_rs::{MapCore, MapFlags, MapHandle};
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+use std::fs::File;
+use std::hash::{Hash, Hasher};
+use std::os::fd::{AsFd, AsRawFd};
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::ptr::NonNull;
+use std::sync::Arc;
+use table::{build_table, CompactTable};
+
+/// Bit of `user_stack.flags`: the stack was cut short (`LKS_STACK_TRUNCATED`).
+const STACK_TRUNCATED: u32 = 1;
+/// Bit of `user_stack.flags`: some frame was found by frame pointer (`LKS_STACK_FP_USED`).
+const STACK_FP_USED: u32 = 2;
+/// Pseudo-path of the vDSO in `/proc/PID/maps`.
+const VDSO: &str = "[vdso]";
+
+/// The unwinder's maps in a loaded BPF object (see `bpf/unwind.bpf.h`): a skeleton's maps, or
+/// handles on shared ones.
+pub struct StackMaps<'a, M: MapCore> {
+    /// `unwind_rows`.
+    pub rows: &'a M,
+    /// `unwind_procs`.
+    pub procs: &'a M,
+    /// `user_stacks`.
+    pub stacks: &'a M,
+    /// `unwind_counters`.
+    pub counters: &'a M,
+}
+
+/// An unwound user stack, as stored by the BPF unwinder.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UnwoundStack {
+    /// Pcs, leaf first: the leaf is the exact user pc, the others return addresses.
+    pub pcs: Vec<u64>,
+    /// The walk stopped before the outermost frame.
+    pub truncated: bool,
+    /// Some frame was found by frame pointer.
+    pub used_frame_pointers: bool,
+}
+
+/// What the user-stack unwinder did during a recording.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UnwindStats {
+    /// User stacks unwound.
+    pub stacks: u64,
+    /// ... that reached the outermost frame (thread or process entry).
+    pub complete: u64,
+    /// ... that were cut short; the causes follow.
+    pub truncated: u64,
+    /// Frames unwound.
+    pub frames: u64,
+    /// ... found by frame pointer (no CFI for the pc).
+    pub frame_pointer_frames: u64,
+    /// Stacks of a process without tables yet (walked by frame pointer).
+    pub unknown_process: u64,
+    /// Frames whose pc was in no known mapping (code mapped since the last refresh, JIT code).
+    pub unknown_mapping: u64,
+    /// Stack reads that failed.
+    pub read_failures: u64,
+    /// Frames with a CFI rule the unwinder cannot follow (DWARF expressions).
+    pub unsupported_rules: u64,
+    /// Stacks deeper than the unwinder's limit (127 frames).
+    pub too_deep: u64,
+    /// Stacks that could not be stored (map full, id collision).
+    pub store_failures: u64,
+    /// ELF images with a loaded table.
+    pub tables: usize,
+    /// Table rows loaded, and the capacity.
+    pub rows_used: u32,
+    /// Capacity of the row array.
+    pub rows_capacity: u32,
+    /// Images whose table could not be built, with why.
+    pub table_failures: Vec<String>,
+}
+
+/// What the unwinder knows about one ELF file: where its rows are, and its segments.
+#[derive(Debug)]
+struct LoadedTable {
+    first_row: u32,
+    rows: u32,
+    base: u64,
+    loads: Vec<elf::LoadSegment>,
+}
+
+/// Identity of a mapped file.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum FileKey {
+    /// A file, by device and inode.
+    Inode { dev: u64, ino: u64 },
+    /// The vDSO, by a hash of its image.
+    Vdso(u64),
+}
+
+/// The `unwind_rows` array, mapped into this process.
+struct RowArena {
+    _map: MapHandle,
+    rows: NonNull<unwind_row>,
+    capacity: u32,
+    used: u32,
+}
+
+impl RowArena {
+    fn new(map: MapHandle) -> Result<Self, Error> {
+        let capacity = map.max_entries();
+        let bytes = capacity as usize * std::mem::size_of::<unwind_row>();
+        // SAFETY: maps `bytes` of a BPF_F_MMAPABLE array (the whole array: its value size is 8,
+        // so elements are packed) shared with the kernel; the mapping is unmapped in Drop.
+        let address = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                map.as_fd().as_raw_fd(),
+                0,
+            )
+        };
+        if address == libc::MAP_FAILED {
+            return Err(Error::io(
+                "map BPF array `unwind_rows`",
+                std::io::Error::last_os_error(),
+            ));
+        }
+        let rows = NonNull::new(address.cast::<unwind_row>()).ok_or_else(|| {
+            Error::io(
+                "map BPF array `unwind_rows`",
+                std::io::Error::other("null mapping"),
+            )
+        })?;
+        Ok(RowArena {
+            _map: map,
+            rows,
+            capacity,
+            used: 0,
+        })
+    }
+
+    /// Appends `rows`; returns the index of the first, or `None` when they do not fit.
+    fn push(&mut self, rows: &[unwind_row]) -> Option<u32> {
+        let count = u32::try_from(rows.len()).ok()?;
+        if count > self.capacity - self.used {
+            return None;
+        }
+        let first = self.used;
+        // SAFETY: [first, first + count) is inside the mapped array (checked above) and no one
+        // else writes it: rows are only appended, and BPF programs only read them.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                rows.as_ptr(),
+                self.rows.as_ptr().add(first as usize),
+                rows.len(),
+            );
+        }
+        self.used += count;
+        Some(first)
+    }
+}
+
+impl Drop for RowArena {
+    fn drop(&mut self) {
+        let bytes = self.capacity as usize * std::mem::size_of::<unwind_row>();
+        // SAFETY: unmaps exactly the mapping made in `new`; nothing refers to it any more.
+        unsafe { libc::munmap(self.rows.as_ptr().cast(), bytes) };
+    }
+}
+
+/// Builds and loads unwind tables for traced processes, and reads the stacks BPF unwound.
+pub struct Unwinder {
+    arena: RowArena,
+    procs: MapHandle,
+    stacks: MapHandle,
+    counters: MapHandle,
+    /// Tables by file identity; `None` when the file has no usable CFI.
+    tables: HashMap<FileKey, Option<Arc<LoadedTable>>>,
+    /// The same tables by build-id, so two copies of one file share rows.
+    by_build_id: HashMap<Vec<u8>, Arc<LoadedTable>>,
+    /// The mapping table last loaded for each process (as comparable tuples).
+    loaded: HashMap<u32, Vec<MappingKey>>,
+    /// Files whose table could not be built, with why (for diagnostics).
+    failures: Vec<String>,
+}
+
+/// A `MapHandle` of `map` (a new fd: it outlives the object that declared the map).
+fn handle(map: &impl MapCore, name: &'static str) -> Result<MapHandle, Error> {
+    map.info()
+        .and_then(|info| MapHandle::from_map_id(info.info.id))
+        .map_err(|source| Error::Map { map: name, source })
+}
+
+impl Unwinder {
+    /// An unwinder over the maps of a loaded object; no process is known yet.
+    pub fn new<M: MapCore>(maps: StackMaps<'_, M>) -> Result<Self, Error> {
+        Ok(Unwinder {
+            arena: RowArena::new(handle(maps.rows, "unwind_rows")?)?,
+            procs: handle(maps.procs, "unwind_procs")?,
+            stacks: handle(maps.stacks, "user_stacks")?,
+            counters: handle(maps.counters, "unwind_counters")?,
+            tables: HashMap::new(),
+            by_build_id: HashMap::new(),
+            loaded: HashMap::new(),
+            failures: Vec::new(),
+        })
+    }
+
+    /// Starts unwinding `pid`'s stacks with CFI: builds the tables of its executable mappings.
+    pub fn add_process(&mut self, pid: u32) -> Result<(), Error> {
+        self.refresh(pid).map(|_| ())
+    }
+
+    /// Re-reads `pid`'s executable mappings and loads tables for new ones (a library dlopen'ed
+    /// since, an exec); true when the mapping table changed. A process that is gone keeps the
+    /// table it had.
+    pub fn refresh(&mut self, pid: u32) -> Result<bool, Error> {
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+            return Ok(false);
+        };
+        let mut mappings = Vec::new();
+        for line in text.lines().filter_map(parse_maps_line) {
+            if !line.executable {
+                continue;
+            }
+            let mut mapping = unwind_mapping {
+                start: line.start,
+                end: line.end,
+                ..unwind_mapping::default()
+            };
+            let table = if line.path == VDSO {
+                self.vdso_table(pid, line.start, line.end)
+            } else if line.inode != 0 && line.path.starts_with('/') {
+                self.file_table(pid, line.start, line.end, line.path)
+            } else {
+                None
+            };
+            if let Some(table) = table {
+                if let Some(vaddr) = elf::vaddr_of_offset(&table.loads, line.offset) {
+                    // rel = pc - bias = (pc - start + vaddr at start) - table base
+                    mapping.bias = line.start.wrapping_sub(vaddr).wrapping_add(table.base);
+                    mapping.first_row = table.first_row;
+                    mapping.rows = table.rows;
+                }
+            }
+            mappings.push(mapping);
+        }
+        if mappings.is_empty() {
+            return Ok(false);
+        }
+        mappings.sort_by_key(|m| m.start);
+        let mut proc = Box::<unwind_proc>::default();
+        let count = mappings.len().min(proc.mappings.len());
+        proc.mappings[..count].copy_from_slice(&mappings[..count]);
+        proc.count = count as u32;
+        let keys: Vec<MappingKey> = mappings.iter().map(mapping_key).collect();
+        if self.loaded.get(&pid) == Some(&keys) {
+            return Ok(false);
+        }
+        // SAFETY: unwind_proc is a #[repr(C)] struct of integers without padding.
+        let value = unsafe { as_bytes(&*proc) };
+        self.procs
+            .update(&pid.to_ne_bytes(), value, MapFlags::ANY)
+            .map_err(|source| Error::Map {
+                map: "unwind_procs",
+                source,
+            })?;
+        self.loaded.insert(pid, keys);
+        Ok(true)
+    }
+
+    /// What the unwinder did so far: the BPF side's counters and the tables loaded.
+    pub fn stats(&self) -> Result<UnwindStats, Error> {
+        let c = self.counters()?;
+        Ok(UnwindStats {
+            stacks: c.stacks,
+            complete: c.complete,
+            truncated: c.truncated,
+            frames: c.frames,
+            frame_pointer_frames: c.fp_frames,
+            unknown_process: c.unknown_process,
+            unknown_mapping: c.unknown_mapping,
+            read_failures: c.read_failures,
+            unsupported_rules: c.unsupported,
+            too_deep: c.too_deep,
+            store_failures: c.store_failures,
+            tables: self.tables.values().filter(|t| t.is_some()).count(),
+            rows_used: self.arena.used,
+            rows_capacity: self.arena.capacity,
+            table_failures: self.failures.clone(),
+        })
+    }
+
+    /// The stack stored under `id`; `None` when there is none.
+    pub fn user_stack(&self, id: i32) -> Result<Option<UnwoundStack>, Error> {
+        let bytes = self
+            .stacks
+            .lookup(&id.to_ne_bytes(), MapFlags::ANY)
+            .map_err(|source| Error::Map {
+                map: "user_stacks",
+                source,
+            })?;
+        Ok(bytes.as_deref().and_then(decode_user_stack))
+    }
+
+    /// The unwinder's counters, summed over CPUs.
+    fn counters(&self) -> Result<unwind_counters, Error> {
+        let per_cpu = self
+            .counters
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+            .map_err(|source| Error::Map {
+                map: "unwind_counters",
+                source,
+            })?
+            .unwrap_or_default();
+        let mut sum = unwind_counters::default();
+        for bytes in &per_cpu {
+            if bytes.len() < std::mem::size_of::<unwind_counters>() {
+                continue;
+            }
+            // SAFETY: at least size_of bytes; unwind_counters is plain u64s, valid for any bits.
+            let c: unwind_counters = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast()) };
+            sum.stacks += c.stacks;
+            sum.complete += c.complete;
+            sum.truncated += c.truncated;
+            sum.frames += c.frames;
+            sum.fp_frames += c.fp_frames;
+            sum.unknown_process += c.unknown_process;
+            sum.unknown_mapping += c.unknown_mapping;
+            sum.read_failures += c.read_failures;
+            sum.unsupported += c.unsupported;
+            sum.too_deep += c.too_deep;
+            sum.store_failures += c.store_failures;
+        }
+        Ok(sum)
+    }
+
+    fn file_table(
+        &mut self,
+        pid: u32,
+        start: u64,
+        end: u64,
+        path: &str,
+    ) -> Option<Arc<LoadedTable>> {
+        // map_files opens the very file mapped (also deleted, or in another mount namespace).
+        let path = path.strip_suffix(" (deleted)").unwrap_or(path);
+        let file = File::open(format!("/proc/{pid}/map_files/{start:x}-{end:x}"))
+            .or_else(|_| File::open(format!("/proc/{pid}/root{path}")))
+            .ok()?;
+        let meta = file.metadata().ok()?;
+        let key = FileKey::Inode {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        };
+        if let Some(known) = self.tables.get(&key) {
+            return known.clone();
+        }
+        let loaded = self.load_image(ElfSource::File(&file), path);
+        self.tables.insert(key, loaded.clone());
+        loaded
+    }
+
+    fn vdso_table(&mut self, pid: u32, start: u64, end: u64) -> Option<Arc<LoadedTable>> {
+        let mem = File::open(format!("/proc/{pid}/mem")).ok()?;
+        let mut image = vec![0; usize::try_from(end - start).ok()?];
+        mem.read_exact_at(&mut image, start).ok()?;
+        let mut hasher = DefaultHasher::new();
+        image.hash(&mut hasher);
+        let key = FileKey::Vdso(hasher.finish());
+        if let Some(known) = self.tables.get(&key) {
+            return known.clone();
+        }
+        let loaded = self.load_image(ElfSource::Memory(&image), VDSO);
+        self.tables.insert(key, loaded.clone());
+        loaded
+    }
+
+    /// Builds (or finds by build-id) and loads the table of one image.
+    fn load_image(&mut self, source: ElfSource<'_>, name: &str) -> Option<Arc<LoadedTable>> {
+        let image = match ElfImage::parse(source) {
+            Ok(image) => image,
+            Err(err) => {
+                self.failures.push(format!("{name}: {err}"));
+                return None;
+            }
+        };
+        let build_id = image.build_id();
+        if let Some(known) = build_id.as_ref().and_then(|id| self.by_build_id.get(id)) {
+            return Some(known.clone());
+        }
+        let table = match build_table(&image) {
+            Ok(table) => table,
+            Err(err) => {
+                self.failures.push(format!("{name}: {err}"));
+                return None;
+            }
+        };
+        let loaded = Arc::new(self.store(&table, image.loads.clone(), name)?);
+        if let Some(id) = build_id {
+            self.by_build_id.insert(id, loaded.clone());
+        }
+        Some(loaded)
+    }
+
+    fn store(
+        &mut self,
+        table: &CompactTable,
+        loads: Vec<elf::LoadSegment>,
+        name: &str,
+    ) -> Option<LoadedTable> {
+        if table.rows.is_empty() {
+            return None;
+        }
+        let rows: Vec<unwind_row> = table
+            .rows
+            .iter()
+            .map(|(pc, rule)| unwind_row {
+                pc: *pc,
+                kind: rule.kind as u8,
+                fp_offset8: rule.fp_offset8,
+                cfa_offset: rule.cfa_offset,
+            })
+            .collect();
+        let Some(first_row) = self.arena.push(&rows) else {
+            self.failures.push(format!(
+                "{name}: {} rows do not fit in the unwind table ({} of {} used)",
+                rows.len(),
+                self.arena.used,
+                self.arena.capacity
+            ));
+            return None;
+        };
+        Some(LoadedTable {
+            first_row,
+            rows: rows.len() as u32,
+            base: table.base,
+            loads,
+        })
+    }
+}
+
+/// An `unwind_mapping`'s fields (the generated type has no `PartialEq`).
+type MappingKey = (u64, u64, u64, u32, u32);
+
+fn mapping_key(m: &unwind_mapping) -> MappingKey {
+    (m.start, m.end, m.bias, m.first_row, m.rows)
+}
+
+/// The bytes of a plain `#[repr(C)]` value.
+///
+/// # Safety
+/// `T` must have no padding bytes.
+unsafe fn as_bytes<T>(value: &T) -> &[u8] {
+    // SAFETY: `value` is a valid reference to size_of::<T>() initialized bytes (no padding, per
+    // the caller), borrowed for the returned lifetime.
+    unsafe {
+        std::slice::from_raw_parts((value as *const T).cast::<u8>(), std::mem::size_of::<T>())
+    }
+}
+
+/// Decodes a `struct user_stack` value.
+pub(crate) fn decode_user_stack(bytes: &[u8]) -> Option<UnwoundStack> {
+    if bytes.len() < std::mem::size_of::<user_stack>() {
+        return None;
+    }
+    // SAFETY: at least size_of bytes; user_stack is plain integers, valid for any bits.
+    let stack: user_stack = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast()) };
+    let depth = (stack.depth as usize).min(stack.pcs.len());
+    Some(UnwoundStack {
+        pcs: stack.pcs[..depth].to_vec(),
+        truncated: stack.flags & STACK_TRUNCATED != 0,
+        used_frame_pointers: stack.flags & STACK_FP_USED != 0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stored stack decodes to its first `depth` pcs and its flags.
+    #[test]
+    fn decodes_user_stack() {
+        let mut stack = user_stack {
+            depth: 3,
+            flags: STACK_TRUNCATED,
+            ..user_stack::default()
+        };
+        stack.pcs[..4].copy_from_slice(&[1, 2, 3, 4]);
+        // SAFETY: user_stack is two u32 then u64s: no padding.
+        let bytes = unsafe { as_bytes(&stack) };
+        let decoded = decode_user_stack(bytes).expect("decodes");
+        assert_eq!(decoded.pcs, vec![1, 2, 3]);
+        assert!(decoded.truncated);
+        assert!(!decoded.used_frame_pointers);
+        assert_eq!(decode_user_stack(&bytes[..8]), None);
+    }
+}

@@ -1,0 +1,246 @@
+//! Compact unwind tables from an ELF image's CFI (.eh_frame, then .debug_frame for what it does
+//! not cover), parsed with gimli: one rule per address range, sorted, with explicit gaps where no
+//! FDE covers an address. The BPF unwinder binary-searches them (`bpf/unwind.bpf.h`).
+
+use super::elf::ElfImage;
+use super::x86_64;
+use gimli::{
+    BaseAddresses, CieOrFde, DebugFrame, EhFrame, LittleEndian, UnwindContext, UnwindSection,
+};
+use std::io;
+
+/// How a row computes the CFA (`enum unwind_cfa_kind` in `bpf/unwind.h`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum CfaKind {
+    /// No CFI: frame pointers.
+    None = 0,
+    /// CFA = SP + offset.
+    Sp = 1,
+    /// CFA = FP + offset.
+    Fp = 2,
+    /// Outermost frame.
+    End = 3,
+    /// Signal trampoline.
+    Signal = 4,
+    /// A rule the BPF unwinder cannot follow.
+    Unsupported = 5,
+}
+
+/// The unwind rule of one address range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Rule {
+    pub kind: CfaKind,
+    /// CFA offset from SP or FP.
+    pub cfa_offset: i16,
+    /// 0: FP unchanged; else FP saved at CFA + 8 * fp_offset8.
+    pub fp_offset8: i8,
+}
+
+impl Rule {
+    /// A rule with no offsets.
+    pub fn of_kind(kind: CfaKind) -> Rule {
+        Rule {
+            kind,
+            cfa_offset: 0,
+            fp_offset8: 0,
+        }
+    }
+}
+
+/// The unwind table of one ELF image: rules by address, addresses relative to `base`.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct CompactTable {
+    /// Link-time address that row addresses are relative to (the lowest FDE start).
+    pub base: u64,
+    /// `(address - base, rule)`, sorted by address; each rule holds up to the next row.
+    pub rows: Vec<(u32, Rule)>,
+}
+
+/// One FDE's rows, before merging.
+struct FdeRows {
+    start: u64,
+    end: u64,
+    rows: Vec<(u64, Rule)>,
+}
+
+/// Why a table could not be built.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TableError {
+    /// The image could not be read.
+    #[error("failed to read the ELF image")]
+    Io(#[from] io::Error),
+    /// The CFI spans more than 4 GiB (row addresses are 32-bit).
+    #[error("unwind information spans more than 4 GiB")]
+    TooLarge,
+}
+
+/// Builds the table of `image`. An image without CFI gives an empty table; FDEs that fail to
+/// parse are skipped (their addresses fall back to frame pointers).
+pub(crate) fn build_table(image: &ElfImage<'_>) -> Result<CompactTable, TableError> {
+    let text = image.section(".text").map_or(0, |s| s.addr);
+    let mut fdes = Vec::new();
+    if let Some((bytes, addr)) = image.section_data(".eh_frame")? {
+        let mut section = EhFrame::new(&bytes, LittleEndian);
+        section.set_address_size(8);
+        let mut bases = BaseAddresses::default().set_eh_frame(addr).set_text(text);
+        if let Some(hdr) = image.section(".eh_frame_hdr") {
+            bases = bases.set_eh_frame_hdr(hdr.addr);
+        }
+        if let Some(got) = image.section(".got") {
+            bases = bases.set_got(got.addr);
+        }
+        collect_fdes(&section, &bases, &mut fdes);
+    }
+    let eh_frame_fdes = fdes.len();
+    if let Some((bytes, _)) = image.section_data(".debug_frame")? {
+        let mut section = DebugFrame::new(&bytes, LittleEndian);
+        section.set_address_size(8);
+        collect_fdes(&section, &BaseAddresses::default(), &mut fdes);
+    }
+    // .eh_frame wins where both describe an address: it is what the program itself unwinds with.
+    let mut ordered: Vec<(usize, FdeRows)> = fdes.into_iter().enumerate().collect();
+    ordered.sort_by_key(|(i, f)| (f.start, *i >= eh_frame_fdes, *i));
+    merge(ordered.into_iter().map(|(_, f)| f))
+}
+
+fn collect_fdes<'a, S>(section: &S, bases: &BaseAddresses, out: &mut Vec<FdeRows>)
+where
+    S: UnwindSection<gimli::EndianSlice<'a, LittleEndian>>,
+{
+    let mut ctx = Box::new(UnwindContext::new());
+    let mut entries = section.entries(bases);
+    // An error in the entry list itself ends the walk: later offsets cannot be trusted.
+    while let Ok(Some(entry)) = entries.next() {
+        let CieOrFde::Fde(partial) = entry else {
+            continue;
+        };
+        let Ok(fde) = partial.parse(S::cie_from_offset) else {
+            continue;
+        };
+        let (start, end) = (fde.initial_address(), fde.end_address());
+        if start >= end {
+            continue;
+        }
+        let signal = fde.is_signal_trampoline();
+        let Ok(mut table) = fde.rows(section, bases, &mut ctx) else {
+            continue;
+        };
+        let mut rows = Vec::new();
+        loop {
+            match table.next_row() {
+                Ok(Some(row)) => rows.push((row.start_address(), x86_64::rule_of(row, signal))),
+                Ok(None) => break,
+                Err(_) => {
+                    // Rows up to the bad instruction are right; the rest of the FDE is unknown.
+                    rows.push((
+                        rows.last().map_or(start, |r| r.0 + 1),
+                        Rule::of_kind(CfaKind::Unsupported),
+                    ));
+                    break;
+                }
+            }
+        }
+        out.push(FdeRows { start, end, rows });
+    }
+}
+
+/// Merges FDEs sorted by start into one table: overlapping FDEs are dropped, equal consecutive
+/// rules merged, and a gap row ends every FDE not followed directly by the next.
+fn merge(fdes: impl Iterator<Item = FdeRows>) -> Result<CompactTable, TableError> {
+    let mut absolute: Vec<(u64, Rule)> = Vec::new();
+    let mut covered_to = 0u64;
+    let gap = Rule::of_kind(CfaKind::None);
+    for fde in fdes {
+        if fde.start < covered_to {
+            continue;
+        }
+        if let Some(last) = absolute.last_mut() {
+            // The previous FDE's gap row sits exactly where this FDE starts: replace it.
+            if last.0 == fde.start && last.1 == gap {
+                absolute.pop();
+            }
+        }
+        for (address, rule) in fde.rows {
+            if address >= fde.end {
+                break;
+            }
+            match absolute.last_mut() {
+                Some(last) if last.0 == address => last.1 = rule,
+                Some(last) if last.1 == rule => {}
+                _ => absolute.push((address, rule)),
+            }
+        }
+        absolute.push((fde.end, gap));
+        covered_to = fde.end;
+    }
+    let base = absolute.first().map_or(0, |r| r.0);
+    let rows = absolute
+        .into_iter()
+        .map(|(address, rule)| {
+            u32::try_from(address - base)
+                .map(|pc| (pc, rule))
+                .map_err(|_| TableError::TooLarge)
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(CompactTable { base, rows })
+}
+
+#[cfg(test)]
+impl CompactTable {
+    /// The rule at link-time address `address` (what the BPF unwinder's search finds).
+    pub fn lookup(&self, address: u64) -> Option<Rule> {
+        let rel = u32::try_from(address.checked_sub(self.base)?).ok()?;
+        let after = self.rows.partition_point(|(pc, _)| *pc <= rel);
+        after.checked_sub(1).map(|i| self.rows[i].1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::unwind::elf::ElfSource;
+    use std::fs::File;
+
+    fn libc_table() -> CompactTable {
+        let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
+        let path = maps
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(5))
+            .find(|p| p.contains("/libc.so"))
+            .expect("libc mapped");
+        let file = File::open(path).expect("open libc");
+        let image = ElfImage::parse(ElfSource::File(&file)).expect("parse libc");
+        build_table(&image).expect("libc table")
+    }
+
+    /// libc's table is large, sorted, and ends its thread entry with the outermost-frame rule
+    /// (clone3's `cfi_undefined rip`); its functions start with CFA = SP + 8 (after `call`).
+    #[test]
+    fn libc_table_has_entry_and_function_rules() {
+        let table = libc_table();
+        assert!(table.rows.len() > 1000, "{} rows", table.rows.len());
+        assert!(table.rows.windows(2).all(|w| w[0].0 < w[1].0));
+        let kinds = |k: CfaKind| table.rows.iter().filter(|(_, r)| r.kind == k).count();
+        assert!(kinds(CfaKind::End) >= 1, "no outermost-frame row");
+        assert!(kinds(CfaKind::Signal) >= 1, "no signal trampoline row");
+        assert!(kinds(CfaKind::Sp) > kinds(CfaKind::Unsupported));
+        let sp8 = Rule {
+            kind: CfaKind::Sp,
+            cfa_offset: 8,
+            fp_offset8: 0,
+        };
+        assert!(table.rows.iter().filter(|(_, r)| *r == sp8).count() > 100);
+    }
+
+    /// Lookups find the rule of the row at or before an address, and nothing before the table.
+    #[test]
+    fn lookup_finds_enclosing_row() {
+        let table = libc_table();
+        let (pc, rule) = table.rows[10];
+        assert_eq!(table.lookup(table.base + u64::from(pc)), Some(rule));
+        if table.base > 0 {
+            assert_eq!(table.lookup(table.base - 1), None);
+        }
+    }
+}

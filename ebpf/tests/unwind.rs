@@ -1,0 +1,439 @@
+//! User stacks through code built without frame pointers (issue "complete user stacks"): real
+//! programs with known call chains (`tests/data/chains.c`, compiled here with
+//! `cc -O2 -fomit-frame-pointer -pthread`, and the `rust_chains` example) are recorded by pid, and
+//! each chain's wait time must be on complete stacks that name, in order, the thread entry, the
+//! chain's functions, the pthread (or std) function and the libc wait frame.
+//!
+//! These tests need root and a BPF-capable kernel, and a C compiler; elsewhere they print
+//! "skipped: <why>" and return. A chain's waits are told apart by futex word (the programs print
+//! the address range of each lock), not by stack, so a wrong stack cannot hide a wait.
+
+#![allow(clippy::unwrap_used)]
+
+use lockscope_ebpf::{check_environment, RecordOptions, Recorder, TargetSpec, UnwindStats};
+use lockscope_probes::Profile;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// One recording at a time (they share the machine's two CPUs and the BPF programs' timing).
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const CHAINS_C: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/chains.c");
+const PLUGIN_C: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/plugin.c");
+/// Share of each chain's wait time that must be on its complete, ordered stack.
+const REQUIRED_SHARE: f64 = 0.99;
+
+fn skip_reason() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root".into());
+    }
+    if let Err(e) = check_environment() {
+        return Some(e.to_string());
+    }
+    if Command::new("cc").arg("--version").output().is_err() {
+        return Some("no C compiler (`cc`)".into());
+    }
+    None
+}
+
+macro_rules! require_bpf {
+    () => {
+        if let Some(why) = skip_reason() {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+}
+
+/// Compiles `source` with the flags of a distribution build without frame pointers.
+fn compile(source: &str, output: &Path, extra: &[&str]) {
+    let status = Command::new("cc")
+        .args(["-O2", "-g", "-fomit-frame-pointer", "-pthread", "-o"])
+        .arg(output)
+        .arg(source)
+        .args(extra)
+        .status()
+        .expect("run cc");
+    assert!(status.success(), "cc {source} failed");
+}
+
+/// A started workload, held before its threads start.
+struct Workload {
+    child: Child,
+    stdout: BufReader<ChildStdout>,
+    /// Lock name → futex word range.
+    locks: Vec<(String, u64, u64)>,
+}
+
+impl Workload {
+    fn start(command: &mut Command) -> Workload {
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start workload");
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("locks line");
+        let locks = line
+            .trim()
+            .strip_prefix("locks ")
+            .unwrap_or_else(|| panic!("workload said: {line}"))
+            .split(' ')
+            .map(|lock| {
+                let (name, range) = lock.split_once('=').unwrap();
+                let (address, size) = range.split_once('+').unwrap();
+                let start = u64::from_str_radix(address.trim_start_matches("0x"), 16).unwrap();
+                (name.to_owned(), start, start + size.parse::<u64>().unwrap())
+            })
+            .collect();
+        Workload {
+            child,
+            stdout,
+            locks,
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn lock(&self, name: &str) -> (u64, u64) {
+        let (_, start, end) = self.locks.iter().find(|(n, _, _)| n == name).unwrap();
+        (*start, *end)
+    }
+
+    /// Attaches a recorder, lets the workload run to its end, then records a little longer (so
+    /// the stacks are symbolized after the process exited) and returns the profile.
+    fn record(mut self) -> (Profile, Workload, UnwindStats) {
+        let mut recorder = Recorder::start(RecordOptions::new(TargetSpec::Pid(self.pid())))
+            .expect("start recorder");
+        self.child
+            .stdin
+            .as_mut()
+            .unwrap()
+            .write_all(b"go\n")
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            std::thread::sleep(Duration::from_millis(20));
+            let status = recorder.poll().expect("poll");
+            if status.target_exited || Instant::now() > deadline {
+                break;
+            }
+        }
+        let exit = self.child.wait().expect("wait workload");
+        assert!(exit.success(), "workload failed: {exit}");
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut self.stdout, &mut rest);
+        assert!(rest.contains("done"), "workload said: {rest}");
+        // The process is gone (reaped) before the recording ends: names must still resolve.
+        std::thread::sleep(Duration::from_millis(100));
+        let stats = recorder
+            .unwind_stats()
+            .expect("unwind stats")
+            .expect("futex probe unwinds");
+        eprintln!("{stats:?}");
+        assert!(stats.complete > 0, "{stats:?}");
+        assert!(stats.table_failures.is_empty(), "{stats:?}");
+        let profile = recorder.finish("test").expect("finish");
+        (profile, self, stats)
+    }
+}
+
+/// glibc's aliases (`__GI___lll_lock_wait`, `___pthread_mutex_lock`) reduced to the public name.
+fn normalize(name: &str) -> &str {
+    let name = name.trim_start_matches('_');
+    name.strip_prefix("GI_")
+        .map_or(name, |n| n.trim_start_matches('_'))
+}
+
+/// True when `name` is `pattern`: equal (after normalizing), a path ending in it
+/// (`rust_chains::rs_outer`), or, for a pattern with a path, containing it.
+fn matches(name: &str, pattern: &str) -> bool {
+    normalize(name) == pattern
+        || name.ends_with(&format!("::{pattern}"))
+        || (pattern.contains("::") && name.contains(pattern))
+}
+
+/// Wait time on `lock`'s futex words: (on complete stacks that contain `chain` in order, all).
+fn chain_share(profile: &Profile, lock: (u64, u64), chain: &[&[&str]]) -> (u64, u64) {
+    let mut matched = 0;
+    let mut total = 0;
+    for wait in &profile.waits {
+        if !(lock.0..lock.1).contains(&wait.object) {
+            continue;
+        }
+        total += wait.stats.total_ns;
+        let Some(stack) = profile.stack(wait.user_stack) else {
+            continue;
+        };
+        if stack.truncated {
+            continue;
+        }
+        let names: Vec<String> = stack
+            .frames
+            .iter()
+            .rev()
+            .flat_map(|f| f.names_outermost_first())
+            .collect();
+        let mut next = 0;
+        for name in &names {
+            if next < chain.len() && chain[next].iter().any(|p| matches(name, p)) {
+                next += 1;
+            }
+        }
+        if next == chain.len() {
+            matched += wait.stats.total_ns;
+        }
+    }
+    (matched, total)
+}
+
+/// Every user stack of the profile, outermost first, for failure messages.
+fn dump_stacks(profile: &Profile) -> String {
+    let mut out = String::new();
+    for wait in &profile.waits {
+        let stack = profile.stack(wait.user_stack);
+        out += &format!(
+            "object {:#x} {} ns truncated={:?}:\n",
+            wait.object,
+            wait.stats.total_ns,
+            stack.map(|s| s.truncated)
+        );
+        for frame in stack.map(|s| s.frames.as_slice()).unwrap_or_default() {
+            out += &format!("    {:?}\n", frame.names_outermost_first());
+        }
+    }
+    out
+}
+
+fn assert_chain(profile: &Profile, what: &str, lock: (u64, u64), chain: &[&[&str]]) {
+    let (matched, total) = chain_share(profile, lock, chain);
+    assert!(
+        total > 0,
+        "{what}: no waits recorded\n{}",
+        dump_stacks(profile)
+    );
+    let share = matched as f64 / total as f64;
+    eprintln!("{what}: {:.2}% of {total} ns on the chain", share * 100.0);
+    assert!(
+        share >= REQUIRED_SHARE,
+        "{what}: only {:.2}% of {total} ns on {chain:?}\n{}",
+        share * 100.0,
+        dump_stacks(profile)
+    );
+}
+
+const THREAD_ENTRY: &[&str] = &["start_thread", "clone3"];
+
+fn assert_c_chains(profile: &Profile, workload: &Workload) {
+    assert_chain(
+        profile,
+        "mutex chain",
+        workload.lock("mutex"),
+        &[
+            THREAD_ENTRY,
+            &["worker"],
+            &["outer"],
+            &["inner_lock"],
+            &["pthread_mutex_lock"],
+            &["lll_lock_wait"],
+        ],
+    );
+    assert_chain(
+        profile,
+        "condvar chain",
+        workload.lock("cond"),
+        &[
+            THREAD_ENTRY,
+            &["cv_worker"],
+            &["cv_outer"],
+            &["cv_wait_inner"],
+            &["pthread_cond_wait"],
+            &["futex_abstimed_wait_common", "futex_wait"],
+        ],
+    );
+    assert_chain(
+        profile,
+        "rwlock chain",
+        workload.lock("rwlock"),
+        &[
+            THREAD_ENTRY,
+            &["rw_worker"],
+            &["rw_inner"],
+            &["pthread_rwlock_wrlock"],
+            &["futex_abstimed_wait_common", "futex_wait"],
+        ],
+    );
+}
+
+/// The C chains, built without frame pointers, unwind completely through libc; the program exits
+/// before the recording ends and still gets its names.
+#[test]
+fn c_chains_unwind_without_frame_pointers() {
+    require_bpf!();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let binary = dir.path().join("chains");
+    compile(CHAINS_C, &binary, &[]);
+    let workload = Workload::start(Command::new(&binary).args(["--wait-for-stdin", "20"]));
+    let (profile, workload, _) = workload.record();
+    assert_c_chains(&profile, &workload);
+}
+
+/// The Rust chains (std's futex-based Mutex and Condvar) unwind completely.
+#[test]
+fn rust_chains_unwind_without_frame_pointers() {
+    require_bpf!();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let example = example_path("rust_chains");
+    if !example.exists() {
+        eprintln!("skipped: {} not built", example.display());
+        return;
+    }
+    let workload = Workload::start(Command::new(&example).args(["--wait-for-stdin", "20"]));
+    let (profile, workload, _) = workload.record();
+    assert_chain(
+        &profile,
+        "rust mutex chain",
+        workload.lock("mutex"),
+        &[
+            THREAD_ENTRY,
+            &["rs_worker"],
+            &["rs_outer"],
+            &["rs_inner_lock"],
+            &["Mutex<T>::lock", "mutex::Mutex::lock"],
+            &["lock_contended"],
+            &["futex_wait"],
+            &["syscall"],
+        ],
+    );
+    assert_chain(
+        &profile,
+        "rust condvar chain",
+        workload.lock("cond"),
+        &[
+            THREAD_ENTRY,
+            &["rs_cv_worker"],
+            &["rs_cv_outer"],
+            &["rs_cv_wait_inner"],
+            &["Condvar::wait"],
+            &["futex_wait"],
+            &["syscall"],
+        ],
+    );
+}
+
+/// A program started in its own mount namespace, from a binary that exists only there (a private
+/// tmpfs), unwinds and gets its names (through /proc/PID/map_files).
+#[test]
+fn chains_in_a_private_mount_namespace() {
+    require_bpf!();
+    if Command::new("unshare").arg("--version").output().is_err() {
+        eprintln!("skipped: no unshare(1)");
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let binary = dir.path().join("chains");
+    compile(CHAINS_C, &binary, &[]);
+    let private = dir.path().join("private");
+    std::fs::create_dir(&private).unwrap();
+    let script = format!(
+        "mount -t tmpfs lockscope-test {p} && cp {b} {p}/chains-private && rm {b} && \
+         exec {p}/chains-private --wait-for-stdin 20",
+        p = private.display(),
+        b = binary.display()
+    );
+    let workload = Workload::start(Command::new("unshare").args([
+        "-m",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        &script,
+    ]));
+    assert!(
+        !binary.exists(),
+        "the binary must exist only in the namespace"
+    );
+    assert!(
+        !private.join("chains-private").exists(),
+        "the private mount must be invisible here"
+    );
+    let (profile, workload, _) = workload.record();
+    assert_c_chains(&profile, &workload);
+    let module_seen = profile
+        .stacks
+        .iter()
+        .flat_map(|s| &s.frames)
+        .any(|f| f.module.as_deref() == Some("chains-private") && f.function.is_some());
+    assert!(
+        module_seen,
+        "no named frame of chains-private\n{}",
+        dump_stacks(&profile)
+    );
+}
+
+/// A library dlopen'ed after the recorder attached unwinds and symbolizes: its frame sits between
+/// inner_lock and pthread_mutex_lock on complete stacks.
+#[test]
+fn library_dlopened_after_attach_unwinds() {
+    require_bpf!();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let binary = dir.path().join("chains");
+    compile(CHAINS_C, &binary, &["-ldl"]);
+    let plugin = dir.path().join("libplugin.so");
+    compile(PLUGIN_C, &plugin, &["-shared", "-fPIC"]);
+    let workload = Workload::start(
+        Command::new(&binary)
+            .args(["--wait-for-stdin", "100"])
+            .env("LKS_DLOPEN", &plugin),
+    );
+    let (profile, workload, _) = workload.record();
+    let (matched, total) = chain_share(
+        &profile,
+        workload.lock("mutex"),
+        &[
+            THREAD_ENTRY,
+            &["worker"],
+            &["outer"],
+            &["inner_lock"],
+            &["plugin_lock"],
+            &["pthread_mutex_lock"],
+            &["lll_lock_wait"],
+        ],
+    );
+    eprintln!(
+        "dlopen chain: {:.2}% of {total} ns",
+        matched as f64 * 100.0 / total.max(1) as f64
+    );
+    // Waits in the moments between the dlopen and the next table refresh may be truncated
+    // (counted); most of the run must unwind through the library.
+    assert!(
+        matched as f64 >= 0.5 * total as f64,
+        "{matched} of {total} ns through plugin_lock\n{}",
+        dump_stacks(&profile)
+    );
+    let module_seen = profile.stacks.iter().flat_map(|s| &s.frames).any(|f| {
+        f.module.as_deref() == Some("libplugin.so") && f.function.as_deref() == Some("plugin_lock")
+    });
+    assert!(module_seen, "plugin_lock not named in libplugin.so");
+}
+
+/// Path of an example of this package, built by `cargo test` next to the test binaries.
+fn example_path(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    // target/<profile>/deps/<test> -> target/<profile>/examples/<name>
+    exe.parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .join("examples")
+        .join(name)
+}
