@@ -39,7 +39,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 /// The frame that replaces the user-space entry into a kernel wait.
-pub const KERNEL_WAIT_FRAME: &str = "[kernel wait]";
+pub const KERNEL_WAIT_FRAME: &str = lockscope_probes::wait::CANONICAL_KERNEL_WAIT;
 
 /// How the two sides' wait times are made comparable.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -136,14 +136,11 @@ impl Default for DiffOptions {
     }
 }
 
-/// The OS-neutral name of a frame that enters the kernel to wait (`[kernel wait]`), or `None`.
-///
-/// Strips a DTrace ``module` `` prefix, a `+0x..` offset and glibc's `__GI_` alias prefix, then
-/// asks the wait-entry table shared with the DTrace backend.
+/// The OS-neutral name of a frame that enters the kernel to wait (`[kernel wait]`), or `None`:
+/// [`lockscope_probes::wait::canonical_wait_frame`], which accepts DTrace's ``module`symbol+0x..``
+/// and glibc's `__GI_` aliases.
 pub fn canonical_frame(name: &str) -> Option<&'static str> {
-    let symbol = bare_symbol(name);
-    let symbol = symbol.strip_prefix("__GI_").unwrap_or(symbol);
-    lockscope_dtrace::canonical_wait_frame(symbol).map(|_| KERNEL_WAIT_FRAME)
+    lockscope_probes::wait::canonical_wait_frame(name)
 }
 
 /// `module`symbol+0x1f` → `symbol`.
@@ -475,8 +472,13 @@ fn signed(value: i128) -> String {
     )
 }
 
-const ROW_HEADER: &str =
-    "side     waits      total       mean     p50≤     p99≤     wall   normalized     change";
+/// The header of the side rows, aligned with [`write_rows`].
+fn row_header() -> String {
+    format!(
+        "    {:<4} {:>6} {:>10} {:>10} {:>8} {:>8} {:>8} {:>12} {:>10}",
+        "side", "waits", "total", "mean", "p50≤", "p99≤", "wall", "normalized", "change"
+    )
+}
 
 fn write_rows(out: &mut String, name: &str, rows: [(&str, &SideRow, &Profile); 2], unit: &str) {
     let _ = writeln!(out, "  {name}");
@@ -495,7 +497,7 @@ fn write_rows(out: &mut String, name: &str, rows: [(&str, &SideRow, &Profile); 2
             format!("{}/{}", format_ns(row.normalized), &unit[3..]),
         );
         if i == 1 {
-            let _ = write!(out, " {:>10}", signed(change));
+            let _ = write!(out, " {:>10}", format!("{}/{}", signed(change), &unit[3..]));
         }
         out.push('\n');
     }
@@ -549,13 +551,13 @@ pub fn write_diff_table(
         text,
         "\nWait kinds (wall: wait time / wall time; change: {lb} - {la}, normalized)"
     );
-    let _ = writeln!(text, "    {ROW_HEADER}");
+    let _ = writeln!(text, "{}", row_header());
     for (kind, ra, rb) in grouped(a, b, n, |_, r| r.kind) {
         write_rows(&mut text, kind.name(), [(la, &ra, a), (lb, &rb, b)], unit);
     }
 
     let _ = writeln!(text, "\nThreads (digits in names merged as `*`)");
-    let _ = writeln!(text, "    {ROW_HEADER}");
+    let _ = writeln!(text, "{}", row_header());
     for (thread, ra, rb) in grouped(a, b, n, canonical_thread) {
         write_rows(&mut text, &thread, [(la, &ra, a), (lb, &rb, b)], unit);
     }
@@ -576,7 +578,7 @@ pub fn write_diff_table(
         "\nTop {} of {total_sites} wait sites (canonical stack, root first) by change",
         sites.len()
     );
-    let _ = writeln!(text, "    {ROW_HEADER}");
+    let _ = writeln!(text, "{}", row_header());
     for (site, ra, rb) in &sites {
         write_rows(&mut text, site, [(la, ra, a), (lb, rb, b)], unit);
     }

@@ -14,8 +14,8 @@
 //!   `(anonymous namespace)`) is dropped;
 //! - every sample counts 1: a record's `count` is its number of samples, its times are zero.
 //!
-//! Frames at kernel addresses (the upper half of the address space, or module
-//! `[kernel.kallsyms]`) form the record's kernel stack, the rest its user stack, as in
+//! Frames in the kernel (module `[kernel.kallsyms]`, or a bracketed kernel module such as
+//! `[nf_tables]`; not `[unknown]`, `[vdso]` and other user mappings) form the record's kernel stack, the rest its user stack, as in
 //! lockscope's own recordings: `export --format folded --kernel-stacks` then prints the kernel
 //! frames above the user frames with FlameGraph's `_[k]` suffix (stackcollapse-perf
 //! `--kernel`), and a sample with only kernel frames prints them unsuffixed.
@@ -276,9 +276,28 @@ fn tidy(symbol: &str) -> String {
     symbol
 }
 
-/// True for frames in the kernel: upper-half addresses or the kernel's module name.
-fn is_kernel(address: u64, line: &str) -> bool {
-    address >= 0x8000_0000_0000_0000 || line.trim_end().ends_with("([kernel.kallsyms])")
+/// True for frames in the kernel: perf names the kernel's module `[kernel.kallsyms]` and kernel
+/// modules `[name]`; the other bracketed names are user-space mappings.
+fn is_kernel(line: &str) -> bool {
+    let Some(module) = line
+        .trim_end()
+        .strip_suffix(')')
+        .and_then(|l| l.rsplit_once(" (").map(|(_, m)| m))
+    else {
+        return false;
+    };
+    const USER_MAPPINGS: [&str; 6] = [
+        "[unknown]",
+        "[vdso]",
+        "[vsyscall]",
+        "[heap]",
+        "[stack]",
+        "[uprobes]",
+    ];
+    module.starts_with('[')
+        && !USER_MAPPINGS.contains(&module)
+        && !module.starts_with("[anon")
+        && !module.starts_with("[jit")
 }
 
 fn import_perf_script(
@@ -309,7 +328,7 @@ fn import_perf_script(
             let frame_line = lines[i];
             i += 1;
             if let Some((address, name)) = parse_frame(frame_line) {
-                if is_kernel(address, frame_line) {
+                if is_kernel(frame_line) {
                     kernel.push((address, name));
                 } else {
                     user.push((address, name));
