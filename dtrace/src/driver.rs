@@ -352,7 +352,8 @@ impl Driver {
         if let Some(target) = launched.as_mut() {
             target.terminate();
         }
-        self.finish(result?, start, started)
+        let launched_pid = launched.as_ref().map(LaunchedTarget::pid);
+        self.finish(result?, start, started, launched_pid)
     }
 
     /// Runs dtrace until it records, leaving out each probe whose description matches nothing.
@@ -443,6 +444,7 @@ impl Driver {
         outcome: Outcome,
         start: SystemTime,
         started: Instant,
+        launched_pid: Option<u32>,
     ) -> Result<Recording, Error> {
         let Outcome {
             attempt:
@@ -518,7 +520,8 @@ impl Driver {
                 launched: false,
             },
             DriverTarget::Command(argv) => Target {
-                pid: profile.threads.first().map_or(0, |t| t.pid),
+                // dtrace -c does not say the pid: the records do.
+                pid: launched_pid.unwrap_or_else(|| profile.threads.first().map_or(0, |t| t.pid)),
                 command: argv.clone(),
                 launched: true,
             },

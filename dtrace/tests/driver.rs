@@ -440,6 +440,7 @@ fn driver_launches_the_command_stopped_with_the_introspection_library() {
     assert_eq!(m.end_reason, "target exited");
     assert!(m.target.launched);
     assert_eq!(m.target.command[0], "sh");
+    assert_eq!(m.target.pid, pid, "the pid the driver launched");
     assert!(m
         .probes
         .iter()
