@@ -20,6 +20,19 @@ const HEADERS: &[&str] = &[
 ];
 /// Generated skeleton, included by `src/skel.rs`.
 const FUTEX_SKEL: &str = "futex.skel.rs";
+/// The other BPF objects, one skeleton each (`NAME.bpf.c` -> `NAME.skel.rs`): the shared-maps
+/// owner (`targets`) and the probes of `src/probes.rs`.
+const PROBE_OBJECTS: &[&str] = &["targets", "offcpu", "syscall", "lifecycle", "klock"];
+/// Headers of those objects (for rerun-if-changed).
+const PROBE_HEADERS: &[&str] = &[
+    "src/bpf/common.h",
+    "src/bpf/common.bpf.h",
+    "src/bpf/probe.bpf.h",
+    "src/bpf/offcpu.h",
+    "src/bpf/syscall.h",
+    "src/bpf/lifecycle.h",
+    "src/bpf/klock.h",
+];
 /// Kernel BTF that `vmlinux.h` is generated from.
 const KERNEL_BTF: &str = "/sys/kernel/btf/vmlinux";
 /// Where to look for bpftool (Debian installs it in /usr/sbin, not always on a user's PATH).
@@ -28,7 +41,7 @@ const BPFTOOL_CANDIDATES: &[&str] = &["bpftool", "/usr/sbin/bpftool"];
 fn main() {
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     println!("cargo:rerun-if-changed={FUTEX_SRC}");
-    for header in HEADERS {
+    for header in HEADERS.iter().chain(PROBE_HEADERS) {
         println!("cargo:rerun-if-changed={header}");
     }
 
@@ -45,6 +58,27 @@ fn main() {
         .build_and_generate(out_dir.join(FUTEX_SKEL))
     {
         panic!("failed to build `{FUTEX_SRC}`: {err:#}");
+    }
+    for name in PROBE_OBJECTS {
+        build_skeleton(name, &out_dir);
+    }
+}
+
+/// Compiles `src/bpf/NAME.bpf.c` and writes its skeleton to `OUT_DIR/NAME.skel.rs`.
+fn build_skeleton(name: &str, out_dir: &Path) {
+    let source = format!("src/bpf/{name}.bpf.c");
+    println!("cargo:rerun-if-changed={source}");
+    if let Err(err) = SkeletonBuilder::new()
+        .source(&source)
+        .clang_args([
+            "-I".as_ref(),
+            out_dir.as_os_str(),
+            "-Wall".as_ref(),
+            "-Wno-unused-function".as_ref(),
+        ])
+        .build_and_generate(out_dir.join(format!("{name}.skel.rs")))
+    {
+        panic!("failed to build `{source}`: {err:#}");
     }
 }
 

@@ -210,6 +210,7 @@ pub fn to_profile(output: &Output, os: Option<TargetOs>, ustack_frames: Option<u
         threads,
         stacks: interner.stacks,
         waits,
+        ..Profile::default()
     }
 }
 

@@ -3,6 +3,7 @@
 //! every program and map.
 
 use crate::error::Error;
+use crate::shared::SharedMaps;
 use crate::skel::types::{futex_counters, futex_wait_key, futex_wait_stats};
 use crate::skel::{FutexSkel, FutexSkelBuilder};
 use crate::unwind::{decode_user_stack, StackMaps};
@@ -18,10 +19,10 @@ const OBJECT: &str = "futex";
 /// Heap storage for the libbpf object that the skeleton borrows. It lives in a [`FutexObject`]
 /// next to the skeleton, so the skeleton's borrow is given a `'static` lifetime; the field order of
 /// [`FutexObject`] guarantees the skeleton is dropped first.
-struct ObjectStorage(NonNull<MaybeUninit<OpenObject>>);
+pub(crate) struct ObjectStorage(NonNull<MaybeUninit<OpenObject>>);
 
 impl ObjectStorage {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self(NonNull::from(Box::leak(Box::new(MaybeUninit::uninit()))))
     }
 
@@ -29,7 +30,7 @@ impl ObjectStorage {
     ///
     /// # Safety
     /// Call at most once per storage, and drop the borrowing skeleton before the storage.
-    unsafe fn borrow(&self) -> &'static mut MaybeUninit<OpenObject> {
+    pub(crate) unsafe fn borrow(&self) -> &'static mut MaybeUninit<OpenObject> {
         // SAFETY: the pointer comes from Box::leak and stays valid until `drop`; the caller
         // guarantees this is the only borrow and that it ends before `drop`.
         unsafe { &mut *self.0.as_ptr() }
@@ -73,7 +74,7 @@ pub struct FutexObject {
 ///
 /// # Safety
 /// Implement only for `#[repr(C)]` types valid for every bit pattern.
-unsafe trait Plain: Copy + Default {}
+pub(crate) unsafe trait Plain: Copy + Default {}
 // SAFETY: generated #[repr(C)] structs of integers (and a #[repr(transparent)] u32 enum).
 unsafe impl Plain for futex_wait_key {}
 // SAFETY: as above.
@@ -82,7 +83,7 @@ unsafe impl Plain for futex_wait_stats {}
 unsafe impl Plain for futex_counters {}
 
 /// Reads a `T` from the start of `bytes`; `None` when they are too short.
-fn read_plain<T: Plain>(bytes: &[u8]) -> Option<T> {
+pub(crate) fn read_plain<T: Plain>(bytes: &[u8]) -> Option<T> {
     if bytes.len() < std::mem::size_of::<T>() {
         return None;
     }
@@ -94,14 +95,15 @@ fn read_plain<T: Plain>(bytes: &[u8]) -> Option<T> {
 impl FutexObject {
     /// Opens and loads the object: with the tp_btf programs if the kernel accepts them, else
     /// with the raw_tp ones alone.
-    pub fn load() -> Result<Self, Error> {
-        match Self::load_flavor(true) {
+    pub fn load(shared: Option<&SharedMaps>) -> Result<Self, Error> {
+        match Self::load_flavor(true, shared) {
             Ok(object) => Ok(object),
             Err(btf_error) => {
-                let mut object = Self::load_flavor(false).map_err(|source| Error::Load {
-                    object: OBJECT,
-                    source,
-                })?;
+                let mut object =
+                    Self::load_flavor(false, shared).map_err(|source| Error::Load {
+                        object: OBJECT,
+                        source,
+                    })?;
                 object.btf_load_error =
                     Some(format!("tp_btf programs failed to load: {btf_error}"));
                 Ok(object)
@@ -109,7 +111,8 @@ impl FutexObject {
         }
     }
 
-    fn load_flavor(with_btf: bool) -> Result<Self, libbpf_rs::Error> {
+    /// Loads one flavor; with `shared`, its `targets` and stack maps are the shared ones.
+    fn load_flavor(with_btf: bool, shared: Option<&SharedMaps>) -> Result<Self, libbpf_rs::Error> {
         let storage = ObjectStorage::new();
         // SAFETY: the only borrow of this fresh storage; the skeleton that holds it is either
         // dropped below (on error, before `storage`, being declared later) or moved into a
@@ -120,6 +123,9 @@ impl FutexObject {
             open.progs.lks_exit_btf.set_autoload(false);
             open.progs.lks_fork_btf.set_autoload(false);
             open.progs.lks_texit_btf.set_autoload(false);
+        }
+        if let Some(shared) = shared {
+            shared.reuse_in(open.open_object_mut())?;
         }
         let skel = open.load()?;
         Ok(FutexObject {
@@ -324,7 +330,7 @@ mod tests {
             eprintln!("skipped: {why}");
             return;
         }
-        let mut object = FutexObject::load_flavor(false).expect("load raw_tp flavor");
+        let mut object = FutexObject::load_flavor(false, None).expect("load raw_tp flavor");
         object.btf_load_error = Some("forced by test".into());
         object.add_target(std::process::id()).expect("add target");
         object.attach().expect("attach raw_tp");

@@ -50,6 +50,12 @@ pub enum Error {
         /// Names this backend knows, comma-separated.
         known: String,
     },
+    /// A `--syscalls` name is not an x86_64 system call.
+    #[error("unknown system call `{name}`")]
+    UnknownSyscall {
+        /// The name asked for.
+        name: String,
+    },
     /// The BPF object could not be opened or loaded into the kernel.
     #[error("failed to load BPF object `{object}`")]
     Load {

@@ -18,13 +18,18 @@ mod environment;
 mod error;
 mod launch;
 mod ops;
+mod probeset;
 mod procmaps;
 mod recorder;
+mod shared;
 mod skel;
+mod skels;
 mod symbolize;
+mod syscalls;
 mod unwind;
 
 pub use environment::{check_environment, check_kernel_btf, KERNEL_BTF};
 pub use error::Error;
+pub use probeset::{probe_support, ProbeSettings, FAIL_ATTACH_ENV};
 pub use recorder::{RecordOptions, Recorder, RecorderStatus, TargetSpec};
 pub use unwind::UnwindStats;

@@ -6,7 +6,9 @@ use crate::environment::check_environment;
 use crate::error::Error;
 use crate::launch::PendingChild;
 use crate::ops::{fallback_kind, op_name};
+use crate::probeset::{add_losses, resolve, ProbeSet, ProbeSettings, PROBE_NAMES};
 use crate::procmaps::MapsCache;
+use crate::shared::SharedMaps;
 use crate::skel::types::futex_counters;
 use crate::symbolize::{user_stack_complete, StackSymbolizer};
 use crate::unwind::{UnwindStats, Unwinder};
@@ -40,6 +42,9 @@ pub struct RecordOptions {
     pub target: TargetSpec,
     /// Catalog names of probes to attach. Default: the catalog's default probes (`["futex"]`).
     pub probes: Vec<String>,
+    /// Settings of the offcpu, syscall, lifecycle and klock probes. Default:
+    /// [`ProbeSettings::default`].
+    pub probe_settings: ProbeSettings,
 }
 
 impl RecordOptions {
@@ -48,6 +53,7 @@ impl RecordOptions {
         Self {
             target,
             probes: catalog::defaults().map(|p| p.name.to_owned()).collect(),
+            probe_settings: ProbeSettings::default(),
         }
     }
 }
@@ -125,6 +131,10 @@ impl Child {
 pub struct Recorder {
     /// The futex probe; `None` when it was not requested. Dropping it releases every BPF object.
     futex: Option<FutexObject>,
+    /// The other probes (offcpu, syscall, lifecycle, klock).
+    probe_set: ProbeSet,
+    /// The maps every probe shares (`targets`, stacks); also follows forks.
+    shared: SharedMaps,
     /// Unwind tables of the traced processes (with the futex probe).
     unwinder: Option<Unwinder>,
     /// The unwinder's count of pcs it could not place, at the last refresh: when it grows, a
@@ -146,8 +156,11 @@ impl Recorder {
     pub fn start(options: RecordOptions) -> Result<Recorder, Error> {
         check_environment()?;
         let want_futex = check_probe_names(&options.probes)?;
+        // The shared maps first: every probe object reuses them.
+        let mut shared = SharedMaps::load()?;
+        let mut probe_set = ProbeSet::load(&options.probes, &shared, &options.probe_settings)?;
         let mut futex = if want_futex {
-            Some(FutexObject::load()?)
+            Some(FutexObject::load(Some(&shared))?)
         } else {
             None
         };
@@ -163,6 +176,9 @@ impl Recorder {
                 if let Some(unwinder) = &mut unwinder {
                     unwinder.add_process(tgid)?;
                 }
+                shared.add_target(tgid)?;
+                shared.follow_forks()?;
+                probe_set.attach();
                 if let Some(futex) = &mut futex {
                     futex.add_target(tgid)?;
                     futex.attach()?;
@@ -178,6 +194,9 @@ impl Recorder {
                 // Dropping `pending` on any error below makes the child exit unexecuted.
                 let pending = PendingChild::fork(argv)?;
                 let pid = pending.pid();
+                shared.add_target(pid)?;
+                shared.follow_forks()?;
+                probe_set.attach();
                 if let Some(futex) = &mut futex {
                     futex.add_target(pid)?;
                     futex.attach()?;
@@ -211,18 +230,20 @@ impl Recorder {
                         status,
                     }
                 }
-                _ => ProbeAttachment {
+                _ => probe_set.status(name).unwrap_or_else(|| ProbeAttachment {
                     probe: name.clone(),
                     hook: String::new(),
                     status: AttachStatus::Failed {
                         reason: "not implemented by the eBPF backend".into(),
                     },
-                },
+                }),
             })
             .collect();
 
         let mut recorder = Recorder {
             futex,
+            probe_set,
+            shared,
             unwinder,
             unwind_misses: 0,
             probes,
@@ -255,6 +276,7 @@ impl Recorder {
     /// they exited). Cheap: call it often.
     pub fn poll(&mut self) -> Result<RecorderStatus, Error> {
         let counters = self.counters()?;
+        let (set_events, set_losses) = self.probe_set.counters()?;
         if !self.target_exited {
             self.target_exited = match &mut self.child {
                 Some(child) => child.try_reap(),
@@ -270,8 +292,8 @@ impl Recorder {
         }
         Ok(RecorderStatus {
             elapsed: self.started.elapsed(),
-            events: counters.events,
-            losses: losses(&counters),
+            events: counters.events + set_events,
+            losses: add_losses(losses(&counters), set_losses),
             target_exited: self.target_exited,
         })
     }
@@ -294,9 +316,18 @@ impl Recorder {
         };
         let Records {
             mut waits,
-            threads,
-            stacks,
+            mut threads,
+            mut stacks,
         } = records;
+        self.probe_set.detach();
+        self.shared.detach();
+        let (set_events, set_losses) = self.probe_set.counters()?;
+        let drained = self.probe_set.drain()?;
+        let (thread_times, wakeups) = resolve(drained, &self.shared, &self.maps)?.merge_into(
+            &mut waits,
+            &mut threads,
+            &mut stacks,
+        );
         if let Some(child) = &mut self.child {
             child.terminate();
         }
@@ -318,8 +349,15 @@ impl Recorder {
             start_unix_ns: self.start_unix_ns,
             duration_ns,
             probes: self.probes.clone(),
-            events: counters.events,
-            losses: losses(&counters),
+            events: counters.events + set_events,
+            // Children that could not be followed (`targets` full): their events are missing.
+            losses: add_losses(
+                add_losses(losses(&counters), set_losses),
+                Losses {
+                    dropped: self.shared.targets_full(),
+                    ..Losses::default()
+                },
+            ),
             end_reason: end_reason.to_owned(),
         };
         Ok(Profile {
@@ -327,6 +365,8 @@ impl Recorder {
             threads,
             stacks,
             waits,
+            thread_times,
+            wakeups,
         })
     }
 
@@ -356,7 +396,10 @@ impl Recorder {
 
     /// Snapshots the maps of the target and every process it forked.
     fn snapshot_maps(&mut self) {
-        let mut pids = self.futex.as_ref().map(|f| f.targets()).unwrap_or_default();
+        let mut pids = self.shared.targets();
+        if let Some(futex) = &self.futex {
+            pids.extend(futex.targets());
+        }
         pids.push(self.target.pid);
         pids.sort_unstable();
         pids.dedup();
@@ -385,10 +428,13 @@ impl Drop for Recorder {
 /// Checks the requested probe names; true when the futex probe is among them.
 fn check_probe_names(names: &[String]) -> Result<bool, Error> {
     for name in names {
-        if name != FUTEX_PROBE {
+        if name != FUTEX_PROBE && !PROBE_NAMES.contains(&name.as_str()) {
             return Err(Error::UnknownProbe {
                 name: name.clone(),
-                known: FUTEX_PROBE.to_owned(),
+                known: std::iter::once(FUTEX_PROBE)
+                    .chain(PROBE_NAMES)
+                    .collect::<Vec<_>>()
+                    .join(", "),
             });
         }
     }
@@ -612,10 +658,12 @@ mod tests {
         let options = RecordOptions::new(TargetSpec::Pid(1));
         assert_eq!(options.probes, vec!["futex".to_owned()]);
         assert!(check_probe_names(&options.probes).expect("futex known"));
-        let err = check_probe_names(&["offcpu".to_owned()]).expect_err("unknown");
+        assert!(!check_probe_names(&["offcpu".to_owned()]).expect("offcpu known"));
+        let err = check_probe_names(&["nosuch".to_owned()]).expect_err("unknown");
         assert_eq!(
             err.to_string(),
-            "unknown probe `offcpu` (the eBPF backend provides: futex)"
+            "unknown probe `nosuch` (the eBPF backend provides: futex, offcpu, syscall, \
+             lifecycle, klock)"
         );
     }
 

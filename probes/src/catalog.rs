@@ -14,6 +14,8 @@ pub enum CostClass {
     PerSyscall,
     /// Fires on every context switch of the machine.
     PerContextSwitch,
+    /// Fires on process and thread creation, exec and exit only.
+    PerLifecycleEvent,
 }
 
 impl CostClass {
@@ -23,6 +25,7 @@ impl CostClass {
             CostClass::OnContention => "on-contention",
             CostClass::PerSyscall => "per-syscall",
             CostClass::PerContextSwitch => "per-context-switch",
+            CostClass::PerLifecycleEvent => "per-lifecycle-event",
         }
     }
 }
@@ -40,26 +43,70 @@ pub struct ProbeInfo {
     pub cost: CostClass,
     /// Enabled when the user names no probes.
     pub default: bool,
+    /// Kernel hooks it attaches to on Linux (eBPF backend), for `lockscope probes`.
+    pub linux_hooks: &'static str,
 }
 
 /// Every probe lockscope knows, in listing order.
-pub const CATALOG: &[ProbeInfo] = &[ProbeInfo {
-    name: "futex",
-    description: "kernel wait primitive under pthread locks: every futex wait of the target \
+pub const CATALOG: &[ProbeInfo] = &[
+    ProbeInfo {
+        name: "futex",
+        description: "kernel wait primitive under pthread locks: every futex wait of the target \
                   (FUTEX_WAIT, WAIT_BITSET, LOCK_PI, LOCK_PI2, WAIT_REQUEUE_PI, futex_waitv, \
                   futex_wait) with duration, address, op, thread and stacks",
-    kinds: &[
-        WaitKind::Mutex,
-        WaitKind::Condvar,
-        WaitKind::RwlockRead,
-        WaitKind::RwlockWrite,
-        WaitKind::Semaphore,
-        WaitKind::Join,
-        WaitKind::Wait,
-    ],
-    cost: CostClass::PerSyscall,
-    default: true,
-}];
+        kinds: &[
+            WaitKind::Mutex,
+            WaitKind::Condvar,
+            WaitKind::RwlockRead,
+            WaitKind::RwlockWrite,
+            WaitKind::Semaphore,
+            WaitKind::Join,
+            WaitKind::Wait,
+        ],
+        cost: CostClass::PerSyscall,
+        default: true,
+        linux_hooks:
+            "tp_btf/sys_enter, tp_btf/sys_exit, tp_btf/sched_process_exit (raw_tp fallback)",
+    },
+    ProbeInfo {
+        name: "offcpu",
+        description: "time each thread spends off the CPU, with stacks at switch-out, the state \
+                  (sleeping or preempted) and the system call it slept in; run-queue delay; \
+                  who woke it and from where; the per-thread wall-time breakdown and context \
+                  switch counts",
+        kinds: &[WaitKind::OffCpu],
+        cost: CostClass::PerContextSwitch,
+        default: false,
+        linux_hooks: "tp_btf/sched_switch, tp_btf/sched_waking, tp_btf/sched_wakeup_new",
+    },
+    ProbeInfo {
+        name: "syscall",
+        description: "every system call of the target: count, errors by errno, log2 latency, and \
+                  the stacks of slow calls (--syscalls to select some)",
+        kinds: &[WaitKind::Syscall],
+        cost: CostClass::PerSyscall,
+        default: false,
+        linux_hooks: "tp_btf/sys_enter, tp_btf/sys_exit",
+    },
+    ProbeInfo {
+        name: "lifecycle",
+        description: "fork, vfork, clone (process or thread), exec and exit, with the time spent \
+                  in each call and the stacks of who forks, creates threads and execs",
+        kinds: &[WaitKind::Lifecycle],
+        cost: CostClass::PerLifecycleEvent,
+        default: false,
+        linux_hooks: "tp_btf/sys_enter, tp_btf/sys_exit, tp_btf/sched_process_exit",
+    },
+    ProbeInfo {
+        name: "klock",
+        description: "kernel lock contention (spinlock, mutex, rwsem, rwlock, rtmutex, \
+                  percpu-rwsem): wait time, lock type, address, caller and kernel stacks",
+        kinds: &[WaitKind::KernelLock],
+        cost: CostClass::OnContention,
+        default: false,
+        linux_hooks: "tp_btf/contention_begin, tp_btf/contention_end",
+    },
+];
 
 /// Looks a probe up by name.
 pub fn find(name: &str) -> Option<&'static ProbeInfo> {

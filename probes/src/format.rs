@@ -215,6 +215,7 @@ mod tests {
                     histogram,
                 },
             }],
+            ..Profile::default()
         }
     }
 

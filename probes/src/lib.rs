@@ -8,6 +8,7 @@
 //! - [`wait`]: the wait taxonomy (mutex, condvar, rwlock, ...), one set of names for every OS;
 //! - [`hist`]: log2 latency histograms, bucketed exactly like DTrace's `quantize()`;
 //! - [`profile`]: the profile data model (metadata, threads, interned stacks, wait records);
+//! - [`sched`]: per-thread wall-time breakdown and wakeups (the `offcpu` probe);
 //! - [`format`]: the versioned on-disk profile format (`.lsp`).
 //!
 //! This crate has no OS dependencies: it never talks to a kernel.
@@ -16,6 +17,7 @@ pub mod catalog;
 pub mod format;
 pub mod hist;
 pub mod profile;
+pub mod sched;
 pub mod wait;
 
 pub use catalog::{CostClass, ProbeInfo, CATALOG};
@@ -25,4 +27,5 @@ pub use profile::{
     AddressSpace, AttachStatus, Frame, InlinedFrame, Losses, Metadata, ProbeAttachment, Profile,
     Stack, StackId, StackInterner, Target, ThreadInfo, WaitRecord, WaitStats,
 };
+pub use sched::{ThreadTime, TimeClass, WakeupRecord};
 pub use wait::WaitKind;

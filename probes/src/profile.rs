@@ -6,6 +6,7 @@
 //! any machine. `docs/FORMAT.md` documents every field.
 
 use crate::hist::Log2Histogram;
+use crate::sched::{ThreadTime, WakeupRecord};
 use crate::wait::WaitKind;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -24,6 +25,13 @@ pub struct Profile {
     pub stacks: Vec<Stack>,
     /// Aggregated waits, one per (probe, pid, tid, object, operation, user stack, kernel stack).
     pub waits: Vec<WaitRecord>,
+    /// Where each thread's wall time went (the `offcpu` probe), sorted by (pid, tid); empty
+    /// without it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thread_times: Vec<ThreadTime>,
+    /// Who woke whom (the `offcpu` probe); empty without it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wakeups: Vec<WakeupRecord>,
 }
 
 /// Where, when and how a profile was recorded.
@@ -317,6 +325,22 @@ impl Profile {
     /// Checks internal consistency: every stack reference resolves. A profile read from a file
     /// passes this before anyone uses it, so readers may index stacks without checking.
     pub fn validate(&self) -> Result<(), String> {
+        for (i, w) in self.wakeups.iter().enumerate() {
+            let ids = [
+                w.user_stack,
+                w.kernel_stack,
+                w.waker_user_stack,
+                w.waker_kernel_stack,
+            ];
+            for id in ids.into_iter().flatten() {
+                if id as usize >= self.stacks.len() {
+                    return Err(format!(
+                        "wakeup record {i} refers to stack {id}, but the profile has {} stacks",
+                        self.stacks.len()
+                    ));
+                }
+            }
+        }
         for (i, w) in self.waits.iter().enumerate() {
             for id in [w.user_stack, w.kernel_stack].into_iter().flatten() {
                 if id as usize >= self.stacks.len() {

@@ -191,6 +191,15 @@ pub struct RecordArgs {
     #[arg(long, value_name = "PROBES", value_delimiter = ',')]
     pub probes: Vec<String>,
 
+    /// Shortest off-CPU interval the `offcpu` probe records with its stacks and waker (`10us`,
+    /// `1ms`); shorter ones still count in the per-thread time breakdown.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10us")]
+    pub min_block: Duration,
+
+    /// System calls the `syscall` probe records, comma-separated (`read,write`). Default: all.
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    pub syscalls: Vec<String>,
+
     /// Recording backend. Default: ebpf on Linux, dtrace elsewhere.
     #[arg(long, value_enum)]
     pub backend: Option<BackendArg>,

@@ -83,11 +83,20 @@ pub fn filter_profile(profile: &Profile, fold: &FoldOptions) -> Profile {
         .filter(|t| waits.iter().any(|w| w.pid == t.pid && w.tid == t.tid))
         .cloned()
         .collect();
+    // Per-thread times are not stack-based: they go with the probe that measures them. Wakeups
+    // refer to stacks this filter renumbers, so a filtered export leaves them out.
+    let thread_times = if fold.probe.as_deref() == Some("offcpu") {
+        profile.thread_times.clone()
+    } else {
+        Vec::new()
+    };
     Profile {
         metadata: profile.metadata.clone(),
         threads,
         stacks,
         waits,
+        thread_times,
+        wakeups: Vec::new(),
     }
 }
 

@@ -253,6 +253,34 @@ fn write_file(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()>) -> 
     result.with_context(|| format!("failed to write `{}`", path.display()))
 }
 
+/// Whether each eBPF probe loads on this kernel (empty when that cannot be checked here).
+#[cfg(target_os = "linux")]
+fn ebpf_probe_support() -> Vec<(&'static str, std::result::Result<(), String>)> {
+    if lockscope_ebpf::check_environment().is_err() {
+        return Vec::new();
+    }
+    lockscope_ebpf::probe_support()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn ebpf_probe_support() -> Vec<(&'static str, std::result::Result<(), String>)> {
+    Vec::new()
+}
+
+/// Why the eBPF probes could not be tried here.
+fn support_unknown_reason() -> Option<String> {
+    #[cfg(target_os = "linux")]
+    {
+        lockscope_ebpf::check_environment()
+            .err()
+            .map(|e| format!("not checked: {e}"))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Some("not checked: not Linux".to_string())
+    }
+}
+
 /// A reader that went away (`lockscope report x | head`) is not an error.
 fn ignore_broken_pipe(err: std::io::Error) -> std::io::Result<()> {
     if err.kind() == std::io::ErrorKind::BrokenPipe {
@@ -265,20 +293,31 @@ fn ignore_broken_pipe(err: std::io::Error) -> std::io::Result<()> {
 /// Lists both backends' probes: eBPF (Linux) first, then DTrace with the OSes each exists on.
 fn print_probes(out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(out, "eBPF backend (Linux)")?;
+    let support = ebpf_probe_support();
     writeln!(
         out,
-        "  {:<12} {:<20} {:<8} DESCRIPTION",
-        "PROBE", "COST", "DEFAULT"
+        "  {:<12} {:<20} {:<8} {:<12} DESCRIPTION",
+        "PROBE", "COST", "DEFAULT", "THIS KERNEL"
     )?;
     for probe in lockscope_probes::CATALOG {
+        let (can, why) = match support.iter().find(|(name, _)| *name == probe.name) {
+            Some((_, Ok(()))) => ("loads", None),
+            Some((_, Err(reason))) => ("fails", Some(reason.clone())),
+            None => ("unknown", support_unknown_reason()),
+        };
         writeln!(
             out,
-            "  {:<12} {:<20} {:<8} {}",
+            "  {:<12} {:<20} {:<8} {:<12} {}",
             probe.name,
             probe.cost.name(),
             if probe.default { "yes" } else { "no" },
+            can,
             probe.description
         )?;
+        writeln!(out, "  {:<55} hooks: {}", "", probe.linux_hooks)?;
+        if let Some(why) = why {
+            writeln!(out, "  {:<55} why: {why}", "")?;
+        }
     }
     writeln!(out, "\nDTrace backend (--backend dtrace --os OS)")?;
     writeln!(

@@ -191,6 +191,8 @@ fn run_ebpf(args: &RecordArgs, target: RecordTarget) -> Result<()> {
         RecordTarget::Command(argv) => TargetSpec::Command(argv),
     });
     options.probes = probes;
+    options.probe_settings.min_block = args.min_block;
+    options.probe_settings.syscalls = args.syscalls.clone();
     // Handlers go in before the target starts, so a Ctrl-C during start-up is not lost.
     let signals = StopSignals::install()?;
     let mut recorder = Recorder::start(options)?;

@@ -1,0 +1,369 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+/*
+ * The `offcpu` probe: where the target's threads spend their time off the CPU.
+ *
+ * Hooks: sched_switch (switch-out: state, system call in progress, stacks; switch-in: end of the
+ * interval), sched_waking (end of a sleep, and who woke it: the waker runs this hook) and
+ * sched_wakeup_new (a new thread enters the run queue). All tp_btf.
+ *
+ * Per thread it keeps a state machine and the time spent in each class (enum time_class), so
+ * that on-CPU + run-queue + every kind of sleep adds up to the thread's wall time. Intervals of
+ * at least `targ_min_block_ns` are also aggregated with their stacks (`offcpu`), and the sleeps
+ * among them with their waker's stacks (`wakeups`, offwaketime's idea, aggregated in the kernel).
+ */
+#include "probe.bpf.h"
+#include "offcpu.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+#define MAX_THREADS 16384
+#define MAX_OFFCPU_KEYS 16384
+#define MAX_WAKEUP_KEYS 8192
+
+/* x86_64 entry code stores -ENOSYS in pt_regs->ax until the system call returns: with orig_ax >= 0
+ * that tells a thread inside a system call from one that entered the kernel otherwise (fault,
+ * interrupt), whose orig_ax holds an error code or a vector. */
+#define ENOSYS 38
+/* prev_state bit of an exiting task (TASK_DEAD). */
+#define LKS_TASK_DEAD 0x80
+
+/* Shortest interval aggregated with stacks (the per-thread times count every interval). */
+const volatile __u64 targ_min_block_ns = 10000;
+
+/* CLOCK_MONOTONIC when the probes were attached, written by user space; threads first seen later
+ * count from here. */
+__u64 lks_start_ns = 0;
+
+/* Scheduler events that did not fit the state machine (a missed or reordered event): a switch-out
+ * of a thread not on the CPU, a switch-in of a thread already on it. Their interval is still
+ * accounted (to the state the thread was in), so the classes keep adding up to wall time. */
+__u64 lks_out_of_order = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_THREADS);
+	__type(key, __u32);
+	__type(value, struct offcpu_thread);
+} threads SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_OFFCPU_KEYS);
+	__type(key, struct offcpu_key);
+	__type(value, struct lks_stats);
+} offcpu SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_WAKEUP_KEYS);
+	__type(key, struct wakeup_key);
+	__type(value, struct lks_stats);
+} wakeups SEC(".maps");
+
+/* Template for new `threads` entries (bigger than the BPF stack allows comfortably). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct offcpu_thread);
+} fresh_thread SEC(".maps");
+
+static __always_inline enum time_class class_of_syscall(__s32 nr)
+{
+	switch (nr) {
+	case 202: /* futex */
+	case 449: /* futex_waitv */
+	case 455: /* futex_wait */
+		return LKS_TIME_FUTEX;
+	case 7:   /* poll */
+	case 23:  /* select */
+	case 232: /* epoll_wait */
+	case 270: /* pselect6 */
+	case 271: /* ppoll */
+	case 281: /* epoll_pwait */
+	case 441: /* epoll_pwait2 */
+		return LKS_TIME_POLL;
+	case 0:   /* read */
+	case 1:   /* write */
+	case 17:  /* pread64 */
+	case 18:  /* pwrite64 */
+	case 19:  /* readv */
+	case 20:  /* writev */
+	case 40:  /* sendfile */
+	case 42:  /* connect */
+	case 43:  /* accept */
+	case 44:  /* sendto */
+	case 45:  /* recvfrom */
+	case 46:  /* sendmsg */
+	case 47:  /* recvmsg */
+	case 74:  /* fsync */
+	case 75:  /* fdatasync */
+	case 208: /* io_getevents */
+	case 257: /* openat */
+	case 277: /* sync_file_range */
+	case 288: /* accept4 */
+	case 295: /* preadv */
+	case 296: /* pwritev */
+	case 299: /* recvmmsg */
+	case 307: /* sendmmsg */
+	case 327: /* preadv2 */
+	case 328: /* pwritev2 */
+	case 426: /* io_uring_enter */
+		return LKS_TIME_IO;
+	case 34:  /* pause */
+	case 35:  /* nanosleep */
+	case 128: /* rt_sigtimedwait */
+	case 130: /* rt_sigsuspend */
+	case 230: /* clock_nanosleep */
+		return LKS_TIME_SLEEP;
+	default:
+		return LKS_TIME_OTHER;
+	}
+}
+
+static __always_inline __u64 start_ns(__u64 now)
+{
+	__u64 start = lks_start_ns;
+
+	return start && start < now ? start : now;
+}
+
+/* The entry of thread `tid`, created in `state` since `since` when missing. */
+static __always_inline struct offcpu_thread *thread_entry(__u32 tid, __u32 tgid,
+							   enum offcpu_state state, __u64 since)
+{
+	struct offcpu_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	__u32 zero = 0;
+	long err;
+
+	if (t)
+		return t;
+	t = bpf_map_lookup_elem(&fresh_thread, &zero);
+	if (!t)
+		return NULL;
+	t->tgid = tgid;
+	t->state = state;
+	t->first_ns = since;
+	t->since_ns = since;
+	t->wakeup_ns = since;
+	t->syscall = -1;
+	t->sleep_class = LKS_TIME_OTHER;
+	t->user_stack_id = -1;
+	t->kernel_stack_id = -1;
+	err = bpf_map_update_elem(&threads, &tid, t, BPF_NOEXIST);
+	if (err && err != -EEXIST) {
+		COUNT(start_map_full);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&threads, &tid);
+}
+
+static __always_inline void add_time(struct offcpu_thread *t, enum time_class class, __u64 ns)
+{
+	if (class < LKS_TIME_CLASSES)
+		t->time_ns[class] += ns;
+}
+
+/* Aggregates one off-CPU interval of `t` that ended after `ns`. */
+static __always_inline void record_interval(struct offcpu_thread *t, __u32 tid,
+					    enum offcpu_state state, __u64 ns, bool stacks,
+					    struct task_struct *task)
+{
+	struct offcpu_key key = {};
+
+	if (ns < targ_min_block_ns)
+		return;
+	key.tgid = t->tgid;
+	key.tid = tid;
+	key.state = state;
+	key.syscall = t->syscall;
+	key.object = t->object;
+	key.user_stack_id = stacks ? t->user_stack_id : -1;
+	key.kernel_stack_id = stacks ? t->kernel_stack_id : -1;
+	aggregate(&offcpu, &key, ns, task);
+}
+
+static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, unsigned int prev_state,
+					  __u64 now)
+{
+	__u32 tgid = prev->tgid, tid = prev->pid;
+	struct offcpu_thread *t;
+	struct pt_regs *regs;
+	struct stack_ids ids;
+
+	if (!is_target(tgid))
+		return;
+	COUNT(events);
+	/* First seen running: on the CPU since the recording started. */
+	t = thread_entry(tid, tgid, LKS_STATE_ON_CPU, start_ns(now));
+	if (!t)
+		return;
+	switch (t->state) {
+	case LKS_STATE_ON_CPU:
+		add_time(t, LKS_TIME_ON_CPU, now - t->since_ns);
+		break;
+	case LKS_STATE_SLEEPING:
+		__sync_fetch_and_add(&lks_out_of_order, 1);
+		add_time(t, t->sleep_class, now - t->since_ns);
+		break;
+	case LKS_STATE_DEAD:
+		__sync_fetch_and_add(&lks_out_of_order, 1);
+		break;
+	default:
+		__sync_fetch_and_add(&lks_out_of_order, 1);
+		add_time(t, LKS_TIME_RUN_QUEUE, now - t->since_ns);
+		break;
+	}
+	t->since_ns = now;
+	if (prev_state & LKS_TASK_DEAD) {
+		t->state = LKS_STATE_DEAD;
+		return;
+	}
+	bpf_get_current_comm(t->comm, sizeof(t->comm));
+	t->syscall = -1;
+	t->object = 0;
+	regs = (struct pt_regs *)bpf_task_pt_regs(prev);
+	if (regs) {
+		long orig_ax = BPF_CORE_READ(regs, orig_ax);
+		long ax = BPF_CORE_READ(regs, ax);
+
+		if (orig_ax >= 0 && ax == -ENOSYS) {
+			t->syscall = orig_ax;
+			if (orig_ax == 202)
+				t->object = BPF_CORE_READ(regs, di);
+		}
+	}
+	if (prev_state == 0) {
+		t->state = LKS_STATE_PREEMPTED;
+		t->involuntary++;
+	} else {
+		t->state = LKS_STATE_SLEEPING;
+		t->voluntary++;
+		t->sleep_class = t->syscall < 0 ? LKS_TIME_OTHER : class_of_syscall(t->syscall);
+	}
+	ids = capture_stacks(ctx);
+	count_stack_failures(ids);
+	t->user_stack_id = ids.user < 0 ? -1 : ids.user;
+	t->kernel_stack_id = ids.kernel < 0 ? -1 : ids.kernel;
+}
+
+static __always_inline void on_switch_in(struct task_struct *next, __u64 now)
+{
+	__u32 tgid = next->tgid, tid = next->pid;
+	struct offcpu_thread *t;
+	__u64 ns;
+
+	if (!is_target(tgid))
+		return;
+	/* First seen switching in: runnable since the recording started (a sleep would have been
+	 * seen ending at its wakeup). */
+	t = thread_entry(tid, tgid, LKS_STATE_RUN_QUEUE, start_ns(now));
+	if (!t)
+		return;
+	ns = now - t->since_ns;
+	switch (t->state) {
+	case LKS_STATE_SLEEPING:
+		/* Woken without a sched_waking seen (or racing it): all of it was the sleep. */
+		add_time(t, t->sleep_class, ns);
+		record_interval(t, tid, LKS_STATE_SLEEPING, ns, true, next);
+		break;
+	case LKS_STATE_PREEMPTED:
+		add_time(t, LKS_TIME_RUN_QUEUE, ns);
+		record_interval(t, tid, LKS_STATE_PREEMPTED, ns, true, next);
+		break;
+	case LKS_STATE_RUN_QUEUE:
+		add_time(t, LKS_TIME_RUN_QUEUE, ns);
+		t->syscall = -1;
+		t->object = 0;
+		record_interval(t, tid, LKS_STATE_RUN_QUEUE, ns, false, next);
+		break;
+	case LKS_STATE_ON_CPU:
+		/* Its switch-out was missed: it was on a CPU until some point in between. */
+		__sync_fetch_and_add(&lks_out_of_order, 1);
+		add_time(t, LKS_TIME_ON_CPU, ns);
+		break;
+	default:
+		__sync_fetch_and_add(&lks_out_of_order, 1);
+		break;
+	}
+	t->state = LKS_STATE_ON_CPU;
+	t->since_ns = now;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(lks_offcpu_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	__u64 now = bpf_ktime_get_ns();
+
+	on_switch_out(ctx, prev, prev_state, now);
+	on_switch_in(next, now);
+	return 0;
+}
+
+/* Runs in the waker's context (unlike sched_wakeup, which may run on the wakee's CPU). */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(lks_offcpu_waking, struct task_struct *p)
+{
+	__u32 tgid = p->tgid, tid = p->pid;
+	__u64 now = bpf_ktime_get_ns(), pid_tgid, ns;
+	struct offcpu_thread *t;
+	struct wakeup_key key = {};
+	struct stack_ids ids;
+
+	if (!is_target(tgid))
+		return 0;
+	/* First seen being woken: asleep (in something unknown) since the recording started. */
+	t = thread_entry(tid, tgid, LKS_STATE_SLEEPING, start_ns(now));
+	if (!t || t->state != LKS_STATE_SLEEPING)
+		return 0;
+	ns = now - t->since_ns;
+	add_time(t, t->sleep_class, ns);
+	t->state = LKS_STATE_RUN_QUEUE;
+	t->since_ns = now;
+	t->wakeup_ns = now;
+	if (ns < targ_min_block_ns)
+		return 0;
+	record_interval(t, tid, LKS_STATE_SLEEPING, ns, true, p);
+
+	pid_tgid = bpf_get_current_pid_tgid();
+	ids = capture_stacks(ctx);
+	key.tgid = tgid;
+	key.tid = tid;
+	key.waker_tgid = pid_tgid >> 32;
+	key.waker_tid = (__u32)pid_tgid;
+	key.user_stack_id = t->user_stack_id;
+	key.kernel_stack_id = t->kernel_stack_id;
+	key.waker_user_stack_id = ids.user < 0 ? -1 : ids.user;
+	key.waker_kernel_stack_id = ids.kernel < 0 ? -1 : ids.kernel;
+	key.syscall = t->syscall;
+	aggregate(&wakeups, &key, ns, NULL);
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(lks_offcpu_wakeup_new, struct task_struct *p)
+{
+	__u32 tgid = p->tgid, tid = p->pid;
+	__u64 now = bpf_ktime_get_ns();
+	struct offcpu_thread *t;
+
+	if (!is_target(tgid))
+		return 0;
+	t = thread_entry(tid, tgid, LKS_STATE_RUN_QUEUE, now);
+	if (t) {
+		/* A reused thread id: start over. */
+		if (t->state == LKS_STATE_DEAD) {
+			__builtin_memset(t->time_ns, 0, sizeof(t->time_ns));
+			t->first_ns = now;
+			t->voluntary = 0;
+			t->involuntary = 0;
+		}
+		t->state = LKS_STATE_RUN_QUEUE;
+		t->since_ns = now;
+		t->wakeup_ns = now;
+		t->syscall = -1;
+		t->object = 0;
+	}
+	return 0;
+}

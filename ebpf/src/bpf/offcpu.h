@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/*
+ * Structures shared by offcpu.bpf.c and the Rust loader (src/offcpu.rs).
+ */
+#ifndef LOCKSCOPE_OFFCPU_H
+#define LOCKSCOPE_OFFCPU_H
+
+#include "common.h"
+
+/* Where a thread is, as far as the scheduler tracepoints tell. */
+enum offcpu_state {
+	/* Running on a CPU. */
+	LKS_STATE_ON_CPU = 0,
+	/* Switched out in a sleeping state, not woken yet. */
+	LKS_STATE_SLEEPING = 1,
+	/* Switched out while runnable (preempted): waiting for a CPU. */
+	LKS_STATE_PREEMPTED = 2,
+	/* Woken (or new), waiting for a CPU. */
+	LKS_STATE_RUN_QUEUE = 3,
+	/* Exited: accounting ended at its last switch-out. */
+	LKS_STATE_DEAD = 4,
+};
+
+/* What a thread's time went to, per thread (the wall-time breakdown). A sleep is classed by the
+ * system call the thread was in when it switched out. */
+enum time_class {
+	LKS_TIME_ON_CPU = 0,
+	LKS_TIME_RUN_QUEUE = 1,
+	/* futex waits (user space splits them into lock / condvar / other by their stacks). */
+	LKS_TIME_FUTEX = 2,
+	/* poll, select, epoll_wait and friends. */
+	LKS_TIME_POLL = 3,
+	/* read/write/recv/send/accept/connect/fsync/io_uring... */
+	LKS_TIME_IO = 4,
+	/* nanosleep, clock_nanosleep, pause, sigsuspend, sigtimedwait. */
+	LKS_TIME_SLEEP = 5,
+	/* Any other sleep: other system calls, page faults, or not in a system call. */
+	LKS_TIME_OTHER = 6,
+	LKS_TIME_CLASSES = 7,
+};
+
+/* Per-thread state and time accounting, by thread id. */
+struct offcpu_thread {
+	__u32 tgid;
+	enum offcpu_state state;
+	/* Start of the accounting (recording start, or the thread's creation). */
+	__u64 first_ns;
+	/* Start of the current state; for a dead thread, the end of its accounting. */
+	__u64 since_ns;
+	/* When a sleeping thread was woken (state RUN_QUEUE after SLEEPING). */
+	__u64 wakeup_ns;
+	/* Nanoseconds per enum time_class. */
+	__u64 time_ns[LKS_TIME_CLASSES];
+	/* Context switches: blocking (voluntary) and preemptions (involuntary). */
+	__u64 voluntary;
+	__u64 involuntary;
+	/* The current sleep: system call (-1: none), time class, futex word or fd, stacks. */
+	__s32 syscall;
+	enum time_class sleep_class;
+	__u64 object;
+	__s32 user_stack_id;
+	__s32 kernel_stack_id;
+	char comm[LKS_COMM_LEN];
+};
+
+/* Aggregation key of off-CPU intervals at least `targ_min_block_ns` long. */
+struct offcpu_key {
+	__u32 tgid;
+	__u32 tid;
+	/* LKS_STATE_SLEEPING (time asleep), LKS_STATE_PREEMPTED (preempted until back on a CPU) or
+	 * LKS_STATE_RUN_QUEUE (woken until back on a CPU). */
+	enum offcpu_state state;
+	/* System call in progress at switch-out, -1 when none. */
+	__s32 syscall;
+	/* Futex word of a futex sleep, else 0. */
+	__u64 object;
+	/* Stacks at switch-out (-1 when not captured: run-queue intervals, failures). */
+	__s32 user_stack_id;
+	__s32 kernel_stack_id;
+};
+
+/* Aggregation key of wakeups: who woke a sleeping thread, from where. */
+struct wakeup_key {
+	__u32 tgid;
+	__u32 tid;
+	__u32 waker_tgid;
+	__u32 waker_tid;
+	/* The sleeper's stacks at switch-out, and the waker's at the wakeup. */
+	__s32 user_stack_id;
+	__s32 kernel_stack_id;
+	__s32 waker_user_stack_id;
+	__s32 waker_kernel_stack_id;
+	/* System call the sleeper was in, -1 when none. */
+	__s32 syscall;
+	__u32 pad;
+};
+
+#endif /* LOCKSCOPE_OFFCPU_H */

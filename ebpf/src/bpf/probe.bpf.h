@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/*
+ * Helpers of the probes built on common.h: per-object event counters and a log2-histogram
+ * aggregation into a hash map of `struct lks_stats`. Private to each object (not shared).
+ */
+#ifndef LOCKSCOPE_PROBE_BPF_H
+#define LOCKSCOPE_PROBE_BPF_H
+
+#include "common.bpf.h"
+#include "common.h"
+
+/* Template for new aggregation entries (too big for the 512-byte BPF stack); its counts stay 0. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lks_stats);
+} fresh_stats SEC(".maps");
+
+/* Event and loss counters, per CPU so that counting never contends between CPUs. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lks_counters);
+} counters SEC(".maps");
+
+static __always_inline struct lks_counters *this_cpu_counters(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&counters, &zero);
+}
+
+/* Per-CPU copy: only this CPU writes it, and a BPF program is not migrated while it runs. */
+#define COUNT(field)                                            \
+	do {                                                    \
+		struct lks_counters *c = this_cpu_counters();   \
+		if (c)                                          \
+			c->field++;                             \
+	} while (0)
+
+/* Counts the stack captures that failed. */
+static __always_inline void count_stack_failures(struct stack_ids ids)
+{
+	if (ids.user < 0)
+		COUNT(user_stack_failures);
+	if (ids.kernel < 0)
+		COUNT(kernel_stack_failures);
+}
+
+/* Adds one duration to the entry of `key` in `map` (a hash of key -> struct lks_stats), creating
+ * it with the name of `task` (NULL: the current thread). Counts the loss when the map is full. */
+static __always_inline void aggregate(void *map, void *key, __u64 duration, struct task_struct *task)
+{
+	struct lks_stats *stats = bpf_map_lookup_elem(map, key);
+	__u32 slot;
+	long err;
+
+	if (!stats) {
+		__u32 zero = 0;
+		struct lks_stats *fresh = bpf_map_lookup_elem(&fresh_stats, &zero);
+
+		if (!fresh) {
+			COUNT(dropped);
+			return;
+		}
+		if (task)
+			bpf_probe_read_kernel_str(fresh->comm, sizeof(fresh->comm), task->comm);
+		else
+			bpf_get_current_comm(fresh->comm, sizeof(fresh->comm));
+		err = bpf_map_update_elem(map, key, fresh, BPF_NOEXIST);
+		if (err && err != -EEXIST) {
+			if (err == -E2BIG)
+				COUNT(agg_map_full);
+			else
+				COUNT(dropped);
+			return;
+		}
+		stats = bpf_map_lookup_elem(map, key);
+		if (!stats) {
+			COUNT(dropped);
+			return;
+		}
+	}
+	__sync_fetch_and_add(&stats->count, 1);
+	__sync_fetch_and_add(&stats->total_ns, duration);
+	slot = hist_slot(duration);
+	if (slot >= LKS_HIST_SLOTS) /* cannot happen; tells the verifier the index is in bounds */
+		slot = LKS_HIST_SLOTS - 1;
+	__sync_fetch_and_add(&stats->hist[slot], 1);
+	/* Racy only between threads sharing a key; a lost max update is within one event. */
+	if (duration > stats->max_ns)
+		stats->max_ns = duration;
+}
+
+#endif /* LOCKSCOPE_PROBE_BPF_H */

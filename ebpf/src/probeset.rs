@@ -1,0 +1,1074 @@
+//! The probes beyond futex: `offcpu`, `syscall`, `lifecycle` and `klock`, each its own BPF
+//! object (`bpf/NAME.bpf.c`) sharing the maps of [`SharedMaps`].
+//!
+//! A [`ProbeSet`] loads the selected ones, attaches them, and at the end drains their maps into
+//! raw records ([`Drained`]) that [`resolve`] turns into profile records. A probe that fails to
+//! load or attach is reported as [`AttachStatus::Failed`] with the reason, and the others keep
+//! working.
+
+use crate::bpf::{read_plain, ObjectStorage, Plain};
+use crate::error::Error;
+use crate::procmaps::MapsCache;
+use crate::shared::{SharedMaps, MAX_KERNEL_STACK_DEPTH};
+use crate::skels::{klock, lifecycle, offcpu, syscall};
+use crate::symbolize::{user_stack_complete, StackSymbolizer};
+use crate::syscalls::{errno_name, syscall_name, syscall_number};
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags};
+use lockscope_probes::{
+    AddressSpace, AttachStatus, Log2Histogram, Losses, ProbeAttachment, Stack, StackId,
+    StackInterner, ThreadInfo, ThreadTime, TimeClass, WaitKind, WaitRecord, WaitStats,
+    WakeupRecord,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::CStr;
+use std::time::Duration;
+
+/// Names of the probes this module implements, in catalog order.
+pub const PROBE_NAMES: [&str; 4] = ["offcpu", "syscall", "lifecycle", "klock"];
+
+/// Environment variable naming probes whose attach fails on purpose (comma-separated): lets a
+/// test, or a user checking their monitoring, see what a failed probe looks like.
+pub const FAIL_ATTACH_ENV: &str = "LOCKSCOPE_FAIL_ATTACH";
+
+/// Settings of the offcpu, syscall, lifecycle and klock probes.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ProbeSettings {
+    /// Shortest off-CPU interval aggregated with its stacks and waker (`offcpu`); shorter ones
+    /// still count in the per-thread times. Default: 10 µs.
+    pub min_block: Duration,
+    /// Names of the system calls to record (`syscall`); empty: all. Default: empty.
+    pub syscalls: Vec<String>,
+    /// System calls at least this long get their stacks (`syscall`). Default: 1 ms.
+    pub slow_syscall: Duration,
+}
+
+impl Default for ProbeSettings {
+    fn default() -> Self {
+        ProbeSettings {
+            min_block: Duration::from_micros(10),
+            syscalls: Vec::new(),
+            slow_syscall: Duration::from_millis(1),
+        }
+    }
+}
+
+/// A loaded BPF object with its links.
+pub(crate) struct ProbeObject<S> {
+    // Field order is drop order: links, skeleton, then the storage it borrows.
+    links: Vec<Link>,
+    skel: S,
+    _storage: ObjectStorage,
+}
+
+// SAFETY (for all impls below): generated #[repr(C)] structs of integers and [i8; N] arrays, and
+// #[repr(transparent)] u32 enums: valid for every bit pattern.
+unsafe impl Plain for offcpu::types::offcpu_key {}
+// SAFETY: as above.
+unsafe impl Plain for offcpu::types::offcpu_thread {}
+// SAFETY: as above.
+unsafe impl Plain for offcpu::types::wakeup_key {}
+// SAFETY: as above.
+unsafe impl Plain for offcpu::types::lks_stats {}
+// SAFETY: as above.
+unsafe impl Plain for offcpu::types::lks_counters {}
+// SAFETY: as above.
+unsafe impl Plain for syscall::types::syscall_key {}
+// SAFETY: as above.
+unsafe impl Plain for lifecycle::types::lifecycle_key {}
+// SAFETY: as above.
+unsafe impl Plain for klock::types::klock_key {}
+// SAFETY: an integer.
+unsafe impl Plain for u32 {}
+
+/// Opens an object with `builder`, lets `configure` set its globals, makes it reuse the shared
+/// maps, and loads it.
+fn load_object<B, O, S>(
+    builder: B,
+    shared: &SharedMaps,
+    configure: impl FnOnce(&mut O),
+) -> Result<ProbeObject<S>, libbpf_rs::Error>
+where
+    B: SkelBuilder<'static, Output = O>,
+    O: OpenSkel<'static, Output = S>,
+    S: Skel<'static>,
+{
+    let storage = ObjectStorage::new();
+    // SAFETY: the only borrow of this fresh storage; the skeleton is dropped before it (on error
+    // here, being declared later; else by ProbeObject's field order).
+    let mut open = builder.open(unsafe { storage.borrow() })?;
+    configure(&mut open);
+    shared.reuse_in(open.open_object_mut())?;
+    let skel = open.load()?;
+    Ok(ProbeObject {
+        links: Vec::new(),
+        skel,
+        _storage: storage,
+    })
+}
+
+impl<S: Skel<'static>> ProbeObject<S> {
+    /// Attaches every program of the object.
+    fn attach(&mut self) -> Result<(), libbpf_rs::Error> {
+        let mut links = Vec::new();
+        for program in self.skel.object().progs_mut() {
+            links.push(program.attach()?);
+        }
+        self.links = links;
+        Ok(())
+    }
+}
+
+/// Every `(key, value)` of a hash map.
+fn entries<K: Plain, V: Plain>(
+    map: &impl MapCore,
+    name: &'static str,
+) -> Result<Vec<(K, V)>, Error> {
+    let mut out = Vec::new();
+    for key in map.keys() {
+        let value = map
+            .lookup(&key, MapFlags::ANY)
+            .map_err(|source| Error::Map { map: name, source })?;
+        if let (Some(k), Some(v)) = (read_plain::<K>(&key), value.as_deref().and_then(read_plain)) {
+            out.push((k, v));
+        }
+    }
+    Ok(out)
+}
+
+/// The per-CPU counters of a probe, summed.
+fn sum_counters(map: &impl MapCore) -> Result<offcpu::types::lks_counters, Error> {
+    let per_cpu = map
+        .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+        .map_err(|source| Error::Map {
+            map: "counters",
+            source,
+        })?
+        .unwrap_or_default();
+    let mut sum = offcpu::types::lks_counters::default();
+    for c in per_cpu
+        .iter()
+        .filter_map(|b| read_plain::<offcpu::types::lks_counters>(b))
+    {
+        sum.events += c.events;
+        sum.user_stack_failures += c.user_stack_failures;
+        sum.kernel_stack_failures += c.kernel_stack_failures;
+        sum.agg_map_full += c.agg_map_full;
+        sum.start_map_full += c.start_map_full;
+        sum.dropped += c.dropped;
+    }
+    Ok(sum)
+}
+
+/// One probe of the set: its object once loaded, and what became of it.
+struct Slot<S> {
+    object: Option<ProbeObject<S>>,
+    hook: &'static str,
+    failure: Option<String>,
+}
+
+impl<S: Skel<'static>> Slot<S> {
+    fn new(hook: &'static str, loaded: Result<ProbeObject<S>, libbpf_rs::Error>) -> Self {
+        match loaded {
+            Ok(object) => Slot {
+                object: Some(object),
+                hook,
+                failure: None,
+            },
+            Err(e) => Slot {
+                object: None,
+                hook,
+                failure: Some(format!("failed to load: {e}")),
+            },
+        }
+    }
+
+    fn attach(&mut self, name: &str) {
+        let Some(object) = &mut self.object else {
+            return;
+        };
+        let simulated =
+            std::env::var(FAIL_ATTACH_ENV).is_ok_and(|v| v.split(',').any(|n| n.trim() == name));
+        let result = if simulated {
+            Err(format!("simulated failure ({FAIL_ATTACH_ENV})"))
+        } else {
+            object
+                .attach()
+                .map_err(|e| format!("failed to attach: {e}"))
+        };
+        if let Err(reason) = result {
+            self.failure = Some(reason);
+            self.object = None;
+        }
+    }
+
+    fn status(&self, name: &str) -> ProbeAttachment {
+        ProbeAttachment {
+            probe: name.to_owned(),
+            hook: self.hook.to_owned(),
+            status: match &self.failure {
+                None => AttachStatus::Attached,
+                Some(reason) => AttachStatus::Failed {
+                    reason: reason.clone(),
+                },
+            },
+        }
+    }
+
+    fn detach(&mut self) {
+        if let Some(object) = &mut self.object {
+            object.links.clear();
+        }
+    }
+}
+
+/// Hooks of each probe, as listed in profiles.
+const OFFCPU_HOOKS: &str = "tp_btf/sched_switch, tp_btf/sched_waking, tp_btf/sched_wakeup_new";
+const SYSCALL_HOOKS: &str = "tp_btf/sys_enter, tp_btf/sys_exit";
+const LIFECYCLE_HOOKS: &str = "tp_btf/sys_enter, tp_btf/sys_exit, tp_btf/sched_process_exit";
+const KLOCK_HOOKS: &str = "tp_btf/contention_begin, tp_btf/contention_end";
+
+/// The loaded probes of this module.
+#[derive(Default)]
+pub(crate) struct ProbeSet {
+    offcpu: Option<Slot<offcpu::OffcpuSkel<'static>>>,
+    syscall: Option<Slot<syscall::SyscallSkel<'static>>>,
+    lifecycle: Option<Slot<lifecycle::LifecycleSkel<'static>>>,
+    klock: Option<Slot<klock::KlockSkel<'static>>>,
+}
+
+/// Checks `--syscalls` names; their numbers.
+pub fn syscall_numbers(names: &[String]) -> Result<Vec<u32>, Error> {
+    names
+        .iter()
+        .map(|name| {
+            syscall_number(name.trim()).ok_or_else(|| Error::UnknownSyscall {
+                name: name.trim().to_owned(),
+            })
+        })
+        .collect()
+}
+
+impl ProbeSet {
+    /// Loads the probes of this module named in `names` (other names are ignored). A probe that
+    /// fails to load is kept as failed.
+    pub fn load(
+        names: &[String],
+        shared: &SharedMaps,
+        settings: &ProbeSettings,
+    ) -> Result<ProbeSet, Error> {
+        let wants = |n: &str| names.iter().any(|x| x == n);
+        let mut set = ProbeSet::default();
+        if wants("offcpu") {
+            let min_block = settings.min_block.as_nanos() as u64;
+            set.offcpu = Some(Slot::new(
+                OFFCPU_HOOKS,
+                load_object(
+                    offcpu::OffcpuSkelBuilder::default(),
+                    shared,
+                    |open: &mut offcpu::OpenOffcpuSkel<'static>| {
+                        if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
+                            rodata.targ_min_block_ns = min_block;
+                        }
+                    },
+                ),
+            ));
+        }
+        if wants("syscall") {
+            let numbers = syscall_numbers(&settings.syscalls)?;
+            let slow = settings.slow_syscall.as_nanos() as u64;
+            let filter = !numbers.is_empty();
+            let mut slot = Slot::new(
+                SYSCALL_HOOKS,
+                load_object(
+                    syscall::SyscallSkelBuilder::default(),
+                    shared,
+                    |open: &mut syscall::OpenSyscallSkel<'static>| {
+                        if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
+                            rodata.targ_filter = filter;
+                            rodata.targ_slow_ns = slow;
+                        }
+                    },
+                ),
+            );
+            if let Some(object) = &slot.object {
+                for nr in &numbers {
+                    if let Err(e) =
+                        object
+                            .skel
+                            .maps
+                            .selected
+                            .update(&nr.to_ne_bytes(), &[1u8], MapFlags::ANY)
+                    {
+                        slot.failure = Some(format!("failed to set the syscall filter: {e}"));
+                    }
+                }
+                if slot.failure.is_some() {
+                    slot.object = None;
+                }
+            }
+            set.syscall = Some(slot);
+        }
+        if wants("lifecycle") {
+            set.lifecycle = Some(Slot::new(
+                LIFECYCLE_HOOKS,
+                load_object(lifecycle::LifecycleSkelBuilder::default(), shared, |_| {}),
+            ));
+        }
+        if wants("klock") {
+            set.klock = Some(Slot::new(
+                KLOCK_HOOKS,
+                load_object(klock::KlockSkelBuilder::default(), shared, |_| {}),
+            ));
+        }
+        Ok(set)
+    }
+
+    /// Attaches every loaded probe; one that fails is kept as failed and detached.
+    pub fn attach(&mut self) {
+        if let Some(slot) = &mut self.offcpu {
+            if let Some(object) = &mut slot.object {
+                if let Some(bss) = object.skel.maps.bss_data.as_deref_mut() {
+                    bss.lks_start_ns = monotonic_ns();
+                }
+            }
+            slot.attach("offcpu");
+        }
+        if let Some(slot) = &mut self.syscall {
+            slot.attach("syscall");
+        }
+        if let Some(slot) = &mut self.lifecycle {
+            slot.attach("lifecycle");
+        }
+        if let Some(slot) = &mut self.klock {
+            slot.attach("klock");
+        }
+    }
+
+    /// Detaches every probe; the maps stay readable.
+    pub fn detach(&mut self) {
+        if let Some(slot) = &mut self.offcpu {
+            slot.detach();
+        }
+        if let Some(slot) = &mut self.syscall {
+            slot.detach();
+        }
+        if let Some(slot) = &mut self.lifecycle {
+            slot.detach();
+        }
+        if let Some(slot) = &mut self.klock {
+            slot.detach();
+        }
+    }
+
+    /// What became of probe `name`, if this set handles it.
+    pub fn status(&self, name: &str) -> Option<ProbeAttachment> {
+        match name {
+            "offcpu" => self.offcpu.as_ref().map(|s| s.status(name)),
+            "syscall" => self.syscall.as_ref().map(|s| s.status(name)),
+            "lifecycle" => self.lifecycle.as_ref().map(|s| s.status(name)),
+            "klock" => self.klock.as_ref().map(|s| s.status(name)),
+            _ => None,
+        }
+    }
+
+    /// Events and losses of every working probe, summed.
+    pub fn counters(&self) -> Result<(u64, Losses), Error> {
+        let mut all = Vec::new();
+        if let Some(o) = self.offcpu.as_ref().and_then(|s| s.object.as_ref()) {
+            all.push(sum_counters(&o.skel.maps.counters)?);
+        }
+        if let Some(o) = self.syscall.as_ref().and_then(|s| s.object.as_ref()) {
+            all.push(sum_counters(&o.skel.maps.counters)?);
+        }
+        if let Some(o) = self.lifecycle.as_ref().and_then(|s| s.object.as_ref()) {
+            all.push(sum_counters(&o.skel.maps.counters)?);
+        }
+        if let Some(o) = self.klock.as_ref().and_then(|s| s.object.as_ref()) {
+            all.push(sum_counters(&o.skel.maps.counters)?);
+        }
+        let mut events = 0;
+        let mut losses = Losses::default();
+        for c in all {
+            events += c.events;
+            losses.user_stack_failures += c.user_stack_failures;
+            losses.kernel_stack_failures += c.kernel_stack_failures;
+            losses.map_full += c.agg_map_full + c.start_map_full;
+            losses.dropped += c.dropped;
+        }
+        Ok((events, losses))
+    }
+
+    /// Reads every probe's maps (call after [`ProbeSet::detach`]).
+    pub fn drain(&self) -> Result<Drained, Error> {
+        let mut drained = Drained::default();
+        if let Some(o) = self.offcpu.as_ref().and_then(|s| s.object.as_ref()) {
+            drain_offcpu(o, &mut drained)?;
+        }
+        if let Some(o) = self.syscall.as_ref().and_then(|s| s.object.as_ref()) {
+            for (k, v) in entries::<syscall::types::syscall_key, offcpu::types::lks_stats>(
+                &o.skel.maps.calls,
+                "calls",
+            )? {
+                let mut operation = syscall_name(k.nr);
+                if k.err != 0 {
+                    operation = format!("{operation} {}", errno_name(k.err));
+                }
+                drained.records.push(RawRecord {
+                    probe: "syscall",
+                    kind: WaitKind::Syscall,
+                    pid: k.tgid,
+                    tid: k.tid,
+                    object: 0,
+                    operation,
+                    user_stack_id: k.user_stack_id,
+                    kernel_stack_id: k.kernel_stack_id,
+                    comm: comm(&v.comm),
+                    stats: stats(&v),
+                    futex_sleep: false,
+                });
+            }
+        }
+        if let Some(o) = self.lifecycle.as_ref().and_then(|s| s.object.as_ref()) {
+            for (k, v) in entries::<lifecycle::types::lifecycle_key, offcpu::types::lks_stats>(
+                &o.skel.maps.events,
+                "events",
+            )? {
+                let mut operation = lifecycle_op_name(k.op.0).to_owned();
+                if k.err != 0 {
+                    operation = format!("{operation} {}", errno_name(k.err));
+                }
+                drained.records.push(RawRecord {
+                    probe: "lifecycle",
+                    kind: WaitKind::Lifecycle,
+                    pid: k.tgid,
+                    tid: k.tid,
+                    object: 0,
+                    operation,
+                    user_stack_id: k.user_stack_id,
+                    kernel_stack_id: k.kernel_stack_id,
+                    comm: comm(&v.comm),
+                    stats: stats(&v),
+                    futex_sleep: false,
+                });
+            }
+        }
+        if let Some(o) = self.klock.as_ref().and_then(|s| s.object.as_ref()) {
+            for (k, v) in entries::<klock::types::klock_key, offcpu::types::lks_stats>(
+                &o.skel.maps.contentions,
+                "contentions",
+            )? {
+                drained.records.push(RawRecord {
+                    probe: "klock",
+                    kind: WaitKind::KernelLock,
+                    pid: k.tgid,
+                    tid: k.tid,
+                    object: k.lock,
+                    operation: klock_flags_name(k.flags),
+                    user_stack_id: k.user_stack_id,
+                    kernel_stack_id: k.kernel_stack_id,
+                    comm: comm(&v.comm),
+                    stats: stats(&v),
+                    futex_sleep: false,
+                });
+            }
+        }
+        Ok(drained)
+    }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock of bpf_ktime_get_ns.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out pointer; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn comm(raw: &[i8; 16]) -> String {
+    let bytes = raw.map(|c| c as u8);
+    CStr::from_bytes_until_nul(&bytes)
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+fn stats(v: &offcpu::types::lks_stats) -> WaitStats {
+    WaitStats {
+        count: v.count,
+        total_ns: v.total_ns,
+        max_ns: v.max_ns,
+        histogram: Log2Histogram::from_dense(&v.hist),
+    }
+}
+
+/// `enum lifecycle_op` (bpf/lifecycle.h) as profiles name it.
+fn lifecycle_op_name(op: u32) -> &'static str {
+    use lifecycle::types::lifecycle_op as Op;
+    match Op(op) {
+        Op::LKS_LIFE_FORK => "fork",
+        Op::LKS_LIFE_VFORK => "vfork",
+        Op::LKS_LIFE_THREAD => "thread",
+        Op::LKS_LIFE_EXEC => "exec",
+        Op::LKS_LIFE_EXIT_THREAD => "exit-thread",
+        Op::LKS_LIFE_EXIT_PROCESS => "exit-process",
+        Op::LKS_LIFE_CLONE => "clone",
+        _ => "unknown",
+    }
+}
+
+/// The lock type of `LCB_F_*` flags (include/trace/events/lock.h), named as `perf lock` does.
+pub fn klock_flags_name(flags: u32) -> String {
+    const SPIN: u32 = 1;
+    const READ: u32 = 2;
+    const WRITE: u32 = 4;
+    const RT: u32 = 8;
+    const PERCPU: u32 = 16;
+    const MUTEX: u32 = 32;
+    let name = if flags & PERCPU != 0 {
+        if flags & WRITE != 0 {
+            "percpu-rwsem-write"
+        } else {
+            "percpu-rwsem-read"
+        }
+    } else if flags & RT != 0 {
+        if flags & READ != 0 {
+            "rwlock-rt-read"
+        } else if flags & WRITE != 0 {
+            "rwlock-rt-write"
+        } else {
+            "rtmutex"
+        }
+    } else if flags & MUTEX != 0 {
+        if flags & SPIN != 0 {
+            "mutex-spin"
+        } else {
+            "mutex"
+        }
+    } else if flags & SPIN != 0 {
+        if flags & READ != 0 {
+            "rwlock-read"
+        } else if flags & WRITE != 0 {
+            "rwlock-write"
+        } else {
+            "spinlock"
+        }
+    } else if flags & READ != 0 {
+        "rwsem-read"
+    } else if flags & WRITE != 0 {
+        "rwsem-write"
+    } else {
+        return format!("lock-flags-{flags:#x}");
+    };
+    name.to_owned()
+}
+
+/// Operation of an off-CPU record: `sleeping in nanosleep`, `sleeping`, `preempted`,
+/// `run-queue`.
+fn offcpu_operation(state: u32, syscall: i32) -> String {
+    use offcpu::types::offcpu_state as State;
+    match State(state) {
+        State::LKS_STATE_PREEMPTED => "preempted".to_owned(),
+        State::LKS_STATE_RUN_QUEUE => "run-queue".to_owned(),
+        _ if syscall >= 0 => format!("sleeping in {}", syscall_name(syscall)),
+        _ => "sleeping".to_owned(),
+    }
+}
+
+fn drain_offcpu(
+    o: &ProbeObject<offcpu::OffcpuSkel<'static>>,
+    drained: &mut Drained,
+) -> Result<(), Error> {
+    use offcpu::types::offcpu_state as State;
+    for (k, v) in entries::<offcpu::types::offcpu_key, offcpu::types::lks_stats>(
+        &o.skel.maps.offcpu,
+        "offcpu",
+    )? {
+        drained.records.push(RawRecord {
+            probe: "offcpu",
+            kind: WaitKind::OffCpu,
+            pid: k.tgid,
+            tid: k.tid,
+            object: k.object,
+            operation: offcpu_operation(k.state.0, k.syscall),
+            user_stack_id: k.user_stack_id,
+            kernel_stack_id: k.kernel_stack_id,
+            comm: comm(&v.comm),
+            stats: stats(&v),
+            futex_sleep: k.state == State::LKS_STATE_SLEEPING && is_futex_syscall(k.syscall),
+        });
+    }
+    for (k, v) in entries::<offcpu::types::wakeup_key, offcpu::types::lks_stats>(
+        &o.skel.maps.wakeups,
+        "wakeups",
+    )? {
+        drained.wakeups.push(RawWakeup {
+            pid: k.tgid,
+            tid: k.tid,
+            syscall: (k.syscall >= 0).then(|| syscall_name(k.syscall)),
+            user_stack_id: k.user_stack_id,
+            kernel_stack_id: k.kernel_stack_id,
+            waker_pid: k.waker_tgid,
+            waker_tid: k.waker_tid,
+            waker_name: comm(&v.comm),
+            waker_user_stack_id: k.waker_user_stack_id,
+            waker_kernel_stack_id: k.waker_kernel_stack_id,
+            stats: stats(&v),
+        });
+    }
+    let now = monotonic_ns();
+    for (tid, t) in entries::<u32, offcpu::types::offcpu_thread>(&o.skel.maps.threads, "threads")? {
+        drained.threads.push(thread_time(tid, &t, now));
+    }
+    Ok(())
+}
+
+fn is_futex_syscall(nr: i32) -> bool {
+    matches!(nr, 202 | 449 | 455)
+}
+
+/// Kernel time classes (enum time_class in bpf/offcpu.h) in profile terms; futex time is split
+/// later by [`resolve`].
+const KERNEL_CLASSES: [TimeClass; 7] = [
+    TimeClass::OnCpu,
+    TimeClass::RunQueue,
+    TimeClass::Futex,
+    TimeClass::Poll,
+    TimeClass::Io,
+    TimeClass::Sleep,
+    TimeClass::Other,
+];
+
+/// One thread's times, its open interval closed at `now`.
+fn thread_time(tid: u32, t: &offcpu::types::offcpu_thread, now: u64) -> RawThreadTime {
+    use offcpu::types::offcpu_state as State;
+    let mut ns = t.time_ns;
+    let end = if t.state == State::LKS_STATE_DEAD {
+        t.since_ns
+    } else {
+        let open = now.saturating_sub(t.since_ns);
+        let class = match t.state {
+            State::LKS_STATE_ON_CPU => 0,
+            State::LKS_STATE_SLEEPING => t.sleep_class.0 as usize,
+            _ => 1,
+        };
+        if let Some(slot) = ns.get_mut(class) {
+            *slot += open;
+        }
+        now.max(t.since_ns)
+    };
+    let mut time_ns = BTreeMap::new();
+    for (class, value) in KERNEL_CLASSES.iter().zip(ns) {
+        if value > 0 {
+            *time_ns.entry(*class).or_insert(0) += value;
+        }
+    }
+    RawThreadTime {
+        name: comm(&t.comm),
+        time: ThreadTime {
+            pid: t.tgid,
+            tid,
+            wall_ns: end.saturating_sub(t.first_ns),
+            time_ns,
+            voluntary_switches: t.voluntary,
+            involuntary_switches: t.involuntary,
+        },
+    }
+}
+
+/// A record before its stacks are symbolized.
+pub(crate) struct RawRecord {
+    probe: &'static str,
+    kind: WaitKind,
+    pid: u32,
+    tid: u32,
+    object: u64,
+    operation: String,
+    user_stack_id: i32,
+    kernel_stack_id: i32,
+    comm: String,
+    stats: WaitStats,
+    /// An off-CPU sleep in a futex call: its user stack classifies futex time.
+    futex_sleep: bool,
+}
+
+/// A wakeup before its stacks are symbolized.
+pub(crate) struct RawWakeup {
+    pid: u32,
+    tid: u32,
+    syscall: Option<String>,
+    user_stack_id: i32,
+    kernel_stack_id: i32,
+    waker_pid: u32,
+    waker_tid: u32,
+    waker_name: String,
+    waker_user_stack_id: i32,
+    waker_kernel_stack_id: i32,
+    stats: WaitStats,
+}
+
+/// A thread's times with its name.
+pub(crate) struct RawThreadTime {
+    name: String,
+    time: ThreadTime,
+}
+
+/// Everything the probes of a set recorded.
+#[derive(Default)]
+pub(crate) struct Drained {
+    records: Vec<RawRecord>,
+    wakeups: Vec<RawWakeup>,
+    threads: Vec<RawThreadTime>,
+}
+
+/// What [`resolve`] makes of [`Drained`]: records, threads and stacks of a profile.
+#[derive(Default)]
+pub(crate) struct Resolved {
+    pub waits: Vec<WaitRecord>,
+    pub threads: Vec<ThreadInfo>,
+    pub stacks: Vec<Stack>,
+    pub thread_times: Vec<ThreadTime>,
+    pub wakeups: Vec<WakeupRecord>,
+}
+
+impl Resolved {
+    /// Appends these records, threads and stacks to a profile's (renumbering stack ids past the
+    /// existing ones; threads already named keep their name), and returns the per-thread times
+    /// and wakeups.
+    pub fn merge_into(
+        self,
+        waits: &mut Vec<WaitRecord>,
+        threads: &mut Vec<ThreadInfo>,
+        stacks: &mut Vec<Stack>,
+    ) -> (Vec<ThreadTime>, Vec<WakeupRecord>) {
+        let offset = stacks.len() as StackId;
+        let shift = |id: Option<StackId>| id.map(|id| id + offset);
+        stacks.extend(self.stacks);
+        waits.extend(self.waits.into_iter().map(|mut w| {
+            w.user_stack = shift(w.user_stack);
+            w.kernel_stack = shift(w.kernel_stack);
+            w
+        }));
+        let wakeups = self
+            .wakeups
+            .into_iter()
+            .map(|mut w| {
+                w.user_stack = shift(w.user_stack);
+                w.kernel_stack = shift(w.kernel_stack);
+                w.waker_user_stack = shift(w.waker_user_stack);
+                w.waker_kernel_stack = shift(w.waker_kernel_stack);
+                w
+            })
+            .collect();
+        for t in self.threads {
+            if !threads
+                .iter()
+                .any(|known| (known.pid, known.tid) == (t.pid, t.tid))
+            {
+                threads.push(t);
+            }
+        }
+        threads.sort_by_key(|t| (t.pid, t.tid));
+        (self.thread_times, wakeups)
+    }
+}
+
+/// The sum of two loss counters.
+pub(crate) fn add_losses(a: Losses, b: Losses) -> Losses {
+    Losses {
+        user_stack_failures: a.user_stack_failures + b.user_stack_failures,
+        kernel_stack_failures: a.kernel_stack_failures + b.kernel_stack_failures,
+        map_full: a.map_full + b.map_full,
+        dropped: a.dropped + b.dropped,
+    }
+}
+
+/// An interned user stack and its function names, leaf first (for classification).
+type UserStack = Option<(StackId, Vec<String>)>;
+
+/// Symbolizes and interns stacks, remembering what it already did.
+struct Resolver<'a> {
+    shared: &'a SharedMaps,
+    maps: &'a MapsCache,
+    symbolizer: StackSymbolizer,
+    interner: StackInterner,
+    user: HashMap<(u32, i32), UserStack>,
+    kernel: HashMap<i32, Option<StackId>>,
+}
+
+impl Resolver<'_> {
+    fn user(&mut self, pid: u32, id: i32) -> Result<UserStack, Error> {
+        if id < 0 {
+            return Ok(None);
+        }
+        if let Some(known) = self.user.get(&(pid, id)) {
+            return Ok(known.clone());
+        }
+        let resolved = match self.shared.user_stack(id)? {
+            Some((pcs, truncated)) if !pcs.is_empty() => {
+                let frames = self.symbolizer.user_frames(self.maps, pid, &pcs);
+                let names = frames
+                    .iter()
+                    .flat_map(|f| {
+                        let mut names = f.names_outermost_first();
+                        names.reverse();
+                        names
+                    })
+                    .collect();
+                let truncated = truncated || !user_stack_complete(&frames);
+                let id = self.interner.intern(Stack {
+                    space: AddressSpace::User,
+                    frames,
+                    truncated,
+                });
+                Some((id, names))
+            }
+            _ => None,
+        };
+        self.user.insert((pid, id), resolved.clone());
+        Ok(resolved)
+    }
+
+    fn kernel(&mut self, id: i32) -> Result<Option<StackId>, Error> {
+        if id < 0 {
+            return Ok(None);
+        }
+        if let Some(&known) = self.kernel.get(&id) {
+            return Ok(known);
+        }
+        let addresses = self.shared.kernel_stack(id)?;
+        let frames = self.symbolizer.kernel_frames(&addresses);
+        let resolved = (!frames.is_empty()).then(|| {
+            self.interner.intern(Stack {
+                space: AddressSpace::Kernel,
+                frames,
+                truncated: addresses.len() >= MAX_KERNEL_STACK_DEPTH,
+            })
+        });
+        self.kernel.insert(id, resolved);
+        Ok(resolved)
+    }
+}
+
+/// The breakdown class of a futex sleep, from its user stack.
+fn futex_class(names: Option<&[String]>) -> TimeClass {
+    let kind = match names {
+        Some(names) => {
+            WaitKind::classify_user_wait(names.iter().map(String::as_str), WaitKind::Wait)
+        }
+        None => WaitKind::Wait,
+    };
+    match kind {
+        WaitKind::Mutex | WaitKind::RwlockRead | WaitKind::RwlockWrite => TimeClass::Lock,
+        WaitKind::Condvar => TimeClass::Condvar,
+        _ => TimeClass::Futex,
+    }
+}
+
+/// Symbolizes the stacks of `drained` (user stacks with the `/proc/PID/maps` snapshots of
+/// `maps`) and splits each thread's futex time into lock, condvar and other futex time in the
+/// proportions of its classified futex sleeps.
+pub(crate) fn resolve(
+    drained: Drained,
+    shared: &SharedMaps,
+    maps: &MapsCache,
+) -> Result<Resolved, Error> {
+    let mut resolver = Resolver {
+        shared,
+        maps,
+        symbolizer: StackSymbolizer::new(),
+        interner: StackInterner::new(),
+        user: HashMap::new(),
+        kernel: HashMap::new(),
+    };
+    let mut threads: BTreeMap<(u32, u32), String> = BTreeMap::new();
+    // Per thread: futex sleep time by class.
+    let mut futex_split: HashMap<(u32, u32), BTreeMap<TimeClass, u64>> = HashMap::new();
+    let mut waits = Vec::new();
+    for r in drained.records {
+        let user = resolver.user(r.pid, r.user_stack_id)?;
+        let kernel = resolver.kernel(r.kernel_stack_id)?;
+        if r.futex_sleep {
+            let class = futex_class(user.as_ref().map(|(_, names)| names.as_slice()));
+            *futex_split
+                .entry((r.pid, r.tid))
+                .or_default()
+                .entry(class)
+                .or_insert(0) += r.stats.total_ns;
+        }
+        threads.entry((r.pid, r.tid)).or_insert(r.comm);
+        waits.push(WaitRecord {
+            probe: r.probe.to_owned(),
+            kind: r.kind,
+            pid: r.pid,
+            tid: r.tid,
+            object: r.object,
+            operation: r.operation,
+            user_stack: user.map(|(id, _)| id),
+            kernel_stack: kernel,
+            stats: r.stats,
+        });
+    }
+    let mut wakeups = Vec::new();
+    for w in drained.wakeups {
+        wakeups.push(WakeupRecord {
+            pid: w.pid,
+            tid: w.tid,
+            syscall: w.syscall,
+            user_stack: resolver.user(w.pid, w.user_stack_id)?.map(|(id, _)| id),
+            kernel_stack: resolver.kernel(w.kernel_stack_id)?,
+            waker_pid: w.waker_pid,
+            waker_tid: w.waker_tid,
+            waker_name: w.waker_name,
+            waker_user_stack: resolver
+                .user(w.waker_pid, w.waker_user_stack_id)?
+                .map(|(id, _)| id),
+            waker_kernel_stack: resolver.kernel(w.waker_kernel_stack_id)?,
+            stats: w.stats,
+        });
+    }
+    let mut thread_times = Vec::new();
+    for RawThreadTime { name, mut time } in drained.threads {
+        let key = (time.pid, time.tid);
+        split_futex_time(&mut time, futex_split.get(&key));
+        if !name.is_empty() {
+            threads.entry((time.pid, time.tid)).or_insert(name);
+        }
+        thread_times.push(time);
+    }
+    thread_times.sort_by_key(|t| (t.pid, t.tid));
+    Ok(Resolved {
+        waits,
+        threads: threads
+            .into_iter()
+            .map(|((pid, tid), name)| ThreadInfo { pid, tid, name })
+            .collect(),
+        stacks: resolver.interner.into_stacks(),
+        thread_times,
+        wakeups,
+    })
+}
+
+/// Moves a thread's futex time into lock / condvar / futex in the proportions of `split`.
+fn split_futex_time(time: &mut ThreadTime, split: Option<&BTreeMap<TimeClass, u64>>) {
+    let Some(split) = split else {
+        return;
+    };
+    let total: u64 = split.values().sum();
+    let futex = time.ns(TimeClass::Futex);
+    if total == 0 || futex == 0 {
+        return;
+    }
+    let mut moved = 0u64;
+    for (&class, &ns) in split {
+        if class == TimeClass::Futex {
+            continue;
+        }
+        let share = (futex as u128 * ns as u128 / total as u128) as u64;
+        if share > 0 {
+            *time.time_ns.entry(class).or_insert(0) += share;
+            moved += share;
+        }
+    }
+    let rest = futex - moved.min(futex);
+    if rest > 0 {
+        time.time_ns.insert(TimeClass::Futex, rest);
+    } else {
+        time.time_ns.remove(&TimeClass::Futex);
+    }
+}
+
+/// An error with its causes, `: `-separated.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// Checks, per probe of the eBPF backend (futex included), whether it loads on this kernel,
+/// without attaching anything: `Ok` or the reason it does not.
+pub fn probe_support() -> Vec<(&'static str, Result<(), String>)> {
+    let all_names = || std::iter::once("futex").chain(PROBE_NAMES);
+    let shared = match SharedMaps::load() {
+        Ok(shared) => shared,
+        Err(e) => {
+            let reason = error_chain(&e);
+            return all_names().map(|n| (n, Err(reason.clone()))).collect();
+        }
+    };
+    let futex = crate::bpf::FutexObject::load(Some(&shared))
+        .map(drop)
+        .map_err(|e| error_chain(&e));
+    let names: Vec<String> = PROBE_NAMES.iter().map(|n| n.to_string()).collect();
+    let set = match ProbeSet::load(&names, &shared, &ProbeSettings::default()) {
+        Ok(set) => set,
+        Err(e) => {
+            let reason = error_chain(&e);
+            return all_names().map(|n| (n, Err(reason.clone()))).collect();
+        }
+    };
+    let mut support = vec![("futex", futex)];
+    for name in PROBE_NAMES {
+        let result = match set.status(name).map(|s| s.status) {
+            Some(AttachStatus::Failed { reason }) => Err(reason),
+            _ => Ok(()),
+        };
+        support.push((name, result));
+    }
+    support
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lock flags name the lock types as `perf lock contention` does.
+    #[test]
+    fn klock_flags() {
+        assert_eq!(klock_flags_name(1), "spinlock");
+        assert_eq!(klock_flags_name(4), "rwsem-write");
+        assert_eq!(klock_flags_name(2), "rwsem-read");
+        assert_eq!(klock_flags_name(32), "mutex");
+        assert_eq!(klock_flags_name(33), "mutex-spin");
+        assert_eq!(klock_flags_name(1 | 2), "rwlock-read");
+        assert_eq!(klock_flags_name(16 | 4), "percpu-rwsem-write");
+        assert_eq!(klock_flags_name(0), "lock-flags-0x0");
+    }
+
+    /// Futex time splits in the proportions of the classified sleeps and still adds up.
+    #[test]
+    fn futex_split() {
+        let mut time = ThreadTime::default();
+        time.time_ns.insert(TimeClass::Futex, 1000);
+        time.time_ns.insert(TimeClass::OnCpu, 500);
+        let split = BTreeMap::from([
+            (TimeClass::Lock, 300),
+            (TimeClass::Condvar, 600),
+            (TimeClass::Futex, 100),
+        ]);
+        split_futex_time(&mut time, Some(&split));
+        assert_eq!(time.ns(TimeClass::Lock), 300);
+        assert_eq!(time.ns(TimeClass::Condvar), 600);
+        assert_eq!(time.ns(TimeClass::Futex), 100);
+        assert_eq!(time.accounted_ns(), 1500);
+    }
+
+    /// Unknown `--syscalls` names are refused, known ones give their numbers.
+    #[test]
+    fn syscall_filter_names() {
+        assert_eq!(
+            syscall_numbers(&["read".into(), " write".into()]).expect("known"),
+            vec![0, 1]
+        );
+        let err = syscall_numbers(&["reed".into()]).expect_err("unknown");
+        assert_eq!(err.to_string(), "unknown system call `reed`");
+    }
+}

@@ -1,0 +1,326 @@
+//! The offcpu, syscall, lifecycle and klock probes on real processes.
+//!
+//! These tests need root and a BPF-capable kernel; elsewhere they print "skipped: <why>" and
+//! return. The workloads are this test binary itself, re-executed with the name of one of the
+//! `helper_*` tests below (ignored in normal runs), so what they do is known exactly.
+
+#![allow(clippy::unwrap_used)]
+
+use lockscope_ebpf::{check_environment, RecordOptions, Recorder, TargetSpec};
+use lockscope_probes::{AttachStatus, Profile, TimeClass, WaitRecord};
+use std::ffi::OsString;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// One recording at a time: several at once would see each other's CPU use.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Forks and spawns of the lifecycle workload.
+const FORKS: usize = 5;
+const SPAWNS: usize = 3;
+/// Failing rmdir calls of the syscall workload.
+const FAILED_RMDIRS: u64 = 7;
+/// The sleep of the off-CPU workload.
+const SLEEP: Duration = Duration::from_millis(500);
+/// How long each CPU hog of the run-queue workload spins.
+const SPIN: Duration = Duration::from_millis(600);
+
+fn skip_reason() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root".into());
+    }
+    check_environment().err().map(|e| e.to_string())
+}
+
+macro_rules! require_bpf {
+    () => {
+        if let Some(why) = skip_reason() {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+}
+
+/// argv that re-runs this test binary as the helper test `name`.
+fn helper_argv(name: &str) -> Vec<OsString> {
+    let exe = std::env::current_exe().expect("current_exe");
+    vec![
+        exe.into(),
+        name.into(),
+        "--exact".into(),
+        "--ignored".into(),
+        "--nocapture".into(),
+        "--test-threads=1".into(),
+    ]
+}
+
+/// Records helper `name` with `probes` until it exits.
+fn record(name: &str, probes: &[&str]) -> Profile {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut options = RecordOptions::new(TargetSpec::Command(helper_argv(name)));
+    options.probes = probes.iter().map(|p| p.to_string()).collect();
+    let mut recorder = Recorder::start(options).expect("start");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !recorder.poll().expect("poll").target_exited {
+        assert!(Instant::now() < deadline, "helper did not exit in a minute");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let profile = recorder.finish("target exited").expect("finish");
+    for probe in &profile.metadata.probes {
+        assert_eq!(probe.status, AttachStatus::Attached, "{probe:?}");
+    }
+    profile
+}
+
+fn records<'a>(profile: &'a Profile, probe: &str, operation: &str) -> Vec<&'a WaitRecord> {
+    profile
+        .waits
+        .iter()
+        .filter(|w| w.probe == probe && w.operation == operation)
+        .collect()
+}
+
+fn count(records: &[&WaitRecord]) -> u64 {
+    records.iter().map(|r| r.stats.count).sum()
+}
+
+/// Every thread's classes add up to its wall time within 1%.
+fn assert_breakdown_adds_up(profile: &Profile) {
+    assert!(!profile.thread_times.is_empty(), "no thread times");
+    for t in &profile.thread_times {
+        let accounted = t.accounted_ns();
+        let diff = accounted.abs_diff(t.wall_ns);
+        assert!(
+            diff * 100 <= t.wall_ns.max(1),
+            "thread {} accounts {accounted} ns of {} ns: {t:?}",
+            t.tid,
+            t.wall_ns
+        );
+    }
+}
+
+/// A fork of N children and M spawns of /bin/true count exactly N forks and M execs (plus the
+/// launcher's exec of the helper itself), with plausible latencies and the forking stacks.
+#[test]
+fn lifecycle_counts_forks_and_execs() {
+    require_bpf!();
+    let profile = record("helper_forks_and_execs", &["lifecycle"]);
+    let forks = records(&profile, "lifecycle", "fork");
+    assert_eq!(count(&forks), FORKS as u64, "{:#?}", profile.waits);
+    let execs = records(&profile, "lifecycle", "exec");
+    assert_eq!(count(&execs), SPAWNS as u64 + 1, "{:#?}", profile.waits);
+    for r in forks.iter().chain(&execs) {
+        assert!(r.stats.mean_ns() > 1_000, "{r:?}");
+        assert!(r.stats.max_ns < 1_000_000_000, "{r:?}");
+    }
+    assert!(forks.iter().any(|r| r.kernel_stack.is_some()), "{forks:?}");
+    // Each child and each spawned /bin/true exits.
+    let exits = records(&profile, "lifecycle", "exit-process");
+    assert!(count(&exits) >= (FORKS + SPAWNS) as u64, "{exits:?}");
+}
+
+/// A thread sleeping 500 ms in clock_nanosleep shows ~500 ms off-CPU in that state with its
+/// kernel stack, and in its breakdown as `sleep`; every thread's breakdown adds up.
+#[test]
+fn offcpu_shows_a_sleep() {
+    require_bpf!();
+    let profile = record("helper_sleeps", &["offcpu"]);
+    let sleeps = records(&profile, "offcpu", "sleeping in clock_nanosleep");
+    let long: Vec<_> = sleeps
+        .iter()
+        .filter(|r| r.stats.max_ns >= SLEEP.as_nanos() as u64)
+        .collect();
+    assert_eq!(long.len(), 1, "{sleeps:#?}");
+    let sleep = long[0];
+    assert!(
+        sleep.stats.max_ns < SLEEP.as_nanos() as u64 + 100_000_000,
+        "{sleep:?}"
+    );
+    let stack = profile.stack(sleep.kernel_stack).expect("kernel stack");
+    let names: Vec<String> = stack.frames.iter().map(|f| f.display_name()).collect();
+    assert!(
+        names.iter().any(|n| n.contains("nanosleep")),
+        "kernel stack {names:?}"
+    );
+    let thread = profile
+        .thread_times
+        .iter()
+        .find(|t| t.tid == sleep.tid)
+        .expect("sleeper's times");
+    assert!(
+        thread.ns(TimeClass::Sleep) >= SLEEP.as_nanos() as u64,
+        "{thread:?}"
+    );
+    assert_breakdown_adds_up(&profile);
+    // The process lives through (almost) the whole recording.
+    let main = profile
+        .thread_times
+        .iter()
+        .find(|t| t.tid == profile.metadata.target.pid)
+        .expect("main thread");
+    assert!(
+        main.wall_ns * 100 >= profile.metadata.duration_ns * 90,
+        "{main:?} vs {} ns",
+        profile.metadata.duration_ns
+    );
+}
+
+/// Two CPU hogs pinned to one CPU wait for it in turn: each spends a large share of its wall time
+/// in the run queue, preempted.
+#[test]
+fn offcpu_shows_run_queue_delay() {
+    require_bpf!();
+    let profile = record("helper_pinned_hogs", &["offcpu"]);
+    assert_breakdown_adds_up(&profile);
+    let hogs: Vec<_> = profile
+        .thread_times
+        .iter()
+        .filter(|t| t.ns(TimeClass::OnCpu) >= SPIN.as_nanos() as u64 / 4)
+        .collect();
+    assert!(hogs.len() >= 2, "{:#?}", profile.thread_times);
+    for hog in hogs {
+        let run_queue = hog.ns(TimeClass::RunQueue);
+        assert!(run_queue * 5 >= hog.wall_ns, "{hog:?}");
+        assert!(hog.involuntary_switches > 0, "{hog:?}");
+    }
+    assert!(!records(&profile, "offcpu", "preempted").is_empty());
+}
+
+/// A syscall failing with ENOENT is counted under that errno, apart from the successes.
+#[test]
+fn syscall_counts_errno() {
+    require_bpf!();
+    let profile = record("helper_failing_syscalls", &["syscall"]);
+    let failed = records(&profile, "syscall", "rmdir ENOENT");
+    assert_eq!(count(&failed), FAILED_RMDIRS, "{:#?}", profile.waits);
+    let ok = records(&profile, "syscall", "getpid");
+    assert!(count(&ok) >= 1, "no getpid");
+}
+
+/// Threads mapping and unmapping memory in one address space contend its mmap lock: klock
+/// records rwsem contention with kernel stacks.
+#[test]
+fn klock_shows_mmap_lock_contention() {
+    require_bpf!();
+    let profile = record("helper_mmap_storm", &["klock"]);
+    let contended: Vec<_> = profile
+        .waits
+        .iter()
+        .filter(|w| w.probe == "klock" && w.operation.starts_with("rwsem"))
+        .collect();
+    assert!(!contended.is_empty(), "{:#?}", profile.waits);
+    assert!(contended.iter().all(|w| w.object != 0));
+    assert!(contended.iter().any(|w| w.kernel_stack.is_some()));
+}
+
+/// Workload: fork FORKS children that exit at once, then spawn /bin/true SPAWNS times.
+#[test]
+#[ignore = "helper process of lifecycle_counts_forks_and_execs"]
+fn helper_forks_and_execs() {
+    for _ in 0..FORKS {
+        // SAFETY: the child only calls _exit, which is async-signal-safe.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            // SAFETY: exits the child without running the parent's destructors.
+            unsafe { libc::_exit(0) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for our own child; `status` is a valid out pointer.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+    }
+    for _ in 0..SPAWNS {
+        let status = std::process::Command::new("/bin/true")
+            .status()
+            .expect("spawn /bin/true");
+        assert!(status.success());
+    }
+}
+
+/// Workload: a thread sleeps SLEEP.
+#[test]
+#[ignore = "helper process of offcpu_shows_a_sleep"]
+fn helper_sleeps() {
+    std::thread::spawn(|| std::thread::sleep(SLEEP))
+        .join()
+        .expect("join");
+}
+
+/// Pins the calling thread to CPU 0.
+fn pin_to_cpu0() {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: 0 is within the set.
+    unsafe { libc::CPU_SET(0, &mut set) };
+    // SAFETY: `set` is a valid cpu_set_t of the given size; 0 is the calling thread.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
+    assert_eq!(rc, 0, "sched_setaffinity");
+}
+
+/// Workload: two threads spin on CPU 0 for SPIN each.
+#[test]
+#[ignore = "helper process of offcpu_shows_run_queue_delay"]
+fn helper_pinned_hogs() {
+    let hogs: Vec<_> = (0..2)
+        .map(|_| {
+            std::thread::spawn(|| {
+                pin_to_cpu0();
+                let start = Instant::now();
+                let mut n = 0u64;
+                while start.elapsed() < SPIN {
+                    n = std::hint::black_box(n.wrapping_add(1));
+                }
+                n
+            })
+        })
+        .collect();
+    for hog in hogs {
+        hog.join().expect("join");
+    }
+}
+
+/// Workload: FAILED_RMDIRS rmdir calls on a missing path, and a getpid.
+#[test]
+#[ignore = "helper process of syscall_counts_errno"]
+fn helper_failing_syscalls() {
+    for _ in 0..FAILED_RMDIRS {
+        // SAFETY: a NUL-terminated path; rmdir only reads it.
+        let rc = unsafe { libc::rmdir(c"/nonexistent-lockscope-test/dir".as_ptr()) };
+        assert_eq!(rc, -1);
+    }
+    // SAFETY: getpid has no preconditions.
+    unsafe { libc::getpid() };
+}
+
+/// Workload: four threads map and unmap memory for 500 ms.
+#[test]
+#[ignore = "helper process of klock_shows_mmap_lock_contention"]
+fn helper_mmap_storm() {
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            std::thread::spawn(|| {
+                let start = Instant::now();
+                while start.elapsed() < Duration::from_millis(500) {
+                    // SAFETY: an anonymous private mapping, touched and unmapped right here.
+                    unsafe {
+                        let p = libc::mmap(
+                            std::ptr::null_mut(),
+                            1 << 20,
+                            libc::PROT_READ | libc::PROT_WRITE,
+                            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                            -1,
+                            0,
+                        );
+                        assert_ne!(p, libc::MAP_FAILED);
+                        *(p as *mut u8) = 1;
+                        libc::munmap(p, 1 << 20);
+                    }
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().expect("join");
+    }
+}
