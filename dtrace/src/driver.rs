@@ -332,8 +332,9 @@ impl Driver {
         // As early as possible: every instruction it runs before this is not traced.
         if let Err(source) = send_signal(target.pid(), libc::SIGSTOP) {
             target.terminate();
-            return Err(Error::Process {
-                action: "stop the launched command for",
+            return Err(Error::Signal {
+                action: "stop",
+                pid: target.pid(),
                 source,
             });
         }
@@ -564,14 +565,20 @@ impl Driver {
         let mut interrupted: Option<(Instant, &'static str)> = None;
         loop {
             if let Some(target) = launched.as_deref_mut() {
+                target.reap();
                 if !target.resumed && began.load(Ordering::Acquire) {
-                    send_signal(target.pid(), libc::SIGCONT).map_err(|source| Error::Process {
-                        action: "resume the launched command for",
-                        source,
-                    })?;
+                    // Never once reaped: its pid may belong to another process by then.
+                    if !target.exited {
+                        send_signal(target.pid(), libc::SIGCONT).map_err(|source| {
+                            Error::Signal {
+                                action: "resume",
+                                pid: target.pid(),
+                                source,
+                            }
+                        })?;
+                    }
                     target.resumed = true;
                 }
-                target.reap();
             }
             if let Some(status) = child.try_wait().map_err(|source| Error::Process {
                 action: "wait for",

@@ -83,6 +83,16 @@ pub enum Error {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// Stopping or resuming the command the driver launched failed.
+    #[error("failed to {action} the launched command (pid {pid})")]
+    Signal {
+        /// `stop` or `resume`.
+        action: &'static str,
+        /// Its pid.
+        pid: u32,
+        /// The I/O error.
+        source: std::io::Error,
+    },
     /// Waiting for or signalling dtrace(1) failed.
     #[error("failed to {action} dtrace(1)")]
     Process {

@@ -574,3 +574,27 @@ fn metadata_names_the_host() {
     // This host is not macOS, so the target's libc is not known here.
     assert_eq!(m.libc, None);
 }
+
+/// A command that exits at once (maybe before the driver's SIGSTOP lands) ends the recording
+/// cleanly: it is never signalled after it was reaped.
+#[test]
+fn command_exiting_at_once_ends_the_recording() {
+    for i in 0..3 {
+        let fake = Fake {
+            stdout: recorded(),
+            stderr: None,
+            exit: 0,
+            wait_for_sigint: false,
+        };
+        let target = DriverTarget::Command(vec!["true".into()]);
+        let (mut options, _) = options(&format!("at-once-{i}"), TargetOs::Illumos, target, fake);
+        options.launcher = Launcher::Driver;
+        options.env.push(("FAKE_DTRACE_BEGIN".into(), "1".into()));
+        options.env.push(("FAKE_DTRACE_FOLLOW".into(), "1".into()));
+        let recording = Driver::new(options)
+            .expect("driver")
+            .run()
+            .expect("recording");
+        assert_eq!(recording.profile.metadata.end_reason, "target exited");
+    }
+}
