@@ -329,16 +329,26 @@ impl Driver {
             resumed: false,
             exited: false,
         };
-        // As early as possible: every instruction it runs before this is not traced.
-        if let Err(source) = send_signal(target.pid(), libc::SIGSTOP) {
-            target.terminate();
-            return Err(Error::Signal {
-                action: "stop",
-                pid: target.pid(),
-                source,
-            });
+        // As early as possible: every instruction it runs before this is not traced. Then wait
+        // until it has stopped (or exited), so dtrace never finds it running.
+        let stopped = send_signal(target.pid(), libc::SIGSTOP)
+            .and_then(|()| wait_until_stopped(target.pid()));
+        match stopped {
+            Ok(true) => Ok(target),
+            Ok(false) => {
+                // It exited before stopping, and waitpid reaped it: dtrace -p will say so.
+                target.exited = true;
+                Ok(target)
+            }
+            Err(source) => {
+                target.terminate();
+                Err(Error::Signal {
+                    action: "stop",
+                    pid: target.pid(),
+                    source,
+                })
+            }
         }
-        Ok(target)
     }
 
     /// Runs dtrace to the end and returns the recording.
@@ -809,6 +819,25 @@ fn send_signal(pid: u32, signal: libc::c_int) -> std::io::Result<()> {
         Ok(())
     } else {
         Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Waits until the child `pid` has stopped (true) or ended (false; it is then reaped, so
+/// `Child::try_wait` must not be asked again).
+fn wait_until_stopped(pid: u32) -> std::io::Result<bool> {
+    let pid = libc::pid_t::try_from(pid)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "pid out of range"))?;
+    loop {
+        let mut status: libc::c_int = 0;
+        // SAFETY: `status` is a valid, writable int; pid is our unreaped child.
+        let waited = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
+        if waited == pid {
+            return Ok(libc::WIFSTOPPED(status));
+        }
+        let error = std::io::Error::last_os_error();
+        if error.kind() != std::io::ErrorKind::Interrupted {
+            return Err(error);
+        }
     }
 }
 
