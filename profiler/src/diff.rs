@@ -221,6 +221,28 @@ pub fn canonical_stacks(profile: &Profile) -> BTreeMap<String, WaitStats> {
     out
 }
 
+/// Wait statistics per canonical site (the canonical stack without its thread frame), raw.
+pub fn canonical_sites(profile: &Profile) -> BTreeMap<String, WaitStats> {
+    let mut out: BTreeMap<String, WaitStats> = BTreeMap::new();
+    for record in &profile.waits {
+        out.entry(canonical_site(profile, record).join(";"))
+            .or_default()
+            .merge(&record.stats);
+    }
+    out
+}
+
+/// Wait statistics per thread group (thread names with digits merged as `*`), raw.
+pub fn thread_groups(profile: &Profile) -> BTreeMap<String, WaitStats> {
+    let mut out: BTreeMap<String, WaitStats> = BTreeMap::new();
+    for record in &profile.waits {
+        out.entry(canonical_thread(profile, record))
+            .or_default()
+            .merge(&record.stats);
+    }
+    out
+}
+
 /// Normalized folded lines (`stack value`) of one side, sorted, zero values dropped.
 fn normalized_lines(profile: &Profile, normalization: Normalization, first: bool) -> String {
     let mut text = String::new();

@@ -16,13 +16,16 @@
 //! [`Profile`]: lockscope_probes::Profile
 
 pub mod bench;
+pub mod chart;
 pub mod diff;
 pub mod export;
 pub mod flamegraph;
 pub mod fold;
 pub mod histogram;
+pub mod html;
 pub mod import;
 pub mod pprof;
 pub mod report;
 pub mod speedscope;
+pub mod sweep;
 pub mod units;

@@ -6,6 +6,7 @@
 
 mod cli;
 mod record;
+mod sweep_cmd;
 
 use anyhow::{Context, Result};
 use clap::Parser;
@@ -99,6 +100,9 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Bench(args) => bench(&args),
         Command::Diff(args) => diff(&args),
+        Command::Sweep(args) => sweep_cmd::run(&args),
+        Command::Html(args) => sweep_cmd::html(&args),
+        Command::Chart(args) => sweep_cmd::chart(&args),
         Command::Probes => {
             let mut out = std::io::stdout().lock();
             print_probes(&mut out)

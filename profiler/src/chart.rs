@@ -1,0 +1,326 @@
+//! `lockscope chart`: the scaling chart of a sweep, as a self-contained SVG drawn by hand.
+//!
+//! The x axis has one evenly spaced position per level (concurrency 1, 2, 5, 10, ...). The left
+//! axis is throughput (the thick line; each point is labelled with its scaling against the first
+//! level, the seed's "Concurrency one=100%" column); the right axis is the share of wall time
+//! spent waiting, one thinner line per wait kind (the [`MAX_KINDS`] largest). A dashed vertical
+//! line marks the knee. The SVG uses only generic font families and no external resources, so it
+//! renders the same in a browser, an HTML report ([`crate::html`]) and a paper.
+
+use crate::sweep::Sweep;
+use std::fmt::Write as _;
+
+/// Wait kinds drawn, by their largest share across the levels.
+pub const MAX_KINDS: usize = 4;
+
+/// Chart size and margins, in SVG user units.
+const WIDTH: f64 = 760.0;
+const HEIGHT: f64 = 440.0;
+const LEFT: f64 = 90.0;
+const RIGHT: f64 = 80.0;
+const TOP: f64 = 60.0;
+const BOTTOM: f64 = 90.0;
+
+/// Colors of the wait kinds' lines (colorblind-safe palette), and the throughput's.
+const KIND_COLORS: [&str; MAX_KINDS] = ["#d55e00", "#009e73", "#cc79a7", "#e69f00"];
+const THROUGHPUT_COLOR: &str = "#0072b2";
+
+/// How to draw a chart.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ChartOptions {
+    /// Title. Default: `None`, which uses "Throughput and waits vs concurrency" and the load.
+    pub title: Option<String>,
+}
+
+/// Escapes text for XML content and attributes.
+pub fn xml_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A "nice" axis maximum and tick step for values up to `max` (1, 2 or 5 times a power of ten).
+fn nice_axis(max: f64) -> (f64, f64) {
+    if max <= 0.0 || !max.is_finite() {
+        return (1.0, 0.2);
+    }
+    let raw = max / 5.0;
+    let magnitude = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * magnitude)
+        .find(|&s| s >= raw)
+        .unwrap_or(10.0 * magnitude);
+    ((max / step).ceil() * step, step)
+}
+
+fn format_tick(value: f64) -> String {
+    if value >= 1e6 {
+        format!("{:.1}M", value / 1e6)
+    } else if value >= 1e3 && (value / 1e3).fract().abs() < 1e-9 {
+        format!("{:.0}k", value / 1e3)
+    } else if value >= 1e4 {
+        format!("{:.1}k", value / 1e3)
+    } else if value.fract().abs() < 1e-9 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.1}")
+    }
+}
+
+/// The wait kinds to draw: the largest shares first.
+fn kinds_to_draw(sweep: &Sweep) -> Vec<String> {
+    let mut best: Vec<(String, f64)> = Vec::new();
+    for level in &sweep.levels {
+        for share in &level.kinds {
+            match best.iter_mut().find(|(name, _)| *name == share.name) {
+                Some(entry) => entry.1 = entry.1.max(share.share_of_wall),
+                None => best.push((share.name.clone(), share.share_of_wall)),
+            }
+        }
+    }
+    best.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    best.into_iter()
+        .take(MAX_KINDS)
+        .map(|(name, _)| name)
+        .collect()
+}
+
+/// The scaling chart of `sweep` as an SVG document.
+pub fn scaling_svg(sweep: &Sweep, options: &ChartOptions) -> String {
+    let mut svg = String::new();
+    let plot_w = WIDTH - LEFT - RIGHT;
+    let plot_h = HEIGHT - TOP - BOTTOM;
+    let n = sweep.levels.len().max(1);
+    // Points stay clear of the axes so their labels do not cover the tick labels.
+    let inset = 30.0;
+    let x_of = |i: usize| {
+        if n == 1 {
+            LEFT + plot_w / 2.0
+        } else {
+            LEFT + inset + (plot_w - 2.0 * inset) * i as f64 / (n - 1) as f64
+        }
+    };
+    let max_tp = sweep
+        .levels
+        .iter()
+        .map(|l| l.throughput)
+        .fold(0.0, f64::max);
+    let (tp_max, tp_step) = nice_axis(max_tp * 1.05);
+    let kinds = kinds_to_draw(sweep);
+    let max_share = sweep
+        .levels
+        .iter()
+        .flat_map(|l| l.kinds.iter())
+        .filter(|s| kinds.contains(&s.name))
+        .map(|s| s.share_of_wall * 100.0)
+        .fold(0.0, f64::max);
+    let (share_max, share_step) = nice_axis(max_share * 1.05);
+    let y_tp = |v: f64| TOP + plot_h - plot_h * v / tp_max;
+    let y_share = |v: f64| TOP + plot_h - plot_h * v / share_max;
+
+    let title = options
+        .title
+        .clone()
+        .unwrap_or_else(|| "Throughput and waits vs concurrency".to_string());
+    let _ = writeln!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(
+        svg,
+        r##"<rect width="{WIDTH}" height="{HEIGHT}" fill="#ffffff"/>"##
+    );
+    let _ = writeln!(
+        svg,
+        r#"<text x="{}" y="24" text-anchor="middle" font-size="16" font-weight="bold">{}</text>"#,
+        WIDTH / 2.0,
+        xml_escape(&title)
+    );
+    let mut load = sweep.load.clone();
+    if load.chars().count() > 90 {
+        load = load.chars().take(89).collect::<String>() + "…";
+    }
+    let _ = writeln!(
+        svg,
+        r##"<text x="{}" y="42" text-anchor="middle" fill="#555">load: {}</text>"##,
+        WIDTH / 2.0,
+        xml_escape(&load)
+    );
+
+    // Grid and left axis (throughput).
+    let mut v = 0.0;
+    while v <= tp_max + tp_step / 2.0 {
+        let y = y_tp(v);
+        let _ = writeln!(
+            svg,
+            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e5e5e5"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="{THROUGHPUT_COLOR}">{}</text>"##,
+            LEFT + plot_w,
+            LEFT - 6.0,
+            y + 4.0,
+            format_tick(v)
+        );
+        v += tp_step;
+    }
+    // Right axis (wait share of wall time).
+    let mut v = 0.0;
+    while v <= share_max + share_step / 2.0 {
+        let y = y_share(v);
+        let _ = writeln!(
+            svg,
+            r##"<text x="{:.1}" y="{:.1}" fill="#444">{}%</text>"##,
+            LEFT + plot_w + 6.0,
+            y + 4.0,
+            format_tick(v)
+        );
+        v += share_step;
+    }
+    let _ = writeln!(
+        svg,
+        r##"<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>"##
+    );
+    let _ = writeln!(
+        svg,
+        r#"<text transform="translate(20 {:.1}) rotate(-90)" text-anchor="middle" fill="{THROUGHPUT_COLOR}">throughput ({})</text>"#,
+        TOP + plot_h / 2.0,
+        xml_escape(&sweep.throughput_unit)
+    );
+    let _ = writeln!(
+        svg,
+        r##"<text transform="translate({:.1} {:.1}) rotate(90)" text-anchor="middle" fill="#444">wait time, % of wall time</text>"##,
+        WIDTH - 14.0,
+        TOP + plot_h / 2.0
+    );
+    // X axis labels.
+    for (i, level) in sweep.levels.iter().enumerate() {
+        let _ = writeln!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            x_of(i),
+            TOP + plot_h + 18.0,
+            level.concurrency
+        );
+    }
+    let _ = writeln!(
+        svg,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">concurrency</text>"#,
+        LEFT + plot_w / 2.0,
+        TOP + plot_h + 36.0
+    );
+    // Knee.
+    if let Some(knee) = &sweep.knee {
+        if let Some(i) = sweep
+            .levels
+            .iter()
+            .position(|l| l.concurrency == knee.concurrency)
+        {
+            let x = x_of(i);
+            let _ = writeln!(
+                svg,
+                r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#333" stroke-dasharray="5 4"/><text x="{:.1}" y="{:.1}" fill="#333">knee</text>"##,
+                TOP + plot_h,
+                x + 4.0,
+                TOP + plot_h - 6.0
+            );
+        }
+    }
+    // Wait kinds.
+    for (k, kind) in kinds.iter().enumerate() {
+        let color = KIND_COLORS[k % KIND_COLORS.len()];
+        let points: Vec<String> = sweep
+            .levels
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let share = l
+                    .kinds
+                    .iter()
+                    .find(|s| &s.name == kind)
+                    .map_or(0.0, |s| s.share_of_wall * 100.0);
+                format!("{:.1},{:.1}", x_of(i), y_share(share))
+            })
+            .collect();
+        let _ = writeln!(
+            svg,
+            r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="1.5" stroke-dasharray="6 3"/>"#,
+            points.join(" ")
+        );
+    }
+    // Throughput, on top.
+    let points: Vec<String> = sweep
+        .levels
+        .iter()
+        .enumerate()
+        .map(|(i, l)| format!("{:.1},{:.1}", x_of(i), y_tp(l.throughput)))
+        .collect();
+    let _ = writeln!(
+        svg,
+        r#"<polyline points="{}" fill="none" stroke="{THROUGHPUT_COLOR}" stroke-width="3"/>"#,
+        points.join(" ")
+    );
+    for (i, level) in sweep.levels.iter().enumerate() {
+        let (x, y) = (x_of(i), y_tp(level.throughput));
+        let _ = writeln!(
+            svg,
+            r#"<circle cx="{x:.1}" cy="{y:.1}" r="4" fill="{THROUGHPUT_COLOR}"><title>concurrency {}: {:.1} {} ({:.0}% of the first level)</title></circle><text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="{THROUGHPUT_COLOR}" font-weight="bold">{:.0}%</text>"#,
+            level.concurrency,
+            level.throughput,
+            xml_escape(&sweep.throughput_unit),
+            level.scaling * 100.0,
+            y - 9.0,
+            level.scaling * 100.0
+        );
+    }
+    // Legend.
+    let legend_y = HEIGHT - 26.0;
+    let mut x = LEFT;
+    let _ = writeln!(
+        svg,
+        r#"<line x1="{x}" y1="{legend_y}" x2="{}" y2="{legend_y}" stroke="{THROUGHPUT_COLOR}" stroke-width="3"/><text x="{}" y="{}">throughput (label: scaling vs first level)</text>"#,
+        x + 24.0,
+        x + 30.0,
+        legend_y + 4.0
+    );
+    x += 290.0;
+    for (k, kind) in kinds.iter().enumerate() {
+        let color = KIND_COLORS[k % KIND_COLORS.len()];
+        let _ = writeln!(
+            svg,
+            r#"<line x1="{x}" y1="{legend_y}" x2="{}" y2="{legend_y}" stroke="{color}" stroke-width="1.5" stroke-dasharray="6 3"/><text x="{}" y="{}">{} wait</text>"#,
+            x + 24.0,
+            x + 30.0,
+            legend_y + 4.0,
+            xml_escape(kind)
+        );
+        x += 40.0 + 8.0 * (kind.len() as f64 + 5.0);
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Axis maxima round up to 1, 2 or 5 times a power of ten.
+    #[test]
+    fn nice_axes() {
+        assert_eq!(nice_axis(9.3), (10.0, 2.0));
+        assert_eq!(nice_axis(4928.0), (5000.0, 1000.0));
+        assert_eq!(nice_axis(0.0), (1.0, 0.2));
+        assert_eq!(format_tick(5000.0), "5k");
+        assert_eq!(format_tick(12500.0), "12.5k");
+        assert_eq!(format_tick(0.5), "0.5");
+        assert_eq!(xml_escape("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
+    }
+}

@@ -1,0 +1,521 @@
+//! `lockscope html`: one self-contained HTML file for writeups, from runs (`.lsp` profiles) and
+//! sweeps (`sweep.json` or its directory).
+//!
+//! Nothing is fetched from the network: styles are inline, the scaling chart is inline SVG
+//! ([`crate::chart`]), and each flamegraph is inferno's interactive SVG (click to zoom, Ctrl-F
+//! search) embedded as a `data:` URL in an `<iframe>`, so its script and element ids stay apart
+//! from the page's and from the other flamegraphs'.
+//!
+//! The page has, in order:
+//!
+//! 1. per sweep: the finding, the scaling chart, and a table per level (throughput, scaling,
+//!    wait share per kind, the top site, losses);
+//! 2. per run (each profile given, and the first and last level of each sweep): the metadata and
+//!    environment fingerprint (host, OS, kernel, CPUs, libc, backend, lockscope version, target,
+//!    probes and their status, losses), the flamegraph, and the report's top sites with their
+//!    log2 histograms ([`crate::report`]);
+//! 3. diffs: each run against the first one (and the last level of each sweep against its
+//!    first), as the side-by-side table and the differential flamegraph ([`crate::diff`]).
+
+use crate::chart::{scaling_svg, xml_escape, ChartOptions};
+use crate::diff::{write_diff_flamegraph, write_diff_table, DiffOptions};
+use crate::flamegraph::{write_flamegraph, FlamegraphOptions};
+use crate::report::{write_report, ReportOptions};
+use crate::sweep::Sweep;
+use crate::units::{format_ns, format_unix_ns};
+use anyhow::Context;
+use lockscope_probes::{AttachStatus, Profile};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+/// One input of the report.
+#[derive(Clone, Debug)]
+pub enum Input {
+    /// A recorded profile, with the path it was read from.
+    Run {
+        /// Where it was read from (shown as its name).
+        path: PathBuf,
+        /// The profile.
+        profile: Box<Profile>,
+    },
+    /// A sweep, with the directory its files are relative to.
+    Sweep {
+        /// The sweep file.
+        path: PathBuf,
+        /// Directory of the sweep's profiles and load outputs.
+        dir: PathBuf,
+        /// The sweep.
+        sweep: Box<Sweep>,
+    },
+}
+
+/// How to write the HTML report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HtmlOptions {
+    /// Page title. Default: `lockscope report`.
+    pub title: String,
+    /// Top wait sites per run, with histograms. Default: `5`.
+    pub top: usize,
+}
+
+impl Default for HtmlOptions {
+    fn default() -> Self {
+        HtmlOptions {
+            title: "lockscope report".to_string(),
+            top: 5,
+        }
+    }
+}
+
+const STYLE: &str = r#"
+body { font-family: "DejaVu Sans", Helvetica, Arial, sans-serif; margin: 24px auto; max-width: 1240px; color: #222; }
+h1 { font-size: 24px; } h2 { font-size: 20px; border-bottom: 1px solid #ccc; padding-bottom: 4px; margin-top: 36px; }
+h3 { font-size: 16px; margin-top: 20px; }
+table { border-collapse: collapse; margin: 8px 0; font-size: 13px; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+th { background: #f3f3f3; }
+pre { background: #f8f8f8; border: 1px solid #e3e3e3; padding: 8px; overflow-x: auto; font-size: 12px; line-height: 1.3; }
+.finding { background: #eef6ff; border-left: 4px solid #0072b2; padding: 8px 12px; font-size: 15px; }
+.warning { background: #fff4e5; border-left: 4px solid #d55e00; padding: 6px 12px; }
+iframe.flame { width: 100%; height: 520px; border: 1px solid #ddd; }
+nav li { margin: 2px 0; }
+.muted { color: #666; }
+"#;
+
+/// Standard base64 (RFC 4648, with padding), for `data:` URLs.
+pub fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i)) as usize & 63] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// The `height` attribute of an SVG's root element, in pixels.
+fn svg_height(svg: &[u8]) -> Option<u32> {
+    let text = std::str::from_utf8(svg).ok()?;
+    let root = &text[text.find("<svg")?..];
+    let root = &root[..root.find('>')?];
+    let start = root.find(" height=\"")? + " height=\"".len();
+    let value = &root[start..];
+    value[..value.find('"')?]
+        .trim_end_matches("px")
+        .parse::<f64>()
+        .ok()
+        .map(|h| h.ceil() as u32)
+}
+
+/// Embeds an SVG in an iframe as a `data:` URL, as tall as the SVG (at most 900 px).
+fn iframe_svg(out: &mut String, svg: &[u8], title: &str) {
+    let height = svg_height(svg).map_or(520, |h| (h + 24).min(900));
+    let _ = writeln!(
+        out,
+        r#"<iframe class="flame" style="height: {height}px" title="{}" src="data:image/svg+xml;base64,{}"></iframe>"#,
+        xml_escape(title),
+        base64(svg)
+    );
+}
+
+fn anchor(prefix: &str, i: usize) -> String {
+    format!("{prefix}-{i}")
+}
+
+/// A run to show: a label, its profile, and its section anchor.
+struct Run<'a> {
+    label: String,
+    profile: &'a Profile,
+}
+
+fn metadata_table(out: &mut String, profile: &Profile) {
+    let m = &profile.metadata;
+    let mut rows: Vec<(&str, String)> = vec![
+        (
+            "target",
+            format!(
+                "{} (pid {}, {})",
+                m.target.command.join(" "),
+                m.target.pid,
+                if m.target.launched {
+                    "launched by lockscope"
+                } else {
+                    "attached"
+                }
+            ),
+        ),
+        (
+            "recorded",
+            format!(
+                "{} for {}, ended: {}",
+                format_unix_ns(m.start_unix_ns),
+                format_ns(m.duration_ns),
+                m.end_reason
+            ),
+        ),
+        ("host", m.hostname.clone()),
+        ("os / kernel", format!("{} {}", m.os, m.kernel_release)),
+        ("CPUs", m.cpu_count.to_string()),
+        ("libc", m.libc.clone().unwrap_or_else(|| "unknown".into())),
+        (
+            "backend",
+            format!("{} (lockscope {})", m.backend, m.lockscope_version),
+        ),
+        ("threads seen", profile.threads.len().to_string()),
+        (
+            "events",
+            format!(
+                "{} seen, {} waits recorded",
+                m.events,
+                profile.waits.iter().map(|w| w.stats.count).sum::<u64>()
+            ),
+        ),
+    ];
+    let probes: Vec<String> = m
+        .probes
+        .iter()
+        .map(|p| match &p.status {
+            AttachStatus::Attached => format!("{} attached ({})", p.probe, p.hook),
+            AttachStatus::FellBack { hook, reason } => {
+                format!("{} fell back to {hook} ({reason})", p.probe)
+            }
+            AttachStatus::Failed { reason } => format!("{} FAILED ({reason})", p.probe),
+        })
+        .collect();
+    rows.push(("probes", probes.join("; ")));
+    let l = &m.losses;
+    rows.push((
+        "losses",
+        if l.is_zero() {
+            "none".to_string()
+        } else {
+            format!(
+                "{} lost waits ({} map full, {} dropped), {} user / {} kernel stack failures",
+                l.lost_events(),
+                l.map_full,
+                l.dropped,
+                l.user_stack_failures,
+                l.kernel_stack_failures
+            )
+        },
+    ));
+    out.push_str("<table>\n");
+    for (key, value) in rows {
+        let _ = writeln!(
+            out,
+            "<tr><th>{}</th><td>{}</td></tr>",
+            xml_escape(key),
+            xml_escape(&value)
+        );
+    }
+    out.push_str("</table>\n");
+    if l.lost_events() > 0 {
+        let _ = writeln!(
+            out,
+            r#"<p class="warning">WARNING: {} waits were lost while recording: every total undercounts.</p>"#,
+            l.lost_events()
+        );
+    }
+}
+
+fn run_section(out: &mut String, id: &str, run: &Run<'_>, options: &HtmlOptions) {
+    let _ = writeln!(out, r#"<h2 id="{id}">Run: {}</h2>"#, xml_escape(&run.label));
+    metadata_table(out, run.profile);
+    out.push_str("<h3>Flamegraph (wait time)</h3>\n");
+    let mut svg = Vec::new();
+    match write_flamegraph(run.profile, &FlamegraphOptions::default(), &mut svg) {
+        Ok(()) => iframe_svg(out, &svg, &format!("flamegraph of {}", run.label)),
+        Err(e) => {
+            let _ = writeln!(
+                out,
+                r#"<p class="muted">No flamegraph: {}</p>"#,
+                xml_escape(&format!("{e:#}"))
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "<h3>Top {} wait sites, with log2 histograms</h3>",
+        options.top
+    );
+    let report_options = ReportOptions {
+        top: options.top,
+        ..ReportOptions::default()
+    };
+    let mut text = Vec::new();
+    if write_report(run.profile, &report_options, &mut text).is_ok() {
+        let _ = writeln!(
+            out,
+            "<pre>{}</pre>",
+            xml_escape(&String::from_utf8_lossy(&text))
+        );
+    }
+}
+
+fn diff_section(out: &mut String, id: &str, a: &Run<'_>, b: &Run<'_>) {
+    let _ = writeln!(
+        out,
+        r#"<h2 id="{id}">Diff: {} → {}</h2>"#,
+        xml_escape(&a.label),
+        xml_escape(&b.label)
+    );
+    let options = DiffOptions::default();
+    let mut table = Vec::new();
+    if let Err(e) = write_diff_table(
+        a.profile,
+        b.profile,
+        (&a.label, &b.label),
+        &options,
+        &mut table,
+    ) {
+        let _ = writeln!(
+            out,
+            "<p class=\"muted\">{}</p>",
+            xml_escape(&format!("{e:#}"))
+        );
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "<pre>{}</pre>",
+        xml_escape(&String::from_utf8_lossy(&table))
+    );
+    let mut svg = Vec::new();
+    match write_diff_flamegraph(a.profile, b.profile, &options, &mut svg) {
+        Ok(()) => iframe_svg(out, &svg, "differential flamegraph"),
+        Err(e) => {
+            let _ = writeln!(
+                out,
+                r#"<p class="muted">No differential flamegraph: {}</p>"#,
+                xml_escape(&format!("{e:#}"))
+            );
+        }
+    }
+}
+
+fn sweep_section(out: &mut String, id: &str, path: &str, sweep: &Sweep) {
+    let _ = writeln!(out, r#"<h2 id="{id}">Sweep: {}</h2>"#, xml_escape(path));
+    let _ = writeln!(
+        out,
+        r#"<p class="finding">{}</p>"#,
+        xml_escape(&sweep.finding)
+    );
+    let _ = writeln!(
+        out,
+        "<p>Load: <code>{}</code>; {} per level; throughput parsed by {} ({}).</p>",
+        xml_escape(&sweep.load),
+        format_ns(sweep.duration_ns),
+        xml_escape(&sweep.throughput_parser),
+        xml_escape(&sweep.throughput_unit)
+    );
+    out.push_str(r#"<div class="chart">"#);
+    out.push_str(&scaling_svg(sweep, &ChartOptions::default()));
+    out.push_str("</div>\n");
+    let mut kinds: Vec<String> = Vec::new();
+    for level in &sweep.levels {
+        for share in &level.kinds {
+            if !kinds.contains(&share.name) {
+                kinds.push(share.name.clone());
+            }
+        }
+    }
+    out.push_str(
+        "<table>\n<tr><th>concurrency</th><th>throughput</th><th>scaling (first=100%)</th>",
+    );
+    for kind in &kinds {
+        let _ = write!(out, "<th>{} wait / wall</th>", xml_escape(kind));
+    }
+    out.push_str("<th>top wait site</th><th>lost</th></tr>\n");
+    for level in &sweep.levels {
+        let knee = sweep
+            .knee
+            .as_ref()
+            .is_some_and(|k| k.concurrency == level.concurrency);
+        let _ = write!(
+            out,
+            "<tr><td class=\"num\">{}{}</td><td class=\"num\">{:.1}</td><td class=\"num\">{:.0}%</td>",
+            level.concurrency,
+            if knee { " (knee)" } else { "" },
+            level.throughput,
+            level.scaling * 100.0
+        );
+        for kind in &kinds {
+            let share = level
+                .kinds
+                .iter()
+                .find(|s| &s.name == kind)
+                .map_or(0.0, |s| s.share_of_wall);
+            let _ = write!(out, "<td class=\"num\">{:.1}%</td>", share * 100.0);
+        }
+        let top = level
+            .top_sites
+            .first()
+            .map(|s| s.name.clone())
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "<td title=\"{}\"><code>{}</code></td><td class=\"num\">{}</td></tr>",
+            xml_escape(&top),
+            xml_escape(&crate::sweep::short_site(&top)),
+            level.lost_events
+        );
+    }
+    out.push_str("</table>\n");
+}
+
+/// Renders the report page.
+pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> anyhow::Result<String> {
+    // Profiles of sweep levels, loaded once: (sweep index, first, last).
+    let mut sweep_runs: Vec<(usize, Vec<(String, Profile)>)> = Vec::new();
+    for (i, input) in inputs.iter().enumerate() {
+        if let Input::Sweep { path, dir, sweep } = input {
+            let mut runs = Vec::new();
+            let ends: Vec<_> = match (sweep.levels.first(), sweep.levels.last()) {
+                (Some(f), Some(l)) if f.concurrency != l.concurrency => vec![f, l],
+                (Some(f), _) => vec![f],
+                _ => vec![],
+            };
+            for level in ends {
+                let file = dir.join(&level.profile);
+                let profile = lockscope_probes::read_profile(&file).with_context(|| {
+                    format!(
+                        "failed to read profile `{}` of sweep `{}`",
+                        file.display(),
+                        path.display()
+                    )
+                })?;
+                runs.push((
+                    format!("{} level {}", path.display(), level.concurrency),
+                    profile,
+                ));
+            }
+            sweep_runs.push((i, runs));
+        }
+    }
+    let runs: Vec<Run<'_>> = inputs
+        .iter()
+        .filter_map(|input| match input {
+            Input::Run { path, profile } => Some(Run {
+                label: path.display().to_string(),
+                profile,
+            }),
+            Input::Sweep { .. } => None,
+        })
+        .collect();
+
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>",
+        xml_escape(&options.title)
+    );
+    let _ = writeln!(out, "<h1>{}</h1>", xml_escape(&options.title));
+    let _ = writeln!(
+        out,
+        "<p class=\"muted\">Written by lockscope {}. Flamegraphs: click a frame to zoom, Ctrl-F to search; widths are wait time.</p>",
+        env!("CARGO_PKG_VERSION")
+    );
+
+    // Contents.
+    out.push_str("<nav><ul>\n");
+    for (i, input) in inputs.iter().enumerate() {
+        if let Input::Sweep { path, .. } = input {
+            let _ = writeln!(
+                out,
+                r##"<li><a href="#{}">Sweep: {}</a></li>"##,
+                anchor("sweep", i),
+                xml_escape(&path.display().to_string())
+            );
+        }
+    }
+    let mut all_runs: Vec<&Run<'_>> = runs.iter().collect();
+    let level_runs: Vec<Run<'_>> = sweep_runs
+        .iter()
+        .flat_map(|(_, runs)| runs.iter())
+        .map(|(label, profile)| Run {
+            label: label.clone(),
+            profile,
+        })
+        .collect();
+    all_runs.extend(level_runs.iter());
+    for (i, run) in all_runs.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            r##"<li><a href="#{}">Run: {}</a></li>"##,
+            anchor("run", i),
+            xml_escape(&run.label)
+        );
+    }
+    out.push_str("</ul></nav>\n");
+
+    for (i, input) in inputs.iter().enumerate() {
+        if let Input::Sweep { path, sweep, .. } = input {
+            sweep_section(
+                &mut out,
+                &anchor("sweep", i),
+                &path.display().to_string(),
+                sweep,
+            );
+        }
+    }
+    for (i, run) in all_runs.iter().enumerate() {
+        run_section(&mut out, &anchor("run", i), run, options);
+    }
+    let mut diff_index = 0;
+    if let Some((first, rest)) = runs.split_first() {
+        for run in rest {
+            diff_section(&mut out, &anchor("diff", diff_index), first, run);
+            diff_index += 1;
+        }
+    }
+    for (_, runs) in &sweep_runs {
+        if let [(la, pa), (lb, pb)] = runs.as_slice() {
+            let a = Run {
+                label: la.clone(),
+                profile: pa,
+            };
+            let b = Run {
+                label: lb.clone(),
+                profile: pb,
+            };
+            diff_section(&mut out, &anchor("diff", diff_index), &a, &b);
+            diff_index += 1;
+        }
+    }
+    out.push_str("</body>\n</html>\n");
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// base64 matches RFC 4648's test vectors.
+    #[test]
+    fn base64_vectors() {
+        for (input, expected) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64(input.as_bytes()), expected);
+        }
+    }
+}

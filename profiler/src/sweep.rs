@@ -1,0 +1,741 @@
+//! `lockscope sweep`: throughput and waits of a server across concurrency levels, and where it
+//! stops scaling.
+//!
+//! For each level `c`, [`run_sweep`] starts the load command (`{c}` replaced by the level) with
+//! `sh -c`, has the caller record the server for the duration (the `lockscope` binary records
+//! through the same code path as `lockscope record -p PID -d DURATION`), waits for the load to
+//! finish, and parses the load tool's throughput from its output ([`Throughput`]: built-in
+//! parsers for sysbench, ab and wrk, or a regular expression). The result is a [`Sweep`], written
+//! as `sweep.json` (schema in `docs/SWEEP.md`) beside one profile and one load output per level:
+//! throughput per level, scaling against the first level (the seed's "Scaling (Concurrency
+//! one=100%)" column), wait time per kind, thread group and canonical site ([`crate::diff`]) as
+//! shares of wall time, the knee ([`find_knee`]) and one sentence for a writeup ([`finding`]).
+
+use crate::diff::{canonical_sites, thread_groups};
+use anyhow::{bail, Context};
+use lockscope_probes::{Profile, WaitStats};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Version of the sweep file schema (`docs/SWEEP.md`); bumped on incompatible changes.
+pub const SWEEP_VERSION: u32 = 1;
+
+/// File name of the sweep file inside a sweep directory.
+pub const SWEEP_FILE: &str = "sweep.json";
+
+/// A level whose throughput gains less than this over the previous one has stopped rising.
+pub const KNEE_MIN_GAIN: f64 = 0.05;
+
+/// Wait sites and thread groups kept per level, largest first.
+const TOP_PER_LEVEL: usize = 10;
+
+/// How the throughput is read from the load tool's output.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Throughput {
+    /// Try sysbench, ab and wrk in turn (the default).
+    #[default]
+    Auto,
+    /// sysbench: `transactions: N (X per sec.)`.
+    Sysbench,
+    /// ApacheBench: `Requests per second: X [#/sec] (mean)`.
+    Ab,
+    /// wrk: `Requests/sec: X`.
+    Wrk,
+    /// A regular expression whose first capture group is the throughput.
+    Regex(String),
+}
+
+/// A throughput read from a load tool's output.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParsedThroughput {
+    /// Operations per second.
+    pub value: f64,
+    /// What was counted (`transactions/s`, `requests/s`, `ops/s`).
+    pub unit: String,
+    /// The parser that found it (`sysbench`, `ab`, `wrk`, `regex`).
+    pub parser: String,
+}
+
+fn number_after<'a>(text: &'a str, marker: &str) -> Option<&'a str> {
+    let line = text.lines().find(|l| l.trim_start().starts_with(marker))?;
+    let rest = &line[line.find(marker)? + marker.len()..];
+    rest.split_whitespace().next()
+}
+
+fn parse_sysbench(text: &str) -> Option<ParsedThroughput> {
+    // `    transactions:                        1439   (477.55 per sec.)`
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("transactions:"))?;
+    let open = line.find('(')?;
+    let value = line[open + 1..].split_whitespace().next()?.parse().ok()?;
+    Some(ParsedThroughput {
+        value,
+        unit: "transactions/s".to_string(),
+        parser: "sysbench".to_string(),
+    })
+}
+
+fn parse_ab(text: &str) -> Option<ParsedThroughput> {
+    let value = number_after(text, "Requests per second:")?.parse().ok()?;
+    Some(ParsedThroughput {
+        value,
+        unit: "requests/s".to_string(),
+        parser: "ab".to_string(),
+    })
+}
+
+fn parse_wrk(text: &str) -> Option<ParsedThroughput> {
+    let value = number_after(text, "Requests/sec:")?.parse().ok()?;
+    Some(ParsedThroughput {
+        value,
+        unit: "requests/s".to_string(),
+        parser: "wrk".to_string(),
+    })
+}
+
+impl Throughput {
+    /// Name on the command line and in the sweep file.
+    pub fn name(&self) -> &str {
+        match self {
+            Throughput::Auto => "auto",
+            Throughput::Sysbench => "sysbench",
+            Throughput::Ab => "ab",
+            Throughput::Wrk => "wrk",
+            Throughput::Regex(_) => "regex",
+        }
+    }
+
+    /// Checks a regular expression: it must compile and have a capture group.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if let Throughput::Regex(pattern) = self {
+            let re = regex::Regex::new(pattern)
+                .with_context(|| format!("invalid --throughput-regex `{pattern}`"))?;
+            if re.captures_len() < 2 {
+                bail!("--throughput-regex `{pattern}` has no capture group for the number");
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the throughput from a load tool's output.
+    pub fn parse(&self, output: &str) -> anyhow::Result<ParsedThroughput> {
+        let found = match self {
+            Throughput::Auto => parse_sysbench(output)
+                .or_else(|| parse_ab(output))
+                .or_else(|| parse_wrk(output)),
+            Throughput::Sysbench => parse_sysbench(output),
+            Throughput::Ab => parse_ab(output),
+            Throughput::Wrk => parse_wrk(output),
+            Throughput::Regex(pattern) => {
+                let re = regex::Regex::new(pattern)
+                    .with_context(|| format!("invalid --throughput-regex `{pattern}`"))?;
+                let captured = re
+                    .captures(output)
+                    .and_then(|c| c.get(1))
+                    .map(|m| m.as_str().to_string());
+                match captured {
+                    Some(text) => Some(ParsedThroughput {
+                        value: text.trim().parse().with_context(|| {
+                            format!("--throughput-regex captured `{text}`, which is not a number")
+                        })?,
+                        unit: "ops/s".to_string(),
+                        parser: "regex".to_string(),
+                    }),
+                    None => None,
+                }
+            }
+        };
+        found.with_context(|| {
+            format!(
+                "no throughput found in the load output by the {} parser",
+                self.name()
+            )
+        })
+    }
+}
+
+/// Wait time of one kind, thread group or site at one level.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Share {
+    /// Kind (`mutex`), thread group (`worker-*`) or canonical site (`f;g;[kernel wait];[mutex]`).
+    pub name: String,
+    /// Number of waits.
+    pub count: u64,
+    /// Total wait time, nanoseconds.
+    pub total_ns: u64,
+    /// `total_ns` over the recording's wall time: 1.0 is one thread waiting all the time.
+    pub share_of_wall: f64,
+}
+
+/// One concurrency level of a sweep.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Level {
+    /// The concurrency (`{c}` in the load command).
+    pub concurrency: u32,
+    /// Operations per second the load tool reported.
+    pub throughput: f64,
+    /// `throughput` over the first level's (1.0 = 100%).
+    pub scaling: f64,
+    /// The profile recorded at this level, relative to the sweep file.
+    pub profile: String,
+    /// The load command's standard output, relative to the sweep file.
+    pub load_output: String,
+    /// Wall time of the recording, nanoseconds.
+    pub wall_ns: u64,
+    /// Waits recorded.
+    pub waits: u64,
+    /// Total wait time recorded, nanoseconds.
+    pub wait_ns: u64,
+    /// Waits lost while recording (every share undercounts when non-zero).
+    pub lost_events: u64,
+    /// Wait time per kind, largest first.
+    pub kinds: Vec<Share>,
+    /// Wait time per thread group, largest first (at most 10).
+    pub threads: Vec<Share>,
+    /// Wait time per canonical site, largest first (at most 10).
+    pub top_sites: Vec<Share>,
+}
+
+/// Where throughput stops rising.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Knee {
+    /// The last level before throughput stops rising (gains less than 5%) or falls.
+    pub concurrency: u32,
+    /// Its throughput.
+    pub throughput: f64,
+    /// Its scaling against the first level.
+    pub scaling: f64,
+}
+
+/// A whole sweep, as written to `sweep.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sweep {
+    /// Schema version ([`SWEEP_VERSION`]).
+    pub sweep_version: u32,
+    /// The load command, with `{c}` where the level goes.
+    pub load: String,
+    /// The server command lockscope started, if it started one.
+    pub server: Option<String>,
+    /// The recorded process.
+    pub pid: u32,
+    /// Recording time per level, nanoseconds.
+    pub duration_ns: u64,
+    /// Parser that read the throughput (`sysbench`, `ab`, `wrk`, `regex`).
+    pub throughput_parser: String,
+    /// Unit of the throughput (`transactions/s`).
+    pub throughput_unit: String,
+    /// The levels in the order run.
+    pub levels: Vec<Level>,
+    /// The knee, or `None` when throughput rose at every level.
+    pub knee: Option<Knee>,
+    /// One sentence for a writeup: the knee and the waits that grow across it.
+    pub finding: String,
+}
+
+fn shares(stats: BTreeMap<String, WaitStats>, wall_ns: u64, keep: usize) -> Vec<Share> {
+    let mut out: Vec<Share> = stats
+        .into_iter()
+        .map(|(name, s)| Share {
+            name,
+            count: s.count,
+            total_ns: s.total_ns,
+            share_of_wall: if wall_ns == 0 {
+                0.0
+            } else {
+                s.total_ns as f64 / wall_ns as f64
+            },
+        })
+        .collect();
+    out.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+    if keep > 0 {
+        out.truncate(keep);
+    }
+    out
+}
+
+/// The level summary of one recorded profile (scaling is filled in later).
+pub fn summarize_level(
+    concurrency: u32,
+    throughput: f64,
+    profile: &Profile,
+    files: (&str, &str),
+) -> Level {
+    let wall_ns = profile.metadata.duration_ns;
+    let kinds = profile
+        .totals_by_kind()
+        .into_iter()
+        .map(|(k, s)| (k.name().to_string(), s))
+        .collect();
+    Level {
+        concurrency,
+        throughput,
+        scaling: 1.0,
+        profile: files.0.to_string(),
+        load_output: files.1.to_string(),
+        wall_ns,
+        waits: profile.waits.iter().map(|w| w.stats.count).sum(),
+        wait_ns: profile.waits.iter().map(|w| w.stats.total_ns).sum(),
+        lost_events: profile.metadata.losses.lost_events(),
+        kinds: shares(kinds, wall_ns, 0),
+        threads: shares(thread_groups(profile), wall_ns, TOP_PER_LEVEL),
+        top_sites: shares(canonical_sites(profile), wall_ns, TOP_PER_LEVEL),
+    }
+}
+
+/// Fills in each level's scaling against the first level.
+pub fn fill_scaling(levels: &mut [Level]) {
+    let base = levels.first().map_or(0.0, |l| l.throughput);
+    for level in levels {
+        level.scaling = if base > 0.0 {
+            level.throughput / base
+        } else {
+            0.0
+        };
+    }
+}
+
+/// The knee: the first level after which throughput gains less than [`KNEE_MIN_GAIN`] (or
+/// falls). `None` when it rose at every step (or there is only one level).
+pub fn find_knee(levels: &[Level]) -> Option<Knee> {
+    levels.windows(2).find_map(|pair| {
+        let (here, next) = (&pair[0], &pair[1]);
+        (next.throughput < here.throughput * (1.0 + KNEE_MIN_GAIN)).then_some(Knee {
+            concurrency: here.concurrency,
+            throughput: here.throughput,
+            scaling: here.scaling,
+        })
+    })
+}
+
+/// A canonical site cut to its last four frames (`…;f;g;[kernel wait];[mutex]`) for a sentence.
+pub fn short_site(site: &str) -> String {
+    let frames: Vec<&str> = site.split(';').collect();
+    if frames.len() <= 4 {
+        site.to_string()
+    } else {
+        format!("…;{}", frames[frames.len() - 4..].join(";"))
+    }
+}
+
+fn percent(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
+}
+
+/// The share named `name` in `shares`, 0 when absent.
+fn share_of(shares: &[Share], name: &str) -> f64 {
+    shares
+        .iter()
+        .find(|s| s.name == name)
+        .map_or(0.0, |s| s.share_of_wall)
+}
+
+/// The entry whose share of wall time grows most from `from` to `to`, with both shares.
+fn grows_most<'a>(from: &[Share], to: &'a [Share]) -> Option<(&'a str, f64, f64)> {
+    to.iter()
+        .map(|s| (s.name.as_str(), share_of(from, &s.name), s.share_of_wall))
+        .filter(|(_, a, b)| b > a)
+        .max_by(|x, y| (x.2 - x.1).total_cmp(&(y.2 - y.1)))
+}
+
+/// One sentence for a writeup: how throughput scales, the knee, and the wait kind and site whose
+/// share of wall time grows most across it (from the knee to the last level; from the first to
+/// the last when there is no knee).
+pub fn finding(levels: &[Level], knee: Option<&Knee>) -> String {
+    let (Some(first), Some(last)) = (levels.first(), levels.last()) else {
+        return "No levels were run.".to_string();
+    };
+    if levels.len() == 1 {
+        return format!(
+            "Only concurrency {} was run: no scaling to compare.",
+            first.concurrency
+        );
+    }
+    let (from, head) = match knee {
+        Some(knee) => {
+            let from = levels
+                .iter()
+                .find(|l| l.concurrency == knee.concurrency)
+                .unwrap_or(first);
+            let falls = last.scaling < knee.scaling * (1.0 - KNEE_MIN_GAIN);
+            let head = match (knee.concurrency == first.concurrency, falls) {
+                (true, true) => format!(
+                    "Throughput peaks at concurrency {} and falls to {} of it at {}",
+                    knee.concurrency,
+                    percent(last.scaling),
+                    last.concurrency
+                ),
+                (true, false) => format!(
+                    "Throughput stays flat from concurrency {} ({} of it at {})",
+                    knee.concurrency,
+                    percent(last.scaling),
+                    last.concurrency
+                ),
+                (false, falls) => format!(
+                    "Throughput rises to {} of concurrency {} at {}, then {} ({} at {})",
+                    percent(knee.scaling),
+                    first.concurrency,
+                    knee.concurrency,
+                    if falls { "falls" } else { "stays flat" },
+                    percent(last.scaling),
+                    last.concurrency
+                ),
+            };
+            (from, head)
+        }
+        None => (
+            first,
+            format!(
+                "Throughput keeps rising through concurrency {} ({} of concurrency {}), with no knee",
+                last.concurrency,
+                percent(last.scaling),
+                first.concurrency
+            ),
+        ),
+    };
+    if std::ptr::eq(from, last) {
+        return format!("{head}.");
+    }
+    let kind = grows_most(&from.kinds, &last.kinds);
+    let site = grows_most(&from.top_sites, &last.top_sites);
+    match (kind, site) {
+        (Some((kind, a, b)), Some((site, _, _))) => format!(
+            "{head}; from {} to {}, `{kind}` wait grows most ({} → {} of wall time), led by `{site}`.",
+            from.concurrency,
+            last.concurrency,
+            percent(a),
+            percent(b),
+            site = short_site(site)
+        ),
+        (Some((kind, a, b)), None) => format!(
+            "{head}; from {} to {}, `{kind}` wait grows most ({} → {} of wall time).",
+            from.concurrency,
+            last.concurrency,
+            percent(a),
+            percent(b)
+        ),
+        _ => format!(
+            "{head}; no wait kind's share of wall time grows from {} to {}.",
+            from.concurrency, last.concurrency
+        ),
+    }
+}
+
+/// How to run a sweep.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SweepOptions {
+    /// Concurrency levels, in the order to run them. Default: `[1, 2, 5, 10]`.
+    pub levels: Vec<u32>,
+    /// Load command, run with `sh -c`, `{c}` replaced by the level. Default: empty (required).
+    pub load: String,
+    /// Recording time per level. Default: 20 s.
+    pub duration: Duration,
+    /// How long to wait for the load to finish after the recording. Default: 60 s.
+    pub load_grace: Duration,
+    /// Pause between levels, so one level's stragglers do not count in the next. Default: 1 s.
+    pub settle: Duration,
+    /// Throughput parser. Default: [`Throughput::Auto`].
+    pub throughput: Throughput,
+    /// Directory for the sweep file, profiles and load outputs. Default: `sweep`.
+    pub output_dir: PathBuf,
+}
+
+impl Default for SweepOptions {
+    fn default() -> Self {
+        SweepOptions {
+            levels: vec![1, 2, 5, 10],
+            load: String::new(),
+            duration: Duration::from_secs(20),
+            load_grace: Duration::from_secs(60),
+            settle: Duration::from_secs(1),
+            throughput: Throughput::Auto,
+            output_dir: PathBuf::from("sweep"),
+        }
+    }
+}
+
+impl SweepOptions {
+    /// Checks the options before anything runs.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.levels.is_empty() {
+            bail!("no concurrency levels given");
+        }
+        if self.levels.contains(&0) {
+            bail!("concurrency levels must be at least 1");
+        }
+        if !self.load.contains("{c}") {
+            bail!(
+                "the load command `{}` has no `{{c}}` for the concurrency level",
+                self.load
+            );
+        }
+        self.throughput.validate()
+    }
+}
+
+/// What the caller's recorder is asked to do for one level.
+#[derive(Clone, Debug)]
+pub struct LevelRecording {
+    /// The concurrency level.
+    pub concurrency: u32,
+    /// Process to record.
+    pub pid: u32,
+    /// How long to record.
+    pub duration: Duration,
+    /// Profile to write.
+    pub output: PathBuf,
+}
+
+/// Runs a sweep against `pid`: per level, starts the load, calls `record` (which records `pid`
+/// for the duration and writes the profile), waits for the load, parses its throughput. Writes
+/// `sweep.json` into the output directory and returns the sweep. `progress` gets one line per
+/// step.
+pub fn run_sweep(
+    options: &SweepOptions,
+    pid: u32,
+    server: Option<String>,
+    record: &mut dyn FnMut(&LevelRecording) -> anyhow::Result<()>,
+    progress: &mut dyn FnMut(&str),
+) -> anyhow::Result<Sweep> {
+    options.validate()?;
+    let dir = &options.output_dir;
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create sweep directory `{}`", dir.display()))?;
+    let mut levels = Vec::new();
+    let mut unit = String::new();
+    let mut parser = options.throughput.name().to_string();
+    for (i, &c) in options.levels.iter().enumerate() {
+        if i > 0 {
+            std::thread::sleep(options.settle);
+        }
+        let command = options.load.replace("{c}", &c.to_string());
+        let profile_name = format!("level-{c}.lsp");
+        let output_name = format!("level-{c}.load.txt");
+        let output_path = dir.join(&output_name);
+        progress(&format!("level {c}: running `{command}`"));
+        let stdout = std::fs::File::create(&output_path)
+            .with_context(|| format!("cannot write `{}`", output_path.display()))?;
+        let stderr_path = dir.join(format!("level-{c}.load.err"));
+        let stderr = std::fs::File::create(&stderr_path)
+            .with_context(|| format!("cannot write `{}`", stderr_path.display()))?;
+        let mut load = Command::new("sh")
+            .arg("-c")
+            .arg(&command)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            .spawn()
+            .with_context(|| format!("failed to start load command `{command}`"))?;
+        let recording = LevelRecording {
+            concurrency: c,
+            pid,
+            duration: options.duration,
+            output: dir.join(&profile_name),
+        };
+        let recorded = record(&recording);
+        let status = wait_with_deadline(&mut load, options.load_grace)
+            .with_context(|| format!("load command `{command}`"))?;
+        recorded.with_context(|| format!("failed to record level {c}"))?;
+        let text = std::fs::read_to_string(&output_path)
+            .with_context(|| format!("cannot read `{}`", output_path.display()))?;
+        if !status.success() {
+            let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+            let tail: Vec<&str> = err.lines().rev().take(5).collect();
+            bail!(
+                "load command `{command}` failed ({status}): {}",
+                tail.into_iter().rev().collect::<Vec<_>>().join(" / ")
+            );
+        }
+        let parsed = options
+            .throughput
+            .parse(&text)
+            .with_context(|| format!("level {c}: `{}`", output_path.display()))?;
+        unit = parsed.unit.clone();
+        parser = parsed.parser.clone();
+        let profile = lockscope_probes::read_profile(&recording.output)
+            .with_context(|| format!("failed to read profile `{}`", recording.output.display()))?;
+        progress(&format!(
+            "level {c}: {:.1} {}, {} waits recorded",
+            parsed.value,
+            parsed.unit,
+            profile.waits.iter().map(|w| w.stats.count).sum::<u64>()
+        ));
+        levels.push(summarize_level(
+            c,
+            parsed.value,
+            &profile,
+            (&profile_name, &output_name),
+        ));
+    }
+    fill_scaling(&mut levels);
+    let knee = find_knee(&levels);
+    let finding = finding(&levels, knee.as_ref());
+    let sweep = Sweep {
+        sweep_version: SWEEP_VERSION,
+        load: options.load.clone(),
+        server,
+        pid,
+        duration_ns: options.duration.as_nanos() as u64,
+        throughput_parser: parser,
+        throughput_unit: unit,
+        levels,
+        knee,
+        finding,
+    };
+    let path = dir.join(SWEEP_FILE);
+    let json = serde_json::to_string_pretty(&sweep).context("failed to encode the sweep")?;
+    std::fs::write(&path, json + "\n")
+        .with_context(|| format!("cannot write sweep file `{}`", path.display()))?;
+    Ok(sweep)
+}
+
+/// Waits for `child` up to `grace`; kills it past that.
+fn wait_with_deadline(
+    child: &mut std::process::Child,
+    grace: Duration,
+) -> anyhow::Result<std::process::ExitStatus> {
+    let deadline = Instant::now() + grace;
+    loop {
+        if let Some(status) = child.try_wait().context("failed to wait")? {
+            return Ok(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!(
+                "still running {:.0} s after the recording ended: killed",
+                grace.as_secs_f64()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Reads a sweep file, or `sweep.json` inside a sweep directory.
+pub fn read_sweep(path: &Path) -> anyhow::Result<(Sweep, PathBuf)> {
+    let file = if path.is_dir() {
+        path.join(SWEEP_FILE)
+    } else {
+        path.to_path_buf()
+    };
+    let text = std::fs::read_to_string(&file)
+        .with_context(|| format!("cannot read sweep file `{}`", file.display()))?;
+    let sweep: Sweep = serde_json::from_str(&text)
+        .with_context(|| format!("`{}` is not a sweep file", file.display()))?;
+    if sweep.sweep_version != SWEEP_VERSION {
+        bail!(
+            "sweep file `{}` has version {}, this lockscope reads {SWEEP_VERSION}",
+            file.display(),
+            sweep.sweep_version
+        );
+    }
+    let dir = file.parent().unwrap_or(Path::new(".")).to_path_buf();
+    Ok((sweep, dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn level(c: u32, throughput: f64, mutex_share: f64) -> Level {
+        let share = |name: &str, s: f64| Share {
+            name: name.to_string(),
+            count: 1,
+            total_ns: (s * 1e9) as u64,
+            share_of_wall: s,
+        };
+        Level {
+            concurrency: c,
+            throughput,
+            scaling: 1.0,
+            profile: String::new(),
+            load_output: String::new(),
+            wall_ns: 1_000_000_000,
+            waits: 1,
+            wait_ns: 0,
+            lost_events: 0,
+            kinds: vec![share("mutex", mutex_share), share("condvar", 0.5)],
+            threads: vec![],
+            top_sites: vec![share("row_lock;[kernel wait];[mutex]", mutex_share)],
+        }
+    }
+
+    /// The seed's MySQL on Mac OS X: 5 connections fell to 25% of one; the knee is level 1.
+    #[test]
+    fn collapse_from_the_first_level() {
+        let mut levels = vec![level(1, 1000.0, 0.1), level(5, 250.0, 3.0)];
+        fill_scaling(&mut levels);
+        assert_eq!(levels[1].scaling, 0.25);
+        let knee = find_knee(&levels).expect("a knee");
+        assert_eq!(knee.concurrency, 1);
+        let sentence = finding(&levels, Some(&knee));
+        assert_eq!(
+            sentence,
+            "Throughput peaks at concurrency 1 and falls to 25% of it at 5; from 1 to 5, \
+             `mutex` wait grows most (10% → 300% of wall time), led by \
+             `row_lock;[kernel wait];[mutex]`."
+        );
+    }
+
+    /// Linux on the same machine rose to 180% at 5 and stayed there: the knee is 5.
+    #[test]
+    fn rise_then_flat() {
+        let mut levels = vec![
+            level(1, 100.0, 0.1),
+            level(2, 150.0, 0.2),
+            level(5, 180.0, 0.3),
+            level(10, 182.0, 0.9),
+        ];
+        fill_scaling(&mut levels);
+        let knee = find_knee(&levels).expect("a knee");
+        assert_eq!(knee.concurrency, 5);
+        let sentence = finding(&levels, Some(&knee));
+        assert!(
+            sentence.starts_with(
+                "Throughput rises to 180% of concurrency 1 at 5, then stays flat (182% at 10); from 5 to 10, `mutex` wait grows most (30% → 90%"
+            ),
+            "{sentence}"
+        );
+    }
+
+    /// Throughput that rises at every level has no knee.
+    #[test]
+    fn no_knee() {
+        let mut levels = vec![level(1, 100.0, 0.1), level(2, 190.0, 0.1)];
+        fill_scaling(&mut levels);
+        assert_eq!(find_knee(&levels), None);
+        assert!(finding(&levels, None).contains("with no knee"));
+    }
+
+    /// The built-in parsers read the captured outputs of the real tools; a regex reads anything.
+    #[test]
+    fn throughput_parsers() {
+        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+        let read = |name: &str| std::fs::read_to_string(data.join(name)).expect("fixture");
+        let ab = Throughput::Auto
+            .parse(&read("throughput-ab.txt"))
+            .expect("ab");
+        assert_eq!((ab.value, ab.parser.as_str()), (4928.16, "ab"));
+        let wrk = Throughput::Wrk
+            .parse(&read("throughput-wrk.txt"))
+            .expect("wrk");
+        assert_eq!(wrk.value, 11606.55);
+        let sb = Throughput::Auto
+            .parse(&read("throughput-sysbench.txt"))
+            .expect("sysbench");
+        assert_eq!((sb.value, sb.unit.as_str()), (477.55, "transactions/s"));
+        let re = Throughput::Regex(r"queries:\s+\d+\s+\(([\d.]+) per sec".to_string());
+        assert_eq!(
+            re.parse(&read("throughput-sysbench.txt"))
+                .expect("regex")
+                .value,
+            7640.82
+        );
+        assert!(Throughput::Ab.parse(&read("throughput-wrk.txt")).is_err());
+        assert!(Throughput::Regex("no group".into()).validate().is_err());
+    }
+}

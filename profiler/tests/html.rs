@@ -1,0 +1,204 @@
+//! `lockscope chart` and `lockscope html` on a sweep built from fixture profiles: the chart and
+//! the page are self-contained, and the page loads in headless Chromium with no console message
+//! (the screenshot is kept for a person to look at; skips loudly without Chromium).
+
+mod common;
+mod fixtures;
+
+use common::*;
+use lockscope::sweep::{fill_scaling, find_knee, finding, summarize_level, Sweep, SWEEP_VERSION};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A sweep directory with three levels: throughput rises, then falls, while mutex waits grow.
+fn write_sweep(dir: &Path) -> Sweep {
+    let mut levels = Vec::new();
+    for (c, throughput, factor) in [(1u32, 1000.0, 1u64), (2, 1800.0, 2), (5, 900.0, 6)] {
+        let mut profile = fixtures::demo_profile();
+        for w in &mut profile.waits {
+            if w.kind == lockscope_probes::WaitKind::Mutex {
+                w.stats.total_ns *= factor;
+                w.stats.count *= factor;
+            }
+        }
+        let name = format!("level-{c}.lsp");
+        lockscope_probes::write_profile(&profile, &dir.join(&name)).expect("write level profile");
+        levels.push(summarize_level(
+            c,
+            throughput,
+            &profile,
+            (&name, "level.load.txt"),
+        ));
+    }
+    fill_scaling(&mut levels);
+    let knee = find_knee(&levels);
+    let sentence = finding(&levels, knee.as_ref());
+    let sweep = Sweep {
+        sweep_version: SWEEP_VERSION,
+        load: "sysbench oltp_read_only --threads={c} run".to_string(),
+        server: None,
+        pid: 4242,
+        duration_ns: 2_000_000_000,
+        throughput_parser: "sysbench".to_string(),
+        throughput_unit: "transactions/s".to_string(),
+        levels,
+        knee,
+        finding: sentence,
+    };
+    std::fs::write(
+        dir.join("sweep.json"),
+        serde_json::to_string_pretty(&sweep).expect("encode"),
+    )
+    .expect("write sweep");
+    sweep
+}
+
+fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("run lockscope");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Nothing in `text` makes a browser fetch from the network.
+fn assert_self_contained(text: &str) {
+    for needle in [
+        "src=\"http",
+        "href=\"http",
+        "url(http",
+        "@import",
+        "<link",
+        "src=\"//",
+    ] {
+        assert!(!text.contains(needle), "the page fetches: {needle}");
+    }
+}
+
+/// The chart names every level, marks the knee, labels the scaling and reads as XML-ish SVG;
+/// only .svg is accepted.
+#[test]
+fn chart_of_a_sweep() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sweep = write_sweep(dir.path());
+    assert_eq!(sweep.knee.as_ref().map(|k| k.concurrency), Some(2));
+    let svg_path = dir.path().join("scaling.svg");
+    run_ok(
+        lockscope()
+            .arg("chart")
+            .arg(dir.path())
+            .arg("-o")
+            .arg(&svg_path),
+    );
+    let svg = std::fs::read_to_string(&svg_path).expect("svg");
+    assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    assert!(svg.trim_end().ends_with("</svg>"));
+    assert!(svg.contains(">knee<"));
+    for label in [">100%<", ">180%<", ">90%<", ">mutex wait<"] {
+        assert!(svg.contains(label), "{label} missing");
+    }
+    assert_self_contained(&svg);
+    let out = lockscope()
+        .arg("chart")
+        .arg(dir.path())
+        .arg("-o")
+        .arg(dir.path().join("scaling.gif"))
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("only .svg"));
+}
+
+/// Runs headless Chromium on `page`: returns its stderr, or `None` (printing why) when there is
+/// no Chromium here.
+fn chromium(page: &Path, screenshot: &Path) -> Option<String> {
+    let profile_dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new("timeout")
+        .arg("120")
+        .arg("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--window-size=1280,2200",
+        ])
+        .arg(format!("--user-data-dir={}", profile_dir.path().display()))
+        .arg(format!("--screenshot={}", screenshot.display()))
+        .arg(format!("file://{}", page.display()))
+        .output();
+    match out {
+        Ok(out) if out.status.success() => Some(String::from_utf8_lossy(&out.stderr).into_owned()),
+        Ok(out) => {
+            eprintln!(
+                "skipped: html_report_in_chromium: chromium failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+                    .lines()
+                    .rev()
+                    .take(3)
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            );
+            None
+        }
+        Err(e) => {
+            eprintln!("skipped: html_report_in_chromium: no chromium here ({e}); apt-get install chromium");
+            None
+        }
+    }
+}
+
+/// `lockscope html` of a sweep and two runs: one self-contained page with the finding, the
+/// chart, the level table, a flamegraph per run, histograms and the diff; it loads in headless
+/// Chromium without any console message, and the screenshot is written for a person to check.
+#[test]
+fn html_report_in_chromium() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sweep_dir = dir.path().join("sweep");
+    std::fs::create_dir(&sweep_dir).expect("mkdir");
+    let sweep = write_sweep(&sweep_dir);
+    let run_a = dir.path().join("a.lsp");
+    let run_b = dir.path().join("b.lsp");
+    lockscope_probes::write_profile(&fixtures::demo_profile(), &run_a).expect("a");
+    lockscope_probes::write_profile(&fixtures::lossy_profile(), &run_b).expect("b");
+    let page = dir.path().join("report.html");
+    run_ok(
+        lockscope()
+            .arg("html")
+            .arg(&sweep_dir)
+            .arg(&run_a)
+            .arg(&run_b)
+            .arg("-o")
+            .arg(&page),
+    );
+    let html = std::fs::read_to_string(&page).expect("html");
+    assert_self_contained(&html);
+    assert!(html.contains(&lockscope::chart::xml_escape(&sweep.finding)));
+    assert!(html.contains("<svg xmlns"), "the chart is inline");
+    // Flamegraphs: a, b, the sweep's first and last level; differentials: a→b and the sweep's.
+    let iframes = html.matches("<iframe class=\"flame\"").count();
+    assert_eq!(iframes, 4 + 2, "flamegraphs and differential flamegraphs");
+    assert!(html.contains("Distribution"), "histograms");
+    assert!(html.contains("WARNING:"), "the lossy run is flagged");
+    assert!(html.contains("5 (knee)") || html.contains("2 (knee)"));
+
+    let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("html-report.png");
+    let _ = std::fs::remove_file(&screenshot);
+    let Some(stderr) = chromium(&page, &screenshot) else {
+        return;
+    };
+    let console: Vec<&str> = stderr.lines().filter(|l| l.contains(":CONSOLE")).collect();
+    assert!(console.is_empty(), "console messages: {console:#?}");
+    let png = std::fs::read(&screenshot).expect("screenshot written");
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+    assert!(png.len() > 20_000, "a screenshot with content");
+    eprintln!("html report screenshot: {}", screenshot.display());
+}
