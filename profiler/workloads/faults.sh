@@ -127,8 +127,12 @@ case_lockscope_killed() {
     local lsp="$WORK/lockscope-killed.lsp" left
     start_load 15
     start_recorder "$lsp"
+    local during
+    during=$(lockscope_bpf_objects)
     echo "while recording:"
-    lockscope_bpf_objects | sed 's/^/  /'
+    sed 's/^/  /' <<<"$during"
+    # Without them the check below would prove nothing.
+    grep -q 'name lks_' <<<"$during" || fail lockscope-killed "no lks_* program seen while recording"
     sleep 3
     kill -KILL "$recorder_pid"
     wait "$recorder_pid" 2>/dev/null || true
@@ -142,8 +146,12 @@ case_lockscope_killed() {
     files=$(find "$WORK" -name '*lockscope-killed*' -printf '%f ')
     [ -z "$files" ] && pass lockscope-killed "no profile or temporary file left" ||
         fail lockscope-killed "files left: $files"
-    wait "$load_pid" 2>/dev/null || true
+    local load_status=0
+    wait "$load_pid" || load_status=$?
     load_pid=
+    [ $load_status -eq 0 ] && grep -q 'transactions:' "$WORK/sysbench.out" &&
+        pass lockscope-killed "MariaDB and sysbench ran on undisturbed" ||
+        fail lockscope-killed "sysbench failed ($load_status): $(tail -3 "$WORK/sysbench.out")"
 }
 
 case_full_disk() {

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Soak: MariaDB under sysbench at 50 threads with lockscope attached for a long time, sampling
+# the recorder's memory and CPU, then checking the profile for losses. Debian 12, as root.
+# Results in docs/RELIABILITY.md.
+#
+#   soak.sh [--seconds 600] [--threads 50] [--interval 10] [--probes LIST] [--lockscope BIN]
+#           [--out DIR]
+#
+# DIR (default /tmp/lockscope-soak-<time>) gets samples.tsv (elapsed s, VmRSS and VmHWM in kB,
+# CPU seconds of lockscope so far), sysbench.txt, record.err and soak.lsp. MariaDB runs on port
+# $SOAK_PORT (default 3310) with its own state directory; everything is stopped on exit.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+seconds=600
+threads=50
+interval=10
+probes=
+lockscope_bin="$REPO_DIR/target/release/lockscope"
+out="/tmp/lockscope-soak-$(date +%Y%m%d-%H%M%S)"
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --seconds) seconds=$2 ;;
+    --threads) threads=$2 ;;
+    --interval) interval=$2 ;;
+    --probes) probes=$2 ;;
+    --lockscope) lockscope_bin=$2 ;;
+    --out) out=$2 ;;
+    *) die "unknown argument $1 (see the header of $0)" ;;
+    esac
+    shift 2
+done
+
+need_root
+install_missing mariadb-server sysbench time
+[ -x "$lockscope_bin" ] || die "no lockscope at $lockscope_bin: cargo build --release -p lockscope"
+mkdir -p "$out"
+cp "$lockscope_bin" "$out/lockscope"
+export MARIADB_PORT=${SOAK_PORT:-3310}
+LOCKSCOPE_WORKLOAD_DIR=$(mktemp -d /tmp/lockscope-soak-state.XXXXXX)
+export LOCKSCOPE_WORKLOAD_DIR
+MARIADB="$WORKLOADS_DIR/mariadb.sh"
+
+load_pid=
+recorder_pid=
+time_pid=
+cleanup() {
+    [ -n "$time_pid" ] && pkill -KILL -P "$time_pid" 2>/dev/null
+    [ -n "$load_pid" ] && kill "$load_pid" 2>/dev/null
+    "$MARIADB" stop
+    rm -rf "$LOCKSCOPE_WORKLOAD_DIR"
+    return 0
+}
+trap cleanup EXIT
+
+"$MARIADB" start
+probe_args=()
+[ -n "$probes" ] && probe_args=(--probes "$probes")
+: >"$out/record.err"
+# Under /usr/bin/time -v for the peak RSS of the whole run, symbolization at the end included.
+/usr/bin/time -v -o "$out/time.txt" "$out/lockscope" record -p "$("$MARIADB" pid)" \
+    "${probe_args[@]}" -o "$out/soak.lsp" 2>"$out/record.err" &
+time_pid=$!
+wait_for 30 grep -q "recording pid" "$out/record.err" || die "lockscope did not start: $(cat "$out/record.err")"
+recorder_pid=$(pgrep -P "$time_pid" -x lockscope) || die "no lockscope under /usr/bin/time"
+"$MARIADB" run "$threads" "$seconds" >"$out/sysbench.txt" 2>&1 &
+load_pid=$!
+
+ticks=$(getconf CLK_TCK)
+printf 'elapsed_s\trss_kb\thwm_kb\tcpu_s\n' >"$out/samples.tsv"
+start=$SECONDS
+while kill -0 "$load_pid" 2>/dev/null; do
+    rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$recorder_pid/status")
+    hwm=$(awk '/^VmHWM:/ {print $2}' "/proc/$recorder_pid/status")
+    # utime and stime, fields 14 and 15 of /proc/PID/stat (the command name has no spaces here).
+    cpu=$(awk -v t="$ticks" '{printf "%.2f", ($14 + $15) / t}' "/proc/$recorder_pid/stat")
+    printf '%s\t%s\t%s\t%s\n' $((SECONDS - start)) "$rss" "$hwm" "$cpu" >>"$out/samples.tsv"
+    sleep "$interval"
+done
+wait "$load_pid" || die "sysbench failed: $(tail -5 "$out/sysbench.txt")"
+load_pid=
+kill -INT "$recorder_pid"
+wait "$time_pid" || die "lockscope failed: $(cat "$out/record.err")"
+time_pid=
+
+grep 'transactions:' "$out/sysbench.txt"
+tail -1 "$out/record.err"
+awk -F'\t' 'NR == 2 {first = $2} NR > 1 {last = $2; if ($3 > max) max = $3; cpu = $4; t = $1}
+    END {share = (t > 0) ? 100 * cpu / t : 0
+        printf "lockscope while recording: RSS %.1f MB after start, %.1f MB at %d s, peak %.1f MB; CPU %.1f s (%.2f%% of one CPU)\n",
+        first / 1024, last / 1024, t, max / 1024, cpu, share}' "$out/samples.tsv"
+echo "lockscope whole run (finish and symbolization included): peak RSS $(sed -n 's/^[[:space:]]*Maximum resident set size (kbytes): //p' "$out/time.txt") kB," \
+    "CPU $(sed -n 's/^[[:space:]]*User time (seconds): //p' "$out/time.txt") s user + $(sed -n 's/^[[:space:]]*System time (seconds): //p' "$out/time.txt") s system"
+log "results in $out"
