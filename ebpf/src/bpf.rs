@@ -6,7 +6,7 @@ use crate::error::Error;
 use crate::shared::SharedMaps;
 use crate::skel::types::{futex_counters, futex_wait_key, futex_wait_stats};
 use crate::skel::{FutexSkel, FutexSkelBuilder};
-use crate::unwind::{decode_user_stack, StackMaps};
+use crate::unwind::decode_user_stack;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, ProgramMut};
 use lockscope_probes::AttachStatus;
@@ -282,17 +282,6 @@ impl FutexObject {
             }
         }
         Ok(waits)
-    }
-
-    /// The maps of the user-stack unwinder in this object.
-    pub fn stack_maps(&self) -> StackMaps<'_, libbpf_rs::MapMut<'static>> {
-        let maps = &self.skel.maps;
-        StackMaps {
-            rows: &maps.unwind_rows,
-            procs: &maps.unwind_procs,
-            stacks: &maps.user_stacks,
-            counters: &maps.unwind_counters,
-        }
     }
 
     /// The addresses of a captured stack, leaf first (`kernel`: from the kernel stack map).

@@ -11,7 +11,7 @@ use crate::procmaps::MapsCache;
 use crate::shared::SharedMaps;
 use crate::skel::types::futex_counters;
 use crate::symbolize::{user_stack_complete, StackSymbolizer};
-use crate::unwind::{UnwindStats, Unwinder};
+use crate::unwind::{StackMaps, UnwindStats, Unwinder};
 use lockscope_probes::{
     catalog, AddressSpace, AttachStatus, Frame, Log2Histogram, Losses, Metadata, ProbeAttachment,
     Profile, Stack, StackId, StackInterner, Target, ThreadInfo, WaitKind, WaitRecord, WaitStats,
@@ -165,10 +165,10 @@ impl Recorder {
             None
         };
 
-        let mut unwinder = match &futex {
-            Some(futex) => Some(Unwinder::new(futex.stack_maps())?),
-            None => None,
-        };
+        // Every probe's stacks unwind with the same tables, in the shared maps.
+        let mut unwinder = StackMaps::from_shared(&shared)
+            .map(Unwinder::new)
+            .transpose()?;
 
         let (target, child) = match &options.target {
             TargetSpec::Pid(pid) => {
@@ -191,6 +191,11 @@ impl Recorder {
                 (target, None)
             }
             TargetSpec::Command(argv) => {
+                // Tables of the program and its libraries before it runs: its first waits unwind
+                // (through the file fallback) before its process table exists.
+                if let (Some(unwinder), Some(program)) = (&mut unwinder, argv.first()) {
+                    unwinder.preload_command(program);
+                }
                 // Dropping `pending` on any error below makes the child exit unexecuted.
                 let pending = PendingChild::fork(argv)?;
                 let pid = pending.pid();

@@ -61,6 +61,18 @@ fn assert_known_waits(profile: &Profile, prefix: &str, count: u64, each: Duratio
     assert_eq!(threads.len() as u64, count, "one wait per {prefix}* thread");
 }
 
+/// Asserts that `names` (leaf first) contains frames matching `chain` (outermost first), in that
+/// order from the root.
+fn assert_in_order(names: &[String], chain: &[&str]) {
+    let mut next = 0;
+    for name in names.iter().rev() {
+        if next < chain.len() && name.contains(chain[next]) {
+            next += 1;
+        }
+    }
+    assert_eq!(next, chain.len(), "{chain:?} not in order in {names:?}");
+}
+
 fn run_ok(cmd: &mut Command) -> String {
     let out = cmd.output().expect("run lockscope");
     assert!(
@@ -118,6 +130,30 @@ fn demo_waits_match_the_known_answer() {
         );
         assert_eq!(w.kind, WaitKind::Mutex);
         assert!(w.operation.starts_with("FUTEX_WAIT"), "{}", w.operation);
+        // The unwinder walks through the demo and glibc (neither has frame pointers) to the
+        // thread entry: the whole call chain, in order, on a complete stack.
+        assert!(!stack.truncated, "mutex wait stack truncated: {names:?}");
+        assert_in_order(
+            &names,
+            &[
+                "place_order",
+                "take_order_lock",
+                "pthread_mutex_lock",
+                "lll_lock_wait",
+            ],
+        );
+    }
+    for w in long_waits(&profile, "cond-waiter-") {
+        let stack = profile
+            .stack(w.user_stack)
+            .expect("user stack of a condvar wait");
+        let names: Vec<String> = stack.frames.iter().map(|f| f.display_name()).collect();
+        assert!(!stack.truncated, "condvar wait stack truncated: {names:?}");
+        assert_in_order(
+            &names,
+            &["await_shipment", "wait_for_signal", "pthread_cond_wait"],
+        );
+        assert_eq!(w.kind, WaitKind::Condvar);
     }
 
     let report = run_ok(lockscope().arg("report").arg(&lsp).args(["--by", "thread"]));

@@ -15,9 +15,12 @@
 
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
 #include "unwind.h"
 #include "unwind_x86_64.bpf.h"
 
+/* Files with a table that a VMA lookup can find. */
+#define LKS_UNWIND_MAX_FILES 4096
 /* Distinct user stacks kept. */
 #define LKS_USER_STACK_ENTRIES 16384
 
@@ -49,6 +52,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct unwind_proc);
 } unwind_procs SEC(".maps");
+
+/* Tables by file, for mappings not (yet) in a process table. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LKS_UNWIND_MAX_FILES);
+	__type(key, struct unwind_file_key);
+	__type(value, struct unwind_file);
+} unwind_files SEC(".maps");
 
 /* Unwound user stacks by id (a hash of their pcs and flags). */
 struct {
@@ -89,7 +100,46 @@ struct unwind_walk {
 	/* The current pc was interrupted by a signal, not a return address: look it up as is. */
 	__u32 after_signal;
 	__u32 end;
+	/* A mapping found through the VMA (see lks_mapping_from_vma). */
+	struct unwind_mapping vma_mapping;
+	__u32 vma_found;
 };
+
+/* bpf_find_vma callback: describes the VMA of walk->vma_pc with its file's table, if loaded. */
+static long lks_vma_callback(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	struct unwind_walk *w = data;
+	struct unwind_file_key key = {};
+	struct unwind_file *file;
+	struct file *vm_file = BPF_CORE_READ(vma, vm_file);
+	__u64 start, file_offset;
+
+	if (!vm_file)
+		return 0;
+	key.ino = BPF_CORE_READ(vm_file, f_inode, i_ino);
+	key.dev = BPF_CORE_READ(vm_file, f_inode, i_sb, s_dev);
+	file = bpf_map_lookup_elem(&unwind_files, &key);
+	if (!file)
+		return 0;
+	start = BPF_CORE_READ(vma, vm_start);
+	file_offset = BPF_CORE_READ(vma, vm_pgoff) << 12;
+	w->vma_mapping.start = start;
+	w->vma_mapping.end = BPF_CORE_READ(vma, vm_end);
+	/* rel = pc - start + file_offset + vaddr_minus_offset - base */
+	w->vma_mapping.bias = start - file_offset - file->vaddr_minus_offset + file->base;
+	w->vma_mapping.first_row = file->first_row;
+	w->vma_mapping.rows = file->rows;
+	w->vma_found = 1;
+	return 0;
+}
+
+/* The mapping of `pc` through the process's VMA and the table of its file, or NULL. */
+static __always_inline struct unwind_mapping *lks_mapping_from_vma(struct unwind_walk *w, __u64 pc)
+{
+	w->vma_found = 0;
+	bpf_find_vma(bpf_get_current_task_btf(), pc, lks_vma_callback, w, 0);
+	return w->vma_found ? &w->vma_mapping : NULL;
+}
 
 /* The mapping of `proc` holding `pc`, or NULL. */
 static __always_inline struct unwind_mapping *lks_find_mapping(struct unwind_proc *proc, __u64 pc)
@@ -173,17 +223,22 @@ static long lks_unwind_step(__u64 index, void *data)
 	 * the call itself is at pc - 1. The leaf pc and an interrupted pc are exact. */
 	lookup = (depth == 0 || w->after_signal) ? pc : pc - 1;
 	w->after_signal = 0;
-	if (w->proc) {
+	if (w->proc)
 		mapping = lks_find_mapping(w->proc, lookup);
-		if (!mapping) {
-			/* Code mapped since the last refresh (dlopen), JIT code, or a bad return
-			 * address: a frame-pointer guess from here could invent frames. */
+	if (!mapping) {
+		/* Code mapped since the last refresh (dlopen, exec), JIT code, or a bad return
+		 * address: use the file's table if the VMA has one loaded. */
+		if (w->proc)
 			counters->unknown_mapping++;
+		mapping = lks_mapping_from_vma(w, lookup);
+		if (mapping)
+			counters->file_fallbacks++;
+		else if (w->proc)
+			/* A frame-pointer guess from here could invent frames. */
 			return lks_walk_truncated(w);
-		}
-		if (mapping->rows)
-			row = lks_find_row(mapping, lookup - mapping->bias);
 	}
+	if (mapping && mapping->rows)
+		row = lks_find_row(mapping, lookup - mapping->bias);
 	if (row) {
 		kind = row->kind;
 		fp_offset8 = row->fp_offset8;

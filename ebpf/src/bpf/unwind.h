@@ -63,6 +63,23 @@ struct unwind_proc {
 	struct unwind_mapping mappings[LKS_UNWIND_MAX_MAPPINGS];
 };
 
+/* A mapped file, as the kernel names it (super block dev_t, inode number). */
+struct unwind_file_key {
+	__u64 dev;
+	__u64 ino;
+};
+
+/* The table of one file, for pcs in mappings the process table does not know yet (a library
+ * mapped since the last refresh, a process that just exec'ed): found through the VMA. */
+struct unwind_file {
+	/* Link-time address that row pcs are relative to. */
+	__u64 base;
+	/* Link-time address minus file offset, in the code segment. */
+	__s64 vaddr_minus_offset;
+	__u32 first_row;
+	__u32 rows;
+};
+
 /* user_stack.flags */
 #define LKS_STACK_TRUNCATED 1
 /* At least one frame was found by frame pointer (no CFI for its caller's pc). */
@@ -88,8 +105,11 @@ struct unwind_counters {
 	__u64 fp_frames;
 	/* Stacks of a process without a mapping table (walked by frame pointer alone). */
 	__u64 unknown_process;
-	/* Frames whose pc is in no known mapping (new mapping not loaded yet, JIT code). */
+	/* Frames whose pc is in no mapping of the process table (new mapping not loaded yet, JIT
+	 * code) ... */
 	__u64 unknown_mapping;
+	/* ... of which were unwound anyway with their file's table, found through the VMA. */
+	__u64 file_fallbacks;
 	/* Stack memory that could not be read. */
 	__u64 read_failures;
 	/* Rows with a rule the unwinder cannot follow. */

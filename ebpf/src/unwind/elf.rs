@@ -201,6 +201,35 @@ impl<'a> ElfImage<'a> {
         }
     }
 
+    /// The libraries this image needs (DT_NEEDED), by name.
+    pub fn needed(&self) -> Vec<String> {
+        const DT_NEEDED: u64 = 1;
+        let (Ok(Some((dynamic, _))), Ok(Some((strings, _)))) =
+            (self.section_data(".dynamic"), self.section_data(".dynstr"))
+        else {
+            return Vec::new();
+        };
+        dynamic
+            .chunks_exact(16)
+            .filter_map(|entry| Some((u64_at(entry, 0)?, u64_at(entry, 8)?)))
+            .take_while(|&(tag, _)| tag != 0)
+            .filter(|&(tag, _)| tag == DT_NEEDED)
+            .filter_map(|(_, at)| {
+                let name = strings.get(usize::try_from(at).ok()?..)?;
+                let name = name.split(|&b| b == 0).next()?;
+                Some(String::from_utf8_lossy(name).into_owned())
+            })
+            .collect()
+    }
+
+    /// Link-time address minus file offset of the (first) code segment.
+    pub fn code_vaddr_minus_offset(&self) -> Option<i64> {
+        self.loads
+            .iter()
+            .find(|l| l.executable)
+            .map(|l| l.vaddr.wrapping_sub(l.offset) as i64)
+    }
+
     /// The GNU build-id (from the first note section that has one).
     pub fn build_id(&self) -> Option<Vec<u8>> {
         self.sections
@@ -244,6 +273,8 @@ mod tests {
             .find(|l| l.executable)
             .expect("a code PT_LOAD");
         assert_eq!(vaddr_of_offset(&image.loads, code.offset), Some(code.vaddr));
+        assert!(image.needed().iter().any(|n| n.starts_with("libc.so")));
+        assert!(image.code_vaddr_minus_offset().is_some());
         let (eh_frame, _) = image
             .section_data(".eh_frame")
             .expect("read")

@@ -19,15 +19,22 @@ mod x86_64;
 
 use crate::error::Error;
 use crate::procmaps::parse_maps_line;
-use crate::skel::types::{unwind_counters, unwind_mapping, unwind_proc, unwind_row, user_stack};
+use crate::shared::SharedMaps;
+use crate::skel::types::{
+    unwind_counters, unwind_file, unwind_file_key, unwind_mapping, unwind_proc, unwind_row,
+    user_stack,
+};
 use elf::{ElfImage, ElfSource};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::fs::File;
 use std::hash::{Hash, Hasher};
 use std::os::fd::{AsFd, AsRawFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::Arc;
 use table::{build_table, CompactTable};
@@ -36,6 +43,18 @@ use table::{build_table, CompactTable};
 const STACK_TRUNCATED: u32 = 1;
 /// Bit of `user_stack.flags`: some frame was found by frame pointer (`LKS_STACK_FP_USED`).
 const STACK_FP_USED: u32 = 2;
+/// Where [`Unwinder::preload_command`] looks for needed libraries (Debian's multiarch first).
+const LIBRARY_DIRS: &[&str] = &[
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib64",
+    "/usr/lib64",
+    "/lib",
+    "/usr/lib",
+    "/usr/local/lib",
+];
+/// Most files [`Unwinder::preload_command`] loads (a bound on a runaway dependency walk).
+const MAX_PRELOADED_FILES: usize = 256;
 /// Pseudo-path of the vDSO in `/proc/PID/maps`.
 const VDSO: &str = "[vdso]";
 
@@ -46,10 +65,25 @@ pub struct StackMaps<'a, M: MapCore> {
     pub rows: &'a M,
     /// `unwind_procs`.
     pub procs: &'a M,
+    /// `unwind_files`.
+    pub files: &'a M,
     /// `user_stacks`.
     pub stacks: &'a M,
     /// `unwind_counters`.
     pub counters: &'a M,
+}
+
+impl<'a> StackMaps<'a, MapHandle> {
+    /// The unwinder's maps among the maps every probe object shares; `None` if one is missing.
+    pub fn from_shared(shared: &'a SharedMaps) -> Option<Self> {
+        Some(StackMaps {
+            rows: shared.map("unwind_rows")?,
+            procs: shared.map("unwind_procs")?,
+            files: shared.map("unwind_files")?,
+            stacks: shared.map("user_stacks")?,
+            counters: shared.map("unwind_counters")?,
+        })
+    }
 }
 
 /// An unwound user stack, as stored by the BPF unwinder.
@@ -79,8 +113,12 @@ pub struct UnwindStats {
     pub frame_pointer_frames: u64,
     /// Stacks of a process without tables yet (walked by frame pointer).
     pub unknown_process: u64,
-    /// Frames whose pc was in no known mapping (code mapped since the last refresh, JIT code).
+    /// Frames whose pc was in no mapping of their process's table (code mapped since the last
+    /// refresh, JIT code) ...
     pub unknown_mapping: u64,
+    /// ... and frames (of those, or of processes without a table) unwound with their file's
+    /// table, found through the VMA.
+    pub file_fallbacks: u64,
     /// Stack reads that failed.
     pub read_failures: u64,
     /// Frames with a CFI rule the unwinder cannot follow (DWARF expressions).
@@ -106,6 +144,8 @@ struct LoadedTable {
     rows: u32,
     base: u64,
     loads: Vec<elf::LoadSegment>,
+    /// Link-time address minus file offset of the code segment (for the BPF file fallback).
+    code_vaddr_minus_offset: Option<i64>,
 }
 
 /// Identity of a mapped file.
@@ -194,6 +234,7 @@ impl Drop for RowArena {
 pub struct Unwinder {
     arena: RowArena,
     procs: MapHandle,
+    files: MapHandle,
     stacks: MapHandle,
     counters: MapHandle,
     /// Tables by file identity; `None` when the file has no usable CFI.
@@ -219,6 +260,7 @@ impl Unwinder {
         Ok(Unwinder {
             arena: RowArena::new(handle(maps.rows, "unwind_rows")?)?,
             procs: handle(maps.procs, "unwind_procs")?,
+            files: handle(maps.files, "unwind_files")?,
             stacks: handle(maps.stacks, "user_stacks")?,
             counters: handle(maps.counters, "unwind_counters")?,
             tables: HashMap::new(),
@@ -302,6 +344,7 @@ impl Unwinder {
             frame_pointer_frames: c.fp_frames,
             unknown_process: c.unknown_process,
             unknown_mapping: c.unknown_mapping,
+            file_fallbacks: c.file_fallbacks,
             read_failures: c.read_failures,
             unsupported_rules: c.unsupported,
             too_deep: c.too_deep,
@@ -349,6 +392,7 @@ impl Unwinder {
             sum.fp_frames += c.fp_frames;
             sum.unknown_process += c.unknown_process;
             sum.unknown_mapping += c.unknown_mapping;
+            sum.file_fallbacks += c.file_fallbacks;
             sum.read_failures += c.read_failures;
             sum.unsupported += c.unsupported;
             sum.too_deep += c.too_deep;
@@ -369,6 +413,12 @@ impl Unwinder {
         let file = File::open(format!("/proc/{pid}/map_files/{start:x}-{end:x}"))
             .or_else(|_| File::open(format!("/proc/{pid}/root{path}")))
             .ok()?;
+        self.open_file_table(&file, path)
+    }
+
+    /// The table of an open ELF file, built on first sight and registered for the BPF file
+    /// fallback.
+    fn open_file_table(&mut self, file: &File, name: &str) -> Option<Arc<LoadedTable>> {
         let meta = file.metadata().ok()?;
         let key = FileKey::Inode {
             dev: meta.dev(),
@@ -377,8 +427,73 @@ impl Unwinder {
         if let Some(known) = self.tables.get(&key) {
             return known.clone();
         }
-        let loaded = self.load_image(ElfSource::File(&file), path);
+        let loaded = self.load_image(ElfSource::File(file), name);
+        if let Some(table) = &loaded {
+            self.register_file(meta.dev(), meta.ino(), table);
+        }
         self.tables.insert(key, loaded.clone());
+        loaded
+    }
+
+    /// Lets the BPF unwinder find `table` through any VMA of file (dev, ino).
+    fn register_file(&mut self, dev: u64, ino: u64, table: &LoadedTable) {
+        let Some(vaddr_minus_offset) = table.code_vaddr_minus_offset else {
+            return;
+        };
+        // The kernel's dev_t (MKDEV: major << 20 | minor), as in super_block.s_dev.
+        let kernel_dev = (u64::from(libc::major(dev)) << 20) | u64::from(libc::minor(dev));
+        let key = unwind_file_key {
+            dev: kernel_dev,
+            ino,
+        };
+        let value = unwind_file {
+            base: table.base,
+            vaddr_minus_offset,
+            first_row: table.first_row,
+            rows: table.rows,
+        };
+        // SAFETY: both are #[repr(C)] structs of integers without padding.
+        let (key, value) = unsafe { (as_bytes(&key), as_bytes(&value)) };
+        // A full map only costs the fallback for this file.
+        let _ = self.files.update(key, value, MapFlags::ANY);
+    }
+
+    /// Builds the tables of a command's executable and of the libraries it needs (DT_NEEDED,
+    /// found in the standard directories), before it runs: its first waits then unwind through
+    /// the file fallback, before its process table exists. Returns how many files got a table.
+    pub fn preload_command(&mut self, program: &OsStr) -> usize {
+        let Some(program) = find_program(program) else {
+            return 0;
+        };
+        let mut pending = vec![program];
+        let mut seen = std::collections::HashSet::new();
+        let mut loaded = 0;
+        while let Some(path) = pending.pop() {
+            if !seen.insert(path.clone()) || seen.len() > MAX_PRELOADED_FILES {
+                continue;
+            }
+            let Ok(file) = File::open(&path) else {
+                continue;
+            };
+            if self
+                .open_file_table(&file, &path.to_string_lossy())
+                .is_some()
+            {
+                loaded += 1;
+            }
+            let Ok(image) = ElfImage::parse(ElfSource::File(&file)) else {
+                continue;
+            };
+            for name in image.needed() {
+                if let Some(found) = LIBRARY_DIRS
+                    .iter()
+                    .map(|dir| Path::new(dir).join(&name))
+                    .find(|candidate| candidate.exists())
+                {
+                    pending.push(found);
+                }
+            }
+        }
         loaded
     }
 
@@ -417,7 +532,9 @@ impl Unwinder {
                 return None;
             }
         };
-        let loaded = Arc::new(self.store(&table, image.loads.clone(), name)?);
+        let mut stored = self.store(&table, image.loads.clone(), name)?;
+        stored.code_vaddr_minus_offset = image.code_vaddr_minus_offset();
+        let loaded = Arc::new(stored);
         if let Some(id) = build_id {
             self.by_build_id.insert(id, loaded.clone());
         }
@@ -457,8 +574,20 @@ impl Unwinder {
             rows: rows.len() as u32,
             base: table.base,
             loads,
+            code_vaddr_minus_offset: None,
         })
     }
+}
+
+/// The file `program` names, as execvp finds it: a path if it has a slash, else on PATH.
+fn find_program(program: &OsStr) -> Option<PathBuf> {
+    let program = Path::new(program);
+    if program.as_os_str().as_bytes().contains(&b'/') {
+        return Some(program.to_path_buf());
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
 }
 
 /// An `unwind_mapping`'s fields (the generated type has no `PartialEq`).
