@@ -166,15 +166,23 @@ impl LaunchedTarget {
     }
 
     /// Ends a command that is still running when the recording is over, as the eBPF backend
-    /// does: SIGCONT (it may be stopped), SIGTERM, then SIGKILL after [`TERMINATE_GRACE`].
+    /// does: SIGTERM, SIGCONT (it may be stopped; the SIGTERM is then handled before anything
+    /// else), then SIGKILL after [`TERMINATE_GRACE`]. A command never resumed (dtrace never
+    /// attached) has not reached `main`: it is killed outright.
     fn terminate(&mut self) {
         self.reap();
         if self.exited {
             return;
         }
+        if !self.resumed {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            self.exited = true;
+            return;
+        }
         let pid = self.pid();
-        let _ = send_signal(pid, libc::SIGCONT);
         let _ = send_signal(pid, libc::SIGTERM);
+        let _ = send_signal(pid, libc::SIGCONT);
         let deadline = Instant::now() + TERMINATE_GRACE;
         while Instant::now() < deadline {
             self.reap();

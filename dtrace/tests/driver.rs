@@ -598,3 +598,31 @@ fn command_exiting_at_once_ends_the_recording() {
         assert_eq!(recording.profile.metadata.end_reason, "target exited");
     }
 }
+
+/// A launched command still running when the duration elapses is terminated and reaped.
+#[test]
+fn duration_terminates_a_command_the_driver_launched() {
+    let fake = Fake {
+        stdout: recorded(),
+        stderr: None,
+        exit: 0,
+        wait_for_sigint: true,
+    };
+    let target = DriverTarget::Command(vec!["sleep".into(), "30".into()]);
+    let (mut options, log) = options("self-launch-duration", TargetOs::FreeBsd, target, fake);
+    options.launcher = Launcher::Driver;
+    options.script.duration = Some(Duration::from_millis(300));
+    options.env.push(("FAKE_DTRACE_BEGIN".into(), "1".into()));
+    let started = Instant::now();
+    let recording = Driver::new(options)
+        .expect("driver")
+        .run()
+        .expect("recording");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "sleep 30 was ended"
+    );
+    assert_eq!(recording.profile.metadata.end_reason, "duration elapsed");
+    let pid = traced_pid(&std::fs::read_to_string(log).expect("log"));
+    assert!(!process_exists(pid), "command {pid} is gone");
+}
