@@ -27,5 +27,5 @@ pub use profile::{
     AddressSpace, AttachStatus, Frame, InlinedFrame, Losses, Metadata, ProbeAttachment, Profile,
     Stack, StackId, StackInterner, Target, ThreadInfo, WaitRecord, WaitStats,
 };
-pub use sched::{ThreadTime, TimeClass, WakeupRecord};
+pub use sched::{idle_waits, ThreadTime, TimeClass, WakeupRecord};
 pub use wait::WaitKind;

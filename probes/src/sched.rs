@@ -1,10 +1,12 @@
 //! Scheduler-level data of a profile: where each thread's wall time went ([`ThreadTime`], per
-//! [`TimeClass`]) and who woke whom ([`WakeupRecord`]). Recorded by the `offcpu` probe; absent
-//! (empty) in profiles without it.
+//! [`TimeClass`]) and who woke whom ([`WakeupRecord`]), recorded by the `offcpu` probe and absent
+//! (empty) in profiles without it; and the idle-versus-contended split of waits
+//! ([`idle_waits`]), which works on any profile.
 
-use crate::profile::{StackId, WaitStats};
+use crate::profile::{Profile, StackId, WaitRecord, WaitStats};
+use crate::wait::WaitKind;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 /// What a slice of a thread's wall time went to. The classes of one thread add up to its wall
@@ -140,6 +142,88 @@ pub struct WakeupRecord {
     pub stats: WaitStats,
 }
 
+/// A thread is idle at a wait site when that one site holds at least this share of its window.
+pub const IDLE_SHARE: f64 = 0.5;
+
+/// True for waits that can be a thread waiting for work rather than for another thread's lock:
+/// condition variables, semaphores, unclassified futex waits, and off-CPU sleeps in poll, epoll,
+/// select, reads and receives, accept, nanosleep and signal waits.
+pub fn may_be_idle(record: &WaitRecord) -> bool {
+    match record.kind {
+        WaitKind::Condvar | WaitKind::Semaphore | WaitKind::Wait => true,
+        WaitKind::OffCpu => {
+            const IDLE_CALLS: &[&str] = &[
+                "poll",
+                "ppoll",
+                "select",
+                "pselect6",
+                "epoll_wait",
+                "epoll_pwait",
+                "epoll_pwait2",
+                "read",
+                "readv",
+                "recvfrom",
+                "recvmsg",
+                "recvmmsg",
+                "accept",
+                "accept4",
+                "nanosleep",
+                "clock_nanosleep",
+                "pause",
+                "rt_sigtimedwait",
+                "rt_sigsuspend",
+                "io_getevents",
+                "io_uring_enter",
+            ];
+            record
+                .operation
+                .strip_prefix("sleeping in ")
+                .is_some_and(|call| IDLE_CALLS.contains(&call))
+        }
+        _ => false,
+    }
+}
+
+/// Indexes (into `profile.waits`) of the idle waits: a thread spent at least [`IDLE_SHARE`] of its
+/// window (its wall time when the profile has per-thread times, else the recording) in one site
+/// (probe, kind, operation and user stack) of a kind that [`may_be_idle`]. What remains of the
+/// mutex, rwlock and kernel-lock waits is contention on the threads' work path.
+pub fn idle_waits(profile: &Profile) -> BTreeSet<usize> {
+    let window = |pid: u32, tid: u32| {
+        profile
+            .thread_times
+            .iter()
+            .find(|t| t.pid == pid && t.tid == tid)
+            .map_or(profile.metadata.duration_ns, |t| t.wall_ns)
+    };
+    type Site<'a> = (u32, u32, &'a str, WaitKind, &'a str, Option<StackId>);
+    let mut sites: BTreeMap<Site<'_>, (u64, Vec<usize>)> = BTreeMap::new();
+    for (i, w) in profile.waits.iter().enumerate() {
+        if !may_be_idle(w) {
+            continue;
+        }
+        let site = (
+            w.pid,
+            w.tid,
+            w.probe.as_str(),
+            w.kind,
+            w.operation.as_str(),
+            w.user_stack,
+        );
+        let entry = sites.entry(site).or_default();
+        entry.0 = entry.0.saturating_add(w.stats.total_ns);
+        entry.1.push(i);
+    }
+    let mut idle = BTreeSet::new();
+    for ((pid, tid, ..), (total, indexes)) in sites {
+        let window = window(pid, tid);
+        if window > 0 && total as f64 >= IDLE_SHARE * window as f64 {
+            idle.extend(indexes);
+        }
+    }
+    idle
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,5 +243,39 @@ mod tests {
         let back: ThreadTime = serde_json::from_str(&json).expect("deserialize");
         assert_eq!(back, time);
         assert_eq!(back.accounted_ns(), 12);
+    }
+
+    fn wait(tid: u32, kind: WaitKind, operation: &str, total_ns: u64) -> WaitRecord {
+        WaitRecord {
+            probe: "futex".into(),
+            kind,
+            pid: 1,
+            tid,
+            object: 0,
+            operation: operation.into(),
+            user_stack: None,
+            kernel_stack: None,
+            stats: WaitStats {
+                count: 1,
+                total_ns,
+                ..WaitStats::default()
+            },
+        }
+    }
+
+    /// A pool thread parked in one condvar site for most of the window is idle; a mutex wait,
+    /// however long, and a short condvar wait are not.
+    #[test]
+    fn idle_sites() {
+        let mut profile = Profile::default();
+        profile.metadata.duration_ns = 1000;
+        profile.waits = vec![
+            wait(2, WaitKind::Condvar, "FUTEX_WAIT_PRIVATE", 900),
+            wait(3, WaitKind::Mutex, "FUTEX_WAIT_PRIVATE", 900),
+            wait(4, WaitKind::Condvar, "FUTEX_WAIT_PRIVATE", 100),
+            wait(5, WaitKind::OffCpu, "sleeping in epoll_wait", 800),
+            wait(6, WaitKind::OffCpu, "sleeping in futex", 800),
+        ];
+        assert_eq!(idle_waits(&profile), BTreeSet::from([0, 3]));
     }
 }

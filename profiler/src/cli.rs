@@ -733,7 +733,7 @@ mod tests {
         let err = validate_probes(&["nosuch".into()]).expect_err("unknown");
         assert_eq!(
             err.to_string(),
-            "unknown probe `nosuch`: known probes are futex"
+            "unknown probe `nosuch`: known probes are futex, offcpu, syscall, lifecycle, klock"
         );
     }
 }

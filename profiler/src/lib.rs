@@ -26,6 +26,7 @@ pub mod html;
 pub mod import;
 pub mod pprof;
 pub mod report;
+mod sections;
 pub mod speedscope;
 pub mod sweep;
 pub mod units;

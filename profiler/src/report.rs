@@ -146,6 +146,9 @@ struct Report {
     by_kind: Vec<KindRow>,
     groups_total: usize,
     groups: Vec<Group>,
+    /// Contention apart from idle waits, the time breakdown and the per-probe sections.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sections: Option<crate::sections::Sections>,
 }
 
 #[derive(Serialize)]
@@ -580,6 +583,7 @@ impl Report {
             by_kind: kind_rows(&profile.totals_by_kind(), whole_ns),
             groups_total,
             groups,
+            sections: crate::sections::Sections::build(profile),
         }
     }
 }
@@ -617,6 +621,9 @@ impl Report {
         self.header_text(&mut out);
         self.kinds_text(&mut out);
         self.groups_text(&mut out, options);
+        if let Some(sections) = &self.sections {
+            sections.write_text(&mut out);
+        }
         out
     }
 
