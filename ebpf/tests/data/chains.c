@@ -6,8 +6,8 @@
  *   worker    -> outer    -> inner_lock    -> pthread_mutex_lock
  *   cv_worker -> cv_outer -> cv_wait_inner -> pthread_cond_wait
  *   rw_worker -> rw_inner -> pthread_rwlock_wrlock
- * Usage: chains [--wait-for-stdin] [rounds]. It prints the address range of each lock (so a test
- * can tell the chains' waits apart by futex word), then, with --wait-for-stdin, waits for a line
+ * Usage: chains [--wait-for-stdin] [rounds]. It prints its pid and the address range of each lock
+ * (so a test can tell the chains' waits apart by futex word), then, with --wait-for-stdin, waits for a line
  * before starting, so a recorder can attach first. Optional: LKS_DLOPEN=path makes
  * the mutex chain go through a function of that library, loaded with dlopen after the go line.
  */
@@ -117,8 +117,9 @@ int main(int argc, char **argv)
 	pthread_t threads[7];
 	int n = 0, arg = 1;
 
-	printf("locks mutex=%p+%zu cond=%p+%zu rwlock=%p+%zu\n", (void *)&mutex, sizeof(mutex),
-	       (void *)&cv, sizeof(cv), (void *)&rwlock, sizeof(rwlock));
+	printf("locks pid=%d mutex=%p+%zu cond=%p+%zu rwlock=%p+%zu\n", (int)getpid(),
+	       (void *)&mutex, sizeof(mutex), (void *)&cv, sizeof(cv), (void *)&rwlock,
+	       sizeof(rwlock));
 	fflush(stdout);
 	if (arg < argc && strcmp(argv[arg], "--wait-for-stdin") == 0) {
 		char line[16];
