@@ -27,6 +27,9 @@ use std::time::Duration;
 /// Names of the probes this module implements, in catalog order.
 pub const PROBE_NAMES: [&str; 4] = ["offcpu", "syscall", "lifecycle", "klock"];
 
+/// Waker name of the wakeups done from interrupt context (timers, I/O completion).
+pub const INTERRUPT_WAKER: &str = "[interrupt]";
+
 /// Environment variable naming probes whose attach fails on purpose (comma-separated): lets a
 /// test, or a user checking their monitoring, see what a failed probe looks like.
 pub const FAIL_ATTACH_ENV: &str = "LOCKSCOPE_FAIL_ATTACH";
@@ -797,9 +800,36 @@ struct Resolver<'a> {
     interner: StackInterner,
     user: HashMap<(u32, i32), UserStack>,
     kernel: HashMap<i32, Option<StackId>>,
+    kernel_names: HashMap<StackId, Vec<String>>,
+}
+
+/// Kernel functions that run only in interrupt context: a wakeup under one of them was done by
+/// an interrupt handler, not by the thread it interrupted.
+fn is_interrupt_frame(name: &str) -> bool {
+    const PREFIXES: &[&str] = &[
+        "asm_sysvec_",
+        "sysvec_",
+        "__sysvec_",
+        "asm_common_interrupt",
+        "common_interrupt",
+        "hrtimer_wakeup",
+        "hrtimer_interrupt",
+        "__hrtimer_run_queues",
+        "handle_softirqs",
+        "__do_softirq",
+        "irq_exit",
+        "handle_irq_event",
+        "asm_exc_nmi",
+    ];
+    PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
 impl Resolver<'_> {
+    /// Function names of an interned kernel stack, leaf first.
+    fn kernel_names(&self, id: StackId) -> Option<&[String]> {
+        self.kernel_names.get(&id).map(Vec::as_slice)
+    }
+
     fn user(&mut self, pid: u32, id: i32) -> Result<UserStack, Error> {
         if id < 0 {
             return Ok(None);
@@ -841,6 +871,7 @@ impl Resolver<'_> {
         }
         let addresses = self.shared.kernel_stack(id)?;
         let frames = self.symbolizer.kernel_frames(&addresses);
+        let names: Vec<String> = frames.iter().map(|f| f.display_name()).collect();
         let resolved = (!frames.is_empty()).then(|| {
             self.interner.intern(Stack {
                 space: AddressSpace::Kernel,
@@ -848,6 +879,9 @@ impl Resolver<'_> {
                 truncated: addresses.len() >= MAX_KERNEL_STACK_DEPTH,
             })
         });
+        if let Some(id) = resolved {
+            self.kernel_names.insert(id, names);
+        }
         self.kernel.insert(id, resolved);
         Ok(resolved)
     }
@@ -883,6 +917,7 @@ pub(crate) fn resolve(
         interner: StackInterner::new(),
         user: HashMap::new(),
         kernel: HashMap::new(),
+        kernel_names: HashMap::new(),
     };
     let mut threads: BTreeMap<(u32, u32), String> = BTreeMap::new();
     // Per thread: futex sleep time by class.
@@ -913,7 +948,18 @@ pub(crate) fn resolve(
         });
     }
     let mut wakeups = Vec::new();
-    for w in drained.wakeups {
+    for mut w in drained.wakeups {
+        let waker_kernel = resolver.kernel(w.waker_kernel_stack_id)?;
+        if waker_kernel
+            .and_then(|id| resolver.kernel_names(id))
+            .is_some_and(|names| names.iter().any(|n| is_interrupt_frame(n)))
+        {
+            // Woken from interrupt context: `current` was whoever the interrupt found running.
+            w.waker_pid = 0;
+            w.waker_tid = 0;
+            w.waker_name = INTERRUPT_WAKER.to_owned();
+            w.waker_user_stack_id = -1;
+        }
         wakeups.push(WakeupRecord {
             pid: w.pid,
             tid: w.tid,
@@ -926,7 +972,7 @@ pub(crate) fn resolve(
             waker_user_stack: resolver
                 .user(w.waker_pid, w.waker_user_stack_id)?
                 .map(|(id, _)| id),
-            waker_kernel_stack: resolver.kernel(w.waker_kernel_stack_id)?,
+            waker_kernel_stack: waker_kernel,
             stats: w.stats,
         });
     }
@@ -934,8 +980,9 @@ pub(crate) fn resolve(
     for RawThreadTime { name, mut time } in drained.threads {
         let key = (time.pid, time.tid);
         split_futex_time(&mut time, futex_split.get(&key));
+        // The name at the thread's last switch-out: after an exec, the new program's.
         if !name.is_empty() {
-            threads.entry((time.pid, time.tid)).or_insert(name);
+            threads.insert((time.pid, time.tid), name);
         }
         thread_times.push(time);
     }

@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used)]
 
 use lockscope_ebpf::{check_environment, RecordOptions, Recorder, TargetSpec};
-use lockscope_probes::{AttachStatus, Profile, TimeClass, WaitRecord};
+use lockscope_probes::{AttachStatus, Profile, TimeClass, WaitKind, WaitRecord};
 use std::ffi::OsString;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -323,4 +323,179 @@ fn helper_mmap_storm() {
     for thread in threads {
         thread.join().expect("join");
     }
+}
+
+/// Waits of each pthread primitive land in their category (from the futex op and the user
+/// frames), and a pool thread parked on a condvar for the whole run is labelled idle while the
+/// mutex waits are not.
+#[test]
+fn futex_waits_are_classified() {
+    require_bpf!();
+    let profile = record("helper_sync_primitives", &["futex"]);
+    let at_least = |kind: WaitKind, ns: u64| {
+        let total: u64 = profile
+            .waits
+            .iter()
+            .filter(|w| w.kind == kind)
+            .map(|w| w.stats.total_ns)
+            .sum();
+        assert!(
+            total >= ns,
+            "{kind}: {total} ns < {ns} ns\n{:#?}",
+            profile.waits
+        );
+    };
+    let held = HOLD.as_nanos() as u64 * 3 / 4;
+    at_least(WaitKind::Mutex, held);
+    at_least(WaitKind::RwlockRead, held);
+    at_least(WaitKind::RwlockWrite, held);
+    at_least(WaitKind::Condvar, held);
+    at_least(WaitKind::Join, held);
+    let idle = lockscope_probes::idle_waits(&profile);
+    let idle_kinds: Vec<WaitKind> = idle.iter().map(|&i| profile.waits[i].kind).collect();
+    assert!(idle_kinds.contains(&WaitKind::Condvar), "{idle_kinds:?}");
+    for &i in &idle {
+        assert_ne!(
+            profile.waits[i].kind,
+            WaitKind::Mutex,
+            "{:?}",
+            profile.waits[i]
+        );
+    }
+}
+
+/// How long each primitive is held while another thread waits for it.
+const HOLD: Duration = Duration::from_millis(200);
+
+/// A pthread object shared between threads (pthread types are plain memory with their own
+/// synchronization).
+struct Shared<T>(std::cell::UnsafeCell<T>);
+// SAFETY: only ever used through the pthread functions, which synchronize.
+unsafe impl<T> Sync for Shared<T> {}
+
+impl<T> Shared<T> {
+    fn ptr(&self) -> *mut T {
+        self.0.get()
+    }
+}
+
+static MUTEX: Shared<libc::pthread_mutex_t> =
+    Shared(std::cell::UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER));
+static RWLOCK: Shared<libc::pthread_rwlock_t> =
+    Shared(std::cell::UnsafeCell::new(libc::PTHREAD_RWLOCK_INITIALIZER));
+static POOL_MUTEX: Shared<libc::pthread_mutex_t> =
+    Shared(std::cell::UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER));
+static POOL_COND: Shared<libc::pthread_cond_t> =
+    Shared(std::cell::UnsafeCell::new(libc::PTHREAD_COND_INITIALIZER));
+static CV_MUTEX: Shared<libc::pthread_mutex_t> =
+    Shared(std::cell::UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER));
+static CV: Shared<libc::pthread_cond_t> =
+    Shared(std::cell::UnsafeCell::new(libc::PTHREAD_COND_INITIALIZER));
+static CV_READY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static POOL_STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Runs `hold` in a thread that holds a primitive for HOLD while this thread, 50 ms in, runs
+/// `wait` (which blocks on it).
+fn contend(hold: impl FnOnce() + Send + 'static, wait: impl FnOnce()) {
+    let holder = std::thread::spawn(hold);
+    std::thread::sleep(Duration::from_millis(50));
+    wait();
+    holder.join().expect("join holder");
+}
+
+/// Workload: a mutex, a read lock, a write lock, a condvar and a join, each waited for about
+/// HOLD, while a pool thread stays parked on a condvar the whole time.
+#[test]
+#[ignore = "helper process of futex_waits_are_classified"]
+fn helper_sync_primitives() {
+    use std::sync::atomic::Ordering;
+    // SAFETY (whole function): the pthread objects are statically initialized and live forever;
+    // every lock is unlocked by the thread that took it.
+    let pool = std::thread::spawn(|| unsafe {
+        libc::pthread_mutex_lock(POOL_MUTEX.ptr());
+        while !POOL_STOP.load(Ordering::SeqCst) {
+            libc::pthread_cond_wait(POOL_COND.ptr(), POOL_MUTEX.ptr());
+        }
+        libc::pthread_mutex_unlock(POOL_MUTEX.ptr());
+    });
+    let hold_then = |lock: fn(), unlock: fn()| {
+        move || {
+            lock();
+            std::thread::sleep(HOLD);
+            unlock();
+        }
+    };
+    // Mutex.
+    contend(
+        hold_then(
+            || unsafe {
+                libc::pthread_mutex_lock(MUTEX.ptr());
+            },
+            || unsafe {
+                libc::pthread_mutex_unlock(MUTEX.ptr());
+            },
+        ),
+        || unsafe {
+            libc::pthread_mutex_lock(MUTEX.ptr());
+            libc::pthread_mutex_unlock(MUTEX.ptr());
+        },
+    );
+    // Write lock waits for a reader.
+    contend(
+        hold_then(
+            || unsafe {
+                libc::pthread_rwlock_rdlock(RWLOCK.ptr());
+            },
+            || unsafe {
+                libc::pthread_rwlock_unlock(RWLOCK.ptr());
+            },
+        ),
+        || unsafe {
+            libc::pthread_rwlock_wrlock(RWLOCK.ptr());
+            libc::pthread_rwlock_unlock(RWLOCK.ptr());
+        },
+    );
+    // Read lock waits for a writer.
+    contend(
+        hold_then(
+            || unsafe {
+                libc::pthread_rwlock_wrlock(RWLOCK.ptr());
+            },
+            || unsafe {
+                libc::pthread_rwlock_unlock(RWLOCK.ptr());
+            },
+        ),
+        || unsafe {
+            libc::pthread_rwlock_rdlock(RWLOCK.ptr());
+            libc::pthread_rwlock_unlock(RWLOCK.ptr());
+        },
+    );
+    // Condvar: this thread waits until the other signals, HOLD later.
+    let signaller = std::thread::spawn(|| unsafe {
+        std::thread::sleep(HOLD);
+        libc::pthread_mutex_lock(CV_MUTEX.ptr());
+        CV_READY.store(true, Ordering::SeqCst);
+        libc::pthread_cond_signal(CV.ptr());
+        libc::pthread_mutex_unlock(CV_MUTEX.ptr());
+    });
+    unsafe {
+        libc::pthread_mutex_lock(CV_MUTEX.ptr());
+        while !CV_READY.load(Ordering::SeqCst) {
+            libc::pthread_cond_wait(CV.ptr(), CV_MUTEX.ptr());
+        }
+        libc::pthread_mutex_unlock(CV_MUTEX.ptr());
+    }
+    signaller.join().expect("join signaller");
+    // Join: a thread that sleeps HOLD.
+    std::thread::spawn(|| std::thread::sleep(HOLD))
+        .join()
+        .expect("join sleeper");
+    // Release the pool.
+    unsafe {
+        libc::pthread_mutex_lock(POOL_MUTEX.ptr());
+        POOL_STOP.store(true, Ordering::SeqCst);
+        libc::pthread_cond_broadcast(POOL_COND.ptr());
+        libc::pthread_mutex_unlock(POOL_MUTEX.ptr());
+    }
+    pool.join().expect("join pool");
 }

@@ -125,7 +125,9 @@ pub struct WakeupRecord {
     /// The sleeper's kernel stack at switch-out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_stack: Option<StackId>,
-    /// Process id of the waker (0: woken from interrupt context or the idle task).
+    /// Process id of the waker; 0 with thread id 0 for a wakeup from interrupt context (a timer
+    /// expiring, I/O completing), whose waker name is then `[interrupt]` and whose only stack is
+    /// the kernel one (the handler).
     pub waker_pid: u32,
     /// Thread id of the waker.
     pub waker_tid: u32,

@@ -562,11 +562,7 @@ fn offcpu(profile: &Profile) -> Option<OffCpu> {
     by_operation.truncate(TOP);
     let mut pairs: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
     for w in &profile.wakeups {
-        let waker = if w.waker_pid == 0 {
-            format!("{} [interrupt/idle]", w.waker_name)
-        } else {
-            w.waker_name.clone()
-        };
+        let waker = w.waker_name.clone();
         let entry = pairs
             .entry((waker, thread_label(profile, w.pid, w.tid)))
             .or_default();

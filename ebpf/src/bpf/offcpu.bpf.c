@@ -326,6 +326,8 @@ int BPF_PROG(lks_offcpu_waking, struct task_struct *p)
 		return 0;
 	record_interval(t, tid, LKS_STATE_SLEEPING, ns, true, p);
 
+	/* From interrupt context (a timer expiring, I/O completing) `current` is just the
+	 * interrupted thread: user space tells those wakeups by the kernel stack (the handler). */
 	pid_tgid = bpf_get_current_pid_tgid();
 	ids = capture_stacks(ctx);
 	key.tgid = tgid;

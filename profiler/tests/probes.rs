@@ -1,0 +1,140 @@
+//! The probe set end to end through the `lockscope` binary: a probe that fails to attach is
+//! reported in the profile and the report while the others keep recording; every probe's report
+//! section, flamegraph and export come out of one recording; `lockscope probes` tells which
+//! probes load here.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{bpf_available, lockscope};
+use std::process::Command;
+
+fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("run lockscope");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+/// A probe whose attach fails is `failed` with its reason in the metadata and the report, and
+/// the other probes still record.
+#[test]
+fn failed_attach_is_reported_and_others_record() {
+    if !bpf_available("failed_attach_is_reported_and_others_record") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lsp = dir.path().join("run.lsp");
+    run_ok(
+        lockscope()
+            .env("LOCKSCOPE_FAIL_ATTACH", "klock")
+            .args(["record", "--probes", "syscall,klock", "-o"])
+            .arg(&lsp)
+            .args(["--", "/bin/true"]),
+    );
+    let profile = lockscope_probes::read_profile(&lsp).expect("read profile");
+    let klock = profile
+        .metadata
+        .probes
+        .iter()
+        .find(|p| p.probe == "klock")
+        .expect("klock listed");
+    match &klock.status {
+        lockscope_probes::AttachStatus::Failed { reason } => {
+            assert!(reason.contains("simulated failure"), "{reason}")
+        }
+        other => panic!("klock not failed: {other:?}"),
+    }
+    assert!(profile.waits.iter().any(|w| w.probe == "syscall"));
+    let report = run_ok(lockscope().arg("report").arg(&lsp));
+    assert!(
+        report
+            .lines()
+            .any(|l| l.contains("klock") && l.contains("FAILED") && l.contains("simulated")),
+        "{report}"
+    );
+    assert!(report.contains("System calls (syscall)"), "{report}");
+}
+
+/// One recording with every probe gives every section, an off-CPU flamegraph and per-probe
+/// folded exports.
+#[test]
+fn every_probe_reports_draws_and_exports() {
+    if !bpf_available("every_probe_reports_draws_and_exports") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lsp = dir.path().join("run.lsp");
+    run_ok(
+        lockscope()
+            .args([
+                "record",
+                "--probes",
+                "futex,offcpu,syscall,lifecycle,klock",
+                "--min-block",
+                "1us",
+                "-o",
+            ])
+            .arg(&lsp)
+            .args(["--", "sh", "-c", "sleep 0.2; ls / > /dev/null"]),
+    );
+    let report = run_ok(lockscope().arg("report").arg(&lsp));
+    for section in [
+        "Where the time went",
+        "Off-CPU time (offcpu)",
+        "who woke whom",
+        "System calls (syscall)",
+        "Process and thread lifecycle (lifecycle)",
+    ] {
+        assert!(report.contains(section), "no `{section}` in\n{report}");
+    }
+    let json = run_ok(lockscope().args(["report", "--json"]).arg(&lsp));
+    let json: serde_json::Value = serde_json::from_str(&json).expect("report json");
+    assert!(json["sections"]["breakdown"]["total"]["wall_ns"].as_u64() > Some(0));
+
+    let svg = dir.path().join("offcpu.svg");
+    run_ok(
+        lockscope()
+            .arg("flamegraph")
+            .arg(&lsp)
+            .args(["--probe", "offcpu", "-o"])
+            .arg(&svg),
+    );
+    let svg = std::fs::read_to_string(&svg).expect("svg");
+    assert!(
+        svg.contains("clock_nanosleep"),
+        "no sleep in the off-CPU flamegraph"
+    );
+
+    for probe in ["offcpu", "syscall", "lifecycle"] {
+        let folded = run_ok(
+            lockscope()
+                .args(["export", "--format", "folded", "--probe", probe])
+                .arg(&lsp),
+        );
+        assert!(!folded.trim().is_empty(), "empty {probe} export");
+    }
+}
+
+/// `lockscope probes` lists every eBPF probe with its hooks and whether it loads here.
+#[test]
+fn probes_lists_hooks_and_support() {
+    let out = run_ok(lockscope().arg("probes"));
+    for probe in lockscope_probes::CATALOG {
+        assert!(out.contains(probe.linux_hooks), "{out}");
+    }
+    if bpf_available("probes_lists_hooks_and_support (load check)") {
+        for name in ["futex", "offcpu", "syscall", "lifecycle", "klock"] {
+            let line = out
+                .lines()
+                .find(|l| l.trim_start().starts_with(name))
+                .expect("probe line");
+            assert!(line.contains("loads"), "{line}");
+        }
+    }
+}
