@@ -313,6 +313,13 @@ fn sweep_section(out: &mut String, id: &str, path: &str, sweep: &Sweep) {
         r#"<p class="finding">{}</p>"#,
         xml_escape(&sweep.finding)
     );
+    for warning in &sweep.warnings {
+        let _ = writeln!(
+            out,
+            r#"<p class="warning">WARNING: {}</p>"#,
+            xml_escape(warning)
+        );
+    }
     let _ = writeln!(
         out,
         "<p>Load: <code>{}</code>; {} per level; throughput parsed by {} ({}).</p>",

@@ -234,6 +234,30 @@ pub struct Sweep {
     pub knee: Option<Knee>,
     /// One sentence for a writeup: the knee and the waits that grow across it.
     pub finding: String,
+    /// What makes levels hard to compare (lost events, a level with no waits), one sentence
+    /// each; empty when nothing is wrong.
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
+/// Sentences about levels that make the sweep hard to trust: lost events, no waits at all.
+pub fn level_warnings(levels: &[Level]) -> Vec<String> {
+    let mut out = Vec::new();
+    for level in levels {
+        if level.lost_events > 0 {
+            out.push(format!(
+                "level {} lost {} waits while recording: its shares undercount",
+                level.concurrency, level.lost_events
+            ));
+        }
+        if level.waits == 0 {
+            out.push(format!(
+                "level {} recorded no waits while the load ran: the recording may have missed the server",
+                level.concurrency
+            ));
+        }
+    }
+    out
 }
 
 fn shares(stats: BTreeMap<String, WaitStats>, wall_ns: u64, keep: usize) -> Vec<Share> {
@@ -574,6 +598,10 @@ pub fn run_sweep(
     fill_scaling(&mut levels);
     let knee = find_knee(&levels);
     let finding = finding(&levels, knee.as_ref());
+    let warnings = level_warnings(&levels);
+    for warning in &warnings {
+        progress(&format!("WARNING: {warning}"));
+    }
     let sweep = Sweep {
         sweep_version: SWEEP_VERSION,
         load: options.load.clone(),
@@ -585,6 +613,7 @@ pub fn run_sweep(
         levels,
         knee,
         finding,
+        warnings,
     };
     let path = dir.join(SWEEP_FILE);
     let json = serde_json::to_string_pretty(&sweep).context("failed to encode the sweep")?;

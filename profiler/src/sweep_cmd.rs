@@ -117,6 +117,9 @@ pub fn run(args: &SweepArgs) -> Result<()> {
         );
     }
     println!("{}", sweep.finding);
+    for warning in &sweep.warnings {
+        println!("WARNING: {warning}");
+    }
     eprintln!(
         "lockscope: wrote `{}`",
         options

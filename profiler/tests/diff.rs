@@ -224,7 +224,7 @@ fn demo_hold_times_differ_at_the_mutex_frame() {
         .nth(2)
         .unwrap_or_default();
     assert!(mutex_row.trim_start().starts_with('B'), "{table}");
-    assert!(mutex_row.trim_end().ends_with(" ms"), "{mutex_row}");
+    assert!(mutex_row.trim_end().ends_with(" ms/op"), "{mutex_row}");
     assert!(mutex_row.contains(" +"), "{mutex_row}");
 
     let svg = std::fs::read_to_string(&svg).expect("svg");

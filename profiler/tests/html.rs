@@ -44,6 +44,7 @@ fn write_sweep(dir: &Path) -> Sweep {
         levels,
         knee,
         finding: sentence,
+        warnings: vec!["level 5 lost 3 waits while recording: its shares undercount".to_string()],
     };
     std::fs::write(
         dir.join("sweep.json"),
@@ -188,6 +189,10 @@ fn html_report_in_chromium() {
     assert_eq!(iframes, 4 + 2, "flamegraphs and differential flamegraphs");
     assert!(html.contains("Distribution"), "histograms");
     assert!(html.contains("WARNING:"), "the lossy run is flagged");
+    assert!(
+        html.contains("WARNING: level 5 lost 3 waits"),
+        "sweep warnings are shown"
+    );
     assert!(html.contains("5 (knee)") || html.contains("2 (knee)"));
 
     let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("html-report.png");
