@@ -198,6 +198,10 @@ static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, u
 	t = thread_entry(tid, tgid, LKS_STATE_ON_CPU, start_ns(now));
 	if (!t)
 		return;
+	/* Another CPU may have moved this thread's clock past our `now` (a waker that read the time
+	 * before the sleeper's switch-out was written): never count backwards. */
+	if (now < t->since_ns)
+		now = t->since_ns;
 	switch (t->state) {
 	case LKS_STATE_ON_CPU:
 		add_time(t, LKS_TIME_ON_CPU, now - t->since_ns);
@@ -260,6 +264,10 @@ static __always_inline void on_switch_in(struct task_struct *next, __u64 now)
 	t = thread_entry(tid, tgid, LKS_STATE_RUN_QUEUE, start_ns(now));
 	if (!t)
 		return;
+	/* Another CPU may have moved this thread's clock past our `now` (a waker that read the time
+	 * before the sleeper's switch-out was written): never count backwards. */
+	if (now < t->since_ns)
+		now = t->since_ns;
 	ns = now - t->since_ns;
 	switch (t->state) {
 	case LKS_STATE_SLEEPING:
@@ -317,6 +325,10 @@ int BPF_PROG(lks_offcpu_waking, struct task_struct *p)
 	t = thread_entry(tid, tgid, LKS_STATE_SLEEPING, start_ns(now));
 	if (!t || t->state != LKS_STATE_SLEEPING)
 		return 0;
+	/* Another CPU may have moved this thread's clock past our `now` (a waker that read the time
+	 * before the sleeper's switch-out was written): never count backwards. */
+	if (now < t->since_ns)
+		now = t->since_ns;
 	ns = now - t->since_ns;
 	add_time(t, t->sleep_class, ns);
 	t->state = LKS_STATE_RUN_QUEUE;
