@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use lockscope_probes::{read_profile, write_profile, Profile, WaitKind};
+use lockscope_probes::{read_profile, write_profile, Profile, TimeClass, WaitKind};
 use std::collections::BTreeSet;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -103,8 +103,12 @@ fn lockscope_ok(args: &[&std::ffi::OsStr]) -> String {
     String::from_utf8(out.stdout).expect("utf-8 output")
 }
 
-/// Records `pid` for [`RECORD_SECONDS`] into `lsp` while `load` runs (started once lockscope
-/// says it is recording); `during` runs while the load does. Returns the load's output.
+/// Probes of every recording: futex waits, and off-CPU time for the per-thread breakdown.
+const PROBES: &str = "futex,offcpu";
+
+/// Records `pid` with [`PROBES`] for [`RECORD_SECONDS`] into `lsp` while `load` runs (started
+/// once lockscope says it is recording); `during` runs while the load does. Returns the profile
+/// and the load's output.
 fn record_under_load(
     pid: u32,
     lsp: &Path,
@@ -117,6 +121,7 @@ fn record_under_load(
         .arg(pid.to_string())
         .arg("-d")
         .arg(format!("{RECORD_SECONDS}s"))
+        .args(["--probes", PROBES])
         .arg("-o")
         .arg(lsp)
         .stderr(Stdio::piped())
@@ -162,7 +167,7 @@ fn record_under_load(
 }
 
 /// Checks what every recording of a server must hold: attached to that pid, ended by the
-/// duration, nothing lost.
+/// duration, nothing lost, both probes attached.
 fn assert_complete_attach(profile: &Profile, pid: u32) {
     let meta = &profile.metadata;
     assert_eq!(meta.target.pid, pid);
@@ -175,10 +180,28 @@ fn assert_complete_attach(profile: &Profile, pid: u32) {
         meta.losses
     );
     assert!(meta.events > 0, "no waits recorded");
-    assert!(profile
-        .waits
-        .iter()
-        .all(|w| w.pid == pid && w.probe == "futex"));
+    assert!(profile.waits.iter().all(|w| w.pid == pid));
+    for probe in ["futex", "offcpu"] {
+        assert!(
+            profile.waits.iter().any(|w| w.probe == probe),
+            "no {probe} record"
+        );
+    }
+}
+
+/// Checks that the per-thread breakdown (off-CPU probe) covers each of `tids` with a consistent
+/// wall-time split: the classes add up to the thread's wall time, some of it on the CPU.
+fn assert_breakdown_covers(profile: &Profile, tids: &BTreeSet<u32>) {
+    for tid in tids {
+        let time = profile
+            .thread_times
+            .iter()
+            .find(|t| t.tid == *tid)
+            .unwrap_or_else(|| panic!("no time breakdown for thread {tid}"));
+        assert!(time.wall_ns > 0, "thread {tid}: {time:?}");
+        assert_eq!(time.accounted_ns(), time.wall_ns, "thread {tid}: {time:?}");
+        assert!(time.ns(TimeClass::OnCpu) > 0, "thread {tid}: {time:?}");
+    }
 }
 
 /// The profile survives `export --format json` and a rewrite to `.lsp` unchanged.
@@ -202,11 +225,12 @@ fn assert_round_trips(profile: &Profile, lsp: &Path) {
     );
 }
 
-/// Thread ids of the wait records whose user stack has a frame named `function` (prefix).
+/// Thread ids of the futex wait records whose user stack has a frame named `function` (prefix).
 fn tids_with_frame(profile: &Profile, function: &str) -> BTreeSet<u32> {
     profile
         .waits
         .iter()
+        .filter(|w| w.probe == "futex")
         .filter(|w| {
             profile.stack(w.user_stack).is_some_and(|s| {
                 s.frames.iter().any(|f| {
@@ -222,8 +246,8 @@ fn tids_with_frame(profile: &Profile, function: &str) -> BTreeSet<u32> {
 
 /// MariaDB under sysbench oltp_read_only: futex waits under mariadbd's own functions (named from
 /// its dynamic symbols: the binary is stripped) appear in the profile and the report, they come
-/// from the threads the server says serve the connections, most connection threads are seen, no
-/// event is lost, and the profile round-trips through JSON.
+/// from the threads the server says serve the connections, the per-thread breakdown covers every
+/// connection thread, no event is lost, and the profile round-trips through JSON.
 #[test]
 fn mariadb_under_sysbench() {
     if !bpf_available("mariadb_under_sysbench") {
@@ -285,20 +309,7 @@ fn mariadb_under_sysbench() {
         "no mutex wait"
     );
 
-    // Until the per-thread breakdown (off-CPU probe) exists, threads are seen only when they
-    // wait on a futex: require most connection threads, not all.
-    let seen: BTreeSet<u32> = profile.threads.iter().map(|t| t.tid).collect();
-    let covered = connection_tids.intersection(&seen).count();
-    assert!(
-        covered * 2 >= connection_tids.len(),
-        "only {covered} of {} connection threads waited on a futex: {connection_tids:?} vs {seen:?}",
-        connection_tids.len()
-    );
-    eprintln!(
-        "mariadb_under_sysbench: {} waits, {covered}/{} connection threads seen",
-        profile.metadata.events,
-        connection_tids.len()
-    );
+    assert_breakdown_covers(&profile, &connection_tids);
 
     let report = lockscope_ok(&[
         "report".as_ref(),
@@ -318,19 +329,20 @@ fn mariadb_under_sysbench() {
         "--top".as_ref(),
         "0".as_ref(),
     ]);
-    for tid in &handler_tids {
+    for tid in &connection_tids {
         assert!(
             by_thread.contains(&format!("tid {tid})")),
-            "report --by thread lacks tid {tid}:\n{by_thread}"
+            "report --by thread lacks connection thread {tid}:\n{by_thread}"
         );
     }
     assert_round_trips(&profile, &lsp);
 }
 
-/// nginx (one process with a thread pool for file reads) under ab: every thread-pool thread is
-/// seen waiting, lock waits go through glibc's lock slow path, no event is lost, and the profile
-/// round-trips through JSON. nginx is built without frame pointers, so its own frames are not in
-/// the stacks yet (the frame-pointer unwinder stops in glibc).
+/// nginx (one process with a thread pool for file reads) under ab: every thread-pool thread waits
+/// for tasks under nginx's own `ngx_thread_cond_wait` (named from its dynamic symbols; nginx has
+/// no frame pointers, so this needs the CFI unwinder), lock waits go through glibc's lock slow
+/// path, the per-thread breakdown covers the process's threads, no event is lost, and the
+/// profile round-trips through JSON.
 #[test]
 fn nginx_under_ab() {
     if !bpf_available("nginx_under_ab") {
@@ -369,6 +381,22 @@ fn nginx_under_ab() {
         pool_tids.is_subset(&seen),
         "pool threads {pool_tids:?}, seen {seen:?}"
     );
+    let pool_waiters = tids_with_frame(&profile, "ngx_thread_cond_wait");
+    assert!(
+        pool_tids.is_subset(&pool_waiters),
+        "pool threads {pool_tids:?}, waiting under ngx_thread_cond_wait: {pool_waiters:?}"
+    );
+    assert!(
+        profile
+            .stacks
+            .iter()
+            .flat_map(|s| &s.frames)
+            .any(|f| f.module.as_deref() == Some("nginx")),
+        "no frame in nginx"
+    );
+    let mut all_threads = pool_tids.clone();
+    all_threads.insert(pid);
+    assert_breakdown_covers(&profile, &all_threads);
     let lock_waiters = tids_with_frame(&profile, "__GI___lll_lock_wait");
     assert!(
         !lock_waiters.is_empty() && lock_waiters.is_subset(&seen),
