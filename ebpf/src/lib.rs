@@ -32,4 +32,4 @@ pub use environment::{check_environment, check_kernel_btf, KERNEL_BTF};
 pub use error::Error;
 pub use probeset::{probe_support, ProbeSettings, FAIL_ATTACH_ENV};
 pub use recorder::{RecordOptions, Recorder, RecorderStatus, TargetSpec};
-pub use unwind::UnwindStats;
+pub use unwind::{UnwindStats, USER_STACKS_ENV};

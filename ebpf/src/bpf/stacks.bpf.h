@@ -41,7 +41,7 @@ static __always_inline struct stack_ids capture_stacks(void *ctx)
 {
 	struct stack_ids ids;
 
-	ids.user = lks_unwind_user_stack();
+	ids.user = lks_unwind_user_stack(ctx);
 	ids.kernel = bpf_get_stackid(ctx, &kernel_stacks, 0);
 	return ids;
 }

@@ -53,6 +53,13 @@ struct {
 	__type(value, struct unwind_proc);
 } unwind_procs SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct unwind_config);
+} unwind_config SEC(".maps");
+
 /* Tables by file, for mappings not (yet) in a process table. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -334,9 +341,10 @@ static __always_inline bool lks_same_stack(struct user_stack *a, struct user_sta
  * Unwinds the current thread's user stack from the registers saved at kernel entry and stores
  * it in `user_stacks`; returns its id, or a negative errno when nothing could be stored.
  */
-static __always_inline __s32 lks_unwind_user_stack(void)
+static __always_inline __s32 lks_unwind_user_stack(void *ctx)
 {
 	__u32 zero = 0, tgid = bpf_get_current_pid_tgid() >> 32, id;
+	struct unwind_config *config = bpf_map_lookup_elem(&unwind_config, &zero);
 	struct unwind_walk walk = {};
 	struct user_stack *stack, *stored;
 	struct unwind_counters *counters;
@@ -344,8 +352,21 @@ static __always_inline __s32 lks_unwind_user_stack(void)
 
 	stack = bpf_map_lookup_elem(&unwind_scratch, &zero);
 	counters = bpf_map_lookup_elem(&unwind_counters, &zero);
-	if (!stack || !counters)
+	if (!stack || !counters || !config)
 		return -ENOMEM;
+	if (config->user_stacks == LKS_USER_STACKS_NONE)
+		return -ENOENT;
+	stack->depth = 0;
+	stack->flags = 0;
+	if (config->user_stacks == LKS_USER_STACKS_FRAME_POINTERS) {
+		err = bpf_get_stack(ctx, stack->pcs, sizeof(stack->pcs), BPF_F_USER_STACK);
+		if (err < 0)
+			return err;
+		stack->depth = err / sizeof(stack->pcs[0]);
+		stack->flags = LKS_STACK_FP_USED;
+		walk.end = stack->depth < LKS_MAX_USER_FRAMES ? LKS_WALK_COMPLETE : LKS_WALK_TRUNCATED;
+		goto store;
+	}
 	if (!lks_user_regs(&walk.regs))
 		return -ENOENT;
 	walk.proc = bpf_map_lookup_elem(&unwind_procs, &tgid);
@@ -353,10 +374,9 @@ static __always_inline __s32 lks_unwind_user_stack(void)
 		counters->unknown_process++;
 	walk.stack = stack;
 	walk.counters = counters;
-	stack->depth = 0;
-	stack->flags = 0;
 	bpf_loop(LKS_MAX_USER_FRAMES + 1, lks_unwind_step, &walk, 0);
 
+store:
 	counters->stacks++;
 	if (walk.end == LKS_WALK_COMPLETE) {
 		counters->complete++;

@@ -80,6 +80,22 @@ struct unwind_file {
 	__u32 rows;
 };
 
+/* How user stacks are captured (unwind_config.user_stacks); for measuring what unwinding costs. */
+enum unwind_user_stacks {
+	/* CFI tables, frame pointers where a pc has none: the default. */
+	LKS_USER_STACKS_CFI = 0,
+	/* The kernel's frame-pointer walk alone (bpf_get_stack). */
+	LKS_USER_STACKS_FRAME_POINTERS = 1,
+	/* No user stacks. */
+	LKS_USER_STACKS_NONE = 2,
+};
+
+/* Settings of the unwinder, written by user space (one entry). */
+struct unwind_config {
+	enum unwind_user_stacks user_stacks;
+	__u32 pad;
+};
+
 /* user_stack.flags */
 #define LKS_STACK_TRUNCATED 1
 /* At least one frame was found by frame pointer (no CFI for its caller's pc). */

@@ -21,8 +21,8 @@ use crate::error::Error;
 use crate::procmaps::parse_maps_line;
 use crate::shared::SharedMaps;
 use crate::skel::types::{
-    unwind_counters, unwind_file, unwind_file_key, unwind_mapping, unwind_proc, unwind_row,
-    user_stack,
+    unwind_config, unwind_counters, unwind_file, unwind_file_key, unwind_mapping, unwind_proc,
+    unwind_row, unwind_user_stacks, user_stack,
 };
 use elf::{ElfImage, ElfSource};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
@@ -55,6 +55,10 @@ const LIBRARY_DIRS: &[&str] = &[
 ];
 /// Most files [`Unwinder::preload_command`] loads (a bound on a runaway dependency walk).
 const MAX_PRELOADED_FILES: usize = 256;
+/// Environment variable that selects how user stacks are captured, to measure what unwinding
+/// costs: `cfi` (the default: CFI tables, frame pointers where a pc has none), `frame-pointers`
+/// (the kernel's frame-pointer walk alone) or `none`.
+pub const USER_STACKS_ENV: &str = "LOCKSCOPE_USER_STACKS";
 /// Pseudo-path of the vDSO in `/proc/PID/maps`.
 const VDSO: &str = "[vdso]";
 
@@ -67,6 +71,8 @@ pub struct StackMaps<'a, M: MapCore> {
     pub procs: &'a M,
     /// `unwind_files`.
     pub files: &'a M,
+    /// `unwind_config`.
+    pub config: &'a M,
     /// `user_stacks`.
     pub stacks: &'a M,
     /// `unwind_counters`.
@@ -80,6 +86,7 @@ impl<'a> StackMaps<'a, MapHandle> {
             rows: shared.map("unwind_rows")?,
             procs: shared.map("unwind_procs")?,
             files: shared.map("unwind_files")?,
+            config: shared.map("unwind_config")?,
             stacks: shared.map("user_stacks")?,
             counters: shared.map("unwind_counters")?,
         })
@@ -257,6 +264,31 @@ fn handle(map: &impl MapCore, name: &'static str) -> Result<MapHandle, Error> {
 impl Unwinder {
     /// An unwinder over the maps of a loaded object; no process is known yet.
     pub fn new<M: MapCore>(maps: StackMaps<'_, M>) -> Result<Self, Error> {
+        let mode = match std::env::var(USER_STACKS_ENV).as_deref() {
+            Err(_) | Ok("cfi") => unwind_user_stacks::LKS_USER_STACKS_CFI,
+            Ok("frame-pointers") => unwind_user_stacks::LKS_USER_STACKS_FRAME_POINTERS,
+            Ok("none") => unwind_user_stacks::LKS_USER_STACKS_NONE,
+            Ok(other) => {
+                return Err(Error::io(
+                    format!("read {USER_STACKS_ENV}"),
+                    std::io::Error::other(format!(
+                        "`{other}` is not one of cfi, frame-pointers, none"
+                    )),
+                ))
+            }
+        };
+        let config = unwind_config {
+            user_stacks: mode,
+            pad: 0,
+        };
+        // SAFETY: unwind_config is a u32 enum and a u32: no padding.
+        let value = unsafe { as_bytes(&config) };
+        maps.config
+            .update(&0u32.to_ne_bytes(), value, MapFlags::ANY)
+            .map_err(|source| Error::Map {
+                map: "unwind_config",
+                source,
+            })?;
         Ok(Unwinder {
             arena: RowArena::new(handle(maps.rows, "unwind_rows")?)?,
             procs: handle(maps.procs, "unwind_procs")?,
