@@ -300,6 +300,11 @@ pub struct FlamegraphArgs {
     #[arg(long)]
     pub title: Option<String>,
 
+    /// Draw who woke whom (the `offcpu` probe's wakeups: waker stacks above the sleepers'
+    /// stacks) instead of the waits.
+    #[arg(long)]
+    pub wakeups: bool,
+
     /// Selection and weighting.
     #[command(flatten)]
     pub fold: FoldArgs,

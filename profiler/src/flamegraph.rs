@@ -8,7 +8,7 @@
 use crate::fold::{check_probe, folded_lines, FoldOptions, Weight};
 use crate::units::format_ns;
 use anyhow::{bail, Context};
-use inferno::flamegraph::color::{BasicPalette, Palette};
+use inferno::flamegraph::color::{BasicPalette, MultiPalette, Palette};
 use lockscope_probes::Profile;
 
 /// Longest command line shown in a default title; longer ones are cut with `…`.
@@ -24,6 +24,9 @@ pub struct FlamegraphOptions {
     /// Title of the graph. Default: `None`, which uses [`default_title`]
     /// (``lockscope: futex waits of `demo` (pid 123), 1.20 s``).
     pub title: Option<String>,
+    /// Draw the wakeup chains of the `offcpu` probe (waker stacks above sleeper stacks,
+    /// [`crate::wakeup`]) instead of the waits. Default: `false`.
+    pub wakeups: bool,
 }
 
 /// The title used when none is given: the probes, the target command, its pid and the duration.
@@ -78,6 +81,29 @@ pub fn write_flamegraph(
     out: &mut dyn std::io::Write,
 ) -> anyhow::Result<()> {
     check_probe(profile, &options.fold).map_err(anyhow::Error::msg)?;
+    if options.wakeups {
+        let lines = crate::wakeup::wakeup_lines(profile, &options.fold);
+        if lines.is_empty() {
+            bail!("no wakeups recorded in this profile (record with --probes offcpu)");
+        }
+        let mut inferno_options = inferno::flamegraph::Options::default();
+        inferno_options.title = options.title.clone().unwrap_or_else(|| {
+            default_title(profile, &options.fold).replacen(" waits of ", " wakeups of ", 1)
+        });
+        inferno_options.subtitle = Some(
+            "sleeper stacks below `--`, the stacks of the threads that woke them above (upside down)"
+                .to_string(),
+        );
+        inferno_options.count_name = options.fold.weight.unit().to_string();
+        inferno_options.colors = Palette::Multi(MultiPalette::Wakeup);
+        inferno_options.hash = true;
+        return inferno::flamegraph::from_lines(
+            &mut inferno_options,
+            lines.iter().map(String::as_str),
+            out,
+        )
+        .context("failed to render the wakeup flamegraph");
+    }
     let lines = folded_lines(profile, &options.fold);
     if lines.is_empty() {
         match &options.fold.probe {

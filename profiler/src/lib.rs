@@ -30,3 +30,4 @@ mod sections;
 pub mod speedscope;
 pub mod sweep;
 pub mod units;
+pub mod wakeup;

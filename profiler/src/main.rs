@@ -45,6 +45,7 @@ fn run(cli: Cli) -> Result<()> {
             let mut options = lockscope::flamegraph::FlamegraphOptions::default();
             options.fold = fold;
             options.title = args.title.clone();
+            options.wakeups = args.wakeups;
             write_file(&args.output, |out| {
                 lockscope::flamegraph::write_flamegraph(&profile, &options, out)
             })

@@ -61,8 +61,8 @@ fn failed_attach_is_reported_and_others_record() {
     assert!(report.contains("System calls (syscall)"), "{report}");
 }
 
-/// One recording with every probe gives every section, an off-CPU flamegraph and per-probe
-/// folded exports.
+/// One recording with every probe gives every section, an off-CPU flamegraph, a wakeup
+/// flamegraph and per-probe folded exports.
 #[test]
 fn every_probe_reports_draws_and_exports() {
     if !bpf_available("every_probe_reports_draws_and_exports") {
@@ -110,6 +110,17 @@ fn every_probe_reports_draws_and_exports() {
         svg.contains("clock_nanosleep"),
         "no sleep in the off-CPU flamegraph"
     );
+
+    let wakeups = dir.path().join("wakeups.svg");
+    run_ok(
+        lockscope()
+            .arg("flamegraph")
+            .arg(&lsp)
+            .args(["--wakeups", "-o"])
+            .arg(&wakeups),
+    );
+    let wakeups = std::fs::read_to_string(&wakeups).expect("svg");
+    assert!(wakeups.contains("[interrupt]"), "the sleep's timer is no waker");
 
     for probe in ["offcpu", "syscall", "lifecycle"] {
         let folded = run_ok(
