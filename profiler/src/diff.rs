@@ -22,7 +22,8 @@
 //!
 //! The differential flamegraph is inferno's: [`inferno::differential`] pairs the two folded
 //! profiles into `stack before after` lines, widths are B's values (A's with
-//! [`DiffOptions::negate`]), red frames grew from A to B and blue ones shrank.
+//! [`DiffOptions::negate`], which swaps the columns and negates inferno's differentials so the
+//! colors keep their meaning), red frames grew from A to B and blue ones shrank.
 //!
 //! The table ([`write_diff_table`]) shows, for each side, the wait kinds, the thread groups and
 //! the top sites (canonical stacks, ranked by the absolute change) with count, total, mean,
@@ -286,13 +287,23 @@ pub fn write_diff_flamegraph(
     options: &DiffOptions,
     out: &mut dyn std::io::Write,
 ) -> anyhow::Result<()> {
-    let lines = differential_lines(a, b, options)?;
-    let drawn_side_empty = lines.iter().all(|line| {
-        let mut values = line.rsplitn(3, ' ');
-        let after = values.next().unwrap_or("0");
-        let before = values.next().unwrap_or("0");
-        (if options.negate { before } else { after }) == "0"
-    });
+    let mut lines = differential_lines(a, b, options)?;
+    if options.negate {
+        // inferno draws the second column's widths: swap the columns so they are A's, and negate
+        // the differentials so red still means more wait in B (Brendan Gregg's `-n` recipe).
+        lines = lines
+            .iter()
+            .filter_map(|line| {
+                let mut parts = line.rsplitn(3, ' ');
+                let (after, before, stack) = (parts.next()?, parts.next()?, parts.next()?);
+                Some(format!("{stack} {after} {before}"))
+            })
+            .collect();
+    }
+    // The drawn widths are the last column (B's, or A's once swapped).
+    let drawn_side_empty = lines
+        .iter()
+        .all(|line| line.rsplit(' ').next().unwrap_or("0") == "0");
     if lines.is_empty() || drawn_side_empty {
         let side = if options.negate {
             &options.labels.0

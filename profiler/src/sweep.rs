@@ -203,7 +203,7 @@ pub struct Level {
 /// Where throughput stops rising.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Knee {
-    /// The last level before throughput stops rising (gains less than 5%) or falls.
+    /// The first level that no later level beats by more than 5%: where throughput stops rising.
     pub concurrency: u32,
     /// Its throughput.
     pub throughput: f64,
@@ -322,17 +322,24 @@ pub fn fill_scaling(levels: &mut [Level]) {
     }
 }
 
-/// The knee: the first level after which throughput gains less than [`KNEE_MIN_GAIN`] (or
-/// falls). `None` when it rose at every step (or there is only one level).
+/// The knee: the first level that no later level beats by more than [`KNEE_MIN_GAIN`], i.e.
+/// where throughput stops rising for good (a dip that later recovers is not a knee). `None` when
+/// throughput still rises at the last level (or there is only one level).
 pub fn find_knee(levels: &[Level]) -> Option<Knee> {
-    levels.windows(2).find_map(|pair| {
-        let (here, next) = (&pair[0], &pair[1]);
-        (next.throughput < here.throughput * (1.0 + KNEE_MIN_GAIN)).then_some(Knee {
+    levels
+        .iter()
+        .enumerate()
+        .take(levels.len().saturating_sub(1))
+        .find(|(i, here)| {
+            levels[i + 1..]
+                .iter()
+                .all(|later| later.throughput < here.throughput * (1.0 + KNEE_MIN_GAIN))
+        })
+        .map(|(_, here)| Knee {
             concurrency: here.concurrency,
             throughput: here.throughput,
             scaling: here.scaling,
         })
-    })
 }
 
 /// A canonical site cut to its last four frames (`…;f;g;[kernel wait];[mutex]`) for a sentence.
@@ -729,6 +736,19 @@ mod tests {
             ),
             "{sentence}"
         );
+    }
+
+    /// A dip that recovers is not a knee (MariaDB on 2 CPUs: 578, 545, 1157, 1130 tps).
+    #[test]
+    fn dip_then_recovery() {
+        let mut levels = vec![
+            level(1, 578.0, 0.1),
+            level(2, 545.0, 0.1),
+            level(5, 1157.0, 0.1),
+            level(10, 1130.0, 0.1),
+        ];
+        fill_scaling(&mut levels);
+        assert_eq!(find_knee(&levels).map(|k| k.concurrency), Some(5));
     }
 
     /// Throughput that rises at every level has no knee.

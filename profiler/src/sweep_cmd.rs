@@ -112,7 +112,10 @@ pub fn run(args: &SweepArgs) -> Result<()> {
             level.concurrency,
             level.throughput,
             level.scaling * 100.0,
-            level.top_sites.first().map_or("-", |s| s.name.as_str()),
+            level.top_sites.first().map_or_else(
+                || "-".to_string(),
+                |s| lockscope::sweep::short_site(&s.name)
+            ),
             if knee { "  <- knee" } else { "" }
         );
     }

@@ -235,3 +235,21 @@ fn demo_hold_times_differ_at_the_mutex_frame() {
     assert!(svg.contains("[kernel wait]"));
     assert!(svg.contains("ns/op"));
 }
+
+/// Frames that vanished in B have no width in B's graph; `--negate` draws A's widths, so they show.
+#[test]
+fn negate_draws_the_vanished_frames() {
+    let a = fixtures::demo_profile();
+    let mut b = a.clone();
+    b.waits
+        .retain(|w| w.kind != lockscope_probes::WaitKind::Mutex);
+    let draw = |negate: bool| {
+        let mut options = DiffOptions::default();
+        options.negate = negate;
+        let mut svg = Vec::new();
+        lockscope::diff::write_diff_flamegraph(&a, &b, &options, &mut svg).expect("draw");
+        String::from_utf8(svg).expect("utf-8")
+    };
+    assert!(!draw(false).contains("take_order_lock"));
+    assert!(draw(true).contains("take_order_lock"));
+}

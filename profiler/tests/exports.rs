@@ -238,6 +238,23 @@ fn pprof_from_the_command_line() {
         }
         Err(e) => eprintln!("skipped: protoc --decode_raw check: protoc not runnable ({e})"),
     }
+    // `go tool pprof` itself, when Go is installed (the engine the format is made for).
+    match std::process::Command::new("go")
+        .args(["tool", "pprof", "-top", "-sample_index=delay"])
+        .arg(&pb)
+        .output()
+    {
+        Ok(out) if out.status.success() => {
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(text.contains("Type: delay"), "{text}");
+            assert!(text.contains("__lll_lock_wait"), "{text}");
+        }
+        Ok(out) => panic!(
+            "go tool pprof refused the export: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Err(e) => eprintln!("skipped: go tool pprof check: go not runnable ({e})"),
+    }
 }
 
 /// The speedscope document follows the file format: schema, shared frames, two sampled profiles
