@@ -8,12 +8,8 @@
  * exit) and sched_process_fork (to follow children), each in a tp_btf flavor and a raw_tp fallback; the loader attaches one flavor of each. Every handler
  * filters by tgid first (one hash lookup), so other processes pay almost nothing.
  */
-#include "vmlinux.h"
-#include <bpf/bpf_helpers.h>
-#include <bpf/bpf_tracing.h>
-#include <bpf/bpf_core_read.h>
+#include "common.bpf.h"
 #include "futex.h"
-#include "stacks.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -22,21 +18,8 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define NR_FUTEX_WAITV 449
 #define NR_FUTEX_WAIT 455 /* Linux 6.7+ */
 
-/* errno values (vmlinux.h has no macros). */
-#define E2BIG 7
-#define EEXIST 17
-
-#define MAX_TARGETS 1024
 #define MAX_IN_FLIGHT 16384
 #define MAX_WAIT_KEYS 10240
-
-/* Process ids (tgid) being recorded: the target, and every process it forks while recorded. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MAX_TARGETS);
-	__type(key, __u32);
-	__type(value, __u8);
-} targets SEC(".maps");
 
 /* Waits in flight, by thread id. */
 struct {
@@ -84,25 +67,6 @@ static __always_inline struct futex_counters *this_cpu_counters(void)
 		if (c)                                            \
 			c->field++;                               \
 	} while (0)
-
-static __always_inline bool is_target(__u32 tgid)
-{
-	return bpf_map_lookup_elem(&targets, &tgid) != NULL;
-}
-
-/* Bit length of v (0 for 0): the histogram slot, as probes::hist::Log2Histogram::slot_of. */
-static __always_inline __u32 hist_slot(__u64 v)
-{
-	__u32 n = 0;
-
-	if (v >> 32) { n += 32; v >>= 32; }
-	if (v >> 16) { n += 16; v >>= 16; }
-	if (v >> 8) { n += 8; v >>= 8; }
-	if (v >> 4) { n += 4; v >>= 4; }
-	if (v >> 2) { n += 2; v >>= 2; }
-	if (v >> 1) { n += 1; v >>= 1; }
-	return n + (__u32)v;
-}
 
 /* True for the futex(2) commands that block: the ones lockscope records. */
 static __always_inline bool is_wait_cmd(__u32 op)
