@@ -43,6 +43,16 @@ struct {
 	__type(value, struct unwind_row);
 } unwind_rows SEC(".maps");
 
+/* The page indexes of every loaded unwind table (see struct unwind_mapping); mmap'ed too. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, LKS_UNWIND_PAGES);
+	__type(key, __u32);
+	/* Row index (relative to the table's first row) in effect at the page's start. */
+	__type(value, __u64);
+} unwind_pages SEC(".maps");
+
 /* Mapping table of each traced process, by tgid. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -107,6 +117,8 @@ struct unwind_walk {
 	/* The current pc was interrupted by a signal, not a return address: look it up as is. */
 	__u32 after_signal;
 	__u32 end;
+	/* The mapping of the previous frame: consecutive frames are often in the same one. */
+	struct unwind_mapping *last_mapping;
 	/* A mapping found through the VMA (see lks_mapping_from_vma). */
 	struct unwind_mapping vma_mapping;
 	__u32 vma_found;
@@ -136,6 +148,8 @@ static long lks_vma_callback(struct task_struct *task, struct vm_area_struct *vm
 	w->vma_mapping.bias = start - file_offset - file->vaddr_minus_offset + file->base;
 	w->vma_mapping.first_row = file->first_row;
 	w->vma_mapping.rows = file->rows;
+	w->vma_mapping.first_page = file->first_page;
+	w->vma_mapping.pages = file->pages;
 	w->vma_found = 1;
 	return 0;
 }
@@ -175,11 +189,29 @@ static __always_inline struct unwind_mapping *lks_find_mapping(struct unwind_pro
 /* The row of `m`'s table in effect at `rel` (pc - bias), or NULL. */
 static __always_inline struct unwind_row *lks_find_row(struct unwind_mapping *m, __u64 rel)
 {
-	__u32 lo = 0, hi = m->rows, first = m->first_row, mid, key;
+	__u32 lo = 0, hi = m->rows, first = m->first_row, page, mid, key;
 	struct unwind_row *row;
+	__u64 *index;
 
 	if (rel > 0xffffffffULL)
 		return NULL;
+	/* Narrow the search to the rows of rel's page: from the row in effect at its start to the
+	 * one in effect at the next page's start. Past the last page: the table's last row. */
+	page = rel >> LKS_UNWIND_PAGE_SHIFT;
+	if (page < m->pages) {
+		key = m->first_page + page;
+		index = bpf_map_lookup_elem(&unwind_pages, &key);
+		if (index && *index < hi)
+			lo = *index;
+		if (page + 1 < m->pages) {
+			key++;
+			index = bpf_map_lookup_elem(&unwind_pages, &key);
+			if (index && *index + 1 < hi)
+				hi = *index + 1;
+		}
+	} else if (hi > 0) {
+		lo = hi - 1;
+	}
 	for (int i = 0; i < LKS_UNWIND_ROW_STEPS; i++) {
 		if (lo >= hi)
 			break;
@@ -230,8 +262,12 @@ static long lks_unwind_step(__u64 index, void *data)
 	 * the call itself is at pc - 1. The leaf pc and an interrupted pc are exact. */
 	lookup = (depth == 0 || w->after_signal) ? pc : pc - 1;
 	w->after_signal = 0;
-	if (w->proc)
+	if (w->last_mapping && w->last_mapping->start <= lookup && lookup < w->last_mapping->end) {
+		mapping = w->last_mapping;
+	} else if (w->proc) {
 		mapping = lks_find_mapping(w->proc, lookup);
+		w->last_mapping = mapping;
+	}
 	if (!mapping) {
 		/* Code mapped since the last refresh (dlopen, exec), JIT code, or a bad return
 		 * address: use the file's table if the VMA has one loaded. */

@@ -14,6 +14,11 @@
 #define LKS_UNWIND_MAX_MAPPINGS 256
 /* Rows of all unwind tables together (8 bytes each: 16 MiB). */
 #define LKS_UNWIND_ROWS (1 << 21)
+/* Page-index entries of all unwind tables together (8 bytes each, the array's element size:
+ * 4 MiB, for 2 GiB of code). */
+#define LKS_UNWIND_PAGES (1 << 19)
+/* Bytes of address space per page-index entry. */
+#define LKS_UNWIND_PAGE_SHIFT 12
 /* Binary-search steps that cover LKS_UNWIND_ROWS rows and LKS_UNWIND_MAX_MAPPINGS mappings. */
 #define LKS_UNWIND_ROW_STEPS 22
 #define LKS_UNWIND_MAPPING_STEPS 9
@@ -47,13 +52,17 @@ struct unwind_row {
 };
 
 /* One executable mapping of a process: [start, end) unwinds with rows
- * [first_row, first_row + rows) at pc - bias; rows == 0 means no table (frame pointers). */
+ * [first_row, first_row + rows) at pc - bias; rows == 0 means no table (frame pointers).
+ * The table's page index ([first_page, first_page + pages) in unwind_pages) gives, for each 4 KiB
+ * of (pc - bias), the row in effect at its start, so a lookup searches one page's rows. */
 struct unwind_mapping {
 	__u64 start;
 	__u64 end;
 	__u64 bias;
 	__u32 first_row;
 	__u32 rows;
+	__u32 first_page;
+	__u32 pages;
 };
 
 /* The executable mappings of one process, sorted by start. */
@@ -78,6 +87,8 @@ struct unwind_file {
 	__s64 vaddr_minus_offset;
 	__u32 first_row;
 	__u32 rows;
+	__u32 first_page;
+	__u32 pages;
 };
 
 /* How user stacks are captured (unwind_config.user_stacks); for measuring what unwinding costs. */

@@ -67,6 +67,8 @@ const VDSO: &str = "[vdso]";
 pub struct StackMaps<'a, M: MapCore> {
     /// `unwind_rows`.
     pub rows: &'a M,
+    /// `unwind_pages`.
+    pub pages: &'a M,
     /// `unwind_procs`.
     pub procs: &'a M,
     /// `unwind_files`.
@@ -84,6 +86,7 @@ impl<'a> StackMaps<'a, MapHandle> {
     pub fn from_shared(shared: &'a SharedMaps) -> Option<Self> {
         Some(StackMaps {
             rows: shared.map("unwind_rows")?,
+            pages: shared.map("unwind_pages")?,
             procs: shared.map("unwind_procs")?,
             files: shared.map("unwind_files")?,
             config: shared.map("unwind_config")?,
@@ -149,6 +152,8 @@ pub struct UnwindStats {
 struct LoadedTable {
     first_row: u32,
     rows: u32,
+    first_page: u32,
+    pages: u32,
     base: u64,
     loads: Vec<elf::LoadSegment>,
     /// Link-time address minus file offset of the code segment (for the BPF file fallback).
@@ -164,20 +169,30 @@ enum FileKey {
     Vdso(u64),
 }
 
-/// The `unwind_rows` array, mapped into this process.
-struct RowArena {
+/// A BPF_F_MMAPABLE array mapped into this process, filled by appending: `unwind_rows` and
+/// `unwind_pages`. `T` must be the array's value type, 8 bytes (the array's element stride).
+struct Arena<T: Copy> {
+    /// Keeps the map alive while it is mapped.
     _map: MapHandle,
-    rows: NonNull<unwind_row>,
+    name: &'static str,
+    items: NonNull<T>,
     capacity: u32,
     used: u32,
 }
 
-impl RowArena {
-    fn new(map: MapHandle) -> Result<Self, Error> {
+impl<T: Copy> Arena<T> {
+    fn new(map: MapHandle, name: &'static str) -> Result<Self, Error> {
+        let action = || format!("map BPF array `{name}`");
+        if map.value_size() as usize != std::mem::size_of::<T>() || std::mem::size_of::<T>() != 8 {
+            return Err(Error::io(
+                action(),
+                std::io::Error::other("element size is not 8 bytes"),
+            ));
+        }
         let capacity = map.max_entries();
-        let bytes = capacity as usize * std::mem::size_of::<unwind_row>();
-        // SAFETY: maps `bytes` of a BPF_F_MMAPABLE array (the whole array: its value size is 8,
-        // so elements are packed) shared with the kernel; the mapping is unmapped in Drop.
+        let bytes = capacity as usize * std::mem::size_of::<T>();
+        // SAFETY: maps `bytes` of a BPF_F_MMAPABLE array (the whole array: its elements are 8
+        // bytes, the stride of array maps, so packed) shared with the kernel; unmapped in Drop.
         let address = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -189,39 +204,33 @@ impl RowArena {
             )
         };
         if address == libc::MAP_FAILED {
-            return Err(Error::io(
-                "map BPF array `unwind_rows`",
-                std::io::Error::last_os_error(),
-            ));
+            return Err(Error::io(action(), std::io::Error::last_os_error()));
         }
-        let rows = NonNull::new(address.cast::<unwind_row>()).ok_or_else(|| {
-            Error::io(
-                "map BPF array `unwind_rows`",
-                std::io::Error::other("null mapping"),
-            )
-        })?;
-        Ok(RowArena {
+        let items = NonNull::new(address.cast::<T>())
+            .ok_or_else(|| Error::io(action(), std::io::Error::other("null mapping")))?;
+        Ok(Arena {
             _map: map,
-            rows,
+            name,
+            items,
             capacity,
             used: 0,
         })
     }
 
-    /// Appends `rows`; returns the index of the first, or `None` when they do not fit.
-    fn push(&mut self, rows: &[unwind_row]) -> Option<u32> {
-        let count = u32::try_from(rows.len()).ok()?;
+    /// Appends `items`; returns the index of the first, or `None` when they do not fit.
+    fn push(&mut self, items: &[T]) -> Option<u32> {
+        let count = u32::try_from(items.len()).ok()?;
         if count > self.capacity - self.used {
             return None;
         }
         let first = self.used;
         // SAFETY: [first, first + count) is inside the mapped array (checked above) and no one
-        // else writes it: rows are only appended, and BPF programs only read them.
+        // else writes it: items are only appended, and BPF programs only read them.
         unsafe {
             std::ptr::copy_nonoverlapping(
-                rows.as_ptr(),
-                self.rows.as_ptr().add(first as usize),
-                rows.len(),
+                items.as_ptr(),
+                self.items.as_ptr().add(first as usize),
+                items.len(),
             );
         }
         self.used += count;
@@ -229,17 +238,18 @@ impl RowArena {
     }
 }
 
-impl Drop for RowArena {
+impl<T: Copy> Drop for Arena<T> {
     fn drop(&mut self) {
-        let bytes = self.capacity as usize * std::mem::size_of::<unwind_row>();
+        let bytes = self.capacity as usize * std::mem::size_of::<T>();
         // SAFETY: unmaps exactly the mapping made in `new`; nothing refers to it any more.
-        unsafe { libc::munmap(self.rows.as_ptr().cast(), bytes) };
+        unsafe { libc::munmap(self.items.as_ptr().cast(), bytes) };
     }
 }
 
 /// Builds and loads unwind tables for traced processes, and reads the stacks BPF unwound.
 pub struct Unwinder {
-    arena: RowArena,
+    arena: Arena<unwind_row>,
+    pages: Arena<u64>,
     procs: MapHandle,
     files: MapHandle,
     stacks: MapHandle,
@@ -290,7 +300,8 @@ impl Unwinder {
                 source,
             })?;
         Ok(Unwinder {
-            arena: RowArena::new(handle(maps.rows, "unwind_rows")?)?,
+            arena: Arena::new(handle(maps.rows, "unwind_rows")?, "unwind_rows")?,
+            pages: Arena::new(handle(maps.pages, "unwind_pages")?, "unwind_pages")?,
             procs: handle(maps.procs, "unwind_procs")?,
             files: handle(maps.files, "unwind_files")?,
             stacks: handle(maps.stacks, "user_stacks")?,
@@ -337,6 +348,8 @@ impl Unwinder {
                     mapping.bias = line.start.wrapping_sub(vaddr).wrapping_add(table.base);
                     mapping.first_row = table.first_row;
                     mapping.rows = table.rows;
+                    mapping.first_page = table.first_page;
+                    mapping.pages = table.pages;
                 }
             }
             mappings.push(mapping);
@@ -483,6 +496,8 @@ impl Unwinder {
             vaddr_minus_offset,
             first_row: table.first_row,
             rows: table.rows,
+            first_page: table.first_page,
+            pages: table.pages,
         };
         // SAFETY: both are #[repr(C)] structs of integers without padding.
         let (key, value) = unsafe { (as_bytes(&key), as_bytes(&value)) };
@@ -592,18 +607,33 @@ impl Unwinder {
                 cfa_offset: rule.cfa_offset,
             })
             .collect();
+        let index = table.page_index();
+        if index.len() > (self.pages.capacity - self.pages.used) as usize {
+            self.failures.push(format!(
+                "{name}: its {} pages do not fit in `{}` ({} of {} used)",
+                index.len(),
+                self.pages.name,
+                self.pages.used,
+                self.pages.capacity
+            ));
+            return None;
+        }
         let Some(first_row) = self.arena.push(&rows) else {
             self.failures.push(format!(
-                "{name}: {} rows do not fit in the unwind table ({} of {} used)",
+                "{name}: {} rows do not fit in `{}` ({} of {} used)",
                 rows.len(),
+                self.arena.name,
                 self.arena.used,
                 self.arena.capacity
             ));
             return None;
         };
+        let first_page = self.pages.push(&index)?;
         Some(LoadedTable {
             first_row,
             rows: rows.len() as u32,
+            first_page,
+            pages: index.len() as u32,
             base: table.base,
             loads,
             code_vaddr_minus_offset: None,
@@ -623,10 +653,18 @@ fn find_program(program: &OsStr) -> Option<PathBuf> {
 }
 
 /// An `unwind_mapping`'s fields (the generated type has no `PartialEq`).
-type MappingKey = (u64, u64, u64, u32, u32);
+type MappingKey = (u64, u64, u64, u32, u32, u32, u32);
 
 fn mapping_key(m: &unwind_mapping) -> MappingKey {
-    (m.start, m.end, m.bias, m.first_row, m.rows)
+    (
+        m.start,
+        m.end,
+        m.bias,
+        m.first_row,
+        m.rows,
+        m.first_page,
+        m.pages,
+    )
 }
 
 /// The bytes of a plain `#[repr(C)]` value.

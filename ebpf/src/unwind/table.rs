@@ -186,6 +186,31 @@ fn merge(fdes: impl Iterator<Item = FdeRows>) -> Result<CompactTable, TableError
     Ok(CompactTable { base, rows })
 }
 
+/// Bytes of address space per page-index entry (LKS_UNWIND_PAGE_SHIFT in `bpf/unwind.h`).
+pub(crate) const PAGE_SHIFT: u32 = 12;
+
+impl CompactTable {
+    /// For each 4 KiB page of the table's address range, the index of the row in effect at the
+    /// page's start (0 when none is: before the first row). The BPF unwinder then searches only
+    /// the rows between a page's entry and the next one.
+    pub fn page_index(&self) -> Vec<u64> {
+        let Some(&(last, _)) = self.rows.last() else {
+            return Vec::new();
+        };
+        let pages = (last >> PAGE_SHIFT) as usize + 1;
+        let mut index = Vec::with_capacity(pages);
+        let mut row = 0usize;
+        for page in 0..pages {
+            let start = (page as u64) << PAGE_SHIFT;
+            while row + 1 < self.rows.len() && u64::from(self.rows[row + 1].0) <= start {
+                row += 1;
+            }
+            index.push(row as u64);
+        }
+        index
+    }
+}
+
 #[cfg(test)]
 impl CompactTable {
     /// The rule at link-time address `address` (what the BPF unwinder's search finds).
@@ -231,6 +256,37 @@ mod tests {
             fp_offset8: 0,
         };
         assert!(table.rows.iter().filter(|(_, r)| *r == sp8).count() > 100);
+    }
+
+    /// The page index names, for each page, the row in effect at its start, and searching
+    /// only between a page's entry and the next finds what a whole-table search finds.
+    #[test]
+    fn page_index_narrows_searches_correctly() {
+        let table = libc_table();
+        let index = table.page_index();
+        assert_eq!(
+            index.len(),
+            (table.rows.last().expect("rows").0 >> PAGE_SHIFT) as usize + 1
+        );
+        for (page, &row) in index.iter().enumerate() {
+            let start = (page as u64) << PAGE_SHIFT;
+            assert!(u64::from(table.rows[row as usize].0) <= start || row == 0);
+            if let Some(next) = table.rows.get(row as usize + 1) {
+                assert!(u64::from(next.0) > start);
+            }
+        }
+        // Every 97th byte of the range: the narrowed search agrees with the full one.
+        let end = u64::from(table.rows.last().expect("rows").0);
+        for rel in (0..end).step_by(97) {
+            let page = (rel >> PAGE_SHIFT) as usize;
+            let lo = index[page] as usize;
+            let hi = index
+                .get(page + 1)
+                .map_or(table.rows.len(), |&n| n as usize + 1);
+            let narrowed = lo + table.rows[lo..hi].partition_point(|(pc, _)| u64::from(*pc) <= rel);
+            let full = table.rows.partition_point(|(pc, _)| u64::from(*pc) <= rel);
+            assert_eq!(narrowed, full, "rel {rel:#x}");
+        }
     }
 
     /// Lookups find the rule of the row at or before an address, and nothing before the table.
