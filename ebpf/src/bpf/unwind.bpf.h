@@ -318,14 +318,26 @@ static long lks_unwind_step(__u64 index, void *data)
 		return lks_walk_truncated(w);
 	}
 
-	if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa + LKS_RA_CFA_OFFSET))) {
-		counters->read_failures++;
-		return lks_walk_truncated(w);
-	}
-	if (fp_offset8 &&
-	    bpf_probe_read_user(&fp, sizeof(fp), (void *)(cfa + (__s64)fp_offset8 * 8))) {
-		counters->read_failures++;
-		return lks_walk_truncated(w);
+	if (fp_offset8 * 8 == LKS_RA_CFA_OFFSET - 8) {
+		/* The usual frame: saved FP just below the return address; one read for both. */
+		__u64 pair[2];
+
+		if (bpf_probe_read_user(pair, sizeof(pair), (void *)(cfa + LKS_RA_CFA_OFFSET - 8))) {
+			counters->read_failures++;
+			return lks_walk_truncated(w);
+		}
+		fp = pair[0];
+		ra = pair[1];
+	} else {
+		if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa + LKS_RA_CFA_OFFSET))) {
+			counters->read_failures++;
+			return lks_walk_truncated(w);
+		}
+		if (fp_offset8 &&
+		    bpf_probe_read_user(&fp, sizeof(fp), (void *)(cfa + (__s64)fp_offset8 * 8))) {
+			counters->read_failures++;
+			return lks_walk_truncated(w);
+		}
 	}
 	if (ra == 0) {
 		/* A zero return address ends frame-pointer chains (and some hand-written entries). */
