@@ -403,11 +403,13 @@ impl ProbeSet {
         Ok((events, losses))
     }
 
-    /// Reads every probe's maps (call after [`ProbeSet::detach`]).
-    pub fn drain(&self) -> Result<Drained, Error> {
+    /// Reads every probe's maps (call after [`ProbeSet::detach`]). `targets` are the recorded
+    /// processes: their threads that never ran during the recording get their times from
+    /// `/proc` (asleep all along, in the system call they are blocked in).
+    pub fn drain(&self, targets: &[u32]) -> Result<Drained, Error> {
         let mut drained = Drained::default();
         if let Some(o) = self.offcpu.as_ref().and_then(|s| s.object.as_ref()) {
-            drain_offcpu(o, &mut drained)?;
+            drain_offcpu(o, targets, &mut drained)?;
         }
         if let Some(o) = self.syscall.as_ref().and_then(|s| s.object.as_ref()) {
             for (k, v) in entries::<syscall::types::syscall_key, offcpu::types::lks_stats>(
@@ -583,6 +585,7 @@ fn offcpu_operation(state: u32, syscall: i32) -> String {
 
 fn drain_offcpu(
     o: &ProbeObject<offcpu::OffcpuSkel<'static>>,
+    targets: &[u32],
     drained: &mut Drained,
 ) -> Result<(), Error> {
     use offcpu::types::offcpu_state as State;
@@ -623,10 +626,81 @@ fn drain_offcpu(
         });
     }
     let now = monotonic_ns();
+    let mut seen = std::collections::HashSet::new();
     for (tid, t) in entries::<u32, offcpu::types::offcpu_thread>(&o.skel.maps.threads, "threads")? {
+        seen.insert(tid);
         drained.threads.push(thread_time(tid, &t, now));
     }
+    let start = o
+        .skel
+        .maps
+        .bss_data
+        .as_ref()
+        .map_or(now, |bss| bss.lks_start_ns);
+    drained
+        .threads
+        .extend(never_ran(targets, &seen, now.saturating_sub(start)));
     Ok(())
+}
+
+/// Threads of `targets` the scheduler hooks never saw: asleep for the whole `wall_ns`, classed by
+/// the system call they are blocked in (`/proc/PID/task/TID/syscall`).
+fn never_ran(
+    targets: &[u32],
+    seen: &std::collections::HashSet<u32>,
+    wall_ns: u64,
+) -> Vec<RawThreadTime> {
+    let mut times = Vec::new();
+    for &pid in targets {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            let Some(tid) = task
+                .file_name()
+                .to_str()
+                .and_then(|t| t.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if seen.contains(&tid) {
+                continue;
+            }
+            let path = task.path();
+            let syscall = std::fs::read_to_string(path.join("syscall")).unwrap_or_default();
+            let class = syscall
+                .split_whitespace()
+                .next()
+                .and_then(|nr| nr.parse::<i32>().ok())
+                .map_or(TimeClass::Other, time_class_of_syscall);
+            let name = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+            times.push(RawThreadTime {
+                name: name.trim_end().to_owned(),
+                time: ThreadTime {
+                    pid,
+                    tid,
+                    wall_ns,
+                    time_ns: BTreeMap::from([(class, wall_ns)]),
+                    voluntary_switches: 0,
+                    involuntary_switches: 0,
+                },
+            });
+        }
+    }
+    times
+}
+
+/// The time class of a sleep in system call `nr`: `class_of_syscall` of bpf/offcpu.bpf.c (keep
+/// the two in step).
+fn time_class_of_syscall(nr: i32) -> TimeClass {
+    match nr {
+        202 | 449 | 455 => TimeClass::Futex,
+        7 | 23 | 232 | 270 | 271 | 281 | 441 => TimeClass::Poll,
+        0 | 1 | 17 | 18 | 19 | 20 | 40 | 42 | 43 | 44 | 45 | 46 | 47 | 74 | 75 | 208 | 257
+        | 277 | 288 | 295 | 296 | 299 | 307 | 327 | 328 | 426 => TimeClass::Io,
+        34 | 35 | 128 | 130 | 230 => TimeClass::Sleep,
+        _ => TimeClass::Other,
+    }
 }
 
 fn is_futex_syscall(nr: i32) -> bool {

@@ -327,7 +327,7 @@ impl Recorder {
         self.probe_set.detach();
         self.shared.detach();
         let (set_events, set_losses) = self.probe_set.counters()?;
-        let drained = self.probe_set.drain()?;
+        let drained = self.probe_set.drain(&self.shared.targets())?;
         let (thread_times, wakeups) = resolve(drained, &self.shared, &self.maps)?.merge_into(
             &mut waits,
             &mut threads,

@@ -503,3 +503,36 @@ fn helper_sync_primitives() {
     }
     pool.join().expect("join pool");
 }
+
+/// A thread asleep for the whole recording (it never runs, so no scheduler event names it) still
+/// gets its breakdown, classed by the system call it is blocked in.
+#[test]
+fn offcpu_accounts_threads_that_never_run() {
+    require_bpf!();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .expect("spawn sleep");
+    // Let it reach its nanosleep.
+    std::thread::sleep(Duration::from_millis(100));
+    let mut options = RecordOptions::new(TargetSpec::Pid(sleeper.id()));
+    options.probes = vec!["offcpu".to_string()];
+    let mut recorder = Recorder::start(options).expect("start");
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(300) {
+        recorder.poll().expect("poll");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let profile = recorder.finish("duration elapsed").expect("finish");
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    let time = profile
+        .thread_times
+        .iter()
+        .find(|t| t.tid == sleeper.id())
+        .expect("the sleeper's times");
+    assert!(time.wall_ns >= 250_000_000, "{time:?}");
+    assert_eq!(time.ns(TimeClass::Sleep), time.wall_ns, "{time:?}");
+    assert_eq!(profile.thread_name(time.pid, time.tid), Some("sleep"));
+}

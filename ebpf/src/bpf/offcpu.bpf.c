@@ -68,6 +68,7 @@ struct {
 	__type(value, struct offcpu_thread);
 } fresh_thread SEC(".maps");
 
+/* Kept in step with time_class_of_syscall in src/probeset.rs (threads that never ran). */
 static __always_inline enum time_class class_of_syscall(__s32 nr)
 {
 	switch (nr) {
