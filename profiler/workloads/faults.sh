@@ -81,12 +81,18 @@ start_recorder() {
     wait_for 30 grep -q "recording pid" "$WORK/record.err" || die "lockscope did not start: $(cat "$WORK/record.err")"
 }
 
-# Names of lockscope's BPF programs (lks_*) and links to them that are loaded now.
-lockscope_bpf_objects() {
-    bpftool prog show | grep -E '^[0-9]+: .* name lks_' || true
-    local ids
-    ids=$(bpftool prog show | sed -n 's/^\([0-9]*\): .* name lks_.*/\1/p' | tr '\n' '|')
-    [ -n "$ids" ] && bpftool link show | grep -E "prog (${ids%|})\b" || true
+# Ids of lockscope's BPF programs (named lks_*) loaded now, one per line.
+lockscope_prog_ids() {
+    bpftool prog show | sed -n 's/^\([0-9]*\): .* name lks_.*/\1/p' | sort
+}
+
+# The `bpftool prog` and `bpftool link` lines of the programs whose ids are in "$@".
+bpf_objects_of() {
+    [ $# -gt 0 ] || return 0
+    local alternatives
+    alternatives=$(IFS='|' && echo "$*")
+    bpftool prog show | grep -E "^($alternatives): " || true
+    bpftool link show | grep -E "prog ($alternatives)\b" || true
 }
 
 case_target_killed() {
@@ -124,23 +130,24 @@ case_target_killed() {
 
 case_lockscope_killed() {
     "$MARIADB" start
-    local lsp="$WORK/lockscope-killed.lsp" left
+    local lsp="$WORK/lockscope-killed.lsp" left before ours
+    # Other lockscopes (tests, other users) may be running: only this one's programs count.
+    before=$(lockscope_prog_ids)
     start_load 15
     start_recorder "$lsp"
-    local during
-    during=$(lockscope_bpf_objects)
-    echo "while recording:"
-    sed 's/^/  /' <<<"$during"
+    mapfile -t ours < <(comm -13 <(echo "$before") <(lockscope_prog_ids))
+    echo "while recording, this lockscope's programs and links:"
+    bpf_objects_of "${ours[@]}" | sed 's/^/  /'
     # Without them the check below would prove nothing.
-    grep -q 'name lks_' <<<"$during" || fail lockscope-killed "no lks_* program seen while recording"
+    [ ${#ours[@]} -gt 0 ] || fail lockscope-killed "no lks_* program of this lockscope seen while recording"
     sleep 3
     kill -KILL "$recorder_pid"
     wait "$recorder_pid" 2>/dev/null || true
     recorder_pid=
     # The kernel releases the links and programs when the last fd closes, with the process.
     sleep 1
-    left=$(lockscope_bpf_objects)
-    [ -z "$left" ] && pass lockscope-killed "no lks_* BPF program or link left after SIGKILL" ||
+    left=$(bpf_objects_of "${ours[@]}")
+    [ -z "$left" ] && pass lockscope-killed "none of its ${#ours[@]} BPF programs or their links left after SIGKILL" ||
         fail lockscope-killed "left behind: $left"
     local files
     files=$(find "$WORK" -name '*lockscope-killed*' -printf '%f ')
