@@ -437,6 +437,49 @@ fn library_dlopened_after_attach_unwinds() {
     assert!(module_seen, "plugin_lock not named in libplugin.so");
 }
 
+/// A stripped program (no .symtab, no debug info) still unwinds completely from its .eh_frame;
+/// its functions are named from .dynsym when exported (-rdynamic), else `module+0xoffset`.
+#[test]
+fn stripped_binaries_unwind_and_fall_back_to_dynsym_then_offsets() {
+    require_bpf!();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let exported = dir.path().join("chains-dynsym");
+    compile(CHAINS_C, &exported, &["-s", "-rdynamic"]);
+    let workload = Workload::start(Command::new(&exported).args(["--wait-for-stdin", "10"]));
+    let (profile, workload, _) = workload.record();
+    assert_c_chains(&profile, &workload);
+
+    let bare = dir.path().join("chains-bare");
+    compile(CHAINS_C, &bare, &["-s"]);
+    let workload = Workload::start(Command::new(&bare).args(["--wait-for-stdin", "10"]));
+    let (profile, workload, _) = workload.record();
+    let (start, end) = workload.lock("mutex");
+    let mut checked = 0;
+    for wait in profile
+        .waits
+        .iter()
+        .filter(|w| (start..end).contains(&w.object))
+    {
+        let stack = profile.stack(wait.user_stack).expect("user stack");
+        assert!(!stack.truncated, "{}", dump_stacks(&profile));
+        let own: Vec<_> = stack
+            .frames
+            .iter()
+            .filter(|f| f.module.as_deref() == Some("chains-bare"))
+            .collect();
+        // worker, outer, inner_lock: three frames of the program, without names but placed.
+        assert!(own.len() >= 3, "{}", dump_stacks(&profile));
+        for frame in own {
+            assert!(frame.module_offset.is_some(), "{frame:?}");
+            let name = frame.display_name();
+            assert!(name.starts_with("chains-bare+0x"), "{name}");
+        }
+        checked += 1;
+    }
+    assert!(checked > 0, "no mutex waits\n{}", dump_stacks(&profile));
+}
+
 /// Function names as both tools spell them: glibc aliases reduced, symbol versions dropped.
 fn function_key(name: &str) -> String {
     normalize(name.split('@').next().unwrap_or(name)).to_owned()
