@@ -432,13 +432,16 @@ fn helper_sync_primitives() {
     // Mutex.
     contend(
         hold_then(
+            // SAFETY: pthread calls on statically initialized objects that live forever.
             || unsafe {
                 libc::pthread_mutex_lock(MUTEX.ptr());
             },
+            // SAFETY: pthread calls on statically initialized objects that live forever.
             || unsafe {
                 libc::pthread_mutex_unlock(MUTEX.ptr());
             },
         ),
+        // SAFETY: pthread calls on statically initialized objects that live forever.
         || unsafe {
             libc::pthread_mutex_lock(MUTEX.ptr());
             libc::pthread_mutex_unlock(MUTEX.ptr());
@@ -447,13 +450,16 @@ fn helper_sync_primitives() {
     // Write lock waits for a reader.
     contend(
         hold_then(
+            // SAFETY: pthread calls on statically initialized objects that live forever.
             || unsafe {
                 libc::pthread_rwlock_rdlock(RWLOCK.ptr());
             },
+            // SAFETY: pthread calls on statically initialized objects that live forever.
             || unsafe {
                 libc::pthread_rwlock_unlock(RWLOCK.ptr());
             },
         ),
+        // SAFETY: pthread calls on statically initialized objects that live forever.
         || unsafe {
             libc::pthread_rwlock_wrlock(RWLOCK.ptr());
             libc::pthread_rwlock_unlock(RWLOCK.ptr());
@@ -462,19 +468,23 @@ fn helper_sync_primitives() {
     // Read lock waits for a writer.
     contend(
         hold_then(
+            // SAFETY: pthread calls on statically initialized objects that live forever.
             || unsafe {
                 libc::pthread_rwlock_wrlock(RWLOCK.ptr());
             },
+            // SAFETY: pthread calls on statically initialized objects that live forever.
             || unsafe {
                 libc::pthread_rwlock_unlock(RWLOCK.ptr());
             },
         ),
+        // SAFETY: pthread calls on statically initialized objects that live forever.
         || unsafe {
             libc::pthread_rwlock_rdlock(RWLOCK.ptr());
             libc::pthread_rwlock_unlock(RWLOCK.ptr());
         },
     );
     // Condvar: this thread waits until the other signals, HOLD later.
+    // SAFETY: pthread calls on statically initialized objects that live forever.
     let signaller = std::thread::spawn(|| unsafe {
         std::thread::sleep(HOLD);
         libc::pthread_mutex_lock(CV_MUTEX.ptr());
@@ -482,6 +492,7 @@ fn helper_sync_primitives() {
         libc::pthread_cond_signal(CV.ptr());
         libc::pthread_mutex_unlock(CV_MUTEX.ptr());
     });
+    // SAFETY: pthread calls on statically initialized objects that live forever.
     unsafe {
         libc::pthread_mutex_lock(CV_MUTEX.ptr());
         while !CV_READY.load(Ordering::SeqCst) {
@@ -495,6 +506,7 @@ fn helper_sync_primitives() {
         .join()
         .expect("join sleeper");
     // Release the pool.
+    // SAFETY: pthread calls on statically initialized objects that live forever.
     unsafe {
         libc::pthread_mutex_lock(POOL_MUTEX.ptr());
         POOL_STOP.store(true, Ordering::SeqCst);
