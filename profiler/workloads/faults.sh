@@ -144,11 +144,15 @@ case_lockscope_killed() {
     kill -KILL "$recorder_pid"
     wait "$recorder_pid" 2>/dev/null || true
     recorder_pid=
-    # The kernel releases the links and programs when the last fd closes, with the process.
-    sleep 1
-    left=$(bpf_objects_of "${ours[@]}")
-    [ -z "$left" ] && pass lockscope-killed "none of its ${#ours[@]} BPF programs or their links left after SIGKILL" ||
-        fail lockscope-killed "left behind: $left"
+    # The kernel releases the links and programs when the last fd closes, with the process; the
+    # programs' memory is freed after an RCU grace period, so they may be listed a little longer.
+    local killed_at=$SECONDS links_gone=
+    while left=$(bpf_objects_of "${ours[@]}") && [ -n "$left" ] && [ $((SECONDS - killed_at)) -lt 60 ]; do
+        [ -z "$links_gone" ] && ! grep -q ' prog ' <<<"$left" && links_gone=$((SECONDS - killed_at))
+        sleep 0.2
+    done
+    [ -z "$left" ] && pass lockscope-killed "none of its ${#ours[@]} BPF programs or their links left after SIGKILL (links gone within ${links_gone:-0} s, programs within $((SECONDS - killed_at)) s)" ||
+        fail lockscope-killed "left behind 60 s after SIGKILL: $left"
     local files
     files=$(find "$WORK" -name '*lockscope-killed*' -printf '%f ')
     [ -z "$files" ] && pass lockscope-killed "no profile or temporary file left" ||
