@@ -120,7 +120,10 @@ fn every_probe_reports_draws_and_exports() {
             .arg(&wakeups),
     );
     let wakeups = std::fs::read_to_string(&wakeups).expect("svg");
-    assert!(wakeups.contains("[interrupt]"), "the sleep's timer is no waker");
+    assert!(
+        wakeups.contains("[interrupt]"),
+        "the sleep's timer is no waker"
+    );
 
     for probe in ["offcpu", "syscall", "lifecycle"] {
         let folded = run_ok(
