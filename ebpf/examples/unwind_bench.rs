@@ -4,7 +4,8 @@
 //! walk, and by the CFI unwinder; the extra time divided by the waits recorded is the cost per
 //! event. Runs are interleaved and repeated; the table shows medians.
 //!
-//! Run as root: `cargo run --release -p lockscope-ebpf --example unwind_bench [ROUNDS] [RUNS]`.
+//! Run as root:
+//! `cargo run --release -p lockscope-ebpf --example unwind_bench [ROUNDS] [RUNS] [DEPTH]`.
 
 use lockscope_ebpf::{RecordOptions, Recorder, TargetSpec, USER_STACKS_ENV};
 use std::io::{BufRead, BufReader, Write};
@@ -13,8 +14,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const PINGPONG_C: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/pingpong.c");
-/// Recursion depth before the ping-pong: with main/start_thread, libc and the loop, stacks are
-/// about 30 frames deep.
+/// Default recursion depth before the ping-pong: with main/start_thread, libc and the loop,
+/// stacks are about 30 frames deep.
 const DEPTH: &str = "24";
 
 /// One configuration: which binary, and how lockscope records it (`None`: not at all).
@@ -91,9 +92,9 @@ fn compile(output: &Path, frame_pointers: bool) {
     assert!(status.success(), "cc failed");
 }
 
-fn run(config: &Config, rounds: &str) -> Run {
+fn run(config: &Config, rounds: &str, depth: &str) -> Run {
     let mut child = Command::new(&config.binary)
-        .args([rounds, DEPTH])
+        .args([rounds, depth])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -109,7 +110,19 @@ fn run(config: &Config, rounds: &str) -> Run {
     let recorder = config.user_stacks.map(|mode| {
         // SAFETY: single-threaded here; the recorder reads the variable in `start`.
         unsafe { std::env::set_var(USER_STACKS_ENV, mode) };
-        Recorder::start(RecordOptions::new(TargetSpec::Pid(pid))).expect("start recorder")
+        let started = std::time::Instant::now();
+        let recorder =
+            Recorder::start(RecordOptions::new(TargetSpec::Pid(pid))).expect("start recorder");
+        if let Ok(Some(stats)) = recorder.unwind_stats() {
+            eprintln!(
+                "{}: attached in {:.1} ms, {} unwind tables, {} rows",
+                config.name,
+                started.elapsed().as_secs_f64() * 1e3,
+                stats.tables,
+                stats.rows_used
+            );
+        }
+        recorder
     });
     child
         .stdin
@@ -160,6 +173,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let rounds = args.get(1).map_or("100000", String::as_str).to_owned();
     let runs: usize = args.get(2).and_then(|r| r.parse().ok()).unwrap_or(3);
+    let depth = args.get(3).map_or(DEPTH, String::as_str).to_owned();
     let dir = std::env::temp_dir().join(format!("lockscope-unwind-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let no_fp = dir.join("pingpong");
@@ -191,7 +205,7 @@ fn main() {
     let mut results: Vec<Vec<Run>> = configs.iter().map(|_| Vec::new()).collect();
     for _ in 0..runs {
         for (config, runs) in configs.iter().zip(&mut results) {
-            runs.push(run(config, &rounds));
+            runs.push(run(config, &rounds, &depth));
         }
     }
     let baseline = |binary: &Path| {
@@ -202,7 +216,7 @@ fn main() {
             .map(|(_, r)| median(r.iter().map(|r| r.elapsed_ns).collect()))
             .unwrap_or(0)
     };
-    println!("{rounds} round trips, {runs} runs each, medians");
+    println!("{rounds} round trips, recursion depth {depth}, {runs} runs each, medians");
     println!(
         "| configuration | wall time | waits recorded | deepest user stack | BPF time per wait | \
          wall time per wait vs not recorded |"
