@@ -437,6 +437,24 @@ fn library_dlopened_after_attach_unwinds() {
     assert!(module_seen, "plugin_lock not named in libplugin.so");
 }
 
+/// A program whose own CFI is only in .debug_frame (`-fno-asynchronous-unwind-tables -g`: no
+/// .eh_frame entries for its functions) unwinds from .debug_frame.
+#[test]
+fn chains_with_cfi_only_in_debug_frame() {
+    require_bpf!();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let binary = dir.path().join("chains-debug-frame");
+    compile(
+        CHAINS_C,
+        &binary,
+        &["-fno-asynchronous-unwind-tables", "-fno-unwind-tables"],
+    );
+    let workload = Workload::start(Command::new(&binary).args(["--wait-for-stdin", "10"]));
+    let (profile, workload, _) = workload.record();
+    assert_c_chains(&profile, &workload);
+}
+
 /// A stripped program (no .symtab, no debug info) still unwinds completely from its .eh_frame;
 /// its functions are named from .dynsym when exported (-rdynamic), else `module+0xoffset`.
 #[test]
