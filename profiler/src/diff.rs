@@ -9,9 +9,12 @@
 //!   thread ids still match;
 //! - user frames follow, outermost first, inlined functions expanded; a DTrace ``module`symbol``
 //!   loses its module and a `+0x..` offset is dropped, and glibc's `__GI_` aliases lose the prefix;
-//! - the first frame that enters the kernel to wait (`__lll_lock_wait`, `__psynch_mutexwait`,
-//!   `_umtx_op_err`, `__lwp_park`, ... see [`canonical_frame`]) becomes `[kernel wait]`, and the
-//!   OS-specific frames below it are dropped;
+//! - the outermost synchronization entry point (`pthread_mutex_lock`, `___pthread_cond_wait`,
+//!   Rust's `std::sync::Mutex`, ... see [`sync_entry`]) keeps its public name and is followed by
+//!   `[kernel wait]`: the C library's internals under it differ per OS and are dropped; without
+//!   one, the first frame that enters the kernel to wait (`__lll_lock_wait`,
+//!   `__psynch_mutexwait`, `_umtx_op_err`, `__lwp_park`, ... see [`canonical_frame`]) becomes
+//!   `[kernel wait]`, and the frames below it are dropped;
 //! - the leaf frame is the wait kind in brackets (`[mutex]`, `[condvar]`, `[wait]`), so the same
 //!   kind of wait lines up across kernels even when the stacks are truncated;
 //! - a record without a user stack folds to `thread;[no user stack];[kind]`.
@@ -34,7 +37,7 @@
 use crate::fold::{sanitize_frame, NO_USER_STACK};
 use crate::units::{format_ns, format_percent};
 use anyhow::{bail, Context};
-use lockscope_probes::{AttachStatus, Frame, Profile, WaitRecord, WaitStats};
+use lockscope_probes::{AttachStatus, Frame, Profile, WaitKind, WaitRecord, WaitStats};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -175,8 +178,29 @@ pub fn thread_group(name: &str) -> String {
     out
 }
 
-/// The canonical frames of one record below its thread frame: user frames up to the kernel wait
-/// entry, then the kind.
+/// The public synchronization entry point a frame names (`___pthread_mutex_lock` →
+/// `pthread_mutex_lock`), or `None`: a frame the wait taxonomy classifies (pthread mutex, condvar,
+/// rwlock, semaphore, join entry points, Rust's std locks), with glibc's leading underscores and
+/// `__GI_` prefix removed.
+pub fn sync_entry(name: &str) -> Option<String> {
+    let symbol = bare_symbol(name);
+    // `Syscall` never comes out of the user-stack taxonomy: getting it back means "not a
+    // synchronization entry point".
+    let kind = WaitKind::classify_user_wait([symbol], WaitKind::Syscall);
+    if kind == WaitKind::Syscall || canonical_frame(symbol).is_some() {
+        return None;
+    }
+    let trimmed = symbol.trim_start_matches('_');
+    let trimmed = trimmed
+        .strip_prefix("GI_")
+        .map_or(trimmed, |t| t.trim_start_matches('_'));
+    Some(trimmed.to_string())
+}
+
+/// The canonical frames of one record below its thread frame: user frames down to the outermost
+/// synchronization entry point (its public name) or, without one, down to the frame that enters
+/// the kernel; then `[kernel wait]` and the kind. What lies between the entry point and the
+/// kernel is the C library's own business and differs per OS, so it is dropped.
 fn canonical_site(profile: &Profile, record: &WaitRecord) -> Vec<String> {
     let mut frames = Vec::new();
     match profile.stack(record.user_stack) {
@@ -187,6 +211,11 @@ fn canonical_site(profile: &Profile, record: &WaitRecord) -> Vec<String> {
                 .rev()
                 .flat_map(Frame::names_outermost_first)
             {
+                if let Some(entry) = sync_entry(&name) {
+                    frames.push(sanitize_frame(&entry));
+                    frames.push(KERNEL_WAIT_FRAME.to_string());
+                    break;
+                }
                 if let Some(wait) = canonical_frame(&name) {
                     frames.push(wait.to_string());
                     break;
@@ -647,5 +676,15 @@ mod tests {
         assert_eq!(bare_symbol("plain"), "plain");
         assert_eq!(thread_group("mutex-waiter-12"), "mutex-waiter-*");
         assert_eq!(thread_group("t1x22"), "t*x*");
+        assert_eq!(
+            sync_entry("___pthread_cond_wait").as_deref(),
+            Some("pthread_cond_wait")
+        );
+        assert_eq!(
+            sync_entry("libsystem_pthread.dylib`pthread_mutex_lock+0x10").as_deref(),
+            Some("pthread_mutex_lock")
+        );
+        assert_eq!(sync_entry("__lll_lock_wait"), None);
+        assert_eq!(sync_entry("worker_main"), None);
     }
 }
