@@ -108,13 +108,19 @@ impl StackSymbolizer {
         };
         // A return address points after its call, which may be the first instruction of the
         // next function or line: look the call itself up.
+        // A signal trampoline is "returned to" at its first instruction, and the byte before it
+        // (glibc's CFI covers a nop there) belongs to no symbol: then the address itself.
         let adjust = u64::from(is_return && module_offset > 0);
         let source = Source::Elf(Elf::new(path));
-        if let Ok(Symbolized::Sym(sym)) = self
+        let lookup = |adjust: u64| match self
             .symbolizer
             .symbolize_single(&source, Input::FileOffset(module_offset - adjust))
         {
-            let mut symbolized = frame_from_sym(address, &sym, adjust);
+            Ok(Symbolized::Sym(sym)) => Some(frame_from_sym(address, &sym, adjust)),
+            _ => None,
+        };
+        let found = lookup(adjust).or_else(|| if adjust > 0 { lookup(0) } else { None });
+        if let Some(mut symbolized) = found {
             symbolized.module = frame.module;
             symbolized.module_offset = frame.module_offset;
             frame = symbolized;

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 static SERIAL: Mutex<()> = Mutex::new(());
 
 const CHAINS_C: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/chains.c");
+const SIGNAL_C: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/signal.c");
 const PLUGIN_C: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/plugin.c");
 /// Share of each chain's wait time that must be on its complete, ordered stack.
 const REQUIRED_SHARE: f64 = 0.99;
@@ -453,6 +454,32 @@ fn chains_with_cfi_only_in_debug_frame() {
     let workload = Workload::start(Command::new(&binary).args(["--wait-for-stdin", "10"]));
     let (profile, workload, _) = workload.record();
     assert_c_chains(&profile, &workload);
+}
+
+/// A futex wait in a signal handler unwinds through the signal frame (glibc's `__restore_rt`,
+/// the registers saved in the `ucontext`) into the interrupted code and on to the thread entry.
+#[test]
+fn waits_in_signal_handlers_unwind_through_the_signal_frame() {
+    require_bpf!();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let binary = dir.path().join("signal");
+    compile(SIGNAL_C, &binary, &[]);
+    let workload = Workload::start(Command::new(&binary).args(["--wait-for-stdin", "5"]));
+    let (profile, workload, _) = workload.record();
+    assert_chain(
+        &profile,
+        "signal handler wait",
+        workload.lock("word"),
+        &[
+            THREAD_ENTRY,
+            &["victim_outer"],
+            &["victim_loop"],
+            &["restore_rt"],
+            &["on_signal"],
+            &["syscall"],
+        ],
+    );
 }
 
 /// A stripped program (no .symtab, no debug info) still unwinds completely from its .eh_frame;
