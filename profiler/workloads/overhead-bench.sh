@@ -15,9 +15,10 @@
 # SIGINT after it ends, under /usr/bin/time -v for its CPU time and peak RSS.
 #
 # Output: DIR (default /tmp/lockscope-overhead-<time>) holds runs.tsv (one line per run),
-# summary.md (ratios to untraced with their spread, lockscope's events/s, losses, CPU and RSS,
-# the targets), environment.txt (machine, versions, what else was running) and each tracer's
-# output. The lockscope binary is copied first, so a rebuild during the run changes nothing.
+# summary.md (ratios to untraced with their spread, lockscope's events/s, losses, CPU and RSS),
+# bpf-stats.md (one more run per lockscope mode with kernel.bpf_stats_enabled: runs and ns per
+# run of each of its BPF programs), environment.txt (machine, versions, what else was running)
+# and each tracer's output. The lockscope binary is copied first, so a rebuild during the run changes nothing.
 # Everything started here (MariaDB when it was not running, tracers, a tracefs mount) is stopped
 # or undone on exit.
 set -euo pipefail
@@ -45,7 +46,7 @@ done
 SETTLE=2
 
 need_root
-install_missing mariadb-server sysbench bpftrace linux-perf strace time
+install_missing mariadb-server sysbench bpftrace linux-perf strace time bpftool
 [ -x "$lockscope_bin" ] || die "no lockscope at $lockscope_bin: cargo build --release -p lockscope"
 mkdir -p "$out"
 LOCKSCOPE="$out/lockscope"
@@ -56,6 +57,7 @@ started_mariadb=
 mounted_tracefs=
 tracer_pid=
 cleanup() {
+    sysctl -qw kernel.bpf_stats_enabled=0 2>/dev/null || true
     if [ -n "$tracer_pid" ] && kill -0 "$tracer_pid" 2>/dev/null; then
         pkill -INT -P "$tracer_pid" 2>/dev/null || true
         sleep 2
@@ -218,6 +220,47 @@ for rep in $(seq 1 "$reps"); do
         run_one untraced "$threads" "$rep"
     done
 done
+
+# Where lockscope's cost goes: one more run per lockscope mode at the last thread count with the
+# kernel's BPF statistics on (kernel.bpf_stats_enabled: run count and run time per program, which
+# itself costs a little, hence not during the measured runs), read before the recording stops.
+# BPF run time is charged to whichever thread hit the hook, not to lockscope's CPU time.
+bpf_stats_run() {
+    local mode=$1 threads=$2 base="$out/$1-t$2-bpfstats" before ours
+    before=$(bpftool prog show | sed -n 's/^\([0-9]*\): .* name lks_.*/\1/p' | sort)
+    sysctl -qw kernel.bpf_stats_enabled=1
+    start_tracer "$mode" "$base"
+    # Attached (ready line) SETTLE seconds ago: the programs have been running since about then.
+    local attached elapsed
+    attached=$(awk -v now="$(date +%s.%N)" -v settle="$SETTLE" 'BEGIN {printf "%.3f", now - settle}')
+    "$MARIADB" tps "$threads" "$seconds" >"$base.tps"
+    elapsed=$(awk -v now="$(date +%s.%N)" -v t="$attached" 'BEGIN {printf "%.3f", now - t}')
+    ours=$(comm -13 <(echo "$before") <(bpftool prog show | sed -n 's/^\([0-9]*\): .* name lks_.*/\1/p' | sort) | tr '\n' ' ')
+    for id in $ours; do
+        bpftool prog show id "$id" | sed -n 1p
+    done | awk -v mode="$mode" -v secs="$elapsed" '{
+        for (i = 1; i <= NF; i++) {
+            if ($i == "name") name = $(i + 1)
+            if ($i == "run_time_ns") t = $(i + 1)
+            if ($i == "run_cnt") c = $(i + 1)
+        }
+        if (c > 0) printf "| %s | %s | %d | %.0f | %.0f | %.1f%% |\n", mode, name, c, c / secs, t / c, 100 * t / (secs * 1e9)
+        t = 0; c = 0
+    }' >>"$out/bpf-stats.md"
+    sysctl -qw kernel.bpf_stats_enabled=0
+    stop_tracer
+}
+last_threads=${threads_list##* }
+{
+    echo "| mode | program | runs | runs/s | ns/run | CPU (% of one) |"
+    echo "|---|---|---|---|---|---|"
+} >"$out/bpf-stats.md"
+for mode in "${active_modes[@]}"; do
+    [[ $mode == lockscope-* ]] || continue
+    command -v bpftool >/dev/null || break
+    bpf_stats_run "$mode" "$last_threads"
+done
+cat "$out/bpf-stats.md" >&2
 
 {
     echo
