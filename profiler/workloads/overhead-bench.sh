@@ -148,7 +148,7 @@ start_tracer() {
 # most STOP_TIMEOUT seconds: bpftrace symbolizes and prints every stack of its maps on exit, which
 # takes minutes for mariadbd's thousands of stacks and is not part of what sysbench measured; it
 # is then killed (its CPU time and RSS are then those of the recording alone).
-STOP_TIMEOUT=20
+STOP_TIMEOUT=8
 stop_tracer() {
     local status=0
     pkill -INT -P "$tracer_pid" || true
