@@ -1,4 +1,5 @@
-//! `lockscope chart`: the scaling chart of a sweep, as a self-contained SVG drawn by hand.
+//! `lockscope chart`: the scaling chart of a sweep, as a self-contained SVG drawn by hand (or a PNG
+//! rendered from it by resvg, [`scaling_png`]).
 //!
 //! The x axis has one evenly spaced position per level (concurrency 1, 2, 5, 10, ...). The left
 //! axis is throughput (the thick line; each point is labelled with its scaling against the first
@@ -306,6 +307,38 @@ pub fn scaling_svg(sweep: &Sweep, options: &ChartOptions) -> String {
     }
     svg.push_str("</svg>\n");
     svg
+}
+
+/// Pixels per SVG unit in PNG output: 2 gives a 1520 × 880 image, sharp enough for a paper.
+pub const PNG_SCALE: f32 = 2.0;
+
+/// The scaling chart of `sweep` as a PNG image, rendered from [`scaling_svg`] by resvg with the
+/// system's fonts (DejaVu Sans on Debian: `fonts-dejavu-core`).
+pub fn scaling_png(sweep: &Sweep, options: &ChartOptions) -> anyhow::Result<Vec<u8>> {
+    use anyhow::Context;
+    use resvg::{tiny_skia, usvg};
+    let svg = scaling_svg(sweep, options);
+    let mut opt = usvg::Options::default();
+    opt.fontdb_mut().load_system_fonts();
+    if opt.fontdb.is_empty() {
+        anyhow::bail!("no system fonts to draw the chart's text with (install fonts-dejavu-core)");
+    }
+    let tree = usvg::Tree::from_str(&svg, &opt).context("failed to parse the chart's SVG")?;
+    let size = tree.size().to_int_size();
+    let (width, height) = (
+        (size.width() as f32 * PNG_SCALE).ceil() as u32,
+        (size.height() as f32 * PNG_SCALE).ceil() as u32,
+    );
+    let mut pixmap = tiny_skia::Pixmap::new(width, height)
+        .with_context(|| format!("cannot allocate a {width} × {height} image"))?;
+    resvg::render(
+        &tree,
+        tiny_skia::Transform::from_scale(PNG_SCALE, PNG_SCALE),
+        &mut pixmap.as_mut(),
+    );
+    pixmap
+        .encode_png()
+        .context("failed to encode the chart as PNG")
 }
 
 #[cfg(test)]

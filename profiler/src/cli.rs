@@ -38,6 +38,13 @@ pub enum Command {
     Html(HtmlArgs),
     /// Draw the scaling chart of a sweep (SVG).
     Chart(ChartArgs),
+    /// Run a load at several concurrency levels, recording the server at each: throughput,
+    /// scaling, waits and the knee, in a sweep directory.
+    Sweep(SweepArgs),
+    /// Write one self-contained HTML report of runs and sweeps (no network fetches).
+    Html(HtmlArgs),
+    /// Draw the scaling chart of a sweep (SVG or PNG).
+    Chart(ChartArgs),
     /// Turn output captured by another tool into a profile.
     Import(ImportArgs),
     /// List the probes lockscope can attach, per backend and OS.
@@ -587,6 +594,154 @@ pub struct ChartArgs {
 
     /// Chart to write (`.svg`).
     #[arg(short, long, value_name = "SVG")]
+    pub output: PathBuf,
+
+    /// Title (default: "Throughput and waits vs concurrency").
+    #[arg(long)]
+    pub title: Option<String>,
+}
+
+/// Built-in throughput parsers of `lockscope sweep`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ThroughputArg {
+    /// Try sysbench, ab and wrk in turn.
+    Auto,
+    /// sysbench: `transactions: N (X per sec.)`.
+    Sysbench,
+    /// ApacheBench: `Requests per second: X`.
+    Ab,
+    /// wrk: `Requests/sec: X`.
+    Wrk,
+}
+
+/// `lockscope sweep`.
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// Concurrency levels, comma-separated, in the order to run them.
+    #[arg(
+        long,
+        value_name = "LEVELS",
+        value_delimiter = ',',
+        default_value = "1,2,5,10"
+    )]
+    pub levels: Vec<u32>,
+
+    /// Load command, run with `sh -c` once per level; `{c}` is replaced by the level. It should
+    /// run about as long as --duration and print its throughput.
+    #[arg(long, value_name = "CMD")]
+    pub load: String,
+
+    /// Record this running server process.
+    #[arg(short, long, value_name = "PID", conflicts_with = "server")]
+    pub pid: Option<u32>,
+
+    /// Start this server command (`sh -c 'exec CMD'`) before the first level, record it, and
+    /// stop it (SIGTERM) after the last.
+    #[arg(long, value_name = "CMD")]
+    pub server: Option<String>,
+
+    /// How long to wait after starting --server before the first level.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "2s")]
+    pub server_startup: Duration,
+
+    /// Recording time per level (`20s`, `500ms`).
+    #[arg(short, long, value_name = "DURATION", value_parser = parse_duration, default_value = "20s")]
+    pub duration: Duration,
+
+    /// How long the load may run on after a level's recording before it is killed.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "60s")]
+    pub load_grace: Duration,
+
+    /// Pause between levels.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "1s")]
+    pub settle: Duration,
+
+    /// Throughput parser for the load's output.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "auto",
+        conflicts_with = "throughput_regex"
+    )]
+    pub throughput: ThroughputArg,
+
+    /// Read the throughput with this regular expression instead: its first capture group is the
+    /// number (`'([0-9.]+) ops/s'`).
+    #[arg(long, value_name = "REGEX")]
+    pub throughput_regex: Option<String>,
+
+    /// Sweep directory to write: sweep.json, level-N.lsp and level-N.load.txt.
+    #[arg(short, long, value_name = "DIR")]
+    pub output: PathBuf,
+}
+
+impl SweepArgs {
+    /// Validated sweep options.
+    pub fn to_options(&self) -> Result<lockscope::sweep::SweepOptions> {
+        use lockscope::sweep::Throughput;
+        if self.pid.is_none() && self.server.is_none() {
+            bail!("nothing to record: give -p PID or --server CMD");
+        }
+        let mut options = lockscope::sweep::SweepOptions::default();
+        options.levels = self.levels.clone();
+        options.load = self.load.clone();
+        options.duration = self.duration;
+        options.load_grace = self.load_grace;
+        options.settle = self.settle;
+        options.output_dir = self.output.clone();
+        options.throughput = match (&self.throughput_regex, self.throughput) {
+            (Some(pattern), _) => Throughput::Regex(pattern.clone()),
+            (None, ThroughputArg::Auto) => Throughput::Auto,
+            (None, ThroughputArg::Sysbench) => Throughput::Sysbench,
+            (None, ThroughputArg::Ab) => Throughput::Ab,
+            (None, ThroughputArg::Wrk) => Throughput::Wrk,
+        };
+        options.validate()?;
+        Ok(options)
+    }
+}
+
+/// `lockscope html`.
+#[derive(Debug, Args)]
+pub struct HtmlArgs {
+    /// Runs (`.lsp` profiles) and sweeps (`sweep.json` or its directory) to report on.
+    #[arg(value_name = "RUN_OR_SWEEP", required = true)]
+    pub inputs: Vec<PathBuf>,
+
+    /// HTML file to write.
+    #[arg(short, long, value_name = "HTML")]
+    pub output: PathBuf,
+
+    /// Page title (default: "lockscope report").
+    #[arg(long)]
+    pub title: Option<String>,
+
+    /// Top wait sites shown per run, with their histograms.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub top: usize,
+}
+
+impl HtmlArgs {
+    /// Validated HTML options.
+    pub fn to_options(&self) -> lockscope::html::HtmlOptions {
+        let mut options = lockscope::html::HtmlOptions::default();
+        if let Some(title) = &self.title {
+            options.title = title.clone();
+        }
+        options.top = self.top;
+        options
+    }
+}
+
+/// `lockscope chart`.
+#[derive(Debug, Args)]
+pub struct ChartArgs {
+    /// Sweep file (`sweep.json`) or sweep directory.
+    #[arg(value_name = "SWEEP")]
+    pub sweep: PathBuf,
+
+    /// Chart to write: `.svg`, or `.png` (rendered at twice the SVG's size).
+    #[arg(short, long, value_name = "SVG|PNG")]
     pub output: PathBuf,
 
     /// Title (default: "Throughput and waits vs concurrency").

@@ -179,18 +179,22 @@ pub fn html(args: &HtmlArgs) -> Result<()> {
 /// Runs `lockscope chart`.
 pub fn chart(args: &ChartArgs) -> Result<()> {
     let (sweep, _) = lockscope::sweep::read_sweep(&args.sweep)?;
+    let mut options = lockscope::chart::ChartOptions::default();
+    options.title = args.title.clone();
     match args.output.extension().and_then(|e| e.to_str()) {
-        Some("svg") => {}
+        Some("svg") => write_text(
+            &args.output,
+            &lockscope::chart::scaling_svg(&sweep, &options),
+        ),
+        Some("png") => {
+            let png = lockscope::chart::scaling_png(&sweep, &options)?;
+            std::fs::write(&args.output, png)
+                .with_context(|| format!("cannot write `{}`", args.output.display()))
+        }
         other => bail!(
-            "cannot write chart `{}`: only .svg is supported (got {}); convert with e.g. rsvg-convert",
+            "cannot write chart `{}`: the extension says the format, .svg or .png (got {})",
             args.output.display(),
             other.map_or("no extension".to_string(), |e| format!(".{e}"))
         ),
     }
-    let mut options = lockscope::chart::ChartOptions::default();
-    options.title = args.title.clone();
-    write_text(
-        &args.output,
-        &lockscope::chart::scaling_svg(&sweep, &options),
-    )
 }

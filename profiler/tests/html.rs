@@ -78,8 +78,8 @@ fn assert_self_contained(text: &str) {
     }
 }
 
-/// The chart names every level, marks the knee, labels the scaling and reads as XML-ish SVG;
-/// only .svg is accepted.
+/// The chart names every level, marks the knee, labels the scaling and reads as XML-ish SVG; a
+/// .png output is a PNG of twice the SVG's size; other extensions are refused.
 #[test]
 fn chart_of_a_sweep() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -101,6 +101,20 @@ fn chart_of_a_sweep() {
         assert!(svg.contains(label), "{label} missing");
     }
     assert_self_contained(&svg);
+    // PNG: rendered from the same SVG at twice its size.
+    let png_path = dir.path().join("scaling.png");
+    run_ok(
+        lockscope()
+            .arg("chart")
+            .arg(dir.path())
+            .arg("-o")
+            .arg(&png_path),
+    );
+    let png = std::fs::read(&png_path).expect("png");
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"));
+    // IHDR: width and height, big-endian, at bytes 16..24.
+    let dimension = |at: usize| u32::from_be_bytes(png[at..at + 4].try_into().expect("4 bytes"));
+    assert_eq!((dimension(16), dimension(20)), (1520, 880));
     let out = lockscope()
         .arg("chart")
         .arg(dir.path())
@@ -109,7 +123,7 @@ fn chart_of_a_sweep() {
         .output()
         .expect("run");
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("only .svg"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(".svg or .png (got .gif)"));
 }
 
 /// Runs headless Chromium on `page`: returns its stderr, or `None` (printing why) when there is
