@@ -248,8 +248,13 @@ fn run_workers(
         let mut handles = Vec::with_capacity(count);
         for index in 0..count {
             let gate = &gate;
-            let spawned = std::thread::Builder::new()
-                .spawn_scoped(scope, move || if gate.pass() { worker(index) } else { 0 });
+            let spawned = std::thread::Builder::new().spawn_scoped(scope, move || {
+                if gate.pass() {
+                    worker(index)
+                } else {
+                    0
+                }
+            });
             match spawned {
                 Ok(handle) => handles.push(handle),
                 Err(error) => {
