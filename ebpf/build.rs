@@ -22,7 +22,7 @@ const HEADERS: &[&str] = &[
 const FUTEX_SKEL: &str = "futex.skel.rs";
 /// The other BPF objects, one skeleton each (`NAME.bpf.c` -> `NAME.skel.rs`): the shared-maps
 /// owner (`targets`) and the probes of `src/probes.rs`.
-const PROBE_OBJECTS: &[&str] = &["targets", "offcpu", "syscall", "lifecycle", "klock"];
+const PROBE_OBJECTS: &[&str] = &["targets", "offcpu", "syscall", "lifecycle", "klock", "hold"];
 /// Headers of those objects (for rerun-if-changed).
 const PROBE_HEADERS: &[&str] = &[
     "src/bpf/common.h",
@@ -32,6 +32,7 @@ const PROBE_HEADERS: &[&str] = &[
     "src/bpf/syscall.h",
     "src/bpf/lifecycle.h",
     "src/bpf/klock.h",
+    "src/bpf/hold.h",
 ];
 /// Kernel BTF that `vmlinux.h` is generated from.
 const KERNEL_BTF: &str = "/sys/kernel/btf/vmlinux";

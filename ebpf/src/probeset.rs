@@ -10,7 +10,7 @@ use crate::bpf::{read_plain, ObjectStorage, Plain};
 use crate::error::Error;
 use crate::procmaps::MapsCache;
 use crate::shared::{SharedMaps, MAX_KERNEL_STACK_DEPTH};
-use crate::skels::{klock, lifecycle, offcpu, syscall};
+use crate::skels::{hold, klock, lifecycle, offcpu, syscall};
 use crate::symbolize::{user_stack_complete, StackSymbolizer};
 use crate::syscalls::{errno_name, syscall_name, syscall_number};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
@@ -25,7 +25,7 @@ use std::ffi::CStr;
 use std::time::Duration;
 
 /// Names of the probes this module implements, in catalog order.
-pub const PROBE_NAMES: [&str; 4] = ["offcpu", "syscall", "lifecycle", "klock"];
+pub const PROBE_NAMES: [&str; 5] = ["offcpu", "syscall", "lifecycle", "klock", "mutex-hold"];
 
 /// Waker name of the wakeups done from interrupt context (timers, I/O completion).
 pub const INTERRUPT_WAKER: &str = "[interrupt]";
@@ -82,6 +82,8 @@ unsafe impl Plain for syscall::types::syscall_key {}
 unsafe impl Plain for lifecycle::types::lifecycle_key {}
 // SAFETY: as above.
 unsafe impl Plain for klock::types::klock_key {}
+// SAFETY: as above.
+unsafe impl Plain for hold::types::hold_key {}
 // SAFETY: an integer.
 unsafe impl Plain for u32 {}
 
@@ -167,7 +169,7 @@ fn sum_counters(map: &impl MapCore) -> Result<offcpu::types::lks_counters, Error
 /// One probe of the set: its object once loaded, and what became of it.
 struct Slot<S> {
     object: Option<ProbeObject<S>>,
-    hook: &'static str,
+    hook: String,
     failure: Option<String>,
 }
 
@@ -176,12 +178,12 @@ impl<S: Skel<'static>> Slot<S> {
         match loaded {
             Ok(object) => Slot {
                 object: Some(object),
-                hook,
+                hook: hook.to_owned(),
                 failure: None,
             },
             Err(e) => Slot {
                 object: None,
-                hook,
+                hook: hook.to_owned(),
                 failure: Some(format!("failed to load: {e}")),
             },
         }
@@ -209,7 +211,7 @@ impl<S: Skel<'static>> Slot<S> {
     fn status(&self, name: &str) -> ProbeAttachment {
         ProbeAttachment {
             probe: name.to_owned(),
-            hook: self.hook.to_owned(),
+            hook: self.hook.clone(),
             status: match &self.failure {
                 None => AttachStatus::Attached,
                 Some(reason) => AttachStatus::Failed {
@@ -231,6 +233,12 @@ const OFFCPU_HOOKS: &str = "tp_btf/sched_switch, tp_btf/sched_waking, tp_btf/sch
 const SYSCALL_HOOKS: &str = "tp_btf/sys_enter, tp_btf/sys_exit";
 const LIFECYCLE_HOOKS: &str = "tp_btf/sys_enter, tp_btf/sys_exit, tp_btf/sched_process_exit";
 const KLOCK_HOOKS: &str = "tp_btf/contention_begin, tp_btf/contention_end";
+const HOLD_HOOKS: &str =
+    "uprobe libc.so.6:pthread_mutex_lock (entry, return), pthread_mutex_unlock";
+/// The C library the `mutex-hold` uprobes go into (libbpf finds it on the library path).
+const LIBC: &str = "libc.so.6";
+/// Lock+unlock pairs timed to measure what the `mutex-hold` uprobes cost.
+const CALIBRATION_CALLS: u32 = 2000;
 
 /// The loaded probes of this module.
 #[derive(Default)]
@@ -239,6 +247,7 @@ pub(crate) struct ProbeSet {
     syscall: Option<Slot<syscall::SyscallSkel<'static>>>,
     lifecycle: Option<Slot<lifecycle::LifecycleSkel<'static>>>,
     klock: Option<Slot<klock::KlockSkel<'static>>>,
+    hold: Option<Slot<hold::HoldSkel<'static>>>,
 }
 
 /// Checks `--syscalls` names; their numbers.
@@ -325,11 +334,18 @@ impl ProbeSet {
                 load_object(klock::KlockSkelBuilder::default(), shared, |_| {}),
             ));
         }
+        if wants("mutex-hold") {
+            set.hold = Some(Slot::new(
+                HOLD_HOOKS,
+                load_object(hold::HoldSkelBuilder::default(), shared, |_| {}),
+            ));
+        }
         Ok(set)
     }
 
-    /// Attaches every loaded probe; one that fails is kept as failed and detached.
-    pub fn attach(&mut self) {
+    /// Attaches every loaded probe (the uprobes of `mutex-hold` into process `pid`); one that
+    /// fails is kept as failed and detached.
+    pub fn attach(&mut self, pid: u32) {
         if let Some(slot) = &mut self.offcpu {
             if let Some(object) = &mut slot.object {
                 if let Some(bss) = object.skel.maps.bss_data.as_deref_mut() {
@@ -347,6 +363,9 @@ impl ProbeSet {
         if let Some(slot) = &mut self.klock {
             slot.attach("klock");
         }
+        if let Some(slot) = &mut self.hold {
+            attach_hold(slot, pid);
+        }
     }
 
     /// Detaches every probe; the maps stay readable.
@@ -363,6 +382,9 @@ impl ProbeSet {
         if let Some(slot) = &mut self.klock {
             slot.detach();
         }
+        if let Some(slot) = &mut self.hold {
+            slot.detach();
+        }
     }
 
     /// What became of probe `name`, if this set handles it.
@@ -372,6 +394,7 @@ impl ProbeSet {
             "syscall" => self.syscall.as_ref().map(|s| s.status(name)),
             "lifecycle" => self.lifecycle.as_ref().map(|s| s.status(name)),
             "klock" => self.klock.as_ref().map(|s| s.status(name)),
+            "mutex-hold" => self.hold.as_ref().map(|s| s.status(name)),
             _ => None,
         }
     }
@@ -389,6 +412,9 @@ impl ProbeSet {
             all.push(sum_counters(&o.skel.maps.counters)?);
         }
         if let Some(o) = self.klock.as_ref().and_then(|s| s.object.as_ref()) {
+            all.push(sum_counters(&o.skel.maps.counters)?);
+        }
+        if let Some(o) = self.hold.as_ref().and_then(|s| s.object.as_ref()) {
             all.push(sum_counters(&o.skel.maps.counters)?);
         }
         let mut events = 0;
@@ -479,7 +505,104 @@ impl ProbeSet {
                 });
             }
         }
+        if let Some(o) = self.hold.as_ref().and_then(|s| s.object.as_ref()) {
+            for (k, v) in entries::<hold::types::hold_key, offcpu::types::lks_stats>(
+                &o.skel.maps.holds,
+                "holds",
+            )? {
+                use hold::types::hold_acquire as How;
+                let operation = match k.how {
+                    How::LKS_ACQUIRE_BLOCKED => "hold (blocked)",
+                    How::LKS_ACQUIRE_SPUN => "hold (spun)",
+                    _ => "hold (free)",
+                };
+                drained.records.push(RawRecord {
+                    probe: "mutex-hold",
+                    kind: WaitKind::Mutex,
+                    pid: k.tgid,
+                    tid: k.tid,
+                    object: k.mutex,
+                    operation: operation.to_owned(),
+                    user_stack_id: k.user_stack_id,
+                    kernel_stack_id: k.kernel_stack_id,
+                    comm: comm(&v.comm),
+                    stats: stats(&v),
+                    futex_sleep: false,
+                });
+            }
+        }
         Ok(drained)
+    }
+}
+
+/// Attaches the three `mutex-hold` uprobes into process `pid`'s C library.
+fn hold_links(skel: &hold::HoldSkel<'static>, pid: i32) -> Result<Vec<Link>, libbpf_rs::Error> {
+    let progs = &skel.progs;
+    let probes = [
+        (&progs.lks_hold_lock, "pthread_mutex_lock", false),
+        (&progs.lks_hold_locked, "pthread_mutex_lock", true),
+        (&progs.lks_hold_unlock, "pthread_mutex_unlock", false),
+    ];
+    let mut links = Vec::new();
+    for (program, function, retprobe) in probes {
+        let opts = libbpf_rs::UprobeOpts {
+            func_name: Some(function.to_owned()),
+            retprobe,
+            ..Default::default()
+        };
+        links.push(program.attach_uprobe_with_opts(pid, LIBC, 0, opts)?);
+    }
+    Ok(links)
+}
+
+/// Nanoseconds per lock+unlock pair of a private mutex in this process.
+fn time_lock_pairs() -> f64 {
+    let mut mutex = Box::new(libc::PTHREAD_MUTEX_INITIALIZER);
+    let start = std::time::Instant::now();
+    for _ in 0..CALIBRATION_CALLS {
+        // SAFETY: a private, initialized mutex, locked and unlocked by this thread.
+        unsafe {
+            libc::pthread_mutex_lock(&mut *mutex);
+            libc::pthread_mutex_unlock(&mut *mutex);
+        }
+    }
+    start.elapsed().as_nanos() as f64 / f64::from(CALIBRATION_CALLS)
+}
+
+/// Attaches `mutex-hold` into `pid`, after measuring what its uprobes cost: the same probes
+/// attached to this process (not a target: each hit returns after one lookup) slow a
+/// lock+unlock pair of its own by the cost of three uprobe hits, shown in the probe's hook.
+fn attach_hold(slot: &mut Slot<hold::HoldSkel<'static>>, pid: u32) {
+    let Some(object) = &mut slot.object else {
+        return;
+    };
+    let simulated = std::env::var(FAIL_ATTACH_ENV)
+        .is_ok_and(|v| v.split(',').any(|n| n.trim() == "mutex-hold"));
+    if simulated {
+        slot.failure = Some(format!("simulated failure ({FAIL_ATTACH_ENV})"));
+        slot.object = None;
+        return;
+    }
+    let baseline = time_lock_pairs();
+    let cost = hold_links(&object.skel, std::process::id() as i32).map(|links| {
+        let traced = time_lock_pairs();
+        drop(links);
+        (traced - baseline).max(0.0)
+    });
+    match hold_links(&object.skel, pid as i32) {
+        Ok(links) => {
+            object.links = links;
+            if let Ok(ns) = cost {
+                slot.hook = format!(
+                    "{HOLD_HOOKS}; measured {:.1} µs per lock+unlock",
+                    ns / 1000.0
+                );
+            }
+        }
+        Err(e) => {
+            slot.failure = Some(format!("failed to attach: {e}"));
+            slot.object = None;
+        }
     }
 }
 

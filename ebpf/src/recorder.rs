@@ -178,7 +178,7 @@ impl Recorder {
                 }
                 shared.add_target(tgid)?;
                 shared.follow_forks()?;
-                probe_set.attach();
+                probe_set.attach(tgid);
                 if let Some(futex) = &mut futex {
                     futex.add_target(tgid)?;
                     futex.attach()?;
@@ -201,7 +201,7 @@ impl Recorder {
                 let pid = pending.pid();
                 shared.add_target(pid)?;
                 shared.follow_forks()?;
-                probe_set.attach();
+                probe_set.attach(pid);
                 if let Some(futex) = &mut futex {
                     futex.add_target(pid)?;
                     futex.attach()?;
@@ -668,7 +668,7 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "unknown probe `nosuch` (the eBPF backend provides: futex, offcpu, syscall, \
-             lifecycle, klock)"
+             lifecycle, klock, mutex-hold)"
         );
     }
 

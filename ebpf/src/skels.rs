@@ -1,6 +1,6 @@
 //! The generated skeletons of the probe objects other than futex (built by build.rs into
 //! OUT_DIR), one module each: `targets` (the shared-maps owner), `offcpu`, `syscall`,
-//! `lifecycle`, `klock`.
+//! `lifecycle`, `klock`, `hold` (the `mutex-hold` probe).
 
 #![allow(
     unused_imports,
@@ -29,4 +29,8 @@ pub mod lifecycle {
 /// `bpf/klock.bpf.c`.
 pub mod klock {
     include!(concat!(env!("OUT_DIR"), "/klock.skel.rs"));
+}
+/// `bpf/hold.bpf.c`.
+pub mod hold {
+    include!(concat!(env!("OUT_DIR"), "/hold.skel.rs"));
 }

@@ -556,3 +556,37 @@ fn offcpu_accounts_threads_that_never_run() {
     assert_eq!(time.ns(TimeClass::Sleep), time.wall_ns, "{time:?}");
     assert_eq!(profile.thread_name(time.pid, time.tid), Some("sleep"));
 }
+
+/// The opt-in mutex-hold probe measures its own cost when it attaches, and records how long a
+/// pthread mutex was held, apart from how it was acquired.
+#[test]
+fn mutex_hold_times() {
+    require_bpf!();
+    let profile = record("helper_holds_a_mutex", &["mutex-hold"]);
+    let probe = &profile.metadata.probes[0];
+    assert!(probe.hook.contains("measured"), "{probe:?}");
+    let holds: Vec<_> = profile
+        .waits
+        .iter()
+        .filter(|w| w.probe == "mutex-hold" && w.stats.max_ns >= HOLD.as_nanos() as u64)
+        .collect();
+    let count: u64 = holds.iter().map(|w| w.stats.count).sum();
+    assert_eq!(count, 3, "{:#?}", profile.waits);
+    assert!(holds.iter().all(|w| w.operation.starts_with("hold (")));
+    assert!(holds
+        .iter()
+        .all(|w| w.stats.max_ns < 2 * HOLD.as_nanos() as u64));
+}
+
+/// Workload: holds a pthread mutex three times for HOLD.
+#[test]
+#[ignore = "helper process of mutex_hold_times"]
+fn helper_holds_a_mutex() {
+    for _ in 0..3 {
+        // SAFETY: pthread calls on statically initialized objects that live forever.
+        unsafe { libc::pthread_mutex_lock(MUTEX.ptr()) };
+        std::thread::sleep(HOLD);
+        // SAFETY: as above; this thread holds the mutex.
+        unsafe { libc::pthread_mutex_unlock(MUTEX.ptr()) };
+    }
+}

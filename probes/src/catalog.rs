@@ -16,6 +16,8 @@ pub enum CostClass {
     PerContextSwitch,
     /// Fires on process and thread creation, exec and exit only.
     PerLifecycleEvent,
+    /// Fires on every lock and unlock call of the target, through uprobes (microseconds each).
+    PerLockCall,
 }
 
 impl CostClass {
@@ -26,6 +28,7 @@ impl CostClass {
             CostClass::PerSyscall => "per-syscall",
             CostClass::PerContextSwitch => "per-context-switch",
             CostClass::PerLifecycleEvent => "per-lifecycle-event",
+            CostClass::PerLockCall => "per-lock-call",
         }
     }
 }
@@ -105,6 +108,17 @@ pub const CATALOG: &[ProbeInfo] = &[
         cost: CostClass::OnContention,
         default: false,
         linux_hooks: "tp_btf/contention_begin, tp_btf/contention_end",
+    },
+    ProbeInfo {
+        name: "mutex-hold",
+        description: "opt-in: pthread mutex hold times (acquire to release) per lock and \
+                      acquisition site, and how each acquisition went (free, spun, blocked); \
+                      records carry hold time, not wait time (operation `hold ...`); a uprobe \
+                      hit costs microseconds, measured when the probe attaches",
+        kinds: &[WaitKind::Mutex],
+        cost: CostClass::PerLockCall,
+        default: false,
+        linux_hooks: "uprobe libc pthread_mutex_lock (entry, return), pthread_mutex_unlock",
     },
 ];
 

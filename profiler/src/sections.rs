@@ -347,8 +347,10 @@ fn site_rows<'a>(
 
 fn contention(profile: &Profile) -> Option<Contention> {
     let idle = idle_waits(profile);
+    // `mutex-hold` records are hold times, not waits.
     let contended = profile.waits.iter().enumerate().filter(|(i, w)| {
         !idle.contains(i)
+            && w.probe != "mutex-hold"
             && matches!(
                 w.kind,
                 WaitKind::Mutex

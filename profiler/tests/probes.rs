@@ -143,7 +143,14 @@ fn probes_lists_hooks_and_support() {
         assert!(out.contains(probe.linux_hooks), "{out}");
     }
     if bpf_available("probes_lists_hooks_and_support (load check)") {
-        for name in ["futex", "offcpu", "syscall", "lifecycle", "klock"] {
+        for name in [
+            "futex",
+            "offcpu",
+            "syscall",
+            "lifecycle",
+            "klock",
+            "mutex-hold",
+        ] {
             let line = out
                 .lines()
                 .find(|l| l.trim_start().starts_with(name))
