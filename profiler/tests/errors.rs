@@ -115,7 +115,11 @@ fn record_unwritable_output() {
 #[test]
 fn record_bad_arguments() {
     let msg = one_line_error(lockscope().args(["record", "--probes", "nosuch", "--", "true"]));
-    assert_eq!(msg, "unknown probe `nosuch`: known probes are futex");
+    assert_eq!(
+        msg,
+        "unknown probe `nosuch`: known probes are futex, offcpu, syscall, lifecycle, klock, \
+         mutex-hold"
+    );
     let msg = one_line_error(lockscope().args(["record"]));
     assert_eq!(
         msg,
