@@ -57,9 +57,15 @@ fn helper_argv(name: &str) -> Vec<OsString> {
 
 /// Records helper `name` with `probes` until it exits.
 fn record(name: &str, probes: &[&str]) -> Profile {
+    record_with(name, probes, &[])
+}
+
+/// Records helper `name` with `probes`, the syscall probe limited to `syscalls`, until it exits.
+fn record_with(name: &str, probes: &[&str], syscalls: &[&str]) -> Profile {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut options = RecordOptions::new(TargetSpec::Command(helper_argv(name)));
     options.probes = probes.iter().map(|p| p.to_string()).collect();
+    options.probe_settings.syscalls = syscalls.iter().map(|s| s.to_string()).collect();
     let mut recorder = Recorder::start(options).expect("start");
     let deadline = Instant::now() + Duration::from_secs(60);
     while !recorder.poll().expect("poll").target_exited {
@@ -200,6 +206,21 @@ fn syscall_counts_errno() {
     assert_eq!(count(&failed), FAILED_RMDIRS, "{:#?}", profile.waits);
     let ok = records(&profile, "syscall", "getpid");
     assert!(count(&ok) >= 1, "no getpid");
+}
+
+/// `--syscalls rmdir` records rmdir and nothing else.
+#[test]
+fn syscall_filter_keeps_only_the_named_calls() {
+    require_bpf!();
+    let profile = record_with("helper_failing_syscalls", &["syscall"], &["rmdir"]);
+    assert!(!profile.waits.is_empty());
+    for w in &profile.waits {
+        assert!(w.operation.starts_with("rmdir"), "{w:?}");
+    }
+    assert_eq!(
+        count(&records(&profile, "syscall", "rmdir ENOENT")),
+        FAILED_RMDIRS
+    );
 }
 
 /// Threads mapping and unmapping memory in one address space contend its mmap lock: klock
