@@ -6,7 +6,8 @@
 //! through the same code path as `lockscope record -p PID -d DURATION`), waits for the load to
 //! finish, and parses the load tool's throughput from its output ([`Throughput`]: built-in
 //! parsers for sysbench, ab and wrk, or a regular expression). The result is a [`Sweep`], written
-//! as `sweep.json` (schema in `docs/SWEEP.md`) beside one profile and one load output per level:
+//! as `sweep.json` (schema in `docs/SWEEP.md`) beside one profile (`.lsp`, and `.pb.gz`: pprof
+//! labelled with the level's concurrency) and one load output per level:
 //! throughput per level, scaling against the first level (the seed's "Scaling (Concurrency
 //! one=100%)" column), wait time per kind, thread group and canonical site ([`crate::diff`]) as
 //! shares of wall time, the knee ([`find_knee`]) and one sentence for a writeup ([`finding`]).
@@ -589,6 +590,20 @@ pub fn run_sweep(
         parser = parsed.parser.clone();
         let profile = lockscope_probes::read_profile(&recording.output)
             .with_context(|| format!("failed to read profile `{}`", recording.output.display()))?;
+        // The level in pprof too, labelled with its concurrency, so that all levels load
+        // together into pprof-reading tools and can be told apart there.
+        let pprof_path = dir.join(format!("level-{c}.pb.gz"));
+        let pprof_options = crate::pprof::PprofOptions {
+            concurrency: Some(u64::from(c)),
+            ..crate::pprof::PprofOptions::default()
+        };
+        let mut pprof = Vec::new();
+        crate::pprof::write_pprof(&profile, &pprof_options, &mut pprof)
+            .and_then(|()| {
+                std::fs::write(&pprof_path, &pprof)
+                    .with_context(|| format!("cannot write `{}`", pprof_path.display()))
+            })
+            .with_context(|| format!("level {c}: failed to export pprof"))?;
         progress(&format!(
             "level {c}: {:.1} {}, {} waits recorded",
             parsed.value,

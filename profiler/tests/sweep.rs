@@ -111,6 +111,8 @@ fn check_sweep(dir: &Path, sweep: &Sweep, table: &str, levels: &[u32]) {
             assert!(!level.kinds.is_empty() && !level.top_sites.is_empty());
         }
         assert!(dir.join(&level.load_output).exists());
+        let pprof = dir.join(format!("level-{}.pb.gz", level.concurrency));
+        assert!(pprof.exists(), "{} missing", pprof.display());
     }
     assert!(
         sweep.levels.iter().any(|l| l.waits > 0),
