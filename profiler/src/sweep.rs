@@ -1,10 +1,10 @@
 //! `lockscope sweep`: throughput and waits of a server across concurrency levels, and where it
 //! stops scaling.
 //!
-//! For each level `c`, [`run_sweep`] starts the load command (`{c}` replaced by the level) with
-//! `sh -c`, has the caller record the server for the duration (the `lockscope` binary records
-//! through the same code path as `lockscope record -p PID -d DURATION`), waits for the load to
-//! finish, and parses the load tool's throughput from its output ([`Throughput`]: built-in
+//! For each level `c`, [`run_sweep`] has the caller start recording the server (a
+//! [`LevelRecorder`]: the `lockscope` binary runs `lockscope record -p PID -d DURATION` and waits
+//! until its probes are attached), starts the load command (`{c}` replaced by the level) with
+//! `sh -c`, waits for the recording and the load to finish, and parses the load tool's throughput from its output ([`Throughput`]: built-in
 //! parsers for sysbench, ab and wrk, or a regular expression). The result is a [`Sweep`], written
 //! as `sweep.json` (schema in `docs/SWEEP.md`) beside one profile (`.lsp`, and `.pb.gz`: pprof
 //! labelled with the level's concurrency) and one load output per level:
@@ -522,15 +522,25 @@ pub struct LevelRecording {
     pub output: PathBuf,
 }
 
-/// Runs a sweep against `pid`: per level, starts the load, calls `record` (which records `pid`
-/// for the duration and writes the profile), waits for the load, parses its throughput. Writes
+/// Records the server for a sweep, one level at a time.
+pub trait LevelRecorder {
+    /// Starts recording `level`; returns once the probes are attached, so the load that starts
+    /// next is recorded from its first request.
+    fn start(&mut self, level: &LevelRecording) -> anyhow::Result<()>;
+    /// Waits for the recording started last to end (after its duration) and its profile to be
+    /// written.
+    fn finish(&mut self) -> anyhow::Result<()>;
+}
+
+/// Runs a sweep against `pid`: per level, starts the recording (returning once attached), starts
+/// the load, waits for the recording's end and the load's, and parses the throughput. Writes
 /// `sweep.json` into the output directory and returns the sweep. `progress` gets one line per
 /// step.
 pub fn run_sweep(
     options: &SweepOptions,
     pid: u32,
     server: Option<String>,
-    record: &mut dyn FnMut(&LevelRecording) -> anyhow::Result<()>,
+    recorder: &mut dyn LevelRecorder,
     progress: &mut dyn FnMut(&str),
 ) -> anyhow::Result<Sweep> {
     options.validate()?;
@@ -548,27 +558,37 @@ pub fn run_sweep(
         let profile_name = format!("level-{c}.lsp");
         let output_name = format!("level-{c}.load.txt");
         let output_path = dir.join(&output_name);
-        progress(&format!("level {c}: running `{command}`"));
-        let stdout = std::fs::File::create(&output_path)
-            .with_context(|| format!("cannot write `{}`", output_path.display()))?;
-        let stderr_path = dir.join(format!("level-{c}.load.err"));
-        let stderr = std::fs::File::create(&stderr_path)
-            .with_context(|| format!("cannot write `{}`", stderr_path.display()))?;
-        let mut load = Command::new("sh")
-            .arg("-c")
-            .arg(&command)
-            .stdin(Stdio::null())
-            .stdout(stdout)
-            .stderr(stderr)
-            .spawn()
-            .with_context(|| format!("failed to start load command `{command}`"))?;
         let recording = LevelRecording {
             concurrency: c,
             pid,
             duration: options.duration,
             output: dir.join(&profile_name),
         };
-        let recorded = record(&recording);
+        recorder
+            .start(&recording)
+            .with_context(|| format!("failed to start recording level {c}"))?;
+        progress(&format!("level {c}: running `{command}`"));
+        let stdout = std::fs::File::create(&output_path)
+            .with_context(|| format!("cannot write `{}`", output_path.display()))?;
+        let stderr_path = dir.join(format!("level-{c}.load.err"));
+        let stderr = std::fs::File::create(&stderr_path)
+            .with_context(|| format!("cannot write `{}`", stderr_path.display()))?;
+        let load = Command::new("sh")
+            .arg("-c")
+            .arg(&command)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            .spawn()
+            .with_context(|| format!("failed to start load command `{command}`"));
+        let mut load = match load {
+            Ok(load) => load,
+            Err(e) => {
+                let _ = recorder.finish();
+                return Err(e);
+            }
+        };
+        let recorded = recorder.finish();
         let status = wait_with_deadline(&mut load, options.load_grace)
             .with_context(|| format!("load command `{command}`"))?;
         recorded.with_context(|| format!("failed to record level {c}"))?;

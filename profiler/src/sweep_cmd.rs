@@ -1,10 +1,8 @@
 //! `lockscope sweep`, `html` and `chart`: the commands over sweeps. A sweep records each level
-//! through `record::run`, exactly as `lockscope record -p PID -d DURATION -o level-N.lsp` would.
+//! with `lockscope record -p PID -d DURATION -o level-N.lsp`, run as a child of this lockscope.
 
-use crate::cli::{ChartArgs, Cli, Command, HtmlArgs, SweepArgs};
-use crate::record;
+use crate::cli::{ChartArgs, HtmlArgs, SweepArgs};
 use anyhow::{bail, Context, Result};
-use clap::Parser;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -57,25 +55,102 @@ impl Drop for Server {
     }
 }
 
-/// Records one level like `lockscope record -p PID -d DURATION -o FILE`.
-fn record_level(level: &lockscope::sweep::LevelRecording) -> Result<()> {
-    let argv: Vec<std::ffi::OsString> = vec![
-        "lockscope".into(),
-        "record".into(),
-        "-o".into(),
-        level.output.clone().into_os_string(),
-        "-p".into(),
-        level.pid.to_string().into(),
-        "-d".into(),
-        format!("{}ms", level.duration.as_millis().max(1)).into(),
-    ];
-    let record = match Cli::try_parse_from(argv).context("cannot build the record command")? {
-        Cli {
-            command: Command::Record(record),
-        } => record,
-        _ => bail!("internal error: `record` did not parse as record"),
-    };
-    record::run(&record)
+/// Records each level with `lockscope record -p PID -d DURATION -o FILE`, run as a child of this
+/// lockscope: the same code path as the command, and a start-up line to wait for, so the load
+/// starts only once the probes are attached (attaching builds the unwinding tables of every
+/// library the server maps, which takes seconds).
+#[derive(Default)]
+struct ChildRecorder {
+    child: Option<(std::process::Child, std::thread::JoinHandle<Vec<String>>)>,
+}
+
+impl lockscope::sweep::LevelRecorder for ChildRecorder {
+    fn start(&mut self, level: &lockscope::sweep::LevelRecording) -> Result<()> {
+        use std::io::BufRead;
+        let exe = std::env::current_exe().context("cannot find the lockscope executable")?;
+        let mut child = std::process::Command::new(exe)
+            .arg("record")
+            .arg("-o")
+            .arg(&level.output)
+            .arg("-p")
+            .arg(level.pid.to_string())
+            .arg("-d")
+            .arg(format!("{}ms", level.duration.as_millis().max(1)))
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .context("failed to start `lockscope record`")?;
+        let stderr = child
+            .stderr
+            .take()
+            .context("no stderr from `lockscope record`")?;
+        let mut lines = std::io::BufReader::new(stderr).lines();
+        let mut seen = Vec::new();
+        let attached = loop {
+            match lines.next() {
+                Some(Ok(line)) => {
+                    eprintln!("{line}");
+                    let started = line.starts_with("lockscope: recording pid");
+                    seen.push(line);
+                    if started {
+                        break true;
+                    }
+                }
+                _ => break false,
+            }
+        };
+        if !attached {
+            let status = child
+                .wait()
+                .context("failed to wait for `lockscope record`")?;
+            bail!(
+                "`lockscope record -p {}` ended before recording ({status}): {}",
+                level.pid,
+                seen.join(" / ")
+            );
+        }
+        // The rest of its output goes on to ours, and its last lines back for errors.
+        let forward = std::thread::spawn(move || {
+            let mut tail = Vec::new();
+            for line in lines.map_while(std::result::Result::ok) {
+                eprintln!("{line}");
+                tail.push(line);
+            }
+            tail
+        });
+        self.child = Some((child, forward));
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        let Some((mut child, forward)) = self.child.take() else {
+            bail!("no recording was started");
+        };
+        let status = child
+            .wait()
+            .context("failed to wait for `lockscope record`")?;
+        let tail = forward.join().unwrap_or_default();
+        if !status.success() {
+            bail!(
+                "`lockscope record` failed ({status}): {}",
+                tail.last().map_or("", String::as_str)
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ChildRecorder {
+    fn drop(&mut self) {
+        if let Some((mut child, _)) = self.child.take() {
+            if let Ok(pid) = libc::pid_t::try_from(child.id()) {
+                // SAFETY: kill has no memory preconditions; the pid is our own unreaped child.
+                // SIGINT ends a recording cleanly, writing what it has.
+                unsafe { libc::kill(pid, libc::SIGINT) };
+            }
+            let _ = child.wait();
+        }
+    }
 }
 
 /// Runs `lockscope sweep`.
@@ -94,7 +169,7 @@ pub fn run(args: &SweepArgs) -> Result<()> {
         &options,
         pid,
         args.server.clone(),
-        &mut record_level,
+        &mut ChildRecorder::default(),
         &mut |line| eprintln!("lockscope: sweep: {line}"),
     )?;
     drop(server);
