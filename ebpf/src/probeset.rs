@@ -248,6 +248,8 @@ pub(crate) struct ProbeSet {
     lifecycle: Option<Slot<lifecycle::LifecycleSkel<'static>>>,
     klock: Option<Slot<klock::KlockSkel<'static>>>,
     hold: Option<Slot<hold::HoldSkel<'static>>>,
+    /// CLOCK_MONOTONIC when the probes were detached: the end of the per-thread times.
+    ended_ns: Option<u64>,
 }
 
 /// Checks `--syscalls` names; their numbers.
@@ -368,8 +370,9 @@ impl ProbeSet {
         }
     }
 
-    /// Detaches every probe; the maps stay readable.
+    /// Detaches every probe; the maps stay readable. The first call ends the per-thread times.
     pub fn detach(&mut self) {
+        self.ended_ns.get_or_insert_with(monotonic_ns);
         if let Some(slot) = &mut self.offcpu {
             slot.detach();
         }
@@ -435,7 +438,8 @@ impl ProbeSet {
     pub fn drain(&self, targets: &[u32]) -> Result<Drained, Error> {
         let mut drained = Drained::default();
         if let Some(o) = self.offcpu.as_ref().and_then(|s| s.object.as_ref()) {
-            drain_offcpu(o, targets, &mut drained)?;
+            let end = self.ended_ns.unwrap_or_else(monotonic_ns);
+            drain_offcpu(o, targets, end, &mut drained)?;
         }
         if let Some(o) = self.syscall.as_ref().and_then(|s| s.object.as_ref()) {
             for (k, v) in entries::<syscall::types::syscall_key, offcpu::types::lks_stats>(
@@ -709,6 +713,7 @@ fn offcpu_operation(state: u32, syscall: i32) -> String {
 fn drain_offcpu(
     o: &ProbeObject<offcpu::OffcpuSkel<'static>>,
     targets: &[u32],
+    now: u64,
     drained: &mut Drained,
 ) -> Result<(), Error> {
     use offcpu::types::offcpu_state as State;
@@ -748,7 +753,6 @@ fn drain_offcpu(
             stats: stats(&v),
         });
     }
-    let now = monotonic_ns();
     let mut seen = std::collections::HashSet::new();
     for (tid, t) in entries::<u32, offcpu::types::offcpu_thread>(&o.skel.maps.threads, "threads")? {
         seen.insert(tid);
@@ -799,6 +803,7 @@ fn never_ran(
             let name = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
             times.push(RawThreadTime {
                 name: name.trim_end().to_owned(),
+                open_futex_sleep: None,
                 time: ThreadTime {
                     pid,
                     tid,
@@ -846,6 +851,7 @@ const KERNEL_CLASSES: [TimeClass; 7] = [
 fn thread_time(tid: u32, t: &offcpu::types::offcpu_thread, now: u64) -> RawThreadTime {
     use offcpu::types::offcpu_state as State;
     let mut ns = t.time_ns;
+    let mut open_futex_sleep = None;
     let end = if t.state == State::LKS_STATE_DEAD {
         t.since_ns
     } else {
@@ -855,7 +861,12 @@ fn thread_time(tid: u32, t: &offcpu::types::offcpu_thread, now: u64) -> RawThrea
             State::LKS_STATE_SLEEPING => t.sleep_class.0 as usize,
             _ => 1,
         };
-        if let Some(slot) = ns.get_mut(class) {
+        if t.state == State::LKS_STATE_SLEEPING
+            && t.sleep_class == offcpu::types::time_class::LKS_TIME_FUTEX
+        {
+            // A futex sleep still going on: no record ends it, so its own stack classes it.
+            open_futex_sleep = Some((open, t.user_stack_id));
+        } else if let Some(slot) = ns.get_mut(class) {
             *slot += open;
         }
         now.max(t.since_ns)
@@ -868,6 +879,7 @@ fn thread_time(tid: u32, t: &offcpu::types::offcpu_thread, now: u64) -> RawThrea
     }
     RawThreadTime {
         name: comm(&t.comm),
+        open_futex_sleep,
         time: ThreadTime {
             pid: t.tgid,
             tid,
@@ -913,6 +925,9 @@ pub(crate) struct RawWakeup {
 /// A thread's times with its name.
 pub(crate) struct RawThreadTime {
     name: String,
+    /// A futex sleep in progress when the recording ended: its length and the user stack it
+    /// blocked at (classed by that stack, not in the proportions of the finished sleeps).
+    open_futex_sleep: Option<(u64, i32)>,
     time: ThreadTime,
 }
 
@@ -1174,9 +1189,19 @@ pub(crate) fn resolve(
         });
     }
     let mut thread_times = Vec::new();
-    for RawThreadTime { name, mut time } in drained.threads {
+    for RawThreadTime {
+        name,
+        open_futex_sleep,
+        mut time,
+    } in drained.threads
+    {
         let key = (time.pid, time.tid);
         split_futex_time(&mut time, futex_split.get(&key));
+        if let Some((ns, stack_id)) = open_futex_sleep {
+            let user = resolver.user(time.pid, stack_id)?;
+            let class = futex_class(user.as_ref().map(|(_, names)| names.as_slice()));
+            *time.time_ns.entry(class).or_insert(0) += ns;
+        }
         // The name at the thread's last switch-out: after an exec, the new program's.
         if !name.is_empty() {
             threads.insert((time.pid, time.tid), name);

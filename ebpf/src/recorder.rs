@@ -307,6 +307,9 @@ impl Recorder {
     /// their stacks, releases every BPF program, link and map, then terminates a launched command
     /// that is still running.
     pub fn finish(mut self, end_reason: &str) -> Result<Profile, Error> {
+        // First: the per-thread times end here, not after the symbolization below.
+        self.probe_set.detach();
+        self.shared.detach();
         self.snapshot_maps();
         let duration_ns = self.started.elapsed().as_nanos() as u64;
         let (counters, records) = match self.futex.take() {
@@ -324,8 +327,6 @@ impl Recorder {
             mut threads,
             mut stacks,
         } = records;
-        self.probe_set.detach();
-        self.shared.detach();
         let (set_events, set_losses) = self.probe_set.counters()?;
         let drained = self.probe_set.drain(&self.shared.targets())?;
         let (thread_times, wakeups) = resolve(drained, &self.shared, &self.maps)?.merge_into(
