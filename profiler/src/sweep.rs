@@ -421,7 +421,7 @@ pub fn finding(levels: &[Level], knee: Option<&Knee>) -> String {
         None => (
             first,
             format!(
-                "Throughput keeps rising through concurrency {} ({} of concurrency {}), with no knee",
+                "Throughput is highest at the last level, concurrency {} ({} of concurrency {}), so there is no knee",
                 last.concurrency,
                 percent(last.scaling),
                 first.concurrency
@@ -792,7 +792,7 @@ mod tests {
         let mut levels = vec![level(1, 100.0, 0.1), level(2, 190.0, 0.1)];
         fill_scaling(&mut levels);
         assert_eq!(find_knee(&levels), None);
-        assert!(finding(&levels, None).contains("with no knee"));
+        assert!(finding(&levels, None).contains("so there is no knee"));
     }
 
     /// The built-in parsers read the captured outputs of the real tools; a regex reads anything.
