@@ -72,9 +72,10 @@ struct offcpu_key {
 	enum offcpu_state state;
 	/* System call in progress at switch-out, -1 when none. */
 	__s32 syscall;
-	/* Futex word of a futex sleep, else 0. */
+	/* Always 0: not keyed by the futex word (the futex probe has it); kept for the layout. */
 	__u64 object;
-	/* Stacks at switch-out (-1 when not captured: run-queue intervals, failures). */
+	/* Stacks at a sleep's switch-out (-1 when not captured: preempted and run-queue
+	 * intervals, failures). */
 	__s32 user_stack_id;
 	__s32 kernel_stack_id;
 };
