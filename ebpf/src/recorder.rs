@@ -410,11 +410,16 @@ impl Recorder {
         pids.sort_unstable();
         pids.dedup();
         for pid in pids {
-            self.maps.snapshot(pid);
+            let alive = self.maps.snapshot(pid);
             if let Some(unwinder) = &mut self.unwinder {
-                // A failure leaves the process with its previous table; its stacks fall back to
-                // frame pointers and are counted (unknown_process, unknown_mapping).
-                let _ = unwinder.refresh(pid);
+                if alive {
+                    // A failure leaves the process with its previous table; its stacks fall back
+                    // to frame pointers and are counted (unknown_process, unknown_mapping).
+                    let _ = unwinder.refresh(pid);
+                } else {
+                    // Gone: a later process reusing the pid must not unwind with its table.
+                    unwinder.remove_process(pid);
+                }
             }
         }
         self.last_snapshot = Some(Instant::now());

@@ -367,10 +367,13 @@ fn start_errors() {
     let err = Recorder::start(RecordOptions::new(TargetSpec::Command(argv)))
         .err()
         .expect("command started");
+    // The message names the command; the cause is the error's source, named once (error.rs).
     assert_eq!(
         err.to_string(),
-        "failed to start `lockscope-no-such-command`: No such file or directory (os error 2)"
+        "failed to start `lockscope-no-such-command`"
     );
+    let source = std::error::Error::source(&err).expect("the exec error as source");
+    assert_eq!(source.to_string(), "No such file or directory (os error 2)");
     let (left, _) = own_bpf_objects();
     assert!(
         left.is_empty(),

@@ -378,6 +378,14 @@ impl Unwinder {
         Ok(true)
     }
 
+    /// Forgets a process that is gone (its files' tables stay: other processes may share them).
+    pub fn remove_process(&mut self, pid: u32) {
+        if self.loaded.remove(&pid).is_some() {
+            // Already absent is fine: the map only has to lose the entry.
+            let _ = self.procs.delete(&pid.to_ne_bytes());
+        }
+    }
+
     /// What the unwinder did so far: the BPF side's counters and the tables loaded.
     pub fn stats(&self) -> Result<UnwindStats, Error> {
         let c = self.counters()?;
