@@ -103,7 +103,7 @@ offcpu_available=
     echo "bpftrace:  $(bpftrace --version)"
     echo "perf:      $(perf --version)"
     echo "strace:    $(strace -V | head -1)"
-    echo "lockscope: $("$LOCKSCOPE" --version) ($lockscope_bin, git $(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown))"
+    echo "lockscope: $("$LOCKSCOPE" --version) ($lockscope_bin; the repository is at $(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown), which need not be the commit it was built from)"
     echo "settings:  threads $threads_list, $reps repetitions, $seconds s per run, modes: $modes"
     echo "offcpu probe available: ${offcpu_available:-no}"
     echo
