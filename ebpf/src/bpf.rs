@@ -164,11 +164,16 @@ impl FutexObject {
     /// raw_tp.
     pub fn attach(&mut self) -> Result<(), Error> {
         let progs = &self.skel.progs;
-        let hooks: [(&'static str, &ProgramMut<'_>, &ProgramMut<'_>); 3] = [
+        let hooks: [(&'static str, &ProgramMut<'_>, &ProgramMut<'_>); 4] = [
             (
                 "sched_process_fork",
                 &progs.lks_fork_btf,
                 &progs.lks_fork_raw,
+            ),
+            (
+                "sched_process_exit",
+                &progs.lks_texit_btf,
+                &progs.lks_texit_raw,
             ),
             ("sys_exit", &progs.lks_exit_btf, &progs.lks_exit_raw),
             ("sys_enter", &progs.lks_enter_btf, &progs.lks_enter_raw),
