@@ -29,6 +29,11 @@ const FUTEX_PROBE: &str = "futex";
 const BACKEND: &str = "ebpf";
 /// Minimum time between two `/proc/PID/maps` snapshots of the traced processes.
 const SNAPSHOT_INTERVAL: Duration = Duration::from_millis(250);
+
+/// For this long after the start, maps are snapshotted at every poll: a launched program maps
+/// its libraries right after exec and its first waits may end before one interval has passed,
+/// and a wait whose code has no mapping table yet is unwound only as far as the file fallback.
+const EARLY_SNAPSHOTS: Duration = Duration::from_secs(1);
 /// How long a launched command gets to exit after SIGTERM before it is killed.
 const TERMINATE_GRACE: Duration = Duration::from_secs(2);
 /// Depth at which bpf_get_stackid cuts stacks (LKS_MAX_STACK_DEPTH in stacks.bpf.h).
@@ -291,6 +296,7 @@ impl Recorder {
         if self
             .last_snapshot
             .is_none_or(|last| last.elapsed() >= SNAPSHOT_INTERVAL)
+            || self.started.elapsed() < EARLY_SNAPSHOTS
             || self.unwinder_missed()?
         {
             self.snapshot_maps();
