@@ -4,7 +4,7 @@
 
 use crate::error::Error;
 use crate::shared::SharedMaps;
-use crate::skel::types::{futex_counters, futex_wait_key, futex_wait_stats};
+use crate::skel::types::{lks_counters, futex_wait_key, lks_stats};
 use crate::skel::{FutexSkel, FutexSkelBuilder};
 use crate::unwind::decode_user_stack;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
@@ -78,9 +78,9 @@ pub(crate) unsafe trait Plain: Copy + Default {}
 // SAFETY: generated #[repr(C)] structs of integers (and a #[repr(transparent)] u32 enum).
 unsafe impl Plain for futex_wait_key {}
 // SAFETY: as above.
-unsafe impl Plain for futex_wait_stats {}
+unsafe impl Plain for lks_stats {}
 // SAFETY: as above.
-unsafe impl Plain for futex_counters {}
+unsafe impl Plain for lks_counters {}
 
 /// Reads a `T` from the start of `bytes`; `None` when they are too short.
 pub(crate) fn read_plain<T: Plain>(bytes: &[u8]) -> Option<T> {
@@ -241,7 +241,7 @@ impl FutexObject {
     }
 
     /// The counters, summed over CPUs.
-    pub fn counters(&self) -> Result<futex_counters, Error> {
+    pub fn counters(&self) -> Result<lks_counters, Error> {
         let map_error = |source| Error::Map {
             map: "counters",
             source,
@@ -253,10 +253,10 @@ impl FutexObject {
             .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
             .map_err(map_error)?
             .unwrap_or_default();
-        let mut sum = futex_counters::default();
+        let mut sum = lks_counters::default();
         for c in per_cpu
             .iter()
-            .filter_map(|bytes| read_plain::<futex_counters>(bytes))
+            .filter_map(|bytes| read_plain::<lks_counters>(bytes))
         {
             sum.events += c.events;
             sum.user_stack_failures += c.user_stack_failures;
@@ -269,7 +269,7 @@ impl FutexObject {
     }
 
     /// Every aggregated wait.
-    pub fn waits(&self) -> Result<Vec<(futex_wait_key, futex_wait_stats)>, Error> {
+    pub fn waits(&self) -> Result<Vec<(futex_wait_key, lks_stats)>, Error> {
         let map = &self.skel.maps.waits;
         let mut waits = Vec::new();
         for key_bytes in map.keys() {
@@ -281,7 +281,7 @@ impl FutexObject {
                 })?;
             if let (Some(key), Some(value)) = (
                 read_plain::<futex_wait_key>(&key_bytes),
-                value.as_deref().and_then(read_plain::<futex_wait_stats>),
+                value.as_deref().and_then(read_plain::<lks_stats>),
             ) {
                 waits.push((key, value));
             }

@@ -9,7 +9,7 @@ use crate::ops::{fallback_kind, op_name};
 use crate::probeset::{add_losses, resolve, ProbeSet, ProbeSettings, PROBE_NAMES};
 use crate::procmaps::MapsCache;
 use crate::shared::SharedMaps;
-use crate::skel::types::futex_counters;
+use crate::skel::types::lks_counters;
 use crate::symbolize::{user_stack_complete, StackSymbolizer};
 use crate::unwind::{StackMaps, UnwindStats, Unwinder};
 use lockscope_probes::{
@@ -326,7 +326,7 @@ impl Recorder {
                 // `futex` is dropped here: every program, link and map is released.
                 (counters, records)
             }
-            None => (futex_counters::default(), Records::default()),
+            None => (lks_counters::default(), Records::default()),
         };
         let Records {
             mut waits,
@@ -399,10 +399,10 @@ impl Recorder {
         Ok(missed)
     }
 
-    fn counters(&self) -> Result<futex_counters, Error> {
+    fn counters(&self) -> Result<lks_counters, Error> {
         match &self.futex {
             Some(futex) => futex.counters(),
-            None => Ok(futex_counters::default()),
+            None => Ok(lks_counters::default()),
         }
     }
 
@@ -458,7 +458,7 @@ fn check_probe_names(names: &[String]) -> Result<bool, Error> {
     Ok(names.iter().any(|n| n == FUTEX_PROBE))
 }
 
-fn losses(c: &futex_counters) -> Losses {
+fn losses(c: &lks_counters) -> Losses {
     Losses {
         user_stack_failures: c.user_stack_failures,
         kernel_stack_failures: c.kernel_stack_failures,

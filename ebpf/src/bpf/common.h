@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /*
- * Structures shared by the probes other than futex (offcpu, syscall, lifecycle, klock) and the
- * Rust loader, which takes them from each skeleton's generated `types` (never re-declared).
+ * Structures shared by every probe and the Rust loader, which takes them from each skeleton's
+ * generated `types` (never re-declared).
  */
 #ifndef LOCKSCOPE_COMMON_H
 #define LOCKSCOPE_COMMON_H

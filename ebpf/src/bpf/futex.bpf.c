@@ -5,10 +5,13 @@
  * streamed to user space: it reads the `waits` map once, when the recording ends.
  *
  * Hooks: sys_enter / sys_exit (to time waits), sched_process_exit (waits ended by the thread's
- * exit) and sched_process_fork (to follow children), each in a tp_btf flavor and a raw_tp fallback; the loader attaches one flavor of each. Every handler
- * filters by tgid first (one hash lookup), so other processes pay almost nothing.
+ * exit) and sched_process_fork (to follow children), each in a tp_btf flavor and a raw_tp
+ * fallback; the loader attaches one flavor of each. sys_enter and sys_exit run on every system
+ * call of the machine: they test the system call number before anything else, so every other
+ * call costs a compare (a target lookup on every call cost ~135 ns, 2.3% of this 2-CPU machine
+ * under MariaDB; docs/BENCHMARKS.md).
  */
-#include "common.bpf.h"
+#include "probe.bpf.h"
 #include "futex.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
@@ -34,39 +37,8 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, MAX_WAIT_KEYS);
 	__type(key, struct futex_wait_key);
-	__type(value, struct futex_wait_stats);
+	__type(value, struct lks_stats);
 } waits SEC(".maps");
-
-/* Template for a new `waits` entry (see on_sys_exit). */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct futex_wait_stats);
-} fresh_stats SEC(".maps");
-
-/* Event and loss counters, per CPU so that counting never contends between CPUs. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct futex_counters);
-} counters SEC(".maps");
-
-static __always_inline struct futex_counters *this_cpu_counters(void)
-{
-	__u32 zero = 0;
-
-	return bpf_map_lookup_elem(&counters, &zero);
-}
-
-/* Per-CPU copy: only this CPU writes it, and a BPF program is not migrated while it runs. */
-#define COUNT(field)                                              \
-	do {                                                      \
-		struct futex_counters *c = this_cpu_counters();   \
-		if (c)                                            \
-			c->field++;                               \
-	} while (0)
 
 /* True for the futex(2) commands that block: the ones lockscope records. */
 static __always_inline bool is_wait_cmd(__u32 op)
@@ -83,15 +55,26 @@ static __always_inline bool is_wait_cmd(__u32 op)
 	}
 }
 
+/* True for the system calls that may wait on a futex. Tested before anything else: these hooks
+ * run on every system call of the machine, and for all but these a compare is all they cost. */
+static __always_inline bool is_futex_syscall(long id)
+{
+	return id == NR_FUTEX || id == NR_FUTEX_WAITV || id == NR_FUTEX_WAIT;
+}
+
 static __always_inline int on_sys_enter(struct pt_regs *regs, long id)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct futex_wait_start start = {};
-	__u32 tid = (__u32)pid_tgid;
+	__u64 pid_tgid;
+	__u32 tid;
 	long err;
 
+	if (!is_futex_syscall(id))
+		return 0;
+	pid_tgid = bpf_get_current_pid_tgid();
 	if (!is_target(pid_tgid >> 32))
 		return 0;
+	tid = (__u32)pid_tgid;
 
 	if (id == NR_FUTEX) {
 		__u32 op = (__u32)PT_REGS_PARM2_CORE_SYSCALL(regs);
@@ -133,20 +116,18 @@ static __always_inline int on_sys_enter(struct pt_regs *regs, long id)
 	return 0;
 }
 
-static __always_inline int on_sys_exit(void *ctx)
+/* Ends the current thread's wait in flight, if it has one: from the futex system calls' exit, and
+ * from the thread's exit (a wait ended by exit_group never returns). */
+static __always_inline int on_wait_end(void *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
 	struct futex_wait_start *start;
-	struct futex_wait_stats *stats;
 	struct futex_wait_key key = {};
 	struct stack_ids stacks;
 	__u64 duration;
-	__u32 slot;
-	long err;
 
-	if (!is_target(pid_tgid >> 32))
-		return 0;
+	/* No target lookup: a thread has an entry in flight only if it is a target's. */
 	start = bpf_map_lookup_elem(&starts, &tid);
 	if (!start)
 		return 0;
@@ -166,43 +147,9 @@ static __always_inline int on_sys_exit(void *ctx)
 	key.user_stack_id = stacks.user < 0 ? -1 : stacks.user;
 	key.kernel_stack_id = stacks.kernel < 0 ? -1 : stacks.kernel;
 
-	stats = bpf_map_lookup_elem(&waits, &key);
-	if (!stats) {
-		/* Too big for the 512-byte BPF stack: built in a per-CPU scratch entry instead, whose
-		 * counts stay zero (only its comm is ever written). */
-		__u32 zero = 0;
-		struct futex_wait_stats *fresh = bpf_map_lookup_elem(&fresh_stats, &zero);
-
-		if (!fresh) {
-			COUNT(dropped);
-			return 0;
-		}
-		bpf_get_current_comm(fresh->comm, sizeof(fresh->comm));
-		err = bpf_map_update_elem(&waits, &key, fresh, BPF_NOEXIST);
-		if (err && err != -EEXIST) {
-			if (err == -E2BIG)
-				COUNT(agg_map_full);
-			else
-				COUNT(dropped);
-			return 0;
-		}
-		stats = bpf_map_lookup_elem(&waits, &key);
-		if (!stats) {
-			COUNT(dropped);
-			return 0;
-		}
-	}
-
-	__sync_fetch_and_add(&stats->count, 1);
-	__sync_fetch_and_add(&stats->total_ns, duration);
-	slot = hist_slot(duration);
-	if (slot >= LKS_HIST_SLOTS) /* cannot happen; tells the verifier the index is in bounds */
-		slot = LKS_HIST_SLOTS - 1;
-	__sync_fetch_and_add(&stats->hist[slot], 1);
 	/* The key holds the thread id and a thread waits in one syscall at a time, so no other CPU
-	 * updates this entry concurrently: a plain compare-and-store is exact. */
-	if (duration > stats->max_ns)
-		stats->max_ns = duration;
+	 * updates this entry concurrently: its max is exact. */
+	aggregate(&waits, &key, duration, NULL);
 	return 0;
 }
 
@@ -230,7 +177,10 @@ int BPF_PROG(lks_enter_btf, struct pt_regs *regs, long id)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(lks_exit_btf, struct pt_regs *regs, long ret)
 {
-	return on_sys_exit(ctx);
+	/* x86_64 keeps the system call number in orig_ax until the call returns. */
+	if (!is_futex_syscall(regs->orig_ax))
+		return 0;
+	return on_wait_end(ctx);
 }
 
 SEC("tp_btf/sched_process_fork")
@@ -245,7 +195,7 @@ int BPF_PROG(lks_fork_btf, struct task_struct *parent, struct task_struct *child
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(lks_texit_btf)
 {
-	return on_sys_exit(ctx);
+	return on_wait_end(ctx);
 }
 
 SEC("raw_tp/sys_enter")
@@ -257,7 +207,9 @@ int BPF_PROG(lks_enter_raw, struct pt_regs *regs, long id)
 SEC("raw_tp/sys_exit")
 int BPF_PROG(lks_exit_raw, struct pt_regs *regs, long ret)
 {
-	return on_sys_exit(ctx);
+	if (!is_futex_syscall(BPF_CORE_READ(regs, orig_ax)))
+		return 0;
+	return on_wait_end(ctx);
 }
 
 SEC("raw_tp/sched_process_fork")
@@ -269,5 +221,5 @@ int BPF_PROG(lks_fork_raw, struct task_struct *parent, struct task_struct *child
 SEC("raw_tp/sched_process_exit")
 int BPF_PROG(lks_texit_raw)
 {
-	return on_sys_exit(ctx);
+	return on_wait_end(ctx);
 }

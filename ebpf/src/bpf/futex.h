@@ -1,15 +1,14 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /*
- * Structures and constants shared by futex.bpf.c and the Rust loader. The Rust side never
+ * Structures and constants shared by futex.bpf.c and the Rust loader (its aggregated values and
+ * counters are common.h's `lks_stats` and `lks_counters`). The Rust side never
  * re-declares them: it uses the skeleton's generated `types::*`, which libbpf-cargo emits from this
  * object's BTF (every type below is referenced by a map definition or a key field, so it is there).
  */
 #ifndef LOCKSCOPE_FUTEX_H
 #define LOCKSCOPE_FUTEX_H
 
-/* One slot per bit length of a u64 duration, plus slot 0 for 0 ns: exactly probes::hist. */
-#define LKS_HIST_SLOTS 65
-#define LKS_COMM_LEN 16
+#include "common.h"
 
 /*
  * What a wait was. For the futex(2) syscall this is its full `op` argument (command plus the
@@ -48,39 +47,12 @@ struct futex_wait_key {
 	__u32 pad;
 };
 
-/* Aggregated waits of one key. */
-struct futex_wait_stats {
-	__u64 count;
-	__u64 total_ns;
-	__u64 max_ns;
-	/* hist[bit length of duration_ns] */
-	__u64 hist[LKS_HIST_SLOTS];
-	/* Thread name when the key was first seen. */
-	char comm[LKS_COMM_LEN];
-};
-
 /* A wait in flight: written at syscall entry, consumed at exit (keyed by thread id). */
 struct futex_wait_start {
 	__u64 start_ns;
 	__u64 uaddr;
 	enum futex_wait_op op;
 	__u32 pad;
-};
-
-/* Loss and event counters, one copy per CPU (a BPF_MAP_TYPE_PERCPU_ARRAY with one entry). */
-struct futex_counters {
-	/* Waits seen (completed, or lost at entry because the in-flight map was full). */
-	__u64 events;
-	/* Waits recorded without a user stack (bpf_get_stackid failed). */
-	__u64 user_stack_failures;
-	/* Waits recorded without a kernel stack. */
-	__u64 kernel_stack_failures;
-	/* Waits lost because the aggregation map was full. */
-	__u64 agg_map_full;
-	/* Waits lost because the in-flight map was full. */
-	__u64 start_map_full;
-	/* Waits lost for any other reason. */
-	__u64 dropped;
 };
 
 #endif /* LOCKSCOPE_FUTEX_H */
