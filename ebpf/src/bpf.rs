@@ -4,7 +4,7 @@
 
 use crate::error::Error;
 use crate::shared::SharedMaps;
-use crate::skel::types::{lks_counters, futex_wait_key, lks_stats};
+use crate::skel::types::{futex_wait_key, lks_counters, lks_stats};
 use crate::skel::{FutexSkel, FutexSkelBuilder};
 use crate::unwind::decode_user_stack;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};

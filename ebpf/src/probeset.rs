@@ -25,7 +25,14 @@ use std::ffi::CStr;
 use std::time::Duration;
 
 /// Names of the probes this module implements, in catalog order.
-pub const PROBE_NAMES: [&str; 5] = ["offcpu", "syscall", "lifecycle", "klock", "mutex-hold"];
+pub const PROBE_NAMES: [&str; 6] = [
+    "offcpu",
+    "wakeup",
+    "syscall",
+    "lifecycle",
+    "klock",
+    "mutex-hold",
+];
 
 /// Waker name of the wakeups done from interrupt context (timers, I/O completion).
 pub const INTERRUPT_WAKER: &str = "[interrupt]";
@@ -274,8 +281,10 @@ impl ProbeSet {
     ) -> Result<ProbeSet, Error> {
         let wants = |n: &str| names.iter().any(|x| x == n);
         let mut set = ProbeSet::default();
-        if wants("offcpu") {
+        // `wakeup` is the offcpu object taking its wakers' stacks too: one object serves both.
+        if wants("offcpu") || wants("wakeup") {
             let min_block = settings.min_block.as_nanos() as u64;
+            let waker_stacks = wants("wakeup");
             set.offcpu = Some(Slot::new(
                 OFFCPU_HOOKS,
                 load_object(
@@ -284,6 +293,7 @@ impl ProbeSet {
                     |open: &mut offcpu::OpenOffcpuSkel<'static>| {
                         if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
                             rodata.targ_min_block_ns = min_block;
+                            rodata.targ_waker_stacks = waker_stacks;
                         }
                     },
                 ),
@@ -393,7 +403,7 @@ impl ProbeSet {
     /// What became of probe `name`, if this set handles it.
     pub fn status(&self, name: &str) -> Option<ProbeAttachment> {
         match name {
-            "offcpu" => self.offcpu.as_ref().map(|s| s.status(name)),
+            "offcpu" | "wakeup" => self.offcpu.as_ref().map(|s| s.status(name)),
             "syscall" => self.syscall.as_ref().map(|s| s.status(name)),
             "lifecycle" => self.lifecycle.as_ref().map(|s| s.status(name)),
             "klock" => self.klock.as_ref().map(|s| s.status(name)),

@@ -75,12 +75,20 @@ pub const CATALOG: &[ProbeInfo] = &[
         name: "offcpu",
         description: "time each thread spends off the CPU, with stacks at switch-out, the state \
                   (sleeping or preempted) and the system call it slept in; run-queue delay; \
-                  who woke it and from where; the per-thread wall-time breakdown and context \
-                  switch counts",
+                  the per-thread wall-time breakdown and context switch counts",
         kinds: &[WaitKind::OffCpu],
         cost: CostClass::PerContextSwitch,
         default: false,
         linux_hooks: "tp_btf/sched_switch, tp_btf/sched_waking, tp_btf/sched_wakeup_new",
+    },
+    ProbeInfo {
+        name: "wakeup",
+        description: "who woke each sleep and from where: the waker's thread and stacks with the \
+                  sleeper's (offwaketime); implies offcpu, and doubles its stack cost",
+        kinds: &[WaitKind::OffCpu],
+        cost: CostClass::PerContextSwitch,
+        default: false,
+        linux_hooks: "tp_btf/sched_waking (with offcpu's hooks)",
     },
     ProbeInfo {
         name: "syscall",

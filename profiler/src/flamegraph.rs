@@ -84,7 +84,7 @@ pub fn write_flamegraph(
     if options.wakeups {
         let lines = crate::wakeup::wakeup_lines(profile, &options.fold);
         if lines.is_empty() {
-            bail!("no wakeups recorded in this profile (record with --probes offcpu)");
+            bail!("no wakeups recorded in this profile (record with --probes wakeup)");
         }
         let mut inferno_options = inferno::flamegraph::Options::default();
         inferno_options.title = options.title.clone().unwrap_or_else(|| {

@@ -610,7 +610,12 @@ impl OffCpu {
                 format_ns(r.max_ns)
             );
         }
-        if !self.wakeups.is_empty() {
+        if self.wakeups.is_empty() {
+            let _ = writeln!(
+                out,
+                "  who woke whom: not recorded (the `wakeup` probe takes the wakers' stacks)"
+            );
+        } else {
             let _ = writeln!(out, "  who woke whom (sleep time ended by each waker):");
             for r in &self.wakeups {
                 let _ = writeln!(

@@ -75,7 +75,7 @@ fn every_probe_reports_draws_and_exports() {
             .args([
                 "record",
                 "--probes",
-                "futex,offcpu,syscall,lifecycle,klock",
+                "futex,offcpu,wakeup,syscall,lifecycle,klock",
                 "--min-block",
                 "1us",
                 "-o",
@@ -87,7 +87,7 @@ fn every_probe_reports_draws_and_exports() {
     for section in [
         "Where the time went",
         "Off-CPU time (offcpu)",
-        "who woke whom",
+        "who woke whom (sleep time ended by each waker)",
         "System calls (syscall)",
         "Process and thread lifecycle (lifecycle)",
     ] {
@@ -133,6 +133,36 @@ fn every_probe_reports_draws_and_exports() {
         );
         assert!(!folded.trim().is_empty(), "empty {probe} export");
     }
+}
+
+/// `offcpu` alone takes no waker stacks (that is the `wakeup` probe's cost), and says so.
+#[test]
+fn offcpu_without_wakeup_takes_no_waker_stacks() {
+    if !bpf_available("offcpu_without_wakeup_takes_no_waker_stacks") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lsp = dir.path().join("run.lsp");
+    run_ok(
+        lockscope()
+            .args(["record", "--probes", "offcpu", "--min-block", "1us", "-o"])
+            .arg(&lsp)
+            .args(["--", "sh", "-c", "sleep 0.2"]),
+    );
+    let profile = lockscope_probes::read_profile(&lsp).expect("profile");
+    assert!(
+        profile.waits.iter().any(|w| w.probe == "offcpu"),
+        "no off-CPU records"
+    );
+    assert!(
+        profile.wakeups.is_empty(),
+        "wakeups without the wakeup probe"
+    );
+    let report = run_ok(lockscope().arg("report").arg(&lsp));
+    assert!(
+        report.contains("who woke whom: not recorded"),
+        "no hint in\n{report}"
+    );
 }
 
 /// `lockscope probes` lists every eBPF probe with its hooks and whether it loads here.

@@ -8,8 +8,9 @@
  *
  * Per thread it keeps a state machine and the time spent in each class (enum time_class), so
  * that on-CPU + run-queue + every kind of sleep adds up to the thread's wall time. Intervals of
- * at least `targ_min_block_ns` are also aggregated with their stacks (`offcpu`), and the sleeps
- * among them with their waker's stacks (`wakeups`, offwaketime's idea, aggregated in the kernel).
+ * at least `targ_min_block_ns` are also aggregated with their stacks (`offcpu`), and, for the
+ * `wakeup` probe (`targ_waker_stacks`), the sleeps among them with their waker's stacks
+ * (`wakeups`, offwaketime's idea, aggregated in the kernel).
  */
 #include "probe.bpf.h"
 #include "offcpu.h"
@@ -29,6 +30,9 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 /* Shortest interval aggregated with stacks (the per-thread times count every interval). */
 const volatile __u64 targ_min_block_ns = 10000;
+/* Aggregate each sleep with its waker's stacks too (the `wakeup` probe). Off by default: taking
+ * the waker's stacks costs as much as the sleeper's, on every wakeup. */
+const volatile bool targ_waker_stacks = false;
 
 /* CLOCK_MONOTONIC when the probes were attached, written by user space; threads first seen later
  * count from here. */
@@ -345,6 +349,8 @@ int BPF_PROG(lks_offcpu_waking, struct task_struct *p)
 	if (ns < targ_min_block_ns)
 		return 0;
 	record_interval(t, tid, LKS_STATE_SLEEPING, ns, true, p);
+	if (!targ_waker_stacks)
+		return 0;
 
 	/* From interrupt context (a timer expiring, I/O completing) `current` is just the
 	 * interrupted thread: user space tells those wakeups by the kernel stack (the handler). */
