@@ -424,6 +424,10 @@ pub struct DiffArgs {
     /// Also write the paired, normalized folded stacks (`stack A B` per line) to this file.
     #[arg(long, value_name = "FILE")]
     pub folded: Option<PathBuf>,
+
+    /// Print the comparison as JSON instead of the table (schema in docs/DIFF.md).
+    #[arg(long)]
+    pub json: bool,
 }
 
 impl DiffArgs {

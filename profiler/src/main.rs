@@ -167,7 +167,8 @@ fn bench_recorded(args: &cli::BenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// `lockscope diff`: the table on stdout, the differential flamegraph and folded pairs to files.
+/// `lockscope diff`: the table (or its JSON) on stdout, the differential flamegraph and folded
+/// pairs to files.
 fn diff(args: &cli::DiffArgs) -> Result<()> {
     let options = args.to_options()?;
     let a = read(&args.a)?;
@@ -188,10 +189,14 @@ fn diff(args: &cli::DiffArgs) -> Result<()> {
     }
     let (pa, pb) = (args.a.display().to_string(), args.b.display().to_string());
     let mut out = std::io::stdout().lock();
-    lockscope::diff::write_diff_table(&a, &b, (&pa, &pb), &options, &mut out)?;
+    if args.json {
+        lockscope::diff::write_diff_json(&a, &b, (&pa, &pb), &options, &mut out)?;
+    } else {
+        lockscope::diff::write_diff_table(&a, &b, (&pa, &pb), &options, &mut out)?;
+    }
     out.flush()
         .or_else(ignore_broken_pipe)
-        .context("failed to write the diff table")
+        .context("failed to write the diff")
 }
 
 /// `export --format pprof|speedscope`, to the output file or standard output.
