@@ -343,6 +343,11 @@ pub struct ExportArgs {
     #[arg(long, value_name = "N")]
     pub concurrency: Option<u64>,
 
+    /// Export who woke whom (the `offcpu` probe's wakeups) as folded chains, sleeper stack
+    /// first, instead of the waits (folded only; the json format always holds the wakeups).
+    #[arg(long)]
+    pub wakeups: bool,
+
     /// Selection and weighting (folded only).
     #[command(flatten)]
     pub fold: FoldArgs,
