@@ -527,6 +527,11 @@ pub struct SweepArgs {
     /// Sweep directory to write: sweep.json, level-N.lsp and level-N.load.txt.
     #[arg(short, long, value_name = "DIR")]
     pub output: PathBuf,
+
+    /// Probes every level's recording attaches, comma-separated, as `record --probes` (see
+    /// `lockscope probes`). Default: the backend's default probes.
+    #[arg(long, value_name = "PROBES", value_delimiter = ',')]
+    pub probes: Vec<String>,
 }
 
 impl SweepArgs {
@@ -543,6 +548,11 @@ impl SweepArgs {
         options.load_grace = self.load_grace;
         options.settle = self.settle;
         options.output_dir = self.output.clone();
+        // Checked here, as `record` checks them, so a typo fails before the server or any load
+        // starts; none given leaves the choice to each recording (the backend's defaults).
+        if !self.probes.is_empty() {
+            options.probes = validate_probes(&self.probes)?;
+        }
         options.throughput = match (&self.throughput_regex, self.throughput) {
             (Some(pattern), _) => Throughput::Regex(pattern.clone()),
             (None, ThroughputArg::Auto) => Throughput::Auto,
