@@ -343,6 +343,11 @@ pub struct ExportArgs {
     #[arg(long, value_name = "N")]
     pub concurrency: Option<u64>,
 
+    /// Export who woke whom (the `offcpu` probe's wakeups) as folded chains, sleeper stack
+    /// first, instead of the waits (folded only; the json format always holds the wakeups).
+    #[arg(long)]
+    pub wakeups: bool,
+
     /// Selection and weighting (folded only).
     #[command(flatten)]
     pub fold: FoldArgs,
@@ -424,6 +429,10 @@ pub struct DiffArgs {
     /// Also write the paired, normalized folded stacks (`stack A B` per line) to this file.
     #[arg(long, value_name = "FILE")]
     pub folded: Option<PathBuf>,
+
+    /// Print the comparison as JSON instead of the table (schema in docs/DIFF.md).
+    #[arg(long)]
+    pub json: bool,
 }
 
 impl DiffArgs {
@@ -518,6 +527,11 @@ pub struct SweepArgs {
     /// Sweep directory to write: sweep.json, level-N.lsp and level-N.load.txt.
     #[arg(short, long, value_name = "DIR")]
     pub output: PathBuf,
+
+    /// Probes every level's recording attaches, comma-separated, as `record --probes` (see
+    /// `lockscope probes`). Default: the backend's default probes.
+    #[arg(long, value_name = "PROBES", value_delimiter = ',')]
+    pub probes: Vec<String>,
 }
 
 impl SweepArgs {
@@ -534,6 +548,11 @@ impl SweepArgs {
         options.load_grace = self.load_grace;
         options.settle = self.settle;
         options.output_dir = self.output.clone();
+        // Checked here, as `record` checks them, so a typo fails before the server or any load
+        // starts; none given leaves the choice to each recording (the backend's defaults).
+        if !self.probes.is_empty() {
+            options.probes = validate_probes(&self.probes)?;
+        }
         options.throughput = match (&self.throughput_regex, self.throughput) {
             (Some(pattern), _) => Throughput::Regex(pattern.clone()),
             (None, ThroughputArg::Auto) => Throughput::Auto,

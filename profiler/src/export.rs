@@ -5,8 +5,10 @@
 //! - [`ExportFormat::Json`]: the profile itself as pretty-printed JSON, the same document a `.lsp`
 //!   file holds gzip-compressed (`docs/FORMAT.md`), so nothing is lost. With a probe filter, only
 //!   that probe's records are kept, with the threads and stacks they refer to (stack ids are
-//!   renumbered); the metadata is unchanged. For aggregated, ranked data use
+//!   renumbered); the `offcpu` filter keeps the per-thread times and the wakeups too
+//!   ([`filter_profile`]); the metadata is unchanged. For aggregated, ranked data use
 //!   `lockscope report --json` instead (`docs/REPORT-JSON.md`).
+//! - [`write_wakeup_chains`]: the wakeups as folded chains (`export --format folded --wakeups`).
 
 use crate::fold::{check_probe, folded_lines, selects, FoldOptions};
 use anyhow::Context;
@@ -57,47 +59,91 @@ impl FromStr for ExportFormat {
 
 /// The records of `profile` that pass the probe filter of `fold`, with only the threads and
 /// stacks they use. Without a filter the profile is returned unchanged.
+///
+/// Per-thread times and wakeups are the `offcpu` probe's data: they are kept, with their stacks
+/// renumbered like the waits', when the filter is `offcpu`, and left out for any other probe.
 pub fn filter_profile(profile: &Profile, fold: &FoldOptions) -> Profile {
     if fold.probe.is_none() {
         return profile.clone();
     }
     let mut renumbered: BTreeMap<StackId, StackId> = BTreeMap::new();
     let mut stacks = Vec::new();
+    let mut renumber = |id: &mut Option<StackId>| {
+        *id = id.and_then(|old| {
+            let stack = profile.stacks.get(old as usize)?;
+            Some(*renumbered.entry(old).or_insert_with(|| {
+                stacks.push(stack.clone());
+                (stacks.len() - 1) as StackId
+            }))
+        });
+    };
     let mut waits = Vec::new();
     for record in profile.waits.iter().filter(|r| selects(fold, r)) {
         let mut record = record.clone();
-        for id in [&mut record.user_stack, &mut record.kernel_stack] {
-            *id = id.and_then(|old| {
-                let stack = profile.stacks.get(old as usize)?;
-                Some(*renumbered.entry(old).or_insert_with(|| {
-                    stacks.push(stack.clone());
-                    (stacks.len() - 1) as StackId
-                }))
-            });
-        }
+        renumber(&mut record.user_stack);
+        renumber(&mut record.kernel_stack);
         waits.push(record);
     }
-    let threads = profile
-        .threads
-        .iter()
-        .filter(|t| waits.iter().any(|w| w.pid == t.pid && w.tid == t.tid))
-        .cloned()
-        .collect();
-    // Per-thread times are not stack-based: they go with the probe that measures them. Wakeups
-    // refer to stacks this filter renumbers, so a filtered export leaves them out.
-    let thread_times = if fold.probe.as_deref() == Some("offcpu") {
+    let offcpu = fold.probe.as_deref() == Some("offcpu");
+    let mut wakeups = Vec::new();
+    if offcpu {
+        for wakeup in &profile.wakeups {
+            let mut wakeup = wakeup.clone();
+            renumber(&mut wakeup.user_stack);
+            renumber(&mut wakeup.kernel_stack);
+            renumber(&mut wakeup.waker_user_stack);
+            renumber(&mut wakeup.waker_kernel_stack);
+            wakeups.push(wakeup);
+        }
+    }
+    let thread_times = if offcpu {
         profile.thread_times.clone()
     } else {
         Vec::new()
     };
+    // Keep every thread something kept refers to: waiters, threads with times, sleepers and
+    // wakers (whose names the wakeup chains print).
+    let threads = profile
+        .threads
+        .iter()
+        .filter(|t| {
+            let is = |pid: u32, tid: u32| t.pid == pid && t.tid == tid;
+            waits.iter().any(|w| is(w.pid, w.tid))
+                || thread_times.iter().any(|w| is(w.pid, w.tid))
+                || wakeups
+                    .iter()
+                    .any(|w| is(w.pid, w.tid) || is(w.waker_pid, w.waker_tid))
+        })
+        .cloned()
+        .collect();
     Profile {
         metadata: profile.metadata.clone(),
         threads,
         stacks,
         waits,
         thread_times,
-        wakeups: Vec::new(),
+        wakeups,
     }
+}
+
+/// Writes the wakeup chains of `profile` (the `offcpu` probe's who-woke-whom,
+/// [`crate::wakeup`]) as folded lines, weighted and with kernel frames as `fold` says. A probe
+/// filter other than `offcpu` selects no wakeups. Fails when there is nothing to write, so an
+/// empty file never passes for a result.
+pub fn write_wakeup_chains(
+    profile: &Profile,
+    fold: &FoldOptions,
+    out: &mut dyn std::io::Write,
+) -> anyhow::Result<()> {
+    check_probe(profile, fold).map_err(anyhow::Error::msg)?;
+    let lines = crate::wakeup::wakeup_lines(&filter_profile(profile, fold), fold);
+    if lines.is_empty() {
+        anyhow::bail!("no wakeups to export (they are recorded by --probes offcpu)");
+    }
+    for line in lines {
+        writeln!(out, "{line}").context("failed to write the wakeup chains")?;
+    }
+    out.flush().context("failed to flush the export")
 }
 
 /// Writes `profile` to `out` in `format`; `fold` selects the probe (both formats) and the weight

@@ -8,14 +8,19 @@
 //!
 //! The page has, in order:
 //!
-//! 1. per sweep: the finding, the scaling chart, and a table per level (throughput, scaling,
-//!    wait share per kind, the top site, losses);
-//! 2. per run (each profile given, and the first and last level of each sweep): the metadata and
-//!    environment fingerprint (host, OS, kernel, CPUs, libc, backend, lockscope version, target,
-//!    probes and their status, losses), the flamegraph, and the report's top sites with their
-//!    log2 histograms ([`crate::report`]);
+//! 1. per sweep: the finding, the scaling chart, a table per level (throughput, scaling, wait
+//!    share per kind, the top site, losses), then **every level**: a level selector (one link
+//!    per level, the knee marked) and one collapsible `<details>` section per level, open by
+//!    default, with the level's run (below); no script is needed to read or switch them;
+//! 2. per run (each profile given, and each level of each sweep): the metadata and environment
+//!    fingerprint (host, OS, kernel, CPUs, libc, backend, lockscope version, target, probes and
+//!    their status, losses), the flamegraph, and the report's top sites with their log2
+//!    histograms ([`crate::report`]);
 //! 3. diffs: each run against the first one (and the last level of each sweep against its
 //!    first), as the side-by-side table and the differential flamegraph ([`crate::diff`]).
+//!
+//! Level sections start open: a flamegraph laid out while hidden would have no width to fit its
+//! labels to until the reader opens it (inferno refits them on resize, but open is simplest).
 
 use crate::chart::{scaling_svg, xml_escape, ChartOptions};
 use crate::diff::{write_diff_flamegraph, write_diff_table, DiffOptions};
@@ -81,6 +86,11 @@ pre { background: #f8f8f8; border: 1px solid #e3e3e3; padding: 8px; overflow-x: 
 .warning { background: #fff4e5; border-left: 4px solid #d55e00; padding: 6px 12px; }
 iframe.flame { width: 100%; height: 520px; border: 1px solid #ddd; }
 nav li { margin: 2px 0; }
+.levels { margin: 8px 0; font-size: 14px; }
+.levels a { margin-right: 10px; }
+details.level { border: 1px solid #ddd; border-radius: 4px; margin: 10px 0; padding: 0 12px 8px; }
+details.level > summary { cursor: pointer; font-weight: bold; padding: 8px 0; }
+details.level h4 { font-size: 14px; margin: 14px 0 6px; }
 .muted { color: #666; }
 "#;
 
@@ -233,8 +243,13 @@ fn metadata_table(out: &mut String, profile: &Profile) {
 
 fn run_section(out: &mut String, id: &str, run: &Run<'_>, options: &HtmlOptions) {
     let _ = writeln!(out, r#"<h2 id="{id}">Run: {}</h2>"#, xml_escape(&run.label));
+    run_body(out, run, options, "h3");
+}
+
+/// A run's metadata, flamegraph and top sites, under `heading` (`h3`, or `h4` inside a level).
+fn run_body(out: &mut String, run: &Run<'_>, options: &HtmlOptions, heading: &str) {
     metadata_table(out, run.profile);
-    out.push_str("<h3>Flamegraph (wait time)</h3>\n");
+    let _ = writeln!(out, "<{heading}>Flamegraph (wait time)</{heading}>");
     let mut svg = Vec::new();
     match write_flamegraph(run.profile, &FlamegraphOptions::default(), &mut svg) {
         Ok(()) => iframe_svg(out, &svg, &format!("flamegraph of {}", run.label)),
@@ -248,7 +263,7 @@ fn run_section(out: &mut String, id: &str, run: &Run<'_>, options: &HtmlOptions)
     }
     let _ = writeln!(
         out,
-        "<h3>Top {} wait sites, with log2 histograms</h3>",
+        "<{heading}>Top {} wait sites, with log2 histograms</{heading}>",
         options.top
     );
     let report_options = ReportOptions {
@@ -383,19 +398,77 @@ fn sweep_section(out: &mut String, id: &str, path: &str, sweep: &Sweep) {
     out.push_str("</table>\n");
 }
 
+/// The id of the section of level number `index` (in run order) of sweep input `sweep`.
+fn level_anchor(sweep: usize, index: usize) -> String {
+    format!("{}-level-{index}", anchor("sweep", sweep))
+}
+
+/// Every level of a sweep: a selector (one link per level) and one collapsible section per level
+/// with its run. `runs` are the levels' runs, in the sweep's order.
+fn levels_section(
+    out: &mut String,
+    sweep_index: usize,
+    sweep: &Sweep,
+    runs: &[Run<'_>],
+    options: &HtmlOptions,
+) {
+    let is_knee = |c: u32| sweep.knee.as_ref().is_some_and(|k| k.concurrency == c);
+    let _ = writeln!(
+        out,
+        r#"<h3 id="{}-levels">Every level ({})</h3>"#,
+        anchor("sweep", sweep_index),
+        sweep.levels.len()
+    );
+    out.push_str(r#"<p class="levels">Level (concurrency): "#);
+    for (k, level) in sweep.levels.iter().enumerate() {
+        let _ = write!(
+            out,
+            r##"<a href="#{}">{}{}</a>"##,
+            level_anchor(sweep_index, k),
+            level.concurrency,
+            if is_knee(level.concurrency) {
+                " (knee)"
+            } else {
+                ""
+            }
+        );
+    }
+    out.push_str("</p>\n");
+    for (k, (level, run)) in sweep.levels.iter().zip(runs).enumerate() {
+        let top = level
+            .top_sites
+            .first()
+            .map(|s| crate::sweep::short_site(&s.name))
+            .unwrap_or_else(|| "-".to_string());
+        let _ = writeln!(
+            out,
+            r#"<details class="level" id="{}" open>
+<summary>Concurrency {}{}: {:.1} {}, scaling {:.0}%, top wait site <code>{}</code></summary>"#,
+            level_anchor(sweep_index, k),
+            level.concurrency,
+            if is_knee(level.concurrency) {
+                " (knee)"
+            } else {
+                ""
+            },
+            level.throughput,
+            xml_escape(&sweep.throughput_unit),
+            level.scaling * 100.0,
+            xml_escape(&top)
+        );
+        run_body(out, run, options, "h4");
+        out.push_str("</details>\n");
+    }
+}
+
 /// Renders the report page.
 pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> anyhow::Result<String> {
-    // Profiles of sweep levels, loaded once: (sweep index, first, last).
-    let mut sweep_runs: Vec<(usize, Vec<(String, Profile)>)> = Vec::new();
+    // Profiles of every sweep level, loaded once, in each sweep's order: (input index, runs).
+    let mut sweep_profiles: Vec<(usize, Vec<(String, Profile)>)> = Vec::new();
     for (i, input) in inputs.iter().enumerate() {
         if let Input::Sweep { path, dir, sweep } = input {
-            let mut runs = Vec::new();
-            let ends: Vec<_> = match (sweep.levels.first(), sweep.levels.last()) {
-                (Some(f), Some(l)) if f.concurrency != l.concurrency => vec![f, l],
-                (Some(f), _) => vec![f],
-                _ => vec![],
-            };
-            for level in ends {
+            let mut profiles = Vec::new();
+            for level in &sweep.levels {
                 let file = dir.join(&level.profile);
                 let profile = lockscope_probes::read_profile(&file).with_context(|| {
                     format!(
@@ -404,14 +477,27 @@ pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> anyhow::Result<St
                         path.display()
                     )
                 })?;
-                runs.push((
+                profiles.push((
                     format!("{} level {}", path.display(), level.concurrency),
                     profile,
                 ));
             }
-            sweep_runs.push((i, runs));
+            sweep_profiles.push((i, profiles));
         }
     }
+    let level_runs: Vec<(usize, Vec<Run<'_>>)> = sweep_profiles
+        .iter()
+        .map(|(i, profiles)| {
+            let runs = profiles
+                .iter()
+                .map(|(label, profile)| Run {
+                    label: label.clone(),
+                    profile,
+                })
+                .collect();
+            (*i, runs)
+        })
+        .collect();
     let runs: Vec<Run<'_>> = inputs
         .iter()
         .filter_map(|input| match input {
@@ -439,26 +525,25 @@ pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> anyhow::Result<St
     // Contents.
     out.push_str("<nav><ul>\n");
     for (i, input) in inputs.iter().enumerate() {
-        if let Input::Sweep { path, .. } = input {
-            let _ = writeln!(
+        if let Input::Sweep { path, sweep, .. } = input {
+            let _ = write!(
                 out,
-                r##"<li><a href="#{}">Sweep: {}</a></li>"##,
+                r##"<li><a href="#{}">Sweep: {}</a>; levels:"##,
                 anchor("sweep", i),
                 xml_escape(&path.display().to_string())
             );
+            for (k, level) in sweep.levels.iter().enumerate() {
+                let _ = write!(
+                    out,
+                    r##" <a href="#{}">{}</a>"##,
+                    level_anchor(i, k),
+                    level.concurrency
+                );
+            }
+            out.push_str("</li>\n");
         }
     }
-    let mut all_runs: Vec<&Run<'_>> = runs.iter().collect();
-    let level_runs: Vec<Run<'_>> = sweep_runs
-        .iter()
-        .flat_map(|(_, runs)| runs.iter())
-        .map(|(label, profile)| Run {
-            label: label.clone(),
-            profile,
-        })
-        .collect();
-    all_runs.extend(level_runs.iter());
-    for (i, run) in all_runs.iter().enumerate() {
+    for (i, run) in runs.iter().enumerate() {
         let _ = writeln!(
             out,
             r##"<li><a href="#{}">Run: {}</a></li>"##,
@@ -476,9 +561,12 @@ pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> anyhow::Result<St
                 &path.display().to_string(),
                 sweep,
             );
+            if let Some((_, runs)) = level_runs.iter().find(|(index, _)| *index == i) {
+                levels_section(&mut out, i, sweep, runs, options);
+            }
         }
     }
-    for (i, run) in all_runs.iter().enumerate() {
+    for (i, run) in runs.iter().enumerate() {
         run_section(&mut out, &anchor("run", i), run, options);
     }
     let mut diff_index = 0;
@@ -488,18 +576,12 @@ pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> anyhow::Result<St
             diff_index += 1;
         }
     }
-    for (_, runs) in &sweep_runs {
-        if let [(la, pa), (lb, pb)] = runs.as_slice() {
-            let a = Run {
-                label: la.clone(),
-                profile: pa,
-            };
-            let b = Run {
-                label: lb.clone(),
-                profile: pb,
-            };
-            diff_section(&mut out, &anchor("diff", diff_index), &a, &b);
-            diff_index += 1;
+    for (_, runs) in &level_runs {
+        if let (Some(first), Some(last)) = (runs.first(), runs.last()) {
+            if runs.len() > 1 {
+                diff_section(&mut out, &anchor("diff", diff_index), first, last);
+                diff_index += 1;
+            }
         }
     }
     out.push_str("</body>\n</html>\n");

@@ -53,6 +53,11 @@ fn run(cli: Cli) -> Result<()> {
         Command::Export(args) => {
             let profile = read(&args.profile)?;
             let fold = args.fold.to_options(&profile)?;
+            if args.wakeups && !matches!(args.format, ExportFormatArg::Folded) {
+                anyhow::bail!(
+                    "--wakeups needs --format folded (--format json always holds the wakeups)"
+                );
+            }
             let format = match args.format {
                 ExportFormatArg::Folded => lockscope::export::ExportFormat::Folded,
                 ExportFormatArg::Json => lockscope::export::ExportFormat::Json,
@@ -60,8 +65,13 @@ fn run(cli: Cli) -> Result<()> {
                     return export_ecosystem(&args, &profile, fold);
                 }
             };
-            let export =
-                |out: &mut dyn Write| lockscope::export::write_export(&profile, format, &fold, out);
+            let export = |out: &mut dyn Write| {
+                if args.wakeups {
+                    lockscope::export::write_wakeup_chains(&profile, &fold, out)
+                } else {
+                    lockscope::export::write_export(&profile, format, &fold, out)
+                }
+            };
             match &args.output {
                 Some(path) => write_file(path, export),
                 None => {
@@ -167,7 +177,8 @@ fn bench_recorded(args: &cli::BenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// `lockscope diff`: the table on stdout, the differential flamegraph and folded pairs to files.
+/// `lockscope diff`: the table (or its JSON) on stdout, the differential flamegraph and folded
+/// pairs to files.
 fn diff(args: &cli::DiffArgs) -> Result<()> {
     let options = args.to_options()?;
     let a = read(&args.a)?;
@@ -188,10 +199,14 @@ fn diff(args: &cli::DiffArgs) -> Result<()> {
     }
     let (pa, pb) = (args.a.display().to_string(), args.b.display().to_string());
     let mut out = std::io::stdout().lock();
-    lockscope::diff::write_diff_table(&a, &b, (&pa, &pb), &options, &mut out)?;
+    if args.json {
+        lockscope::diff::write_diff_json(&a, &b, (&pa, &pb), &options, &mut out)?;
+    } else {
+        lockscope::diff::write_diff_table(&a, &b, (&pa, &pb), &options, &mut out)?;
+    }
     out.flush()
         .or_else(ignore_broken_pipe)
-        .context("failed to write the diff table")
+        .context("failed to write the diff")
 }
 
 /// `export --format pprof|speedscope`, to the output file or standard output.
@@ -201,6 +216,16 @@ fn export_ecosystem(
     fold: lockscope::fold::FoldOptions,
 ) -> Result<()> {
     let pprof = matches!(args.format, ExportFormatArg::Pprof);
+    if !profile.wakeups.is_empty() {
+        // Neither format has a place for who woke whom next to the waits: say so rather than
+        // drop them silently.
+        eprintln!(
+            "lockscope: note: the {} export holds the waits only; this profile's {} wakeup \
+             records are in `--format json` and `--format folded --wakeups`",
+            if pprof { "pprof" } else { "speedscope" },
+            profile.wakeups.len()
+        );
+    }
     let export = |out: &mut dyn Write| {
         if pprof {
             let mut options = lockscope::pprof::PprofOptions::default();

@@ -474,6 +474,9 @@ pub struct SweepOptions {
     pub throughput: Throughput,
     /// Directory for the sweep file, profiles and load outputs. Default: `sweep`.
     pub output_dir: PathBuf,
+    /// Probes every level's recording attaches (catalog names, `lockscope probes`). Default:
+    /// empty, the recording backend's default probes.
+    pub probes: Vec<String>,
 }
 
 impl Default for SweepOptions {
@@ -486,6 +489,7 @@ impl Default for SweepOptions {
             settle: Duration::from_secs(1),
             throughput: Throughput::Auto,
             output_dir: PathBuf::from("sweep"),
+            probes: Vec::new(),
         }
     }
 }
@@ -505,6 +509,13 @@ impl SweepOptions {
                 self.load
             );
         }
+        if let Some(name) = self
+            .probes
+            .iter()
+            .find(|name| lockscope_probes::catalog::find(name).is_none())
+        {
+            bail!("unknown probe `{name}` (`lockscope probes` lists them)");
+        }
         self.throughput.validate()
     }
 }
@@ -520,6 +531,8 @@ pub struct LevelRecording {
     pub duration: Duration,
     /// Profile to write.
     pub output: PathBuf,
+    /// Probes to attach ([`SweepOptions::probes`]); empty means the backend's defaults.
+    pub probes: Vec<String>,
 }
 
 /// Records the server for a sweep, one level at a time.
@@ -563,6 +576,7 @@ pub fn run_sweep(
             pid,
             duration: options.duration,
             output: dir.join(&profile_name),
+            probes: options.probes.clone(),
         };
         recorder
             .start(&recording)

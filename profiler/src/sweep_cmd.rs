@@ -3,6 +3,7 @@
 
 use crate::cli::{ChartArgs, HtmlArgs, SweepArgs};
 use anyhow::{bail, Context, Result};
+use std::ffi::OsString;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -55,6 +56,22 @@ impl Drop for Server {
     }
 }
 
+/// The arguments of the `lockscope record` that records `level`:
+/// `record -o FILE -p PID -d DURATION [--probes P,Q]`.
+fn record_arguments(level: &lockscope::sweep::LevelRecording) -> Vec<OsString> {
+    let mut args: Vec<OsString> = vec!["record".into(), "-o".into()];
+    args.push(level.output.clone().into_os_string());
+    args.push("-p".into());
+    args.push(level.pid.to_string().into());
+    args.push("-d".into());
+    args.push(format!("{}ms", level.duration.as_millis().max(1)).into());
+    if !level.probes.is_empty() {
+        args.push("--probes".into());
+        args.push(level.probes.join(",").into());
+    }
+    args
+}
+
 /// Records each level with `lockscope record -p PID -d DURATION -o FILE`, run as a child of this
 /// lockscope: the same code path as the command, and a start-up line to wait for, so the load
 /// starts only once the probes are attached (attaching builds the unwinding tables of every
@@ -69,13 +86,7 @@ impl lockscope::sweep::LevelRecorder for ChildRecorder {
         use std::io::BufRead;
         let exe = std::env::current_exe().context("cannot find the lockscope executable")?;
         let mut child = std::process::Command::new(exe)
-            .arg("record")
-            .arg("-o")
-            .arg(&level.output)
-            .arg("-p")
-            .arg(level.pid.to_string())
-            .arg("-d")
-            .arg(format!("{}ms", level.duration.as_millis().max(1)))
+            .args(record_arguments(level))
             .stdin(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -271,5 +282,53 @@ pub fn chart(args: &ChartArgs) -> Result<()> {
             args.output.display(),
             other.map_or("no extension".to_string(), |e| format!(".{e}"))
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each level's recording gets the sweep's probe list as `--probes`, and no `--probes` (the
+    /// backend's defaults) when none was given.
+    #[test]
+    fn record_arguments_carry_the_probes() {
+        let mut level = lockscope::sweep::LevelRecording {
+            concurrency: 5,
+            pid: 4242,
+            duration: Duration::from_millis(1500),
+            output: "sweep/level-5.lsp".into(),
+            probes: vec!["futex".to_string(), "offcpu".to_string()],
+        };
+        let text = |args: Vec<OsString>| {
+            args.iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(
+            text(record_arguments(&level)),
+            "record -o sweep/level-5.lsp -p 4242 -d 1500ms --probes futex,offcpu"
+        );
+        level.probes.clear();
+        assert_eq!(
+            text(record_arguments(&level)),
+            "record -o sweep/level-5.lsp -p 4242 -d 1500ms"
+        );
+        // The arguments parse as the `record` command, with the probes where `record` reads them.
+        let mut argv: Vec<OsString> = vec!["lockscope".into()];
+        level.probes = vec!["offcpu".to_string()];
+        argv.extend(record_arguments(&level));
+        use clap::Parser;
+        match crate::cli::Cli::try_parse_from(argv).expect("parses") {
+            crate::cli::Cli {
+                command: crate::cli::Command::Record(record),
+            } => {
+                assert_eq!(record.probes, ["offcpu"]);
+                assert_eq!(record.pid, Some(4242));
+                assert_eq!(record.duration, Some(Duration::from_millis(1500)));
+            }
+            other => panic!("not a record command: {other:?}"),
+        }
     }
 }

@@ -341,3 +341,127 @@ fn dtrace_and_ebpf_stacks_line_up() {
     // Different OSes are the point of the comparison, not a mismatch.
     assert!(mismatches(&mac, &linux, &DiffOptions::default()).is_empty());
 }
+
+/// Compares `actual` with `tests/data/<name>`, or rewrites the file when `LOCKSCOPE_BLESS=1`.
+fn check_golden(name: &str, actual: &str) {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name);
+    if std::env::var_os("LOCKSCOPE_BLESS").is_some_and(|v| v == "1") {
+        std::fs::write(&path, actual).expect("write golden file");
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "cannot read golden file {}: {e}; run with LOCKSCOPE_BLESS=1 to create it",
+            path.display()
+        )
+    });
+    assert!(
+        expected == actual,
+        "{name} differs from its golden file {} (LOCKSCOPE_BLESS=1 rewrites it)\n\
+         --- expected\n{expected}\n--- actual\n{actual}",
+        path.display()
+    );
+}
+
+/// `lockscope diff --json` of the demo profile against a run twice as long with three times the
+/// mutex waits, other arguments and no unclassified waits matches its golden file, and its
+/// numbers agree with the profiles: per-stack totals and counts are the profiles' canonical
+/// stacks, deltas are B - A, per-second rates are totals over each duration, and the warnings
+/// are the ones the text diff prints.
+#[test]
+fn json_diff_from_the_command_line() {
+    use lockscope::diff::canonical_stacks;
+    let a = fixtures::demo_profile();
+    let mut b = a.clone();
+    b.metadata.duration_ns *= 2;
+    b.metadata.target.command = vec!["demo".into(), "--orders".into(), "16".into()];
+    b.waits
+        .retain(|w| w.kind != lockscope_probes::WaitKind::Wait);
+    for w in b
+        .waits
+        .iter_mut()
+        .filter(|w| w.kind == lockscope_probes::WaitKind::Mutex)
+    {
+        w.stats.count *= 3;
+        w.stats.total_ns *= 3;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    lockscope_probes::write_profile(&a, &dir.path().join("a.lsp")).expect("write A");
+    lockscope_probes::write_profile(&b, &dir.path().join("b.lsp")).expect("write B");
+    let out = lockscope()
+        .current_dir(dir.path())
+        .args(["diff", "a.lsp", "b.lsp", "--json", "--top", "0"])
+        .output()
+        .expect("run lockscope diff");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    check_golden("diff.json", &text);
+
+    let json: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    assert_eq!(json["schema"], "lockscope-diff");
+    assert_eq!(json["version"], lockscope::diff::DIFF_JSON_VERSION);
+    assert_eq!(json["a"]["path"], "a.lsp");
+    assert_eq!(json["b"]["duration_ns"], b.metadata.duration_ns);
+    assert_eq!(json["rates"], true, "the durations differ");
+    let expected_warnings = mismatches(&a, &b, &DiffOptions::default());
+    assert!(!expected_warnings.is_empty());
+    assert_eq!(json["warnings"], serde_json::json!(expected_warnings));
+    assert_eq!(json["comparable"], false);
+
+    let (stacks_a, stacks_b) = (canonical_stacks(&a), canonical_stacks(&b));
+    let stacks = json["stacks"].as_array().expect("stacks");
+    let mut keys: Vec<&String> = stacks_a.keys().chain(stacks_b.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(stacks.len(), keys.len(), "every stack of either side");
+    assert_eq!(json["stacks_total"], keys.len());
+    let mut previous_change = u64::MAX;
+    for entry in stacks {
+        let stack = entry["stack"].as_str().expect("stack key");
+        assert_eq!(
+            entry["frames"].as_array().expect("frames").len(),
+            stack.split(';').count()
+        );
+        for (side, profile, canonical) in [("a", &a, &stacks_a), ("b", &b, &stacks_b)] {
+            let (count, total) = canonical
+                .get(stack)
+                .map_or((0, 0), |s| (s.count, s.total_ns));
+            assert_eq!(entry[side]["count"], count, "{side} count of {stack}");
+            assert_eq!(entry[side]["total_ns"], total, "{side} total of {stack}");
+            let seconds = profile.metadata.duration_ns as f64 / 1e9;
+            assert_eq!(
+                entry[side]["total_ns_per_s"],
+                (total as f64 / seconds).round() as u64,
+                "{side} rate of {stack}"
+            );
+        }
+        let int = |v: &serde_json::Value| v.as_i64().expect("integer");
+        assert_eq!(
+            int(&entry["delta"]["total_ns"]),
+            int(&entry["b"]["total_ns"]) - int(&entry["a"]["total_ns"])
+        );
+        assert_eq!(
+            int(&entry["delta"]["count"]),
+            int(&entry["b"]["count"]) - int(&entry["a"]["count"])
+        );
+        let change = int(&entry["delta"]["normalized"]).unsigned_abs();
+        assert!(change <= previous_change, "ranked by absolute change");
+        previous_change = change;
+    }
+    // The mutex waits tripled over twice the time: their rate grew by half.
+    let mutex = stacks
+        .iter()
+        .find(|s| s["stack"].as_str().is_some_and(|k| k.ends_with("[mutex]")))
+        .expect("a mutex stack");
+    let (ra, rb) = (
+        mutex["a"]["total_ns_per_s"].as_f64().expect("rate A"),
+        mutex["b"]["total_ns_per_s"].as_f64().expect("rate B"),
+    );
+    assert!((rb / ra - 1.5).abs() < 1e-6, "{ra} -> {rb}");
+}

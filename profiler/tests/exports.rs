@@ -505,3 +505,190 @@ fn folded_round_trip() {
     let profile = lockscope_probes::read_profile(&lsp).expect("read");
     assert_eq!(profile.metadata.backend, "folded");
 }
+
+/// The demo profile with the `offcpu` probe's data added: one off-CPU wait, per-thread times,
+/// and two wakeups (worker-1 waking worker-2, and an interrupt waking worker-1) whose stacks
+/// are spread over the profile, so that a probe filter has to renumber them.
+fn profile_with_wakeups() -> lockscope_probes::Profile {
+    use lockscope_probes::{
+        AddressSpace, AttachStatus, Frame, ProbeAttachment, Stack, ThreadTime, TimeClass, WaitKind,
+        WaitRecord, WaitStats, WakeupRecord,
+    };
+    let mut profile = fixtures::demo_profile();
+    let (pid, worker_1, worker_2) = (
+        profile.threads[0].pid,
+        profile.threads[0].tid,
+        profile.threads[1].tid,
+    );
+    profile.metadata.probes.push(ProbeAttachment {
+        probe: "offcpu".to_string(),
+        hook: "tp_btf/sched_switch".to_string(),
+        status: AttachStatus::Attached,
+    });
+    let wake = profile.stacks.len() as u32;
+    profile.stacks.push(Stack {
+        space: AddressSpace::Kernel,
+        frames: ["try_to_wake_up", "wake_up_q", "futex_wake"]
+            .iter()
+            .enumerate()
+            .map(|(i, name)| Frame {
+                function: Some(name.to_string()),
+                ..Frame::unsymbolized(0xffff_ffff_8120_0000 + 0x40 * i as u64)
+            })
+            .collect(),
+        truncated: false,
+    });
+    let stats = |count: u64, total_ns: u64| WaitStats {
+        count,
+        total_ns,
+        max_ns: total_ns,
+        ..WaitStats::default()
+    };
+    profile.waits.push(WaitRecord {
+        probe: "offcpu".to_string(),
+        kind: WaitKind::OffCpu,
+        pid,
+        tid: worker_2,
+        object: 0,
+        operation: "sleeping in futex".to_string(),
+        user_stack: Some(2),
+        kernel_stack: Some(wake),
+        stats: stats(1, 300_000_000),
+    });
+    profile.wakeups = vec![
+        WakeupRecord {
+            pid,
+            tid: worker_2,
+            syscall: Some("futex".to_string()),
+            user_stack: Some(1),
+            kernel_stack: Some(3),
+            waker_pid: pid,
+            waker_tid: worker_1,
+            waker_name: "worker-1".to_string(),
+            waker_user_stack: Some(0),
+            waker_kernel_stack: Some(wake),
+            stats: stats(2, 400_000_000),
+        },
+        WakeupRecord {
+            pid,
+            tid: worker_1,
+            syscall: None,
+            user_stack: Some(2),
+            kernel_stack: None,
+            waker_pid: 0,
+            waker_tid: 0,
+            waker_name: "[interrupt]".to_string(),
+            waker_user_stack: None,
+            waker_kernel_stack: Some(wake),
+            stats: stats(1, 1_000_000),
+        },
+    ];
+    profile.thread_times = [worker_1, worker_2]
+        .into_iter()
+        .map(|tid| ThreadTime {
+            pid,
+            tid,
+            wall_ns: profile.metadata.duration_ns,
+            time_ns: BTreeMap::from([(TimeClass::OnCpu, profile.metadata.duration_ns)]),
+            voluntary_switches: 3,
+            involuntary_switches: 1,
+        })
+        .collect();
+    profile.validate().expect("the test profile is consistent");
+    profile
+}
+
+/// Runs `lockscope export FILE ARGS...` and returns its standard output and standard error.
+fn export_cli(lsp: &Path, args: &[&str]) -> (String, String) {
+    let out = lockscope()
+        .arg("export")
+        .arg(lsp)
+        .args(args)
+        .output()
+        .expect("run export");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "export {args:?}: {stderr}");
+    (String::from_utf8(out.stdout).expect("utf-8"), stderr)
+}
+
+/// `export --probe offcpu --format json` keeps the wakeups with their stacks (renumbered, but
+/// resolving to the same frames), the per-thread times, and the waker threads; the unfiltered
+/// JSON is the whole profile; `--format folded --wakeups` writes the wakeup chains; pprof and
+/// speedscope, which cannot hold them, say so on stderr.
+#[test]
+fn exports_keep_the_wakeups() {
+    let profile = profile_with_wakeups();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lsp = dir.path().join("offcpu.lsp");
+    lockscope_probes::write_profile(&profile, &lsp).expect("write profile");
+
+    let (json, _) = export_cli(&lsp, &["--format", "json"]);
+    let whole: lockscope_probes::Profile = serde_json::from_str(&json).expect("profile JSON");
+    assert_eq!(whole, profile, "the unfiltered export is the profile");
+
+    let (json, _) = export_cli(&lsp, &["--format", "json", "--probe", "offcpu"]);
+    let offcpu: lockscope_probes::Profile = serde_json::from_str(&json).expect("profile JSON");
+    offcpu.validate().expect("every stack reference resolves");
+    assert!(offcpu.waits.iter().all(|w| w.probe == "offcpu"));
+    assert_eq!(offcpu.waits.len(), 1);
+    let original_wait = profile.waits.last().expect("the off-CPU wait");
+    assert_ne!(
+        offcpu.waits[0].user_stack, original_wait.user_stack,
+        "stack ids were renumbered"
+    );
+    assert_eq!(offcpu.wakeups.len(), profile.wakeups.len());
+    let frames = |p: &lockscope_probes::Profile, id| p.stack(id).map(|s| s.frames.clone());
+    for (exported, original) in offcpu.wakeups.iter().zip(&profile.wakeups) {
+        assert_eq!(exported.stats, original.stats);
+        assert_eq!(exported.waker_name, original.waker_name);
+        for (e, o) in [
+            (exported.user_stack, original.user_stack),
+            (exported.kernel_stack, original.kernel_stack),
+            (exported.waker_user_stack, original.waker_user_stack),
+            (exported.waker_kernel_stack, original.waker_kernel_stack),
+        ] {
+            assert_eq!(frames(&offcpu, e), frames(&profile, o));
+        }
+    }
+    assert_eq!(offcpu.thread_times, profile.thread_times);
+    assert!(
+        offcpu.thread_name(profile.threads[0].pid, profile.threads[0].tid) == Some("worker-1"),
+        "the waker, which has no off-CPU wait, keeps its name"
+    );
+    let fold = FoldOptions::default();
+    assert_eq!(
+        lockscope::wakeup::wakeup_lines(&offcpu, &fold),
+        lockscope::wakeup::wakeup_lines(&profile, &fold),
+        "the chains read the same from the filtered export"
+    );
+
+    // Wakeups are the offcpu probe's: another probe's export has none (documented).
+    let (json, _) = export_cli(&lsp, &["--format", "json", "--probe", "futex"]);
+    let futex: lockscope_probes::Profile = serde_json::from_str(&json).expect("profile JSON");
+    assert!(futex.wakeups.is_empty() && futex.thread_times.is_empty());
+
+    let (folded, _) = export_cli(&lsp, &["--format", "folded", "--wakeups"]);
+    let expected: Vec<String> = lockscope::wakeup::wakeup_lines(&profile, &fold);
+    assert_eq!(folded.lines().collect::<Vec<_>>(), expected);
+    assert!(folded.contains(";--;"), "{folded}");
+
+    for format in ["pprof", "speedscope"] {
+        let out = dir.path().join(format!("out.{format}"));
+        let (_, stderr) = export_cli(
+            &lsp,
+            &["--format", format, "-o", out.to_str().expect("utf-8 path")],
+        );
+        assert!(
+            stderr.contains("2 wakeup records are in `--format json`"),
+            "{format}: {stderr}"
+        );
+    }
+    let refused = lockscope()
+        .arg("export")
+        .arg(&lsp)
+        .args(["--format", "pprof", "--wakeups"])
+        .output()
+        .expect("run export");
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--wakeups needs --format folded"));
+}

@@ -172,8 +172,10 @@ fn chromium(page: &Path, screenshot: &Path) -> Option<String> {
 }
 
 /// `lockscope html` of a sweep and two runs: one self-contained page with the finding, the
-/// chart, the level table, a flamegraph per run, histograms and the diff; it loads in headless
-/// Chromium without any console message, and the screenshot is written for a person to check.
+/// chart, the level table, every sweep level (a selector linking each level's collapsible
+/// section, each with its own flamegraph and histograms), a flamegraph per run and the diffs;
+/// it loads in headless Chromium without any console message, and the screenshot is written
+/// for a person to check.
 #[test]
 fn html_report_in_chromium() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -198,9 +200,58 @@ fn html_report_in_chromium() {
     assert_self_contained(&html);
     assert!(html.contains(&lockscope::chart::xml_escape(&sweep.finding)));
     assert!(html.contains("<svg xmlns"), "the chart is inline");
-    // Flamegraphs: a, b, the sweep's first and last level; differentials: a→b and the sweep's.
+    // Flamegraphs: a, b and every level of the sweep; differentials: a→b and the sweep's first
+    // level → its last.
     let iframes = html.matches("<iframe class=\"flame\"").count();
-    assert_eq!(iframes, 4 + 2, "flamegraphs and differential flamegraphs");
+    assert_eq!(
+        iframes,
+        2 + sweep.levels.len() + 2,
+        "flamegraphs and differential flamegraphs"
+    );
+    assert_eq!(sweep.levels.len(), 3);
+    let sections = html.matches("<details class=\"level\"").count();
+    assert_eq!(sections, sweep.levels.len(), "one section per level");
+    for (k, level) in sweep.levels.iter().enumerate() {
+        let id = format!("sweep-0-level-{k}");
+        let section_start = html
+            .find(&format!("<details class=\"level\" id=\"{id}\" open>"))
+            .unwrap_or_else(|| panic!("level {} has an open section", level.concurrency));
+        let section = &html[section_start..];
+        let section = &section[..section.find("</details>").expect("section ends")];
+        assert!(
+            section.contains(&format!("<summary>Concurrency {}", level.concurrency)),
+            "section {id} is level {}",
+            level.concurrency
+        );
+        let label = format!("level {}", level.concurrency);
+        assert!(
+            section.contains("title=\"flamegraph of ") && section.contains(&label),
+            "level {} has its own flamegraph",
+            level.concurrency
+        );
+        assert_eq!(section.matches("<iframe class=\"flame\"").count(), 1);
+        assert!(section.contains("Distribution"), "level {k} histograms");
+        assert!(
+            html.matches(&format!("href=\"#{id}\"")).count() >= 2,
+            "the selector and the contents link level {}",
+            level.concurrency
+        );
+    }
+    // Each level's flamegraph draws its own profile: the mutex waits grow with the level, so the
+    // embedded SVGs differ.
+    let svgs: std::collections::BTreeSet<&str> = html
+        .split("<details class=\"level\"")
+        .skip(1)
+        .map(|section| {
+            let start = section.find("base64,").expect("an embedded SVG") + "base64,".len();
+            &section[start..start + section[start..].find('"').expect("URL ends")]
+        })
+        .collect();
+    assert_eq!(
+        svgs.len(),
+        sweep.levels.len(),
+        "three different flamegraphs"
+    );
     assert!(html.contains("Distribution"), "histograms");
     assert!(html.contains("WARNING:"), "the lossy run is flagged");
     assert!(

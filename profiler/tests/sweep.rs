@@ -1,7 +1,8 @@
 //! `lockscope sweep` end to end against real servers on loopback: nginx under ab (attached with
 //! -p, and started by lockscope with --server) and MariaDB under sysbench oltp_read_only, both
 //! from profiler/workloads/. Needs root and BPF (skips loudly otherwise), and the workload
-//! scripts' packages (they install them; a failed start skips loudly).
+//! scripts' packages (they install them; a failed start skips loudly). The `--probes` tests need
+//! neither: they check the validation and the probe list each level's recording gets.
 
 mod common;
 
@@ -256,4 +257,115 @@ fn mariadb_under_sysbench() {
     assert!(std::fs::read_to_string(&page)
         .expect("page")
         .contains("transactions/s"));
+}
+
+/// `sweep --probes` with an unknown probe name fails with the same message as `record --probes`,
+/// before anything starts: no server, no load, no sweep directory.
+#[test]
+fn sweep_refuses_an_unknown_probe_before_starting() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = lockscope()
+        .current_dir(dir.path())
+        .args([
+            "sweep",
+            "--levels",
+            "1,2",
+            "--load",
+            "touch load-ran-{c}",
+            "--server",
+            "touch server-ran; sleep 5",
+            "--server-startup",
+            "100ms",
+            "--probes",
+            "futex,nosuch",
+            "-o",
+            "out",
+        ])
+        .output()
+        .expect("run lockscope sweep");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a bad probe must fail: {stderr}");
+    assert!(
+        stderr.contains("unknown probe `nosuch`: known probes are futex, offcpu"),
+        "{stderr}"
+    );
+    let record = lockscope()
+        .args(["record", "--probes", "futex,nosuch", "-p", "1"])
+        .output()
+        .expect("run lockscope record");
+    assert_eq!(
+        stderr.lines().last(),
+        String::from_utf8_lossy(&record.stderr).lines().last(),
+        "sweep and record refuse it alike"
+    );
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("list the directory")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert!(
+        left.is_empty(),
+        "nothing ran and nothing was written: {left:?}"
+    );
+}
+
+/// A recorder that records nothing: it keeps what each level asked for and writes an empty
+/// profile where the level's profile goes.
+#[derive(Default)]
+struct FakeRecorder {
+    asked: Vec<lockscope::sweep::LevelRecording>,
+}
+
+impl lockscope::sweep::LevelRecorder for FakeRecorder {
+    fn start(&mut self, level: &lockscope::sweep::LevelRecording) -> anyhow::Result<()> {
+        let mut profile = lockscope_probes::Profile::default();
+        profile.metadata.duration_ns = level.duration.as_nanos() as u64;
+        lockscope_probes::write_profile(&profile, &level.output)?;
+        self.asked.push(level.clone());
+        Ok(())
+    }
+
+    fn finish(&mut self) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
+/// Every level's recording is asked for the sweep's probes; the library refuses an unknown
+/// probe before it creates the sweep directory.
+#[test]
+fn every_level_records_the_sweep_probes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut options = lockscope::sweep::SweepOptions::default();
+    options.levels = vec![1, 3];
+    options.load = "echo 'Requests/sec: {c}00'".to_string();
+    options.throughput = lockscope::sweep::Throughput::Wrk;
+    options.duration = std::time::Duration::from_millis(10);
+    options.settle = std::time::Duration::ZERO;
+    options.output_dir = dir.path().join("sweep");
+    options.probes = vec!["futex".to_string(), "offcpu".to_string()];
+    let mut recorder = FakeRecorder::default();
+    let sweep = lockscope::sweep::run_sweep(&options, 4242, None, &mut recorder, &mut |_| {})
+        .expect("sweep");
+    assert_eq!(sweep.levels.len(), 2);
+    let asked: Vec<(u32, Vec<String>)> = recorder
+        .asked
+        .iter()
+        .map(|l| (l.concurrency, l.probes.clone()))
+        .collect();
+    assert_eq!(
+        asked,
+        [(1, options.probes.clone()), (3, options.probes.clone())]
+    );
+
+    options.probes = vec!["futex".to_string(), "nosuch".to_string()];
+    options.output_dir = dir.path().join("refused");
+    let err = lockscope::sweep::run_sweep(
+        &options,
+        4242,
+        None,
+        &mut FakeRecorder::default(),
+        &mut |_| {},
+    )
+    .expect_err("unknown probe");
+    assert!(err.to_string().contains("unknown probe `nosuch`"), "{err}");
+    assert!(!options.output_dir.exists());
 }
