@@ -8,7 +8,7 @@ use crate::skel::types::{futex_wait_key, lks_counters, lks_stats};
 use crate::skel::{FutexSkel, FutexSkelBuilder};
 use crate::unwind::decode_user_stack;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, ProgramMut};
+use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, ProgramMut, TracepointCategory};
 use lockscope_probes::AttachStatus;
 use std::mem::MaybeUninit;
 use std::ptr::NonNull;
@@ -81,6 +81,91 @@ unsafe impl Plain for futex_wait_key {}
 unsafe impl Plain for lks_stats {}
 // SAFETY: as above.
 unsafe impl Plain for lks_counters {}
+
+/// Attaches `hook` by tp_btf (`btf`) unless its programs failed to load (`btf_load_error`) or the
+/// kernel refuses it, else by raw_tp (`raw`).
+fn attach_generic(
+    btf_load_error: Option<&str>,
+    hook: &'static str,
+    btf: &ProgramMut<'_>,
+    raw: &ProgramMut<'_>,
+) -> Result<(Link, HookUse), Error> {
+    let preferred = format!("tp_btf/{hook}");
+    let fallback = format!("raw_tp/{hook}");
+    let btf_attempt = match btf_load_error {
+        Some(reason) => Err(reason.to_owned()),
+        None => btf.attach().map_err(|e| format!("{preferred}: {e}")),
+    };
+    let (link, used, fallback_reason) = match btf_attempt {
+        Ok(link) => (link, preferred.clone(), None),
+        Err(reason) => {
+            let link = raw
+                .attach()
+                .map_err(|source| Error::Attach { hook, source })?;
+            (link, fallback, Some(reason))
+        }
+    };
+    Ok((
+        link,
+        HookUse {
+            preferred,
+            used,
+            fallback_reason,
+        },
+    ))
+}
+
+/// Attaches the futex system calls' own tracepoints (exits first), or nothing: `None` when
+/// tracefs is not mounted or any of them fails (the generic hooks are used instead). A system
+/// call the kernel does not have (futex_wait before Linux 6.7) has no events and is skipped.
+fn attach_syscall_tracepoints(progs: &crate::skel::FutexProgs<'_>) -> Option<(Vec<Link>, String)> {
+    let calls: [(&str, bool, &ProgramMut<'_>, &ProgramMut<'_>); 3] = [
+        (
+            "futex",
+            true,
+            &progs.lks_exit_futex_tp,
+            &progs.lks_enter_futex_tp,
+        ),
+        (
+            "futex_waitv",
+            true,
+            &progs.lks_exit_futex_waitv_tp,
+            &progs.lks_enter_futex_waitv_tp,
+        ),
+        (
+            "futex_wait",
+            false,
+            &progs.lks_exit_futex_wait_tp,
+            &progs.lks_enter_futex_wait_tp,
+        ),
+    ];
+    let mut links = Vec::new();
+    let mut used = Vec::new();
+    for (call, required, exit, enter) in calls {
+        // Each exit before its entry, as for the generic hooks.
+        let attached = exit
+            .attach_tracepoint(TracepointCategory::Syscalls, format!("sys_exit_{call}"))
+            .and_then(|exit| {
+                let enter = enter
+                    .attach_tracepoint(TracepointCategory::Syscalls, format!("sys_enter_{call}"))?;
+                Ok([exit, enter])
+            });
+        match attached {
+            Ok(pair) => {
+                links.extend(pair);
+                used.push(call);
+            }
+            Err(_) if required => return None,
+            Err(_) => {}
+        }
+    }
+    let used = used
+        .iter()
+        .map(|call| format!("tracepoint/syscalls/sys_{{enter,exit}}_{call}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some((links, used))
+}
 
 /// Reads a `T` from the start of `bytes`; `None` when they are too short.
 pub(crate) fn read_plain<T: Plain>(bytes: &[u8]) -> Option<T> {
@@ -159,49 +244,56 @@ impl FutexObject {
             .collect()
     }
 
-    /// Attaches sched_process_fork and sched_process_exit, then sys_exit, then sys_enter (so no
-    /// wait starts before its end can be seen), each by tp_btf when loaded and accepted, else by
-    /// raw_tp.
+    /// Attaches sched_process_fork and sched_process_exit, then the system call exits, then their
+    /// entries (so no wait starts before its end can be seen). The system calls go through
+    /// tracefs's per-syscall tracepoints when it is mounted (only futex calls then run BPF),
+    /// else through the generic sys_enter/sys_exit; every generic hook by tp_btf when loaded and
+    /// accepted, else by raw_tp.
     pub fn attach(&mut self) -> Result<(), Error> {
         let progs = &self.skel.progs;
-        let hooks: [(&'static str, &ProgramMut<'_>, &ProgramMut<'_>); 4] = [
-            (
-                "sched_process_fork",
-                &progs.lks_fork_btf,
-                &progs.lks_fork_raw,
-            ),
-            (
-                "sched_process_exit",
-                &progs.lks_texit_btf,
-                &progs.lks_texit_raw,
-            ),
-            ("sys_exit", &progs.lks_exit_btf, &progs.lks_exit_raw),
-            ("sys_enter", &progs.lks_enter_btf, &progs.lks_enter_raw),
-        ];
-        for (hook, btf, raw) in hooks {
-            let preferred = format!("tp_btf/{hook}");
-            let fallback = format!("raw_tp/{hook}");
-            let btf_attempt = match &self.btf_load_error {
-                Some(reason) => Err(reason.clone()),
-                None => btf.attach().map_err(|e| format!("{preferred}: {e}")),
-            };
-            let (link, used, fallback_reason) = match btf_attempt {
-                Ok(link) => (link, preferred.clone(), None),
-                Err(reason) => {
-                    let link = raw
-                        .attach()
-                        .map_err(|source| Error::Attach { hook, source })?;
-                    (link, fallback, Some(reason))
-                }
-            };
-            self.links.push(link);
-            self.hooks.push(HookUse {
-                preferred,
-                used,
-                fallback_reason,
-            });
-        }
-        Ok(())
+        let btf_load_error = self.btf_load_error.as_deref();
+        let mut links = Vec::new();
+        let mut hooks = Vec::new();
+        let result = (|| {
+            for (hook, btf, raw) in [
+                (
+                    "sched_process_fork",
+                    &progs.lks_fork_btf,
+                    &progs.lks_fork_raw,
+                ),
+                (
+                    "sched_process_exit",
+                    &progs.lks_texit_btf,
+                    &progs.lks_texit_raw,
+                ),
+            ] {
+                let (link, used) = attach_generic(btf_load_error, hook, btf, raw)?;
+                links.push(link);
+                hooks.push(used);
+            }
+            if let Some((syscall_links, used)) = attach_syscall_tracepoints(progs) {
+                links.extend(syscall_links);
+                hooks.push(HookUse {
+                    preferred: used.clone(),
+                    used,
+                    fallback_reason: None,
+                });
+                return Ok(());
+            }
+            for (hook, btf, raw) in [
+                ("sys_exit", &progs.lks_exit_btf, &progs.lks_exit_raw),
+                ("sys_enter", &progs.lks_enter_btf, &progs.lks_enter_raw),
+            ] {
+                let (link, used) = attach_generic(btf_load_error, hook, btf, raw)?;
+                links.push(link);
+                hooks.push(used);
+            }
+            Ok(())
+        })();
+        // Kept even on failure, so that what did attach is detached by drop like the rest.
+        self.links.extend(links);
+        self.hooks.extend(hooks);
+        result
     }
 
     /// Detaches every program; the maps stay readable.

@@ -68,8 +68,9 @@ pub const CATALOG: &[ProbeInfo] = &[
         ],
         cost: CostClass::PerSyscall,
         default: true,
-        linux_hooks:
-            "tp_btf/sys_enter, tp_btf/sys_exit, tp_btf/sched_process_exit (raw_tp fallback)",
+        linux_hooks: "tracepoint/syscalls/sys_{enter,exit}_futex{,_waitv,_wait} with tracefs \
+                      mounted, else tp_btf/sys_enter, tp_btf/sys_exit; tp_btf/sched_process_exit \
+                      (raw_tp fallback)",
     },
     ProbeInfo {
         name: "offcpu",

@@ -83,6 +83,96 @@ fn run_ok(cmd: &mut Command) -> String {
     String::from_utf8(out.stdout).expect("utf-8 output")
 }
 
+/// Mounts tracefs for the life of the guard when it is not mounted (unmounting it again after).
+struct TracefsMount {
+    mounted_here: bool,
+}
+
+impl TracefsMount {
+    const PATH: &'static str = "/sys/kernel/tracing";
+
+    fn ensure() -> Result<Self, String> {
+        if std::path::Path::new(Self::PATH).join("events").is_dir() {
+            return Ok(Self {
+                mounted_here: false,
+            });
+        }
+        let out = Command::new("mount")
+            .args(["-t", "tracefs", "nodev", Self::PATH])
+            .output()
+            .map_err(|e| format!("cannot run mount: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "mount -t tracefs failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(Self { mounted_here: true })
+    }
+}
+
+impl Drop for TracefsMount {
+    fn drop(&mut self) {
+        if self.mounted_here {
+            let _ = Command::new("umount").arg(Self::PATH).status();
+        }
+    }
+}
+
+/// With tracefs mounted, the futex probe attaches to the futex system calls' own tracepoints
+/// (so other system calls never enter BPF) and still measures the demo's known waits.
+#[test]
+fn futex_probe_uses_syscall_tracepoints_with_tracefs() {
+    if !bpf_available("futex_probe_uses_syscall_tracepoints_with_tracefs") {
+        return;
+    }
+    let _tracefs = match TracefsMount::ensure() {
+        Ok(guard) => guard,
+        Err(why) => {
+            let message = format!(
+                "skipped: futex_probe_uses_syscall_tracepoints_with_tracefs: no tracefs ({why})"
+            );
+            assert!(
+                std::env::var_os("LOCKSCOPE_REQUIRE_BPF").is_none(),
+                "{message}"
+            );
+            eprintln!("{message}");
+            return;
+        }
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lsp = dir.path().join("demo.lsp");
+    run_ok(
+        lockscope()
+            .args(["record", "--probes", "futex", "-o"])
+            .arg(&lsp)
+            .arg("--")
+            .arg(demo_path()),
+    );
+    let profile = read_profile(&lsp).expect("read the recorded profile");
+    let futex = profile
+        .metadata
+        .probes
+        .iter()
+        .find(|p| p.probe == "futex")
+        .expect("futex probe in the metadata");
+    assert!(
+        futex
+            .hook
+            .contains("tracepoint/syscalls/sys_{enter,exit}_futex")
+            && !futex.hook.contains("/sys_enter"),
+        "futex hooks: {}",
+        futex.hook
+    );
+    assert!(
+        profile.metadata.losses.is_zero(),
+        "losses: {:?}",
+        profile.metadata.losses
+    );
+    assert_known_waits(&profile, "mutex-waiter-", MUTEX_WAITERS, MUTEX_WAIT);
+    assert_known_waits(&profile, "cond-waiter-", CONDVAR_WAITERS, CONDVAR_WAIT);
+}
+
 /// `record -- lockscope-demo` measures the demo's known waits: 4 × 200 ms on a mutex and 2 × 300 ms
 /// on condvars, in the right buckets, under the right threads, in the report, the folded export and
 /// the flamegraph; the target has exited before symbolization, and its frames still have names.
