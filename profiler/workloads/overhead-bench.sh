@@ -8,14 +8,19 @@
 #                     [--lockscope BIN] [--out DIR]
 #
 # Modes: untraced (always run, between the others), lockscope-default (record -p, default
-# probes), lockscope-futex (--probes futex), lockscope-offcpu (--probes offcpu, when `lockscope
-# probes` lists it), bpftrace-futex, bpftrace-offcpu (the equivalent bpftrace scripts next to
-# this one), perf-lock (perf lock record -p), perf-trace (perf trace -s -p), strace (strace -c -f
-# -p). Every tracer attaches to the running mariadbd before sysbench starts and is stopped with
+# probes), lockscope-futex (--probes futex), lockscope-futex-generic (the same with tracefs
+# unmounted, so on the generic sys_enter/sys_exit hooks; only when this script mounted tracefs),
+# lockscope-offcpu (--probes offcpu, when `lockscope probes` lists it), bpftrace-futex,
+# bpftrace-offcpu (the equivalent bpftrace scripts next to this one), perf-lock (perf lock record
+# -p), perf-trace (perf trace -s -p), strace (strace -c -f -p). tracefs is mounted for the whole
+# run, as systemd mounts it at boot (bpftrace and perf need it; lockscope's futex probe then uses
+# the per-syscall tracepoints), and unmounted at the end when it was not mounted before. Every tracer attaches to the running mariadbd before sysbench starts and is stopped with
 # SIGINT after it ends, under /usr/bin/time -v for its CPU time and peak RSS.
 #
 # Output: DIR (default /tmp/lockscope-overhead-<time>) holds runs.tsv (one line per run),
-# summary.md (ratios to untraced with their spread, lockscope's events/s, losses, CPU and RSS),
+# summary.md (ratios to untraced with their spread, the paired ratios (each run against the mean
+# of the untraced runs just before and after it, which cancels the machine's slow drift),
+# lockscope's events/s, losses, CPU and RSS),
 # bpf-stats.md (one more run per lockscope mode with kernel.bpf_stats_enabled: runs and ns per
 # run of each of its BPF programs), environment.txt (machine, versions, what else was running)
 # and each tracer's output. The lockscope binary is copied first, so a rebuild during the run changes nothing.
@@ -27,7 +32,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 threads_list="20 50"
 reps=3
 seconds=20
-modes="lockscope-default lockscope-futex lockscope-offcpu bpftrace-futex bpftrace-offcpu perf-lock perf-trace strace"
+modes="lockscope-default lockscope-futex lockscope-futex-generic lockscope-offcpu bpftrace-futex bpftrace-offcpu perf-lock perf-trace strace"
 lockscope_bin="$REPO_DIR/target/release/lockscope"
 out="/tmp/lockscope-overhead-$(date +%Y%m%d-%H%M%S)"
 while [ $# -gt 0 ]; do
@@ -69,8 +74,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# bpftrace and perf find tracepoints through tracefs; lockscope does not need it. It is mounted
-# only while they run, so the machine is left as it was.
+# tracefs: mounted for the whole run (see the header); lockscope-futex-generic takes it away for
+# its runs only when this script mounted it.
 ensure_tracefs() {
     if ! mountpoint -q /sys/kernel/tracing; then
         mount -t tracefs nodev /sys/kernel/tracing
@@ -83,6 +88,9 @@ release_tracefs() {
         mounted_tracefs=
     fi
 }
+tracefs_was_mounted=
+mountpoint -q /sys/kernel/tracing && tracefs_was_mounted=1
+ensure_tracefs
 
 if "$MARIADB" pid >/dev/null 2>&1; then
     log "using the running MariaDB (pid $("$MARIADB" pid))"
@@ -121,11 +129,15 @@ start_tracer() {
     case "$mode" in
     lockscope-default) cmd=("$LOCKSCOPE" record -p "$PID" -o "$base.lsp") ready="recording pid" ;;
     lockscope-futex) cmd=("$LOCKSCOPE" record -p "$PID" --probes futex -o "$base.lsp") ready="recording pid" ;;
+    lockscope-futex-generic)
+        release_tracefs
+        cmd=("$LOCKSCOPE" record -p "$PID" --probes futex -o "$base.lsp") ready="recording pid"
+        ;;
     lockscope-offcpu) cmd=("$LOCKSCOPE" record -p "$PID" --probes offcpu -o "$base.lsp") ready="recording pid" ;;
-    bpftrace-futex) ensure_tracefs && cmd=(bpftrace "$WORKLOADS_DIR/futex-wait.bt" "$PID") ready="Attaching" ;;
-    bpftrace-offcpu) ensure_tracefs && cmd=(bpftrace "$WORKLOADS_DIR/offcpu.bt" "$PID") ready="Attaching" ;;
-    perf-lock) ensure_tracefs && cmd=(perf lock record -p "$PID" -o "$base.perf.data") ;;
-    perf-trace) ensure_tracefs && cmd=(perf trace -s -p "$PID" -o "$base.perf-trace.txt") ;;
+    bpftrace-futex) cmd=(bpftrace "$WORKLOADS_DIR/futex-wait.bt" "$PID") ready="Attaching" ;;
+    bpftrace-offcpu) cmd=(bpftrace "$WORKLOADS_DIR/offcpu.bt" "$PID") ready="Attaching" ;;
+    perf-lock) cmd=(perf lock record -p "$PID" -o "$base.perf.data") ;;
+    perf-trace) cmd=(perf trace -s -p "$PID" -o "$base.perf-trace.txt") ;;
     strace) cmd=(strace -c -f -p "$PID" -o "$base.strace.txt") ready="attached" ;;
     *) die "unknown mode $mode" ;;
     esac
@@ -162,7 +174,8 @@ stop_tracer() {
     # 130: exited on SIGINT (perf, strace); 137: killed above.
     case $status in 0 | 130 | 137) ;; *) log "tracer exited with status $status (see its .err)" ;; esac
     tracer_pid=
-    release_tracefs
+    # lockscope-futex-generic unmounted it for its run.
+    ensure_tracefs
 }
 
 # Value of the /usr/bin/time -v field "$2" in file "$1".
@@ -202,6 +215,10 @@ active_modes=()
 for mode in $modes; do
     if [ "$mode" = lockscope-offcpu ] && [ -z "$offcpu_available" ]; then
         log "lockscope has no offcpu probe: lockscope-offcpu is not available"
+        continue
+    fi
+    if [ "$mode" = lockscope-futex-generic ] && [ -n "$tracefs_was_mounted" ]; then
+        log "tracefs was mounted before this run: lockscope-futex-generic would unmount it; skipped"
         continue
     fi
     active_modes+=("$mode")
@@ -273,6 +290,17 @@ cat "$out/bpf-stats.md" >&2
 # thread count, with the spread (min-max of the runs' ratios) and, for lockscope, its costs.
 awk -F'\t' -v offcpu="${offcpu_available:-no}" -v modes="${active_modes[*]}" -v threads_list="$threads_list" '
 NR == 1 { next }
+# Paired ratios: a traced run against the mean of the untraced runs just before and after it.
+$1 == "untraced" {
+    if (pending[$2] != "") {
+        split(pending[$2], p, SUBSEP)
+        pk = p[1] SUBSEP $2
+        np[pk]++; pr[pk, np[pk]] = p[2] / ((last[$2] + $4) / 2)
+        pending[$2] = ""
+    }
+    last[$2] = $4
+}
+$1 != "untraced" && last[$2] != "" { pending[$2] = $1 SUBSEP $4 }
 {
     key = $1 SUBSEP $2
     n[key]++; sum[key] += $4; tps[key, n[key]] = $4
@@ -282,8 +310,8 @@ NR == 1 { next }
 END {
     nt = split(threads_list, ts, " ")
     nm = split("untraced " modes, ms, " ")
-    print "| mode | threads | runs | mean TPS | ratio to untraced | spread (min-max) | events/s | lost | stack failures | tracer CPU s/run | tracer peak RSS MB |"
-    print "|---|---|---|---|---|---|---|---|---|---|---|"
+    print "| mode | threads | runs | mean TPS | ratio to untraced | spread (min-max) | paired ratio: median (min-max) | events/s | lost | stack failures | tracer CPU s/run | tracer peak RSS MB |"
+    print "|---|---|---|---|---|---|---|---|---|---|---|---|"
     for (j = 1; j <= nt; j++) {
         t = ts[j]; base = sum["untraced", t] / n["untraced", t]
         for (i = 1; i <= nm; i++) {
@@ -297,7 +325,15 @@ END {
             f = (m ~ /^lockscope/) ? fail[key] : "-"
             c = (m == "untraced") ? "-" : sprintf("%.2f", cpu[key] / n[key])
             s = (m == "untraced") ? "-" : sprintf("%.0f", rss[key] / 1024)
-            printf "| %s | %s | %d | %.0f | %.3f | %.3f-%.3f | %s | %s | %s | %s | %s |\n", m, t, n[key], mean, mean / base, lo, hi, eps, l, f, c, s
+            paired = "-"
+            if (np[key]) {
+                # insertion sort of the few paired ratios, for the median
+                for (a = 1; a <= np[key]; a++) v[a] = pr[key, a]
+                for (a = 2; a <= np[key]; a++) for (b = a; b > 1 && v[b - 1] > v[b]; b--) { x = v[b]; v[b] = v[b - 1]; v[b - 1] = x }
+                med = (np[key] % 2) ? v[(np[key] + 1) / 2] : (v[np[key] / 2] + v[np[key] / 2 + 1]) / 2
+                paired = sprintf("%.3f (%.3f-%.3f)", med, v[1], v[np[key]])
+            }
+            printf "| %s | %s | %d | %.0f | %.3f | %.3f-%.3f | %s | %s | %s | %s | %s | %s |\n", m, t, n[key], mean, mean / base, lo, hi, paired, eps, l, f, c, s
         }
     }
     if (offcpu == "no") print "\nlockscope-offcpu: not available (this lockscope has no offcpu probe)."
