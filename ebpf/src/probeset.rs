@@ -452,101 +452,143 @@ impl ProbeSet {
             drain_offcpu(o, targets, end, &mut drained)?;
         }
         if let Some(o) = self.syscall.as_ref().and_then(|s| s.object.as_ref()) {
-            for (k, v) in entries::<syscall::types::syscall_key, offcpu::types::lks_stats>(
-                &o.skel.maps.calls,
-                "calls",
-            )? {
-                let mut operation = syscall_name(k.nr);
-                if k.err != 0 {
-                    operation = format!("{operation} {}", errno_name(k.err));
-                }
-                drained.records.push(RawRecord {
-                    probe: "syscall",
-                    kind: WaitKind::Syscall,
-                    pid: k.tgid,
-                    tid: k.tid,
-                    object: 0,
-                    operation,
-                    user_stack_id: k.user_stack_id,
-                    kernel_stack_id: k.kernel_stack_id,
-                    comm: comm(&v.comm),
-                    stats: stats(&v),
-                    futex_sleep: false,
-                });
-            }
+            drain_records::<syscall::types::syscall_key>(&o.skel.maps.calls, &mut drained)?;
         }
         if let Some(o) = self.lifecycle.as_ref().and_then(|s| s.object.as_ref()) {
-            for (k, v) in entries::<lifecycle::types::lifecycle_key, offcpu::types::lks_stats>(
-                &o.skel.maps.events,
-                "events",
-            )? {
-                let mut operation = lifecycle_op_name(k.op.0).to_owned();
-                if k.err != 0 {
-                    operation = format!("{operation} {}", errno_name(k.err));
-                }
-                drained.records.push(RawRecord {
-                    probe: "lifecycle",
-                    kind: WaitKind::Lifecycle,
-                    pid: k.tgid,
-                    tid: k.tid,
-                    object: 0,
-                    operation,
-                    user_stack_id: k.user_stack_id,
-                    kernel_stack_id: k.kernel_stack_id,
-                    comm: comm(&v.comm),
-                    stats: stats(&v),
-                    futex_sleep: false,
-                });
-            }
+            drain_records::<lifecycle::types::lifecycle_key>(&o.skel.maps.events, &mut drained)?;
         }
         if let Some(o) = self.klock.as_ref().and_then(|s| s.object.as_ref()) {
-            for (k, v) in entries::<klock::types::klock_key, offcpu::types::lks_stats>(
-                &o.skel.maps.contentions,
-                "contentions",
-            )? {
-                drained.records.push(RawRecord {
-                    probe: "klock",
-                    kind: WaitKind::KernelLock,
-                    pid: k.tgid,
-                    tid: k.tid,
-                    object: k.lock,
-                    operation: klock_flags_name(k.flags),
-                    user_stack_id: k.user_stack_id,
-                    kernel_stack_id: k.kernel_stack_id,
-                    comm: comm(&v.comm),
-                    stats: stats(&v),
-                    futex_sleep: false,
-                });
-            }
+            drain_records::<klock::types::klock_key>(&o.skel.maps.contentions, &mut drained)?;
         }
         if let Some(o) = self.hold.as_ref().and_then(|s| s.object.as_ref()) {
-            for (k, v) in entries::<hold::types::hold_key, offcpu::types::lks_stats>(
-                &o.skel.maps.holds,
-                "holds",
-            )? {
-                use hold::types::hold_acquire as How;
-                let operation = match k.how {
-                    How::LKS_ACQUIRE_BLOCKED => "hold (blocked)",
-                    How::LKS_ACQUIRE_SPUN => "hold (spun)",
-                    _ => "hold (free)",
-                };
-                drained.records.push(RawRecord {
-                    probe: "mutex-hold",
-                    kind: WaitKind::Mutex,
-                    pid: k.tgid,
-                    tid: k.tid,
-                    object: k.mutex,
-                    operation: operation.to_owned(),
-                    user_stack_id: k.user_stack_id,
-                    kernel_stack_id: k.kernel_stack_id,
-                    comm: comm(&v.comm),
-                    stats: stats(&v),
-                    futex_sleep: false,
-                });
-            }
+            drain_records::<hold::types::hold_key>(&o.skel.maps.holds, &mut drained)?;
         }
         Ok(drained)
     }
+}
+
+/// The key of a probe's aggregation map whose values are `lks_stats` (probe.bpf.h's
+/// `aggregate`): each probe has its own key type, and says here how its keys become records.
+trait AggregationKey: Plain {
+    /// Catalog name of the probe.
+    const PROBE: &'static str;
+    /// Name of the aggregation map, in errors.
+    const MAP: &'static str;
+    /// What the probe's records are.
+    const KIND: WaitKind;
+    /// `(tgid, tid)` of the key's thread.
+    fn thread(&self) -> (u32, u32);
+    /// The object waited on (0: none).
+    fn object(&self) -> u64 {
+        0
+    }
+    /// The record's operation.
+    fn operation(&self) -> String;
+    /// `(user, kernel)` stack ids, negative when not captured.
+    fn stack_ids(&self) -> (i32, i32);
+}
+
+impl AggregationKey for syscall::types::syscall_key {
+    const PROBE: &'static str = "syscall";
+    const MAP: &'static str = "calls";
+    const KIND: WaitKind = WaitKind::Syscall;
+    fn thread(&self) -> (u32, u32) {
+        (self.tgid, self.tid)
+    }
+    fn operation(&self) -> String {
+        with_errno(syscall_name(self.nr), self.err)
+    }
+    fn stack_ids(&self) -> (i32, i32) {
+        (self.user_stack_id, self.kernel_stack_id)
+    }
+}
+
+impl AggregationKey for lifecycle::types::lifecycle_key {
+    const PROBE: &'static str = "lifecycle";
+    const MAP: &'static str = "events";
+    const KIND: WaitKind = WaitKind::Lifecycle;
+    fn thread(&self) -> (u32, u32) {
+        (self.tgid, self.tid)
+    }
+    fn operation(&self) -> String {
+        with_errno(lifecycle_op_name(self.op.0).to_owned(), self.err)
+    }
+    fn stack_ids(&self) -> (i32, i32) {
+        (self.user_stack_id, self.kernel_stack_id)
+    }
+}
+
+impl AggregationKey for klock::types::klock_key {
+    const PROBE: &'static str = "klock";
+    const MAP: &'static str = "contentions";
+    const KIND: WaitKind = WaitKind::KernelLock;
+    fn thread(&self) -> (u32, u32) {
+        (self.tgid, self.tid)
+    }
+    fn object(&self) -> u64 {
+        self.lock
+    }
+    fn operation(&self) -> String {
+        klock_flags_name(self.flags)
+    }
+    fn stack_ids(&self) -> (i32, i32) {
+        (self.user_stack_id, self.kernel_stack_id)
+    }
+}
+
+impl AggregationKey for hold::types::hold_key {
+    const PROBE: &'static str = "mutex-hold";
+    const MAP: &'static str = "holds";
+    const KIND: WaitKind = WaitKind::Mutex;
+    fn thread(&self) -> (u32, u32) {
+        (self.tgid, self.tid)
+    }
+    fn object(&self) -> u64 {
+        self.mutex
+    }
+    fn operation(&self) -> String {
+        use hold::types::hold_acquire as How;
+        match self.how {
+            How::LKS_ACQUIRE_BLOCKED => "hold (blocked)",
+            How::LKS_ACQUIRE_SPUN => "hold (spun)",
+            _ => "hold (free)",
+        }
+        .to_owned()
+    }
+    fn stack_ids(&self) -> (i32, i32) {
+        (self.user_stack_id, self.kernel_stack_id)
+    }
+}
+
+/// `operation` followed by the errno name of `err` when it is not 0 (`openat ENOENT`).
+fn with_errno(operation: String, err: i32) -> String {
+    if err == 0 {
+        operation
+    } else {
+        format!("{operation} {}", errno_name(err))
+    }
+}
+
+/// Reads aggregation map `map` of keys `K` into records.
+fn drain_records<K: AggregationKey>(map: &impl MapCore, out: &mut Drained) -> Result<(), Error> {
+    for (k, v) in entries::<K, offcpu::types::lks_stats>(map, K::MAP)? {
+        let (pid, tid) = k.thread();
+        let (user_stack_id, kernel_stack_id) = k.stack_ids();
+        out.records.push(RawRecord {
+            probe: K::PROBE,
+            kind: K::KIND,
+            pid,
+            tid,
+            object: k.object(),
+            operation: k.operation(),
+            user_stack_id,
+            kernel_stack_id,
+            comm: comm(&v.comm),
+            stats: stats(&v),
+            futex_sleep: false,
+        });
+    }
+    Ok(())
 }
 
 /// Attaches the three `mutex-hold` uprobes into process `pid`'s C library.
