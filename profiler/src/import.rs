@@ -6,7 +6,10 @@
 //!
 //! - the header line is `COMM PID[/TID] [CPU] TIME: [PERIOD] EVENT: ...`; the command name may hold
 //!   spaces (it ends before the first run of whitespace followed by the pid), and spaces in it
-//!   become `_`; it becomes the thread's name, the root frame of the folded stacks;
+//!   become `_`; it becomes the thread's name, the root frame of the folded stacks (the one
+//!   deviation: a profile names each thread once, so a thread renamed during the capture, by
+//!   exec or PR_SET_NAME, is named by its last name in all its samples, where stackcollapse-perf
+//!   names each sample by its own);
 //! - only samples of the first event seen are kept (stackcollapse-perf's default event filter);
 //! - each indented line is `ADDRESS SYMBOL[+0xOFFSET] (MODULE)`, leaf first; the offset is
 //!   dropped; `[unknown]` symbols become `[MODULE-BASENAME]`, or `[unknown]` when the module is

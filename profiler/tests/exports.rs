@@ -300,6 +300,15 @@ fn speedscope_document() {
     }
 }
 
+/// Index of the `PID[/TID]` token of a perf script header (the command before it may hold spaces).
+fn pid_token(tokens: &[&str]) -> Option<usize> {
+    (1..tokens.len()).find(|&i| {
+        tokens[i]
+            .split('/')
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+    })
+}
+
 /// Folds `perf script` text by stackcollapse-perf's rules, restated:
 ///
 /// 1. samples are blocks separated by blank lines; `#` lines are comments;
@@ -312,26 +321,35 @@ fn speedscope_document() {
 /// 5. frames are listed leaf first and folded root first; every sample counts 1 and equal stacks
 ///    add up;
 /// 6. with `--kernel`, kernel frames (module `[kernel.kallsyms]` or another bracketed name that is
-///    not a user mapping: `[unknown]`, `[vdso]`, ...) get the suffix `_[k]` — lockscope's
-///    only deviation: a sample with no user frame keeps its kernel frames unsuffixed (its fold
-///    rule for a kernel stack standing alone, docs/EXPORTS.md).
+///    not a user mapping: `[unknown]`, `[vdso]`, ...) get the suffix `_[k]` — one of lockscope's
+///    two deviations: a sample with no user frame keeps its kernel frames unsuffixed (its fold
+///    rule for a kernel stack standing alone, docs/EXPORTS.md); the other is a renamed thread's
+///    name (below).
 fn stackcollapse_perf(text: &str, kernel_suffix: bool) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     let mut first_event: Option<String> = None;
+    // The one deviation from stackcollapse-perf (import.rs): a thread is named by the last COMM
+    // it had in the capture (a thread renamed by exec during `perf record` has two), where
+    // stackcollapse-perf names each sample by its own.
+    let mut last_comm: BTreeMap<String, String> = BTreeMap::new();
+    for header in text.split("\n\n").filter_map(|b| {
+        b.lines()
+            .find(|l| !l.starts_with('#') && !l.trim().is_empty())
+    }) {
+        let tokens: Vec<&str> = header.split_whitespace().collect();
+        if let Some(pid_at) = pid_token(&tokens) {
+            let comm = tokens[..pid_at].join(" ").replace(' ', "_");
+            last_comm.insert(tokens[pid_at].to_string(), comm);
+        }
+    }
     for block in text.split("\n\n") {
         let mut lines = block
             .lines()
             .filter(|l| !l.starts_with('#') && !l.trim().is_empty());
         let Some(header) = lines.next() else { continue };
         let tokens: Vec<&str> = header.split_whitespace().collect();
-        let pid_at = (1..tokens.len())
-            .find(|&i| {
-                tokens[i]
-                    .split('/')
-                    .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
-            })
-            .expect("a pid");
-        let comm = tokens[..pid_at].join(" ").replace(' ', "_");
+        let pid_at = pid_token(&tokens).expect("a pid");
+        let comm = last_comm[tokens[pid_at]].clone();
         let event = tokens.last().expect("event").to_string();
         if first_event.get_or_insert(event.clone()) != &event {
             continue;
