@@ -15,6 +15,11 @@ use std::ptr::NonNull;
 
 /// Name of the BPF object in errors.
 const OBJECT: &str = "futex";
+/// tracefs's event directories, where a mounted tracefs lists the per-syscall tracepoints.
+const TRACEFS_EVENTS: [&str; 2] = [
+    "/sys/kernel/debug/tracing/events",
+    "/sys/kernel/tracing/events",
+];
 
 /// Heap storage for the libbpf object that the skeleton borrows. It lives in a [`FutexObject`]
 /// next to the skeleton, so the skeleton's borrow is given a `'static` lifetime; the field order of
@@ -119,6 +124,18 @@ fn attach_generic(
 /// tracefs is not mounted or any of them fails (the generic hooks are used instead). A system
 /// call the kernel does not have (futex_wait before Linux 6.7) has no events and is skipped.
 fn attach_syscall_tracepoints(progs: &crate::skel::FutexProgs<'_>) -> Option<(Vec<Link>, String)> {
+    // Where libbpf looks for the events (debugfs's tracing first, when present). Checked first so
+    // that a machine without tracefs gets no libbpf warning, just the generic hooks.
+    let has_events = |call: &str| {
+        TRACEFS_EVENTS.iter().any(|dir| {
+            std::path::Path::new(dir)
+                .join(format!("syscalls/sys_enter_{call}"))
+                .is_dir()
+        })
+    };
+    if !has_events("futex") {
+        return None;
+    }
     let calls: [(&str, bool, &ProgramMut<'_>, &ProgramMut<'_>); 3] = [
         (
             "futex",
@@ -142,6 +159,9 @@ fn attach_syscall_tracepoints(progs: &crate::skel::FutexProgs<'_>) -> Option<(Ve
     let mut links = Vec::new();
     let mut used = Vec::new();
     for (call, required, exit, enter) in calls {
+        if !required && !has_events(call) {
+            continue;
+        }
         // Each exit before its entry, as for the generic hooks.
         let attached = exit
             .attach_tracepoint(TracepointCategory::Syscalls, format!("sys_exit_{call}"))

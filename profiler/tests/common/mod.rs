@@ -83,8 +83,8 @@ pub fn lockscope_ebpf_program(name: &str) -> bool {
     name.starts_with("lks_")
 }
 
-/// Names of the BPF programs currently loaded in the kernel, from `bpftool prog show`.
-pub fn loaded_bpf_program_names() -> Vec<String> {
+/// Ids of lockscope's BPF programs currently loaded in the kernel (by any lockscope process).
+pub fn loaded_lockscope_program_ids() -> std::collections::BTreeSet<u64> {
     let out = Command::new("bpftool")
         .args(["prog", "show", "--json"])
         .output()
@@ -95,6 +95,11 @@ pub fn loaded_bpf_program_names() -> Vec<String> {
         .as_array()
         .expect("bpftool prints an array")
         .iter()
-        .filter_map(|p| p.get("name").and_then(|n| n.as_str()).map(str::to_string))
+        .filter(|p| {
+            p.get("name")
+                .and_then(|n| n.as_str())
+                .is_some_and(lockscope_ebpf_program)
+        })
+        .filter_map(|p| p.get("id").and_then(|id| id.as_u64()))
         .collect()
 }
