@@ -679,8 +679,8 @@ mod tests {
         let err = check_probe_names(&["nosuch".to_owned()]).expect_err("unknown");
         assert_eq!(
             err.to_string(),
-            "unknown probe `nosuch` (the eBPF backend provides: futex, offcpu, syscall, \
-             lifecycle, klock, mutex-hold)"
+            "unknown probe `nosuch` (the eBPF backend provides: futex, offcpu, wakeup, \
+             syscall, lifecycle, klock, mutex-hold)"
         );
     }
 

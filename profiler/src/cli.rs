@@ -757,8 +757,8 @@ mod tests {
         let err = validate_probes(&["nosuch".into()]).expect_err("unknown");
         assert_eq!(
             err.to_string(),
-            "unknown probe `nosuch`: known probes are futex, offcpu, syscall, lifecycle, klock, \
-             mutex-hold"
+            "unknown probe `nosuch`: known probes are futex, offcpu, wakeup, syscall, lifecycle, \
+             klock, mutex-hold"
         );
     }
 }

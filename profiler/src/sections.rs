@@ -126,6 +126,9 @@ struct OffCpu {
     by_operation: Vec<OperationRow>,
     /// Heaviest waker → sleeper pairs (by thread name).
     wakeups: Vec<WakeupRow>,
+    /// Why there are no wakeups, when there are none (text report only).
+    #[serde(skip)]
+    no_wakeups: Option<&'static str>,
 }
 
 #[derive(Serialize)]
@@ -585,9 +588,20 @@ fn offcpu(profile: &Profile) -> Option<OffCpu> {
         .collect();
     wakeups.sort_by_key(|r| Reverse(r.total_ns));
     wakeups.truncate(TOP);
+    let wakeup_probe = profile.metadata.probes.iter().any(|p| p.probe == "wakeup");
+    let no_wakeups = if !wakeups.is_empty() {
+        None
+    } else if wakeup_probe {
+        Some("none recorded (no sleep of at least --min-block ended)")
+    } else if profile.metadata.backend == "ebpf" {
+        Some("not recorded (the `wakeup` probe takes the wakers' stacks)")
+    } else {
+        Some("not recorded")
+    };
     Some(OffCpu {
         by_operation,
         wakeups,
+        no_wakeups,
     })
 }
 
@@ -610,11 +624,8 @@ impl OffCpu {
                 format_ns(r.max_ns)
             );
         }
-        if self.wakeups.is_empty() {
-            let _ = writeln!(
-                out,
-                "  who woke whom: not recorded (the `wakeup` probe takes the wakers' stacks)"
-            );
+        if let Some(why) = self.no_wakeups {
+            let _ = writeln!(out, "  who woke whom: {why}");
         } else {
             let _ = writeln!(out, "  who woke whom (sleep time ended by each waker):");
             for r in &self.wakeups {

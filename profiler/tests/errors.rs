@@ -117,8 +117,8 @@ fn record_bad_arguments() {
     let msg = one_line_error(lockscope().args(["record", "--probes", "nosuch", "--", "true"]));
     assert_eq!(
         msg,
-        "unknown probe `nosuch`: known probes are futex, offcpu, syscall, lifecycle, klock, \
-         mutex-hold"
+        "unknown probe `nosuch`: known probes are futex, offcpu, wakeup, syscall, lifecycle, \
+         klock, mutex-hold"
     );
     let msg = one_line_error(lockscope().args(["record"]));
     assert_eq!(
