@@ -170,6 +170,47 @@ struct Header {
     events: u64,
     waits_recorded: u64,
     losses: LossRow,
+    /// Waits whose user stack the unwinder cut short; absent when there are none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    truncated_stacks: Option<TruncatedRow>,
+}
+
+/// Waits recorded on user stacks that stop before the thread's entry point.
+#[derive(Serialize)]
+struct TruncatedRow {
+    /// Distinct truncated user stacks.
+    stacks: usize,
+    /// Waits recorded on them.
+    waits: u64,
+    /// Their wait time.
+    total_ns: u64,
+    /// Share of all wait time (0 to 1).
+    share: f64,
+}
+
+impl TruncatedRow {
+    /// `None` when no wait of `profile` has a truncated user stack.
+    fn of(profile: &Profile, all_ns: u64) -> Option<Self> {
+        let mut stacks = std::collections::BTreeSet::new();
+        let (mut waits, mut total_ns) = (0u64, 0u64);
+        for w in &profile.waits {
+            if profile.stack(w.user_stack).is_some_and(|s| s.truncated) {
+                stacks.insert(w.user_stack);
+                waits += w.stats.count;
+                total_ns = total_ns.saturating_add(w.stats.total_ns);
+            }
+        }
+        (waits > 0).then(|| TruncatedRow {
+            stacks: stacks.len(),
+            waits,
+            total_ns,
+            share: if all_ns == 0 {
+                0.0
+            } else {
+                total_ns as f64 / all_ns as f64
+            },
+        })
+    }
 }
 
 #[derive(Serialize)]
@@ -578,6 +619,7 @@ impl Report {
                     map_full: losses.map_full,
                     dropped: losses.dropped,
                 },
+                truncated_stacks: TruncatedRow::of(profile, all.total_ns),
             },
             totals: Stats::new(&all, whole_ns),
             by_kind: kind_rows(&profile.totals_by_kind(), whole_ns),
@@ -724,6 +766,17 @@ impl Report {
                     );
                 }
             }
+        }
+        if let Some(t) = &h.truncated_stacks {
+            put!(
+                out,
+                "{}{} ({:.1}% of the wait time) on {} cut short by the unwinder: their \
+                 outer callers are missing",
+                label("stacks"),
+                plural(t.waits, "wait", "waits"),
+                t.share * 100.0,
+                plural(t.stacks as u64, "user stack", "user stacks")
+            );
         }
     }
 
