@@ -9,16 +9,16 @@ fn data_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data")
 }
 
-/// Compares with tests/data/NAME; `LOCKSCOPE_UPDATE_GOLDEN=1` rewrites it.
+/// Compares with tests/data/NAME; `LOCKSCOPE_BLESS=1` rewrites it.
 fn check_golden(name: &str, actual: &str) {
     let path = data_dir().join(name);
-    if std::env::var_os("LOCKSCOPE_UPDATE_GOLDEN").is_some() {
+    if std::env::var_os("LOCKSCOPE_BLESS").is_some_and(|v| v == "1") {
         std::fs::write(&path, actual).expect("write golden");
         return;
     }
     let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
-            "read {}: {e} (LOCKSCOPE_UPDATE_GOLDEN=1 creates it)",
+            "read {}: {e} (LOCKSCOPE_BLESS=1 creates it)",
             path.display()
         )
     });

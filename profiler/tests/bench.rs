@@ -2,6 +2,10 @@
 //! whole suite, JSON round trips and errors, and golden files for the table and the diff.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
+use common::check_golden;
+
 use lockscope::bench::{
     benchmark_names, read_json, run_suite, write_diff, write_json, write_table, BenchOptions,
     BenchResults, Summary,
@@ -13,23 +17,6 @@ fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data")
         .join(name)
-}
-
-/// Compares `actual` with the golden file `name`; `UPDATE_GOLDEN=1` rewrites it instead.
-fn assert_golden(name: &str, actual: &str) {
-    let path = data(name);
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|error| panic!("cannot read golden file {}: {error}", path.display()));
-    assert_eq!(
-        actual,
-        expected,
-        "output differs from {} (rerun with UPDATE_GOLDEN=1 to accept)",
-        path.display()
-    );
 }
 
 /// Quick options selecting `only`, with the given thread counts.
@@ -235,7 +222,7 @@ fn table_golden() {
     let results = read_json(&data("bench-a.json")).unwrap();
     let mut table = Vec::new();
     write_table(&results, &mut table).unwrap();
-    assert_golden("bench-table.txt", &String::from_utf8(table).unwrap());
+    check_golden("bench-table.txt", &String::from_utf8(table).unwrap());
 }
 
 /// The diff of a full run and an `--only` run shows both side by side with ratios, and the rows
@@ -248,5 +235,5 @@ fn diff_golden() {
     write_diff(&a, &b, &mut diff).unwrap();
     let diff = String::from_utf8(diff).unwrap();
     assert!(diff.contains("missing"));
-    assert_golden("bench-diff.txt", &diff);
+    check_golden("bench-diff.txt", &diff);
 }

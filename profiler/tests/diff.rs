@@ -342,29 +342,6 @@ fn dtrace_and_ebpf_stacks_line_up() {
     assert!(mismatches(&mac, &linux, &DiffOptions::default()).is_empty());
 }
 
-/// Compares `actual` with `tests/data/<name>`, or rewrites the file when `LOCKSCOPE_BLESS=1`.
-fn check_golden(name: &str, actual: &str) {
-    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(name);
-    if std::env::var_os("LOCKSCOPE_BLESS").is_some_and(|v| v == "1") {
-        std::fs::write(&path, actual).expect("write golden file");
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "cannot read golden file {}: {e}; run with LOCKSCOPE_BLESS=1 to create it",
-            path.display()
-        )
-    });
-    assert!(
-        expected == actual,
-        "{name} differs from its golden file {} (LOCKSCOPE_BLESS=1 rewrites it)\n\
-         --- expected\n{expected}\n--- actual\n{actual}",
-        path.display()
-    );
-}
-
 /// `lockscope diff --json` of the demo profile against a run twice as long with three times the
 /// mutex waits, other arguments and no unclassified waits matches its golden file, and its
 /// numbers agree with the profiles: per-stack totals and counts are the profiles' canonical

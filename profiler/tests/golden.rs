@@ -2,38 +2,16 @@
 //! `tests/common`. Run with `LOCKSCOPE_BLESS=1` to rewrite the files under `tests/data/` after an
 //! intended change, then review the diff.
 
+mod common;
 mod fixtures;
+
+use common::check_golden;
 
 use fixtures::{demo_profile, lossy_profile};
 use lockscope::export::{write_export, ExportFormat};
 use lockscope::fold::{folded_lines, FoldOptions, Weight};
 use lockscope::report::{write_report, GroupBy, ReportOptions};
 use lockscope_probes::Profile;
-use std::path::PathBuf;
-
-/// Compares `actual` with `tests/data/<name>`, or rewrites the file when `LOCKSCOPE_BLESS=1`.
-fn check_golden(name: &str, actual: &str) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(name);
-    if std::env::var_os("LOCKSCOPE_BLESS").is_some_and(|v| v == "1") {
-        std::fs::write(&path, actual).expect("write golden file");
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "cannot read golden file {}: {e}; run with LOCKSCOPE_BLESS=1 to create it",
-            path.display()
-        )
-    });
-    if expected != actual {
-        panic!(
-            "{name} differs from its golden file {} (LOCKSCOPE_BLESS=1 rewrites it)\n\
-             --- expected\n{expected}\n--- actual\n{actual}",
-            path.display()
-        );
-    }
-}
 
 fn report(profile: &Profile, options: &ReportOptions) -> String {
     let mut out = Vec::new();

@@ -1,5 +1,5 @@
 //! Helpers shared by the end-to-end tests: the built binaries, privilege checks that skip loudly,
-//! and reading the recorder's start-up line.
+//! reading the recorder's start-up line, and golden files.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Write};
@@ -102,4 +102,28 @@ pub fn loaded_lockscope_program_ids() -> std::collections::BTreeSet<u64> {
         })
         .filter_map(|p| p.get("id").and_then(|id| id.as_u64()))
         .collect()
+}
+
+/// Compares `actual` with the golden file `tests/data/<name>`, or rewrites the file when
+/// `LOCKSCOPE_BLESS=1` (then review the diff).
+pub fn check_golden(name: &str, actual: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name);
+    if std::env::var_os("LOCKSCOPE_BLESS").is_some_and(|v| v == "1") {
+        std::fs::write(&path, actual).expect("write golden file");
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "cannot read golden file {}: {e}; run with LOCKSCOPE_BLESS=1 to create it",
+            path.display()
+        )
+    });
+    assert!(
+        expected == actual,
+        "{name} differs from its golden file {} (LOCKSCOPE_BLESS=1 rewrites it)\n\
+         --- expected\n{expected}\n--- actual\n{actual}",
+        path.display()
+    );
 }
