@@ -283,7 +283,8 @@ impl Recorder {
 
     /// Reads the counters, checks whether the target is still alive, and snapshots the memory
     /// maps of every traced process at most every 250 ms (so that symbolization works after
-    /// they exited). Cheap: call it often.
+    /// they exited). Cheap: call it often, and every [`Recorder::EARLY_POLL_INTERVAL`] while
+    /// [`Recorder::wants_early_polls`] says so.
     pub fn poll(&mut self) -> Result<RecorderStatus, Error> {
         let counters = self.counters()?;
         let (set_events, set_losses) = self.probe_set.counters()?;
@@ -307,6 +308,20 @@ impl Recorder {
             losses: add_losses(losses(&counters), set_losses),
             target_exited: self.target_exited,
         })
+    }
+
+    /// How often to poll while [`Recorder::wants_early_polls`]: each poll then snapshots the
+    /// traced processes' maps, so a launched program's unwinding tables follow its libraries
+    /// within this long of their mapping.
+    pub const EARLY_POLL_INTERVAL: Duration = Duration::from_millis(10);
+
+    /// True during the recording's first second, when frequent polls (every
+    /// [`Recorder::EARLY_POLL_INTERVAL`]) shorten the time a launched program's stacks are
+    /// unwound by the file fallback alone. That fallback resolves at most one library per stack
+    /// where interrupts are disabled (the `offcpu` probe's sched_switch: bpf_find_vma's unlock
+    /// work is then still pending), so such stacks are cut short until the process's table exists.
+    pub fn wants_early_polls(&self) -> bool {
+        self.started.elapsed() < EARLY_SNAPSHOTS
     }
 
     /// Stops recording and builds the complete profile: drains the aggregated waits, symbolizes

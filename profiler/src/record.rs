@@ -205,7 +205,11 @@ fn run_ebpf(args: &RecordArgs, target: RecordTarget) -> Result<()> {
     let mut status_line = StatusLine::new();
 
     let reason = loop {
-        std::thread::sleep(POLL_INTERVAL);
+        std::thread::sleep(if recorder.wants_early_polls() {
+            Recorder::EARLY_POLL_INTERVAL
+        } else {
+            POLL_INTERVAL
+        });
         let status = match recorder.poll() {
             Ok(status) => status,
             Err(e) => {
