@@ -552,6 +552,11 @@ pub struct SweepArgs {
     /// `lockscope probes`). Default: the backend's default probes.
     #[arg(long, value_name = "PROBES", value_delimiter = ',')]
     pub probes: Vec<String>,
+
+    /// Settings of the offcpu and syscall probes, passed on to every level's recording as
+    /// `record` takes them.
+    #[command(flatten)]
+    pub probe_settings: ProbeSettingsArgs,
 }
 
 impl SweepArgs {
@@ -573,6 +578,8 @@ impl SweepArgs {
         if !self.probes.is_empty() {
             options.probes = validate_probes(&self.probes)?;
         }
+        options.min_block = self.probe_settings.min_block;
+        options.syscalls = self.probe_settings.validated_syscalls()?;
         options.throughput = match (&self.throughput_regex, self.throughput) {
             (Some(pattern), _) => Throughput::Regex(pattern.clone()),
             (None, ThroughputArg::Auto) => Throughput::Auto,
