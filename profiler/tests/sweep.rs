@@ -1,8 +1,9 @@
 //! `lockscope sweep` end to end against real servers on loopback: nginx under ab (attached with
 //! -p, and started by lockscope with --server) and MariaDB under sysbench oltp_read_only, both
 //! from profiler/workloads/. Needs root and BPF (skips loudly otherwise), and the workload
-//! scripts' packages (they install them; a failed start skips loudly). The `--probes` tests need
-//! neither: they check the validation and the probe list each level's recording gets.
+//! scripts' packages (they install them; a failed start skips loudly). The `--probes`,
+//! `--min-block` and `--syscalls` tests need neither: they check the validation, what each
+//! level's recording gets and what `sweep.json` says of it.
 
 mod common;
 
@@ -368,4 +369,72 @@ fn every_level_records_the_sweep_probes() {
     .expect_err("unknown probe");
     assert!(err.to_string().contains("unknown probe `nosuch`"), "{err}");
     assert!(!options.output_dir.exists());
+}
+
+/// The files left in `dir`: none when a sweep was refused before starting anything.
+fn files_in(dir: &Path) -> Vec<std::ffi::OsString> {
+    std::fs::read_dir(dir)
+        .expect("list the directory")
+        .map(|e| e.expect("entry").file_name())
+        .collect()
+}
+
+/// `sweep` refuses a bad `--min-block` and an unknown `--syscalls` name with the same one-line
+/// error as `record`, before anything starts: no server, no load, no sweep directory.
+#[test]
+fn sweep_refuses_bad_probe_settings_before_starting() {
+    let cases: [(&[&str], &str); 3] = [
+        (&["--min-block", "0s"], "must be greater than zero"),
+        (&["--min-block", "10 parsecs"], "unit `parsecs`"),
+        (
+            &["--probes", "futex,syscall", "--syscalls", "read,reed"],
+            "unknown system call `reed`",
+        ),
+    ];
+    for (settings, reason) in cases {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = lockscope()
+            .current_dir(dir.path())
+            .args([
+                "sweep",
+                "--levels",
+                "1,2",
+                "--load",
+                "touch load-ran-{c}",
+                "--server",
+                "touch server-ran; sleep 5",
+                "--server-startup",
+                "100ms",
+                "-o",
+                "out",
+            ])
+            .args(settings)
+            .output()
+            .expect("run lockscope sweep");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{settings:?} must fail: {stderr}");
+        let error = stderr
+            .lines()
+            .find(|l| l.contains("error:"))
+            .unwrap_or_default();
+        assert!(error.contains(reason), "{settings:?}: {stderr}");
+        let record = lockscope()
+            .current_dir(dir.path())
+            .args(["record", "-p", "1", "-o", "record.lsp"])
+            .args(settings)
+            .output()
+            .expect("run lockscope record");
+        let record_stderr = String::from_utf8_lossy(&record.stderr);
+        assert!(!record.status.success(), "{settings:?}: {record_stderr}");
+        assert_eq!(
+            Some(error),
+            record_stderr.lines().find(|l| l.contains("error:")),
+            "sweep and record refuse {settings:?} alike"
+        );
+        let left = files_in(dir.path());
+        assert!(
+            left.is_empty(),
+            "{settings:?}: nothing ran and nothing was written: {left:?}"
+        );
+    }
 }
