@@ -239,6 +239,18 @@ pub struct Sweep {
     /// each; empty when nothing is wrong.
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// The probes every level's recording was asked to attach (`--probes`); `None` when none
+    /// were given (the backend's default probes), and in sweep files older than this field.
+    #[serde(default)]
+    pub probes: Option<Vec<String>>,
+    /// The `--min-block` every level was recorded with, nanoseconds; `None` when none was given
+    /// (the recording's default, 10 µs), and in sweep files older than this field.
+    #[serde(default)]
+    pub min_block_ns: Option<u64>,
+    /// The `--syscalls` every level was recorded with; `None` when none were given (all system
+    /// calls), and in sweep files older than this field.
+    #[serde(default)]
+    pub syscalls: Option<Vec<String>>,
 }
 
 /// Sentences about levels that make the sweep hard to trust: lost events, no waits at all.
@@ -702,12 +714,20 @@ pub fn run_sweep(
         knee,
         finding,
         warnings,
+        probes: non_empty(&options.probes),
+        min_block_ns: options.min_block.map(|d| d.as_nanos() as u64),
+        syscalls: non_empty(&options.syscalls),
     };
     let path = dir.join(SWEEP_FILE);
     let json = serde_json::to_string_pretty(&sweep).context("failed to encode the sweep")?;
     std::fs::write(&path, json + "\n")
         .with_context(|| format!("cannot write sweep file `{}`", path.display()))?;
     Ok(sweep)
+}
+
+/// `names`, or `None` when there are none (a setting left to the recording's default).
+fn non_empty(names: &[String]) -> Option<Vec<String>> {
+    (!names.is_empty()).then(|| names.to_vec())
 }
 
 /// Waits for `child` up to `grace`; kills it past that.
