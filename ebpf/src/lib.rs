@@ -30,6 +30,6 @@ mod unwind;
 
 pub use environment::{check_environment, check_kernel_btf, KERNEL_BTF};
 pub use error::Error;
-pub use probeset::{probe_support, ProbeSettings, FAIL_ATTACH_ENV};
+pub use probeset::{probe_support, syscall_numbers, ProbeSettings, FAIL_ATTACH_ENV};
 pub use recorder::{RecordOptions, Recorder, RecorderStatus, TargetSpec};
 pub use unwind::{UnwindStats, USER_STACKS_ENV};

@@ -198,14 +198,9 @@ pub struct RecordArgs {
     #[arg(long, value_name = "PROBES", value_delimiter = ',')]
     pub probes: Vec<String>,
 
-    /// Shortest off-CPU interval the `offcpu` probe records with its stacks and waker (`10us`,
-    /// `1ms`); shorter ones still count in the per-thread time breakdown.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10us")]
-    pub min_block: Duration,
-
-    /// System calls the `syscall` probe records, comma-separated (`read,write`). Default: all.
-    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
-    pub syscalls: Vec<String>,
+    /// Settings of the offcpu and syscall probes.
+    #[command(flatten)]
+    pub probe_settings: ProbeSettingsArgs,
 
     /// Recording backend. Default: ebpf on Linux, dtrace elsewhere.
     #[arg(long, value_enum)]
@@ -222,6 +217,31 @@ pub struct RecordArgs {
     /// Command to launch and record until it exits (after `--`).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<OsString>,
+}
+
+/// Settings of the offcpu and syscall probes: `record` takes them, and `sweep` passes them on to
+/// every level's recording.
+#[derive(Debug, Args)]
+pub struct ProbeSettingsArgs {
+    /// Shortest off-CPU interval the `offcpu` probe records with its stacks and waker (`10us`,
+    /// `1ms`); shorter ones still count in the per-thread time breakdown. Default: 10us.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub min_block: Option<Duration>,
+
+    /// System calls the `syscall` probe records, comma-separated (`read,write`). Default: all.
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    pub syscalls: Vec<String>,
+}
+
+impl ProbeSettingsArgs {
+    /// The `--syscalls` names, trimmed; an unknown one is refused with the eBPF backend's own
+    /// message (``unknown system call `reed` ``), so a typo fails before anything is recorded.
+    /// Elsewhere than Linux the names are not checked: only the eBPF backend reads them.
+    pub fn validated_syscalls(&self) -> Result<Vec<String>> {
+        #[cfg(target_os = "linux")]
+        lockscope_ebpf::syscall_numbers(&self.syscalls)?;
+        Ok(self.syscalls.iter().map(|n| n.trim().to_string()).collect())
+    }
 }
 
 /// Grouping of `lockscope report`.
@@ -532,6 +552,11 @@ pub struct SweepArgs {
     /// `lockscope probes`). Default: the backend's default probes.
     #[arg(long, value_name = "PROBES", value_delimiter = ',')]
     pub probes: Vec<String>,
+
+    /// Settings of the offcpu and syscall probes, passed on to every level's recording as
+    /// `record` takes them.
+    #[command(flatten)]
+    pub probe_settings: ProbeSettingsArgs,
 }
 
 impl SweepArgs {
@@ -553,6 +578,8 @@ impl SweepArgs {
         if !self.probes.is_empty() {
             options.probes = validate_probes(&self.probes)?;
         }
+        options.min_block = self.probe_settings.min_block;
+        options.syscalls = self.probe_settings.validated_syscalls()?;
         options.throughput = match (&self.throughput_regex, self.throughput) {
             (Some(pattern), _) => Throughput::Regex(pattern.clone()),
             (None, ThroughputArg::Auto) => Throughput::Auto,

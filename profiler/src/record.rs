@@ -181,6 +181,7 @@ fn run_ebpf(args: &RecordArgs, target: RecordTarget) -> Result<()> {
     use lockscope_ebpf::{RecordOptions, Recorder, TargetSpec};
 
     let probes = crate::cli::validate_probes(&args.probes)?;
+    let syscalls = args.probe_settings.validated_syscalls()?;
     // Missing privileges first: for someone without them, that is the one thing to fix.
     lockscope_ebpf::check_environment()?;
     check_output_writable(&args.output)?;
@@ -191,8 +192,10 @@ fn run_ebpf(args: &RecordArgs, target: RecordTarget) -> Result<()> {
         RecordTarget::Command(argv) => TargetSpec::Command(argv),
     });
     options.probes = probes;
-    options.probe_settings.min_block = args.min_block;
-    options.probe_settings.syscalls = args.syscalls.clone();
+    if let Some(min_block) = args.probe_settings.min_block {
+        options.probe_settings.min_block = min_block;
+    }
+    options.probe_settings.syscalls = syscalls;
     // Handlers go in before the target starts, so a Ctrl-C during start-up is not lost.
     let signals = StopSignals::install()?;
     let mut recorder = Recorder::start(options)?;

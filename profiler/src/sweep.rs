@@ -239,6 +239,18 @@ pub struct Sweep {
     /// each; empty when nothing is wrong.
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// The probes every level's recording was asked to attach (`--probes`); `None` when none
+    /// were given (the backend's default probes), and in sweep files older than this field.
+    #[serde(default)]
+    pub probes: Option<Vec<String>>,
+    /// The `--min-block` every level was recorded with, nanoseconds; `None` when none was given
+    /// (the recording's default, 10 µs), and in sweep files older than this field.
+    #[serde(default)]
+    pub min_block_ns: Option<u64>,
+    /// The `--syscalls` every level was recorded with; `None` when none were given (all system
+    /// calls), and in sweep files older than this field.
+    #[serde(default)]
+    pub syscalls: Option<Vec<String>>,
 }
 
 /// Sentences about levels that make the sweep hard to trust: lost events, no waits at all.
@@ -477,6 +489,12 @@ pub struct SweepOptions {
     /// Probes every level's recording attaches (catalog names, `lockscope probes`). Default:
     /// empty, the recording backend's default probes.
     pub probes: Vec<String>,
+    /// Shortest off-CPU interval every level's `offcpu` probe records (`record --min-block`).
+    /// Default: `None`, the recording's default (10 µs).
+    pub min_block: Option<Duration>,
+    /// System calls every level's `syscall` probe records (`record --syscalls`). Default: empty,
+    /// all of them.
+    pub syscalls: Vec<String>,
 }
 
 impl Default for SweepOptions {
@@ -490,6 +508,8 @@ impl Default for SweepOptions {
             throughput: Throughput::Auto,
             output_dir: PathBuf::from("sweep"),
             probes: Vec::new(),
+            min_block: None,
+            syscalls: Vec::new(),
         }
     }
 }
@@ -516,12 +536,16 @@ impl SweepOptions {
         {
             bail!("unknown probe `{name}` (`lockscope probes` lists them)");
         }
+        if self.min_block == Some(Duration::ZERO) {
+            bail!("--min-block must be greater than zero");
+        }
         self.throughput.validate()
     }
 }
 
 /// What the caller's recorder is asked to do for one level.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct LevelRecording {
     /// The concurrency level.
     pub concurrency: u32,
@@ -531,8 +555,31 @@ pub struct LevelRecording {
     pub duration: Duration,
     /// Profile to write.
     pub output: PathBuf,
-    /// Probes to attach ([`SweepOptions::probes`]); empty means the backend's defaults.
+    /// Probes to attach ([`SweepOptions::probes`]); empty means the backend's defaults. Default:
+    /// empty.
     pub probes: Vec<String>,
+    /// Shortest off-CPU interval the `offcpu` probe records ([`SweepOptions::min_block`]);
+    /// `None` means the recording's default. Default: `None`.
+    pub min_block: Option<Duration>,
+    /// System calls the `syscall` probe records ([`SweepOptions::syscalls`]); empty means all.
+    /// Default: empty.
+    pub syscalls: Vec<String>,
+}
+
+impl LevelRecording {
+    /// Recording `pid` at level `concurrency` for `duration` into `output`, with the backend's
+    /// default probes and settings.
+    pub fn new(concurrency: u32, pid: u32, duration: Duration, output: PathBuf) -> Self {
+        LevelRecording {
+            concurrency,
+            pid,
+            duration,
+            output,
+            probes: Vec::new(),
+            min_block: None,
+            syscalls: Vec::new(),
+        }
+    }
 }
 
 /// Records the server for a sweep, one level at a time.
@@ -571,13 +618,10 @@ pub fn run_sweep(
         let profile_name = format!("level-{c}.lsp");
         let output_name = format!("level-{c}.load.txt");
         let output_path = dir.join(&output_name);
-        let recording = LevelRecording {
-            concurrency: c,
-            pid,
-            duration: options.duration,
-            output: dir.join(&profile_name),
-            probes: options.probes.clone(),
-        };
+        let mut recording = LevelRecording::new(c, pid, options.duration, dir.join(&profile_name));
+        recording.probes = options.probes.clone();
+        recording.min_block = options.min_block;
+        recording.syscalls = options.syscalls.clone();
         recorder
             .start(&recording)
             .with_context(|| format!("failed to start recording level {c}"))?;
@@ -670,12 +714,20 @@ pub fn run_sweep(
         knee,
         finding,
         warnings,
+        probes: non_empty(&options.probes),
+        min_block_ns: options.min_block.map(|d| d.as_nanos() as u64),
+        syscalls: non_empty(&options.syscalls),
     };
     let path = dir.join(SWEEP_FILE);
     let json = serde_json::to_string_pretty(&sweep).context("failed to encode the sweep")?;
     std::fs::write(&path, json + "\n")
         .with_context(|| format!("cannot write sweep file `{}`", path.display()))?;
     Ok(sweep)
+}
+
+/// `names`, or `None` when there are none (a setting left to the recording's default).
+fn non_empty(names: &[String]) -> Option<Vec<String>> {
+    (!names.is_empty()).then(|| names.to_vec())
 }
 
 /// Waits for `child` up to `grace`; kills it past that.

@@ -57,7 +57,8 @@ impl Drop for Server {
 }
 
 /// The arguments of the `lockscope record` that records `level`:
-/// `record -o FILE -p PID -d DURATION [--probes P,Q]`.
+/// `record -o FILE -p PID -d DURATION [--probes P,Q] [--min-block DURATION] [--syscalls S,T]`,
+/// each optional one only when the sweep was given it (else the recording's default applies).
 fn record_arguments(level: &lockscope::sweep::LevelRecording) -> Vec<OsString> {
     let mut args: Vec<OsString> = vec!["record".into(), "-o".into()];
     args.push(level.output.clone().into_os_string());
@@ -68,6 +69,15 @@ fn record_arguments(level: &lockscope::sweep::LevelRecording) -> Vec<OsString> {
     if !level.probes.is_empty() {
         args.push("--probes".into());
         args.push(level.probes.join(",").into());
+    }
+    if let Some(min_block) = level.min_block {
+        // In microseconds with a fraction: `record` reads sub-microsecond values back exactly.
+        args.push("--min-block".into());
+        args.push(format!("{}us", min_block.as_nanos() as f64 / 1e3).into());
+    }
+    if !level.syscalls.is_empty() {
+        args.push("--syscalls".into());
+        args.push(level.syscalls.join(",").into());
     }
     args
 }
@@ -293,13 +303,13 @@ mod tests {
     /// backend's defaults) when none was given.
     #[test]
     fn record_arguments_carry_the_probes() {
-        let mut level = lockscope::sweep::LevelRecording {
-            concurrency: 5,
-            pid: 4242,
-            duration: Duration::from_millis(1500),
-            output: "sweep/level-5.lsp".into(),
-            probes: vec!["futex".to_string(), "offcpu".to_string()],
-        };
+        let mut level = lockscope::sweep::LevelRecording::new(
+            5,
+            4242,
+            Duration::from_millis(1500),
+            "sweep/level-5.lsp".into(),
+        );
+        level.probes = vec!["futex".to_string(), "offcpu".to_string()];
         let text = |args: Vec<OsString>| {
             args.iter()
                 .map(|a| a.to_string_lossy().into_owned())
@@ -330,5 +340,55 @@ mod tests {
             }
             other => panic!("not a record command: {other:?}"),
         }
+    }
+
+    /// Each level's recording gets the sweep's `--min-block` and `--syscalls` when it was given
+    /// them, and neither (the recording's defaults) otherwise; `record` parses them back to the
+    /// same values.
+    #[test]
+    fn record_arguments_carry_the_probe_settings() {
+        let mut level = lockscope::sweep::LevelRecording::new(
+            2,
+            4242,
+            Duration::from_secs(3),
+            "sweep/level-2.lsp".into(),
+        );
+        let parse = |level: &lockscope::sweep::LevelRecording| {
+            let mut argv: Vec<OsString> = vec!["lockscope".into()];
+            argv.extend(record_arguments(level));
+            use clap::Parser;
+            match crate::cli::Cli::try_parse_from(argv).expect("parses") {
+                crate::cli::Cli {
+                    command: crate::cli::Command::Record(record),
+                } => record,
+                other => panic!("not a record command: {other:?}"),
+            }
+        };
+        let given = |level: &lockscope::sweep::LevelRecording, flag: &str| {
+            record_arguments(level).iter().any(|a| a == flag)
+        };
+        assert!(!given(&level, "--min-block") && !given(&level, "--syscalls"));
+        let record = parse(&level);
+        assert_eq!(record.probe_settings.min_block, None);
+        assert!(record.probe_settings.syscalls.is_empty());
+
+        for min_block in [
+            Duration::from_micros(1),
+            Duration::from_nanos(1500),
+            Duration::from_micros(250),
+            Duration::from_millis(20),
+        ] {
+            level.min_block = Some(min_block);
+            level.syscalls = vec!["read".to_string(), "epoll_wait".to_string()];
+            assert!(given(&level, "--min-block") && given(&level, "--syscalls"));
+            let record = parse(&level);
+            assert_eq!(record.probe_settings.min_block, Some(min_block));
+            assert_eq!(record.probe_settings.syscalls, ["read", "epoll_wait"]);
+        }
+        level.syscalls.clear();
+        assert!(given(&level, "--min-block") && !given(&level, "--syscalls"));
+        level.min_block = None;
+        level.syscalls = vec!["futex".to_string()];
+        assert!(!given(&level, "--min-block") && given(&level, "--syscalls"));
     }
 }

@@ -45,6 +45,9 @@ fn write_sweep(dir: &Path) -> Sweep {
         knee,
         finding: sentence,
         warnings: vec!["level 5 lost 3 waits while recording: its shares undercount".to_string()],
+        probes: None,
+        min_block_ns: None,
+        syscalls: None,
     };
     std::fs::write(
         dir.join("sweep.json"),

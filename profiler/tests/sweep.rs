@@ -1,8 +1,9 @@
 //! `lockscope sweep` end to end against real servers on loopback: nginx under ab (attached with
 //! -p, and started by lockscope with --server) and MariaDB under sysbench oltp_read_only, both
 //! from profiler/workloads/. Needs root and BPF (skips loudly otherwise), and the workload
-//! scripts' packages (they install them; a failed start skips loudly). The `--probes` tests need
-//! neither: they check the validation and the probe list each level's recording gets.
+//! scripts' packages (they install them; a failed start skips loudly). The `--probes`,
+//! `--min-block` and `--syscalls` tests need neither: they check the validation, what each
+//! level's recording gets and what `sweep.json` says of it.
 
 mod common;
 
@@ -368,4 +369,174 @@ fn every_level_records_the_sweep_probes() {
     .expect_err("unknown probe");
     assert!(err.to_string().contains("unknown probe `nosuch`"), "{err}");
     assert!(!options.output_dir.exists());
+}
+
+/// The files left in `dir`: none when a sweep was refused before starting anything.
+fn files_in(dir: &Path) -> Vec<std::ffi::OsString> {
+    std::fs::read_dir(dir)
+        .expect("list the directory")
+        .map(|e| e.expect("entry").file_name())
+        .collect()
+}
+
+/// `sweep` refuses a bad `--min-block` and an unknown `--syscalls` name with the same one-line
+/// error as `record`, before anything starts: no server, no load, no sweep directory.
+#[test]
+fn sweep_refuses_bad_probe_settings_before_starting() {
+    let cases: [(&[&str], &str); 3] = [
+        (&["--min-block", "0s"], "must be greater than zero"),
+        (&["--min-block", "10 parsecs"], "unit `parsecs`"),
+        (
+            &["--probes", "futex,syscall", "--syscalls", "read,reed"],
+            "unknown system call `reed`",
+        ),
+    ];
+    for (settings, reason) in cases {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = lockscope()
+            .current_dir(dir.path())
+            .args([
+                "sweep",
+                "--levels",
+                "1,2",
+                "--load",
+                "touch load-ran-{c}",
+                "--server",
+                "touch server-ran; sleep 5",
+                "--server-startup",
+                "100ms",
+                "-o",
+                "out",
+            ])
+            .args(settings)
+            .output()
+            .expect("run lockscope sweep");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{settings:?} must fail: {stderr}");
+        let error = stderr
+            .lines()
+            .find(|l| l.contains("error:"))
+            .unwrap_or_default();
+        assert!(error.contains(reason), "{settings:?}: {stderr}");
+        let record = lockscope()
+            .current_dir(dir.path())
+            .args(["record", "-p", "1", "-o", "record.lsp"])
+            .args(settings)
+            .output()
+            .expect("run lockscope record");
+        let record_stderr = String::from_utf8_lossy(&record.stderr);
+        assert!(!record.status.success(), "{settings:?}: {record_stderr}");
+        assert_eq!(
+            Some(error),
+            record_stderr.lines().find(|l| l.contains("error:")),
+            "sweep and record refuse {settings:?} alike"
+        );
+        let left = files_in(dir.path());
+        assert!(
+            left.is_empty(),
+            "{settings:?}: nothing ran and nothing was written: {left:?}"
+        );
+    }
+}
+
+/// Every level's recording is asked for the sweep's `--min-block` and `--syscalls`, and
+/// `sweep.json` says which probes and settings the levels were recorded with (`null` for those
+/// left to the recording's defaults).
+#[test]
+fn sweep_json_records_the_probes_and_settings() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut options = lockscope::sweep::SweepOptions::default();
+    options.levels = vec![1, 3];
+    options.load = "echo 'Requests/sec: {c}00'".to_string();
+    options.throughput = lockscope::sweep::Throughput::Wrk;
+    options.duration = std::time::Duration::from_millis(10);
+    options.settle = std::time::Duration::ZERO;
+    options.output_dir = dir.path().join("given");
+    options.probes = vec!["offcpu".to_string(), "syscall".to_string()];
+    options.min_block = Some(std::time::Duration::from_micros(250));
+    options.syscalls = vec!["read".to_string(), "write".to_string()];
+    let mut recorder = FakeRecorder::default();
+    lockscope::sweep::run_sweep(&options, 4242, None, &mut recorder, &mut |_| {}).expect("sweep");
+    let asked: Vec<_> = recorder
+        .asked
+        .iter()
+        .map(|l| (l.concurrency, l.min_block, l.syscalls.clone()))
+        .collect();
+    assert_eq!(
+        asked,
+        [
+            (1, options.min_block, options.syscalls.clone()),
+            (3, options.min_block, options.syscalls.clone())
+        ]
+    );
+    let (read, _) = lockscope::sweep::read_sweep(&options.output_dir).expect("read sweep.json");
+    assert_eq!(read.probes.as_deref(), Some(&options.probes[..]));
+    assert_eq!(read.min_block_ns, Some(250_000));
+    assert_eq!(read.syscalls.as_deref(), Some(&options.syscalls[..]));
+    let text = std::fs::read_to_string(options.output_dir.join("sweep.json")).expect("read");
+    let json: serde_json::Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(json["min_block_ns"], 250_000);
+    assert_eq!(json["syscalls"], serde_json::json!(["read", "write"]));
+
+    // Nothing given: every level gets the recording's defaults, and the file says so with nulls.
+    let mut options = options.clone();
+    options.output_dir = dir.path().join("defaults");
+    options.probes.clear();
+    options.min_block = None;
+    options.syscalls.clear();
+    let mut recorder = FakeRecorder::default();
+    lockscope::sweep::run_sweep(&options, 4242, None, &mut recorder, &mut |_| {}).expect("sweep");
+    assert!(recorder
+        .asked
+        .iter()
+        .all(|l| l.probes.is_empty() && l.min_block.is_none() && l.syscalls.is_empty()));
+    let text = std::fs::read_to_string(options.output_dir.join("sweep.json")).expect("read");
+    let json: serde_json::Value = serde_json::from_str(&text).expect("json");
+    for field in ["probes", "min_block_ns", "syscalls"] {
+        assert_eq!(json.get(field), Some(&serde_json::Value::Null), "{field}");
+    }
+}
+
+/// A `sweep.json` written before the probes and settings were recorded (no `probes`,
+/// `min_block_ns`, `syscalls`, nor `warnings`) still loads, with those unknown.
+#[test]
+fn old_sweep_json_without_the_settings_loads() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let old = r#"{
+  "sweep_version": 1,
+  "load": "ab -c {c} -t 3 http://127.0.0.1:8080/",
+  "server": null,
+  "pid": 19293,
+  "duration_ns": 3000000000,
+  "throughput_parser": "ab",
+  "throughput_unit": "requests/s",
+  "levels": [
+    {
+      "concurrency": 1,
+      "throughput": 15716.54,
+      "scaling": 1.0,
+      "profile": "level-1.lsp",
+      "load_output": "level-1.load.txt",
+      "wall_ns": 3015026505,
+      "waits": 69109,
+      "wait_ns": 10997276556,
+      "lost_events": 0,
+      "kinds": [{"name": "condvar", "count": 47292, "total_ns": 10878509264, "share_of_wall": 3.608}],
+      "threads": [{"name": "nginx", "count": 69109, "total_ns": 10997276556, "share_of_wall": 3.647}],
+      "top_sites": []
+    }
+  ],
+  "knee": null,
+  "finding": "Only concurrency 1 was run: no scaling to compare."
+}
+"#;
+    std::fs::write(dir.path().join("sweep.json"), old).expect("write");
+    let (sweep, _) = lockscope::sweep::read_sweep(dir.path()).expect("an old sweep.json loads");
+    assert_eq!(sweep.levels.len(), 1);
+    assert_eq!(sweep.levels[0].throughput, 15716.54);
+    assert_eq!(
+        (sweep.probes, sweep.min_block_ns, sweep.syscalls),
+        (None, None, None)
+    );
+    assert!(sweep.warnings.is_empty());
 }
