@@ -122,11 +122,6 @@ struct unwind_walk {
 	/* A mapping found through the VMA (see lks_mapping_from_vma). */
 	struct unwind_mapping vma_mapping;
 	__u32 vma_found;
-	/* The main executable's code, once found (see lks_mapping_from_exe): kept apart from
-	 * vma_mapping, so a stack going from a library to the executable and back needs one VMA
-	 * walk for the library. */
-	__u32 exe_found;
-	struct unwind_mapping exe_mapping;
 };
 
 /* bpf_find_vma callback: describes the VMA of walk->vma_pc with its file's table, if loaded. */
@@ -159,53 +154,9 @@ static long lks_vma_callback(struct task_struct *task, struct vm_area_struct *vm
 	return 0;
 }
 
-/*
- * The mapping of `pc` when it is in the main executable's code (mm->start_code to end_code),
- * through mm->exe_file's table: no VMA walk. bpf_find_vma succeeds once per program run where
- * interrupts are disabled (sched_switch: its mmap unlock waits in an irq_work until then), so in
- * a process without its table yet, the executable's frames would otherwise cut the stack short.
- */
-static __always_inline bool lks_mapping_from_exe(struct unwind_walk *w, __u64 pc)
-{
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct unwind_file_key key = {};
-	struct unwind_file *file;
-	struct file *exe;
-	__u64 start, end;
-
-	if (w->exe_found)
-		return false; /* looked up already: pc is outside it */
-	start = BPF_CORE_READ(task, mm, start_code);
-	end = BPF_CORE_READ(task, mm, end_code);
-	if (pc < start || pc >= end)
-		return false;
-	exe = BPF_CORE_READ(task, mm, exe_file);
-	if (!exe)
-		return false;
-	key.ino = BPF_CORE_READ(exe, f_inode, i_ino);
-	key.dev = BPF_CORE_READ(exe, f_inode, i_sb, s_dev);
-	file = bpf_map_lookup_elem(&unwind_files, &key);
-	if (!file || start < file->text_vaddr)
-		return false;
-	w->exe_mapping.start = start;
-	w->exe_mapping.end = end;
-	/* rel = pc - load bias - base, load bias = start_code - text_vaddr */
-	w->exe_mapping.bias = start - file->text_vaddr + file->base;
-	w->exe_mapping.first_row = file->first_row;
-	w->exe_mapping.rows = file->rows;
-	w->exe_mapping.first_page = file->first_page;
-	w->exe_mapping.pages = file->pages;
-	return true;
-}
-
-/* The mapping of `pc` through the main executable or the process's VMA and the table of its
- * file, or NULL. */
+/* The mapping of `pc` through the process's VMA and the table of its file, or NULL. */
 static __always_inline struct unwind_mapping *lks_mapping_from_vma(struct unwind_walk *w, __u64 pc)
 {
-	if (lks_mapping_from_exe(w, pc)) {
-		w->exe_found = 1;
-		return &w->exe_mapping;
-	}
 	w->vma_found = 0;
 	bpf_find_vma(bpf_get_current_task_btf(), pc, lks_vma_callback, w, 0);
 	return w->vma_found ? &w->vma_mapping : NULL;
@@ -313,11 +264,6 @@ static long lks_unwind_step(__u64 index, void *data)
 	w->after_signal = 0;
 	if (w->last_mapping && w->last_mapping->start <= lookup && lookup < w->last_mapping->end) {
 		mapping = w->last_mapping;
-	} else if (w->vma_found && w->vma_mapping.start <= lookup && lookup < w->vma_mapping.end) {
-		/* In the file found for an earlier frame: no second VMA walk. */
-		mapping = &w->vma_mapping;
-	} else if (w->exe_found && w->exe_mapping.start <= lookup && lookup < w->exe_mapping.end) {
-		mapping = &w->exe_mapping;
 	} else if (w->proc) {
 		mapping = lks_find_mapping(w->proc, lookup);
 		w->last_mapping = mapping;
