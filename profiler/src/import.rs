@@ -10,6 +10,8 @@
 //!   deviation: a profile names each thread once, so a thread renamed during the capture, by
 //!   exec or PR_SET_NAME, is named by its last name in all its samples, where stackcollapse-perf
 //!   names each sample by its own);
+//! - a sample with no frame at all folds to `COMM;[no user stack]`, as every record without a
+//!   stack does in lockscope's folds (stackcollapse-perf prints `COMM` alone);
 //! - only samples of the first event seen are kept (stackcollapse-perf's default event filter);
 //! - each indented line is `ADDRESS SYMBOL[+0xOFFSET] (MODULE)`, leaf first; the offset is
 //!   dropped; `[unknown]` symbols become `[MODULE-BASENAME]`, or `[unknown]` when the module is

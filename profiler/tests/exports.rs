@@ -322,9 +322,9 @@ fn pid_token(tokens: &[&str]) -> Option<usize> {
 ///    add up;
 /// 6. with `--kernel`, kernel frames (module `[kernel.kallsyms]` or another bracketed name that is
 ///    not a user mapping: `[unknown]`, `[vdso]`, ...) get the suffix `_[k]` — one of lockscope's
-///    two deviations: a sample with no user frame keeps its kernel frames unsuffixed (its fold
-///    rule for a kernel stack standing alone, docs/EXPORTS.md); the other is a renamed thread's
-///    name (below).
+///    three deviations: a sample with no user frame keeps its kernel frames unsuffixed (its fold
+///    rule for a kernel stack standing alone, docs/EXPORTS.md); the others are a renamed thread's
+///    name and a sample with no frame (below).
 fn stackcollapse_perf(text: &str, kernel_suffix: bool) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     let mut first_event: Option<String> = None;
@@ -397,6 +397,11 @@ fn stackcollapse_perf(text: &str, kernel_suffix: bool) -> BTreeMap<String, u64> 
                 k
             }
         }));
+        if frames.len() == 1 {
+            // A sample with no frame at all: lockscope's fold marks the missing stack (the third
+            // deviation, import.rs), where stackcollapse-perf prints the command alone.
+            frames.push("[no user stack]".to_string());
+        }
         *out.entry(frames.join(";")).or_default() += 1;
     }
     out
