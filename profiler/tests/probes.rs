@@ -165,6 +165,42 @@ fn offcpu_without_wakeup_takes_no_waker_stacks() {
     );
 }
 
+/// A launched program's first sleep, taken in sched_switch before its process table exists,
+/// unwinds through its executable to libc's start code (the file fallback resolves the
+/// executable through mm->exe_file, where a second VMA walk is refused with interrupts off).
+#[test]
+fn offcpu_stack_of_an_early_sleep_reaches_the_start_code() {
+    if !bpf_available("offcpu_stack_of_an_early_sleep_reaches_the_start_code") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lsp = dir.path().join("run.lsp");
+    run_ok(
+        lockscope()
+            .args(["record", "--probes", "offcpu", "--min-block", "1us", "-o"])
+            .arg(&lsp)
+            .args(["--", "sleep", "0.2"]),
+    );
+    let profile = lockscope_probes::read_profile(&lsp).expect("profile");
+    let sleep = profile
+        .waits
+        .iter()
+        .filter(|w| w.operation == "sleeping in clock_nanosleep")
+        .max_by_key(|w| w.stats.total_ns)
+        .expect("the 200 ms sleep");
+    let names: Vec<String> = profile
+        .stack(sleep.user_stack)
+        .expect("a user stack")
+        .frames
+        .iter()
+        .map(|f| f.display_name())
+        .collect();
+    assert!(
+        names.iter().any(|n| n.contains("__libc_start_call_main")),
+        "the sleep's stack stops early: {names:?}"
+    );
+}
+
 /// `lockscope probes` lists every eBPF probe with its hooks and whether it loads here.
 #[test]
 fn probes_lists_hooks_and_support() {

@@ -108,6 +108,18 @@ enum unwind_end {
 	LKS_WALK_TRUNCATED = 2,
 };
 
+/* The file fallback's state across the frames of one walk (see lks_fallback_mapping). */
+struct unwind_fallback {
+	/* The answer for the current pc. */
+	struct unwind_mapping out;
+	/* The last VMA found, and the main executable once found: later frames in them need no
+	 * VMA walk. */
+	struct unwind_mapping vma;
+	struct unwind_mapping exe;
+	__u32 vma_found;
+	__u32 exe_found;
+};
+
 /* State of one walk, on the BPF stack of the caller of bpf_loop. */
 struct unwind_walk {
 	struct unwind_regs regs;
@@ -119,15 +131,19 @@ struct unwind_walk {
 	__u32 end;
 	/* The mapping of the previous frame: consecutive frames are often in the same one. */
 	struct unwind_mapping *last_mapping;
-	/* A mapping found through the VMA (see lks_mapping_from_vma). */
-	struct unwind_mapping vma_mapping;
-	__u32 vma_found;
+	struct unwind_fallback fallback;
 };
 
-/* bpf_find_vma callback: describes the VMA of walk->vma_pc with its file's table, if loaded. */
+/* What lks_vma_callback found. */
+struct unwind_vma_search {
+	struct unwind_mapping mapping;
+	__u32 found;
+};
+
+/* bpf_find_vma callback: describes the VMA with its file's table, if loaded. */
 static long lks_vma_callback(struct task_struct *task, struct vm_area_struct *vma, void *data)
 {
-	struct unwind_walk *w = data;
+	struct unwind_vma_search *s = data;
 	struct unwind_file_key key = {};
 	struct unwind_file *file;
 	struct file *vm_file = BPF_CORE_READ(vma, vm_file);
@@ -142,24 +158,86 @@ static long lks_vma_callback(struct task_struct *task, struct vm_area_struct *vm
 		return 0;
 	start = BPF_CORE_READ(vma, vm_start);
 	file_offset = BPF_CORE_READ(vma, vm_pgoff) << 12;
-	w->vma_mapping.start = start;
-	w->vma_mapping.end = BPF_CORE_READ(vma, vm_end);
+	s->mapping.start = start;
+	s->mapping.end = BPF_CORE_READ(vma, vm_end);
 	/* rel = pc - start + file_offset + vaddr_minus_offset - base */
-	w->vma_mapping.bias = start - file_offset - file->vaddr_minus_offset + file->base;
-	w->vma_mapping.first_row = file->first_row;
-	w->vma_mapping.rows = file->rows;
-	w->vma_mapping.first_page = file->first_page;
-	w->vma_mapping.pages = file->pages;
-	w->vma_found = 1;
+	s->mapping.bias = start - file_offset - file->vaddr_minus_offset + file->base;
+	s->mapping.first_row = file->first_row;
+	s->mapping.rows = file->rows;
+	s->mapping.first_page = file->first_page;
+	s->mapping.pages = file->pages;
+	s->found = 1;
 	return 0;
 }
 
-/* The mapping of `pc` through the process's VMA and the table of its file, or NULL. */
-static __always_inline struct unwind_mapping *lks_mapping_from_vma(struct unwind_walk *w, __u64 pc)
+/*
+ * Into `m`: the main executable's code (mm->start_code to end_code) through mm->exe_file's
+ * table, without a VMA walk. False when pc is elsewhere or the file has no table.
+ */
+static __always_inline bool lks_exe_mapping(struct unwind_mapping *m, __u64 pc)
 {
-	w->vma_found = 0;
-	bpf_find_vma(bpf_get_current_task_btf(), pc, lks_vma_callback, w, 0);
-	return w->vma_found ? &w->vma_mapping : NULL;
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 start = BPF_CORE_READ(task, mm, start_code), end = BPF_CORE_READ(task, mm, end_code);
+	struct unwind_file_key key = {};
+	struct unwind_file *file;
+	struct file *exe;
+
+	if (pc < start || pc >= end)
+		return false;
+	exe = BPF_CORE_READ(task, mm, exe_file);
+	if (!exe)
+		return false;
+	key.ino = BPF_CORE_READ(exe, f_inode, i_ino);
+	key.dev = BPF_CORE_READ(exe, f_inode, i_sb, s_dev);
+	file = bpf_map_lookup_elem(&unwind_files, &key);
+	if (!file || start < file->text_vaddr)
+		return false;
+	m->start = start;
+	m->end = end;
+	/* rel = pc - load bias - base, load bias = start_code - text_vaddr */
+	m->bias = start - file->text_vaddr + file->base;
+	m->first_row = file->first_row;
+	m->rows = file->rows;
+	m->first_page = file->first_page;
+	m->pages = file->pages;
+	return true;
+}
+
+/*
+ * The file fallback, for a pc outside the process's mapping table: sets f->out to the mapping of
+ * `pc` through the VMA or executable found for an earlier frame, else through the main
+ * executable, else through the process's VMA and its file's table; returns 1, or 0 for none.
+ * bpf_find_vma succeeds once per program run where interrupts are disabled (sched_switch: its
+ * mmap unlock waits in an irq_work until then), so the executable is found without it, and a VMA
+ * found is kept for later frames. A global function: the verifier checks it once, on its own,
+ * instead of in every state of the unwinding loop.
+ */
+__noinline int lks_fallback_mapping(struct unwind_fallback *f, __u64 pc)
+{
+	struct unwind_vma_search search = {};
+
+	if (!f)
+		return 0;
+	if (f->vma_found && f->vma.start <= pc && pc < f->vma.end) {
+		f->out = f->vma;
+		return 1;
+	}
+	if (f->exe_found && f->exe.start <= pc && pc < f->exe.end) {
+		f->out = f->exe;
+		return 1;
+	}
+	if (!f->exe_found && lks_exe_mapping(&f->exe, pc)) {
+		f->exe_found = 1;
+		f->out = f->exe;
+		return 1;
+	}
+	bpf_find_vma(bpf_get_current_task_btf(), pc, lks_vma_callback, &search, 0);
+	if (!search.found)
+		return 0;
+	f->vma = search.mapping;
+	f->vma_found = 1;
+	f->out = search.mapping;
+	return 1;
 }
 
 /* The mapping of `proc` holding `pc`, or NULL. */
@@ -273,10 +351,10 @@ static long lks_unwind_step(__u64 index, void *data)
 		 * address: use the file's table if the VMA has one loaded. */
 		if (w->proc)
 			counters->unknown_mapping++;
-		mapping = lks_mapping_from_vma(w, lookup);
-		if (mapping)
+		if (lks_fallback_mapping(&w->fallback, lookup)) {
+			mapping = &w->fallback.out;
 			counters->file_fallbacks++;
-		else if (w->proc)
+		} else if (w->proc)
 			/* A frame-pointer guess from here could invent frames. */
 			return lks_walk_truncated(w);
 	}

@@ -85,6 +85,9 @@ struct unwind_file {
 	__u64 base;
 	/* Link-time address minus file offset, in the code segment. */
 	__s64 vaddr_minus_offset;
+	/* Lowest link-time address of an executable segment: for a process's main executable,
+	 * mm->start_code minus this is its load bias (the kernel computes start_code so). */
+	__u64 text_vaddr;
 	__u32 first_row;
 	__u32 rows;
 	__u32 first_page;

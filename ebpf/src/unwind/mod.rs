@@ -502,6 +502,13 @@ impl Unwinder {
         let value = unwind_file {
             base: table.base,
             vaddr_minus_offset,
+            text_vaddr: table
+                .loads
+                .iter()
+                .filter(|load| load.executable)
+                .map(|load| load.vaddr)
+                .min()
+                .unwrap_or(0),
             first_row: table.first_row,
             rows: table.rows,
             first_page: table.first_page,
