@@ -120,10 +120,17 @@ fn attach_generic(
     ))
 }
 
-/// Attaches the futex system calls' own tracepoints (exits first), or nothing: `None` when
-/// tracefs is not mounted or any of them fails (the generic hooks are used instead). A system
-/// call the kernel does not have (futex_wait before Linux 6.7) has no events and is skipped.
-fn attach_syscall_tracepoints(progs: &crate::skel::FutexProgs<'_>) -> Option<(Vec<Link>, String)> {
+/// Why a per-syscall tracepoint was refused, and the links attached before it.
+type RefusedTracepoints = (String, Vec<Link>);
+
+/// Attaches the futex system calls' own tracepoints, every exit before any entry: `Ok(None)` when
+/// tracefs is not mounted, `Err((why, links))` when one of them is refused, with what did attach:
+/// the caller attaches the generic hooks, then drops those links, so that no wait whose entry was
+/// seen loses its exit. A system call the kernel does not have (futex_waitv before Linux 5.16,
+/// futex_wait before 6.7) has no events and is skipped.
+fn attach_syscall_tracepoints(
+    progs: &crate::skel::FutexProgs<'_>,
+) -> Result<Option<(Vec<Link>, String)>, RefusedTracepoints> {
     // Where libbpf looks for the events (debugfs's tracing first, when present). Checked first so
     // that a machine without tracefs gets no libbpf warning, just the generic hooks.
     let has_events = |call: &str| {
@@ -134,57 +141,45 @@ fn attach_syscall_tracepoints(progs: &crate::skel::FutexProgs<'_>) -> Option<(Ve
         })
     };
     if !has_events("futex") {
-        return None;
+        return Ok(None);
     }
-    let calls: [(&str, bool, &ProgramMut<'_>, &ProgramMut<'_>); 3] = [
-        (
-            "futex",
-            true,
-            &progs.lks_exit_futex_tp,
-            &progs.lks_enter_futex_tp,
-        ),
+    let calls: [(&str, &ProgramMut<'_>, &ProgramMut<'_>); 3] = [
+        ("futex", &progs.lks_exit_futex_tp, &progs.lks_enter_futex_tp),
         (
             "futex_waitv",
-            true,
             &progs.lks_exit_futex_waitv_tp,
             &progs.lks_enter_futex_waitv_tp,
         ),
         (
             "futex_wait",
-            false,
             &progs.lks_exit_futex_wait_tp,
             &progs.lks_enter_futex_wait_tp,
         ),
     ];
+    let present: Vec<_> = calls.iter().filter(|(call, ..)| has_events(call)).collect();
     let mut links = Vec::new();
-    let mut used = Vec::new();
-    for (call, required, exit, enter) in calls {
-        if !required && !has_events(call) {
-            continue;
-        }
-        // Each exit before its entry, as for the generic hooks.
-        let attached = exit
-            .attach_tracepoint(TracepointCategory::Syscalls, format!("sys_exit_{call}"))
-            .and_then(|exit| {
-                let enter = enter
-                    .attach_tracepoint(TracepointCategory::Syscalls, format!("sys_enter_{call}"))?;
-                Ok([exit, enter])
-            });
-        match attached {
-            Ok(pair) => {
-                links.extend(pair);
-                used.push(call);
-            }
-            Err(_) if required => return None,
-            Err(_) => {}
+    for (direction, call, program) in present
+        .iter()
+        .map(|(call, exit, _)| ("exit", *call, *exit))
+        .chain(
+            present
+                .iter()
+                .map(|(call, _, enter)| ("enter", *call, *enter)),
+        )
+    {
+        let event = format!("sys_{direction}_{call}");
+        match program.attach_tracepoint(TracepointCategory::Syscalls, event.as_str()) {
+            Ok(link) => links.push(link),
+            Err(e) => return Err((format!("tracepoint/syscalls/{event}: {e}"), links)),
         }
     }
+    let used: Vec<&str> = present.iter().map(|(call, ..)| *call).collect();
     let used = used
         .iter()
         .map(|call| format!("tracepoint/syscalls/sys_{{enter,exit}}_{call}"))
         .collect::<Vec<_>>()
         .join(", ");
-    Some((links, used))
+    Ok(Some((links, used)))
 }
 
 /// Reads a `T` from the start of `bytes`; `None` when they are too short.
@@ -291,23 +286,38 @@ impl FutexObject {
                 links.push(link);
                 hooks.push(used);
             }
-            if let Some((syscall_links, used)) = attach_syscall_tracepoints(progs) {
-                links.extend(syscall_links);
-                hooks.push(HookUse {
-                    preferred: used.clone(),
-                    used,
-                    fallback_reason: None,
-                });
-                return Ok(());
-            }
+            let mut partial = Vec::new();
+            let tracepoints_failed = match attach_syscall_tracepoints(progs) {
+                Ok(Some((syscall_links, used))) => {
+                    links.extend(syscall_links);
+                    hooks.push(HookUse {
+                        preferred: used.clone(),
+                        used,
+                        fallback_reason: None,
+                    });
+                    return Ok(());
+                }
+                Ok(None) => None,
+                Err((reason, attached)) => {
+                    partial = attached;
+                    Some(reason)
+                }
+            };
             for (hook, btf, raw) in [
                 ("sys_exit", &progs.lks_exit_btf, &progs.lks_exit_raw),
                 ("sys_enter", &progs.lks_enter_btf, &progs.lks_enter_raw),
             ] {
-                let (link, used) = attach_generic(btf_load_error, hook, btf, raw)?;
+                let (link, mut used) = attach_generic(btf_load_error, hook, btf, raw)?;
+                // tracefs is mounted but its tracepoints were refused: say so, as a fallback.
+                if let Some(reason) = &tracepoints_failed {
+                    used.preferred = format!("tracepoint/syscalls/{hook}_futex");
+                    used.fallback_reason = Some(reason.clone());
+                }
                 links.push(link);
                 hooks.push(used);
             }
+            // The generic hooks are in: the refused set's links can go.
+            drop(partial);
             Ok(())
         })();
         // Kept even on failure, so that what did attach is detached by drop like the rest.

@@ -129,6 +129,14 @@ pub fn check_probe(profile: &Profile, options: &FoldOptions) -> Result<(), Strin
     let Some(probe) = options.probe.as_deref() else {
         return Ok(());
     };
+    // The `wakeup` probe is the offcpu object taking wakers' stacks: its records are offcpu's.
+    if probe == "wakeup" {
+        return Err(
+            "the `wakeup` probe's records are the `offcpu` probe's: use --probe offcpu (its \
+             wakeups come with it) or --wakeups"
+                .to_string(),
+        );
+    }
     let mut known: Vec<&str> = profile
         .metadata
         .probes
@@ -358,5 +366,16 @@ mod tests {
             check_probe(&profile, &unknown),
             Err("probe `nope` is not in this profile (its probes: futex, sched)".to_string())
         );
+    }
+
+    /// `--probe wakeup` is refused with the name its records carry (`offcpu`).
+    #[test]
+    fn wakeup_probe_filter_points_to_offcpu() {
+        let options = FoldOptions {
+            probe: Some("wakeup".to_string()),
+            ..FoldOptions::default()
+        };
+        let err = check_probe(&Profile::default(), &options).expect_err("refused");
+        assert!(err.contains("--probe offcpu"), "{err}");
     }
 }

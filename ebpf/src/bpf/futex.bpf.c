@@ -4,12 +4,14 @@
  * and aggregated in the kernel per (thread, futex word, op, user stack, kernel stack). Nothing is
  * streamed to user space: it reads the `waits` map once, when the recording ends.
  *
- * Hooks: sys_enter / sys_exit (to time waits), sched_process_exit (waits ended by the thread's
- * exit) and sched_process_fork (to follow children), each in a tp_btf flavor and a raw_tp
- * fallback; the loader attaches one flavor of each. sys_enter and sys_exit run on every system
- * call of the machine: they test the system call number before anything else, so every other
- * call costs a compare (a target lookup on every call cost ~135 ns, 2.3% of this 2-CPU machine
- * under MariaDB; docs/BENCHMARKS.md).
+ * Hooks, to time waits: the futex system calls' own tracepoints
+ * (syscalls/sys_{enter,exit}_futex{,_waitv,_wait}) when tracefs is mounted, else the generic
+ * sys_enter / sys_exit; and sched_process_exit (waits ended by the thread's exit) and
+ * sched_process_fork (to follow children). Every generic hook comes in a tp_btf flavor and a
+ * raw_tp fallback; the loader attaches one flavor of each. The generic sys_enter and sys_exit run
+ * on every system call of the machine: they test the system call number before anything else, so
+ * every other call costs a compare (a target lookup on every call cost ~135 ns, 2.3% of this
+ * 2-CPU machine under MariaDB; docs/BENCHMARKS.md).
  */
 #include "probe.bpf.h"
 #include "futex.h"

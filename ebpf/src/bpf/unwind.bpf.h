@@ -190,7 +190,11 @@ static __always_inline bool lks_exe_mapping(struct unwind_mapping *m, __u64 pc)
 	key.ino = BPF_CORE_READ(exe, f_inode, i_ino);
 	key.dev = BPF_CORE_READ(exe, f_inode, i_sb, s_dev);
 	file = bpf_map_lookup_elem(&unwind_files, &key);
-	if (!file || start < file->text_vaddr)
+	/* The kernel's start_code/end_code span the executable segments on current kernels; older
+	 * ones started start_code at the lowest segment of any kind, which would shift the bias: the
+	 * span must match the file's, else the VMA walk decides. */
+	if (!file || start < file->text_vaddr ||
+	    end - start != file->text_end_vaddr - file->text_vaddr)
 		return false;
 	m->start = start;
 	m->end = end;

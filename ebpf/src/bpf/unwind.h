@@ -88,6 +88,8 @@ struct unwind_file {
 	/* Lowest link-time address of an executable segment: for a process's main executable,
 	 * mm->start_code minus this is its load bias (the kernel computes start_code so). */
 	__u64 text_vaddr;
+	/* End (vaddr + filesz) of the highest executable segment: mm->end_code minus the bias. */
+	__u64 text_end_vaddr;
 	__u32 first_row;
 	__u32 rows;
 	__u32 first_page;

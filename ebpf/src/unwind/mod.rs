@@ -509,6 +509,13 @@ impl Unwinder {
                 .map(|load| load.vaddr)
                 .min()
                 .unwrap_or(0),
+            text_end_vaddr: table
+                .loads
+                .iter()
+                .filter(|load| load.executable)
+                .map(|load| load.vaddr + load.filesz)
+                .max()
+                .unwrap_or(0),
             first_row: table.first_row,
             rows: table.rows,
             first_page: table.first_page,
