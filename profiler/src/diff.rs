@@ -490,6 +490,22 @@ fn side_row(
 }
 
 /// Groups each side's records by `key`, returning rows for both sides over the union of keys.
+/// Sorts `rows` by absolute normalized change, largest first (ties by key), and cuts them at `top`
+/// (0: no cut); returns how many there were before the cut.
+fn rank_by_change<K: Ord + Clone>(rows: &mut Vec<(K, SideRow, SideRow)>, top: usize) -> usize {
+    rows.sort_by_key(|(key, ra, rb)| {
+        (
+            Reverse((rb.normalized as i128 - ra.normalized as i128).unsigned_abs()),
+            key.clone(),
+        )
+    });
+    let total = rows.len();
+    if top > 0 {
+        rows.truncate(top);
+    }
+    total
+}
+
 fn grouped<K: Ord + Clone>(
     a: &Profile,
     b: &Profile,
@@ -626,16 +642,7 @@ pub fn write_diff_table(
     }
 
     let mut sites = grouped(a, b, n, |p, r| canonical_site(p, r).join(";"));
-    sites.sort_by_key(|(site, ra, rb)| {
-        (
-            Reverse((rb.normalized as i128 - ra.normalized as i128).unsigned_abs()),
-            site.clone(),
-        )
-    });
-    let total_sites = sites.len();
-    if options.top > 0 {
-        sites.truncate(options.top);
-    }
+    let total_sites = rank_by_change(&mut sites, options.top);
     let _ = writeln!(
         text,
         "\nTop {} of {total_sites} wait sites (canonical stack, root first) by change",
@@ -840,16 +847,7 @@ pub fn write_diff_json(
         frames.extend(canonical_site(p, r));
         frames.join(";")
     });
-    stacks.sort_by_key(|(stack, ra, rb)| {
-        (
-            Reverse((rb.normalized as i128 - ra.normalized as i128).unsigned_abs()),
-            stack.clone(),
-        )
-    });
-    let stacks_total = stacks.len();
-    if options.top > 0 {
-        stacks.truncate(options.top);
-    }
+    let stacks_total = rank_by_change(&mut stacks, options.top);
     let stacks = stacks
         .into_iter()
         .enumerate()
