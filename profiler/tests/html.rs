@@ -57,7 +57,9 @@ fn write_sweep(dir: &Path) -> Sweep {
     sweep
 }
 
-fn run_ok(cmd: &mut Command) -> String {
+/// Runs `cmd`, fails the test unless it succeeds, and returns its stderr (where lockscope says
+/// what it wrote).
+fn run_ok_stderr(cmd: &mut Command) -> String {
     let out = cmd.output().expect("run lockscope");
     assert!(
         out.status.success(),
@@ -89,7 +91,7 @@ fn chart_of_a_sweep() {
     let sweep = write_sweep(dir.path());
     assert_eq!(sweep.knee.as_ref().map(|k| k.concurrency), Some(2));
     let svg_path = dir.path().join("scaling.svg");
-    run_ok(
+    run_ok_stderr(
         lockscope()
             .arg("chart")
             .arg(dir.path())
@@ -106,7 +108,7 @@ fn chart_of_a_sweep() {
     assert_self_contained(&svg);
     // PNG: rendered from the same SVG at twice its size.
     let png_path = dir.path().join("scaling.png");
-    run_ok(
+    run_ok_stderr(
         lockscope()
             .arg("chart")
             .arg(dir.path())
@@ -190,7 +192,7 @@ fn html_report_in_chromium() {
     lockscope_probes::write_profile(&fixtures::demo_profile(), &run_a).expect("a");
     lockscope_probes::write_profile(&fixtures::lossy_profile(), &run_b).expect("b");
     let page = dir.path().join("report.html");
-    run_ok(
+    run_ok_stderr(
         lockscope()
             .arg("html")
             .arg(&sweep_dir)

@@ -7,19 +7,9 @@
 
 mod common;
 
-use common::{bpf_available, lockscope};
-use std::process::Command;
-
-fn run_ok(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("run lockscope");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8(out.stdout).expect("utf-8 output")
-}
+use common::{bpf_available, lockscope, run_ok};
+use lockscope_probes::Profile;
+use std::path::{Path, PathBuf};
 
 /// A probe whose attach fails is `failed` with its reason in the metadata and the report, and
 /// the other probes still record.
@@ -135,6 +125,21 @@ fn every_probe_reports_draws_and_exports() {
     }
 }
 
+/// Records `command` with the `offcpu` probe alone (every interval of 1 µs or more) into `dir`;
+/// the profile's path and the profile.
+fn record_offcpu(dir: &Path, command: &[&str]) -> (PathBuf, Profile) {
+    let lsp = dir.join("run.lsp");
+    run_ok(
+        lockscope()
+            .args(["record", "--probes", "offcpu", "--min-block", "1us", "-o"])
+            .arg(&lsp)
+            .arg("--")
+            .args(command),
+    );
+    let profile = lockscope_probes::read_profile(&lsp).expect("profile");
+    (lsp, profile)
+}
+
 /// `offcpu` alone takes no waker stacks (that is the `wakeup` probe's cost), and says so.
 #[test]
 fn offcpu_without_wakeup_takes_no_waker_stacks() {
@@ -142,14 +147,7 @@ fn offcpu_without_wakeup_takes_no_waker_stacks() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
-    let lsp = dir.path().join("run.lsp");
-    run_ok(
-        lockscope()
-            .args(["record", "--probes", "offcpu", "--min-block", "1us", "-o"])
-            .arg(&lsp)
-            .args(["--", "sh", "-c", "sleep 0.2"]),
-    );
-    let profile = lockscope_probes::read_profile(&lsp).expect("profile");
+    let (lsp, profile) = record_offcpu(dir.path(), &["sh", "-c", "sleep 0.2"]);
     assert!(
         profile.waits.iter().any(|w| w.probe == "offcpu"),
         "no off-CPU records"
@@ -174,14 +172,7 @@ fn offcpu_stack_of_an_early_sleep_reaches_the_start_code() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
-    let lsp = dir.path().join("run.lsp");
-    run_ok(
-        lockscope()
-            .args(["record", "--probes", "offcpu", "--min-block", "1us", "-o"])
-            .arg(&lsp)
-            .args(["--", "sleep", "0.2"]),
-    );
-    let profile = lockscope_probes::read_profile(&lsp).expect("profile");
+    let (_, profile) = record_offcpu(dir.path(), &["sleep", "0.2"]);
     let sleep = profile
         .waits
         .iter()

@@ -73,16 +73,6 @@ fn assert_in_order(names: &[String], chain: &[&str]) {
     assert_eq!(next, chain.len(), "{chain:?} not in order in {names:?}");
 }
 
-fn run_ok(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("run lockscope");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8 output")
-}
-
 /// Mounts tracefs for the life of the guard when it is not mounted (unmounting it again after).
 struct TracefsMount {
     mounted_here: bool,

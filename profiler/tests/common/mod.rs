@@ -104,6 +104,19 @@ pub fn loaded_lockscope_program_ids() -> std::collections::BTreeSet<u64> {
         .collect()
 }
 
+/// Runs `cmd`, fails the test unless it succeeds (showing its stderr and stdout), and returns
+/// its stdout.
+pub fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("run lockscope");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
 /// Compares `actual` with the golden file `tests/data/<name>`, or rewrites the file when
 /// `LOCKSCOPE_BLESS=1` (then review the diff).
 pub fn check_golden(name: &str, actual: &str) {
