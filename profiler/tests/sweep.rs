@@ -260,55 +260,6 @@ fn mariadb_under_sysbench() {
         .contains("transactions/s"));
 }
 
-/// `sweep --probes` with an unknown probe name fails with the same message as `record --probes`,
-/// before anything starts: no server, no load, no sweep directory.
-#[test]
-fn sweep_refuses_an_unknown_probe_before_starting() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let out = lockscope()
-        .current_dir(dir.path())
-        .args([
-            "sweep",
-            "--levels",
-            "1,2",
-            "--load",
-            "touch load-ran-{c}",
-            "--server",
-            "touch server-ran; sleep 5",
-            "--server-startup",
-            "100ms",
-            "--probes",
-            "futex,nosuch",
-            "-o",
-            "out",
-        ])
-        .output()
-        .expect("run lockscope sweep");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "a bad probe must fail: {stderr}");
-    assert!(
-        stderr.contains("unknown probe `nosuch`: known probes are futex, offcpu"),
-        "{stderr}"
-    );
-    let record = lockscope()
-        .args(["record", "--probes", "futex,nosuch", "-p", "1"])
-        .output()
-        .expect("run lockscope record");
-    assert_eq!(
-        stderr.lines().last(),
-        String::from_utf8_lossy(&record.stderr).lines().last(),
-        "sweep and record refuse it alike"
-    );
-    let left: Vec<_> = std::fs::read_dir(dir.path())
-        .expect("list the directory")
-        .map(|e| e.expect("entry").file_name())
-        .collect();
-    assert!(
-        left.is_empty(),
-        "nothing ran and nothing was written: {left:?}"
-    );
-}
-
 /// A recorder that records nothing: it keeps what each level asked for and writes an empty
 /// profile where the level's profile goes.
 #[derive(Default)]
@@ -379,11 +330,16 @@ fn files_in(dir: &Path) -> Vec<std::ffi::OsString> {
         .collect()
 }
 
-/// `sweep` refuses a bad `--min-block` and an unknown `--syscalls` name with the same one-line
-/// error as `record`, before anything starts: no server, no load, no sweep directory.
+/// `sweep` refuses an unknown `--probes` name, a bad `--min-block` and an unknown `--syscalls`
+/// name with the same one-line error as `record`, before anything starts: no server, no load,
+/// no sweep directory.
 #[test]
 fn sweep_refuses_bad_probe_settings_before_starting() {
-    let cases: [(&[&str], &str); 3] = [
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["--probes", "futex,nosuch"],
+            "unknown probe `nosuch`: known probes are futex, offcpu",
+        ),
         (&["--min-block", "0s"], "must be greater than zero"),
         (&["--min-block", "10 parsecs"], "unit `parsecs`"),
         (
