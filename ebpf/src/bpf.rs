@@ -3,10 +3,12 @@
 //! every program and map.
 
 use crate::error::Error;
+use crate::libbpf_log;
 use crate::shared::SharedMaps;
 use crate::skel::types::{futex_wait_key, lks_counters, lks_stats};
 use crate::skel::{FutexSkel, FutexSkelBuilder};
 use crate::unwind::decode_user_stack;
+use crate::variant::ProgramVariant;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, ProgramMut, TracepointCategory};
 use lockscope_probes::AttachStatus;
@@ -72,6 +74,9 @@ pub struct FutexObject {
     _storage: ObjectStorage,
     /// Why the tp_btf programs could not be loaded, when they could not.
     btf_load_error: Option<String>,
+    /// Whether to try tracefs's per-syscall tracepoints before the generic hooks (a test of the
+    /// generic hooks turns it off).
+    syscall_tracepoints: bool,
     hooks: Vec<HookUse>,
 }
 
@@ -143,16 +148,27 @@ fn attach_syscall_tracepoints(
     if !has_events("futex") {
         return Ok(None);
     }
+    let variant = ProgramVariant::current();
     let calls: [(&str, &ProgramMut<'_>, &ProgramMut<'_>); 3] = [
-        ("futex", &progs.lks_exit_futex_tp, &progs.lks_enter_futex_tp),
+        (
+            "futex",
+            variant.pick(&progs.lks_exit_futex_tp, &progs.lks_exit_futex_tp_compat),
+            &progs.lks_enter_futex_tp,
+        ),
         (
             "futex_waitv",
-            &progs.lks_exit_futex_waitv_tp,
+            variant.pick(
+                &progs.lks_exit_futex_waitv_tp,
+                &progs.lks_exit_futex_waitv_tp_compat,
+            ),
             &progs.lks_enter_futex_waitv_tp,
         ),
         (
             "futex_wait",
-            &progs.lks_exit_futex_wait_tp,
+            variant.pick(
+                &progs.lks_exit_futex_wait_tp,
+                &progs.lks_exit_futex_wait_tp_compat,
+            ),
             &progs.lks_enter_futex_wait_tp,
         ),
     ];
@@ -196,16 +212,19 @@ impl FutexObject {
     /// Opens and loads the object: with the tp_btf programs if the kernel accepts them, else
     /// with the raw_tp ones alone.
     pub fn load(shared: Option<&SharedMaps>) -> Result<Self, Error> {
-        match Self::load_flavor(true, shared) {
-            Ok(object) => Ok(object),
-            Err(btf_error) => {
-                let mut object =
-                    Self::load_flavor(false, shared).map_err(|source| Error::Load {
-                        object: OBJECT,
-                        source,
-                    })?;
-                object.btf_load_error =
-                    Some(format!("tp_btf programs failed to load: {btf_error}"));
+        match libbpf_log::capture(|| Self::load_flavor(true, shared)) {
+            (Ok(object), _) => Ok(object),
+            (Err(btf_error), btf_reason) => {
+                let (object, reason) = libbpf_log::capture(|| Self::load_flavor(false, shared));
+                let mut object = object.map_err(|source| Error::Load {
+                    object: OBJECT,
+                    reason,
+                    source,
+                })?;
+                object.btf_load_error = Some(format!(
+                    "tp_btf programs failed to load: {}",
+                    btf_reason.unwrap_or_else(|| btf_error.to_string())
+                ));
                 Ok(object)
             }
         }
@@ -218,11 +237,13 @@ impl FutexObject {
         // dropped below (on error, before `storage`, being declared later) or moved into a
         // FutexObject next to the storage, declared before it.
         let mut open = FutexSkelBuilder::default().open(unsafe { storage.borrow() })?;
+        ProgramVariant::current().select(open.open_object_mut());
         if !with_btf {
-            open.progs.lks_enter_btf.set_autoload(false);
-            open.progs.lks_exit_btf.set_autoload(false);
-            open.progs.lks_fork_btf.set_autoload(false);
-            open.progs.lks_texit_btf.set_autoload(false);
+            for mut program in open.open_object_mut().progs_mut() {
+                if program.section().to_string_lossy().starts_with("tp_btf/") {
+                    program.set_autoload(false);
+                }
+            }
         }
         if let Some(shared) = shared {
             shared.reuse_in(open.open_object_mut())?;
@@ -233,6 +254,7 @@ impl FutexObject {
             skel,
             _storage: storage,
             btf_load_error: None,
+            syscall_tracepoints: true,
             hooks: Vec::new(),
         })
     }
@@ -267,9 +289,11 @@ impl FutexObject {
     pub fn attach(&mut self) -> Result<(), Error> {
         let progs = &self.skel.progs;
         let btf_load_error = self.btf_load_error.as_deref();
+        let syscall_tracepoints = self.syscall_tracepoints;
         let mut links = Vec::new();
         let mut hooks = Vec::new();
         let result = (|| {
+            let variant = ProgramVariant::current();
             for (hook, btf, raw) in [
                 (
                     "sched_process_fork",
@@ -278,8 +302,8 @@ impl FutexObject {
                 ),
                 (
                     "sched_process_exit",
-                    &progs.lks_texit_btf,
-                    &progs.lks_texit_raw,
+                    variant.pick(&progs.lks_texit_btf, &progs.lks_texit_btf_compat),
+                    variant.pick(&progs.lks_texit_raw, &progs.lks_texit_raw_compat),
                 ),
             ] {
                 let (link, used) = attach_generic(btf_load_error, hook, btf, raw)?;
@@ -287,7 +311,12 @@ impl FutexObject {
                 hooks.push(used);
             }
             let mut partial = Vec::new();
-            let tracepoints_failed = match attach_syscall_tracepoints(progs) {
+            let tracepoints = if syscall_tracepoints {
+                attach_syscall_tracepoints(progs)
+            } else {
+                Ok(None)
+            };
+            let tracepoints_failed = match tracepoints {
                 Ok(Some((syscall_links, used))) => {
                     links.extend(syscall_links);
                     hooks.push(HookUse {
@@ -304,7 +333,11 @@ impl FutexObject {
                 }
             };
             for (hook, btf, raw) in [
-                ("sys_exit", &progs.lks_exit_btf, &progs.lks_exit_raw),
+                (
+                    "sys_exit",
+                    variant.pick(&progs.lks_exit_btf, &progs.lks_exit_btf_compat),
+                    variant.pick(&progs.lks_exit_raw, &progs.lks_exit_raw_compat),
+                ),
                 ("sys_enter", &progs.lks_enter_btf, &progs.lks_enter_raw),
             ] {
                 let (link, mut used) = attach_generic(btf_load_error, hook, btf, raw)?;
@@ -439,7 +472,8 @@ mod tests {
     use std::sync::atomic::AtomicU32;
 
     /// The raw_tp flavor loads and attaches on its own, is reported as a fallback, and records a
-    /// futex wait of this thread with its address, op and duration.
+    /// futex wait of this thread with its address, op and duration (on the generic hooks, with
+    /// tracefs mounted or not).
     #[test]
     fn raw_tp_fallback_records_a_wait() {
         if let Err(why) = crate::environment::check_environment() {
@@ -448,6 +482,7 @@ mod tests {
         }
         let mut object = FutexObject::load_flavor(false, None).expect("load raw_tp flavor");
         object.btf_load_error = Some("forced by test".into());
+        object.syscall_tracepoints = false;
         object.add_target(std::process::id()).expect("add target");
         object.attach().expect("attach raw_tp");
 

@@ -57,12 +57,20 @@ pub enum Error {
         name: String,
     },
     /// The BPF object could not be opened or loaded into the kernel.
-    #[error("failed to load BPF object `{object}`")]
+    #[error("failed to load BPF object `{object}`{}", reason_suffix(.reason))]
     Load {
         /// Object name (`futex`).
         object: &'static str,
+        /// What the verifier or libbpf said, when it said something.
+        reason: Option<String>,
         /// libbpf's error.
         source: libbpf_rs::Error,
+    },
+    /// Not one of the requested probes could be loaded and attached.
+    #[error("no probe attached: {reasons}")]
+    NothingAttached {
+        /// Each probe with why it failed, `; `-separated.
+        reasons: String,
     },
     /// A BPF program could not be attached to its hook.
     #[error("failed to attach `{hook}`")]
@@ -88,6 +96,14 @@ pub enum Error {
         /// The underlying error.
         source: io::Error,
     },
+}
+
+/// ` (reason)`, or nothing.
+fn reason_suffix(reason: &Option<String>) -> String {
+    reason
+        .as_ref()
+        .map(|reason| format!(" ({reason})"))
+        .unwrap_or_default()
 }
 
 impl Error {

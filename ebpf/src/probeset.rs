@@ -8,11 +8,13 @@
 
 use crate::bpf::{read_plain, ObjectStorage, Plain};
 use crate::error::Error;
+use crate::libbpf_log;
 use crate::procmaps::MapsCache;
 use crate::shared::{SharedMaps, MAX_KERNEL_STACK_DEPTH};
 use crate::skels::{hold, klock, lifecycle, offcpu, syscall};
 use crate::symbolize::{user_stack_complete, StackSymbolizer};
 use crate::syscalls::{errno_name, syscall_name, syscall_number};
+use crate::variant::ProgramVariant;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags};
 use lockscope_probes::{
@@ -96,35 +98,45 @@ unsafe impl Plain for u32 {}
 
 /// Opens an object with `builder`, lets `configure` set its globals, makes it reuse the shared
 /// maps, and loads it.
+/// On failure: why, with the verifier's or libbpf's reason.
 fn load_object<B, O, S>(
     builder: B,
     shared: &SharedMaps,
     configure: impl FnOnce(&mut O),
-) -> Result<ProbeObject<S>, libbpf_rs::Error>
+) -> Result<ProbeObject<S>, String>
 where
     B: SkelBuilder<'static, Output = O>,
     O: OpenSkel<'static, Output = S>,
     S: Skel<'static>,
 {
     let storage = ObjectStorage::new();
-    // SAFETY: the only borrow of this fresh storage; the skeleton is dropped before it (on error
-    // here, being declared later; else by ProbeObject's field order).
-    let mut open = builder.open(unsafe { storage.borrow() })?;
-    configure(&mut open);
-    shared.reuse_in(open.open_object_mut())?;
-    let skel = open.load()?;
-    Ok(ProbeObject {
-        links: Vec::new(),
-        skel,
-        _storage: storage,
-    })
+    let (skel, reason) = libbpf_log::capture(|| {
+        // SAFETY: the only borrow of this fresh storage; the skeleton is dropped before it (on
+        // error here, being declared later; else by ProbeObject's field order).
+        let mut open = builder.open(unsafe { storage.borrow() })?;
+        configure(&mut open);
+        ProgramVariant::current().select(open.open_object_mut());
+        shared.reuse_in(open.open_object_mut())?;
+        open.load()
+    });
+    match skel {
+        Ok(skel) => Ok(ProbeObject {
+            links: Vec::new(),
+            skel,
+            _storage: storage,
+        }),
+        Err(e) => Err(match reason {
+            Some(reason) => format!("failed to load: {reason}"),
+            None => format!("failed to load: {e}"),
+        }),
+    }
 }
 
 impl<S: Skel<'static>> ProbeObject<S> {
-    /// Attaches every program of the object.
+    /// Attaches every loaded program of the object (the other variant's were not loaded).
     fn attach(&mut self) -> Result<(), libbpf_rs::Error> {
         let mut links = Vec::new();
-        for program in self.skel.object().progs_mut() {
+        for program in self.skel.object().progs_mut().filter(|p| p.autoload()) {
             links.push(program.attach()?);
         }
         self.links = links;
@@ -181,17 +193,17 @@ struct Slot<S> {
 }
 
 impl<S: Skel<'static>> Slot<S> {
-    fn new(hook: &'static str, loaded: Result<ProbeObject<S>, libbpf_rs::Error>) -> Self {
+    fn new(hook: &'static str, loaded: Result<ProbeObject<S>, String>) -> Self {
         match loaded {
             Ok(object) => Slot {
                 object: Some(object),
                 hook: hook.to_owned(),
                 failure: None,
             },
-            Err(e) => Slot {
+            Err(failure) => Slot {
                 object: None,
                 hook: hook.to_owned(),
-                failure: Some(format!("failed to load: {e}")),
+                failure: Some(failure),
             },
         }
     }
@@ -343,7 +355,10 @@ impl ProbeSet {
         if wants("klock") {
             set.klock = Some(Slot::new(
                 KLOCK_HOOKS,
-                load_object(klock::KlockSkelBuilder::default(), shared, |_| {}),
+                match absent_reason("klock") {
+                    Some(reason) => Err(format!("absent: {reason}")),
+                    None => load_object(klock::KlockSkelBuilder::default(), shared, |_| {}),
+                },
             ));
         }
         if wants("mutex-hold") {
@@ -594,9 +609,11 @@ fn drain_records<K: AggregationKey>(map: &impl MapCore, out: &mut Drained) -> Re
 /// Attaches the three `mutex-hold` uprobes into process `pid`'s C library.
 fn hold_links(skel: &hold::HoldSkel<'static>, pid: i32) -> Result<Vec<Link>, libbpf_rs::Error> {
     let progs = &skel.progs;
+    let locked =
+        ProgramVariant::current().pick(&progs.lks_hold_locked, &progs.lks_hold_locked_compat);
     let probes = [
         (&progs.lks_hold_lock, "pthread_mutex_lock", false),
-        (&progs.lks_hold_locked, "pthread_mutex_lock", true),
+        (locked, "pthread_mutex_lock", true),
         (&progs.lks_hold_unlock, "pthread_mutex_unlock", false),
     ];
     let mut links = Vec::new();
@@ -1303,7 +1320,7 @@ fn split_futex_time(time: &mut ThreadTime, split: Option<&BTreeMap<TimeClass, u6
 }
 
 /// An error with its causes, `: `-separated.
-fn error_chain(error: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
@@ -1314,37 +1331,110 @@ fn error_chain(error: &dyn std::error::Error) -> String {
     text
 }
 
-/// Checks, per probe of the eBPF backend (futex included), whether it loads on this kernel,
-/// without attaching anything: `Ok` or the reason it does not.
-pub fn probe_support() -> Vec<(&'static str, Result<(), String>)> {
+/// Whether a probe of the eBPF backend works on this kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProbeSupport {
+    /// It loads, alone and together with every other probe, as `record` would load it.
+    Loads,
+    /// Its programs are refused: why (the verifier's last line, or libbpf's complaint).
+    Fails(String),
+    /// The kernel lacks what it hooks: why.
+    Absent(String),
+}
+
+/// Why probe `name` cannot exist on this kernel whatever its programs, when its hooks are
+/// missing: decided by the kernel's BTF, not by its version.
+fn absent_reason(name: &str) -> Option<String> {
+    match name {
+        "klock" if !kernel_has_tracepoint("contention_begin") => Some(
+            "the kernel has no lock:contention_begin tracepoint (it came in Linux 5.19)".into(),
+        ),
+        _ => None,
+    }
+}
+
+/// True when the kernel's BTF has the tp_btf type of tracepoint `name` (or cannot be read: the
+/// load then says what is wrong).
+fn kernel_has_tracepoint(name: &str) -> bool {
+    libbpf_rs::btf::Btf::from_vmlinux().map_or(true, |btf| {
+        btf.type_by_name::<libbpf_rs::btf::types::Typedef<'_>>(&format!("btf_trace_{name}"))
+            .is_some()
+    })
+}
+
+/// Loads every probe of the eBPF backend (futex included) as `record` would, without attaching
+/// anything: each alone, then all together. A probe loads when both did; else the first reason.
+pub fn probe_support() -> Vec<(&'static str, ProbeSupport)> {
     let all_names = || std::iter::once("futex").chain(PROBE_NAMES);
     let shared = match SharedMaps::load() {
         Ok(shared) => shared,
         Err(e) => {
             let reason = error_chain(&e);
-            return all_names().map(|n| (n, Err(reason.clone()))).collect();
+            return all_names()
+                .map(|n| (n, ProbeSupport::Fails(reason.clone())))
+                .collect();
         }
     };
-    let futex = crate::bpf::FutexObject::load(Some(&shared))
-        .map(drop)
-        .map_err(|e| error_chain(&e));
-    let names: Vec<String> = PROBE_NAMES.iter().map(|n| n.to_string()).collect();
-    let set = match ProbeSet::load(&names, &shared, &ProbeSettings::default()) {
-        Ok(set) => set,
-        Err(e) => {
-            let reason = error_chain(&e);
-            return all_names().map(|n| (n, Err(reason.clone()))).collect();
+    let futex_loads = || {
+        crate::bpf::FutexObject::load(Some(&shared))
+            .map(drop)
+            .map_err(|e| error_chain(&e))
+    };
+    // A set of probes loaded at once, and the failure of each.
+    let load_set = |names: &[&str]| -> (Option<ProbeSet>, Vec<(String, Option<String>)>) {
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        match ProbeSet::load(&names, &shared, &ProbeSettings::default()) {
+            Ok(set) => {
+                let failures = names
+                    .iter()
+                    .map(|n| {
+                        let failure = match set.status(n).map(|s| s.status) {
+                            Some(AttachStatus::Failed { reason }) => Some(reason),
+                            _ => None,
+                        };
+                        (n.clone(), failure)
+                    })
+                    .collect();
+                (Some(set), failures)
+            }
+            Err(e) => {
+                let failures = names
+                    .iter()
+                    .map(|n| (n.clone(), Some(error_chain(&e))))
+                    .collect();
+                (None, failures)
+            }
         }
     };
-    let mut support = vec![("futex", futex)];
-    for name in PROBE_NAMES {
-        let result = match set.status(name).map(|s| s.status) {
-            Some(AttachStatus::Failed { reason }) => Err(reason),
-            _ => Ok(()),
-        };
-        support.push((name, result));
-    }
-    support
+    // Together: every probe of this module in one set, and futex loaded while it is.
+    let (together_set, together) = load_set(&PROBE_NAMES);
+    let futex_together = futex_loads();
+    drop(together_set);
+    all_names()
+        .map(|name| {
+            if let Some(reason) = absent_reason(name) {
+                return (name, ProbeSupport::Absent(reason));
+            }
+            let (alone, with_others) = if name == "futex" {
+                (futex_loads().err(), futex_together.clone().err())
+            } else {
+                let with_others = together
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .and_then(|(_, failure)| failure.clone());
+                let alone = load_set(&[name]).1.into_iter().next().and_then(|(_, f)| f);
+                (alone, with_others)
+            };
+            let support = match (alone, with_others) {
+                (None, None) => ProbeSupport::Loads,
+                (Some(reason), _) => ProbeSupport::Fails(reason),
+                (None, Some(reason)) => {
+                    ProbeSupport::Fails(format!("with the other probes: {reason}"))
+                }
+            };
+            (name, support)
+        })
+        .collect()
 }
 
 #[cfg(test)]

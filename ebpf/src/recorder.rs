@@ -6,7 +6,7 @@ use crate::environment::check_environment;
 use crate::error::Error;
 use crate::launch::PendingChild;
 use crate::ops::{fallback_kind, op_name};
-use crate::probeset::{add_losses, resolve, ProbeSet, ProbeSettings, PROBE_NAMES};
+use crate::probeset::{add_losses, error_chain, resolve, ProbeSet, ProbeSettings, PROBE_NAMES};
 use crate::procmaps::MapsCache;
 use crate::shared::SharedMaps;
 use crate::skel::types::lks_counters;
@@ -155,6 +155,63 @@ pub struct Recorder {
     target_exited: bool,
 }
 
+/// What became of each requested probe.
+fn attachments(
+    names: &[String],
+    futex: &Option<FutexObject>,
+    futex_failure: &Option<String>,
+    probe_set: &ProbeSet,
+) -> Vec<ProbeAttachment> {
+    names
+        .iter()
+        .map(|name| {
+            if name == FUTEX_PROBE {
+                let (hook, status) = match (futex, futex_failure) {
+                    (Some(futex), _) => futex.attach_status(),
+                    (None, failure) => (
+                        String::new(),
+                        AttachStatus::Failed {
+                            reason: failure.clone().unwrap_or_default(),
+                        },
+                    ),
+                };
+                return ProbeAttachment {
+                    probe: name.clone(),
+                    hook,
+                    status,
+                };
+            }
+            probe_set.status(name).unwrap_or_else(|| ProbeAttachment {
+                probe: name.clone(),
+                hook: String::new(),
+                status: AttachStatus::Failed {
+                    reason: "not implemented by the eBPF backend".into(),
+                },
+            })
+        })
+        .collect()
+}
+
+/// An error when not one of `probes` attached: a recording of nothing is no recording.
+fn nothing_attached(probes: &[ProbeAttachment]) -> Result<(), Error> {
+    if probes
+        .iter()
+        .any(|p| !matches!(p.status, AttachStatus::Failed { .. }))
+    {
+        return Ok(());
+    }
+    Err(Error::NothingAttached {
+        reasons: probes
+            .iter()
+            .map(|p| match &p.status {
+                AttachStatus::Failed { reason } => format!("{}: {reason}", p.probe),
+                _ => p.probe.clone(),
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+    })
+}
+
 impl Recorder {
     /// Checks privileges and BTF, loads and attaches, and (for [`TargetSpec::Command`]) launches
     /// the command only after the probes are attached.
@@ -164,10 +221,13 @@ impl Recorder {
         // The shared maps first: every probe object reuses them.
         let mut shared = SharedMaps::load()?;
         let mut probe_set = ProbeSet::load(&options.probes, &shared, &options.probe_settings)?;
-        let mut futex = if want_futex {
-            Some(FutexObject::load(Some(&shared))?)
-        } else {
-            None
+        // A probe that fails to load is reported as failed, like the probe set's; the others
+        // still record.
+        let (mut futex, futex_failure) = match want_futex.then(|| FutexObject::load(Some(&shared)))
+        {
+            Some(Ok(futex)) => (Some(futex), None),
+            Some(Err(e)) => (None, Some(error_chain(&e))),
+            None => (None, None),
         };
 
         // Every probe's stacks unwind with the same tables, in the shared maps.
@@ -188,6 +248,12 @@ impl Recorder {
                     futex.add_target(tgid)?;
                     futex.attach()?;
                 }
+                nothing_attached(&attachments(
+                    &options.probes,
+                    &futex,
+                    &futex_failure,
+                    &probe_set,
+                ))?;
                 let target = Target {
                     pid: tgid,
                     command: process_command(tgid),
@@ -211,6 +277,13 @@ impl Recorder {
                     futex.add_target(pid)?;
                     futex.attach()?;
                 }
+                // Returning here drops `pending`: the command never runs.
+                nothing_attached(&attachments(
+                    &options.probes,
+                    &futex,
+                    &futex_failure,
+                    &probe_set,
+                ))?;
                 pending.release()?;
                 let target = Target {
                     pid,
@@ -228,27 +301,7 @@ impl Recorder {
             }
         };
 
-        let probes = options
-            .probes
-            .iter()
-            .map(|name| match &futex {
-                Some(futex) if name == FUTEX_PROBE => {
-                    let (hook, status) = futex.attach_status();
-                    ProbeAttachment {
-                        probe: name.clone(),
-                        hook,
-                        status,
-                    }
-                }
-                _ => probe_set.status(name).unwrap_or_else(|| ProbeAttachment {
-                    probe: name.clone(),
-                    hook: String::new(),
-                    status: AttachStatus::Failed {
-                        reason: "not implemented by the eBPF backend".into(),
-                    },
-                }),
-            })
-            .collect();
+        let probes = attachments(&options.probes, &futex, &futex_failure, &probe_set);
 
         let mut recorder = Recorder {
             futex,

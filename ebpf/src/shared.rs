@@ -15,6 +15,7 @@
 
 use crate::bpf::ObjectStorage;
 use crate::error::Error;
+use crate::libbpf_log;
 use crate::skels::targets::{TargetsSkel, TargetsSkelBuilder};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, OpenObject};
@@ -37,17 +38,19 @@ pub(crate) struct SharedMaps {
 impl SharedMaps {
     /// Loads the owner object and takes a handle on each of its maps (except its own globals).
     pub fn load() -> Result<Self, Error> {
-        let load_error = |source| Error::Load {
-            object: "targets",
-            source,
-        };
         let storage = ObjectStorage::new();
         // SAFETY: the only borrow of this fresh storage; the skeleton is dropped before it (on
         // error right here, the skeleton being declared later; else by SharedMaps' field order).
-        let open = TargetsSkelBuilder::default()
-            .open(unsafe { storage.borrow() })
-            .map_err(load_error)?;
-        let skel = open.load().map_err(load_error)?;
+        let (skel, reason) = libbpf_log::capture(|| {
+            TargetsSkelBuilder::default()
+                .open(unsafe { storage.borrow() })?
+                .load()
+        });
+        let skel = skel.map_err(|source| Error::Load {
+            object: "targets",
+            reason,
+            source,
+        })?;
         let mut maps = BTreeMap::new();
         for map in skel.object().maps() {
             let name = map.name().to_string_lossy().into_owned();

@@ -283,18 +283,37 @@ fn write_file(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()>) -> 
     result.with_context(|| format!("failed to write `{}`", path.display()))
 }
 
-/// Whether each eBPF probe loads on this kernel (empty when that cannot be checked here).
+/// Per eBPF probe, `(probe, verdict, why)` with the verdict `loads`, `fails` or `absent`; and
+/// which programs this kernel takes.
+type EbpfSupport = (
+    Vec<(&'static str, &'static str, Option<String>)>,
+    Option<String>,
+);
+
+/// Whether each eBPF probe works on this kernel (empty when that cannot be checked here).
 #[cfg(target_os = "linux")]
-fn ebpf_probe_support() -> Vec<(&'static str, std::result::Result<(), String>)> {
+fn ebpf_probe_support() -> EbpfSupport {
+    use lockscope_ebpf::ProbeSupport;
     if lockscope_ebpf::check_environment().is_err() {
-        return Vec::new();
+        return (Vec::new(), None);
     }
-    lockscope_ebpf::probe_support()
+    let support = lockscope_ebpf::probe_support()
+        .into_iter()
+        .map(|(name, support)| match support {
+            ProbeSupport::Loads => (name, "loads", None),
+            ProbeSupport::Fails(why) => (name, "fails", Some(why)),
+            ProbeSupport::Absent(why) => (name, "absent", Some(why)),
+        })
+        .collect();
+    let programs = lockscope_ebpf::ProgramVariant::current()
+        .describe()
+        .to_owned();
+    (support, Some(programs))
 }
 
 #[cfg(not(target_os = "linux"))]
-fn ebpf_probe_support() -> Vec<(&'static str, std::result::Result<(), String>)> {
-    Vec::new()
+fn ebpf_probe_support() -> EbpfSupport {
+    (Vec::new(), None)
 }
 
 /// Why the eBPF probes could not be tried here.
@@ -323,16 +342,18 @@ fn ignore_broken_pipe(err: std::io::Error) -> std::io::Result<()> {
 /// Lists both backends' probes: eBPF (Linux) first, then DTrace with the OSes each exists on.
 fn print_probes(out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(out, "eBPF backend (Linux)")?;
-    let support = ebpf_probe_support();
+    let (support, programs) = ebpf_probe_support();
+    if let Some(programs) = programs {
+        writeln!(out, "  this kernel takes the {programs}")?;
+    }
     writeln!(
         out,
         "  {:<12} {:<20} {:<8} {:<12} DESCRIPTION",
         "PROBE", "COST", "DEFAULT", "THIS KERNEL"
     )?;
     for probe in lockscope_probes::CATALOG {
-        let (can, why) = match support.iter().find(|(name, _)| *name == probe.name) {
-            Some((_, Ok(()))) => ("loads", None),
-            Some((_, Err(reason))) => ("fails", Some(reason.clone())),
+        let (can, why) = match support.iter().find(|(name, ..)| *name == probe.name) {
+            Some((_, verdict, why)) => (*verdict, why.clone()),
             None => ("unknown", support_unknown_reason()),
         };
         writeln!(

@@ -4,74 +4,9 @@
 mod common;
 
 use common::*;
-use lockscope_probes::{read_profile, Log2Histogram, Profile, WaitKind, WaitRecord};
+use lockscope_probes::read_profile;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
-use std::time::Duration;
-
-/// What the demo does (see `profiler/src/bin/lockscope-demo.rs`).
-const MUTEX_WAITERS: u64 = 4;
-const MUTEX_WAIT: Duration = Duration::from_millis(200);
-const CONDVAR_WAITERS: u64 = 2;
-const CONDVAR_WAIT: Duration = Duration::from_millis(300);
-
-/// Blocking waits are the long ones: anything under this is start-up noise, not the workload.
-const BLOCKED: Duration = Duration::from_millis(50);
-
-/// The demo's long waits of the threads whose name starts with `prefix`.
-fn long_waits<'a>(profile: &'a Profile, prefix: &str) -> Vec<&'a WaitRecord> {
-    profile
-        .waits
-        .iter()
-        .filter(|w| {
-            profile
-                .thread_name(w.pid, w.tid)
-                .is_some_and(|n| n.starts_with(prefix))
-        })
-        .filter(|w| w.stats.max_ns >= BLOCKED.as_nanos() as u64)
-        .collect()
-}
-
-/// Checks `count` waits of `each` in the threads named `prefix*`: count exact, total within 5%,
-/// every wait in the histogram bucket of `each`.
-fn assert_known_waits(profile: &Profile, prefix: &str, count: u64, each: Duration) {
-    let waits = long_waits(profile, prefix);
-    let seen: u64 = waits.iter().map(|w| w.stats.count).sum();
-    let total: u64 = waits.iter().map(|w| w.stats.total_ns).sum();
-    assert_eq!(seen, count, "blocked waits of {prefix}*: {waits:#?}");
-    let expected = count as f64 * each.as_nanos() as f64;
-    let error = (total as f64 - expected).abs() / expected;
-    assert!(
-        error <= 0.05,
-        "{prefix}* waited {:.1} ms in all, expected {:.1} ms (±5%)",
-        total as f64 / 1e6,
-        expected / 1e6
-    );
-    let slot = Log2Histogram::slot_of(each.as_nanos() as u64);
-    for w in &waits {
-        assert_eq!(
-            w.stats.histogram.count_in_slot(slot),
-            w.stats.count,
-            "{prefix}* waits outside the {} ns bucket: {:?}",
-            Log2Histogram::slot_lower_bound(slot),
-            w.stats.histogram
-        );
-    }
-    let threads: std::collections::BTreeSet<u32> = waits.iter().map(|w| w.tid).collect();
-    assert_eq!(threads.len() as u64, count, "one wait per {prefix}* thread");
-}
-
-/// Asserts that `names` (leaf first) contains frames matching `chain` (outermost first), in that
-/// order from the root.
-fn assert_in_order(names: &[String], chain: &[&str]) {
-    let mut next = 0;
-    for name in names.iter().rev() {
-        if next < chain.len() && name.contains(chain[next]) {
-            next += 1;
-        }
-    }
-    assert_eq!(next, chain.len(), "{chain:?} not in order in {names:?}");
-}
 
 /// Mounts tracefs for the life of the guard when it is not mounted (unmounting it again after).
 struct TracefsMount {
@@ -159,8 +94,20 @@ fn futex_probe_uses_syscall_tracepoints_with_tracefs() {
         "losses: {:?}",
         profile.metadata.losses
     );
-    assert_known_waits(&profile, "mutex-waiter-", MUTEX_WAITERS, MUTEX_WAIT);
-    assert_known_waits(&profile, "cond-waiter-", CONDVAR_WAITERS, CONDVAR_WAIT);
+    assert_known_waits(
+        &profile,
+        "futex",
+        "mutex-waiter-",
+        MUTEX_WAITERS,
+        MUTEX_WAIT,
+    );
+    assert_known_waits(
+        &profile,
+        "futex",
+        "cond-waiter-",
+        CONDVAR_WAITERS,
+        CONDVAR_WAIT,
+    );
 }
 
 /// `record -- lockscope-demo` measures the demo's known waits: 4 × 200 ms on a mutex and 2 × 300 ms
@@ -196,47 +143,22 @@ fn demo_waits_match_the_known_answer() {
     assert!(meta.target.launched);
     assert_eq!(meta.target.command[0], demo_path());
     assert!(meta.losses.is_zero(), "losses: {:?}", meta.losses);
-    assert_known_waits(&profile, "mutex-waiter-", MUTEX_WAITERS, MUTEX_WAIT);
-    assert_known_waits(&profile, "cond-waiter-", CONDVAR_WAITERS, CONDVAR_WAIT);
+    assert_known_waits(
+        &profile,
+        "futex",
+        "mutex-waiter-",
+        MUTEX_WAITERS,
+        MUTEX_WAIT,
+    );
+    assert_known_waits(
+        &profile,
+        "futex",
+        "cond-waiter-",
+        CONDVAR_WAITERS,
+        CONDVAR_WAIT,
+    );
 
-    // The convoy waits stop in glibc's lock slow path, and are classified from its name even
-    // though the target had exited when the stacks were symbolized.
-    for w in long_waits(&profile, "mutex-waiter-") {
-        let stack = profile
-            .stack(w.user_stack)
-            .expect("user stack of a mutex wait");
-        let names: Vec<String> = stack.frames.iter().map(|f| f.display_name()).collect();
-        assert!(
-            names.iter().any(|n| n.contains("lll_lock_wait")),
-            "mutex wait stack: {names:?}"
-        );
-        assert_eq!(w.kind, WaitKind::Mutex);
-        assert!(w.operation.starts_with("FUTEX_WAIT"), "{}", w.operation);
-        // The unwinder walks through the demo and glibc (neither has frame pointers) to the
-        // thread entry: the whole call chain, in order, on a complete stack.
-        assert!(!stack.truncated, "mutex wait stack truncated: {names:?}");
-        assert_in_order(
-            &names,
-            &[
-                "place_order",
-                "take_order_lock",
-                "pthread_mutex_lock",
-                "lll_lock_wait",
-            ],
-        );
-    }
-    for w in long_waits(&profile, "cond-waiter-") {
-        let stack = profile
-            .stack(w.user_stack)
-            .expect("user stack of a condvar wait");
-        let names: Vec<String> = stack.frames.iter().map(|f| f.display_name()).collect();
-        assert!(!stack.truncated, "condvar wait stack truncated: {names:?}");
-        assert_in_order(
-            &names,
-            &["await_shipment", "wait_for_signal", "pthread_cond_wait"],
-        );
-        assert_eq!(w.kind, WaitKind::Condvar);
-    }
+    assert_demo_stacks(&profile, "futex");
 
     let report = run_ok(lockscope().arg("report").arg(&lsp).args(["--by", "thread"]));
     for name in [
@@ -352,8 +274,20 @@ fn attach_by_pid_records_threads_created_later() {
     assert_eq!(profile.metadata.end_reason, "target exited");
     assert!(!profile.metadata.target.launched);
     assert_eq!(profile.metadata.target.pid, demo.pid());
-    assert_known_waits(&profile, "mutex-waiter-", MUTEX_WAITERS, MUTEX_WAIT);
-    assert_known_waits(&profile, "cond-waiter-", CONDVAR_WAITERS, CONDVAR_WAIT);
+    assert_known_waits(
+        &profile,
+        "futex",
+        "mutex-waiter-",
+        MUTEX_WAITERS,
+        MUTEX_WAIT,
+    );
+    assert_known_waits(
+        &profile,
+        "futex",
+        "cond-waiter-",
+        CONDVAR_WAITERS,
+        CONDVAR_WAIT,
+    );
 }
 
 /// SIGINT and SIGTERM end a recording with a complete, readable profile that holds the waits seen
@@ -392,7 +326,13 @@ fn signals_end_recording_with_complete_profile() {
 
         let profile = read_profile(&lsp).expect("profile written after the signal");
         assert_eq!(profile.metadata.end_reason, format!("interrupted ({name})"));
-        assert_known_waits(&profile, "mutex-waiter-", MUTEX_WAITERS, MUTEX_WAIT);
+        assert_known_waits(
+            &profile,
+            "futex",
+            "mutex-waiter-",
+            MUTEX_WAITERS,
+            MUTEX_WAIT,
+        );
         let loaded = loaded_lockscope_program_ids();
         let left: Vec<&u64> = ours.iter().filter(|id| loaded.contains(id)).collect();
         assert!(

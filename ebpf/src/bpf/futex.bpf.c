@@ -23,6 +23,15 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define NR_FUTEX_WAITV 449
 #define NR_FUTEX_WAIT 455 /* Linux 6.7+ */
 
+/* struct futex_waitv of the uapi (Linux 5.16+), declared here: its layout is ABI, and a CO-RE
+ * relocation against the kernel's type would fail on kernels that predate it. */
+struct lks_futex_waitv {
+	__u64 val;
+	__u64 uaddr;
+	__u32 flags;
+	__u32 reserved;
+};
+
 #define MAX_IN_FLIGHT 16384
 #define MAX_WAIT_KEYS 10240
 
@@ -94,7 +103,7 @@ static __always_inline int on_sys_enter(long id, __u64 arg0, __u64 arg1)
 
 		start.op = LKS_OP_FUTEX_WAITV;
 		if (bpf_probe_read_user(&first_uaddr, sizeof(first_uaddr),
-					(void *)(waiters + offsetof(struct futex_waitv, uaddr))) == 0)
+					(void *)(waiters + offsetof(struct lks_futex_waitv, uaddr))) == 0)
 			start.uaddr = first_uaddr;
 		else
 			start.uaddr = waiters;
@@ -119,8 +128,9 @@ static __always_inline int on_sys_enter(long id, __u64 arg0, __u64 arg1)
 }
 
 /* Ends the current thread's wait in flight, if it has one: from the futex system calls' exit, and
- * from the thread's exit (a wait ended by exit_group never returns). */
-static __always_inline int on_wait_end(void *ctx)
+ * from the thread's exit (a wait ended by exit_group never returns). `compat`: see
+ * capture_stacks. */
+static __always_inline int on_wait_end(void *ctx, const bool compat)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
@@ -141,7 +151,7 @@ static __always_inline int on_wait_end(void *ctx)
 	bpf_map_delete_elem(&starts, &tid);
 	COUNT(events);
 
-	stacks = capture_stacks(ctx);
+	stacks = capture_stacks(ctx, compat);
 	if (stacks.user < 0)
 		COUNT(user_stack_failures);
 	if (stacks.kernel < 0)
@@ -184,13 +194,24 @@ int BPF_PROG(lks_enter_btf, struct pt_regs *regs, long id)
 	return on_any_sys_enter(regs, id);
 }
 
+/* x86_64 keeps the system call number in orig_ax until the call returns. */
+static __always_inline int on_exit_btf(void *ctx, struct pt_regs *regs, const bool compat)
+{
+	if (!is_futex_syscall(regs->orig_ax))
+		return 0;
+	return on_wait_end(ctx, compat);
+}
+
 SEC("tp_btf/sys_exit")
 int BPF_PROG(lks_exit_btf, struct pt_regs *regs, long ret)
 {
-	/* x86_64 keeps the system call number in orig_ax until the call returns. */
-	if (!is_futex_syscall(regs->orig_ax))
-		return 0;
-	return on_wait_end(ctx);
+	return on_exit_btf(ctx, regs, false);
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(lks_exit_btf_compat, struct pt_regs *regs, long ret)
+{
+	return on_exit_btf(ctx, regs, true);
 }
 
 SEC("tp_btf/sched_process_fork")
@@ -205,7 +226,13 @@ int BPF_PROG(lks_fork_btf, struct task_struct *parent, struct task_struct *child
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(lks_texit_btf)
 {
-	return on_wait_end(ctx);
+	return on_wait_end(ctx, false);
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(lks_texit_btf_compat)
+{
+	return on_wait_end(ctx, true);
 }
 
 SEC("raw_tp/sys_enter")
@@ -214,12 +241,23 @@ int BPF_PROG(lks_enter_raw, struct pt_regs *regs, long id)
 	return on_any_sys_enter(regs, id);
 }
 
-SEC("raw_tp/sys_exit")
-int BPF_PROG(lks_exit_raw, struct pt_regs *regs, long ret)
+static __always_inline int on_exit_raw(void *ctx, struct pt_regs *regs, const bool compat)
 {
 	if (!is_futex_syscall(BPF_CORE_READ(regs, orig_ax)))
 		return 0;
-	return on_wait_end(ctx);
+	return on_wait_end(ctx, compat);
+}
+
+SEC("raw_tp/sys_exit")
+int BPF_PROG(lks_exit_raw, struct pt_regs *regs, long ret)
+{
+	return on_exit_raw(ctx, regs, false);
+}
+
+SEC("raw_tp/sys_exit")
+int BPF_PROG(lks_exit_raw_compat, struct pt_regs *regs, long ret)
+{
+	return on_exit_raw(ctx, regs, true);
 }
 
 SEC("raw_tp/sched_process_fork")
@@ -231,15 +269,22 @@ int BPF_PROG(lks_fork_raw, struct task_struct *parent, struct task_struct *child
 SEC("raw_tp/sched_process_exit")
 int BPF_PROG(lks_texit_raw)
 {
-	return on_wait_end(ctx);
+	return on_wait_end(ctx, false);
+}
+
+SEC("raw_tp/sched_process_exit")
+int BPF_PROG(lks_texit_raw_compat)
+{
+	return on_wait_end(ctx, true);
 }
 
 /*
  * The per-system-call tracepoints (tracefs's syscalls/ events): the kernel dispatches them by
  * number before any BPF runs, so other system calls do not enter BPF at all (the generic hooks
  * cost ~50 ns more per system call of the machine). Attachable only with tracefs mounted; the
- * loader uses them when it is, and the generic hooks otherwise. sys_enter_futex_wait exists on
- * Linux 6.7+ only: its programs are attached when its events exist.
+ * loader uses them when it is, and the generic hooks otherwise. sys_enter_futex_waitv exists on
+ * Linux 5.16+ and sys_enter_futex_wait on 6.7+ only: their programs are attached when their
+ * events exist.
  */
 /* Each program knows its system call: the record's number field is an int (its upper half in
  * vmlinux.h's `long id` is padding, not zero). */
@@ -257,7 +302,13 @@ int lks_enter_futex_tp(struct trace_event_raw_sys_enter *ctx)
 SEC("tracepoint/syscalls/sys_exit_futex")
 int lks_exit_futex_tp(struct trace_event_raw_sys_exit *ctx)
 {
-	return on_wait_end(ctx);
+	return on_wait_end(ctx, false);
+}
+
+SEC("tracepoint/syscalls/sys_exit_futex")
+int lks_exit_futex_tp_compat(struct trace_event_raw_sys_exit *ctx)
+{
+	return on_wait_end(ctx, true);
 }
 
 SEC("tracepoint/syscalls/sys_enter_futex_waitv")
@@ -269,7 +320,13 @@ int lks_enter_futex_waitv_tp(struct trace_event_raw_sys_enter *ctx)
 SEC("tracepoint/syscalls/sys_exit_futex_waitv")
 int lks_exit_futex_waitv_tp(struct trace_event_raw_sys_exit *ctx)
 {
-	return on_wait_end(ctx);
+	return on_wait_end(ctx, false);
+}
+
+SEC("tracepoint/syscalls/sys_exit_futex_waitv")
+int lks_exit_futex_waitv_tp_compat(struct trace_event_raw_sys_exit *ctx)
+{
+	return on_wait_end(ctx, true);
 }
 
 SEC("tracepoint/syscalls/sys_enter_futex_wait")
@@ -281,5 +338,11 @@ int lks_enter_futex_wait_tp(struct trace_event_raw_sys_enter *ctx)
 SEC("tracepoint/syscalls/sys_exit_futex_wait")
 int lks_exit_futex_wait_tp(struct trace_event_raw_sys_exit *ctx)
 {
-	return on_wait_end(ctx);
+	return on_wait_end(ctx, false);
+}
+
+SEC("tracepoint/syscalls/sys_exit_futex_wait")
+int lks_exit_futex_wait_tp_compat(struct trace_event_raw_sys_exit *ctx)
+{
+	return on_wait_end(ctx, true);
 }

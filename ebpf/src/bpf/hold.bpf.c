@@ -43,9 +43,9 @@ struct {
 
 static __always_inline __u64 voluntary_switches(void)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 
-	return task->nvcsw;
+	return BPF_CORE_READ(task, nvcsw);
 }
 
 SEC("uprobe")
@@ -65,8 +65,7 @@ int BPF_UPROBE(lks_hold_lock, void *mutex)
 	return 0;
 }
 
-SEC("uretprobe")
-int BPF_URETPROBE(lks_hold_locked, int ret)
+static __always_inline int on_locked(void *ctx, int ret, const bool compat)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
@@ -93,7 +92,7 @@ int BPF_URETPROBE(lks_hold_locked, int ret)
 	bpf_map_delete_elem(&calls, &tid);
 	if (ret != 0)
 		return 0;
-	ids = capture_stacks(ctx);
+	ids = capture_stacks(ctx, compat);
 	/* A uprobe runs with no kernel stack of interest: only a user stack failure is one. */
 	if (ids.user < 0)
 		COUNT(user_stack_failures);
@@ -103,6 +102,18 @@ int BPF_URETPROBE(lks_hold_locked, int ret)
 	if (bpf_map_update_elem(&held, &key, &value, BPF_ANY) != 0)
 		COUNT(start_map_full);
 	return 0;
+}
+
+SEC("uretprobe")
+int BPF_URETPROBE(lks_hold_locked, int ret)
+{
+	return on_locked(ctx, ret, false);
+}
+
+SEC("uretprobe")
+int BPF_URETPROBE(lks_hold_locked_compat, int ret)
+{
+	return on_locked(ctx, ret, true);
 }
 
 SEC("uprobe")

@@ -53,8 +53,7 @@ int BPF_PROG(lks_klock_begin, void *lock, unsigned int flags)
 	return 0;
 }
 
-SEC("tp_btf/contention_end")
-int BPF_PROG(lks_klock_end, void *lock, int ret)
+static __always_inline int on_end(void *ctx, void *lock, const bool compat)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
@@ -75,10 +74,22 @@ int BPF_PROG(lks_klock_end, void *lock, int ret)
 	key.flags = start->flags;
 	bpf_map_delete_elem(&starts, &tid);
 	COUNT(events);
-	ids = capture_stacks(ctx);
+	ids = capture_stacks(ctx, compat);
 	count_stack_failures(ids);
 	key.user_stack_id = ids.user < 0 ? -1 : ids.user;
 	key.kernel_stack_id = ids.kernel < 0 ? -1 : ids.kernel;
 	aggregate(&contentions, &key, duration, NULL);
 	return 0;
+}
+
+SEC("tp_btf/contention_end")
+int BPF_PROG(lks_klock_end, void *lock, int ret)
+{
+	return on_end(ctx, lock, false);
+}
+
+SEC("tp_btf/contention_end")
+int BPF_PROG(lks_klock_end_compat, void *lock, int ret)
+{
+	return on_end(ctx, lock, true);
 }

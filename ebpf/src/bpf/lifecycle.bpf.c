@@ -49,8 +49,7 @@ static __always_inline enum lifecycle_op clone_op(__u64 flags)
 	return LKS_LIFE_FORK;
 }
 
-SEC("tp_btf/sys_enter")
-int BPF_PROG(lks_lifecycle_enter, struct pt_regs *regs, long id)
+static __always_inline int on_enter(void *ctx, struct pt_regs *regs, long id, const bool compat)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct lifecycle_start start = {};
@@ -85,7 +84,7 @@ int BPF_PROG(lks_lifecycle_enter, struct pt_regs *regs, long id)
 		break;
 	}
 	start.nr = id;
-	ids = capture_stacks(ctx);
+	ids = capture_stacks(ctx, compat);
 	count_stack_failures(ids);
 	start.user_stack_id = ids.user < 0 ? -1 : ids.user;
 	start.kernel_stack_id = ids.kernel < 0 ? -1 : ids.kernel;
@@ -95,6 +94,18 @@ int BPF_PROG(lks_lifecycle_enter, struct pt_regs *regs, long id)
 		COUNT(start_map_full);
 	}
 	return 0;
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(lks_lifecycle_enter, struct pt_regs *regs, long id)
+{
+	return on_enter(ctx, regs, id, false);
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(lks_lifecycle_enter_compat, struct pt_regs *regs, long id)
+{
+	return on_enter(ctx, regs, id, true);
 }
 
 SEC("tp_btf/sys_exit")
@@ -125,8 +136,7 @@ int BPF_PROG(lks_lifecycle_exit, struct pt_regs *regs, long ret)
 	return 0;
 }
 
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(lks_lifecycle_texit, struct task_struct *p)
+static __always_inline int on_thread_exit(void *ctx, const bool compat)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct lifecycle_key key = {};
@@ -141,11 +151,23 @@ int BPF_PROG(lks_lifecycle_texit, struct task_struct *p)
 	key.tid = tid;
 	key.op = key.tgid == tid ? LKS_LIFE_EXIT_PROCESS : LKS_LIFE_EXIT_THREAD;
 	key.nr = -1;
-	ids = capture_stacks(ctx);
+	ids = capture_stacks(ctx, compat);
 	count_stack_failures(ids);
 	key.user_stack_id = ids.user < 0 ? -1 : ids.user;
 	key.kernel_stack_id = ids.kernel < 0 ? -1 : ids.kernel;
 	COUNT(events);
 	aggregate(&events, &key, 0, NULL);
 	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(lks_lifecycle_texit)
+{
+	return on_thread_exit(ctx, false);
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(lks_lifecycle_texit_compat)
+{
+	return on_thread_exit(ctx, true);
 }

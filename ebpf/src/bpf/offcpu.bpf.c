@@ -25,7 +25,7 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
  * that tells a thread inside a system call from one that entered the kernel otherwise (fault,
  * interrupt), whose orig_ax holds an error code or a vector. */
 #define ENOSYS 38
-/* prev_state bit of an exiting task (TASK_DEAD). */
+/* Task state bit of an exiting task (TASK_DEAD). */
 #define LKS_TASK_DEAD 0x80
 
 /* Shortest interval aggregated with stacks (the per-thread times count every interval). */
@@ -165,8 +165,14 @@ static __always_inline struct offcpu_thread *thread_entry(__u32 tid, __u32 tgid,
 
 static __always_inline void add_time(struct offcpu_thread *t, enum time_class class, __u64 ns)
 {
-	if (class < LKS_TIME_CLASSES)
-		t->time_ns[class] += ns;
+	__u64 i = class;
+
+	if (i >= LKS_TIME_CLASSES)
+		return;
+	/* The mask keeps the bound for verifiers that lose the compare's (it is on a 32-bit copy);
+	 * the barrier keeps clang from dropping the mask as redundant. */
+	barrier_var(i);
+	t->time_ns[i & 7] += ns;
 }
 
 /* Aggregates one off-CPU interval of `t` that ended after `ns`. */
@@ -190,8 +196,24 @@ static __always_inline void record_interval(struct offcpu_thread *t, __u32 tid,
 	aggregate(&offcpu, &key, ns, task);
 }
 
+/* task_struct's state field before Linux 5.14 renamed it __state (CO-RE flavor). */
+struct task_struct___state {
+	long state;
+} __attribute__((preserve_access_index));
+
+/* The scheduling state of `task`, as sched_switch's prev_state argument gives it on Linux 5.18+
+ * (older kernels' tracepoint has no such argument): 0 when it was preempted (still runnable). */
+static __always_inline unsigned int switch_state(bool preempt, struct task_struct *task)
+{
+	if (preempt)
+		return 0;
+	if (bpf_core_field_exists(task->__state))
+		return BPF_CORE_READ(task, __state);
+	return BPF_CORE_READ((struct task_struct___state *)task, state);
+}
+
 static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, unsigned int prev_state,
-					  __u64 now)
+					  __u64 now, const bool compat)
 {
 	__u32 tgid = prev->tgid, tid = prev->pid;
 	struct offcpu_thread *t;
@@ -233,7 +255,7 @@ static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, u
 	bpf_get_current_comm(t->comm, sizeof(t->comm));
 	t->syscall = -1;
 	t->object = 0;
-	regs = (struct pt_regs *)bpf_task_pt_regs(prev);
+	regs = lks_task_pt_regs(prev);
 	if (regs) {
 		long orig_ax = BPF_CORE_READ(regs, orig_ax);
 		long ax = BPF_CORE_READ(regs, ax);
@@ -257,7 +279,7 @@ static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, u
 		t->voluntary++;
 		t->sleep_class = t->syscall < 0 ? LKS_TIME_OTHER : class_of_syscall(t->syscall);
 	}
-	ids = capture_stacks(ctx);
+	ids = capture_stacks(ctx, compat);
 	count_stack_failures(ids);
 	t->user_stack_id = ids.user < 0 ? -1 : ids.user;
 	t->kernel_stack_id = ids.kernel < 0 ? -1 : ids.kernel;
@@ -310,20 +332,34 @@ static __always_inline void on_switch_in(struct task_struct *next, __u64 now)
 	t->since_ns = now;
 }
 
-SEC("tp_btf/sched_switch")
-int BPF_PROG(lks_offcpu_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
-	     unsigned int prev_state)
+/* Three arguments: prev_state came in Linux 5.18, and a tp_btf program may not read past what
+ * the kernel's tracepoint has. */
+static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct *prev,
+				     struct task_struct *next, const bool compat)
 {
 	__u64 now = bpf_ktime_get_ns();
 
-	on_switch_out(ctx, prev, prev_state, now);
+	on_switch_out(ctx, prev, switch_state(preempt, prev), now, compat);
 	on_switch_in(next, now);
 	return 0;
 }
 
-/* Runs in the waker's context (unlike sched_wakeup, which may run on the wakee's CPU). */
-SEC("tp_btf/sched_waking")
-int BPF_PROG(lks_offcpu_waking, struct task_struct *p)
+SEC("tp_btf/sched_switch")
+int BPF_PROG(lks_offcpu_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return on_switch(ctx, preempt, prev, next, false);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(lks_offcpu_switch_compat, bool preempt, struct task_struct *prev,
+	     struct task_struct *next)
+{
+	return on_switch(ctx, preempt, prev, next, true);
+}
+
+/* A thread being woken; runs in the waker's context (unlike sched_wakeup, which may run on the
+ * wakee's CPU). */
+static __always_inline int on_waking(void *ctx, struct task_struct *p, const bool compat)
 {
 	__u32 tgid = p->tgid, tid = p->pid;
 	__u64 now = bpf_ktime_get_ns(), pid_tgid, ns;
@@ -355,7 +391,7 @@ int BPF_PROG(lks_offcpu_waking, struct task_struct *p)
 	/* From interrupt context (a timer expiring, I/O completing) `current` is just the
 	 * interrupted thread: user space tells those wakeups by the kernel stack (the handler). */
 	pid_tgid = bpf_get_current_pid_tgid();
-	ids = capture_stacks(ctx);
+	ids = capture_stacks(ctx, compat);
 	key.tgid = tgid;
 	key.tid = tid;
 	key.waker_tgid = pid_tgid >> 32;
@@ -367,6 +403,18 @@ int BPF_PROG(lks_offcpu_waking, struct task_struct *p)
 	key.syscall = t->syscall;
 	aggregate(&wakeups, &key, ns, NULL);
 	return 0;
+}
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(lks_offcpu_waking, struct task_struct *p)
+{
+	return on_waking(ctx, p, false);
+}
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(lks_offcpu_waking_compat, struct task_struct *p)
+{
+	return on_waking(ctx, p, true);
 }
 
 SEC("tp_btf/sched_wakeup_new")

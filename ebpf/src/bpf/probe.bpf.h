@@ -54,7 +54,7 @@ static __always_inline void count_stack_failures(struct stack_ids ids)
 static __always_inline void aggregate(void *map, void *key, __u64 duration, struct task_struct *task)
 {
 	struct lks_stats *stats = bpf_map_lookup_elem(map, key);
-	__u32 slot;
+	__u64 slot;
 	long err;
 
 	if (!stats) {
@@ -85,9 +85,9 @@ static __always_inline void aggregate(void *map, void *key, __u64 duration, stru
 	}
 	__sync_fetch_and_add(&stats->count, 1);
 	__sync_fetch_and_add(&stats->total_ns, duration);
-	slot = hist_slot(duration);
-	if (slot >= LKS_HIST_SLOTS) /* cannot happen; tells the verifier the index is in bounds */
-		slot = LKS_HIST_SLOTS - 1;
+	/* A duration's bit length is at most 63 (2^63 ns is 292 years). The mask bounds the index
+	 * for every verifier: a compare is done on a 32-bit copy that older ones (6.1) lose. */
+	slot = hist_slot(duration) & 63;
 	__sync_fetch_and_add(&stats->hist[slot], 1);
 	/* Racy only between threads sharing a key; a lost max update is within one event. */
 	if (duration > stats->max_ns)

@@ -36,12 +36,17 @@ struct stack_ids {
  * hook that runs in the thread's context.
  * No BPF_F_REUSE_STACKID: on a hash collision the capture fails (and is counted) rather than
  * silently rewriting a stack that an earlier key already refers to.
+ *
+ * `compat` is a constant of the calling program: every program that captures stacks comes in two
+ * variants, NAME (bpf_loop and bpf_find_vma, Linux 5.17+) and NAME_compat (neither, for older
+ * kernels: their verifiers reject a program that merely contains a callback), and the loader
+ * loads the one the kernel supports (src/variant.rs).
  */
-static __always_inline struct stack_ids capture_stacks(void *ctx)
+static __always_inline struct stack_ids capture_stacks(void *ctx, const bool compat)
 {
 	struct stack_ids ids;
 
-	ids.user = lks_unwind_user_stack(ctx);
+	ids.user = lks_unwind_user_stack(ctx, compat);
 	ids.kernel = bpf_get_stackid(ctx, &kernel_stacks, 0);
 	return ids;
 }

@@ -68,8 +68,7 @@ int BPF_PROG(lks_syscall_enter, struct pt_regs *regs, long id)
 	return 0;
 }
 
-SEC("tp_btf/sys_exit")
-int BPF_PROG(lks_syscall_exit, struct pt_regs *regs, long ret)
+static __always_inline int on_exit(void *ctx, long ret, const bool compat)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct syscall_key key = {};
@@ -93,11 +92,23 @@ int BPF_PROG(lks_syscall_exit, struct pt_regs *regs, long ret)
 	key.user_stack_id = -1;
 	key.kernel_stack_id = -1;
 	if (duration >= targ_slow_ns) {
-		ids = capture_stacks(ctx);
+		ids = capture_stacks(ctx, compat);
 		count_stack_failures(ids);
 		key.user_stack_id = ids.user < 0 ? -1 : ids.user;
 		key.kernel_stack_id = ids.kernel < 0 ? -1 : ids.kernel;
 	}
 	aggregate(&calls, &key, duration, NULL);
 	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(lks_syscall_exit, struct pt_regs *regs, long ret)
+{
+	return on_exit(ctx, ret, false);
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(lks_syscall_exit_compat, struct pt_regs *regs, long ret)
+{
+	return on_exit(ctx, ret, true);
 }

@@ -86,21 +86,6 @@ struct {
 	__type(value, struct user_stack);
 } user_stacks SEC(".maps");
 
-/* Per-CPU scratch stack (too big for the 512-byte BPF stack). */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct user_stack);
-} unwind_scratch SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct unwind_counters);
-} unwind_counters SEC(".maps");
-
 /* How a walk ended. */
 enum unwind_end {
 	LKS_WALK_GOING = 0,
@@ -120,54 +105,74 @@ struct unwind_fallback {
 	__u32 exe_found;
 };
 
-/* State of one walk, on the BPF stack of the caller of bpf_loop. */
-struct unwind_walk {
+/* The state of one walk, per CPU: the stack being built and everything that changes from frame
+ * to frame. In a map, not on the BPF stack: the probe, the frame step, the file fallback and its
+ * VMA callback share 512 bytes of stack (older verifiers count all four). */
+struct unwind_scratch {
+	struct user_stack stack;
 	struct unwind_regs regs;
-	struct unwind_proc *proc;
-	struct user_stack *stack;
-	struct unwind_counters *counters;
 	/* The current pc was interrupted by a signal, not a return address: look it up as is. */
 	__u32 after_signal;
+	/* enum unwind_end */
 	__u32 end;
-	/* The mapping of the previous frame: consecutive frames are often in the same one. */
-	struct unwind_mapping *last_mapping;
 	struct unwind_fallback fallback;
 };
 
-/* What lks_vma_callback found. */
-struct unwind_vma_search {
-	struct unwind_mapping mapping;
-	__u32 found;
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct unwind_scratch);
+} unwind_scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct unwind_counters);
+} unwind_counters SEC(".maps");
+
+/* The pointers of one walk, on the BPF stack (a map value cannot hold pointers). */
+struct unwind_walk {
+	struct unwind_scratch *s;
+	struct unwind_proc *proc;
+	struct unwind_counters *counters;
+	/* The mapping of the previous frame: consecutive frames are often in the same one. */
+	struct unwind_mapping *last_mapping;
 };
 
-/* bpf_find_vma callback: describes the VMA with its file's table, if loaded. */
-static long lks_vma_callback(struct task_struct *task, struct vm_area_struct *vma, void *data)
+static __always_inline struct unwind_scratch *lks_unwind_scratch(void)
 {
-	struct unwind_vma_search *s = data;
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&unwind_scratch, &zero);
+}
+
+/* Into `m`: the table of `file` for the VMA [start, end) that maps it from `file_offset`. */
+static __always_inline void lks_describe_vma(struct unwind_mapping *m, struct unwind_file *file,
+					     __u64 start, __u64 end, __u64 file_offset)
+{
+	m->start = start;
+	m->end = end;
+	/* rel = pc - start + file_offset + vaddr_minus_offset - base */
+	m->bias = start - file_offset - file->vaddr_minus_offset + file->base;
+	m->first_row = file->first_row;
+	m->rows = file->rows;
+	m->first_page = file->first_page;
+	m->pages = file->pages;
+}
+
+/* The table of the file a VMA maps, if loaded. */
+static __always_inline struct unwind_file *lks_vma_file(struct vm_area_struct *vma)
+{
 	struct unwind_file_key key = {};
-	struct unwind_file *file;
 	struct file *vm_file = BPF_CORE_READ(vma, vm_file);
-	__u64 start, file_offset;
 
 	if (!vm_file)
-		return 0;
+		return NULL;
 	key.ino = BPF_CORE_READ(vm_file, f_inode, i_ino);
 	key.dev = BPF_CORE_READ(vm_file, f_inode, i_sb, s_dev);
-	file = bpf_map_lookup_elem(&unwind_files, &key);
-	if (!file)
-		return 0;
-	start = BPF_CORE_READ(vma, vm_start);
-	file_offset = BPF_CORE_READ(vma, vm_pgoff) << 12;
-	s->mapping.start = start;
-	s->mapping.end = BPF_CORE_READ(vma, vm_end);
-	/* rel = pc - start + file_offset + vaddr_minus_offset - base */
-	s->mapping.bias = start - file_offset - file->vaddr_minus_offset + file->base;
-	s->mapping.first_row = file->first_row;
-	s->mapping.rows = file->rows;
-	s->mapping.first_page = file->first_page;
-	s->mapping.pages = file->pages;
-	s->found = 1;
-	return 0;
+	return bpf_map_lookup_elem(&unwind_files, &key);
 }
 
 /*
@@ -176,7 +181,7 @@ static long lks_vma_callback(struct task_struct *task, struct vm_area_struct *vm
  */
 static __always_inline bool lks_exe_mapping(struct unwind_mapping *m, __u64 pc)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	__u64 start = BPF_CORE_READ(task, mm, start_code), end = BPF_CORE_READ(task, mm, end_code);
 	struct unwind_file_key key = {};
 	struct unwind_file *file;
@@ -207,21 +212,91 @@ static __always_inline bool lks_exe_mapping(struct unwind_mapping *m, __u64 pc)
 	return true;
 }
 
+/* What lks_vma_callback found. */
+struct unwind_vma_search {
+	struct unwind_mapping mapping;
+	__u32 found;
+};
+
+/* bpf_find_vma callback: describes the VMA with its file's table, if loaded. */
+static long lks_vma_callback(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	struct unwind_vma_search *s = data;
+	struct unwind_file *file = lks_vma_file(vma);
+
+	if (!file)
+		return 0;
+	lks_describe_vma(&s->mapping, file, BPF_CORE_READ(vma, vm_start), BPF_CORE_READ(vma, vm_end),
+			 BPF_CORE_READ(vma, vm_pgoff) << 12);
+	s->found = 1;
+	return 0;
+}
+
+/* Before Linux 6.1 a process's VMAs were a list sorted by address (mm->mmap, vma->vm_next); the
+ * vendored vmlinux.h is newer, so these flavors name the old fields for CO-RE. */
+struct mm_struct___vma_list {
+	struct vm_area_struct *mmap;
+} __attribute__((preserve_access_index));
+
+struct vm_area_struct___vma_list {
+	struct vm_area_struct *vm_next;
+} __attribute__((preserve_access_index));
+
+/* VMAs the compat fallback looks at before giving up (a small program maps its libraries within
+ * the first few dozen). */
+#define LKS_COMPAT_MAX_VMAS 96
+
+/* Into `out`: the VMA holding `pc`, walked on the VMA list, when it maps a file with a table.
+ * The list is read without the mmap lock, as every read here is: a VMA changing under the walk
+ * gives a wrong answer at worst (a cut or wrong stack), never a fault. */
+static __always_inline bool lks_vma_list_mapping(struct unwind_mapping *out, __u64 pc)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct mm_struct___vma_list *mm = (void *)BPF_CORE_READ(task, mm);
+	struct vm_area_struct *vma;
+	struct unwind_file *file;
+	__u64 start, end;
+
+	if (!mm || !bpf_core_field_exists(mm->mmap))
+		return false;
+	vma = BPF_CORE_READ(mm, mmap);
+	for (int i = 0; i < LKS_COMPAT_MAX_VMAS && vma; i++) {
+		start = BPF_CORE_READ(vma, vm_start);
+		if (start > pc)
+			return false;
+		end = BPF_CORE_READ(vma, vm_end);
+		if (pc < end) {
+			file = lks_vma_file(vma);
+			if (!file)
+				return false;
+			lks_describe_vma(out, file, start, end, BPF_CORE_READ(vma, vm_pgoff) << 12);
+			return true;
+		}
+		vma = BPF_CORE_READ((struct vm_area_struct___vma_list *)vma, vm_next);
+	}
+	return false;
+}
+
 /*
- * The file fallback, for a pc outside the process's mapping table: sets f->out to the mapping of
- * `pc` through the VMA or executable found for an earlier frame, else through the main
- * executable, else through the process's VMA and its file's table; returns 1, or 0 for none.
- * bpf_find_vma succeeds once per program run where interrupts are disabled (sched_switch: its
- * mmap unlock waits in an irq_work until then), so the executable is found without it, and a VMA
- * found is kept for later frames. A global function: the verifier checks it once, on its own,
- * instead of in every state of the unwinding loop.
+ * The file fallback, for a pc outside the process's mapping table: sets the walk's fallback.out
+ * to the mapping of `pc` through the VMA or executable found for an earlier frame, else through
+ * the main executable, else through the process's VMA and its file's table; returns 1, or 0 for
+ * none. The VMA comes from bpf_find_vma (Linux 5.17+), or in `compat` programs from the VMA list
+ * (kernels before 6.1). bpf_find_vma succeeds once per program run where interrupts are disabled
+ * (sched_switch: its mmap unlock waits in an irq_work until then), so the executable is found
+ * without it, and a VMA found is kept for later frames. A global function: the verifier checks it
+ * once, on its own, instead of in every state of the unwinding loop; it takes no pointer, which
+ * global functions could not before Linux 5.12.
  */
-__noinline int lks_fallback_mapping(struct unwind_fallback *f, __u64 pc)
+static __always_inline int lks_fallback(__u64 pc, const bool compat)
 {
 	struct unwind_vma_search search = {};
+	struct unwind_scratch *s = lks_unwind_scratch();
+	struct unwind_fallback *f;
 
-	if (!f)
+	if (!s)
 		return 0;
+	f = &s->fallback;
 	if (f->vma_found && f->vma.start <= pc && pc < f->vma.end) {
 		f->out = f->vma;
 		return 1;
@@ -235,13 +310,27 @@ __noinline int lks_fallback_mapping(struct unwind_fallback *f, __u64 pc)
 		f->out = f->exe;
 		return 1;
 	}
-	bpf_find_vma(bpf_get_current_task_btf(), pc, lks_vma_callback, &search, 0);
+	if (compat) {
+		search.found = lks_vma_list_mapping(&search.mapping, pc);
+	} else {
+		bpf_find_vma(bpf_get_current_task_btf(), pc, lks_vma_callback, &search, 0);
+	}
 	if (!search.found)
 		return 0;
 	f->vma = search.mapping;
 	f->vma_found = 1;
 	f->out = search.mapping;
 	return 1;
+}
+
+__noinline int lks_fallback_mapping(__u64 pc)
+{
+	return lks_fallback(pc, false);
+}
+
+__noinline int lks_fallback_mapping_compat(__u64 pc)
+{
+	return lks_fallback(pc, true);
 }
 
 /* The mapping of `proc` holding `pc`, or NULL. */
@@ -313,28 +402,29 @@ static __always_inline struct unwind_row *lks_find_row(struct unwind_mapping *m,
 	return bpf_map_lookup_elem(&unwind_rows, &key);
 }
 
-static __always_inline long lks_walk_truncated(struct unwind_walk *w)
+static __always_inline long lks_walk_truncated(struct unwind_scratch *s)
 {
-	w->end = LKS_WALK_TRUNCATED;
+	s->end = LKS_WALK_TRUNCATED;
 	return 1;
 }
 
-/* One frame: records the current pc, then computes the caller's registers. bpf_loop callback. */
-static long lks_unwind_step(__u64 index, void *data)
+/* One frame: records the current pc, then computes the caller's registers; 1 when the walk
+ * ended. `compat`: the program runs where bpf_find_vma does not exist. */
+static __always_inline long lks_unwind_frame(struct unwind_walk *w, const bool compat)
 {
-	struct unwind_walk *w = data;
-	struct user_stack *stack = w->stack;
+	struct unwind_scratch *s = w->s;
+	struct user_stack *stack = &s->stack;
 	struct unwind_counters *counters = w->counters;
 	struct unwind_mapping *mapping = NULL;
 	struct unwind_row *row = NULL;
-	__u64 pc = w->regs.pc, lookup, cfa, ra, fp = w->regs.fp;
+	__u64 pc = s->regs.pc, lookup, cfa, ra, fp = s->regs.fp;
 	__u32 depth = stack->depth;
 	__u8 kind = LKS_CFA_NONE;
 	__s8 fp_offset8 = 0;
 
 	if (depth >= LKS_MAX_USER_FRAMES) {
 		counters->too_deep++;
-		return lks_walk_truncated(w);
+		return lks_walk_truncated(s);
 	}
 	stack->pcs[depth] = pc;
 	stack->depth = depth + 1;
@@ -342,8 +432,8 @@ static long lks_unwind_step(__u64 index, void *data)
 
 	/* A return address is after its call, which may be the last instruction of the function:
 	 * the call itself is at pc - 1. The leaf pc and an interrupted pc are exact. */
-	lookup = (depth == 0 || w->after_signal) ? pc : pc - 1;
-	w->after_signal = 0;
+	lookup = (depth == 0 || s->after_signal) ? pc : pc - 1;
+	s->after_signal = 0;
 	if (w->last_mapping && w->last_mapping->start <= lookup && lookup < w->last_mapping->end) {
 		mapping = w->last_mapping;
 	} else if (w->proc) {
@@ -355,12 +445,12 @@ static long lks_unwind_step(__u64 index, void *data)
 		 * address: use the file's table if the VMA has one loaded. */
 		if (w->proc)
 			counters->unknown_mapping++;
-		if (lks_fallback_mapping(&w->fallback, lookup)) {
-			mapping = &w->fallback.out;
+		if (compat ? lks_fallback_mapping_compat(lookup) : lks_fallback_mapping(lookup)) {
+			mapping = &s->fallback.out;
 			counters->file_fallbacks++;
 		} else if (w->proc)
 			/* A frame-pointer guess from here could invent frames. */
-			return lks_walk_truncated(w);
+			return lks_walk_truncated(s);
 	}
 	if (mapping && mapping->rows)
 		row = lks_find_row(mapping, lookup - mapping->bias);
@@ -371,25 +461,25 @@ static long lks_unwind_step(__u64 index, void *data)
 
 	switch (kind) {
 	case LKS_CFA_END:
-		w->end = LKS_WALK_COMPLETE;
+		s->end = LKS_WALK_COMPLETE;
 		return 1;
 	case LKS_CFA_SIGNAL:
-		if (!lks_signal_frame_regs(&w->regs)) {
+		if (!lks_signal_frame_regs(&s->regs)) {
 			counters->read_failures++;
-			return lks_walk_truncated(w);
+			return lks_walk_truncated(s);
 		}
-		w->after_signal = 1;
+		s->after_signal = 1;
 		return 0;
 	case LKS_CFA_SP:
-		cfa = w->regs.sp + row->cfa_offset;
+		cfa = s->regs.sp + row->cfa_offset;
 		break;
 	case LKS_CFA_FP:
 		cfa = fp + row->cfa_offset;
 		break;
 	case LKS_CFA_NONE:
 		/* No CFI: a frame-pointer frame, if FP plausibly points into this stack. */
-		if (fp < w->regs.sp || fp - w->regs.sp > (8 << 20))
-			return lks_walk_truncated(w);
+		if (fp < s->regs.sp || fp - s->regs.sp > (8 << 20))
+			return lks_walk_truncated(s);
 		stack->flags |= LKS_STACK_FP_USED;
 		counters->fp_frames++;
 		cfa = fp + LKS_FP_FRAME_SIZE;
@@ -397,7 +487,7 @@ static long lks_unwind_step(__u64 index, void *data)
 		break;
 	default:
 		counters->unsupported++;
-		return lks_walk_truncated(w);
+		return lks_walk_truncated(s);
 	}
 
 	if (fp_offset8 * 8 == LKS_RA_CFA_OFFSET - 8) {
@@ -406,32 +496,67 @@ static long lks_unwind_step(__u64 index, void *data)
 
 		if (bpf_probe_read_user(pair, sizeof(pair), (void *)(cfa + LKS_RA_CFA_OFFSET - 8))) {
 			counters->read_failures++;
-			return lks_walk_truncated(w);
+			return lks_walk_truncated(s);
 		}
 		fp = pair[0];
 		ra = pair[1];
 	} else {
 		if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa + LKS_RA_CFA_OFFSET))) {
 			counters->read_failures++;
-			return lks_walk_truncated(w);
+			return lks_walk_truncated(s);
 		}
 		if (fp_offset8 &&
 		    bpf_probe_read_user(&fp, sizeof(fp), (void *)(cfa + (__s64)fp_offset8 * 8))) {
 			counters->read_failures++;
-			return lks_walk_truncated(w);
+			return lks_walk_truncated(s);
 		}
 	}
 	if (ra == 0) {
 		/* A zero return address ends frame-pointer chains (and some hand-written entries). */
-		w->end = LKS_WALK_COMPLETE;
+		s->end = LKS_WALK_COMPLETE;
 		return 1;
 	}
 	/* The stack grows down: a caller's frame is above its callee's. Anything else is a loop. */
-	if (cfa <= w->regs.sp)
-		return lks_walk_truncated(w);
-	w->regs.pc = ra;
-	w->regs.sp = cfa;
-	w->regs.fp = fp;
+	if (cfa <= s->regs.sp)
+		return lks_walk_truncated(s);
+	s->regs.pc = ra;
+	s->regs.sp = cfa;
+	s->regs.fp = fp;
+	return 0;
+}
+
+/* bpf_loop callback (Linux 5.17+): one frame. */
+static long lks_unwind_step(__u64 index, void *data)
+{
+	return lks_unwind_frame(data, false);
+}
+
+/* Frames per call of lks_unwind_frames_compat, and calls per stack (together one more than
+ * LKS_MAX_USER_FRAMES, so that a deeper stack is seen as too deep). */
+#define LKS_COMPAT_FRAMES_PER_CALL 4
+#define LKS_COMPAT_CALLS ((LKS_MAX_USER_FRAMES + LKS_COMPAT_FRAMES_PER_CALL) / LKS_COMPAT_FRAMES_PER_CALL)
+
+/*
+ * Kernels without bpf_loop (before 5.17): unwinds up to LKS_COMPAT_FRAMES_PER_CALL frames of the
+ * walk in this CPU's scratch, of process `tgid`; 1 when the walk ended. A global function, so the
+ * verifier checks a few frames once instead of LKS_MAX_USER_FRAMES frames in every program (a
+ * bounded loop of them all is more than older verifiers take); its state is in the scratch map
+ * because before 5.12 a global function could take no pointer.
+ */
+__noinline int lks_unwind_frames_compat(__u32 tgid)
+{
+	__u32 zero = 0;
+	struct unwind_walk w = {};
+
+	w.s = lks_unwind_scratch();
+	w.counters = bpf_map_lookup_elem(&unwind_counters, &zero);
+	if (!w.s || !w.counters)
+		return 1;
+	w.proc = bpf_map_lookup_elem(&unwind_procs, &tgid);
+	for (int i = 0; i < LKS_COMPAT_FRAMES_PER_CALL; i++) {
+		if (lks_unwind_frame(&w, true))
+			return 1;
+	}
 	return 0;
 }
 
@@ -470,45 +595,58 @@ static __always_inline bool lks_same_stack(struct user_stack *a, struct user_sta
 /*
  * Unwinds the current thread's user stack from the registers saved at kernel entry and stores
  * it in `user_stacks`; returns its id, or a negative errno when nothing could be stored.
+ * `compat`: for kernels without bpf_loop and bpf_find_vma (before 5.17).
  */
-static __always_inline __s32 lks_unwind_user_stack(void *ctx)
+static __always_inline __s32 lks_unwind_user_stack(void *ctx, const bool compat)
 {
 	__u32 zero = 0, tgid = bpf_get_current_pid_tgid() >> 32, id;
 	struct unwind_config *config = bpf_map_lookup_elem(&unwind_config, &zero);
+	struct unwind_scratch *s = lks_unwind_scratch();
 	struct unwind_walk walk = {};
 	struct user_stack *stack, *stored;
 	struct unwind_counters *counters;
 	long err;
 
-	stack = bpf_map_lookup_elem(&unwind_scratch, &zero);
 	counters = bpf_map_lookup_elem(&unwind_counters, &zero);
-	if (!stack || !counters || !config)
+	if (!s || !counters || !config)
 		return -ENOMEM;
 	if (config->user_stacks == LKS_USER_STACKS_NONE)
 		return -ENOENT;
+	stack = &s->stack;
 	stack->depth = 0;
 	stack->flags = 0;
+	s->end = LKS_WALK_GOING;
+	s->after_signal = 0;
+	s->fallback.vma_found = 0;
+	s->fallback.exe_found = 0;
 	if (config->user_stacks == LKS_USER_STACKS_FRAME_POINTERS) {
 		err = bpf_get_stack(ctx, stack->pcs, sizeof(stack->pcs), BPF_F_USER_STACK);
 		if (err < 0)
 			return err;
 		stack->depth = err / sizeof(stack->pcs[0]);
 		stack->flags = LKS_STACK_FP_USED;
-		walk.end = stack->depth < LKS_MAX_USER_FRAMES ? LKS_WALK_COMPLETE : LKS_WALK_TRUNCATED;
+		s->end = stack->depth < LKS_MAX_USER_FRAMES ? LKS_WALK_COMPLETE : LKS_WALK_TRUNCATED;
 		goto store;
 	}
-	if (!lks_user_regs(&walk.regs))
+	if (!lks_user_regs(&s->regs))
 		return -ENOENT;
 	walk.proc = bpf_map_lookup_elem(&unwind_procs, &tgid);
 	if (!walk.proc)
 		counters->unknown_process++;
-	walk.stack = stack;
-	walk.counters = counters;
-	bpf_loop(LKS_MAX_USER_FRAMES + 1, lks_unwind_step, &walk, 0);
+	if (compat) {
+		for (int i = 0; i < LKS_COMPAT_CALLS; i++) {
+			if (lks_unwind_frames_compat(tgid))
+				break;
+		}
+	} else {
+		walk.s = s;
+		walk.counters = counters;
+		bpf_loop(LKS_MAX_USER_FRAMES + 1, lks_unwind_step, &walk, 0);
+	}
 
 store:
 	counters->stacks++;
-	if (walk.end == LKS_WALK_COMPLETE) {
+	if (s->end == LKS_WALK_COMPLETE) {
 		counters->complete++;
 	} else {
 		stack->flags |= LKS_STACK_TRUNCATED;

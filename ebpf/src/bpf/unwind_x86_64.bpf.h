@@ -23,15 +23,40 @@ struct unwind_regs {
 /* A frame-pointer frame: saved FP at [FP], return address at [FP + 8], CFA = FP + 16. */
 #define LKS_FP_FRAME_SIZE 16
 
+/* x86_64's kernel stack size without KASAN (THREAD_SIZE: 4 pages), which distribution kernels
+ * do not enable; the user registers are saved at its top. */
+#define LKS_THREAD_SIZE (4 * 4096)
+
+/*
+ * The user registers that `task` saved at kernel entry: bpf_task_pt_regs (Linux 5.15+), else
+ * computed as the kernel's task_pt_regs() does on x86_64, from the top of the task's stack
+ * (TOP_OF_KERNEL_STACK_PADDING is 0 there before FRED, which came after the helper).
+ */
+static __always_inline struct pt_regs *lks_task_pt_regs(struct task_struct *task)
+{
+	void *stack;
+
+	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs))
+		return (struct pt_regs *)bpf_task_pt_regs(task);
+	stack = BPF_CORE_READ(task, stack);
+	if (!stack)
+		return NULL;
+	return (struct pt_regs *)(stack + LKS_THREAD_SIZE) - 1;
+}
+
 /*
  * The user registers of the current thread: those saved at kernel entry (for a syscall, the
  * registers of the `syscall` instruction; its pc is the instruction after it).
  */
 static __always_inline bool lks_user_regs(struct unwind_regs *regs)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct pt_regs *saved = (struct pt_regs *)bpf_task_pt_regs(task);
+	struct pt_regs *saved;
 
+	/* bpf_task_pt_regs wants a BTF task pointer (5.11+, before the helper itself). */
+	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs))
+		saved = lks_task_pt_regs(bpf_get_current_task_btf());
+	else
+		saved = lks_task_pt_regs((struct task_struct *)bpf_get_current_task());
 	if (!saved)
 		return false;
 	regs->pc = BPF_CORE_READ(saved, ip);

@@ -2,9 +2,129 @@
 //! reading the recorder's start-up line, and golden files.
 #![allow(dead_code)]
 
+use lockscope_probes::{Log2Histogram, Profile, WaitKind, WaitRecord};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStderr, Command};
+use std::time::Duration;
+
+/// What the demo does (see `profiler/src/bin/lockscope-demo.rs`).
+pub const MUTEX_WAITERS: u64 = 4;
+pub const MUTEX_WAIT: Duration = Duration::from_millis(200);
+pub const CONDVAR_WAITERS: u64 = 2;
+pub const CONDVAR_WAIT: Duration = Duration::from_millis(300);
+
+/// Blocking waits are the long ones: anything under this is start-up noise, not the workload.
+pub const BLOCKED: Duration = Duration::from_millis(50);
+
+/// The demo's long waits seen by `probe` in the threads whose name starts with `prefix`.
+pub fn long_waits<'a>(profile: &'a Profile, probe: &str, prefix: &str) -> Vec<&'a WaitRecord> {
+    profile
+        .waits
+        .iter()
+        .filter(|w| w.probe == probe)
+        .filter(|w| {
+            profile
+                .thread_name(w.pid, w.tid)
+                .is_some_and(|n| n.starts_with(prefix))
+        })
+        .filter(|w| w.stats.max_ns >= BLOCKED.as_nanos() as u64)
+        .collect()
+}
+
+/// Checks that `probe` saw `count` waits of `each` in the threads named `prefix*`: count exact,
+/// total within 5%, every wait in the histogram bucket of `each`.
+pub fn assert_known_waits(
+    profile: &Profile,
+    probe: &str,
+    prefix: &str,
+    count: u64,
+    each: Duration,
+) {
+    let waits = long_waits(profile, probe, prefix);
+    let seen: u64 = waits.iter().map(|w| w.stats.count).sum();
+    let total: u64 = waits.iter().map(|w| w.stats.total_ns).sum();
+    assert_eq!(seen, count, "blocked waits of {prefix}*: {waits:#?}");
+    let expected = count as f64 * each.as_nanos() as f64;
+    let error = (total as f64 - expected).abs() / expected;
+    assert!(
+        error <= 0.05,
+        "{prefix}* waited {:.1} ms in all, expected {:.1} ms (±5%)",
+        total as f64 / 1e6,
+        expected / 1e6
+    );
+    let slot = Log2Histogram::slot_of(each.as_nanos() as u64);
+    for w in &waits {
+        assert_eq!(
+            w.stats.histogram.count_in_slot(slot),
+            w.stats.count,
+            "{prefix}* waits outside the {} ns bucket: {:?}",
+            Log2Histogram::slot_lower_bound(slot),
+            w.stats.histogram
+        );
+    }
+    let threads: std::collections::BTreeSet<u32> = waits.iter().map(|w| w.tid).collect();
+    assert_eq!(threads.len() as u64, count, "one wait per {prefix}* thread");
+}
+
+/// Asserts that `names` (leaf first) contains frames matching `chain` (outermost first), in that
+/// order from the root.
+pub fn assert_in_order(names: &[String], chain: &[&str]) {
+    let mut next = 0;
+    for name in names.iter().rev() {
+        if next < chain.len() && name.contains(chain[next]) {
+            next += 1;
+        }
+    }
+    assert_eq!(next, chain.len(), "{chain:?} not in order in {names:?}");
+}
+
+/// Checks the stacks of the demo's long waits seen by `probe`: the mutex waits stop in glibc's lock slow path and
+/// are classified from its name (even when the target had exited before symbolization), and both
+/// the mutex and condvar waits unwind through the demo and glibc (neither has frame pointers) to
+/// the thread entry: the whole call chain, in order, on a complete stack.
+pub fn assert_demo_stacks(profile: &Profile, probe: &str) {
+    for w in long_waits(profile, probe, "mutex-waiter-") {
+        let stack = profile
+            .stack(w.user_stack)
+            .expect("user stack of a mutex wait");
+        let names: Vec<String> = stack.frames.iter().map(|f| f.display_name()).collect();
+        assert!(
+            names.iter().any(|n| n.contains("lll_lock_wait")),
+            "mutex wait stack: {names:?}"
+        );
+        if probe == "futex" {
+            assert_eq!(w.kind, WaitKind::Mutex);
+            assert!(w.operation.starts_with("FUTEX_WAIT"), "{}", w.operation);
+        }
+        // The unwinder walks through the demo and glibc (neither has frame pointers) to the
+        // thread entry: the whole call chain, in order, on a complete stack.
+        assert!(!stack.truncated, "mutex wait stack truncated: {names:?}");
+        assert_in_order(
+            &names,
+            &[
+                "place_order",
+                "take_order_lock",
+                "pthread_mutex_lock",
+                "lll_lock_wait",
+            ],
+        );
+    }
+    for w in long_waits(profile, probe, "cond-waiter-") {
+        let stack = profile
+            .stack(w.user_stack)
+            .expect("user stack of a condvar wait");
+        let names: Vec<String> = stack.frames.iter().map(|f| f.display_name()).collect();
+        assert!(!stack.truncated, "condvar wait stack truncated: {names:?}");
+        assert_in_order(
+            &names,
+            &["await_shipment", "wait_for_signal", "pthread_cond_wait"],
+        );
+        if probe == "futex" {
+            assert_eq!(w.kind, WaitKind::Condvar);
+        }
+    }
+}
 
 /// The `lockscope` binary under test.
 pub fn lockscope() -> Command {

@@ -1,0 +1,30 @@
+# What the kernel matrix (tests/kernels.rs) runs on each kernel, inside a QEMU guest or on the
+# host: `lockscope probes`, then the demo recorded with each probe alone, with all of them, and
+# (in a guest) with the futex probe after tracefs is unmounted. Every result goes to $OUT, where
+# the test reads it: NAME.lsp (the profile), NAME.log (lockscope's output), NAME.rc (its exit
+# status). The caller sets LOCKSCOPE, DEMO, OUT, and TOGGLE_TRACEFS=1 to run the last check.
+set -u
+
+record() {
+    name=$1
+    shift
+    "$LOCKSCOPE" record "$@" -o "$OUT/$name.lsp" -- "$DEMO" >"$OUT/$name.log" 2>&1
+    echo $? >"$OUT/$name.rc"
+}
+
+uname -r >"$OUT/kernel"
+"$LOCKSCOPE" probes >"$OUT/probes.txt" 2>&1
+echo $? >"$OUT/probes.rc"
+
+for probe in futex offcpu wakeup syscall lifecycle klock mutex-hold; do
+    record "$probe" --probes "$probe"
+done
+record all --probes futex,offcpu,wakeup,syscall,lifecycle,klock,mutex-hold
+
+if [ "${TOGGLE_TRACEFS:-0}" = 1 ]; then
+    # The futex probe's generic hooks: without tracefs, its per-syscall events do not exist.
+    umount /sys/kernel/debug/tracing 2>/dev/null
+    umount /sys/kernel/tracing
+    record futex-notracefs --probes futex
+fi
+exit 0

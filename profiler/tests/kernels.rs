@@ -1,0 +1,367 @@
+//! The kernel matrix: every eBPF probe on the kernels people run, Debian's 5.10, 6.1 and 6.12
+//! (booted under QEMU by `.ci/kernel-vm`) and this machine's own, each checked with the demo's
+//! known answer. `tests/data/kernel-checks.sh` runs on the kernel; this file judges what it left:
+//! `lockscope probes` must say of each probe what `record` then does with it, every probe must
+//! load except where the kernel lacks its hooks, and the futex and offcpu probes must measure the
+//! demo's waits exactly, on complete stacks. Each kernel's results are kept under
+//! `target/tmp/kernel-matrix/KERNEL/` with a `summary.txt` that `.ci/kernel-table` turns into the
+//! README's table.
+//!
+//! The QEMU kernels take minutes each: the tests are ignored by a plain `cargo test` and run by
+//! `.ci/run` (as root, with `--include-ignored`).
+
+mod common;
+
+use common::*;
+use lockscope_probes::{read_profile, AttachStatus, Profile};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The probes of the eBPF backend, as the checks record them one by one.
+const PROBES: [&str; 7] = [
+    "futex",
+    "offcpu",
+    "wakeup",
+    "syscall",
+    "lifecycle",
+    "klock",
+    "mutex-hold",
+];
+
+/// How long one guest may take, boot to power-off (the checks take 1-4 minutes under TCG).
+const GUEST_TIMEOUT_SECS: &str = "1500";
+
+/// Debian's 5.10 (bullseye): no bpf_loop, bpf_find_vma or lock contention tracepoints.
+#[test]
+#[ignore = "boots Debian's 5.10 kernel under QEMU for minutes; .ci/run runs it as root"]
+fn kernel_5_10() {
+    check_kernel(Kernel::Guest("5.10"));
+}
+
+/// Debian's 6.1 (bookworm, the README's system).
+#[test]
+#[ignore = "boots Debian's 6.1 kernel under QEMU for minutes; .ci/run runs it as root"]
+fn kernel_6_1() {
+    check_kernel(Kernel::Guest("6.1"));
+}
+
+/// Debian's 6.12 (bookworm-backports).
+#[test]
+#[ignore = "boots Debian's 6.12 kernel under QEMU for minutes; .ci/run runs it as root"]
+fn kernel_6_12() {
+    check_kernel(Kernel::Guest("6.12"));
+}
+
+/// This machine's kernel, with the same checks (tracefs as the machine has it).
+#[test]
+#[ignore = "needs root with BPF; .ci/run runs it"]
+fn kernel_host() {
+    if !bpf_available("kernel_host") {
+        return;
+    }
+    check_kernel(Kernel::Host);
+}
+
+/// Where the checks run.
+#[derive(Clone, Copy)]
+enum Kernel {
+    /// A Debian kernel series under QEMU.
+    Guest(&'static str),
+    /// This machine.
+    Host,
+}
+
+impl Kernel {
+    fn name(self) -> &'static str {
+        match self {
+            Kernel::Guest(series) => series,
+            Kernel::Host => "host",
+        }
+    }
+}
+
+/// Runs the checks on `kernel` and judges their results.
+fn check_kernel(kernel: Kernel) {
+    let out = run_checks(kernel);
+    let results = Results::read(&out);
+    let mut summary = vec![
+        format!("kernel {}", results.text("kernel").trim()),
+        format!("programs {}", results.programs()),
+    ];
+
+    // `probes` and `record` agree, and every probe loads unless the kernel lacks its hooks.
+    let verdicts = results.probe_verdicts();
+    for probe in PROBES {
+        let (verdict, why) = verdicts.get(probe).unwrap_or_else(|| {
+            panic!(
+                "`lockscope probes` lists no {probe}:\n{}",
+                results.text("probes.txt")
+            )
+        });
+        let rc = results.rc(probe);
+        match verdict.as_str() {
+            "loads" => {
+                assert_eq!(
+                    rc,
+                    0,
+                    "{probe}: `probes` says it loads, `record` failed:\n{}",
+                    results.text(&format!("{probe}.log"))
+                );
+                let profile = results.profile(probe);
+                let status = attach_status(&profile, probe);
+                assert!(
+                    !matches!(status, AttachStatus::Failed { .. }),
+                    "{probe}: `probes` says it loads, `record` says {status:?}"
+                );
+            }
+            "absent" => {
+                // Only a probe whose kernel hooks are missing may be absent: klock, before
+                // the lock contention tracepoints (Linux 5.19).
+                assert_eq!(probe, "klock", "{probe} absent: {why}");
+                assert_ne!(
+                    rc, 0,
+                    "{probe} absent, yet `record --probes {probe}` succeeded"
+                );
+                let log = results.text(&format!("{probe}.log"));
+                assert!(
+                    log.contains("no probe attached") && log.contains("absent"),
+                    "{probe}: record's error should say it is absent:\n{log}"
+                );
+            }
+            other => panic!("{probe} {other} on {}: {why}", kernel.name()),
+        }
+        summary.push(format!("probe {probe} {verdict}"));
+    }
+
+    // The demo's known answer, on complete stacks, from the futex and offcpu probes.
+    let futex = results.profile("futex");
+    assert!(
+        futex.metadata.losses.is_zero(),
+        "futex losses: {:?}",
+        futex.metadata.losses
+    );
+    assert_demo_answer(&futex, "futex");
+    let offcpu = results.profile("offcpu");
+    assert_demo_answer(&offcpu, "offcpu");
+    summary.push(format!("stacks futex {}", complete_share(&futex, "futex")));
+    summary.push(format!(
+        "stacks offcpu {}",
+        complete_share(&offcpu, "offcpu")
+    ));
+
+    // All probes at once: each attaches as it did alone, and futex still measures the demo.
+    assert_eq!(
+        results.rc("all"),
+        0,
+        "all probes:\n{}",
+        results.text("all.log")
+    );
+    let all = results.profile("all");
+    for probe in PROBES {
+        let alone = &verdicts[probe].0;
+        let status = attach_status(&all, probe);
+        assert_eq!(
+            alone == "loads",
+            !matches!(status, AttachStatus::Failed { .. }),
+            "{probe} with the others: {status:?}, alone: {alone}"
+        );
+    }
+    assert_known_waits(&all, "futex", "mutex-waiter-", MUTEX_WAITERS, MUTEX_WAIT);
+    assert_known_waits(&all, "futex", "cond-waiter-", CONDVAR_WAITERS, CONDVAR_WAIT);
+
+    // Without tracefs, the futex probe falls back on the generic system call hooks.
+    if let Kernel::Guest(_) = kernel {
+        assert_eq!(
+            results.rc("futex-notracefs"),
+            0,
+            "{}",
+            results.text("futex-notracefs.log")
+        );
+        let profile = results.profile("futex-notracefs");
+        let hook = &profile
+            .metadata
+            .probes
+            .iter()
+            .find(|p| p.probe == "futex")
+            .expect("futex in the metadata")
+            .hook;
+        assert!(
+            hook.contains("sys_enter") && !hook.contains("tracepoint/syscalls"),
+            "hooks without tracefs: {hook}"
+        );
+        assert_demo_answer(&profile, "futex");
+        let with = &futex.metadata.probes[0].hook;
+        assert!(
+            with.contains("tracepoint/syscalls"),
+            "hooks with tracefs: {with}"
+        );
+    }
+
+    std::fs::write(out.join("summary.txt"), summary.join("\n") + "\n").expect("write summary.txt");
+}
+
+/// The demo's 4 mutex waits of 200 ms and 2 condvar waits of 300 ms as `probe` saw them, on
+/// stacks complete to the thread entry.
+fn assert_demo_answer(profile: &Profile, probe: &str) {
+    assert_known_waits(profile, probe, "mutex-waiter-", MUTEX_WAITERS, MUTEX_WAIT);
+    assert_known_waits(
+        profile,
+        probe,
+        "cond-waiter-",
+        CONDVAR_WAITERS,
+        CONDVAR_WAIT,
+    );
+    assert_demo_stacks(profile, probe);
+}
+
+/// The share of `probe`'s wait time on complete user stacks, as a percentage.
+fn complete_share(profile: &Profile, probe: &str) -> String {
+    let (mut all, mut complete) = (0u64, 0u64);
+    for w in profile.waits.iter().filter(|w| w.probe == probe) {
+        all += w.stats.total_ns;
+        if profile.stack(w.user_stack).is_some_and(|s| !s.truncated) {
+            complete += w.stats.total_ns;
+        }
+    }
+    format!("{:.1}%", 100.0 * complete as f64 / all.max(1) as f64)
+}
+
+/// What became of `probe` in a recording.
+fn attach_status(profile: &Profile, probe: &str) -> AttachStatus {
+    profile
+        .metadata
+        .probes
+        .iter()
+        .find(|p| p.probe == probe)
+        .unwrap_or_else(|| panic!("{probe} not in the profile's metadata"))
+        .status
+        .clone()
+}
+
+/// Runs `tests/data/kernel-checks.sh` on `kernel`; returns the directory of its results.
+fn run_checks(kernel: Kernel) -> PathBuf {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("kernel-matrix")
+        .join(kernel.name());
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).expect("create the results directory");
+    let work = tempfile::tempdir().expect("tempdir");
+    let checks = include_str!("data/kernel-checks.sh");
+    match kernel {
+        Kernel::Host => {
+            let script = work.path().join("checks.sh");
+            std::fs::write(&script, checks).expect("write the checks");
+            let status = Command::new("sh")
+                .arg(&script)
+                .env("LOCKSCOPE", env!("CARGO_BIN_EXE_lockscope"))
+                .env("DEMO", demo_path())
+                .env("OUT", &out)
+                .status()
+                .expect("run the checks");
+            assert!(status.success(), "the checks failed: {status}");
+        }
+        Kernel::Guest(series) => {
+            // The guest gets lockscope without its debug information (a tenth of the size, so a
+            // far smaller initramfs); the demo keeps its names.
+            let lockscope = work.path().join("lockscope");
+            let strip = Command::new("strip")
+                .arg("--strip-debug")
+                .arg("-o")
+                .arg(&lockscope)
+                .arg(env!("CARGO_BIN_EXE_lockscope"))
+                .status()
+                .expect("run strip");
+            assert!(strip.success(), "strip failed");
+            let script = work.path().join("guest.sh");
+            let header = format!(
+                "LOCKSCOPE={}\nDEMO={}\nOUT=/out\nTOGGLE_TRACEFS=1\n",
+                lockscope.display(),
+                demo_path()
+            );
+            std::fs::write(&script, header + checks).expect("write the guest script");
+            let vm = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.ci/kernel-vm");
+            let status = Command::new("bash")
+                .arg(vm)
+                .args(["run", "--kernel", series, "--timeout", GUEST_TIMEOUT_SECS])
+                .arg("--script")
+                .arg(&script)
+                .arg("--out")
+                .arg(&out)
+                .arg("--file")
+                .arg(&lockscope)
+                .arg("--file")
+                .arg(demo_path())
+                .status()
+                .expect("run .ci/kernel-vm");
+            assert!(
+                status.success(),
+                "the {series} guest failed ({status}); its console is in {}",
+                out.join("console.log").display()
+            );
+        }
+    }
+    out
+}
+
+/// The files the checks left.
+struct Results {
+    dir: PathBuf,
+}
+
+impl Results {
+    fn read(dir: &Path) -> Results {
+        Results {
+            dir: dir.to_owned(),
+        }
+    }
+
+    fn text(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.join(name))
+            .unwrap_or_else(|e| panic!("no {name} in {}: {e}", self.dir.display()))
+    }
+
+    fn rc(&self, name: &str) -> i32 {
+        let text = self.text(&format!("{name}.rc"));
+        text.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}.rc: {text:?}"))
+    }
+
+    fn profile(&self, name: &str) -> Profile {
+        read_profile(&self.dir.join(format!("{name}.lsp")))
+            .unwrap_or_else(|e| panic!("{name}.lsp: {e:#}\n{}", self.text(&format!("{name}.log"))))
+    }
+
+    /// The programs line of `lockscope probes`.
+    fn programs(&self) -> String {
+        let text = self.text("probes.txt");
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix("this kernel takes the "))
+            .unwrap_or_else(|| panic!("no programs line in probes.txt:\n{text}"))
+            .to_owned()
+    }
+
+    /// Each eBPF probe's verdict in `lockscope probes` (`loads`, `fails`, `absent`) with its
+    /// `why:` line.
+    fn probe_verdicts(&self) -> BTreeMap<String, (String, String)> {
+        assert_eq!(self.rc("probes"), 0, "{}", self.text("probes.txt"));
+        let text = self.text("probes.txt");
+        let ebpf = text.split("DTrace backend").next().unwrap_or_default();
+        let mut verdicts = BTreeMap::new();
+        let mut last: Option<String> = None;
+        for line in ebpf.lines() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if let Some(why) = line.trim().strip_prefix("why: ") {
+                if let Some(entry) = last.as_ref().and_then(|p| verdicts.get_mut(p)) {
+                    let (_, reason): &mut (String, String) = entry;
+                    *reason = why.to_owned();
+                }
+            } else if fields.len() > 4 && PROBES.contains(&fields[0]) {
+                verdicts.insert(fields[0].to_owned(), (fields[3].to_owned(), String::new()));
+                last = Some(fields[0].to_owned());
+            }
+        }
+        verdicts
+    }
+}
