@@ -129,8 +129,11 @@ static __always_inline int on_sys_enter(long id, __u64 arg0, __u64 arg1)
 
 /* Ends the current thread's wait in flight, if it has one: from the futex system calls' exit, and
  * from the thread's exit (a wait ended by exit_group never returns). `compat`: see
- * capture_stacks. */
-static __always_inline int on_wait_end(void *ctx, const bool compat)
+ * capture_stacks. `kernel_stack`: false in the per-syscall tracepoints' programs, whose context
+ * holds the system call's user registers on older kernels (on 6.1 every kernel stack failed
+ * there); at a futex call's exit the kernel stack is the return path anyway, the same for every
+ * wait. */
+static __always_inline int on_wait_end(void *ctx, const bool compat, const bool kernel_stack)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
@@ -151,13 +154,18 @@ static __always_inline int on_wait_end(void *ctx, const bool compat)
 	bpf_map_delete_elem(&starts, &tid);
 	COUNT(events);
 
-	stacks = capture_stacks(ctx, compat);
+	if (kernel_stack) {
+		stacks = capture_stacks(ctx, compat);
+	} else {
+		stacks.user = lks_unwind_user_stack(ctx, compat);
+		stacks.kernel = 0;
+	}
 	if (stacks.user < 0)
 		COUNT(user_stack_failures);
 	if (stacks.kernel < 0)
 		COUNT(kernel_stack_failures);
 	key.user_stack_id = stacks.user < 0 ? -1 : stacks.user;
-	key.kernel_stack_id = stacks.kernel < 0 ? -1 : stacks.kernel;
+	key.kernel_stack_id = kernel_stack && stacks.kernel >= 0 ? stacks.kernel : -1;
 
 	/* The key holds the thread id and a thread waits in one syscall at a time, so no other CPU
 	 * updates this entry concurrently: its max is exact. */
@@ -199,7 +207,7 @@ static __always_inline int on_exit_btf(void *ctx, struct pt_regs *regs, const bo
 {
 	if (!is_futex_syscall(regs->orig_ax))
 		return 0;
-	return on_wait_end(ctx, compat);
+	return on_wait_end(ctx, compat, true);
 }
 
 SEC("tp_btf/sys_exit")
@@ -226,13 +234,13 @@ int BPF_PROG(lks_fork_btf, struct task_struct *parent, struct task_struct *child
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(lks_texit_btf)
 {
-	return on_wait_end(ctx, false);
+	return on_wait_end(ctx, false, true);
 }
 
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(lks_texit_btf_compat)
 {
-	return on_wait_end(ctx, true);
+	return on_wait_end(ctx, true, true);
 }
 
 SEC("raw_tp/sys_enter")
@@ -245,7 +253,7 @@ static __always_inline int on_exit_raw(void *ctx, struct pt_regs *regs, const bo
 {
 	if (!is_futex_syscall(BPF_CORE_READ(regs, orig_ax)))
 		return 0;
-	return on_wait_end(ctx, compat);
+	return on_wait_end(ctx, compat, true);
 }
 
 SEC("raw_tp/sys_exit")
@@ -269,13 +277,13 @@ int BPF_PROG(lks_fork_raw, struct task_struct *parent, struct task_struct *child
 SEC("raw_tp/sched_process_exit")
 int BPF_PROG(lks_texit_raw)
 {
-	return on_wait_end(ctx, false);
+	return on_wait_end(ctx, false, true);
 }
 
 SEC("raw_tp/sched_process_exit")
 int BPF_PROG(lks_texit_raw_compat)
 {
-	return on_wait_end(ctx, true);
+	return on_wait_end(ctx, true, true);
 }
 
 /*
@@ -302,13 +310,13 @@ int lks_enter_futex_tp(struct trace_event_raw_sys_enter *ctx)
 SEC("tracepoint/syscalls/sys_exit_futex")
 int lks_exit_futex_tp(struct trace_event_raw_sys_exit *ctx)
 {
-	return on_wait_end(ctx, false);
+	return on_wait_end(ctx, false, false);
 }
 
 SEC("tracepoint/syscalls/sys_exit_futex")
 int lks_exit_futex_tp_compat(struct trace_event_raw_sys_exit *ctx)
 {
-	return on_wait_end(ctx, true);
+	return on_wait_end(ctx, true, false);
 }
 
 SEC("tracepoint/syscalls/sys_enter_futex_waitv")
@@ -320,13 +328,13 @@ int lks_enter_futex_waitv_tp(struct trace_event_raw_sys_enter *ctx)
 SEC("tracepoint/syscalls/sys_exit_futex_waitv")
 int lks_exit_futex_waitv_tp(struct trace_event_raw_sys_exit *ctx)
 {
-	return on_wait_end(ctx, false);
+	return on_wait_end(ctx, false, false);
 }
 
 SEC("tracepoint/syscalls/sys_exit_futex_waitv")
 int lks_exit_futex_waitv_tp_compat(struct trace_event_raw_sys_exit *ctx)
 {
-	return on_wait_end(ctx, true);
+	return on_wait_end(ctx, true, false);
 }
 
 SEC("tracepoint/syscalls/sys_enter_futex_wait")
@@ -338,11 +346,11 @@ int lks_enter_futex_wait_tp(struct trace_event_raw_sys_enter *ctx)
 SEC("tracepoint/syscalls/sys_exit_futex_wait")
 int lks_exit_futex_wait_tp(struct trace_event_raw_sys_exit *ctx)
 {
-	return on_wait_end(ctx, false);
+	return on_wait_end(ctx, false, false);
 }
 
 SEC("tracepoint/syscalls/sys_exit_futex_wait")
 int lks_exit_futex_wait_tp_compat(struct trace_event_raw_sys_exit *ctx)
 {
-	return on_wait_end(ctx, true);
+	return on_wait_end(ctx, true, false);
 }

@@ -10,7 +10,8 @@
 //!    main thread signals them.
 //!
 //! So a recording must show 4 mutex waits of about 200 ms (800 ms in all) and 2 condvar waits of
-//! about 300 ms (600 ms in all). Each condvar waiter has its own mutex, so no waiter contends for a
+//! about 300 ms (600 ms in all); each thread also prints the wait it measured itself, which a
+//! recording must match where the machine's speed shifts the waits (an emulated kernel). Each condvar waiter has its own mutex, so no waiter contends for a
 //! mutex after its wake-up and the counts are exact. The main thread's own waits (joining the
 //! threads) come on top, under its own name.
 //!
@@ -89,11 +90,15 @@ fn take_order_lock() {
     ORDER_LOCK.lock();
 }
 
+/// Returns how long this thread waited for the lock, as it measured it.
 #[inline(never)]
-fn place_order() {
+fn place_order() -> Duration {
     READY.fetch_add(1, Ordering::SeqCst);
+    let start = Instant::now();
     take_order_lock();
+    let waited = start.elapsed();
     ORDER_LOCK.unlock();
+    waited
 }
 
 #[inline(never)]
@@ -107,12 +112,16 @@ fn wait_for_signal(shipment: &Shipment) {
     }
 }
 
+/// Returns how long this thread waited for the signal, as it measured it.
 #[inline(never)]
-fn await_shipment(shipment: &Shipment) {
+fn await_shipment(shipment: &Shipment) -> Duration {
     shipment.mutex.lock();
     READY.fetch_add(1, Ordering::SeqCst);
+    let start = Instant::now();
     wait_for_signal(shipment);
+    let waited = start.elapsed();
     shipment.mutex.unlock();
+    waited
 }
 
 fn deliver(shipment: &Shipment) {
@@ -200,8 +209,16 @@ fn main() {
     thread::sleep(mutex_hold.saturating_sub(Duration::from_millis(5)));
     ORDER_LOCK.unlock();
     let held = hold_start.elapsed() + Duration::from_millis(5);
-    for t in mutex_waiters {
-        t.join().expect("mutex waiter panicked");
+    // Each thread's own measure of its wait: the answer a recording must match where the
+    // machine's speed shifts the waits away from the nominal ones (an emulated kernel).
+    let mut measured = Vec::new();
+    for (i, t) in mutex_waiters.into_iter().enumerate() {
+        let waited = t.join().expect("mutex waiter panicked");
+        measured.push(format!(
+            "mutex-waiter-{} {:.1} ms",
+            i + 1,
+            waited.as_secs_f64() * 1e3
+        ));
     }
 
     // Part 2: condvar waits, one condvar (and mutex) per waiter.
@@ -227,8 +244,13 @@ fn main() {
     for shipment in &SHIPMENTS {
         deliver(shipment);
     }
-    for t in cond_waiters {
-        t.join().expect("condvar waiter panicked");
+    for (i, t) in cond_waiters.into_iter().enumerate() {
+        let waited = t.join().expect("condvar waiter panicked");
+        measured.push(format!(
+            "cond-waiter-{} {:.1} ms",
+            i + 1,
+            waited.as_secs_f64() * 1e3
+        ));
     }
 
     println!(
@@ -237,6 +259,10 @@ fn main() {
         held.as_secs_f64() * 1e3,
         CONDVAR_WAIT.as_millis(),
         started.elapsed().as_secs_f64() * 1e3
+    );
+    println!(
+        "lockscope-demo: waits measured by the threads: {}",
+        measured.join(", ")
     );
     if wait_for_stdin {
         // Flush so a test reading our stdout sees the summary while we wait.

@@ -23,7 +23,9 @@ record all --probes futex,offcpu,wakeup,syscall,lifecycle,klock,mutex-hold
 
 if [ "${TOGGLE_TRACEFS:-0}" = 1 ]; then
     # The futex probe's generic hooks: without tracefs, its per-syscall events do not exist.
+    # debugfs too: its tracing directory mounts tracefs again when looked into.
     umount /sys/kernel/debug/tracing 2>/dev/null
+    umount /sys/kernel/debug
     umount /sys/kernel/tracing
     record futex-notracefs --probes futex
 fi
