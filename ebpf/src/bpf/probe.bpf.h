@@ -84,7 +84,10 @@ static __always_inline void aggregate(void *map, void *key, __u64 duration, stru
 		}
 	}
 	__sync_fetch_and_add(&stats->count, 1);
-	__sync_fetch_and_add(&stats->total_ns, duration);
+	/* Not for a constant 0 (lifecycle's exits): clang turns that add into an atomic OR, which
+	 * kernels before 5.12 reject ("BPF_STX uses reserved fields"). */
+	if (duration)
+		__sync_fetch_and_add(&stats->total_ns, duration);
 	/* A duration's bit length is at most 63 (2^63 ns is 292 years). The mask bounds the index
 	 * for every verifier: a compare is done on a 32-bit copy that older ones (6.1) lose. */
 	slot = hist_slot(duration) & 63;
