@@ -475,8 +475,13 @@ mod tests {
     /// futex wait of this thread with its address, op and duration (on the generic hooks, with
     /// tracefs mounted or not).
     #[test]
+    #[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
     fn raw_tp_fallback_records_a_wait() {
         if let Err(why) = crate::environment::check_environment() {
+            assert!(
+                std::env::var_os("LOCKSCOPE_REQUIRE_BPF").is_none(),
+                "cannot run: {why} (LOCKSCOPE_REQUIRE_BPF is set)"
+            );
             eprintln!("skipped: {why}");
             return;
         }

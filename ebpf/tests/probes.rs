@@ -36,6 +36,11 @@ fn skip_reason() -> Option<String> {
 macro_rules! require_bpf {
     () => {
         if let Some(why) = skip_reason() {
+            // CI sets it: there a skip would hide a broken suite.
+            assert!(
+                std::env::var_os("LOCKSCOPE_REQUIRE_BPF").is_none(),
+                "cannot run: {why} (LOCKSCOPE_REQUIRE_BPF is set)"
+            );
             eprintln!("skipped: {why}");
             return;
         }
@@ -109,6 +114,7 @@ fn assert_breakdown_adds_up(profile: &Profile) {
 /// A fork of N children and M spawns of /bin/true count exactly N forks and M execs (plus the
 /// launcher's exec of the helper itself), with plausible latencies and the forking stacks.
 #[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn lifecycle_counts_forks_and_execs() {
     require_bpf!();
     let profile = record("helper_forks_and_execs", &["lifecycle"]);
@@ -129,6 +135,7 @@ fn lifecycle_counts_forks_and_execs() {
 /// A thread sleeping 500 ms in clock_nanosleep shows ~500 ms off-CPU in that state with its
 /// kernel stack, and in its breakdown as `sleep`; every thread's breakdown adds up.
 #[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn offcpu_shows_a_sleep() {
     require_bpf!();
     let profile = record("helper_sleeps", &["offcpu"]);
@@ -175,6 +182,7 @@ fn offcpu_shows_a_sleep() {
 /// Two CPU hogs pinned to one CPU wait for it in turn: each spends a large share of its wall time
 /// in the run queue, preempted.
 #[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn offcpu_shows_run_queue_delay() {
     require_bpf!();
     let profile = record("helper_pinned_hogs", &["offcpu"]);
@@ -199,6 +207,7 @@ fn offcpu_shows_run_queue_delay() {
 
 /// A syscall failing with ENOENT is counted under that errno, apart from the successes.
 #[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn syscall_counts_errno() {
     require_bpf!();
     let profile = record("helper_failing_syscalls", &["syscall"]);
@@ -210,6 +219,7 @@ fn syscall_counts_errno() {
 
 /// `--syscalls rmdir` records rmdir and nothing else.
 #[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn syscall_filter_keeps_only_the_named_calls() {
     require_bpf!();
     let profile = record_with("helper_failing_syscalls", &["syscall"], &["rmdir"]);
@@ -226,6 +236,7 @@ fn syscall_filter_keeps_only_the_named_calls() {
 /// Threads mapping and unmapping memory in one address space contend its mmap lock: klock
 /// records rwsem contention with kernel stacks.
 #[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn klock_shows_mmap_lock_contention() {
     require_bpf!();
     let profile = record("helper_mmap_storm", &["klock"]);
@@ -354,6 +365,7 @@ fn helper_mmap_storm() {
 /// frames), and a pool thread parked on a condvar for the whole run is labelled idle while the
 /// mutex waits are not.
 #[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn futex_waits_are_classified() {
     require_bpf!();
     // With offcpu, each thread's own lifetime is its window (not the whole recording, whose
@@ -548,6 +560,7 @@ fn helper_sync_primitives() {
 /// A thread asleep for the whole recording (it never runs, so no scheduler event names it) still
 /// gets its breakdown, classed by the system call it is blocked in.
 #[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn offcpu_accounts_threads_that_never_run() {
     require_bpf!();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -581,6 +594,7 @@ fn offcpu_accounts_threads_that_never_run() {
 /// The opt-in mutex-hold probe measures its own cost when it attaches, and records how long a
 /// pthread mutex was held, apart from how it was acquired.
 #[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn mutex_hold_times() {
     require_bpf!();
     let profile = record("helper_holds_a_mutex", &["mutex-hold"]);

@@ -45,6 +45,11 @@ fn skip_reason() -> Option<String> {
 macro_rules! require_bpf {
     () => {
         if let Some(why) = skip_reason() {
+            // CI sets it: there a skip would hide a broken suite.
+            assert!(
+                std::env::var_os("LOCKSCOPE_REQUIRE_BPF").is_none(),
+                "cannot run: {why} (LOCKSCOPE_REQUIRE_BPF is set)"
+            );
             eprintln!("skipped: {why}");
             return;
         }
@@ -286,6 +291,7 @@ fn assert_c_chains(profile: &Profile, workload: &Workload) {
 /// The C chains, built without frame pointers, unwind completely through libc; the program exits
 /// before the recording ends and still gets its names.
 #[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn c_chains_unwind_without_frame_pointers() {
     require_bpf!();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -299,6 +305,7 @@ fn c_chains_unwind_without_frame_pointers() {
 
 /// The Rust chains (std's futex-based Mutex and Condvar) unwind completely.
 #[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn rust_chains_unwind_without_frame_pointers() {
     require_bpf!();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -343,6 +350,7 @@ fn rust_chains_unwind_without_frame_pointers() {
 /// A program started in its own mount namespace, from a binary that exists only there (a private
 /// tmpfs), unwinds and gets its names (through /proc/PID/map_files).
 #[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn chains_in_a_private_mount_namespace() {
     require_bpf!();
     if Command::new("unshare").arg("--version").output().is_err() {
@@ -394,6 +402,7 @@ fn chains_in_a_private_mount_namespace() {
 /// A library dlopen'ed after the recorder attached unwinds and symbolizes: its frame sits between
 /// inner_lock and pthread_mutex_lock on complete stacks.
 #[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn library_dlopened_after_attach_unwinds() {
     require_bpf!();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -441,6 +450,7 @@ fn library_dlopened_after_attach_unwinds() {
 /// A program whose own CFI is only in .debug_frame (`-fno-asynchronous-unwind-tables -g`: no
 /// .eh_frame entries for its functions) unwinds from .debug_frame.
 #[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn chains_with_cfi_only_in_debug_frame() {
     require_bpf!();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -459,6 +469,7 @@ fn chains_with_cfi_only_in_debug_frame() {
 /// A futex wait in a signal handler unwinds through the signal frame (glibc's `__restore_rt`,
 /// the registers saved in the `ucontext`) into the interrupted code and on to the thread entry.
 #[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn waits_in_signal_handlers_unwind_through_the_signal_frame() {
     require_bpf!();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -485,6 +496,7 @@ fn waits_in_signal_handlers_unwind_through_the_signal_frame() {
 /// A stripped program (no .symtab, no debug info) still unwinds completely from its .eh_frame;
 /// its functions are named from .dynsym when exported (-rdynamic), else `module+0xoffset`.
 #[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn stripped_binaries_unwind_and_fall_back_to_dynsym_then_offsets() {
     require_bpf!();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -592,6 +604,7 @@ fn lockscope_functions(
 /// so every wait that blocked): every function of a wait long enough to have surely blocked is
 /// in perf's set, and every function in perf's set is in lockscope's.
 #[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn functions_match_perf_dwarf_unwinding() {
     require_bpf!();
     if Command::new("perf").arg("--version").output().is_err() {

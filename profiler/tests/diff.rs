@@ -154,6 +154,7 @@ fn record_demo(dir: &std::path::Path, name: &str, hold_ms: u32) -> std::path::Pa
 /// each) the mutex waiters' frame grows by 4 × 200 ms, the condvar waiters' frame does not
 /// change, the SVG draws the frames, and the table flags the different arguments.
 #[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn demo_hold_times_differ_at_the_mutex_frame() {
     if !bpf_available("demo_hold_times_differ_at_the_mutex_frame") {
         return;

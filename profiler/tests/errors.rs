@@ -32,6 +32,7 @@ fn dead_pid() -> u32 {
 
 /// `record -p` with a pid that does not exist says so.
 #[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn record_missing_pid() {
     if !bpf_available("record_missing_pid") {
         return;
@@ -54,6 +55,7 @@ fn record_missing_pid() {
 /// `record -- CMD` with a command that cannot start names the command and the OS error, and
 /// leaves no BPF program behind.
 #[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn record_command_that_cannot_start() {
     if !bpf_available("record_command_that_cannot_start") {
         return;
@@ -73,6 +75,7 @@ fn record_command_that_cannot_start() {
 
 /// Recording without CAP_BPF/CAP_PERFMON names what is missing and how to get it.
 #[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn record_without_privileges() {
     if !bpf_available("record_without_privileges") {
         return;
@@ -94,6 +97,7 @@ fn record_without_privileges() {
 
 /// An output path in a missing directory is refused before anything is recorded.
 #[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn record_unwritable_output() {
     if !bpf_available("record_unwritable_output") {
         return;

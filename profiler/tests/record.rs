@@ -47,6 +47,7 @@ impl Drop for TracefsMount {
 /// With tracefs mounted, the futex probe attaches to the futex system calls' own tracepoints
 /// (so other system calls never enter BPF) and still measures the demo's known waits.
 #[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn futex_probe_uses_syscall_tracepoints_with_tracefs() {
     if !bpf_available("futex_probe_uses_syscall_tracepoints_with_tracefs") {
         return;
@@ -114,6 +115,7 @@ fn futex_probe_uses_syscall_tracepoints_with_tracefs() {
 /// on condvars, in the right buckets, under the right threads, in the report, the folded export and
 /// the flamegraph; the target has exited before symbolization, and its frames still have names.
 #[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn demo_waits_match_the_known_answer() {
     if !bpf_available("demo_waits_match_the_known_answer") {
         return;
@@ -257,6 +259,7 @@ fn start_recording_pid(
 /// `record -p PID` on a running process records the waits of threads it creates after the
 /// attach, and ends by itself when the process exits.
 #[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn attach_by_pid_records_threads_created_later() {
     if !bpf_available("attach_by_pid_records_threads_created_later") {
         return;
@@ -293,6 +296,7 @@ fn attach_by_pid_records_threads_created_later() {
 /// SIGINT and SIGTERM end a recording with a complete, readable profile that holds the waits seen
 /// so far, and leave no lockscope BPF program loaded in the kernel.
 #[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn signals_end_recording_with_complete_profile() {
     if !bpf_available("signals_end_recording_with_complete_profile") {
         return;

@@ -138,6 +138,7 @@ fn check_sweep(dir: &Path, sweep: &Sweep, table: &str, levels: &[u32]) {
 /// nginx under ab at 1, 2, 5, 10 connections, attached with -p; then a second sweep where
 /// lockscope starts the same nginx itself (--server) and stops it afterwards.
 #[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn nginx_under_ab() {
     if !bpf_available("nginx_under_ab") {
         return;
@@ -207,6 +208,7 @@ fn nginx_under_ab() {
 
 /// MariaDB under sysbench oltp_read_only at 1, 2, 5, 10 threads (short levels), attached with -p.
 #[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn mariadb_under_sysbench() {
     if !bpf_available("mariadb_under_sysbench") {
         return;

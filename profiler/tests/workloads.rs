@@ -249,6 +249,7 @@ fn tids_with_frame(profile: &Profile, function: &str) -> BTreeSet<u32> {
 /// from the threads the server says serve the connections, the per-thread breakdown covers every
 /// connection thread, no event is lost, and the profile round-trips through JSON.
 #[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn mariadb_under_sysbench() {
     if !bpf_available("mariadb_under_sysbench") {
         return;
@@ -344,6 +345,7 @@ fn mariadb_under_sysbench() {
 /// path, the per-thread breakdown covers the process's threads, no event is lost, and the
 /// profile round-trips through JSON.
 #[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn nginx_under_ab() {
     if !bpf_available("nginx_under_ab") {
         return;
