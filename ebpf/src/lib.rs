@@ -1,17 +1,24 @@
 //! Linux eBPF backend of lockscope.
 //!
-//! [`Recorder`] records every futex wait of a target process (all its threads, including threads
-//! created later, and the processes it forks while recorded) with CO-RE BPF programs on the
-//! `sys_enter`/`sys_exit` tracepoints (tp_btf, falling back to raw_tp), aggregated in the kernel
-//! per (thread, futex word, op, user stack, kernel stack) into log2 histograms. Nothing streams
-//! to user space while recording: [`Recorder::finish`] drains the aggregation map once,
-//! symbolizes the stacks with blazesym (user stacks from `/proc/PID/maps` snapshots, so a target
-//! that already exited still symbolizes) and returns a [`lockscope_probes::Profile`].
+//! [`Recorder`] records a target process (all its threads, including threads created later, and
+//! the processes it forks while recorded) with the selected probes, each a CO-RE BPF object of
+//! its own (`src/bpf/NAME.bpf.c`, its structs in `NAME.h`) sharing the maps of the `targets`
+//! object (`shared`): the target set, the stack maps and the in-kernel user-stack unwinder's tables
+//! (`unwind`). Waits are aggregated in the kernel into log2 histograms per key; nothing streams to
+//! user space while recording. [`Recorder::finish`] drains the maps once, symbolizes the stacks
+//! with blazesym (user stacks from `/proc/PID/maps` snapshots, so a target that already exited
+//! still symbolizes) and returns a [`lockscope_probes::Profile`].
 //!
-//! Layout: `src/bpf/` holds the BPF C (`futex.bpf.c`, the shared `futex.h`, and `stacks.bpf.h`,
-//! the stack-capture seam); [`bpf`](crate) loads it through a libbpf-cargo skeleton; `launch`
-//! starts a command only once the probes are attached; `procmaps` and `symbolize` turn addresses
-//! into frames.
+//! Kernels from 5.10 on: every program that captures stacks comes in a default and a compat
+//! variant, and [`ProgramVariant`] loads the one the running kernel takes (by asking it, not by
+//! its version); [`probe_support`] loads each probe as `record` would and says which load, fail
+//! (with the verifier's reason, captured by `libbpf_log`) or are absent. docs/KERNELS.md has what
+//! older kernels lack and what replaces it.
+//!
+//! Layout: `bpf` is the futex object's loader (tracefs's per-syscall tracepoints, else the generic
+//! hooks, tp_btf or raw_tp), `probeset` the other probes' and the drain into records, `recorder`
+//! the recording session, `launch` starts a command only once the probes are attached, `procmaps`
+//! and `symbolize` turn addresses into frames.
 
 mod bpf;
 mod environment;

@@ -54,12 +54,15 @@ impl ProgramVariant {
         }
     }
 
-    /// How profiles and `lockscope probes` name it.
+    /// How `lockscope probes` names it.
     pub fn describe(self) -> &'static str {
         match self {
-            ProgramVariant::Default => "bpf_loop unwinder with bpf_find_vma",
+            ProgramVariant::Default => {
+                "default programs (the unwinder on bpf_loop, unknown code found by bpf_find_vma)"
+            }
             ProgramVariant::Compat => {
-                "compat unwinder (no bpf_loop or bpf_find_vma: bounded loops, VMA list)"
+                "compat programs (no bpf_loop or bpf_find_vma: the unwinder in bounded loops, \
+                 unknown code found on the VMA list)"
             }
         }
     }

@@ -260,12 +260,16 @@ fn demo_measures(log: &str) -> Vec<(String, f64)> {
         .collect()
 }
 
-/// The share of `probe`'s wait time on complete user stacks, as a percentage.
+/// Of `probe`'s wait time with a user stack, the share on stacks complete to the thread entry,
+/// as a percentage (intervals recorded without a stack by design, a preemption's, do not count).
 fn complete_share(profile: &Profile, probe: &str) -> String {
     let (mut all, mut complete) = (0u64, 0u64);
     for w in profile.waits.iter().filter(|w| w.probe == probe) {
+        let Some(stack) = profile.stack(w.user_stack) else {
+            continue;
+        };
         all += w.stats.total_ns;
-        if profile.stack(w.user_stack).is_some_and(|s| !s.truncated) {
+        if !stack.truncated {
             complete += w.stats.total_ns;
         }
     }
