@@ -168,9 +168,9 @@ fn check_kernel(kernel: Kernel) {
             "{probe} with the others: {status:?}, alone: {alone}"
         );
     }
-    // Not the stacks: mutex-hold's uretprobes replace return addresses in libc's lock path
-    // with the uprobe trampoline's, where the unwinder stops.
-    assert_demo_waits(&all, "futex", &results.text("all.log"));
+    // The stacks too: mutex-hold's uretprobes replace return addresses in libc's lock path
+    // with their trampoline's, which the unwinder must see through.
+    assert_demo_answer(&all, "futex", &results.text("all.log"));
 
     // Without tracefs, the futex probe falls back on the generic system call hooks.
     if let Kernel::Guest(_) = kernel {

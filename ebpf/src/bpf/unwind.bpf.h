@@ -115,6 +115,11 @@ struct unwind_scratch {
 	__u32 after_signal;
 	/* enum unwind_end */
 	__u32 end;
+	/* Pending uretprobes of the thread: the address of their trampoline, which replaced the
+	 * return addresses of the probed calls on the stack, and the kernel's record of the next
+	 * one to restore (struct return_instance, innermost first); 0 when none. */
+	__u64 uretprobe_trampoline;
+	__u64 return_instance;
 	struct unwind_fallback fallback;
 };
 
@@ -230,6 +235,18 @@ static long lks_vma_callback(struct task_struct *task, struct vm_area_struct *vm
 			 BPF_CORE_READ(vma, vm_pgoff) << 12);
 	s->found = 1;
 	return 0;
+}
+
+/* Sets the walk's uretprobe state (see struct unwind_scratch) for the current thread: one read
+ * for a thread that never hit a uprobe. */
+static __always_inline void lks_pending_uretprobes(struct unwind_scratch *s)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct uprobe_task *utask = BPF_CORE_READ(task, utask);
+
+	s->return_instance = utask ? (__u64)BPF_CORE_READ(utask, return_instances) : 0;
+	s->uretprobe_trampoline =
+		s->return_instance ? BPF_CORE_READ(task, mm, uprobes_state.xol_area, vaddr) : 0;
 }
 
 /* Before Linux 6.1 a process's VMAs were a list sorted by address (mm->mmap, vma->vm_next); the
@@ -511,6 +528,14 @@ static __always_inline long lks_unwind_frame(struct unwind_walk *w, const bool c
 			return lks_walk_truncated(s);
 		}
 	}
+	if (ra == s->uretprobe_trampoline && s->return_instance) {
+		/* A uretprobe (the mutex-hold probe's, anyone's) is pending on this call: its return
+		 * address is in the kernel's record of the hit. */
+		struct return_instance *ri = (void *)s->return_instance;
+
+		ra = BPF_CORE_READ(ri, orig_ret_vaddr);
+		s->return_instance = (__u64)BPF_CORE_READ(ri, next);
+	}
 	if (ra == 0) {
 		/* A zero return address ends frame-pointer chains (and some hand-written entries). */
 		s->end = LKS_WALK_COMPLETE;
@@ -619,6 +644,7 @@ static __always_inline __s32 lks_unwind_user_stack(void *ctx, const bool compat)
 	s->after_signal = 0;
 	s->fallback.vma_found = 0;
 	s->fallback.exe_found = 0;
+	lks_pending_uretprobes(s);
 	if (config->user_stacks == LKS_USER_STACKS_FRAME_POINTERS) {
 		err = bpf_get_stack(ctx, stack->pcs, sizeof(stack->pcs), BPF_F_USER_STACK);
 		if (err < 0)
