@@ -95,20 +95,7 @@ fn futex_probe_uses_syscall_tracepoints_with_tracefs() {
         "losses: {:?}",
         profile.metadata.losses
     );
-    assert_known_waits(
-        &profile,
-        "futex",
-        "mutex-waiter-",
-        MUTEX_WAITERS,
-        MUTEX_WAIT,
-    );
-    assert_known_waits(
-        &profile,
-        "futex",
-        "cond-waiter-",
-        CONDVAR_WAITERS,
-        CONDVAR_WAIT,
-    );
+    assert_demo_known_answer(&profile, "futex");
 }
 
 /// `record -- lockscope-demo` measures the demo's known waits: 4 × 200 ms on a mutex and 2 × 300 ms
@@ -145,20 +132,7 @@ fn demo_waits_match_the_known_answer() {
     assert!(meta.target.launched);
     assert_eq!(meta.target.command[0], demo_path());
     assert!(meta.losses.is_zero(), "losses: {:?}", meta.losses);
-    assert_known_waits(
-        &profile,
-        "futex",
-        "mutex-waiter-",
-        MUTEX_WAITERS,
-        MUTEX_WAIT,
-    );
-    assert_known_waits(
-        &profile,
-        "futex",
-        "cond-waiter-",
-        CONDVAR_WAITERS,
-        CONDVAR_WAIT,
-    );
+    assert_demo_known_answer(&profile, "futex");
 
     assert_demo_stacks(&profile, "futex");
 
@@ -277,20 +251,7 @@ fn attach_by_pid_records_threads_created_later() {
     assert_eq!(profile.metadata.end_reason, "target exited");
     assert!(!profile.metadata.target.launched);
     assert_eq!(profile.metadata.target.pid, demo.pid());
-    assert_known_waits(
-        &profile,
-        "futex",
-        "mutex-waiter-",
-        MUTEX_WAITERS,
-        MUTEX_WAIT,
-    );
-    assert_known_waits(
-        &profile,
-        "futex",
-        "cond-waiter-",
-        CONDVAR_WAITERS,
-        CONDVAR_WAIT,
-    );
+    assert_demo_known_answer(&profile, "futex");
 }
 
 /// SIGINT and SIGTERM end a recording with a complete, readable profile that holds the waits seen

@@ -67,6 +67,19 @@ pub fn assert_known_waits(
     assert_eq!(threads.len() as u64, count, "one wait per {prefix}* thread");
 }
 
+/// Checks that `probe` saw the demo's nominal answer: 4 mutex waits of 200 ms and 2 condvar waits
+/// of 300 ms (see [`assert_known_waits`]).
+pub fn assert_demo_known_answer(profile: &Profile, probe: &str) {
+    assert_known_waits(profile, probe, "mutex-waiter-", MUTEX_WAITERS, MUTEX_WAIT);
+    assert_known_waits(
+        profile,
+        probe,
+        "cond-waiter-",
+        CONDVAR_WAITERS,
+        CONDVAR_WAIT,
+    );
+}
+
 /// Asserts that `names` (leaf first) contains frames matching `chain` (outermost first), in that
 /// order from the root.
 pub fn assert_in_order(names: &[String], chain: &[&str]) {
