@@ -301,9 +301,7 @@ static __always_inline bool lks_vma_list_mapping(struct unwind_mapping *out, __u
  * none. The VMA comes from bpf_find_vma (Linux 5.17+), or in `compat` programs from the VMA list
  * (kernels before 6.1). bpf_find_vma succeeds once per program run where interrupts are disabled
  * (sched_switch: its mmap unlock waits in an irq_work until then), so the executable is found
- * without it, and a VMA found is kept for later frames. A global function: the verifier checks it
- * once, on its own, instead of in every state of the unwinding loop; it takes no pointer, which
- * global functions could not before Linux 5.12.
+ * without it, and a VMA found is kept for later frames.
  */
 static __always_inline int lks_fallback(__u64 pc, const bool compat)
 {
@@ -340,6 +338,9 @@ static __always_inline int lks_fallback(__u64 pc, const bool compat)
 	return 1;
 }
 
+/* lks_fallback as global functions, one per variant: the verifier checks each once, on its own,
+ * instead of in every state of the unwinding loop. They take no pointer, which global functions
+ * could not before Linux 5.12 (their state is in the scratch map). */
 __noinline int lks_fallback_mapping(__u64 pc)
 {
 	return lks_fallback(pc, false);
