@@ -263,7 +263,7 @@ fn run_dtrace(args: &RecordArgs, target: RecordTarget) -> Result<()> {
     let os = match args.os {
         Some(os) => os.into_target_os(),
         None => lockscope_dtrace::TargetOs::host().context(
-            "this host has no DTrace backend of its own: give --os macos, freebsd or illumos",
+            "this host has no DTrace backend of its own: give --os macos, freebsd, illumos or linux",
         )?,
     };
     let mut script = ScriptOptions::new(os);
