@@ -235,6 +235,11 @@ struct TargetWatch {
     child_of_dtrace: bool,
     /// When it was first seen gone.
     gone_since: Option<Instant>,
+    /// When dtrace's BEGIN line was seen: the recording starts when the probes are enabled,
+    /// not when dtrace starts (it takes a second or more to compile and load them).
+    began_at: Option<Instant>,
+    /// When the recording ended: the target gone, dtrace interrupted, or END printed.
+    ended_at: Option<Instant>,
     /// Every executable mapping seen while it lived.
     #[cfg(target_os = "linux")]
     maps: crate::symbolize::MapsSnapshot,
@@ -616,7 +621,14 @@ impl Driver {
             failed,
             notes,
         } = outcome;
-        let elapsed = started.elapsed();
+        // The window in which the probes were enabled, when dtrace said so; else all of it.
+        let (start, elapsed) = match (watch.began_at, watch.ended_at) {
+            (Some(began), Some(ended)) => (
+                start + began.duration_since(started),
+                ended.saturating_duration_since(began),
+            ),
+            _ => (start, started.elapsed()),
+        };
         let diagnosis = diagnose(&stderr);
         let os = self.options.script.os;
         let mut warnings = notes;
@@ -771,18 +783,24 @@ impl Driver {
             }
             // Only once the probes are enabled: before, a -c target does not exist yet.
             if flags.began.load(Ordering::Acquire) && interrupted.is_none() {
+                watch.began_at.get_or_insert_with(Instant::now);
                 watch.poll(child.id());
+                if let Some(gone) = watch.gone_since {
+                    watch.ended_at.get_or_insert(gone);
+                }
             }
             if let Some(status) = child.try_wait().map_err(|source| Error::Process {
                 action: "wait for",
                 source,
             })? {
+                watch.ended_at.get_or_insert_with(Instant::now);
                 return Ok((Some(status), interrupted.map(|(_, why)| why)));
             }
             let now = Instant::now();
             if flags.done.load(Ordering::Acquire) {
                 // Everything is printed: what dtrace does now is not worth waiting for.
                 let at = *done_at.get_or_insert(now);
+                watch.ended_at.get_or_insert(now);
                 if now.duration_since(at) > DONE_GRACE {
                     let _ = child.kill();
                     return Ok((None, interrupted.map(|(_, why)| why)));
@@ -800,6 +818,7 @@ impl Driver {
                         None
                     };
                     if let Some(why) = why {
+                        watch.ended_at.get_or_insert(now);
                         // A failed signal means dtrace already exited; try_wait sees that next.
                         let _ = send_signal(child.id(), libc::SIGINT);
                         interrupted = Some((now, why));
