@@ -99,6 +99,9 @@ pub struct DriverOptions {
     /// How long dtrace may take to print its aggregations after SIGINT before it is killed
     /// (and the recording lost). Default: 30 s.
     pub grace: Duration,
+    /// Set by the driver when dtrace's BEGIN clause has printed: every probe is enabled and
+    /// the recording has started (for a status line, or a test that starts the load then).
+    pub began: Arc<AtomicBool>,
 }
 
 impl DriverOptions {
@@ -112,6 +115,7 @@ impl DriverOptions {
             env: Vec::new(),
             launcher: Launcher::Auto,
             grace: Duration::from_secs(30),
+            began: Arc::new(AtomicBool::new(false)),
         }
     }
 }
@@ -761,7 +765,6 @@ impl Driver {
         mut launched: Option<&mut LaunchedTarget>,
         watch: &mut TargetWatch,
     ) -> Result<(Option<ExitStatus>, Option<&'static str>), Error> {
-        let deadline = self.options.script.duration.map(|d| started + d);
         let mut interrupted: Option<(Instant, &'static str)> = None;
         let mut done_at: Option<Instant> = None;
         loop {
@@ -784,6 +787,7 @@ impl Driver {
             // Only once the probes are enabled: before, a -c target does not exist yet.
             if flags.began.load(Ordering::Acquire) && interrupted.is_none() {
                 watch.began_at.get_or_insert_with(Instant::now);
+                self.options.began.store(true, Ordering::Release);
                 watch.poll(child.id());
                 if let Some(gone) = watch.gone_since {
                     watch.ended_at.get_or_insert(gone);
@@ -797,6 +801,14 @@ impl Driver {
                 return Ok((Some(status), interrupted.map(|(_, why)| why)));
             }
             let now = Instant::now();
+            // The duration counts from BEGIN, when the probes are enabled (as the script's own
+            // tick clause does), not from dtrace's start; a dtrace that never begins is still
+            // stopped a duration after its start.
+            let deadline = self
+                .options
+                .script
+                .duration
+                .map(|d| watch.began_at.unwrap_or(started) + d);
             if flags.done.load(Ordering::Acquire) {
                 // Everything is printed: what dtrace does now is not worth waiting for.
                 let at = *done_at.get_or_insert(now);

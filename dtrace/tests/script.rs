@@ -72,6 +72,13 @@ fn validate(script: &str, os: TargetOs) {
     for line in code.lines() {
         let trimmed = line.trim();
         if depth == 0 {
+            // A global declaration (`uint64_t lockscope_offcpu_ts[int];`) between clauses.
+            if description.is_empty()
+                && trimmed.ends_with("];")
+                && trimmed.starts_with("uint64_t lockscope_")
+            {
+                continue;
+            }
             if trimmed.is_empty() || trimmed.starts_with("#pragma D option ") {
                 assert!(
                     description.is_empty() || trimmed.is_empty(),

@@ -302,9 +302,24 @@ fn run_dtrace(args: &RecordArgs, target: RecordTarget) -> Result<()> {
         signal_hook::flag::register(signal, Arc::clone(&options.stop))
             .context("failed to install a signal handler")?;
     }
+    let began = Arc::clone(&options.began);
     let driver = Driver::new(options)?;
-    eprintln!("lockscope: recording with dtrace on {os}; Ctrl-C to stop");
-    let recording = driver.run()?;
+    eprintln!("lockscope: starting dtrace on {os}; Ctrl-C to stop");
+    // Said once dtrace has enabled every probe (it takes a second or more): scripts and tests
+    // wait for this line before they load the target, as with the eBPF backend's line.
+    let announcer = std::thread::spawn(move || {
+        while !began.load(Ordering::Acquire) {
+            if Arc::strong_count(&began) == 1 {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!("lockscope: recording with dtrace on {os} (probes enabled)");
+    });
+    let recording = driver.run();
+    // The driver (and its options) are gone: the announcer sees the last reference and ends.
+    let _ = announcer.join();
+    let recording = recording?;
     for warning in &recording.warnings {
         eprintln!("lockscope: warning: {warning}");
     }
