@@ -1416,6 +1416,35 @@ mod tests {
         );
     }
 
+    /// A verifier rejection (thousands of `BPF:` lines ending in the reason) is one error that
+    /// quotes the reason and points to the saved log, not a privileges complaint.
+    #[test]
+    fn verifier_rejection_is_one_error() {
+        let mut lines = vec!["dtrace: could not enable tracing: BPF program load for \
+             'syscall:vmlinux:futex:return' failed: Permission denied"
+            .to_string()];
+        lines.extend((0..3000).map(|i| format!("BPF: {i}: (85) call bpf_map_lookup_elem#1")));
+        lines.push("BPF: R1 type=scalar expected=map_ptr".to_string());
+        lines.push("BPF: processed 3001 insns (limit 1000000)".to_string());
+        let d = diagnose(&lines);
+        assert_eq!(d.privileges, None);
+        assert_eq!(d.verifier_log.len(), 3002);
+        assert!(d.errors.is_empty(), "{:?}", d.errors);
+        let message = d.bpf_load_failed.clone().expect("load failure seen");
+        let error = verifier_error(&message, &lines, &d);
+        let text = error.to_string();
+        assert!(text.contains("R1 type=scalar expected=map_ptr"), "{text}");
+        assert!(text.contains("'syscall:vmlinux:futex:return'"), "{text}");
+        assert!(text.contains("(3002 lines)"), "{text}");
+        assert!(!text.contains('\n'), "{text}");
+        let Error::VerifierRejected { log: Some(log), .. } = error else {
+            panic!("not a saved verifier rejection: {text}");
+        };
+        let saved = std::fs::read_to_string(&log).expect("log saved");
+        assert_eq!(saved.lines().count(), lines.len());
+        let _ = std::fs::remove_file(log);
+    }
+
     /// The C library is named only on the OS it belongs to.
     #[test]
     fn libc_is_named_on_its_own_os() {
