@@ -375,9 +375,8 @@ pub const DTRACE_CATALOG: &[DtraceProbe] = &[
             (TargetOs::MacOs, &["sched:::off-cpu", "sched:::on-cpu"]),
             (TargetOs::FreeBsd, &["sched:::off-cpu", "sched:::on-cpu"]),
             (TargetOs::Illumos, &["sched:::off-cpu", "sched:::on-cpu"]),
-            // sched:::on-cpu never fires on Linux: the thread's switch back in is seen as the
-            // off-cpu of the thread it replaces (args[0] is the next thread), and the time is
-            // reported at the thread's next system call return, in its own context.
+            // sched:::on-cpu never fires on Linux: the time runs from the thread's first
+            // switch-out in a system call to that call's return, in its own context.
             (TargetOs::Linux, &["sched:::off-cpu", "syscall:::return"]),
         ],
         default: false,

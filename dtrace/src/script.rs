@@ -714,37 +714,25 @@ fn emit_linux_futex(out: &mut String, families: &mut Vec<Family>, entry_points: 
     families.push(family_of("futex", "futex", "auto", false, true));
 }
 
-/// Linux off-CPU time. `sched:::on-cpu` never fires on DTrace for Linux, but `sched:::off-cpu`
-/// describes the next thread in `args[0]`/`args[1]`: a target thread coming back on is seen in
-/// the context of the thread it replaces, so its off time goes into a global array keyed by
-/// thread id, and is aggregated with its own user stack at its next system call return (the
-/// user stack of a thread that slept in a system call is the one it slept with). Time off the
-/// CPU outside system calls (preemption in user code) goes to the next system call's record.
+/// Linux off-CPU time. `sched:::on-cpu` never fires on DTrace for Linux, and the switch back
+/// in (seen as the off-cpu of the thread it replaces, whose `args[0]` is the next thread) was
+/// missed too often to be used (most switches in come from the idle task, and global arrays
+/// shared between CPUs lost updates on a real dtrace). So the time is measured in the
+/// thread's own context, from its first switch-out inside a system call to that call's return,
+/// and aggregated there with the call's name and its user stack (the one it slept with): the
+/// off-CPU time of a wait inside a system call, plus the microseconds between the switch back
+/// in and the return. Time off the CPU outside system calls (preemption in user code) is not
+/// counted.
 fn emit_linux_offcpu(out: &mut String, families: &mut Vec<Family>) {
     let family = family_of("offcpu", "offcpu", "off-cpu", false, true);
     let _ = writeln!(
         out,
-        "uint64_t lockscope_offcpu_ts[int];\nuint64_t lockscope_offcpu_ns[int];\n"
+        "sched:::off-cpu\n/pid == $target && !self->lockscope_offcpu_ts/\n{{\n\t\
+         self->lockscope_offcpu_ts = timestamp;\n}}\n"
     );
-    let _ = writeln!(
-        out,
-        "sched:::off-cpu\n/pid == $target/\n{{\n\tlockscope_offcpu_ts[tid] = timestamp;\n}}\n"
-    );
-    let _ = writeln!(
-        out,
-        "sched:::off-cpu\n/args[1]->pr_pid == $target && lockscope_offcpu_ts[args[0]->pr_lwpid]/\n{{"
-    );
-    let _ = writeln!(
-        out,
-        "\tlockscope_offcpu_ns[args[0]->pr_lwpid] += timestamp - \
-         lockscope_offcpu_ts[args[0]->pr_lwpid];\n\tlockscope_offcpu_ts[args[0]->pr_lwpid] = 0;\n}}\n"
-    );
-    let _ = writeln!(
-        out,
-        "syscall:::return\n/pid == $target && lockscope_offcpu_ns[tid]/\n{{"
-    );
-    let _ = writeln!(out, "\tthis->ns = lockscope_offcpu_ns[tid];");
+    let _ = writeln!(out, "syscall:::return\n/self->lockscope_offcpu_ts/\n{{");
+    let _ = writeln!(out, "\tthis->ns = timestamp - self->lockscope_offcpu_ts;");
     family.aggregate(out, "probefunc", "0", "this->ns");
-    let _ = writeln!(out, "\tlockscope_offcpu_ns[tid] = 0;\n}}\n");
+    let _ = writeln!(out, "\tself->lockscope_offcpu_ts = 0;\n}}\n");
     families.push(family);
 }

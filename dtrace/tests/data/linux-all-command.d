@@ -139,31 +139,21 @@ syscall::futex:return
 }
 
 /* offcpu: time the target's threads spend switched off the CPU, with kernel and user stacks (FreeBSD: keyed by the sleep's wait message; Linux: time off the CPU inside system calls, per system call and user stack) */
-uint64_t lockscope_offcpu_ts[int];
-uint64_t lockscope_offcpu_ns[int];
-
 sched:::off-cpu
-/pid == $target/
+/pid == $target && !self->lockscope_offcpu_ts/
 {
-	lockscope_offcpu_ts[tid] = timestamp;
-}
-
-sched:::off-cpu
-/args[1]->pr_pid == $target && lockscope_offcpu_ts[args[0]->pr_lwpid]/
-{
-	lockscope_offcpu_ns[args[0]->pr_lwpid] += timestamp - lockscope_offcpu_ts[args[0]->pr_lwpid];
-	lockscope_offcpu_ts[args[0]->pr_lwpid] = 0;
+	self->lockscope_offcpu_ts = timestamp;
 }
 
 syscall:::return
-/pid == $target && lockscope_offcpu_ns[tid]/
+/self->lockscope_offcpu_ts/
 {
-	this->ns = lockscope_offcpu_ns[tid];
+	this->ns = timestamp - self->lockscope_offcpu_ts;
 	@lockscope_offcpu_count[probefunc, pid, tid, (uint64_t)(0), execname, ustack()] = count();
 	@lockscope_offcpu_total[probefunc, pid, tid, (uint64_t)(0), execname, ustack()] = sum(this->ns);
 	@lockscope_offcpu_max[probefunc, pid, tid, (uint64_t)(0), execname, ustack()] = max(this->ns);
 	@lockscope_offcpu_hist[probefunc, pid, tid, (uint64_t)(0), execname, ustack()] = quantize(this->ns);
-	lockscope_offcpu_ns[tid] = 0;
+	self->lockscope_offcpu_ts = 0;
 }
 
 /* lifecycle: process and thread lifecycle of the target (fork, exec, exit, new threads), counted per user stack */
