@@ -644,6 +644,46 @@ mod tests {
         assert!(defaults_for(TargetOs::Illumos, false).any(|p| p.name == "plockstat"));
     }
 
+    /// Linux futex ops are named as the eBPF backend names them, and a futex wait's category
+    /// comes from its op, its user stack, the libc entry point it ran under, or glibc's
+    /// condvar helper as the leaf, in that order.
+    #[test]
+    fn futex_waits_classify() {
+        assert_eq!(futex_op_name(128), "FUTEX_WAIT_PRIVATE");
+        assert_eq!(
+            futex_op_name(9 | 128 | 256),
+            "FUTEX_WAIT_BITSET_PRIVATE|FUTEX_CLOCK_REALTIME"
+        );
+        assert_eq!(futex_op_name(6), "FUTEX_LOCK_PI");
+        assert_eq!(futex_op_name(1), "FUTEX_CMD_1");
+        let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let bitset = 9 | 128 | 256;
+        // PI locks are mutexes whatever the stack.
+        assert_eq!(futex_kind(6 | 128, 0, &[]), WaitKind::Mutex);
+        // glibc's mutex slow path, even as a one-frame stack.
+        let lll = names(&["__GI___lll_lock_wait", "start_thread"]);
+        assert_eq!(futex_kind(128, 0, &lll), WaitKind::Mutex);
+        // A condvar's mutex re-acquire is a mutex wait although pthread_cond_wait is probed.
+        assert_eq!(futex_kind(128, 1, &lll), WaitKind::Mutex);
+        let abstimed = names(&["__futex_abstimed_wait_common"]);
+        let join = FUTEX_ENTRY_POINTS
+            .iter()
+            .position(|(f, _)| *f == "pthread_join")
+            .map(|i| i as u64 + 1)
+            .expect("pthread_join");
+        assert_eq!(futex_kind(bitset, join, &abstimed), WaitKind::Join);
+        // No probed entry point claimed it: pthread_cond_wait@@GLIBC_2.3.2.
+        assert_eq!(futex_kind(bitset, 0, &abstimed), WaitKind::Condvar);
+        // A full stack decides before the entry point.
+        let rust = names(&[
+            "syscall",
+            "std::sys::sync::mutex::futex::Mutex::lock_contended",
+        ]);
+        assert_eq!(futex_kind(bitset, 0, &rust), WaitKind::Mutex);
+        assert_eq!(futex_kind(bitset, 0, &names(&["syscall"])), WaitKind::Wait);
+        assert_eq!(futex_kind(128, 99, &[]), WaitKind::Wait);
+    }
+
     /// umtx and ulock operations decode to the documented names and categories.
     #[test]
     fn operations_decode() {

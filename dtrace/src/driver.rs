@@ -341,6 +341,21 @@ impl Driver {
                 ScriptTarget::Command
             }
         };
+        let absent = options.script.absent_probes();
+        if !absent.is_empty() && options.script.selected_probes()?.is_empty() {
+            let list: Vec<String> = absent
+                .iter()
+                .map(|(p, reason)| format!("`{}`: {reason}", p.name))
+                .collect();
+            return Err(Error::InvalidOption {
+                option: "probes",
+                reason: format!(
+                    "no probe left to record: every probe asked for is absent on {} ({})",
+                    options.script.os,
+                    list.join("; ")
+                ),
+            });
+        }
         let script = generate_script(&options.script)?;
         Ok(Driver {
             options,
@@ -489,10 +504,21 @@ impl Driver {
                 });
             }
             let diagnosis = diagnose(&attempt.stderr);
-            let unmatched = diagnosis.no_probe.as_ref().and_then(|message| {
-                let probe = probe_of_message(self.options.script.os, &probes, message)?;
-                Some((probe, message.clone()))
-            });
+            // A static binary has no libc to put pid$target probes in: DTrace for Linux
+            // refuses the script with "process N is not a dynamically-linked executable".
+            let not_dynamic = diagnosis
+                .errors
+                .iter()
+                .find(|e| e.contains("not a dynamically-linked executable"))
+                .and_then(|e| Some((crate::catalog::find("futex")?, e.clone())));
+            let unmatched = diagnosis
+                .no_probe
+                .as_ref()
+                .and_then(|message| {
+                    let probe = probe_of_message(self.options.script.os, &probes, message)?;
+                    Some((probe, message.clone()))
+                })
+                .or(not_dynamic);
             match unmatched {
                 // A libc entry point the target lacks (a static or non-glibc binary): the futex
                 // probe goes on without them, classifying by stack only.
@@ -500,7 +526,9 @@ impl Driver {
                     if probe.name == "futex"
                         && entry_points
                         && attempt.stopped_by.is_none()
-                        && (message.contains(":pthread_") || message.contains(":sem_")) =>
+                        && (message.contains(":pthread_")
+                            || message.contains(":sem_")
+                            || message.contains("not a dynamically-linked executable")) =>
                 {
                     entry_points = false;
                     notes.push(format!(

@@ -292,3 +292,35 @@ fn invalid_options() {
     options.duration = Some(Duration::ZERO);
     assert!(generate_script(&options).is_err());
 }
+
+/// On Linux, probes that cannot fire on DTrace for Linux (lockstat, plockstat) are left out of
+/// the script and named in it with the reason; the others are generated.
+#[test]
+fn linux_absent_probes_are_named() {
+    let mut options = ScriptOptions::new(TargetOs::Linux);
+    options.probes = vec!["futex".into(), "klock".into(), "plockstat".into()];
+    let absent: Vec<&str> = options
+        .absent_probes()
+        .iter()
+        .map(|(p, _)| p.name)
+        .collect();
+    assert_eq!(absent, ["plockstat", "klock"]);
+    let names: Vec<&str> = options
+        .selected_probes()
+        .expect("known probes")
+        .iter()
+        .map(|p| p.name)
+        .collect();
+    assert_eq!(names, ["futex"]);
+    let script = generate_script(&options).expect("script");
+    validate(&script, TargetOs::Linux);
+    assert!(script.contains("/* absent on linux: klock: DTrace for Linux accepts the lockstat"));
+    assert!(!script.contains("lockstat:::"));
+    assert!(!script.contains("plockstat$target"));
+    assert!(script.contains("#pragma D option switchrate=10ms"));
+    options.libc_entry_points = false;
+    let bare = generate_script(&options).expect("script");
+    validate(&bare, TargetOs::Linux);
+    assert!(!bare.contains("pid$target::"));
+    assert!(bare.contains("strjoin(\"/\", \"0\")"));
+}
