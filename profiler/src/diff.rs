@@ -995,4 +995,92 @@ mod tests {
         assert_eq!(sync_entry("__lll_lock_wait"), None);
         assert_eq!(sync_entry("worker_main"), None);
     }
+
+    /// One mutex wait of `mutex-waiter-1`, with the user stack `frames` (leaf first), recorded
+    /// by `backend`.
+    fn one_wait(backend: &str, frames: &[&str]) -> Profile {
+        use lockscope_probes::{AddressSpace, Metadata, Stack, ThreadInfo};
+        Profile {
+            metadata: Metadata {
+                backend: backend.to_string(),
+                duration_ns: 1_000_000_000,
+                ..Metadata::default()
+            },
+            threads: vec![ThreadInfo {
+                pid: 1,
+                tid: 2,
+                name: "mutex-waiter-1".to_string(),
+            }],
+            stacks: vec![Stack {
+                space: AddressSpace::User,
+                frames: frames
+                    .iter()
+                    .map(|f| Frame {
+                        function: Some(f.to_string()),
+                        ..Frame::unsymbolized(0x1000)
+                    })
+                    .collect(),
+                truncated: false,
+            }],
+            waits: vec![WaitRecord {
+                probe: "futex".to_string(),
+                kind: WaitKind::Mutex,
+                pid: 1,
+                tid: 2,
+                object: 0,
+                operation: "FUTEX_WAIT_PRIVATE".to_string(),
+                user_stack: Some(0),
+                kernel_stack: None,
+                stats: WaitStats {
+                    count: 1,
+                    total_ns: 200_000_000,
+                    ..WaitStats::default()
+                },
+            }],
+            ..Profile::default()
+        }
+    }
+
+    /// A full eBPF stack and a DTrace stack cut short by the frame-pointer walk compare at
+    /// their leaf (one site, no phantom change) with the stack-depth warning; two profiles
+    /// walked alike keep whole stacks.
+    #[test]
+    fn stacks_walked_differently_compare_at_the_leaf() {
+        let ebpf = one_wait(
+            "ebpf",
+            &[
+                "__GI___lll_lock_wait",
+                "___pthread_mutex_lock",
+                "take_order_lock",
+                "start_thread",
+            ],
+        );
+        let dtrace = one_wait("dtrace", &["__GI___lll_lock_wait", "start_thread"]);
+        assert_eq!(site_depth(&ebpf, &dtrace), SiteDepth::Leaf);
+        assert_eq!(site_depth(&ebpf, &ebpf), SiteDepth::Full);
+        let site = |p: &Profile, depth| canonical_site(p, &p.waits[0], depth).join(";");
+        assert_eq!(site(&ebpf, SiteDepth::Leaf), "[kernel wait];[mutex]");
+        assert_eq!(site(&dtrace, SiteDepth::Leaf), "[kernel wait];[mutex]");
+        assert_eq!(
+            site(&ebpf, SiteDepth::Full),
+            "start_thread;take_order_lock;pthread_mutex_lock;[kernel wait];[mutex]"
+        );
+        let warnings = mismatches(&ebpf, &dtrace, &DiffOptions::default());
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with("stack depth differs by method, not by code: B walked"),
+            "{warnings:?}"
+        );
+        let mut out = Vec::new();
+        write_diff_table(
+            &ebpf,
+            &dtrace,
+            ("a.lsp", "b.lsp"),
+            &DiffOptions::default(),
+            &mut out,
+        )
+        .expect("table");
+        let table = String::from_utf8(out).expect("utf-8");
+        assert!(table.contains("Top 1 of 1 wait sites"), "{table}");
+    }
 }
