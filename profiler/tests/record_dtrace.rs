@@ -140,8 +140,34 @@ fn real_dtrace(test: &str) -> Option<PathBuf> {
     }
 }
 
+/// Waits (up to 20 s) until no dtrace of an earlier test is still running: lockscope stops
+/// waiting for dtrace once it has printed everything, and the kernel then spends seconds
+/// tearing its probes down, which would skew the next test's timings on a small machine.
+fn wait_for_earlier_dtraces(dtrace: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    // The wrapper execs the real binary, which lives beside it in src/build/.
+    let binary = dtrace
+        .parent()
+        .map(|dir| dir.join("src/build/dtrace"))
+        .and_then(|p| p.canonicalize().ok());
+    let running = || {
+        std::fs::read_dir("/proc")
+            .map(|entries| {
+                entries.flatten().any(|e| {
+                    let exe = std::fs::read_link(e.path().join("exe")).ok();
+                    exe.is_some() && (exe == binary || exe.as_deref() == Some(dtrace))
+                })
+            })
+            .unwrap_or(false)
+    };
+    while running() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// `lockscope record` with the real dtrace on Linux, arguments after `record`.
 fn dtrace_record(dtrace: &Path) -> Command {
+    wait_for_earlier_dtraces(dtrace);
     let mut cmd = lockscope();
     cmd.args(["record", "--backend", "dtrace", "--os", "linux"])
         .env("LOCKSCOPE_DTRACE", dtrace);
@@ -332,6 +358,7 @@ fn live_backends_agree() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let ebpf = tmp.path().join("ebpf.lsp");
     let dt = tmp.path().join("dtrace.lsp");
+    wait_for_earlier_dtraces(&dtrace);
     common::run_ok(
         lockscope()
             .args(["record", "--backend", "ebpf", "-o"])
