@@ -102,6 +102,11 @@ pub struct DriverOptions {
     /// Set by the driver when dtrace's BEGIN clause has printed: every probe is enabled and
     /// the recording has started (for a status line, or a test that starts the load then).
     pub began: Arc<AtomicBool>,
+    /// Copy what a command launched by `dtrace -c` prints to lockscope's stdout. Its stdout is
+    /// dtrace's, which the driver reads; with `quiet` dtrace prints nothing of its own until
+    /// END, so the lines between `BEGIN` and the first record are the command's. Default:
+    /// false (they are counted as skipped lines).
+    pub echo_target_output: bool,
 }
 
 impl DriverOptions {
@@ -116,6 +121,7 @@ impl DriverOptions {
             launcher: Launcher::Auto,
             grace: Duration::from_secs(30),
             began: Arc::new(AtomicBool::new(false)),
+            echo_target_output: false,
         }
     }
 }
@@ -587,7 +593,8 @@ impl Driver {
         let stderr = child.stderr.take();
         let out_thread = {
             let flags = Arc::clone(&flags);
-            std::thread::spawn(move || read_stdout(stdout, &flags))
+            let echo = self.options.echo_target_output;
+            std::thread::spawn(move || read_stdout(stdout, &flags, echo))
         };
         let stderr_lines = Arc::new(Mutex::new(Vec::new()));
         let err_thread = {
@@ -1151,8 +1158,14 @@ fn glibc_version() -> Option<String> {
 /// started in the background by a non-interactive shell inherits SIGINT as ignored (and
 /// lockscope's own handlers are reset at exec, but an ignored disposition is not), so the
 /// child gets the default dispositions and an empty signal mask back before it runs dtrace.
+///
+/// And it must get exactly one SIGINT: a second one makes dtrace "impatient", and it exits
+/// without running END or printing its aggregations (the recording is lost). A Ctrl-C at the
+/// terminal signals the whole foreground process group, so dtrace gets its own process group:
+/// the terminal's SIGINT reaches lockscope only, which passes one on.
 fn restore_stop_signals(command: &mut Command) {
     use std::os::unix::process::CommandExt;
+    command.process_group(0);
     // SAFETY: between fork and exec only async-signal-safe calls are made (signal,
     // sigemptyset, sigprocmask), on memory owned by this closure's stack.
     unsafe {
@@ -1213,9 +1226,12 @@ struct StdoutFlags {
     done: AtomicBool,
 }
 
-/// Feeds dtrace's stdout to the parser and sets `flags` on the script's begin and done lines.
-fn read_stdout(stdout: Option<impl Read>, flags: &StdoutFlags) -> Output {
+/// Feeds dtrace's stdout to the parser and sets `flags` on the script's begin and done lines;
+/// with `echo`, lines between `BEGIN` and END's first record (a `-c` command's output) go to
+/// lockscope's stdout instead.
+fn read_stdout(stdout: Option<impl Read>, flags: &StdoutFlags, echo: bool) -> Output {
     let mut parser = Parser::new();
+    let mut in_end = false;
     if let Some(stdout) = stdout {
         let mut reader = BufReader::new(stdout);
         let mut line = Vec::new();
@@ -1227,6 +1243,21 @@ fn read_stdout(stdout: Option<impl Read>, flags: &StdoutFlags) -> Output {
                     let content = line.strip_suffix(b"\n").unwrap_or(&line);
                     if content.starts_with(b"=== lockscope begin") {
                         flags.began.store(true, Ordering::Release);
+                    }
+                    in_end |= content.starts_with(b"=== lockscope record")
+                        || content.starts_with(b"=== lockscope done");
+                    // Empty lines are not passed on: dtrace prints one itself when
+                    // interrupted, before END (the command's own empty lines are lost).
+                    if echo
+                        && !in_end
+                        && !content.is_empty()
+                        && flags.began.load(Ordering::Relaxed)
+                        && !content.starts_with(b"=== lockscope begin")
+                    {
+                        let mut out = std::io::stdout().lock();
+                        let _ = std::io::Write::write_all(&mut out, &line);
+                        let _ = std::io::Write::flush(&mut out);
+                        continue;
                     }
                     parser.feed_bytes(content);
                     if content.starts_with(b"=== lockscope done") {

@@ -297,7 +297,9 @@ fn run_dtrace(args: &RecordArgs, target: RecordTarget) -> Result<()> {
                 .collect::<Result<_>>()?,
         ),
     };
-    let options = DriverOptions::new(script, driver_target);
+    let mut options = DriverOptions::new(script, driver_target);
+    // A command dtrace launches prints into dtrace's stdout: pass it on, as if run directly.
+    options.echo_target_output = true;
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&options.stop))
             .context("failed to install a signal handler")?;

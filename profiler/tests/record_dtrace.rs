@@ -180,8 +180,9 @@ fn read(path: &Path) -> Profile {
 
 /// Checks the demo's known answer as the eBPF tests do: one blocked wait (50 ms or more) in
 /// each of mutex-waiter-1..4 and cond-waiter-1..2, of the right kind, totalling 4 × 200 ms and
-/// 2 × 300 ms within 5%.
-fn check_known_answer(profile: &Profile, label: &str) {
+/// 2 × 300 ms within 5%. Counts and kinds fail the test at once; a total outside 5% is an
+/// `Err` (see [`record_known_answer`]).
+fn known_answer(profile: &Profile, label: &str) -> Result<(), String> {
     for (kind, prefix, threads, ms) in [
         (WaitKind::Mutex, "mutex-waiter-", 4u64, 200.0),
         (WaitKind::Condvar, "cond-waiter-", 2, 300.0),
@@ -208,10 +209,33 @@ fn check_known_answer(profile: &Profile, label: &str) {
         }
         let expected = threads as f64 * ms;
         let got = total_ns as f64 / 1e6;
-        assert!(
-            (got - expected).abs() <= expected * 0.05,
-            "{label}: {prefix}* waited {got:.1} ms on {kind}, expected {expected} ms within 5%"
-        );
+        if (got - expected).abs() > expected * 0.05 {
+            return Err(format!(
+                "{label}: {prefix}* waited {got:.1} ms on {kind}, expected {expected} ms within 5%"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// [`known_answer`], failing the test on any miss.
+fn check_known_answer(profile: &Profile, label: &str) {
+    if let Err(miss) = known_answer(profile, label) {
+        panic!("{miss}");
+    }
+}
+
+/// Runs `record` (which writes `path`) and checks the known answer; a miss on timing alone is
+/// recorded once more: the machine's 2 CPUs are shared with other jobs (load averages of 5 were
+/// seen), and a wake-up delayed by them lengthens a wait on either backend.
+fn record_known_answer(path: &Path, label: &str, record: impl Fn()) {
+    record();
+    if let Err(first) = known_answer(&read(path), label) {
+        eprintln!("{label}: recording once more after a timing miss: {first}");
+        record();
+        if let Err(second) = known_answer(&read(path), label) {
+            panic!("{second} (first try: {first})");
+        }
     }
 }
 
@@ -252,23 +276,30 @@ fn live_record_command_known_answer() {
     };
     let tmp = tempfile::tempdir().expect("tempdir");
     let lsp = tmp.path().join("dtrace.lsp");
-    let started = Instant::now();
-    let out = dtrace_record(&dtrace)
-        .arg("-o")
-        .arg(&lsp)
-        .args(["--", demo_path()])
-        .output()
-        .expect("run lockscope");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    // dtrace loads its probes for about a second and is not waited for once END printed.
-    assert!(
-        started.elapsed() < Duration::from_secs(15),
-        "{:?}",
-        started.elapsed()
-    );
+    record_known_answer(&lsp, "dtrace", || {
+        let started = Instant::now();
+        let out = dtrace_record(&dtrace)
+            .arg("-o")
+            .arg(&lsp)
+            .args(["--", demo_path()])
+            .output()
+            .expect("run lockscope");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        // dtrace loads its probes for about a second and is not waited for once END printed.
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "{:?}",
+            started.elapsed()
+        );
+        // The demo's own output reaches lockscope's stdout, as it would without lockscope.
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("lockscope-demo: held the order lock"),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    });
     let profile = read(&lsp);
-    check_known_answer(&profile, "dtrace");
     assert_eq!(profile.metadata.end_reason, "target exited");
     assert_eq!(profile.metadata.os, "linux");
     assert!(profile.metadata.target.pid > 0);
@@ -358,21 +389,23 @@ fn live_backends_agree() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let ebpf = tmp.path().join("ebpf.lsp");
     let dt = tmp.path().join("dtrace.lsp");
-    wait_for_earlier_dtraces(&dtrace);
-    common::run_ok(
-        lockscope()
-            .args(["record", "--backend", "ebpf", "-o"])
-            .arg(&ebpf)
-            .args(["--", demo_path()]),
-    );
-    common::run_ok(
-        dtrace_record(&dtrace)
-            .arg("-o")
-            .arg(&dt)
-            .args(["--", demo_path()]),
-    );
-    check_known_answer(&read(&ebpf), "ebpf");
-    check_known_answer(&read(&dt), "dtrace");
+    record_known_answer(&ebpf, "ebpf", || {
+        wait_for_earlier_dtraces(&dtrace);
+        common::run_ok(
+            lockscope()
+                .args(["record", "--backend", "ebpf", "-o"])
+                .arg(&ebpf)
+                .args(["--", demo_path()]),
+        );
+    });
+    record_known_answer(&dt, "dtrace", || {
+        common::run_ok(
+            dtrace_record(&dtrace)
+                .arg("-o")
+                .arg(&dt)
+                .args(["--", demo_path()]),
+        );
+    });
     let diff = common::run_ok(lockscope().arg("diff").arg(&ebpf).arg(&dt));
     assert!(
         diff.contains("stack depth differs by method, not by code: B walked its user stacks by frame pointers"),
@@ -489,6 +522,46 @@ fn live_killed_dtrace_leaves_a_partial_profile() {
     end_target(profile.metadata.target.pid);
     assert!(
         profile.metadata.end_reason.starts_with("dtrace killed"),
+        "{}",
+        profile.metadata.end_reason
+    );
+}
+
+/// A Ctrl-C at the terminal (SIGINT to lockscope's whole process group) ends the recording with
+/// dtrace's END output: dtrace, in its own process group, gets one SIGINT (two would make it
+/// exit without printing).
+#[test]
+fn live_ctrl_c_at_the_terminal() {
+    let Some(dtrace) = real_dtrace("live_ctrl_c_at_the_terminal") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let lsp = tmp.path().join("ctrl-c.lsp");
+    let mut cmd = dtrace_record(&dtrace);
+    cmd.arg("-o")
+        .arg(&lsp)
+        .args(["--", "sleep", "30"])
+        .stderr(Stdio::piped());
+    {
+        use std::os::unix::process::CommandExt;
+        // Its own process group, standing in for the terminal's foreground group.
+        cmd.process_group(0);
+    }
+    let mut recorder = KillOnDrop(cmd.spawn().expect("run lockscope"));
+    let rest = wait_for_probes(&mut recorder.0);
+    // SAFETY: kill has no memory preconditions; the group is the one lockscope leads.
+    unsafe { libc::kill(-(recorder.0.id() as libc::pid_t), libc::SIGINT) };
+    let status = recorder.0.wait().expect("wait for lockscope");
+    let stderr: Vec<String> = rest.lines().map_while(Result::ok).collect();
+    assert!(status.success(), "{stderr:?}");
+    assert!(
+        !stderr.iter().any(|l| l.contains("before printing")),
+        "dtrace did not print its aggregations: {stderr:?}"
+    );
+    let profile = read(&lsp);
+    end_target(profile.metadata.target.pid);
+    assert!(
+        profile.metadata.end_reason.starts_with("interrupted"),
         "{}",
         profile.metadata.end_reason
     );
