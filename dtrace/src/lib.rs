@@ -1,4 +1,5 @@
-//! DTrace backend of lockscope, for macOS, FreeBSD and illumos.
+//! DTrace backend of lockscope, for macOS, FreeBSD and illumos, and for Linux with Oracle's
+//! DTrace for Linux (where it is checked against a real dtrace and against the eBPF backend).
 //!
 //! Nothing here links against libdtrace: lockscope writes one D script per recording, runs
 //! `dtrace(1)` as a child process and parses its text output. All of that is plain,
@@ -14,6 +15,9 @@
 //!   [`parse::Output`];
 //! - [`driver`]: [`Driver`] runs `dtrace -q -s SCRIPT -p PID` (or `-c CMD`), stops it, and turns
 //!   its complaints into clear [`Error`]s and its drop reports into [`lockscope_probes::Losses`];
+//! - `symbolize` (Linux): the target's mappings snapshotted while it lives, and its user frames
+//!   symbolized from them after dtrace printed (DTrace for Linux leaves bare addresses for a
+//!   target that has exited);
 //! - [`import_capture`]: a profile from DTrace output captured elsewhere
 //!   (`dtrace -n 'profile-997 { @[ustack()] = count(); }'` and the like).
 //!
