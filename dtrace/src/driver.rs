@@ -326,6 +326,15 @@ impl Driver {
                     // crate::symbolize).
                     Launcher::Auto => wants_introspection,
                 };
+                if self_launch && options.script.os == TargetOs::Linux {
+                    return Err(Error::InvalidOption {
+                        option: "launcher",
+                        reason: "DTrace for Linux crashed attaching with -p to a process stopped \
+                                 with SIGSTOP and then continued (4 runs of 4): on Linux, \
+                                 `dtrace -c` launches the command"
+                            .into(),
+                    });
+                }
                 if argv.is_empty() || argv[0].is_empty() {
                     return Err(Error::InvalidOption {
                         option: "command",
