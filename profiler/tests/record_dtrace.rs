@@ -165,6 +165,16 @@ fn wait_for_earlier_dtraces(dtrace: &Path) {
     }
 }
 
+/// Waits for [`wait_for_earlier_dtraces`] when dropped: a live test leaves no dtrace tearing
+/// down behind it, to skew the timings of whatever test runs next (eBPF ones included).
+struct QuietAfter(PathBuf);
+
+impl Drop for QuietAfter {
+    fn drop(&mut self) {
+        wait_for_earlier_dtraces(&self.0);
+    }
+}
+
 /// `lockscope record` with the real dtrace on Linux, arguments after `record`.
 fn dtrace_record(dtrace: &Path) -> Command {
     wait_for_earlier_dtraces(dtrace);
@@ -274,6 +284,7 @@ fn live_record_command_known_answer() {
     let Some(dtrace) = real_dtrace("live_record_command_known_answer") else {
         return;
     };
+    let _quiet = QuietAfter(dtrace.clone());
     let tmp = tempfile::tempdir().expect("tempdir");
     let lsp = tmp.path().join("dtrace.lsp");
     record_known_answer(&lsp, "dtrace", || {
@@ -337,6 +348,7 @@ fn live_record_pid_duration() {
     let Some(dtrace) = real_dtrace("live_record_pid_duration") else {
         return;
     };
+    let _quiet = QuietAfter(dtrace.clone());
     let tmp = tempfile::tempdir().expect("tempdir");
     let lsp = tmp.path().join("pid.lsp");
     let mut demo = KillOnDrop(
@@ -383,6 +395,7 @@ fn live_backends_agree() {
     let Some(dtrace) = real_dtrace("live_backends_agree") else {
         return;
     };
+    let _quiet = QuietAfter(dtrace.clone());
     if !bpf_available("live_backends_agree") {
         return;
     }
@@ -444,6 +457,7 @@ fn live_sigint_from_a_background_job() {
     let Some(dtrace) = real_dtrace("live_sigint_from_a_background_job") else {
         return;
     };
+    let _quiet = QuietAfter(dtrace.clone());
     let tmp = tempfile::tempdir().expect("tempdir");
     let lsp = tmp.path().join("bg.lsp");
     let mut cmd = dtrace_record(&dtrace);
@@ -488,6 +502,7 @@ fn live_killed_dtrace_leaves_a_partial_profile() {
     let Some(dtrace) = real_dtrace("live_killed_dtrace_leaves_a_partial_profile") else {
         return;
     };
+    let _quiet = QuietAfter(dtrace.clone());
     let tmp = tempfile::tempdir().expect("tempdir");
     let lsp = tmp.path().join("killed.lsp");
     let mut recorder = KillOnDrop(
@@ -535,6 +550,7 @@ fn live_ctrl_c_at_the_terminal() {
     let Some(dtrace) = real_dtrace("live_ctrl_c_at_the_terminal") else {
         return;
     };
+    let _quiet = QuietAfter(dtrace.clone());
     let tmp = tempfile::tempdir().expect("tempdir");
     let lsp = tmp.path().join("ctrl-c.lsp");
     let mut cmd = dtrace_record(&dtrace);
