@@ -243,6 +243,8 @@ struct TargetWatch {
     pid: u32,
     /// Found as dtrace's child (`-c`), not given.
     child_of_dtrace: bool,
+    /// Its start time (`/proc/PID/stat` field 22), to know it is still the same process.
+    start_time: Option<u64>,
     /// When it was first seen gone.
     gone_since: Option<Instant>,
     /// When dtrace's BEGIN line was seen: the recording starts when the probes are enabled,
@@ -260,12 +262,13 @@ impl TargetWatch {
     fn poll(&mut self, dtrace_pid: u32) {
         if self.child_of_dtrace && self.pid == 0 {
             self.pid = first_child(dtrace_pid).unwrap_or(0);
+            self.start_time = start_time(self.pid);
         }
         if self.pid == 0 || self.gone_since.is_some() {
             return;
         }
         #[cfg(target_os = "linux")]
-        let alive = self.maps.refresh(self.pid) && !is_zombie(self.pid);
+        let alive = self.maps.refresh(self.pid) && !is_gone(self.pid);
         #[cfg(not(target_os = "linux"))]
         let alive = send_signal(self.pid, 0).is_ok();
         if !alive {
@@ -279,6 +282,52 @@ impl TargetWatch {
     }
 }
 
+/// Ends a command `dtrace -c` launched that outlives the recording (dtrace does not end it when
+/// interrupted), as the eBPF backend ends its launched command: SIGTERM, then SIGKILL after
+/// [`TERMINATE_GRACE`]. Only while it is the same process (same start time): once dtrace is
+/// gone it is no child of anyone lockscope knows, and its pid could be reused.
+fn end_launched_command(watch: &TargetWatch) {
+    let Some(started) = watch.start_time else {
+        return;
+    };
+    let same = || watch.pid != 0 && start_time(watch.pid) == Some(started) && !is_gone(watch.pid);
+    if !same() {
+        return;
+    }
+    let _ = send_signal(watch.pid, libc::SIGTERM);
+    let deadline = Instant::now() + TERMINATE_GRACE;
+    while Instant::now() < deadline {
+        if !same() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = send_signal(watch.pid, libc::SIGKILL);
+}
+
+/// Field 22 of `/proc/PID/stat`: when the process started, in clock ticks since boot.
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces and parentheses), from field 3 on.
+    stat.rsplit_once(") ")?
+        .1
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+/// True when `pid` no longer runs (gone, or a zombie).
+fn is_gone(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let state = stat.rsplit_once(") ")?.1.chars().next()?;
+            Some(state == 'Z' || state == 'X')
+        })
+        .unwrap_or(true)
+}
+
 /// The first child process of `pid` (Linux: `/proc/PID/task/*/children`).
 fn first_child(pid: u32) -> Option<u32> {
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
@@ -290,18 +339,6 @@ fn first_child(pid: u32) -> Option<u32> {
             .parse()
             .ok()
     })
-}
-
-/// True when `pid` has exited but not been reaped (a `-p` target is not lockscope's child).
-#[cfg(target_os = "linux")]
-fn is_zombie(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            let state = stat.rsplit_once(") ")?.1.chars().next()?;
-            Some(state == 'Z' || state == 'X')
-        })
-        .unwrap_or(true)
 }
 
 impl Driver {
@@ -489,6 +526,9 @@ impl Driver {
         let result = self.run_attempts(started, launched.as_mut());
         if let Some(target) = launched.as_mut() {
             target.terminate();
+        }
+        if let Ok(outcome) = &result {
+            end_launched_command(&outcome.attempt.watch);
         }
         let launched_pid = launched.as_ref().map(LaunchedTarget::pid);
         self.finish(result?, start, started, launched_pid)

@@ -267,6 +267,23 @@ fn wait_for_probes(child: &mut Child) -> BufReader<std::process::ChildStderr> {
     }
 }
 
+/// True once `pid` has ended (gone, or a zombie), waiting up to 5 s.
+fn ended(pid: u32) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit_once(") ")?.1.chars().next());
+        if matches!(state, None | Some('Z') | Some('X')) {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Ends a process that a test started through lockscope (a `-c` target outlives a killed
 /// dtrace), by its pid from the profile.
 fn end_target(pid: u32) {
@@ -488,7 +505,12 @@ fn live_sigint_from_a_background_job() {
         interrupted.elapsed()
     );
     let profile = read(&lsp);
-    end_target(profile.metadata.target.pid);
+    let target = profile.metadata.target.pid;
+    // The launched command does not outlive the recording (dtrace -c leaves it running).
+    assert!(
+        ended(target),
+        "the launched command {target} is still running"
+    );
     assert!(
         profile.metadata.end_reason.starts_with("interrupted"),
         "{}",
@@ -575,7 +597,11 @@ fn live_ctrl_c_at_the_terminal() {
         "dtrace did not print its aggregations: {stderr:?}"
     );
     let profile = read(&lsp);
-    end_target(profile.metadata.target.pid);
+    let target = profile.metadata.target.pid;
+    assert!(
+        ended(target),
+        "the launched command {target} is still running"
+    );
     assert!(
         profile.metadata.end_reason.starts_with("interrupted"),
         "{}",
