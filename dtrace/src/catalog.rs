@@ -19,19 +19,28 @@ pub enum TargetOs {
     FreeBsd,
     /// illumos (and Solaris): plockstat in libc, `lwp_park`, lockstat.
     Illumos,
+    /// Linux with Oracle's DTrace for Linux (DTrace 2.0 on eBPF): `futex`, `sched`, `proc`,
+    /// `syscall` and `pid$target`; no `fbt`, so no `lockstat`, `sched:::on-cpu` or plockstat.
+    Linux,
 }
 
 impl TargetOs {
     /// Every supported OS.
-    pub const ALL: [TargetOs; 3] = [TargetOs::MacOs, TargetOs::FreeBsd, TargetOs::Illumos];
+    pub const ALL: [TargetOs; 4] = [
+        TargetOs::MacOs,
+        TargetOs::FreeBsd,
+        TargetOs::Illumos,
+        TargetOs::Linux,
+    ];
 
     /// The name used on the command line and in profiles' metadata (`macos`, `freebsd`,
-    /// `illumos`).
+    /// `illumos`, `linux`).
     pub fn name(self) -> &'static str {
         match self {
             TargetOs::MacOs => "macos",
             TargetOs::FreeBsd => "freebsd",
             TargetOs::Illumos => "illumos",
+            TargetOs::Linux => "linux",
         }
     }
 
@@ -41,16 +50,19 @@ impl TargetOs {
             "macos" | "darwin" | "osx" => Some(TargetOs::MacOs),
             "freebsd" => Some(TargetOs::FreeBsd),
             "illumos" | "solaris" | "smartos" | "omnios" => Some(TargetOs::Illumos),
+            "linux" => Some(TargetOs::Linux),
             _ => None,
         }
     }
 
-    /// The OS lockscope runs on, when it is one with DTrace.
+    /// The OS lockscope runs on, when the DTrace backend has a catalog for it (Linux too: its
+    /// default backend stays eBPF, DTrace is chosen with `--backend dtrace`).
     pub fn host() -> Option<TargetOs> {
         match std::env::consts::OS {
             "macos" => Some(TargetOs::MacOs),
             "freebsd" => Some(TargetOs::FreeBsd),
             "illumos" | "solaris" => Some(TargetOs::Illumos),
+            "linux" => Some(TargetOs::Linux),
             _ => None,
         }
     }
@@ -70,6 +82,7 @@ impl TargetOs {
                 "proc",
                 "sched",
             ],
+            TargetOs::Linux => &["dtrace", "profile", "syscall", "pid", "proc", "sched"],
         }
     }
 }
@@ -98,12 +111,24 @@ pub struct DtraceProbe {
     /// On macOS, only usable when lockscope launches the target (see [`MACOS_INTROSPECTION`]);
     /// not a default when attaching to a running process.
     pub macos_needs_launch: bool,
+    /// `(os, reason)`: OSes whose dtrace accepts the probe's hooks (or lacks its provider) but
+    /// where they never fire, measured on a real dtrace. Selecting the probe there records it
+    /// as failed with the reason instead of an empty profile.
+    pub absent: &'static [(TargetOs, &'static str)],
 }
 
 impl DtraceProbe {
     /// True when the probe exists on `os`.
     pub fn supports(&self, os: TargetOs) -> bool {
         self.hooks.iter().any(|(o, _)| *o == os)
+    }
+
+    /// Why the probe cannot fire on `os`, when it is known to be absent there.
+    pub fn absent_on(&self, os: TargetOs) -> Option<&'static str> {
+        self.absent
+            .iter()
+            .find(|(o, _)| *o == os)
+            .map(|(_, reason)| *reason)
     }
 
     /// The DTrace probe descriptions used on `os` (empty when unsupported).
@@ -132,6 +157,41 @@ const USER_LOCK_KINDS: &[WaitKind] = &[
 /// Every DTrace probe lockscope knows, in listing order.
 pub const DTRACE_CATALOG: &[DtraceProbe] = &[
     DtraceProbe {
+        name: "futex",
+        description:
+            "every blocking futex() wait of the target (FUTEX_WAIT, WAIT_BITSET, LOCK_PI, \
+                      LOCK_PI2, WAIT_REQUEUE_PI) with duration, address, op and user stack; \
+                      classified by the user stack and by the libc entry point it runs under \
+                      (pid$target probes on pthread_join, rwlock, semaphore and condvar calls)",
+        kinds: USER_LOCK_KINDS,
+        cost: CostClass::PerSyscall,
+        hooks: &[(
+            TargetOs::Linux,
+            &[
+                "syscall::futex:entry/return",
+                "pid$target::pthread_cond_wait:entry/return",
+                "pid$target::pthread_cond_timedwait:entry/return",
+                "pid$target::pthread_cond_clockwait:entry/return",
+                "pid$target::pthread_join:entry/return",
+                "pid$target::pthread_timedjoin_np:entry/return",
+                "pid$target::pthread_clockjoin_np:entry/return",
+                "pid$target::pthread_rwlock_rdlock:entry/return",
+                "pid$target::pthread_rwlock_timedrdlock:entry/return",
+                "pid$target::pthread_rwlock_clockrdlock:entry/return",
+                "pid$target::pthread_rwlock_wrlock:entry/return",
+                "pid$target::pthread_rwlock_timedwrlock:entry/return",
+                "pid$target::pthread_rwlock_clockwrlock:entry/return",
+                "pid$target::sem_wait:entry/return",
+                "pid$target::sem_timedwait:entry/return",
+                "pid$target::sem_clockwait:entry/return",
+                "pid$target::pthread_barrier_wait:entry/return",
+            ],
+        )],
+        default: true,
+        macos_needs_launch: false,
+        absent: &[],
+    },
+    DtraceProbe {
         name: "psynch",
         description: "pthread mutex, condvar and rwlock waits in the kernel (psynch syscalls \
                       under libsystem_pthread), with duration, lock address and user stack",
@@ -153,6 +213,7 @@ pub const DTRACE_CATALOG: &[DtraceProbe] = &[
         )],
         default: true,
         macos_needs_launch: false,
+        absent: &[],
     },
     DtraceProbe {
         name: "ulock",
@@ -169,6 +230,7 @@ pub const DTRACE_CATALOG: &[DtraceProbe] = &[
         )],
         default: true,
         macos_needs_launch: false,
+        absent: &[],
     },
     DtraceProbe {
         name: "semwait",
@@ -178,6 +240,7 @@ pub const DTRACE_CATALOG: &[DtraceProbe] = &[
         hooks: &[(TargetOs::MacOs, &["syscall::__semwait_signal:entry/return"])],
         default: false,
         macos_needs_launch: false,
+        absent: &[],
     },
     DtraceProbe {
         name: "umtx",
@@ -188,6 +251,7 @@ pub const DTRACE_CATALOG: &[DtraceProbe] = &[
         hooks: &[(TargetOs::FreeBsd, &["syscall::_umtx_op:entry/return"])],
         default: true,
         macos_needs_launch: false,
+        absent: &[],
     },
     DtraceProbe {
         name: "lwp-park",
@@ -198,6 +262,7 @@ pub const DTRACE_CATALOG: &[DtraceProbe] = &[
         hooks: &[(TargetOs::Illumos, &["syscall::lwp_park:entry/return"])],
         default: true,
         macos_needs_launch: false,
+        absent: &[],
     },
     DtraceProbe {
         name: "lwp-mutex",
@@ -211,6 +276,7 @@ pub const DTRACE_CATALOG: &[DtraceProbe] = &[
         )],
         default: true,
         macos_needs_launch: false,
+        absent: &[],
     },
     DtraceProbe {
         name: "plockstat",
@@ -237,6 +303,10 @@ pub const DTRACE_CATALOG: &[DtraceProbe] = &[
         ],
         default: true,
         macos_needs_launch: true,
+        absent: &[(
+            TargetOs::Linux,
+            "DTrace for Linux has no plockstat provider (glibc has no plockstat probes)",
+        )],
     },
     DtraceProbe {
         name: "mutex-hold",
@@ -256,6 +326,10 @@ pub const DTRACE_CATALOG: &[DtraceProbe] = &[
         ],
         default: false,
         macos_needs_launch: true,
+        absent: &[(
+            TargetOs::Linux,
+            "DTrace for Linux has no plockstat provider (glibc has no plockstat probes)",
+        )],
     },
     DtraceProbe {
         name: "klock",
@@ -284,20 +358,30 @@ pub const DTRACE_CATALOG: &[DtraceProbe] = &[
         ],
         default: false,
         macos_needs_launch: false,
+        absent: &[(
+            TargetOs::Linux,
+            "DTrace for Linux accepts the lockstat probes but they never fire: they need the fbt \
+             provider (kprobes), which this kernel does not offer",
+        )],
     },
     DtraceProbe {
         name: "offcpu",
         description: "time the target's threads spend switched off the CPU, with kernel and \
-                      user stacks (FreeBSD: keyed by the sleep's wait message)",
+                      user stacks (FreeBSD: keyed by the sleep's wait message; Linux: time off \
+                      the CPU inside system calls, per system call and user stack)",
         kinds: &[WaitKind::OffCpu],
         cost: CostClass::PerContextSwitch,
         hooks: &[
             (TargetOs::MacOs, &["sched:::off-cpu", "sched:::on-cpu"]),
             (TargetOs::FreeBsd, &["sched:::off-cpu", "sched:::on-cpu"]),
             (TargetOs::Illumos, &["sched:::off-cpu", "sched:::on-cpu"]),
+            // sched:::on-cpu never fires on Linux: the time runs from the thread's first
+            // switch-out in a system call to that call's return, in its own context.
+            (TargetOs::Linux, &["sched:::off-cpu", "syscall:::return"]),
         ],
         default: false,
         macos_needs_launch: false,
+        absent: &[],
     },
     DtraceProbe {
         name: "lifecycle",
@@ -328,9 +412,20 @@ pub const DTRACE_CATALOG: &[DtraceProbe] = &[
                     "proc:::lwp-create",
                 ],
             ),
+            (
+                TargetOs::Linux,
+                &[
+                    "proc:::create",
+                    "proc:::exec-success",
+                    "proc:::exit",
+                    "proc:::lwp-create",
+                    "proc:::lwp-exit",
+                ],
+            ),
         ],
         default: false,
         macos_needs_launch: false,
+        absent: &[],
     },
     DtraceProbe {
         name: "syscall",
@@ -341,9 +436,11 @@ pub const DTRACE_CATALOG: &[DtraceProbe] = &[
             (TargetOs::MacOs, &["syscall:::entry/return"]),
             (TargetOs::FreeBsd, &["syscall:::entry/return"]),
             (TargetOs::Illumos, &["syscall:::entry/return"]),
+            (TargetOs::Linux, &["syscall:::entry/return"]),
         ],
         default: false,
         macos_needs_launch: false,
+        absent: &[],
     },
 ];
 
@@ -398,6 +495,106 @@ pub fn decode_ulock_op(op: u64) -> (&'static str, WaitKind) {
     }
 }
 
+/// Linux `futex()` commands that block (`linux/futex.h`, the op without its flags):
+/// `FUTEX_WAIT`, `FUTEX_LOCK_PI`, `FUTEX_WAIT_BITSET`, `FUTEX_WAIT_REQUEUE_PI`, `FUTEX_LOCK_PI2`.
+pub const FUTEX_WAIT_CMDS: [u64; 5] = [0, 6, 9, 11, 13];
+
+/// `FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME`: the flag bits of a futex op.
+const FUTEX_FLAGS: u64 = 128 | 256;
+
+/// The name of a Linux futex op as the eBPF backend writes it (strace's spelling):
+/// `FUTEX_WAIT_PRIVATE`, `FUTEX_WAIT_BITSET_PRIVATE|FUTEX_CLOCK_REALTIME`, `FUTEX_CMD_1`.
+pub fn futex_op_name(op: u64) -> String {
+    let mut name = match op & !FUTEX_FLAGS {
+        0 => "FUTEX_WAIT".to_string(),
+        6 => "FUTEX_LOCK_PI".to_string(),
+        9 => "FUTEX_WAIT_BITSET".to_string(),
+        11 => "FUTEX_WAIT_REQUEUE_PI".to_string(),
+        13 => "FUTEX_LOCK_PI2".to_string(),
+        other => format!("FUTEX_CMD_{other}"),
+    };
+    if op & 128 != 0 {
+        name.push_str("_PRIVATE");
+    }
+    if op & 256 != 0 {
+        name.push_str("|FUTEX_CLOCK_REALTIME");
+    }
+    name
+}
+
+/// The libc entry points whose `pid$target` probes tell what a Linux futex wait is for, with
+/// the code the script stores in `self->lockscope_futex_ctx` (its index plus one) and the
+/// category. glibc's `pthread_cond_wait` and `pthread_cond_timedwait` have two versions each
+/// (`@GLIBC_2.2.5` and `@@GLIBC_2.3.2`) and dtrace's pid provider resolves the name to the old
+/// one, which current programs never call: see [`futex_kind`] for how those waits are told.
+pub const FUTEX_ENTRY_POINTS: &[(&str, WaitKind)] = &[
+    ("pthread_cond_wait", WaitKind::Condvar),
+    ("pthread_cond_timedwait", WaitKind::Condvar),
+    ("pthread_cond_clockwait", WaitKind::Condvar),
+    ("pthread_join", WaitKind::Join),
+    ("pthread_timedjoin_np", WaitKind::Join),
+    ("pthread_clockjoin_np", WaitKind::Join),
+    ("pthread_rwlock_rdlock", WaitKind::RwlockRead),
+    ("pthread_rwlock_timedrdlock", WaitKind::RwlockRead),
+    ("pthread_rwlock_clockrdlock", WaitKind::RwlockRead),
+    ("pthread_rwlock_wrlock", WaitKind::RwlockWrite),
+    ("pthread_rwlock_timedwrlock", WaitKind::RwlockWrite),
+    ("pthread_rwlock_clockwrlock", WaitKind::RwlockWrite),
+    ("sem_wait", WaitKind::Semaphore),
+    ("sem_timedwait", WaitKind::Semaphore),
+    ("sem_clockwait", WaitKind::Semaphore),
+    ("pthread_barrier_wait", WaitKind::Semaphore),
+];
+
+/// glibc's internal futex wait helpers that a stack walked by frame pointers often stops at
+/// (Debian's libc has no frame pointers): the leaf frame of condvar, join, rwlock and
+/// semaphore waits (`FUTEX_WAIT_BITSET`).
+const GLIBC_ABSTIMED_WAIT: &[&str] = &[
+    "__futex_abstimed_wait_common",
+    "__futex_abstimed_wait_common64",
+    "__GI___futex_abstimed_wait_common",
+    "__GI___futex_abstimed_wait_common64",
+];
+
+/// The category of a Linux futex wait recorded by DTrace, in this order:
+///
+/// 1. `FUTEX_LOCK_PI`/`LOCK_PI2` are mutexes, `FUTEX_WAIT_REQUEUE_PI` a condvar (PI condvars);
+/// 2. the user stack (`symbols`, leaf first) through [`WaitKind::classify_user_wait`], as the
+///    eBPF backend does (`__lll_lock_wait` is a mutex wait however short the stack);
+/// 3. the libc entry point the wait ran under (`ctx`, 1-based index in
+///    [`FUTEX_ENTRY_POINTS`], 0 for none), for a `FUTEX_WAIT_BITSET` wait;
+/// 4. a `FUTEX_WAIT_BITSET` wait whose leaf is glibc's `__futex_abstimed_wait_common` and that
+///    no probed entry point claimed: every other glibc caller of that helper (join, rwlock,
+///    semaphore, barrier, the old condvar) is probed, so it is `pthread_cond_wait@@GLIBC_2.3.2`
+///    or `pthread_cond_timedwait@@GLIBC_2.3.2`, which the pid provider cannot name;
+/// 5. else a plain wait.
+pub fn futex_kind(op: u64, ctx: u64, symbols: &[String]) -> WaitKind {
+    let cmd = op & !FUTEX_FLAGS;
+    match cmd {
+        6 | 13 => return WaitKind::Mutex,
+        11 => return WaitKind::Condvar,
+        _ => {}
+    }
+    let by_stack = WaitKind::classify_user_wait(symbols.iter().map(String::as_str), WaitKind::Wait);
+    if by_stack != WaitKind::Wait {
+        return by_stack;
+    }
+    if cmd == 9 {
+        let entry = usize::try_from(ctx)
+            .ok()
+            .and_then(|i| i.checked_sub(1))
+            .and_then(|i| FUTEX_ENTRY_POINTS.get(i));
+        if let Some((_, kind)) = entry {
+            return *kind;
+        }
+        let leaf = symbols.first().map(String::as_str).unwrap_or_default();
+        if GLIBC_ABSTIMED_WAIT.contains(&leaf) {
+            return WaitKind::Condvar;
+        }
+    }
+    WaitKind::Wait
+}
+
 /// The category of a macOS psynch syscall or a plockstat operation; `None` when the name alone
 /// does not tell.
 pub fn kind_of_operation(operation: &str) -> Option<WaitKind> {
@@ -445,6 +642,46 @@ mod tests {
         assert!(defaults_for(TargetOs::MacOs, true).any(|p| p.name == "plockstat"));
         assert!(!defaults_for(TargetOs::MacOs, false).any(|p| p.name == "plockstat"));
         assert!(defaults_for(TargetOs::Illumos, false).any(|p| p.name == "plockstat"));
+    }
+
+    /// Linux futex ops are named as the eBPF backend names them, and a futex wait's category
+    /// comes from its op, its user stack, the libc entry point it ran under, or glibc's
+    /// condvar helper as the leaf, in that order.
+    #[test]
+    fn futex_waits_classify() {
+        assert_eq!(futex_op_name(128), "FUTEX_WAIT_PRIVATE");
+        assert_eq!(
+            futex_op_name(9 | 128 | 256),
+            "FUTEX_WAIT_BITSET_PRIVATE|FUTEX_CLOCK_REALTIME"
+        );
+        assert_eq!(futex_op_name(6), "FUTEX_LOCK_PI");
+        assert_eq!(futex_op_name(1), "FUTEX_CMD_1");
+        let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let bitset = 9 | 128 | 256;
+        // PI locks are mutexes whatever the stack.
+        assert_eq!(futex_kind(6 | 128, 0, &[]), WaitKind::Mutex);
+        // glibc's mutex slow path, even as a one-frame stack.
+        let lll = names(&["__GI___lll_lock_wait", "start_thread"]);
+        assert_eq!(futex_kind(128, 0, &lll), WaitKind::Mutex);
+        // A condvar's mutex re-acquire is a mutex wait although pthread_cond_wait is probed.
+        assert_eq!(futex_kind(128, 1, &lll), WaitKind::Mutex);
+        let abstimed = names(&["__futex_abstimed_wait_common"]);
+        let join = FUTEX_ENTRY_POINTS
+            .iter()
+            .position(|(f, _)| *f == "pthread_join")
+            .map(|i| i as u64 + 1)
+            .expect("pthread_join");
+        assert_eq!(futex_kind(bitset, join, &abstimed), WaitKind::Join);
+        // No probed entry point claimed it: pthread_cond_wait@@GLIBC_2.3.2.
+        assert_eq!(futex_kind(bitset, 0, &abstimed), WaitKind::Condvar);
+        // A full stack decides before the entry point.
+        let rust = names(&[
+            "syscall",
+            "std::sys::sync::mutex::futex::Mutex::lock_contended",
+        ]);
+        assert_eq!(futex_kind(bitset, 0, &rust), WaitKind::Mutex);
+        assert_eq!(futex_kind(bitset, 0, &names(&["syscall"])), WaitKind::Wait);
+        assert_eq!(futex_kind(128, 99, &[]), WaitKind::Wait);
     }
 
     /// umtx and ulock operations decode to the documented names and categories.

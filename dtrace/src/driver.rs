@@ -36,7 +36,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Environment variable naming the dtrace binary to run instead of `dtrace` from `PATH`.
@@ -99,6 +99,14 @@ pub struct DriverOptions {
     /// How long dtrace may take to print its aggregations after SIGINT before it is killed
     /// (and the recording lost). Default: 30 s.
     pub grace: Duration,
+    /// Set by the driver when dtrace's BEGIN clause has printed: every probe is enabled and
+    /// the recording has started (for a status line, or a test that starts the load then).
+    pub began: Arc<AtomicBool>,
+    /// Copy what a command launched by `dtrace -c` prints to lockscope's stdout. Its stdout is
+    /// dtrace's, which the driver reads; with `quiet` dtrace prints nothing of its own until
+    /// END, so the lines between `BEGIN` and the first record are the command's. Default:
+    /// false (they are counted as skipped lines).
+    pub echo_target_output: bool,
 }
 
 impl DriverOptions {
@@ -112,6 +120,8 @@ impl DriverOptions {
             env: Vec::new(),
             launcher: Launcher::Auto,
             grace: Duration::from_secs(30),
+            began: Arc::new(AtomicBool::new(false)),
+            echo_target_output: false,
         }
     }
 }
@@ -203,6 +213,8 @@ struct Outcome {
     attempt: Attempt,
     probes: Vec<&'static DtraceProbe>,
     failed: Vec<(&'static DtraceProbe, String)>,
+    /// Warnings from the attempts before (a probe that went on with less).
+    notes: Vec<String>,
 }
 
 /// How one run of dtrace ended.
@@ -211,6 +223,122 @@ struct Attempt {
     stopped_by: Option<&'static str>,
     output: Output,
     stderr: Vec<String>,
+    watch: TargetWatch,
+}
+
+/// How long dtrace may take to exit once it has printed `=== lockscope done` (everything
+/// lockscope needs) before it is killed: DTrace for Linux lingers 3-7 s after `END` at the
+/// default switch rate, and a recording should not.
+const DONE_GRACE: Duration = Duration::from_secs(1);
+
+/// How long a traced process may have been gone before dtrace is interrupted, if it has not
+/// noticed by itself (DTrace for Linux with `-p` kept running after its target exited).
+const GONE_GRACE: Duration = Duration::from_millis(200);
+
+/// The traced process, watched while dtrace runs: on Linux its mappings are snapshotted so
+/// that its frames can be symbolized after it exited, and its exit ends the recording.
+#[derive(Default)]
+struct TargetWatch {
+    /// Its pid: the `-p` pid, or found as dtrace's child with `-c` (0 until found).
+    pid: u32,
+    /// Found as dtrace's child (`-c`), not given.
+    child_of_dtrace: bool,
+    /// Its start time (`/proc/PID/stat` field 22), to know it is still the same process.
+    start_time: Option<u64>,
+    /// When it was first seen gone.
+    gone_since: Option<Instant>,
+    /// When dtrace's BEGIN line was seen: the recording starts when the probes are enabled,
+    /// not when dtrace starts (it takes a second or more to compile and load them).
+    began_at: Option<Instant>,
+    /// When the recording ended: the target gone, dtrace interrupted, or END printed.
+    ended_at: Option<Instant>,
+    /// Every executable mapping seen while it lived.
+    #[cfg(target_os = "linux")]
+    maps: crate::symbolize::MapsSnapshot,
+}
+
+impl TargetWatch {
+    /// Refreshes what is known about the target; `dtrace_pid` finds a `-c` child.
+    fn poll(&mut self, dtrace_pid: u32) {
+        if self.child_of_dtrace && self.pid == 0 {
+            self.pid = first_child(dtrace_pid).unwrap_or(0);
+            self.start_time = start_time(self.pid);
+        }
+        if self.pid == 0 || self.gone_since.is_some() {
+            return;
+        }
+        #[cfg(target_os = "linux")]
+        let alive = self.maps.refresh(self.pid) && !is_gone(self.pid);
+        #[cfg(not(target_os = "linux"))]
+        let alive = send_signal(self.pid, 0).is_ok();
+        if !alive {
+            self.gone_since = Some(Instant::now());
+        }
+    }
+
+    /// True when the target has been gone for longer than `grace`.
+    fn gone_for(&self, grace: Duration) -> bool {
+        self.gone_since.is_some_and(|at| at.elapsed() > grace)
+    }
+}
+
+/// Ends a command `dtrace -c` launched that outlives the recording (dtrace does not end it when
+/// interrupted), as the eBPF backend ends its launched command: SIGTERM, then SIGKILL after
+/// [`TERMINATE_GRACE`]. Only while it is the same process (same start time): once dtrace is
+/// gone it is no child of anyone lockscope knows, and its pid could be reused.
+fn end_launched_command(watch: &TargetWatch) {
+    let Some(started) = watch.start_time else {
+        return;
+    };
+    let same = || watch.pid != 0 && start_time(watch.pid) == Some(started) && !is_gone(watch.pid);
+    if !same() {
+        return;
+    }
+    let _ = send_signal(watch.pid, libc::SIGTERM);
+    let deadline = Instant::now() + TERMINATE_GRACE;
+    while Instant::now() < deadline {
+        if !same() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = send_signal(watch.pid, libc::SIGKILL);
+}
+
+/// Field 22 of `/proc/PID/stat`: when the process started, in clock ticks since boot.
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces and parentheses), from field 3 on.
+    stat.rsplit_once(") ")?
+        .1
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+/// True when `pid` no longer runs (gone, or a zombie).
+fn is_gone(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let state = stat.rsplit_once(") ")?.1.chars().next()?;
+            Some(state == 'Z' || state == 'X')
+        })
+        .unwrap_or(true)
+}
+
+/// The first child process of `pid` (Linux: `/proc/PID/task/*/children`).
+fn first_child(pid: u32) -> Option<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    tasks.flatten().find_map(|task| {
+        std::fs::read_to_string(task.path().join("children"))
+            .ok()?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    })
 }
 
 impl Driver {
@@ -229,8 +357,21 @@ impl Driver {
                 self_launch = match options.launcher {
                     Launcher::Driver => true,
                     Launcher::Dtrace => false,
+                    // Never on Linux: DTrace for Linux crashed (4 runs of 4) attaching with -p
+                    // to a process stopped with SIGSTOP and continued, and `dtrace -c` loses
+                    // nothing there that the driver does not restore (symbols: see
+                    // crate::symbolize).
                     Launcher::Auto => wants_introspection,
                 };
+                if self_launch && options.script.os == TargetOs::Linux {
+                    return Err(Error::InvalidOption {
+                        option: "launcher",
+                        reason: "DTrace for Linux crashed attaching with -p to a process stopped \
+                                 with SIGSTOP and then continued (4 runs of 4): on Linux, \
+                                 `dtrace -c` launches the command"
+                            .into(),
+                    });
+                }
                 if argv.is_empty() || argv[0].is_empty() {
                     return Err(Error::InvalidOption {
                         option: "command",
@@ -252,6 +393,21 @@ impl Driver {
                 ScriptTarget::Command
             }
         };
+        let absent = options.script.absent_probes();
+        if !absent.is_empty() && options.script.selected_probes()?.is_empty() {
+            let list: Vec<String> = absent
+                .iter()
+                .map(|(p, reason)| format!("`{}`: {reason}", p.name))
+                .collect();
+            return Err(Error::InvalidOption {
+                option: "probes",
+                reason: format!(
+                    "no probe left to record: every probe asked for is absent on {} ({})",
+                    options.script.os,
+                    list.join("; ")
+                ),
+            });
+        }
         let script = generate_script(&options.script)?;
         Ok(Driver {
             options,
@@ -371,6 +527,9 @@ impl Driver {
         if let Some(target) = launched.as_mut() {
             target.terminate();
         }
+        if let Ok(outcome) = &result {
+            end_launched_command(&outcome.attempt.watch);
+        }
         let launched_pid = launched.as_ref().map(LaunchedTarget::pid);
         self.finish(result?, start, started, launched_pid)
     }
@@ -384,31 +543,76 @@ impl Driver {
         let mut probes = self.options.script.selected_probes()?;
         let mut failed: Vec<(&'static DtraceProbe, String)> = Vec::new();
         let mut script = self.script.clone();
+        let mut entry_points = self.options.script.libc_entry_points;
+        let mut notes = Vec::new();
         loop {
             let attempt = self.run_dtrace(&script, &probes, started, launched.as_deref_mut())?;
-            if attempt.status.success() || attempt.output.done {
+            // A dtrace killed by someone else after its probes were enabled leaves a partial
+            // recording (what it printed, often nothing), kept and marked as such.
+            let killed = !attempt.output.begin.is_empty() && killed_by_signal(&attempt.status);
+            if attempt.status.success() || attempt.output.done || killed {
                 return Ok(Outcome {
                     attempt,
                     probes,
                     failed,
+                    notes,
                 });
             }
             let diagnosis = diagnose(&attempt.stderr);
-            let unmatched = diagnosis.no_probe.as_ref().and_then(|message| {
-                let probe = probe_of_message(self.options.script.os, &probes, message)?;
-                Some((probe, message.clone()))
-            });
+            // A static binary has no libc to put pid$target probes in: DTrace for Linux
+            // refuses the script with "process N is not a dynamically-linked executable".
+            let not_dynamic = diagnosis
+                .errors
+                .iter()
+                .find(|e| e.contains("not a dynamically-linked executable"))
+                .and_then(|e| Some((crate::catalog::find("futex")?, e.clone())));
+            let unmatched = diagnosis
+                .no_probe
+                .as_ref()
+                .and_then(|message| {
+                    let probe = probe_of_message(self.options.script.os, &probes, message)?;
+                    Some((probe, message.clone()))
+                })
+                .or(not_dynamic);
             match unmatched {
+                // A libc entry point the target lacks (a static or non-glibc binary): the futex
+                // probe goes on without them, classifying by stack only.
+                Some((probe, message))
+                    if probe.name == "futex"
+                        && entry_points
+                        && attempt.stopped_by.is_none()
+                        && (message.contains(":pthread_")
+                            || message.contains(":sem_")
+                            || message.contains("not a dynamically-linked executable")) =>
+                {
+                    entry_points = false;
+                    notes.push(format!(
+                        "probe `futex`: the target has no glibc entry points to tell condvar, \
+                         join, rwlock and semaphore waits apart ({message}): they are told by \
+                         their user stacks only"
+                    ));
+                    script = self.regenerate(&probes, entry_points)?;
+                }
                 Some((probe, message)) if probes.len() > 1 && attempt.stopped_by.is_none() => {
                     probes.retain(|p| p.name != probe.name);
                     failed.push((probe, message));
-                    let mut options = self.options.script.clone();
-                    options.probes = probes.iter().map(|p| p.name.to_string()).collect();
-                    script = generate_script(&options)?;
+                    script = self.regenerate(&probes, entry_points)?;
                 }
                 _ => return Err(self.failure(&attempt.status, &attempt.stderr, &diagnosis)),
             }
         }
+    }
+
+    /// The script for `probes`, with or without the futex probe's libc entry points.
+    fn regenerate(
+        &self,
+        probes: &[&'static DtraceProbe],
+        entry_points: bool,
+    ) -> Result<String, Error> {
+        let mut options = self.options.script.clone();
+        options.probes = probes.iter().map(|p| p.name.to_string()).collect();
+        options.libc_entry_points = entry_points;
+        generate_script(&options)
     }
 
     /// One run of dtrace on `script`.
@@ -428,32 +632,59 @@ impl Driver {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        restore_stop_signals(&mut command);
         let mut child = command.spawn().map_err(|source| Error::Spawn {
             program: self.options.dtrace.clone(),
             source,
         })?;
-        let began = Arc::new(AtomicBool::new(false));
+        let flags = Arc::new(StdoutFlags::default());
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
         let out_thread = {
-            let began = Arc::clone(&began);
-            std::thread::spawn(move || read_stdout(stdout, &began))
+            let flags = Arc::clone(&flags);
+            let echo = self.options.echo_target_output;
+            std::thread::spawn(move || read_stdout(stdout, &flags, echo))
         };
-        let err_thread = std::thread::spawn(move || read_stderr(stderr));
+        let stderr_lines = Arc::new(Mutex::new(Vec::new()));
+        let err_thread = {
+            let lines = Arc::clone(&stderr_lines);
+            std::thread::spawn(move || read_stderr(stderr, &lines))
+        };
 
-        let supervised = self.supervise(&mut child, started, &began, launched);
+        let mut watch = TargetWatch::default();
+        match (&self.options.target, launched_pid) {
+            (_, Some(pid)) => watch.pid = pid,
+            (DriverTarget::Pid(pid), None) => watch.pid = *pid,
+            (DriverTarget::Command(_), None) => watch.child_of_dtrace = true,
+        }
+        let supervised = self.supervise(&mut child, started, &flags, launched, &mut watch);
         if supervised.is_err() {
             let _ = child.kill();
             let _ = child.wait();
         }
         let output = out_thread.join().unwrap_or_default();
-        let stderr = err_thread.join().unwrap_or_default();
-        let (status, stopped_by) = supervised?;
+        let (status, stopped_by) = match supervised? {
+            (Some(status), stopped_by) => {
+                let _ = err_thread.join();
+                (status, stopped_by)
+            }
+            (None, stopped_by) => {
+                // Killed after it printed everything: the kernel takes seconds to tear its
+                // probes down, and nothing it says then matters. Reap it in the background.
+                std::thread::spawn(move || {
+                    let _ = child.wait();
+                    let _ = err_thread.join();
+                });
+                (killed_status(), stopped_by)
+            }
+        };
+        let stderr = stderr_lines.lock().map(|l| l.clone()).unwrap_or_default();
         Ok(Attempt {
             status,
             stopped_by,
             output,
             stderr,
+            watch,
         })
     }
 
@@ -470,16 +701,31 @@ impl Driver {
                 Attempt {
                     status,
                     stopped_by,
-                    output,
+                    mut output,
                     stderr,
+                    watch,
                 },
             probes,
             failed,
+            notes,
         } = outcome;
-        let elapsed = started.elapsed();
+        // The window in which the probes were enabled, when dtrace said so; else all of it.
+        let (start, elapsed) = match (watch.began_at, watch.ended_at) {
+            (Some(began), Some(ended)) => (
+                start + began.duration_since(started),
+                ended.saturating_duration_since(began),
+            ),
+            _ => (start, started.elapsed()),
+        };
         let diagnosis = diagnose(&stderr);
         let os = self.options.script.os;
-        let mut warnings = Vec::new();
+        let mut warnings = notes;
+        for (probe, reason) in self.options.script.absent_probes() {
+            warnings.push(format!(
+                "probe `{}` is absent on {os}: {reason}",
+                probe.name
+            ));
+        }
         for (probe, message) in &failed {
             warnings.push(format!(
                 "probe `{}` left out: {message}{}",
@@ -495,7 +741,13 @@ impl Driver {
                     .to_string(),
             );
         }
-        if !output.done {
+        let killed = (!output.done && killed_by_signal(&status)).then(|| status.to_string());
+        if let Some(how) = &killed {
+            warnings.push(format!(
+                "dtrace(1) was killed ({how}) before it printed its aggregations: the profile \
+                 is partial (empty: DTrace keeps everything in the kernel until END)"
+            ));
+        } else if !output.done {
             warnings.push(
                 "dtrace(1) ended before printing all its aggregations: the profile is empty or \
                  partial"
@@ -509,13 +761,19 @@ impl Driver {
             ));
         }
 
-        let end_reason = match stopped_by {
-            Some(reason) => reason.to_string(),
-            None if diagnosis.target_exited || output.done => "target exited".to_string(),
-            None => format!("dtrace exited ({status})"),
+        let end_reason = match (stopped_by, &killed) {
+            (_, Some(how)) => format!("dtrace killed ({how}): partial"),
+            (Some(reason), None) => reason.to_string(),
+            (None, None) if diagnosis.target_exited || output.done => "target exited".to_string(),
+            (None, None) => format!("dtrace exited ({status})"),
         };
-        let mut profile =
-            profile::to_profile(&output, Some(os), Some(self.options.script.ustack_frames));
+        let resolved = resolve_user_frames(os, &watch, &mut output);
+        let mut profile = profile::to_profile_with(
+            &output,
+            Some(os),
+            Some(self.options.script.ustack_frames),
+            &|frame| resolved.get(&frame.text).cloned(),
+        );
         if let Some(warning) = silent_plockstat(&profile, &probes, os) {
             warnings.push(warning);
         }
@@ -539,13 +797,16 @@ impl Driver {
                 launched: false,
             },
             DriverTarget::Command(argv) => Target {
-                // dtrace -c does not say the pid: the records do.
-                pid: launched_pid.unwrap_or_else(|| profile.threads.first().map_or(0, |t| t.pid)),
+                // dtrace -c does not say the pid: dtrace's child, else the records do.
+                pid: launched_pid
+                    .or((watch.pid != 0).then_some(watch.pid))
+                    .unwrap_or_else(|| profile.threads.first().map_or(0, |t| t.pid)),
                 command: argv.clone(),
                 launched: true,
             },
         };
         let selected = self.options.script.selected_probes().unwrap_or_default();
+        let absent = self.options.script.absent_probes();
         m.probes = selected
             .iter()
             .map(|p| {
@@ -561,6 +822,13 @@ impl Driver {
                     status,
                 }
             })
+            .chain(absent.iter().map(|(p, reason)| ProbeAttachment {
+                probe: p.name.to_string(),
+                hook: String::new(),
+                status: AttachStatus::Failed {
+                    reason: format!("absent on {os}: {reason}"),
+                },
+            }))
             .collect();
         Ok(Recording {
             profile,
@@ -569,22 +837,24 @@ impl Driver {
         })
     }
 
-    /// Waits for dtrace, interrupting it when the duration elapses or the stop flag is set,
-    /// and killing it when it does not finish within the grace period after that. A command
-    /// the driver launched is resumed once dtrace's BEGIN clause has printed (`began`).
+    /// Waits for dtrace, interrupting it when the duration elapses, the stop flag is set or
+    /// the target has gone, and killing it when it does not finish within the grace period
+    /// after that, or [`DONE_GRACE`] after it printed everything. A command the driver
+    /// launched is resumed once dtrace's BEGIN clause has printed.
     fn supervise(
         &self,
         child: &mut Child,
         started: Instant,
-        began: &AtomicBool,
+        flags: &StdoutFlags,
         mut launched: Option<&mut LaunchedTarget>,
-    ) -> Result<(ExitStatus, Option<&'static str>), Error> {
-        let deadline = self.options.script.duration.map(|d| started + d);
+        watch: &mut TargetWatch,
+    ) -> Result<(Option<ExitStatus>, Option<&'static str>), Error> {
         let mut interrupted: Option<(Instant, &'static str)> = None;
+        let mut done_at: Option<Instant> = None;
         loop {
             if let Some(target) = launched.as_deref_mut() {
                 target.reap();
-                if !target.resumed && began.load(Ordering::Acquire) {
+                if !target.resumed && flags.began.load(Ordering::Acquire) {
                     // Never once reaped: its pid may belong to another process by then.
                     if !target.exited {
                         send_signal(target.pid(), libc::SIGCONT).map_err(|source| {
@@ -598,23 +868,53 @@ impl Driver {
                     target.resumed = true;
                 }
             }
+            // Only once the probes are enabled: before, a -c target does not exist yet.
+            if flags.began.load(Ordering::Acquire) && interrupted.is_none() {
+                watch.began_at.get_or_insert_with(Instant::now);
+                self.options.began.store(true, Ordering::Release);
+                watch.poll(child.id());
+                if let Some(gone) = watch.gone_since {
+                    watch.ended_at.get_or_insert(gone);
+                }
+            }
             if let Some(status) = child.try_wait().map_err(|source| Error::Process {
                 action: "wait for",
                 source,
             })? {
-                return Ok((status, interrupted.map(|(_, why)| why)));
+                watch.ended_at.get_or_insert_with(Instant::now);
+                return Ok((Some(status), interrupted.map(|(_, why)| why)));
             }
             let now = Instant::now();
+            // The duration counts from BEGIN, when the probes are enabled (as the script's own
+            // tick clause does), not from dtrace's start; a dtrace that never begins is still
+            // stopped a duration after its start.
+            let deadline = self
+                .options
+                .script
+                .duration
+                .map(|d| watch.began_at.unwrap_or(started) + d);
+            if flags.done.load(Ordering::Acquire) {
+                // Everything is printed: what dtrace does now is not worth waiting for.
+                let at = *done_at.get_or_insert(now);
+                watch.ended_at.get_or_insert(now);
+                if now.duration_since(at) > DONE_GRACE {
+                    let _ = child.kill();
+                    return Ok((None, interrupted.map(|(_, why)| why)));
+                }
+            }
             match interrupted {
                 None => {
                     let why = if self.options.stop.load(Ordering::Relaxed) {
                         Some("interrupted (stop requested)")
                     } else if deadline.is_some_and(|d| now >= d) {
                         Some("duration elapsed")
+                    } else if watch.gone_for(GONE_GRACE) {
+                        Some("target exited")
                     } else {
                         None
                     };
                     if let Some(why) = why {
+                        watch.ended_at.get_or_insert(now);
                         // A failed signal means dtrace already exited; try_wait sees that next.
                         let _ = send_signal(child.id(), libc::SIGINT);
                         interrupted = Some((now, why));
@@ -633,6 +933,9 @@ impl Driver {
     }
 
     fn failure(&self, status: &ExitStatus, stderr: &[String], d: &Diagnosis) -> Error {
+        if let Some(message) = &d.bpf_load_failed {
+            return verifier_error(message, stderr, d);
+        }
         let errors = if d.errors.is_empty() {
             stderr.join("\n")
         } else {
@@ -706,6 +1009,73 @@ impl Driver {
         }
         String::new()
     }
+}
+
+/// One clear error for a program the kernel refused, with dtrace's whole stderr (thousands of
+/// `BPF:` verifier lines) saved to a file rather than printed.
+fn verifier_error(message: &str, stderr: &[String], d: &Diagnosis) -> Error {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |t| t.subsec_nanos());
+    let path = std::env::temp_dir().join(format!(
+        "lockscope-dtrace-verifier-{}-{nanos}.log",
+        std::process::id()
+    ));
+    let saved = std::fs::write(&path, stderr.join("\n") + "\n").is_ok();
+    // The verifier's reason is its last lines ("R1 type=scalar expected=map_ptr", "processed
+    // N insns"): the last one that is not the instruction count says why.
+    let reason = d
+        .verifier_log
+        .iter()
+        .rev()
+        .find(|l| {
+            !l.is_empty() && !l.starts_with("processed ") && !l.starts_with("verification time")
+        })
+        .cloned()
+        .unwrap_or_else(|| "no verifier log (set the D option bpflog to get one)".to_string());
+    Error::VerifierRejected {
+        message: message.to_string(),
+        reason,
+        log: saved.then_some(path),
+        lines: d.verifier_log.len(),
+    }
+}
+
+/// The status of a dtrace the driver killed with SIGKILL and did not wait for.
+fn killed_status() -> ExitStatus {
+    use std::os::unix::process::ExitStatusExt;
+    ExitStatus::from_raw(libc::SIGKILL)
+}
+
+/// True when dtrace was ended by a signal (SIGKILL from the OOM killer or a user).
+fn killed_by_signal(status: &ExitStatus) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    status.signal().is_some()
+}
+
+/// On Linux, every user frame read back from the target's mappings (see [`crate::symbolize`]),
+/// by frame text, after cutting the frames where the frame-pointer walk went astray; elsewhere
+/// nothing (dtrace's own symbols stand).
+#[cfg(target_os = "linux")]
+fn resolve_user_frames(
+    os: TargetOs,
+    watch: &TargetWatch,
+    output: &mut Output,
+) -> std::collections::HashMap<String, lockscope_probes::Frame> {
+    if os != TargetOs::Linux || watch.maps.is_empty() {
+        return Default::default();
+    }
+    crate::symbolize::UserSymbolizer::new(&watch.maps).resolve_output(output)
+}
+
+/// Only the Linux driver symbolizes frames itself.
+#[cfg(not(target_os = "linux"))]
+fn resolve_user_frames(
+    _os: TargetOs,
+    _watch: &TargetWatch,
+    _output: &mut Output,
+) -> std::collections::HashMap<String, lockscope_probes::Frame> {
+    Default::default()
 }
 
 /// The catalog probe whose hook a "probe description D does not match any probes" message
@@ -814,7 +1184,54 @@ pub fn libc_description(os: TargetOs, host: Option<TargetOs>, release: &str) -> 
         TargetOs::MacOs => format!("libSystem (Darwin {release})"),
         TargetOs::FreeBsd => format!("FreeBSD libc {release}"),
         TargetOs::Illumos => format!("illumos libc {release}"),
+        TargetOs::Linux => return glibc_version(),
     })
+}
+
+/// `glibc 2.36` when lockscope runs with glibc (the target almost always has the same one).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn glibc_version() -> Option<String> {
+    // SAFETY: gnu_get_libc_version takes nothing and returns a pointer to a static,
+    // NUL-terminated string.
+    let version = unsafe { std::ffi::CStr::from_ptr(libc::gnu_get_libc_version()) };
+    Some(format!("glibc {}", version.to_string_lossy()))
+}
+
+/// Without glibc, the C library is not named.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn glibc_version() -> Option<String> {
+    None
+}
+
+/// dtrace must stop on SIGINT and SIGTERM, which is how the driver ends a recording: a process
+/// started in the background by a non-interactive shell inherits SIGINT as ignored (and
+/// lockscope's own handlers are reset at exec, but an ignored disposition is not), so the
+/// child gets the default dispositions and an empty signal mask back before it runs dtrace.
+///
+/// And it must get exactly one SIGINT: a second one makes dtrace "impatient", and it exits
+/// without running END or printing its aggregations (the recording is lost). A Ctrl-C at the
+/// terminal signals the whole foreground process group, so dtrace gets its own process group:
+/// the terminal's SIGINT reaches lockscope only, which passes one on.
+fn restore_stop_signals(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    command.process_group(0);
+    // SAFETY: between fork and exec only async-signal-safe calls are made (signal,
+    // sigemptyset, sigprocmask), on memory owned by this closure's stack.
+    unsafe {
+        command.pre_exec(|| {
+            for signal in [libc::SIGINT, libc::SIGTERM] {
+                if libc::signal(signal, libc::SIG_DFL) == libc::SIG_ERR {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            if libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
 }
 
 /// Sends `signal` to `pid`.
@@ -849,10 +1266,21 @@ fn wait_until_stopped(pid: u32) -> std::io::Result<bool> {
     }
 }
 
-/// Feeds dtrace's stdout to the parser; sets `began` at the script's `=== lockscope begin`
-/// line (printed by its BEGIN clause, once every probe is enabled).
-fn read_stdout(stdout: Option<impl Read>, began: &AtomicBool) -> Output {
+/// What dtrace's stdout has shown so far.
+#[derive(Default)]
+struct StdoutFlags {
+    /// The script's `=== lockscope begin` line (its BEGIN clause: every probe is enabled).
+    began: AtomicBool,
+    /// The `=== lockscope done` line (the end of END: every aggregation is printed).
+    done: AtomicBool,
+}
+
+/// Feeds dtrace's stdout to the parser and sets `flags` on the script's begin and done lines;
+/// with `echo`, lines between `BEGIN` and END's first record (a `-c` command's output) go to
+/// lockscope's stdout instead.
+fn read_stdout(stdout: Option<impl Read>, flags: &StdoutFlags, echo: bool) -> Output {
     let mut parser = Parser::new();
+    let mut in_end = false;
     if let Some(stdout) = stdout {
         let mut reader = BufReader::new(stdout);
         let mut line = Vec::new();
@@ -863,9 +1291,30 @@ fn read_stdout(stdout: Option<impl Read>, began: &AtomicBool) -> Output {
                 Ok(_) => {
                     let content = line.strip_suffix(b"\n").unwrap_or(&line);
                     if content.starts_with(b"=== lockscope begin") {
-                        began.store(true, Ordering::Release);
+                        flags.began.store(true, Ordering::Release);
+                    }
+                    in_end |= content.starts_with(b"=== lockscope record")
+                        || content.starts_with(b"=== lockscope done");
+                    // Empty lines are not passed on: dtrace prints one itself when
+                    // interrupted, before END (the command's own empty lines are lost).
+                    if echo
+                        && !in_end
+                        && !content.is_empty()
+                        && flags.began.load(Ordering::Relaxed)
+                        && !content.starts_with(b"=== lockscope begin")
+                    {
+                        let mut out = std::io::stdout().lock();
+                        let _ = std::io::Write::write_all(&mut out, &line);
+                        let _ = std::io::Write::flush(&mut out);
+                        continue;
                     }
                     parser.feed_bytes(content);
+                    if content.starts_with(b"=== lockscope done") {
+                        flags.done.store(true, Ordering::Release);
+                        // Nothing comes after it, and the pipe may stay open for seconds
+                        // while the kernel tears dtrace's probes down.
+                        break;
+                    }
                 }
             }
         }
@@ -873,16 +1322,29 @@ fn read_stdout(stdout: Option<impl Read>, began: &AtomicBool) -> Output {
     parser.finish()
 }
 
-fn read_stderr(stderr: Option<impl Read>) -> Vec<String> {
-    let mut bytes = Vec::new();
-    if let Some(mut stderr) = stderr {
-        let _ = stderr.read_to_end(&mut bytes);
+/// Collects dtrace's stderr lines into `lines` as they come, so that they can be read before
+/// dtrace has exited (see [`DONE_GRACE`]).
+fn read_stderr(stderr: Option<impl Read>, lines: &Mutex<Vec<String>>) {
+    let Some(stderr) = stderr else {
+        return;
+    };
+    let mut reader = BufReader::new(stderr);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                let text = String::from_utf8_lossy(&line);
+                let text = text.trim_end_matches(['\n', '\r']);
+                if !text.trim().is_empty() {
+                    if let Ok(mut lines) = lines.lock() {
+                        lines.push(text.to_string());
+                    }
+                }
+            }
+        }
     }
-    String::from_utf8_lossy(&bytes)
-        .lines()
-        .map(str::to_string)
-        .filter(|l| !l.trim().is_empty())
-        .collect()
 }
 
 /// What dtrace's stderr says.
@@ -902,6 +1364,11 @@ pub struct Diagnosis {
     pub restricted: Option<String>,
     /// "pid N has exited".
     pub target_exited: bool,
+    /// DTrace for Linux's "BPF program load for 'P' failed: ..." line, when the kernel refused
+    /// one of its programs.
+    pub bpf_load_failed: Option<String>,
+    /// The verifier's log lines (`BPF: ...`), without the prefix.
+    pub verifier_log: Vec<String>,
     /// Other lines (dtrace's errors), without the `dtrace: ` prefix.
     pub errors: Vec<String>,
 }
@@ -910,9 +1377,23 @@ pub struct Diagnosis {
 pub fn diagnose(lines: &[String]) -> Diagnosis {
     let mut d = Diagnosis::default();
     for line in lines {
+        // The verifier log comes first: its lines mention registers and "permission denied",
+        // which are nothing of the kind here.
+        if let Some(log) = line.strip_prefix("BPF:") {
+            d.verifier_log.push(log.trim().to_string());
+            continue;
+        }
         let message = line.strip_prefix("dtrace: ").unwrap_or(line).trim();
         let lower = message.to_ascii_lowercase();
-        if lower.contains("system integrity protection is on") {
+        if lower.contains("bpf program load for") || lower.starts_with("bpf verifier log is") {
+            if lower.contains("bpf program load for") {
+                d.bpf_load_failed.get_or_insert_with(|| message.to_string());
+            }
+        } else if lower.starts_with("set dtrace option 'bpflogsize'")
+            || lower.starts_with("(current size is")
+        {
+            // The rest of DTrace's "log is incomplete" note.
+        } else if lower.contains("system integrity protection is on") {
             d.sip = true;
         } else if lower.contains("does not match any probes") {
             d.no_probe.get_or_insert_with(|| message.to_string());
@@ -1041,6 +1522,35 @@ mod tests {
             probe(TargetOs::FreeBsd, &bsd, &message("lockstat:::sx-block")),
             Some("klock")
         );
+    }
+
+    /// A verifier rejection (thousands of `BPF:` lines ending in the reason) is one error that
+    /// quotes the reason and points to the saved log, not a privileges complaint.
+    #[test]
+    fn verifier_rejection_is_one_error() {
+        let mut lines = vec!["dtrace: could not enable tracing: BPF program load for \
+             'syscall:vmlinux:futex:return' failed: Permission denied"
+            .to_string()];
+        lines.extend((0..3000).map(|i| format!("BPF: {i}: (85) call bpf_map_lookup_elem#1")));
+        lines.push("BPF: R1 type=scalar expected=map_ptr".to_string());
+        lines.push("BPF: processed 3001 insns (limit 1000000)".to_string());
+        let d = diagnose(&lines);
+        assert_eq!(d.privileges, None);
+        assert_eq!(d.verifier_log.len(), 3002);
+        assert!(d.errors.is_empty(), "{:?}", d.errors);
+        let message = d.bpf_load_failed.clone().expect("load failure seen");
+        let error = verifier_error(&message, &lines, &d);
+        let text = error.to_string();
+        assert!(text.contains("R1 type=scalar expected=map_ptr"), "{text}");
+        assert!(text.contains("'syscall:vmlinux:futex:return'"), "{text}");
+        assert!(text.contains("(3002 lines)"), "{text}");
+        assert!(!text.contains('\n'), "{text}");
+        let Error::VerifierRejected { log: Some(log), .. } = error else {
+            panic!("not a saved verifier rejection: {text}");
+        };
+        let saved = std::fs::read_to_string(&log).expect("log saved");
+        assert_eq!(saved.lines().count(), lines.len());
+        let _ = std::fs::remove_file(log);
     }
 
     /// The C library is named only on the OS it belongs to.

@@ -1,4 +1,5 @@
-//! DTrace backend of lockscope, for macOS, FreeBSD and illumos.
+//! DTrace backend of lockscope, for macOS, FreeBSD and illumos, and for Linux with Oracle's
+//! DTrace for Linux (where it is checked against a real dtrace and against the eBPF backend).
 //!
 //! Nothing here links against libdtrace: lockscope writes one D script per recording, runs
 //! `dtrace(1)` as a child process and parses its text output. All of that is plain,
@@ -14,6 +15,9 @@
 //!   [`parse::Output`];
 //! - [`driver`]: [`Driver`] runs `dtrace -q -s SCRIPT -p PID` (or `-c CMD`), stops it, and turns
 //!   its complaints into clear [`Error`]s and its drop reports into [`lockscope_probes::Losses`];
+//! - `symbolize` (Linux): the target's mappings snapshotted while it lives, and its user frames
+//!   symbolized from them after dtrace printed (DTrace for Linux leaves bare addresses for a
+//!   target that has exited);
 //! - [`import_capture`]: a profile from DTrace output captured elsewhere
 //!   (`dtrace -n 'profile-997 { @[ustack()] = count(); }'` and the like).
 //!
@@ -29,10 +33,12 @@ pub mod driver;
 pub mod parse;
 mod profile;
 pub mod script;
+#[cfg(target_os = "linux")]
+pub mod symbolize;
 
 pub use catalog::{canonical_wait_frame, DtraceProbe, TargetOs, DTRACE_CATALOG};
 pub use driver::{Driver, DriverOptions, DriverTarget, Launcher, Recording};
-pub use profile::{import_capture, to_profile};
+pub use profile::{import_capture, to_profile, to_profile_with, FrameResolver};
 pub use script::{generate_script, ScriptOptions, ScriptTarget};
 
 use std::path::PathBuf;
@@ -144,6 +150,24 @@ pub enum Error {
         status: String,
         /// What it wrote to stderr (its error lines).
         stderr: String,
+    },
+    /// The kernel's BPF verifier refused a program DTrace for Linux generated for the script.
+    #[error(
+        "the kernel's BPF verifier rejected a program of the D script ({message}): {reason}; {}",
+        match log {
+            Some(path) => format!("dtrace's output with the verifier log ({lines} lines) is in {}", path.display()),
+            None => format!("the verifier log ({lines} lines) could not be saved"),
+        }
+    )]
+    VerifierRejected {
+        /// dtrace's "BPF program load for 'PROBE' failed: ..." line.
+        message: String,
+        /// The verifier's last line that says why.
+        reason: String,
+        /// Where dtrace's whole stderr was saved, when it could be.
+        log: Option<PathBuf>,
+        /// Number of verifier log lines.
+        lines: usize,
     },
     /// The input of [`import_capture`] has nothing DTrace would print.
     #[error("not DTrace output: {reason}")]

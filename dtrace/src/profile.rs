@@ -23,12 +23,27 @@ struct TextInterner {
 /// Kernel or not, then each frame's text and annotation.
 type TextStackKey = (bool, Vec<(String, Option<String>)>);
 
+/// Turns a user frame's text into a [`Frame`] when something knows better than the text (the
+/// Linux driver's own symbolizer, from the target's mappings); `None` keeps
+/// [`parse::parse_frame`]'s reading.
+pub type FrameResolver<'a> = &'a dyn Fn(&ParsedFrame) -> Option<Frame>;
+
+/// The frame of `f`: the resolver's, else the text's.
+fn frame_of(f: &ParsedFrame, resolve: FrameResolver<'_>) -> Frame {
+    let mut frame = resolve(f).unwrap_or_else(|| parse::parse_frame(&f.text));
+    if frame.annotation.is_none() {
+        frame.annotation = f.annotation.clone();
+    }
+    frame
+}
+
 impl TextInterner {
     fn intern(
         &mut self,
         space: AddressSpace,
         frames: &[ParsedFrame],
         limit: Option<u32>,
+        resolve: FrameResolver<'_>,
     ) -> StackId {
         let key = (
             space == AddressSpace::Kernel,
@@ -45,9 +60,12 @@ impl TextInterner {
             space,
             frames: frames
                 .iter()
-                .map(|f| Frame {
-                    annotation: f.annotation.clone(),
-                    ..parse::parse_frame(&f.text)
+                .map(|f| match space {
+                    AddressSpace::User => frame_of(f, resolve),
+                    AddressSpace::Kernel => Frame {
+                        annotation: f.annotation.clone(),
+                        ..parse::parse_frame(&f.text)
+                    },
                 })
                 .collect(),
             truncated: limit.is_some_and(|limit| frames.len() >= limit as usize),
@@ -77,11 +95,11 @@ fn clamp(value: i64) -> u64 {
 }
 
 /// Symbols of a stack, leaf first, without their module, for [`WaitKind::classify_user_wait`].
-fn symbols(frames: &[ParsedFrame]) -> Vec<String> {
+fn symbols(frames: &[ParsedFrame], resolve: FrameResolver<'_>) -> Vec<String> {
     frames
         .iter()
         .map(|f| {
-            let name = parse::parse_frame(&f.text).display_name();
+            let name = frame_of(f, resolve).display_name();
             name.split_once('`')
                 .map_or(name.clone(), |(_, symbol)| symbol.to_string())
         })
@@ -89,9 +107,9 @@ fn symbols(frames: &[ParsedFrame]) -> Vec<String> {
 }
 
 /// The category and decoded operation of a lockscope record.
-fn resolve_kind(record: &LockscopeRecord) -> (WaitKind, String) {
+fn resolve_kind(record: &LockscopeRecord, resolve: FrameResolver<'_>) -> (WaitKind, String) {
     let by_stack = |fallback: WaitKind| {
-        let names = symbols(&record.user_stack);
+        let names = symbols(&record.user_stack, resolve);
         WaitKind::classify_user_wait(names.iter().map(String::as_str), fallback)
     };
     if record.kind != "auto" {
@@ -102,6 +120,16 @@ fn resolve_kind(record: &LockscopeRecord) -> (WaitKind, String) {
         return (kind, record.op.clone());
     }
     match record.probe.as_str() {
+        "futex" => {
+            // `op/ctx`: the futex op, and the libc entry point it ran under (0: none).
+            let (op, ctx) = record.op.split_once('/').unwrap_or((&record.op, "0"));
+            let op: u64 = op.parse().unwrap_or(0);
+            let names = symbols(&record.user_stack, resolve);
+            (
+                catalog::futex_kind(op, ctx.parse().unwrap_or(0), &names),
+                catalog::futex_op_name(op),
+            )
+        }
         "umtx" => match record.op.parse().ok().and_then(catalog::decode_umtx_op) {
             Some((name, WaitKind::Wait)) => (by_stack(WaitKind::Wait), name.to_string()),
             Some((name, kind)) => (kind, name.to_string()),
@@ -139,6 +167,18 @@ fn resolve_kind(record: &LockscopeRecord) -> (WaitKind, String) {
 ///
 /// `ustack_frames` marks stacks with that many frames as truncated.
 pub fn to_profile(output: &Output, os: Option<TargetOs>, ustack_frames: Option<u32>) -> Profile {
+    to_profile_with(output, os, ustack_frames, &|_| None)
+}
+
+/// [`to_profile`] with user frames read by `resolve` where it knows them (the Linux driver
+/// symbolizes addresses itself from the target's mappings): the categories that depend on the
+/// user stack are decided on the resolved names.
+pub fn to_profile_with(
+    output: &Output,
+    os: Option<TargetOs>,
+    ustack_frames: Option<u32>,
+    resolve: FrameResolver<'_>,
+) -> Profile {
     let mut interner = TextInterner::default();
     let mut waits = Vec::new();
     let mut threads: Vec<ThreadInfo> = Vec::new();
@@ -156,13 +196,17 @@ pub fn to_profile(output: &Output, os: Option<TargetOs>, ustack_frames: Option<u
     for record in &output.records {
         match record {
             Record::Lockscope(r) => {
-                let (kind, operation) = resolve_kind(r);
-                let user_stack =
-                    Some(interner.intern(AddressSpace::User, &r.user_stack, ustack_frames));
+                let (kind, operation) = resolve_kind(r, resolve);
+                let user_stack = Some(interner.intern(
+                    AddressSpace::User,
+                    &r.user_stack,
+                    ustack_frames,
+                    resolve,
+                ));
                 let kernel_stack = r
                     .kernel_stack
                     .as_ref()
-                    .map(|frames| interner.intern(AddressSpace::Kernel, frames, None));
+                    .map(|frames| interner.intern(AddressSpace::Kernel, frames, None, resolve));
                 let stats = WaitStats {
                     count: clamp(r.count),
                     total_ns: r.total_ns.map_or(0, clamp),
@@ -250,8 +294,8 @@ fn generic_wait(r: &GenericRecord, interner: &mut TextInterner) -> WaitRecord {
         tid: 0,
         object: 0,
         operation: r.keys.join(" "),
-        user_stack: user.map(|f| interner.intern(AddressSpace::User, f, None)),
-        kernel_stack: kernel.map(|f| interner.intern(AddressSpace::Kernel, f, None)),
+        user_stack: user.map(|f| interner.intern(AddressSpace::User, f, None, &|_| None)),
+        kernel_stack: kernel.map(|f| interner.intern(AddressSpace::Kernel, f, None, &|_| None)),
         stats,
     }
 }

@@ -29,7 +29,7 @@
 //! `_umtx_op`/`ulock_wait` operation, plockstat event) or, for `lwp_park` and compare-and-wait
 //! operations that name no purpose, from the user stack.
 
-use crate::catalog::{self, TargetOs, UMTX_WAIT_OPS};
+use crate::catalog::{self, TargetOs, FUTEX_ENTRY_POINTS, FUTEX_WAIT_CMDS, UMTX_WAIT_OPS};
 use crate::Error;
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -70,6 +70,11 @@ pub struct ScriptOptions {
     pub dynvarsize: u64,
     /// Principal buffer size in bytes (`bufsize`). Default: 8 MiB.
     pub bufsize: u64,
+    /// Linux `futex` probe: also trace the libc entry points ([`FUTEX_ENTRY_POINTS`]) with
+    /// `pid$target` probes to tell condvar, join, rwlock and semaphore waits apart when the
+    /// user stack is too short to. The driver turns it off when the target has no such
+    /// functions (a static or non-glibc binary: the descriptions match nothing). Default: true.
+    pub libc_entry_points: bool,
 }
 
 impl Default for ScriptOptions {
@@ -91,6 +96,7 @@ impl ScriptOptions {
             aggsize: 32 << 20,
             dynvarsize: 16 << 20,
             bufsize: 8 << 20,
+            libc_entry_points: true,
         }
     }
 
@@ -101,7 +107,8 @@ impl ScriptOptions {
             return Ok(catalog::defaults_for(self.os, launched).collect());
         }
         for name in &self.probes {
-            let known = catalog::find(name).is_some_and(|p| p.supports(self.os));
+            let known = catalog::find(name)
+                .is_some_and(|p| p.supports(self.os) || p.absent_on(self.os).is_some());
             if !known {
                 let known: Vec<&str> = catalog::probes_for(self.os).map(|p| p.name).collect();
                 return Err(Error::UnknownProbe {
@@ -114,6 +121,16 @@ impl ScriptOptions {
         Ok(catalog::probes_for(self.os)
             .filter(|p| self.probes.iter().any(|n| n == p.name))
             .collect())
+    }
+
+    /// The probes asked for that cannot fire on this OS's dtrace, with the reason
+    /// ([`catalog::DtraceProbe::absent`]); they are left out of the script.
+    pub fn absent_probes(&self) -> Vec<(&'static catalog::DtraceProbe, &'static str)> {
+        catalog::DTRACE_CATALOG
+            .iter()
+            .filter(|p| self.probes.iter().any(|n| n == p.name))
+            .filter_map(|p| Some((p, p.absent_on(self.os)?)))
+            .collect()
     }
 
     fn validate(&self) -> Result<(), Error> {
@@ -304,6 +321,9 @@ pub fn generate_script(options: &ScriptOptions) -> Result<String, Error> {
         env!("CARGO_PKG_VERSION"),
         names.join(", ")
     );
+    for (probe, reason) in options.absent_probes() {
+        let _ = writeln!(out, "/* absent on {os}: {}: {reason} */", probe.name);
+    }
     let _ = writeln!(out, "#pragma D option quiet");
     let _ = writeln!(
         out,
@@ -330,7 +350,13 @@ pub fn generate_script(options: &ScriptOptions) -> Result<String, Error> {
         "#pragma D option bufsize={}",
         size_option(options.bufsize)
     );
-    let _ = writeln!(out, "#pragma D option strsize=256\n");
+    let _ = writeln!(out, "#pragma D option strsize=256");
+    if os == TargetOs::Linux {
+        // DTrace for Linux takes 3-7 s to end after exit() or a signal at the default 1 s
+        // switch rate; 10 ms ends it in well under a second.
+        let _ = writeln!(out, "#pragma D option switchrate=10ms");
+    }
+    let _ = writeln!(out);
     let _ = writeln!(
         out,
         "dtrace:::BEGIN\n{{\n\tprintf(\"=== lockscope begin os={os} format={FORMAT_VERSION}\\n\");\n}}\n"
@@ -339,7 +365,7 @@ pub fn generate_script(options: &ScriptOptions) -> Result<String, Error> {
     let mut families: Vec<Family> = Vec::new();
     for probe in &probes {
         let _ = writeln!(out, "/* {}: {} */", probe.name, probe.description);
-        emit_probe(&mut out, &mut families, probe.name, os);
+        emit_probe(&mut out, &mut families, probe.name, options);
     }
 
     if let Some(duration) = options.duration {
@@ -353,8 +379,11 @@ pub fn generate_script(options: &ScriptOptions) -> Result<String, Error> {
     Ok(out)
 }
 
-fn emit_probe(out: &mut String, families: &mut Vec<Family>, name: &str, os: TargetOs) {
+fn emit_probe(out: &mut String, families: &mut Vec<Family>, name: &str, options: &ScriptOptions) {
+    let os = options.os;
     match name {
+        "futex" => emit_linux_futex(out, families, options.libc_entry_points),
+        "offcpu" if os == TargetOs::Linux => emit_linux_offcpu(out, families),
         "psynch" => {
             let family = Family {
                 tag: "psynch",
@@ -536,6 +565,14 @@ fn emit_probe(out: &mut String, families: &mut Vec<Family>, name: &str, os: Targ
             let probes: &[&str] = match os {
                 // FreeBSD's proc provider has no lwp-create.
                 TargetOs::FreeBsd => &["proc:::create", "proc:::exec-success", "proc:::exit"],
+                // lwp-exit fires on Linux; proc:::start and lwp-start abort DTrace for Linux.
+                TargetOs::Linux => &[
+                    "proc:::create",
+                    "proc:::exec-success",
+                    "proc:::exit",
+                    "proc:::lwp-create",
+                    "proc:::lwp-exit",
+                ],
                 _ => &[
                     "proc:::create",
                     "proc:::exec-success",
@@ -627,5 +664,75 @@ fn emit_plockstat(out: &mut String, families: &mut Vec<Family>, os: TargetOs) {
         "this->ns",
     );
     let _ = writeln!(out, "\tself->lockscope_rw_ts = 0;\n}}\n");
+    families.push(family);
+}
+
+/// Linux futex waits: `syscall::futex` entry to return for the blocking commands, the op and
+/// (with `entry_points`) the libc entry point the wait runs under in the key as `op/ctx`.
+fn emit_linux_futex(out: &mut String, families: &mut Vec<Family>, entry_points: bool) {
+    if entry_points {
+        // One clause per entry point: its code is its index plus one (see
+        // catalog::FUTEX_ENTRY_POINTS); cleared when the function returns.
+        for (i, (function, _)) in FUTEX_ENTRY_POINTS.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "pid$target::{function}:entry\n{{\n\tself->lockscope_futex_ctx = {};\n}}\n",
+                i + 1
+            );
+        }
+        let returns: Vec<String> = FUTEX_ENTRY_POINTS
+            .iter()
+            .map(|(function, _)| format!("pid$target::{function}:return"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "{}\n{{\n\tself->lockscope_futex_ctx = 0;\n}}\n",
+            returns.join(",\n")
+        );
+    }
+    let cmds: Vec<String> = FUTEX_WAIT_CMDS
+        .iter()
+        .map(|cmd| format!("(arg1 & 0x7f) == {cmd}"))
+        .collect();
+    let ctx = if entry_points {
+        "lltostr(self->lockscope_futex_ctx)"
+    } else {
+        "\"0\""
+    };
+    let op_at_return = format!("strjoin(lltostr(self->lockscope_futex_op), strjoin(\"/\", {ctx}))");
+    emit_syscall_wait(
+        out,
+        &SyscallWait {
+            family: family_of("futex", "futex", "auto", false, true),
+            functions: &["futex"],
+            entry_filter: Some(cmds.join(" || ")),
+            object: "arg0",
+            op_at_entry: Some("arg1"),
+            op_at_return: &op_at_return,
+        },
+    );
+    families.push(family_of("futex", "futex", "auto", false, true));
+}
+
+/// Linux off-CPU time. `sched:::on-cpu` never fires on DTrace for Linux, and the switch back
+/// in (seen as the off-cpu of the thread it replaces, whose `args[0]` is the next thread) was
+/// missed too often to be used (most switches in come from the idle task, and global arrays
+/// shared between CPUs lost updates on a real dtrace). So the time is measured in the
+/// thread's own context, from its first switch-out inside a system call to that call's return,
+/// and aggregated there with the call's name and its user stack (the one it slept with): the
+/// off-CPU time of a wait inside a system call, plus the microseconds between the switch back
+/// in and the return. Time off the CPU outside system calls (preemption in user code) is not
+/// counted.
+fn emit_linux_offcpu(out: &mut String, families: &mut Vec<Family>) {
+    let family = family_of("offcpu", "offcpu", "off-cpu", false, true);
+    let _ = writeln!(
+        out,
+        "sched:::off-cpu\n/pid == $target && !self->lockscope_offcpu_ts/\n{{\n\t\
+         self->lockscope_offcpu_ts = timestamp;\n}}\n"
+    );
+    let _ = writeln!(out, "syscall:::return\n/self->lockscope_offcpu_ts/\n{{");
+    let _ = writeln!(out, "\tthis->ns = timestamp - self->lockscope_offcpu_ts;");
+    family.aggregate(out, "probefunc", "0", "this->ns");
+    let _ = writeln!(out, "\tself->lockscope_offcpu_ts = 0;\n}}\n");
     families.push(family);
 }

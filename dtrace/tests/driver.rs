@@ -233,6 +233,56 @@ fn drops_become_losses() {
     );
 }
 
+/// A dtrace that lingers after printing everything (DTrace for Linux takes seconds to exit
+/// after END) is not waited for: the recording returns about a second after the done line,
+/// with every record.
+#[test]
+fn lingering_dtrace_is_not_waited_for() {
+    let fake = Fake {
+        stdout: recorded(),
+        stderr: None,
+        exit: 0,
+        wait_for_sigint: false,
+    };
+    let (mut options, _) = options("linger", TargetOs::MacOs, DriverTarget::Pid(4242), fake);
+    options.env.push(("FAKE_DTRACE_LINGER".into(), "20".into()));
+    let started = std::time::Instant::now();
+    let recording = Driver::new(options)
+        .expect("driver")
+        .run()
+        .expect("recording");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "waited {:?}",
+        started.elapsed()
+    );
+    assert!(recording.output.done);
+    assert_eq!(recording.profile.metadata.end_reason, "target exited");
+    assert!(!recording.profile.waits.is_empty());
+}
+
+/// On Linux the driver never launches the command itself (SIGSTOP, then `dtrace -p`, crashed
+/// DTrace for Linux): `dtrace -c` does, and asking for the driver's launcher is refused.
+#[test]
+fn linux_launches_through_dtrace_c() {
+    let fake = Fake {
+        stdout: None,
+        stderr: None,
+        exit: 0,
+        wait_for_sigint: false,
+    };
+    let target = DriverTarget::Command(vec!["true".into()]);
+    let (options, _) = options("linux-launch", TargetOs::Linux, target, fake);
+    let driver = Driver::new(options.clone()).expect("driver");
+    assert!(!driver.launches_target());
+    let args = driver.arguments(std::path::Path::new("x.d"));
+    assert!(args.iter().any(|a| a == "-c"), "{args:?}");
+    let mut forced = options;
+    forced.launcher = lockscope_dtrace::Launcher::Driver;
+    let err = Driver::new(forced).expect_err("refused");
+    assert!(err.to_string().contains("dtrace -c"), "{err}");
+}
+
 /// SIP refusing the attach is explained, with what still works.
 #[test]
 fn sip_refusal_is_explained() {

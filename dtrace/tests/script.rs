@@ -72,6 +72,13 @@ fn validate(script: &str, os: TargetOs) {
     for line in code.lines() {
         let trimmed = line.trim();
         if depth == 0 {
+            // A global declaration (`uint64_t lockscope_offcpu_ts[int];`) between clauses.
+            if description.is_empty()
+                && trimmed.ends_with("];")
+                && trimmed.starts_with("uint64_t lockscope_")
+            {
+                continue;
+            }
             if trimmed.is_empty() || trimmed.starts_with("#pragma D option ") {
                 assert!(
                     description.is_empty() || trimmed.is_empty(),
@@ -284,4 +291,36 @@ fn invalid_options() {
     let mut options = ScriptOptions::new(TargetOs::MacOs);
     options.duration = Some(Duration::ZERO);
     assert!(generate_script(&options).is_err());
+}
+
+/// On Linux, probes that cannot fire on DTrace for Linux (lockstat, plockstat) are left out of
+/// the script and named in it with the reason; the others are generated.
+#[test]
+fn linux_absent_probes_are_named() {
+    let mut options = ScriptOptions::new(TargetOs::Linux);
+    options.probes = vec!["futex".into(), "klock".into(), "plockstat".into()];
+    let absent: Vec<&str> = options
+        .absent_probes()
+        .iter()
+        .map(|(p, _)| p.name)
+        .collect();
+    assert_eq!(absent, ["plockstat", "klock"]);
+    let names: Vec<&str> = options
+        .selected_probes()
+        .expect("known probes")
+        .iter()
+        .map(|p| p.name)
+        .collect();
+    assert_eq!(names, ["futex"]);
+    let script = generate_script(&options).expect("script");
+    validate(&script, TargetOs::Linux);
+    assert!(script.contains("/* absent on linux: klock: DTrace for Linux accepts the lockstat"));
+    assert!(!script.contains("lockstat:::"));
+    assert!(!script.contains("plockstat$target"));
+    assert!(script.contains("#pragma D option switchrate=10ms"));
+    options.libc_entry_points = false;
+    let bare = generate_script(&options).expect("script");
+    validate(&bare, TargetOs::Linux);
+    assert!(!bare.contains("pid$target::"));
+    assert!(bare.contains("strjoin(\"/\", \"0\")"));
 }

@@ -25,7 +25,7 @@ pub use format::{read_profile, write_profile, FormatError, FORMAT_VERSION};
 pub use hist::Log2Histogram;
 pub use profile::{
     AddressSpace, AttachStatus, Frame, InlinedFrame, Losses, Metadata, ProbeAttachment, Profile,
-    Stack, StackId, StackInterner, Target, ThreadInfo, WaitRecord, WaitStats,
+    Stack, StackId, StackInterner, StackWalk, Target, ThreadInfo, WaitRecord, WaitStats,
 };
 pub use sched::{idle_waits, ThreadTime, TimeClass, WakeupRecord};
 pub use wait::WaitKind;

@@ -67,6 +67,42 @@ pub struct Metadata {
     pub end_reason: String,
 }
 
+/// How a profile's user stacks were walked, which bounds how complete they can be. Not stored:
+/// it follows from [`Metadata::backend`] (see [`Metadata::user_stack_walk`]), so profiles of
+/// every version have it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StackWalk {
+    /// Unwind tables (`.eh_frame`, DWARF CFI; the eBPF backend's unwinder): complete through
+    /// code built without frame pointers.
+    UnwindTables,
+    /// Frame pointers (DTrace's `ustack()` on every OS): the walk stops, or goes astray, at
+    /// the first function built without them (Debian's libc, Rust's default build), so stacks
+    /// through such code end early.
+    FramePointers,
+}
+
+impl StackWalk {
+    /// Short name (`unwind-tables`, `frame-pointers`).
+    pub fn name(self) -> &'static str {
+        match self {
+            StackWalk::UnwindTables => "unwind-tables",
+            StackWalk::FramePointers => "frame-pointers",
+        }
+    }
+}
+
+impl Metadata {
+    /// How this profile's user stacks were walked: by frame pointers for the `dtrace` backend
+    /// (recorded or imported), by unwind tables otherwise.
+    pub fn user_stack_walk(&self) -> StackWalk {
+        if self.backend == "dtrace" {
+            StackWalk::FramePointers
+        } else {
+            StackWalk::UnwindTables
+        }
+    }
+}
+
 /// The process a profile was recorded from.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Target {

@@ -140,7 +140,7 @@ impl BenchArgs {
 pub enum BackendArg {
     /// eBPF (Linux).
     Ebpf,
-    /// dtrace(1) (macOS, FreeBSD, illumos).
+    /// dtrace(1) (macOS, FreeBSD, illumos; Linux with Oracle's DTrace for Linux).
     Dtrace,
 }
 
@@ -164,6 +164,8 @@ pub enum OsArg {
     Freebsd,
     /// illumos (lwp_park, plockstat, lockstat).
     Illumos,
+    /// Linux with Oracle's DTrace for Linux (futex, sched, proc, syscall).
+    Linux,
 }
 
 impl OsArg {
@@ -173,6 +175,7 @@ impl OsArg {
             OsArg::Macos => lockscope_dtrace::TargetOs::MacOs,
             OsArg::Freebsd => lockscope_dtrace::TargetOs::FreeBsd,
             OsArg::Illumos => lockscope_dtrace::TargetOs::Illumos,
+            OsArg::Linux => lockscope_dtrace::TargetOs::Linux,
         }
     }
 }

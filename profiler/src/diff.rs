@@ -37,7 +37,7 @@
 use crate::fold::{sanitize_frame, NO_USER_STACK};
 use crate::units::{format_ns, format_percent};
 use anyhow::{bail, Context};
-use lockscope_probes::{AttachStatus, Frame, Profile, WaitKind, WaitRecord, WaitStats};
+use lockscope_probes::{AttachStatus, Frame, Profile, StackWalk, WaitKind, WaitRecord, WaitStats};
 use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
@@ -198,13 +198,53 @@ pub fn sync_entry(name: &str) -> Option<String> {
     Some(trimmed.to_string())
 }
 
+/// How deep two profiles' wait sites are compared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SiteDepth {
+    /// The whole canonical stack.
+    Full,
+    /// The leaf frame only (where the thread entered the kernel) and the kind: for two
+    /// profiles whose user stacks were walked differently ([`StackWalk`]), where the deeper
+    /// frames differ because one walk stopped early, not because the program changed.
+    Leaf,
+}
+
+/// [`SiteDepth::Leaf`] when `a` and `b` walked their user stacks differently.
+pub fn site_depth(a: &Profile, b: &Profile) -> SiteDepth {
+    if a.metadata.user_stack_walk() == b.metadata.user_stack_walk() {
+        SiteDepth::Full
+    } else {
+        SiteDepth::Leaf
+    }
+}
+
 /// The canonical frames of one record below its thread frame: user frames down to the outermost
 /// synchronization entry point (its public name) or, without one, down to the frame that enters
 /// the kernel; then `[kernel wait]` and the kind. What lies between the entry point and the
-/// kernel is the C library's own business and differs per OS, so it is dropped.
-fn canonical_site(profile: &Profile, record: &WaitRecord) -> Vec<String> {
+/// kernel is the C library's own business and differs per OS, so it is dropped. At
+/// [`SiteDepth::Leaf`], only the leaf frame is read (inlined functions included).
+fn canonical_site(profile: &Profile, record: &WaitRecord, depth: SiteDepth) -> Vec<String> {
     let mut frames = Vec::new();
     match profile.stack(record.user_stack) {
+        Some(stack) if depth == SiteDepth::Leaf && !stack.frames.is_empty() => {
+            let names = stack.frames[0].names_outermost_first();
+            let site = names.iter().find_map(|name| {
+                canonical_frame(name)
+                    .map(|wait| vec![wait.to_string()])
+                    .or_else(|| {
+                        sync_entry(name).map(|entry| {
+                            vec![sanitize_frame(&entry), KERNEL_WAIT_FRAME.to_string()]
+                        })
+                    })
+            });
+            frames.extend(site.unwrap_or_else(|| {
+                // The innermost name: the function the thread waited in.
+                names
+                    .last()
+                    .map(|name| vec![sanitize_frame(bare_symbol(name))])
+                    .unwrap_or_default()
+            }));
+        }
         Some(stack) if !stack.frames.is_empty() => {
             for name in stack
                 .frames
@@ -241,10 +281,15 @@ fn canonical_thread(profile: &Profile, record: &WaitRecord) -> String {
 /// Wait statistics per canonical folded stack (thread group first, kind last), raw (not
 /// normalized).
 pub fn canonical_stacks(profile: &Profile) -> BTreeMap<String, WaitStats> {
+    canonical_stacks_at(profile, SiteDepth::Full)
+}
+
+/// [`canonical_stacks`] with sites at `depth`.
+pub fn canonical_stacks_at(profile: &Profile, depth: SiteDepth) -> BTreeMap<String, WaitStats> {
     let mut out: BTreeMap<String, WaitStats> = BTreeMap::new();
     for record in &profile.waits {
         let mut frames = vec![canonical_thread(profile, record)];
-        frames.extend(canonical_site(profile, record));
+        frames.extend(canonical_site(profile, record, depth));
         out.entry(frames.join(";"))
             .or_default()
             .merge(&record.stats);
@@ -256,7 +301,7 @@ pub fn canonical_stacks(profile: &Profile) -> BTreeMap<String, WaitStats> {
 pub fn canonical_sites(profile: &Profile) -> BTreeMap<String, WaitStats> {
     let mut out: BTreeMap<String, WaitStats> = BTreeMap::new();
     for record in &profile.waits {
-        out.entry(canonical_site(profile, record).join(";"))
+        out.entry(canonical_site(profile, record, SiteDepth::Full).join(";"))
             .or_default()
             .merge(&record.stats);
     }
@@ -275,9 +320,14 @@ pub fn thread_groups(profile: &Profile) -> BTreeMap<String, WaitStats> {
 }
 
 /// Normalized folded lines (`stack value`) of one side, sorted, zero values dropped.
-fn normalized_lines(profile: &Profile, normalization: Normalization, first: bool) -> String {
+fn normalized_lines(
+    profile: &Profile,
+    normalization: Normalization,
+    first: bool,
+    depth: SiteDepth,
+) -> String {
     let mut text = String::new();
-    for (stack, stats) in canonical_stacks(profile) {
+    for (stack, stats) in canonical_stacks_at(profile, depth) {
         let value = normalization.apply(stats.total_ns, profile, first);
         if value > 0 {
             let _ = writeln!(text, "{stack} {value}");
@@ -294,8 +344,9 @@ pub fn differential_lines(
     options: &DiffOptions,
 ) -> anyhow::Result<Vec<String>> {
     options.normalization.validate()?;
-    let before = normalized_lines(a, options.normalization, true);
-    let after = normalized_lines(b, options.normalization, false);
+    let depth = site_depth(a, b);
+    let before = normalized_lines(a, options.normalization, true, depth);
+    let after = normalized_lines(b, options.normalization, false, depth);
     let mut paired = Vec::new();
     inferno::differential::from_readers(
         inferno::differential::Options::default(),
@@ -439,6 +490,21 @@ pub fn mismatches(a: &Profile, b: &Profile, options: &DiffOptions) -> Vec<String
                 "{label} has no recorded duration: per-second values are raw totals"
             ));
         }
+    }
+    let (wa, wb) = (a.metadata.user_stack_walk(), b.metadata.user_stack_walk());
+    if wa != wb {
+        let (fp, other) = if wa == StackWalk::FramePointers {
+            (la, lb)
+        } else {
+            (lb, la)
+        };
+        out.push(format!(
+            "stack depth differs by method, not by code: {fp} walked its user stacks by frame \
+             pointers (DTrace's ustack()), which stop at the first function built without them \
+             (Debian's libc, Rust's default build), {other} unwound them with unwind tables; \
+             wait sites are compared at their leaf frame (where the thread entered the kernel) \
+             and kind"
+        ));
     }
     let (pa, pb) = (attached_probes(a), attached_probes(b));
     if pa != pb {
@@ -641,7 +707,8 @@ pub fn write_diff_table(
         write_rows(&mut text, &thread, [(la, &ra, a), (lb, &rb, b)], unit);
     }
 
-    let mut sites = grouped(a, b, n, |p, r| canonical_site(p, r).join(";"));
+    let depth = site_depth(a, b);
+    let mut sites = grouped(a, b, n, |p, r| canonical_site(p, r, depth).join(";"));
     let total_sites = rank_by_change(&mut sites, options.top);
     let _ = writeln!(
         text,
@@ -842,9 +909,10 @@ pub fn write_diff_json(
             KindDiffJson { kind, a, b, delta }
         })
         .collect();
+    let depth = site_depth(a, b);
     let mut stacks = grouped(a, b, n, |p, r| {
         let mut frames = vec![canonical_thread(p, r)];
-        frames.extend(canonical_site(p, r));
+        frames.extend(canonical_site(p, r, depth));
         frames.join(";")
     });
     let stacks_total = rank_by_change(&mut stacks, options.top);
@@ -926,5 +994,93 @@ mod tests {
         );
         assert_eq!(sync_entry("__lll_lock_wait"), None);
         assert_eq!(sync_entry("worker_main"), None);
+    }
+
+    /// One mutex wait of `mutex-waiter-1`, with the user stack `frames` (leaf first), recorded
+    /// by `backend`.
+    fn one_wait(backend: &str, frames: &[&str]) -> Profile {
+        use lockscope_probes::{AddressSpace, Metadata, Stack, ThreadInfo};
+        Profile {
+            metadata: Metadata {
+                backend: backend.to_string(),
+                duration_ns: 1_000_000_000,
+                ..Metadata::default()
+            },
+            threads: vec![ThreadInfo {
+                pid: 1,
+                tid: 2,
+                name: "mutex-waiter-1".to_string(),
+            }],
+            stacks: vec![Stack {
+                space: AddressSpace::User,
+                frames: frames
+                    .iter()
+                    .map(|f| Frame {
+                        function: Some(f.to_string()),
+                        ..Frame::unsymbolized(0x1000)
+                    })
+                    .collect(),
+                truncated: false,
+            }],
+            waits: vec![WaitRecord {
+                probe: "futex".to_string(),
+                kind: WaitKind::Mutex,
+                pid: 1,
+                tid: 2,
+                object: 0,
+                operation: "FUTEX_WAIT_PRIVATE".to_string(),
+                user_stack: Some(0),
+                kernel_stack: None,
+                stats: WaitStats {
+                    count: 1,
+                    total_ns: 200_000_000,
+                    ..WaitStats::default()
+                },
+            }],
+            ..Profile::default()
+        }
+    }
+
+    /// A full eBPF stack and a DTrace stack cut short by the frame-pointer walk compare at
+    /// their leaf (one site, no phantom change) with the stack-depth warning; two profiles
+    /// walked alike keep whole stacks.
+    #[test]
+    fn stacks_walked_differently_compare_at_the_leaf() {
+        let ebpf = one_wait(
+            "ebpf",
+            &[
+                "__GI___lll_lock_wait",
+                "___pthread_mutex_lock",
+                "take_order_lock",
+                "start_thread",
+            ],
+        );
+        let dtrace = one_wait("dtrace", &["__GI___lll_lock_wait", "start_thread"]);
+        assert_eq!(site_depth(&ebpf, &dtrace), SiteDepth::Leaf);
+        assert_eq!(site_depth(&ebpf, &ebpf), SiteDepth::Full);
+        let site = |p: &Profile, depth| canonical_site(p, &p.waits[0], depth).join(";");
+        assert_eq!(site(&ebpf, SiteDepth::Leaf), "[kernel wait];[mutex]");
+        assert_eq!(site(&dtrace, SiteDepth::Leaf), "[kernel wait];[mutex]");
+        assert_eq!(
+            site(&ebpf, SiteDepth::Full),
+            "start_thread;take_order_lock;pthread_mutex_lock;[kernel wait];[mutex]"
+        );
+        let warnings = mismatches(&ebpf, &dtrace, &DiffOptions::default());
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with("stack depth differs by method, not by code: B walked"),
+            "{warnings:?}"
+        );
+        let mut out = Vec::new();
+        write_diff_table(
+            &ebpf,
+            &dtrace,
+            ("a.lsp", "b.lsp"),
+            &DiffOptions::default(),
+            &mut out,
+        )
+        .expect("table");
+        let table = String::from_utf8(out).expect("utf-8");
+        assert!(table.contains("Top 1 of 1 wait sites"), "{table}");
     }
 }

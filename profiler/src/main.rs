@@ -391,6 +391,9 @@ fn print_probes(out: &mut dyn Write) -> std::io::Result<()> {
             oses.join(","),
             probe.description
         )?;
+        for (os, reason) in probe.absent {
+            writeln!(out, "  {:<66} absent on {os}: {reason}", "")?;
+        }
     }
     Ok(())
 }

@@ -263,7 +263,7 @@ fn run_dtrace(args: &RecordArgs, target: RecordTarget) -> Result<()> {
     let os = match args.os {
         Some(os) => os.into_target_os(),
         None => lockscope_dtrace::TargetOs::host().context(
-            "this host has no DTrace backend of its own: give --os macos, freebsd or illumos",
+            "this host has no DTrace backend of its own: give --os macos, freebsd, illumos or linux",
         )?,
     };
     let mut script = ScriptOptions::new(os);
@@ -297,14 +297,31 @@ fn run_dtrace(args: &RecordArgs, target: RecordTarget) -> Result<()> {
                 .collect::<Result<_>>()?,
         ),
     };
-    let options = DriverOptions::new(script, driver_target);
+    let mut options = DriverOptions::new(script, driver_target);
+    // A command dtrace launches prints into dtrace's stdout: pass it on, as if run directly.
+    options.echo_target_output = true;
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&options.stop))
             .context("failed to install a signal handler")?;
     }
+    let began = Arc::clone(&options.began);
     let driver = Driver::new(options)?;
-    eprintln!("lockscope: recording with dtrace on {os}; Ctrl-C to stop");
-    let recording = driver.run()?;
+    eprintln!("lockscope: starting dtrace on {os}; Ctrl-C to stop");
+    // Said once dtrace has enabled every probe (it takes a second or more): scripts and tests
+    // wait for this line before they load the target, as with the eBPF backend's line.
+    let announcer = std::thread::spawn(move || {
+        while !began.load(Ordering::Acquire) {
+            if Arc::strong_count(&began) == 1 {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!("lockscope: recording with dtrace on {os} (probes enabled)");
+    });
+    let recording = driver.run();
+    // The driver (and its options) are gone: the announcer sees the last reference and ends.
+    let _ = announcer.join();
+    let recording = recording?;
     for warning in &recording.warnings {
         eprintln!("lockscope: warning: {warning}");
     }

@@ -2,11 +2,22 @@
 //! backend's golden scripts without running anything, and a recording through a fake dtrace
 //! (`dtrace/tests/fake-dtrace`, selected with LOCKSCOPE_DTRACE) writes a profile that `report`
 //! reads.
+//!
+//! The `live_` tests run a real dtrace(1) on Linux (Oracle's DTrace for Linux, built by
+//! `.ci/dtrace` or `../shared/dtrace-linux/build.sh DIR`, named by LOCKSCOPE_DTRACE), as root:
+//! the demo's known answer through `record -- CMD` and `-p PID -d 10s`, both backends against
+//! each other through `lockscope diff`, and the ways a recording ends (Ctrl-C from a background
+//! job, a killed dtrace). Without a real dtrace they print `skipped: <why>`; with CI=true (or
+//! LOCKSCOPE_REQUIRE_BPF) they fail instead.
 
 mod common;
 
-use common::lockscope;
-use std::path::PathBuf;
+use common::{bpf_available, demo_path, lockscope, KillOnDrop};
+use lockscope_probes::{Profile, WaitKind};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 fn dtrace_tests() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../dtrace/tests")
@@ -16,7 +27,7 @@ fn dtrace_tests() -> PathBuf {
 /// default probes, and runs nothing (no dtrace is needed).
 #[test]
 fn print_script_matches_the_golden_scripts() {
-    for os in ["macos", "freebsd", "illumos"] {
+    for os in ["macos", "freebsd", "illumos", "linux"] {
         let out = lockscope()
             .args([
                 "record",
@@ -96,5 +107,504 @@ fn record_through_a_fake_dtrace() {
     assert!(
         report.contains("libsystem_kernel.dylib`__psynch_mutexwait"),
         "{report}"
+    );
+}
+
+/// The real dtrace named by LOCKSCOPE_DTRACE, when this test can run it (as root). Otherwise
+/// prints `skipped: <test>: <why>` and returns `None`, or fails when CI=true or
+/// LOCKSCOPE_REQUIRE_BPF is set: there a skip would hide a broken suite.
+fn real_dtrace(test: &str) -> Option<PathBuf> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    let dtrace = std::env::var_os("LOCKSCOPE_DTRACE").map(PathBuf::from);
+    let why = match &dtrace {
+        None => Some("LOCKSCOPE_DTRACE is not set (build one with .ci/dtrace)".to_string()),
+        Some(path) if !path.is_file() => {
+            Some(format!("LOCKSCOPE_DTRACE={}: no such file", path.display()))
+        }
+        Some(path) if path.ends_with("fake-dtrace") => Some("LOCKSCOPE_DTRACE is the fake".into()),
+        Some(_) if euid != 0 => Some(format!("needs root, running as uid {euid}")),
+        Some(_) => None,
+    };
+    match why {
+        None => dtrace,
+        Some(why) => {
+            let required = std::env::var("CI").is_ok_and(|v| v == "true")
+                || std::env::var_os("LOCKSCOPE_REQUIRE_BPF").is_some();
+            if required {
+                panic!("{test} cannot run: {why} (CI=true or LOCKSCOPE_REQUIRE_BPF is set)");
+            }
+            let _ = writeln!(std::io::stderr(), "skipped: {test}: {why}");
+            None
+        }
+    }
+}
+
+/// Waits (up to 20 s) until no dtrace of an earlier test is still running: lockscope stops
+/// waiting for dtrace once it has printed everything, and the kernel then spends seconds
+/// tearing its probes down, which would skew the next test's timings on a small machine.
+fn wait_for_earlier_dtraces(dtrace: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    // The wrapper execs the real binary, which lives beside it in src/build/.
+    let binary = dtrace
+        .parent()
+        .map(|dir| dir.join("src/build/dtrace"))
+        .and_then(|p| p.canonicalize().ok());
+    let running = || {
+        std::fs::read_dir("/proc")
+            .map(|entries| {
+                entries.flatten().any(|e| {
+                    let exe = std::fs::read_link(e.path().join("exe")).ok();
+                    exe.is_some() && (exe == binary || exe.as_deref() == Some(dtrace))
+                })
+            })
+            .unwrap_or(false)
+    };
+    while running() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits for [`wait_for_earlier_dtraces`] when dropped: a live test leaves no dtrace tearing
+/// down behind it, to skew the timings of whatever test runs next (eBPF ones included).
+struct QuietAfter(PathBuf);
+
+impl Drop for QuietAfter {
+    fn drop(&mut self) {
+        wait_for_earlier_dtraces(&self.0);
+    }
+}
+
+/// `lockscope record` with the real dtrace on Linux, arguments after `record`.
+fn dtrace_record(dtrace: &Path) -> Command {
+    wait_for_earlier_dtraces(dtrace);
+    let mut cmd = lockscope();
+    cmd.args(["record", "--backend", "dtrace", "--os", "linux"])
+        .env("LOCKSCOPE_DTRACE", dtrace);
+    cmd
+}
+
+fn read(path: &Path) -> Profile {
+    lockscope_probes::read_profile(path).expect("read the profile")
+}
+
+/// Checks the demo's known answer as the eBPF tests do: one blocked wait (50 ms or more) in
+/// each of mutex-waiter-1..4 and cond-waiter-1..2, of the right kind, totalling 4 × 200 ms and
+/// 2 × 300 ms within 5%. Counts and kinds fail the test at once; a total outside 5% is an
+/// `Err` (see [`record_known_answer`]).
+fn known_answer(profile: &Profile, label: &str) -> Result<(), String> {
+    for (kind, prefix, threads, ms) in [
+        (WaitKind::Mutex, "mutex-waiter-", 4u64, 200.0),
+        (WaitKind::Condvar, "cond-waiter-", 2, 300.0),
+    ] {
+        let mut total_ns = 0u64;
+        for n in 1..=threads {
+            let name = format!("{prefix}{n}");
+            let blocked: Vec<_> = profile
+                .waits
+                .iter()
+                .filter(|w| profile.thread_name(w.pid, w.tid) == Some(name.as_str()))
+                .filter(|w| w.stats.max_ns >= 50_000_000)
+                .collect();
+            let count: u64 = blocked.iter().map(|w| w.stats.count).sum();
+            assert_eq!(
+                count, 1,
+                "{label}: {name} blocked {count} times: {blocked:#?}"
+            );
+            assert!(
+                blocked.iter().all(|w| w.kind == kind),
+                "{label}: {name}: {blocked:#?}"
+            );
+            total_ns += blocked.iter().map(|w| w.stats.total_ns).sum::<u64>();
+        }
+        let expected = threads as f64 * ms;
+        let got = total_ns as f64 / 1e6;
+        if (got - expected).abs() > expected * 0.05 {
+            return Err(format!(
+                "{label}: {prefix}* waited {got:.1} ms on {kind}, expected {expected} ms within 5%"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// [`known_answer`], failing the test on any miss.
+fn check_known_answer(profile: &Profile, label: &str) {
+    if let Err(miss) = known_answer(profile, label) {
+        panic!("{miss}");
+    }
+}
+
+/// Runs `record` (which writes `path`) and checks the known answer; a miss on timing alone is
+/// recorded once more: the machine's 2 CPUs are shared with other jobs (load averages of 5 were
+/// seen), and a wake-up delayed by them lengthens a wait on either backend.
+fn record_known_answer(path: &Path, label: &str, record: impl Fn()) {
+    record();
+    if let Err(first) = known_answer(&read(path), label) {
+        eprintln!("{label}: recording once more after a timing miss: {first}");
+        record();
+        if let Err(second) = known_answer(&read(path), label) {
+            panic!("{second} (first try: {first})");
+        }
+    }
+}
+
+/// Waits for lockscope's "probes enabled" line on `child`'s stderr; returns the reader.
+fn wait_for_probes(child: &mut Child) -> BufReader<std::process::ChildStderr> {
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr piped"));
+    let mut seen = Vec::new();
+    loop {
+        let mut line = String::new();
+        let n = stderr.read_line(&mut line).expect("read lockscope stderr");
+        assert!(
+            n > 0,
+            "lockscope ended before its probes were enabled: {seen:?}"
+        );
+        if line.contains("(probes enabled)") {
+            return stderr;
+        }
+        seen.push(line);
+    }
+}
+
+/// True once `pid` has ended (gone, or a zombie), waiting up to 5 s.
+fn ended(pid: u32) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit_once(") ")?.1.chars().next());
+        if matches!(state, None | Some('Z') | Some('X')) {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Ends a process that a test started through lockscope (a `-c` target outlives a killed
+/// dtrace), by its pid from the profile.
+fn end_target(pid: u32) {
+    if pid > 1 {
+        // SAFETY: kill has no memory preconditions; the pid is the test's own target.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    }
+}
+
+/// `record --backend dtrace --os linux -- lockscope-demo` with the real dtrace gives the demo's
+/// known answer with symbolized leaf frames, the same report sections as the eBPF backend, and
+/// ends when the demo exits.
+#[test]
+fn live_record_command_known_answer() {
+    let Some(dtrace) = real_dtrace("live_record_command_known_answer") else {
+        return;
+    };
+    let _quiet = QuietAfter(dtrace.clone());
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let lsp = tmp.path().join("dtrace.lsp");
+    record_known_answer(&lsp, "dtrace", || {
+        let started = Instant::now();
+        let out = dtrace_record(&dtrace)
+            .arg("-o")
+            .arg(&lsp)
+            .args(["--", demo_path()])
+            .output()
+            .expect("run lockscope");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        // dtrace loads its probes for about a second and is not waited for once END printed.
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "{:?}",
+            started.elapsed()
+        );
+        // The demo's own output reaches lockscope's stdout, as it would without lockscope.
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("lockscope-demo: held the order lock"),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    });
+    let profile = read(&lsp);
+    assert_eq!(profile.metadata.end_reason, "target exited");
+    assert_eq!(profile.metadata.os, "linux");
+    assert!(profile.metadata.target.pid > 0);
+    // The leaf frames are named from the demo's mappings although it exited before END.
+    let leaves: Vec<String> = profile
+        .waits
+        .iter()
+        .filter_map(|w| {
+            profile
+                .stack(w.user_stack)?
+                .frames
+                .first()?
+                .function
+                .clone()
+        })
+        .collect();
+    assert!(
+        leaves.iter().any(|f| f.contains("lll_lock_wait")),
+        "{leaves:?}"
+    );
+    let report = common::run_ok(lockscope().arg("report").arg(&lsp));
+    for section in [
+        "Waits by kind",
+        "wait sites (stack and kind)",
+        "Lock contention",
+    ] {
+        assert!(report.contains(section), "{section}: {report}");
+    }
+}
+
+/// `record -p PID -d 10s` attaches to the running demo, gives its known answer with the demo
+/// still alive, and ends by the duration.
+#[test]
+fn live_record_pid_duration() {
+    let Some(dtrace) = real_dtrace("live_record_pid_duration") else {
+        return;
+    };
+    let _quiet = QuietAfter(dtrace.clone());
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let lsp = tmp.path().join("pid.lsp");
+    let mut demo = KillOnDrop(
+        Command::new(demo_path())
+            .arg("--wait-for-stdin")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start the demo"),
+    );
+    let mut recorder = KillOnDrop(
+        dtrace_record(&dtrace)
+            .arg("-o")
+            .arg(&lsp)
+            .args(["-p", &demo.0.id().to_string(), "-d", "10s"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run lockscope"),
+    );
+    let rest = wait_for_probes(&mut recorder.0);
+    let mut stdin = demo.0.stdin.take().expect("demo stdin");
+    writeln!(stdin).expect("start the demo");
+    let status = recorder.0.wait().expect("wait for lockscope");
+    let stderr: Vec<String> = rest.lines().map_while(Result::ok).collect();
+    assert!(status.success(), "{stderr:?}");
+    assert!(
+        demo.0.try_wait().expect("demo state").is_none(),
+        "the demo outlives the recording"
+    );
+    drop(stdin);
+    let profile = read(&lsp);
+    check_known_answer(&profile, "dtrace -p");
+    assert_eq!(profile.metadata.end_reason, "duration elapsed");
+    assert!(!profile.metadata.target.launched);
+    let ms = profile.metadata.duration_ns / 1_000_000;
+    assert!((9_000..=11_000).contains(&ms), "recorded {ms} ms");
+}
+
+/// Both backends record the demo's known answer within 5%, and `lockscope diff` of the two
+/// shows the same wait sites (compared at their leaf, with the stack-depth note), not phantom
+/// changes.
+#[test]
+fn live_backends_agree() {
+    let Some(dtrace) = real_dtrace("live_backends_agree") else {
+        return;
+    };
+    let _quiet = QuietAfter(dtrace.clone());
+    if !bpf_available("live_backends_agree") {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let ebpf = tmp.path().join("ebpf.lsp");
+    let dt = tmp.path().join("dtrace.lsp");
+    record_known_answer(&ebpf, "ebpf", || {
+        wait_for_earlier_dtraces(&dtrace);
+        common::run_ok(
+            lockscope()
+                .args(["record", "--backend", "ebpf", "-o"])
+                .arg(&ebpf)
+                .args(["--", demo_path()]),
+        );
+    });
+    record_known_answer(&dt, "dtrace", || {
+        common::run_ok(
+            dtrace_record(&dtrace)
+                .arg("-o")
+                .arg(&dt)
+                .args(["--", demo_path()]),
+        );
+    });
+    let diff = common::run_ok(lockscope().arg("diff").arg(&ebpf).arg(&dt));
+    assert!(
+        diff.contains("stack depth differs by method, not by code: B walked its user stacks by frame pointers"),
+        "{diff}"
+    );
+    let warnings: Vec<&str> = diff.lines().filter(|l| l.starts_with("WARNING")).collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    // Each site's rows: the mutex and condvar sites carry the same waits on both sides.
+    let sites = diff
+        .split("wait sites (canonical stack, root first)")
+        .nth(1)
+        .expect("sites");
+    let mut lines = sites.lines().skip(2);
+    let mut seen = Vec::new();
+    while let (Some(site), Some(a), Some(b)) = (lines.next(), lines.next(), lines.next()) {
+        let waits = |row: &str| row.split_whitespace().nth(1).map(str::to_string);
+        let site = site.trim().to_string();
+        assert!(
+            site.starts_with("[kernel wait];["),
+            "a phantom site: {site}\n{diff}"
+        );
+        if site.ends_with("[mutex]") || site.ends_with("[condvar]") {
+            assert_eq!(waits(a), waits(b), "{site}\n{diff}");
+        }
+        seen.push(site);
+    }
+    for site in ["[kernel wait];[mutex]", "[kernel wait];[condvar]"] {
+        assert!(seen.iter().any(|s| s == site), "{site} missing: {diff}");
+    }
+}
+
+/// A recording from a background job (SIGINT ignored, as a non-interactive shell starts one)
+/// still ends on SIGINT with a complete profile: dtrace gets its SIGINT back.
+#[test]
+fn live_sigint_from_a_background_job() {
+    let Some(dtrace) = real_dtrace("live_sigint_from_a_background_job") else {
+        return;
+    };
+    let _quiet = QuietAfter(dtrace.clone());
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let lsp = tmp.path().join("bg.lsp");
+    let mut cmd = dtrace_record(&dtrace);
+    cmd.arg("-o")
+        .arg(&lsp)
+        .args(["--", "sleep", "30"])
+        .stderr(Stdio::piped());
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: signal is async-signal-safe; it only changes this child's disposition.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_IGN);
+                Ok(())
+            });
+        }
+    }
+    let mut recorder = KillOnDrop(cmd.spawn().expect("run lockscope"));
+    let _rest = wait_for_probes(&mut recorder.0);
+    let interrupted = Instant::now();
+    // SAFETY: kill has no memory preconditions; the pid is our child's.
+    unsafe { libc::kill(recorder.0.id() as libc::pid_t, libc::SIGINT) };
+    let status = recorder.0.wait().expect("wait for lockscope");
+    assert!(status.success());
+    assert!(
+        interrupted.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        interrupted.elapsed()
+    );
+    let profile = read(&lsp);
+    let target = profile.metadata.target.pid;
+    // The launched command does not outlive the recording (dtrace -c leaves it running).
+    assert!(
+        ended(target),
+        "the launched command {target} is still running"
+    );
+    assert!(
+        profile.metadata.end_reason.starts_with("interrupted"),
+        "{}",
+        profile.metadata.end_reason
+    );
+}
+
+/// A dtrace killed while recording leaves a profile that says it is partial.
+#[test]
+fn live_killed_dtrace_leaves_a_partial_profile() {
+    let Some(dtrace) = real_dtrace("live_killed_dtrace_leaves_a_partial_profile") else {
+        return;
+    };
+    let _quiet = QuietAfter(dtrace.clone());
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let lsp = tmp.path().join("killed.lsp");
+    let mut recorder = KillOnDrop(
+        dtrace_record(&dtrace)
+            .arg("-o")
+            .arg(&lsp)
+            .args(["--", "sleep", "30"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run lockscope"),
+    );
+    let rest = wait_for_probes(&mut recorder.0);
+    let lockscope_pid = recorder.0.id();
+    let dtrace_pid = std::fs::read_dir(format!("/proc/{lockscope_pid}/task"))
+        .expect("lockscope's tasks")
+        .flatten()
+        .find_map(|t| {
+            let children = std::fs::read_to_string(t.path().join("children")).ok()?;
+            children.split_whitespace().next()?.parse::<i32>().ok()
+        })
+        .expect("dtrace is lockscope's child");
+    // SAFETY: kill has no memory preconditions; the pid is dtrace, lockscope's child.
+    unsafe { libc::kill(dtrace_pid, libc::SIGKILL) };
+    let status = recorder.0.wait().expect("wait for lockscope");
+    let stderr: Vec<String> = rest.lines().map_while(Result::ok).collect();
+    assert!(status.success(), "{stderr:?}");
+    assert!(
+        stderr.iter().any(|l| l.contains("profile is partial")),
+        "{stderr:?}"
+    );
+    let profile = read(&lsp);
+    end_target(profile.metadata.target.pid);
+    assert!(
+        profile.metadata.end_reason.starts_with("dtrace killed"),
+        "{}",
+        profile.metadata.end_reason
+    );
+}
+
+/// A Ctrl-C at the terminal (SIGINT to lockscope's whole process group) ends the recording with
+/// dtrace's END output: dtrace, in its own process group, gets one SIGINT (two would make it
+/// exit without printing).
+#[test]
+fn live_ctrl_c_at_the_terminal() {
+    let Some(dtrace) = real_dtrace("live_ctrl_c_at_the_terminal") else {
+        return;
+    };
+    let _quiet = QuietAfter(dtrace.clone());
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let lsp = tmp.path().join("ctrl-c.lsp");
+    let mut cmd = dtrace_record(&dtrace);
+    cmd.arg("-o")
+        .arg(&lsp)
+        .args(["--", "sleep", "30"])
+        .stderr(Stdio::piped());
+    {
+        use std::os::unix::process::CommandExt;
+        // Its own process group, standing in for the terminal's foreground group.
+        cmd.process_group(0);
+    }
+    let mut recorder = KillOnDrop(cmd.spawn().expect("run lockscope"));
+    let rest = wait_for_probes(&mut recorder.0);
+    // SAFETY: kill has no memory preconditions; the group is the one lockscope leads.
+    unsafe { libc::kill(-(recorder.0.id() as libc::pid_t), libc::SIGINT) };
+    let status = recorder.0.wait().expect("wait for lockscope");
+    let stderr: Vec<String> = rest.lines().map_while(Result::ok).collect();
+    assert!(status.success(), "{stderr:?}");
+    assert!(
+        !stderr.iter().any(|l| l.contains("before printing")),
+        "dtrace did not print its aggregations: {stderr:?}"
+    );
+    let profile = read(&lsp);
+    let target = profile.metadata.target.pid;
+    assert!(
+        ended(target),
+        "the launched command {target} is still running"
+    );
+    assert!(
+        profile.metadata.end_reason.starts_with("interrupted"),
+        "{}",
+        profile.metadata.end_reason
     );
 }

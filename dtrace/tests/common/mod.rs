@@ -99,3 +99,37 @@ pub fn fold_profile(profile: &Profile) -> Vec<String> {
         .map(|(stack, count)| format!("{stack} {count}"))
         .collect()
 }
+
+/// The real dtrace named by LOCKSCOPE_DTRACE (Oracle's DTrace for Linux, built by `.ci/dtrace`),
+/// when this test can run it as root. Otherwise prints `skipped: <test>: <why>` and returns
+/// `None`, or fails when CI=true or LOCKSCOPE_REQUIRE_BPF is set (there a skip would hide a
+/// broken suite).
+pub fn real_dtrace(test: &str) -> Option<PathBuf> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    let dtrace = std::env::var_os("LOCKSCOPE_DTRACE").map(PathBuf::from);
+    let why = match &dtrace {
+        None => Some("LOCKSCOPE_DTRACE is not set (build one with .ci/dtrace)".to_string()),
+        Some(path) if !path.is_file() => {
+            Some(format!("LOCKSCOPE_DTRACE={}: no such file", path.display()))
+        }
+        Some(path) if path.ends_with("fake-dtrace") => {
+            Some("LOCKSCOPE_DTRACE is the fake dtrace".to_string())
+        }
+        Some(_) if euid != 0 => Some(format!("needs root, running as uid {euid}")),
+        Some(_) => None,
+    };
+    match why {
+        None => dtrace,
+        Some(why) => {
+            let required = std::env::var("CI").is_ok_and(|v| v == "true")
+                || std::env::var_os("LOCKSCOPE_REQUIRE_BPF").is_some();
+            assert!(
+                !required,
+                "{test} cannot run: {why} (CI=true or LOCKSCOPE_REQUIRE_BPF is set)"
+            );
+            eprintln!("skipped: {test}: {why}");
+            None
+        }
+    }
+}

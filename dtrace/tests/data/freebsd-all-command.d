@@ -55,7 +55,7 @@ lockstat:::adaptive-spin
 	@lockscope_lockstat_spin_count[probename, pid, tid, (uint64_t)(arg0), execname, ustack(), stack()] = count();
 }
 
-/* offcpu: time the target's threads spend switched off the CPU, with kernel and user stacks (FreeBSD: keyed by the sleep's wait message) */
+/* offcpu: time the target's threads spend switched off the CPU, with kernel and user stacks (FreeBSD: keyed by the sleep's wait message; Linux: time off the CPU inside system calls, per system call and user stack) */
 sched:::off-cpu
 /pid == $target/
 {

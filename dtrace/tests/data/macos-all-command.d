@@ -136,7 +136,7 @@ plockstat$target:::mutex-release
 	self->lockscope_hold_ts[arg0] = 0;
 }
 
-/* offcpu: time the target's threads spend switched off the CPU, with kernel and user stacks (FreeBSD: keyed by the sleep's wait message) */
+/* offcpu: time the target's threads spend switched off the CPU, with kernel and user stacks (FreeBSD: keyed by the sleep's wait message; Linux: time off the CPU inside system calls, per system call and user stack) */
 sched:::off-cpu
 /pid == $target/
 {
