@@ -204,10 +204,11 @@ fn check_kernel(kernel: Kernel) {
 }
 
 /// How much shorter than the thread's own measure a wait as `probe` measured it may be: the
-/// kernel's interval sits inside the thread's, which adds the system call's entry and exit (and,
-/// for an off-CPU sleep, the time from the wakeup to the CPU), slower under emulation. The
-/// larger of a share and a floor.
-const MATCH_TOLERANCE: (f64, f64) = (0.02, 3.0);
+/// kernel's interval sits inside the thread's, which adds the lock's fast path and the system
+/// call's entry and exit (and, for an off-CPU sleep, the time from the wakeup to the CPU), each
+/// slower under emulation on a loaded host (5.8 ms of 239 measured once). The larger of a share
+/// (the host tests' 5% on the nominal waits) and a floor in milliseconds.
+const MATCH_TOLERANCE: (f64, f64) = (0.05, 5.0);
 
 /// The demo's 4 mutex waits and 2 condvar waits as `probe` saw them, on stacks complete to the
 /// thread entry (see [`assert_demo_waits`]).
