@@ -634,7 +634,7 @@ mod tests {
             [
                 (3, "a 1 x:\n\tf (m)\n\tg (m)\n"),
                 (10, "b 2 1.0: 1 cycles:  ffff f (m)\n"),
-                (11, "c 3 1.0: sched:sched_switch: \n\t1 h (m)\n"),
+                (11, "c 3 1.0: sched:sched_switch:\n\t1 h (m)\n"),
             ]
         );
         assert_eq!(unread, Some((9, "not a header")));
