@@ -713,7 +713,10 @@ impl FoldArgs {
     /// Validated fold options for `profile`.
     pub fn to_options(&self, profile: &Profile) -> Result<lockscope::fold::FoldOptions> {
         if let Some(probe) = &self.probe {
-            if lockscope_probes::catalog::find(probe).is_none() {
+            // An imported capture's probes (`perf:cpu-clock`, `folded`) are not in the catalog.
+            if lockscope_probes::catalog::find(probe).is_none()
+                && !profile.recorded_probes().contains(&probe.as_str())
+            {
                 bail!(
                     "unknown probe `{probe}`: known probes are {}",
                     known_probe_names()

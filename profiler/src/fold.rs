@@ -128,6 +128,21 @@ impl Measure {
         Measure::of_records(profile.waits.iter().filter(|r| selects(options, r)))
     }
 
+    /// Its name in JSON (`waits`, `on-cpu`, `events`, `samples`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Measure::Waits => "waits",
+            Measure::OnCpu => "on-cpu",
+            Measure::Events => "events",
+            Measure::Samples => "samples",
+        }
+    }
+
+    /// True when the records carry times (waits, CPU time), false for bare counts.
+    pub fn is_timed(self) -> bool {
+        matches!(self, Measure::Waits | Measure::OnCpu)
+    }
+
     /// The unit of a folded value weighted by `weight` (`ns`, `waits`, `ns on CPU`, `samples`,
     /// `events`), as flamegraphs label it.
     pub fn unit(self, weight: Weight) -> &'static str {
