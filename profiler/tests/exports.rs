@@ -333,6 +333,48 @@ fn folded_round_trip() {
     assert_eq!(profile.metadata.backend, "folded");
 }
 
+/// `import folded --values` says what the values are: samples (the default), events, CPU
+/// nanoseconds or wait nanoseconds; the records' kinds follow, and the fold gives the input back
+/// under the matching weight.
+#[test]
+fn folded_values_set_the_kind() {
+    use lockscope_probes::WaitKind;
+    let input = "main;work;pthread_mutex_lock 5\nmain;idle 3\n";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("in.folded");
+    std::fs::write(&path, input).expect("write");
+    for (values, kind, weight) in [
+        (None, WaitKind::Sample, "count"),
+        (Some("events"), WaitKind::Event, "count"),
+        (Some("cpu-ns"), WaitKind::OnCpu, "ns"),
+        (Some("ns"), WaitKind::Mutex, "ns"),
+    ] {
+        let lsp = dir.path().join("in.lsp");
+        let mut import = lockscope();
+        import
+            .args(["import", "folded"])
+            .arg(&path)
+            .arg("-o")
+            .arg(&lsp);
+        if let Some(values) = values {
+            import.args(["--values", values]);
+        }
+        common::run_ok(&mut import);
+        let profile = lockscope_probes::read_profile(&lsp).expect("read");
+        assert_eq!(profile.waits[0].kind, kind, "{values:?}");
+        let folded = common::run_ok(
+            lockscope()
+                .arg("export")
+                .arg(&lsp)
+                .args(["--format", "folded", "--weight", weight]),
+        );
+        assert_eq!(
+            folded, "main;idle 3\nmain;work;pthread_mutex_lock 5\n",
+            "{values:?}"
+        );
+    }
+}
+
 /// The demo profile with the `offcpu` probe's data added: one off-CPU wait, per-thread times,
 /// and two wakeups (worker-1 waking worker-2, and an interrupt waking worker-1) whose stacks
 /// are spread over the profile, so that a probe filter has to renumber them.
