@@ -29,8 +29,10 @@
 //!   name it had then; its probe is `perf:EVENT` (`perf:cpu-clock:ppp`); its thread is the
 //!   header's pid and tid (pid 0 when the header has only one number, which perf prints for the
 //!   thread);
-//! - a sample whose stack is empty (a header without frame lines) folds to its command alone, as
-//!   stackcollapse-perf.pl folds it (inferno's collapser drops it: the one difference).
+//! - two departures from inferno's collapser, both where it departs from stackcollapse-perf.pl:
+//!   a sample whose stack is empty (a header without frame lines) folds to its command alone,
+//!   where inferno drops it; a tracepoint's arguments after its event are not read as a
+//!   one-frame stack, so the frames below stay the sample's (jonhoo/inferno#308).
 //!
 //! **folded** (`frame;frame;leaf VALUE` per line, root first, as stackcollapse-* and
 //! `lockscope export --format folded` write): each line becomes a record with a user stack of
