@@ -46,6 +46,7 @@ use lockscope_probes::{
     AddressSpace, Frame, Metadata, Profile, Stack, StackId, ThreadInfo, WaitKind, WaitRecord,
     WaitStats,
 };
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 /// Prefix of the probe names of imported perf samples (`perf:cpu-clock`).
@@ -339,6 +340,45 @@ impl PerfHeader<'_> {
     }
 }
 
+/// Length of the Rust hash (`::h` and 16 hex digits, without the colons) inferno's collapser
+/// looks for at the end of every symbol.
+const RUST_HASH_LENGTH: usize = 17;
+
+/// `line` made safe for inferno's collapser: 0.12 panics on a frame whose symbol is at least
+/// [`RUST_HASH_LENGTH`] bytes long with a multi-byte character across its last 17 bytes (it
+/// slices the symbol there to look for a Rust hash: `fix_partially_demangled_rust_symbol`).
+/// Such a symbol cannot end in a hash, so the collapser would keep it as it is; its non-ASCII
+/// characters are written `?` instead, the only way to get it past the collapser.
+fn collapser_safe(line: &str) -> Cow<'_, str> {
+    // The symbol as the collapser cuts it: after the address word, before the last word (the
+    // module in parentheses), trimmed, without a `+0xOFFSET`.
+    let trimmed = line.trim_start();
+    let Some((_, rest)) = trimmed.split_once(' ') else {
+        return Cow::Borrowed(line);
+    };
+    let Some((function, module)) = rest.rsplit_once(' ') else {
+        return Cow::Borrowed(line);
+    };
+    if !(module.starts_with('(') && module.ends_with(')')) {
+        return Cow::Borrowed(line);
+    }
+    let start = line.len() - rest.len() + (function.len() - function.trim_start().len());
+    let function = function.trim();
+    let symbol = match function.rfind("+0x") {
+        Some(at) if function[at + 3..].chars().all(|c| c.is_ascii_hexdigit()) => &function[..at],
+        _ => function,
+    };
+    if symbol.len() < RUST_HASH_LENGTH || symbol.is_char_boundary(symbol.len() - RUST_HASH_LENGTH) {
+        return Cow::Borrowed(line);
+    }
+    let end = start + symbol.len();
+    let ascii: String = line[start..end]
+        .chars()
+        .map(|c| if c.is_ascii() { c } else { '?' })
+        .collect();
+    Cow::Owned(format!("{}{ascii}{}", &line[..start], &line[end..]))
+}
+
 /// One sample of a perf script capture: its header and the text to fold.
 struct PerfSample<'a> {
     /// Line number of the header.
@@ -389,7 +429,10 @@ fn perf_samples(text: &str) -> (Vec<PerfSample<'_>>, Option<(usize, &str)>) {
             continue;
         };
         let (mut sample_text, one_frame) = match header.after_event {
-            Some(at) if is_frame_line(&line[at..]) => (line.to_string(), true),
+            Some(at) if is_frame_line(&line[at..]) => (
+                format!("{}{}", &line[..at], collapser_safe(&line[at..])),
+                true,
+            ),
             Some(at) => (line[..at].to_string(), false),
             None => (line.to_string(), false),
         };
@@ -400,7 +443,7 @@ fn perf_samples(text: &str) -> (Vec<PerfSample<'_>>, Option<(usize, &str)>) {
                     if next.trim_end().is_empty() {
                         break;
                     }
-                    sample_text.push_str(next.trim_end());
+                    sample_text.push_str(&collapser_safe(next.trim_end()));
                     sample_text.push('\n');
                 }
                 i += 1;
@@ -618,6 +661,28 @@ mod tests {
             ("cycles:uppp", Some(257597), WaitKind::Event)
         );
         assert_eq!(parse_header("\t7f0a1b2c3d4e main+0x10 (/bin/x)"), None);
+    }
+
+    /// A symbol with a multi-byte character across its last 17 bytes (on which inferno's
+    /// collapser panics) is folded with `?` for its non-ASCII characters; other lines pass as
+    /// they are.
+    #[test]
+    fn symbols_the_collapser_cannot_slice() {
+        let line = "\t  55d0 caf\u{e9}_\u{12796}_sixteen_bytes+0x1f (/bin/x)";
+        assert_eq!(
+            collapser_safe(line),
+            "\t  55d0 caf?_?_sixteen_bytes+0x1f (/bin/x)"
+        );
+        let fine = "\t  55d0 caf\u{e9}::run::h0123456789abcdef (/bin/\u{e9})";
+        assert_eq!(collapser_safe(fine), fine);
+        assert_eq!(
+            collapser_safe("\t  55d0 short\u{e9} (m)"),
+            "\t  55d0 short\u{e9} (m)"
+        );
+        let text = format!("sh 1 1.0: 1 cpu-clock:\n{line}\n\nsh 1 1.0: 1 cpu-clock:  1 caf\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}xy (m)\n");
+        let profile = import(&text, "test", &ImportOptions::default()).expect("import");
+        let lines = crate::fold::folded_lines(&profile, &crate::fold::FoldOptions::default());
+        assert_eq!(lines, ["sh;caf?????????xy 1", "sh;caf?_?_sixteen_bytes 1"]);
     }
 
     /// Samples are cut where the collapser cuts them: comments are skipped, a one-line sample
