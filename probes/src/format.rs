@@ -10,6 +10,11 @@
 //!
 //! A reader rejects a foreign file by its magic, a newer format by its version (before touching
 //! the body), and a truncated file by gzip's length and CRC trailer.
+//!
+//! Version 2 added the record kinds of imported samples (`on-cpu`, `event`, `sample`): a
+//! version-1 reader cannot parse them, so a profile that has such records is written as version
+//! 2 (older readers then ask for an upgrade instead of failing on the JSON), and every other
+//! profile still as version 1, which every reader reads ([`version_of`]).
 
 use crate::profile::Profile;
 use flate2::read::GzDecoder;
@@ -22,8 +27,18 @@ use thiserror::Error;
 /// Magic bytes at the start of every profile.
 pub const MAGIC: [u8; 8] = *b"\x89LSP\r\n\x1a\n";
 
-/// The format version this build writes and the newest it reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The newest format version this build writes and reads.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The version `profile` is written as: 2 when it has records of imported samples (kinds that
+/// only version 2 has), else 1, so readers that predate those kinds still read it.
+pub fn version_of(profile: &Profile) -> u32 {
+    if profile.waits.iter().any(|w| w.kind.is_sampled()) {
+        2
+    } else {
+        1
+    }
+}
 
 /// Why a profile could not be read or written.
 #[derive(Debug, Error)]
@@ -53,11 +68,11 @@ pub enum FormatError {
     Corrupt(String),
 }
 
-/// Writes `profile` to `writer` in the current format.
+/// Writes `profile` to `writer` in the oldest format version that holds it ([`version_of`]).
 pub fn write_profile_to(profile: &Profile, writer: impl Write) -> Result<(), FormatError> {
     let mut writer = BufWriter::new(writer);
     writer.write_all(&MAGIC)?;
-    writer.write_all(&FORMAT_VERSION.to_le_bytes())?;
+    writer.write_all(&version_of(profile).to_le_bytes())?;
     let mut gz = GzEncoder::new(writer, Compression::default());
     serde_json::to_writer(&mut gz, profile).map_err(io::Error::from)?;
     gz.finish()?.flush()?;
@@ -278,8 +293,21 @@ mod tests {
         let err = read_profile_from(&bytes[..]).expect_err("newer");
         assert_eq!(
             err.to_string(),
-            "profile format version 7 is newer than this lockscope reads (up to 1); upgrade lockscope"
+            "profile format version 7 is newer than this lockscope reads (up to 2); upgrade lockscope"
         );
+    }
+
+    /// A profile of waits is still written as version 1 (older readers read it); one with
+    /// imported samples as version 2, and read back.
+    #[test]
+    fn version_follows_the_records() {
+        let profile = sample();
+        assert_eq!(encode(&profile)[8..12], 1u32.to_le_bytes());
+        let mut sampled = sample();
+        sampled.waits[0].kind = crate::WaitKind::OnCpu;
+        let bytes = encode(&sampled);
+        assert_eq!(bytes[8..12], 2u32.to_le_bytes());
+        assert_eq!(read_profile_from(&bytes[..]).expect("read"), sampled);
     }
 
     /// A record pointing at a missing stack is refused rather than read.

@@ -21,7 +21,7 @@ pub mod sched;
 pub mod wait;
 
 pub use catalog::{CostClass, ProbeInfo, CATALOG};
-pub use format::{read_profile, write_profile, FormatError, FORMAT_VERSION};
+pub use format::{read_profile, version_of, write_profile, FormatError, FORMAT_VERSION};
 pub use hist::Log2Histogram;
 pub use profile::{
     AddressSpace, AttachStatus, Frame, InlinedFrame, Losses, Metadata, ProbeAttachment, Profile,

@@ -33,11 +33,23 @@ pub enum WaitKind {
     Lifecycle,
     /// Time inside a system call.
     Syscall,
+    /// Not a wait: sampled CPU time imported from a profiler (perf's `cpu-clock` and
+    /// `task-clock` samples with their periods). `count` is the number of samples, `total_ns` the
+    /// CPU time they stand for (the sum of their periods).
+    OnCpu,
+    /// Not a wait: events counted by an imported capture (perf samples of `cycles`, page faults,
+    /// `sched:sched_switch`... with their periods). `count` is the number of events (the sum of
+    /// the periods); there are no times.
+    Event,
+    /// Not a wait: samples imported without a period (folded stacks, DTrace `count()`
+    /// aggregations, perf headers without a period). `count` is the number of samples; there are
+    /// no times.
+    Sample,
 }
 
 impl WaitKind {
     /// Every kind, in report order.
-    pub const ALL: [WaitKind; 11] = [
+    pub const ALL: [WaitKind; 14] = [
         WaitKind::Mutex,
         WaitKind::Condvar,
         WaitKind::RwlockRead,
@@ -49,6 +61,9 @@ impl WaitKind {
         WaitKind::OffCpu,
         WaitKind::Lifecycle,
         WaitKind::Syscall,
+        WaitKind::OnCpu,
+        WaitKind::Event,
+        WaitKind::Sample,
     ];
 
     /// The kind's name as printed in reports and stored in profiles.
@@ -65,7 +80,16 @@ impl WaitKind {
             WaitKind::OffCpu => "off-cpu",
             WaitKind::Lifecycle => "lifecycle",
             WaitKind::Syscall => "syscall",
+            WaitKind::OnCpu => "on-cpu",
+            WaitKind::Event => "event",
+            WaitKind::Sample => "sample",
         }
+    }
+
+    /// True for the kinds of imported samples ([`WaitKind::OnCpu`], [`WaitKind::Event`],
+    /// [`WaitKind::Sample`]): their records measure CPU time, events or samples, not waits.
+    pub fn is_sampled(self) -> bool {
+        matches!(self, WaitKind::OnCpu | WaitKind::Event | WaitKind::Sample)
     }
 
     /// Classifies a user-level wait from the function names of its user stack, leaf first.

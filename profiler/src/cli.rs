@@ -382,10 +382,39 @@ pub enum ImportFormatArg {
     /// dtrace(1) text output: lockscope's own D scripts, or aggregations such as
     /// `@[ustack()] = count()`.
     Dtrace,
-    /// `perf script` output of a `perf record -g` capture, folded by stackcollapse-perf's rules.
+    /// `perf script` output of a `perf record` capture, folded by inferno's perf collapser
+    /// (stackcollapse-perf's rules).
     PerfScript,
     /// Folded stacks (`frame;frame;leaf VALUE` per line), as stackcollapse-* scripts write them.
     Folded,
+}
+
+/// What the values of imported folded stacks measure.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ValuesArg {
+    /// Numbers of samples.
+    Samples,
+    /// Numbers of samples (the name older lockscope versions used).
+    Count,
+    /// Numbers of events (summed perf periods of cycles, faults, switches).
+    Events,
+    /// Nanoseconds of wait (lockscope's own folded export).
+    Ns,
+    /// Nanoseconds of CPU time (summed cpu-clock periods).
+    CpuNs,
+}
+
+impl ValuesArg {
+    /// The library's name for it.
+    pub fn into_values(self) -> lockscope::import::FoldedValues {
+        use lockscope::import::FoldedValues;
+        match self {
+            ValuesArg::Samples | ValuesArg::Count => FoldedValues::Samples,
+            ValuesArg::Events => FoldedValues::Events,
+            ValuesArg::Ns => FoldedValues::WaitNs,
+            ValuesArg::CpuNs => FoldedValues::CpuNs,
+        }
+    }
 }
 
 /// `lockscope import`.
@@ -403,9 +432,15 @@ pub struct ImportArgs {
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
 
-    /// What the values of folded input measure (folded only). Default: count (samples).
-    #[arg(long, value_enum, value_name = "WEIGHT")]
-    pub values: Option<WeightArg>,
+    /// What the values of folded input measure (folded only). Default: samples.
+    #[arg(long, value_enum, value_name = "MEASURE")]
+    pub values: Option<ValuesArg>,
+
+    /// Keep the samples of this perf event (perf-script only): its name as the headers print
+    /// it (`sched:sched_switch`, `cycles:u`) or without modifiers (`cycles`). Default: the
+    /// first event of the capture, as stackcollapse-perf.
+    #[arg(long, value_name = "EVENT")]
+    pub event: Option<String>,
 
     /// OS the capture was made on (recorded in the profile's metadata). Default: unknown.
     #[arg(long, value_enum)]
@@ -681,7 +716,10 @@ impl FoldArgs {
     /// Validated fold options for `profile`.
     pub fn to_options(&self, profile: &Profile) -> Result<lockscope::fold::FoldOptions> {
         if let Some(probe) = &self.probe {
-            if lockscope_probes::catalog::find(probe).is_none() {
+            // An imported capture's probes (`perf:cpu-clock`, `folded`) are not in the catalog.
+            if lockscope_probes::catalog::find(probe).is_none()
+                && !profile.recorded_probes().contains(&probe.as_str())
+            {
                 bail!(
                     "unknown probe `{probe}`: known probes are {}",
                     known_probe_names()

@@ -5,7 +5,7 @@
 //! function name so that the same function has the same color in every graph and the output is
 //! reproducible.
 
-use crate::fold::{check_probe, folded_lines, FoldOptions, Weight};
+use crate::fold::{check_probe, folded_lines, FoldOptions, Measure};
 use crate::units::format_ns;
 use anyhow::{bail, Context};
 use inferno::flamegraph::color::{BasicPalette, MultiPalette, Palette};
@@ -42,6 +42,15 @@ pub fn default_title(profile: &Profile, fold: &FoldOptions) -> String {
             }
         }
     };
+    let measure = Measure::of(profile, fold);
+    if measure != Measure::Waits {
+        // An imported capture: no target, no duration; say what was sampled, and from where.
+        return format!(
+            "lockscope: {probes} {}, {}",
+            measure.noun(2),
+            profile.metadata.end_reason
+        );
+    }
     let target = &profile.metadata.target;
     let mut command = target.command.join(" ");
     if command.chars().count() > MAX_TITLE_COMMAND_CHARS {
@@ -57,10 +66,7 @@ pub fn default_title(profile: &Profile, fold: &FoldOptions) -> String {
 
 /// The line under the title: what widths mean, and a warning when the profile lost waits.
 fn subtitle(profile: &Profile, fold: &FoldOptions) -> String {
-    let mut text = match fold.weight {
-        Weight::Nanoseconds => "width: total wait time".to_string(),
-        Weight::Count => "width: number of waits".to_string(),
-    };
+    let mut text = format!("width: {}", Measure::of(profile, fold).width(fold.weight));
     let losses = &profile.metadata.losses;
     if losses.lost_events() > 0 {
         text.push_str(&format!(
@@ -117,8 +123,15 @@ pub fn write_flamegraph(
         .clone()
         .unwrap_or_else(|| default_title(profile, &options.fold));
     inferno_options.subtitle = Some(subtitle(profile, &options.fold));
-    inferno_options.count_name = options.fold.weight.unit().to_string();
-    inferno_options.colors = Palette::Basic(BasicPalette::Io);
+    inferno_options.count_name = Measure::of(profile, &options.fold)
+        .unit(options.fold.weight)
+        .to_string();
+    // Blue for waits (FlameGraph's off-CPU colors), FlameGraph's warm default for samples.
+    inferno_options.colors = if Measure::of(profile, &options.fold) == Measure::Waits {
+        Palette::Basic(BasicPalette::Io)
+    } else {
+        Palette::Basic(BasicPalette::Hot)
+    };
     inferno_options.hash = true;
     // `folded_lines` returns sorted lines, which is what `from_lines` requires.
     inferno::flamegraph::from_lines(&mut inferno_options, lines.iter().map(String::as_str), out)

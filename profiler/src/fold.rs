@@ -18,7 +18,7 @@
 //!   can neither split a frame nor a line;
 //! - identical stacks are merged (weights added), lines are sorted, and zero weights are dropped.
 
-use lockscope_probes::{Frame, Profile, Stack, WaitRecord};
+use lockscope_probes::{Frame, Profile, Stack, WaitKind, WaitRecord};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
@@ -88,6 +88,98 @@ impl FromStr for Weight {
     }
 }
 
+/// What the records of a profile measure: waits (lockscope's recordings), or what an imported
+/// capture sampled ([`WaitKind::is_sampled`]). Labels (report, flamegraph, exports) say it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Measure {
+    /// Waits: counts of waits and their durations.
+    Waits,
+    /// Sampled CPU time: samples and the CPU time they stand for (perf `cpu-clock`).
+    OnCpu,
+    /// Counted events (perf `cycles`, page faults, `sched:sched_switch` with their periods).
+    Events,
+    /// Samples without a period (folded stacks, DTrace `count()`, perf without periods).
+    Samples,
+}
+
+impl Measure {
+    /// What `records` measure: waits unless every one is an imported sample; samples when the
+    /// sampled kinds are mixed.
+    pub fn of_records<'a>(records: impl IntoIterator<Item = &'a WaitRecord>) -> Measure {
+        let mut measure = None;
+        for record in records {
+            let this = match record.kind {
+                WaitKind::OnCpu => Measure::OnCpu,
+                WaitKind::Event => Measure::Events,
+                WaitKind::Sample => Measure::Samples,
+                _ => return Measure::Waits,
+            };
+            measure = match measure {
+                None => Some(this),
+                Some(m) if m == this => Some(m),
+                Some(_) => Some(Measure::Samples),
+            };
+        }
+        measure.unwrap_or(Measure::Waits)
+    }
+
+    /// What the records `options` selects in `profile` measure.
+    pub fn of(profile: &Profile, options: &FoldOptions) -> Measure {
+        Measure::of_records(profile.waits.iter().filter(|r| selects(options, r)))
+    }
+
+    /// Its name in JSON (`waits`, `on-cpu`, `events`, `samples`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Measure::Waits => "waits",
+            Measure::OnCpu => "on-cpu",
+            Measure::Events => "events",
+            Measure::Samples => "samples",
+        }
+    }
+
+    /// True when the records carry times (waits, CPU time), false for bare counts.
+    pub fn is_timed(self) -> bool {
+        matches!(self, Measure::Waits | Measure::OnCpu)
+    }
+
+    /// The unit of a folded value weighted by `weight` (`ns`, `waits`, `ns on CPU`, `samples`,
+    /// `events`), as flamegraphs label it.
+    pub fn unit(self, weight: Weight) -> &'static str {
+        match (self, weight) {
+            (Measure::Waits, Weight::Count) => "waits",
+            (Measure::OnCpu, Weight::Nanoseconds) => "ns on CPU",
+            (Measure::OnCpu | Measure::Samples, Weight::Count) => "samples",
+            (Measure::Events, Weight::Count) => "events",
+            (_, Weight::Nanoseconds) => "ns",
+        }
+    }
+
+    /// The noun of a count of `n` (`wait`/`waits`, `sample`/`samples`, `event`/`events`).
+    pub fn noun(self, n: u64) -> &'static str {
+        match (self, n == 1) {
+            (Measure::Waits, true) => "wait",
+            (Measure::Waits, false) => "waits",
+            (Measure::Events, true) => "event",
+            (Measure::Events, false) => "events",
+            (_, true) => "sample",
+            (_, false) => "samples",
+        }
+    }
+
+    /// What a flamegraph's widths are (`total wait time`, `number of samples`...).
+    pub fn width(self, weight: Weight) -> &'static str {
+        match (self, weight) {
+            (Measure::Waits, Weight::Nanoseconds) => "total wait time",
+            (Measure::OnCpu, Weight::Nanoseconds) => "CPU time (sum of the sample periods)",
+            (_, Weight::Nanoseconds) => "total time",
+            (Measure::Waits, Weight::Count) => "number of waits",
+            (Measure::Events, Weight::Count) => "number of events (sum of the sample periods)",
+            (_, Weight::Count) => "number of samples",
+        }
+    }
+}
+
 /// How to fold a profile.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -111,7 +203,9 @@ pub fn sanitize_frame(name: &str) -> String {
             c => c,
         })
         .collect();
-    if cleaned.trim().is_empty() {
+    // A name of spaces only is kept (stackcollapse-perf names a frame perf printed without a
+    // symbol ` `); an empty one, or one of control characters, would vanish.
+    if name.is_empty() || (cleaned.trim().is_empty() && name.chars().any(char::is_control)) {
         "[unnamed]".to_string()
     } else {
         cleaned
@@ -170,8 +264,44 @@ fn names_root_first(stack: &Stack) -> impl Iterator<Item = String> + '_ {
         .map(|name| sanitize_frame(&name))
 }
 
+/// True for a record of imported perf samples (`lockscope import perf-script`): its root frame
+/// is its own command name (`operation`), and its stack is perf's whole call chain, kernel
+/// frames included in place (`crate::import`).
+pub fn is_perf_sample(record: &WaitRecord) -> bool {
+    record.kind.is_sampled() && record.probe.starts_with(crate::import::PERF_PROBE_PREFIX)
+}
+
+/// The folded stack of an imported perf sample, as inferno's perf collapser folds it: the
+/// command, then the call chain root first; with [`FoldOptions::kernel_stacks`] the kernel
+/// frames are suffixed `_[k]` (the collapser's `--kernel`); a sample without frames is its
+/// command alone (stackcollapse-perf.pl).
+fn fold_perf_sample(profile: &Profile, record: &WaitRecord, options: &FoldOptions) -> String {
+    let mut frames = vec![if record.operation.is_empty() {
+        profile
+            .thread_name(record.pid, record.tid)
+            .map_or_else(|| UNKNOWN_THREAD.to_string(), sanitize_frame)
+    } else {
+        sanitize_frame(&record.operation)
+    }];
+    if let Some(stack) = profile.stack(record.user_stack) {
+        frames.extend(stack.frames.iter().rev().map(|frame| {
+            let name = sanitize_frame(&frame.display_name());
+            let kernel = frame.module.as_deref() == Some(crate::import::KERNEL_MODULE);
+            if kernel && options.kernel_stacks {
+                name + KERNEL_SUFFIX
+            } else {
+                name
+            }
+        }));
+    }
+    frames.join(";")
+}
+
 /// The folded stack of one record, root first, without its value.
 fn fold_record(profile: &Profile, record: &WaitRecord, options: &FoldOptions) -> String {
+    if is_perf_sample(record) {
+        return fold_perf_sample(profile, record, options);
+    }
     let mut frames = Vec::new();
     // A record with no process or thread at all (an imported `@[ustack()] = count()` capture
     // keys by stack alone) folds to its frames only, exactly as stackcollapse.pl folds it.
@@ -225,7 +355,7 @@ pub fn folded_lines(profile: &Profile, options: &FoldOptions) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lockscope_probes::{AddressSpace, Log2Histogram, ThreadInfo, WaitKind, WaitStats};
+    use lockscope_probes::{AddressSpace, Log2Histogram, ThreadInfo, WaitStats};
 
     fn named(function: &str) -> Frame {
         Frame {

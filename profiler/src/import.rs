@@ -1,167 +1,180 @@
 //! `lockscope import perf-script` and `import folded`: captures of other tools as profiles, so
 //! they join the same reports, diffs and exports.
 //!
-//! **perf script** (the text `perf script` prints for `perf record -g`): one sample per block,
-//! blocks separated by blank lines, `#` lines are comments. The rules are stackcollapse-perf's:
+//! **perf script** (the text `perf script` prints for `perf record`, with or without `-g`): the
+//! stacks are folded by inferno's perf collapser (`inferno::collapse::perf`, a port of
+//! FlameGraph's stackcollapse-perf.pl tested against FlameGraph's own suite), so every header
+//! layout perf has printed (with or without pid/tid, CPU, timestamp and period; event modifiers;
+//! tracepoints; commands with spaces) folds exactly as `inferno-collapse-perf` folds it:
+//! addresses and offsets stripped, argument lists dropped, `[unknown]` frames named after their
+//! module, Java `->` inlined frames marked `_[i]`, kernel frames kept in place. This module only
+//! splits the text into samples (blocks separated by blank lines), reads each header's command,
+//! pid/tid, event and period (the same way the collapser does), and maps each folded sample
+//! into the profile:
 //!
-//! - the header line is `COMM PID[/TID] [CPU] TIME: [PERIOD] EVENT: ...`; the command name may hold
-//!   spaces (it ends before the first run of whitespace followed by the pid), and spaces in it
-//!   become `_`; it becomes the thread's name, the root frame of the folded stacks (the one
-//!   deviation: a profile names each thread once, so a thread renamed during the capture, by
-//!   exec or PR_SET_NAME, is named by its last name in all its samples, where stackcollapse-perf
-//!   names each sample by its own);
-//! - a sample with no frame at all folds to `COMM;[no user stack]`, as every record without a
-//!   stack does in lockscope's folds (stackcollapse-perf prints `COMM` alone);
-//! - only samples of the first event seen are kept (stackcollapse-perf's default event filter);
-//! - each indented line is `ADDRESS SYMBOL[+0xOFFSET] (MODULE)`, leaf first; the offset is
-//!   dropped; `[unknown]` symbols become `[MODULE-BASENAME]`, or `[unknown]` when the module is
-//!   unknown too; `;` becomes `:` and a C++ argument list (from the first `(`, except
-//!   `(anonymous namespace)`) is dropped;
-//! - every sample counts 1: a record's `count` is its number of samples, its times are zero.
-//!
-//! Frames in the kernel (module `[kernel.kallsyms]`, or a bracketed kernel module such as
-//! `[nf_tables]`; not `[unknown]`, `[vdso]` and other user mappings) form the record's kernel stack, the rest its user stack, as in
-//! lockscope's own recordings: `export --format folded --kernel-stacks` then prints the kernel
-//! frames above the user frames with FlameGraph's `_[k]` suffix (stackcollapse-perf
-//! `--kernel`), and a sample with only kernel frames prints them unsuffixed.
+//! - only samples of the first event seen are kept (the collapser's default), or those of
+//!   [`ImportOptions::event`];
+//! - the sample's weight is its period when the header has one, else 1, as the collapser sums
+//!   them; what it measures is the record's kind: [`WaitKind::OnCpu`] for `cpu-clock` and
+//!   `task-clock` samples with a period (`total_ns` = the period sum, nanoseconds of CPU time;
+//!   `count` = samples), [`WaitKind::Event`] for other events with a period (`count` = the
+//!   period sum: cycles, faults, switches), [`WaitKind::Sample`] without a period (`count` =
+//!   samples);
+//! - the whole call chain is the record's user stack (leaf first), kernel frames included in
+//!   their place with module `[kernel]` (what the collapser's `--kernel` marks), so a folded
+//!   export prints them unsuffixed as the collapser does, and with `--kernel-stacks` suffixed
+//!   `_[k]` as `inferno-collapse-perf --kernel` does;
+//! - the record's `operation` is the sample's command name (spaces as `_`), the root frame of
+//!   its folded stack: a thread renamed during the capture (by exec) keeps each sample under the
+//!   name it had then; its probe is `perf:EVENT` (`perf:cpu-clock:ppp`); its thread is the
+//!   header's pid and tid (pid 0 when the header has only one number, which perf prints for the
+//!   thread);
+//! - two departures from inferno's collapser, both where it departs from stackcollapse-perf.pl:
+//!   a sample whose stack is empty (a header without frame lines) folds to its command alone,
+//!   where inferno drops it; a tracepoint's arguments after its event are not read as a
+//!   one-frame stack, so the frames below stay the sample's (jonhoo/inferno#308).
 //!
 //! **folded** (`frame;frame;leaf VALUE` per line, root first, as stackcollapse-* and
 //! `lockscope export --format folded` write): each line becomes a record with a user stack of
 //! those frames and no thread (so exporting it folded gives the same lines back, merged and
-//! sorted). [`ImportOptions::folded_weight`] says what the values are: numbers of samples
-//! (`count`, the default) or nanoseconds of wait (`total_ns`, with a count of 1 per line).
-//!
-//! Imported records are classified with [`WaitKind::classify_user_wait`] from their frames;
-//! their probe is `perf:EVENT` or `folded`.
+//! sorted). [`ImportOptions::folded_values`] says what the values are ([`FoldedValues`]).
 
-use crate::fold::Weight;
 use anyhow::{bail, Context};
+use inferno::collapse::perf::{Folder, Options as PerfOptions};
+use inferno::collapse::Collapse;
 use lockscope_probes::{
     AddressSpace, Frame, Metadata, Profile, Stack, StackId, ThreadInfo, WaitKind, WaitRecord,
     WaitStats,
 };
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
+
+/// Prefix of the probe names of imported perf samples (`perf:cpu-clock`).
+pub const PERF_PROBE_PREFIX: &str = "perf:";
+
+/// Module given to the frames inferno's perf collapser counts as kernel frames (the ones its
+/// `--kernel` option suffixes with `_[k]`).
+pub const KERNEL_MODULE: &str = "[kernel]";
+
+/// Suffix inferno's perf collapser gives kernel frames with `--kernel`.
+const KERNEL_MARK: &str = "_[k]";
 
 /// Formats `lockscope import` reads besides dtrace.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ImportFormat {
-    /// `perf script` output of a `perf record -g` capture (the default).
+    /// `perf script` output of a `perf record` capture (the default).
     #[default]
     PerfScript,
     /// Folded stacks, one `stack value` per line.
     Folded,
 }
 
+/// What the values of imported folded stacks measure.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FoldedValues {
+    /// Numbers of samples (the default; what stackcollapse-* write for sampled profiles):
+    /// records of kind [`WaitKind::Sample`].
+    #[default]
+    Samples,
+    /// Numbers of events (summed perf periods of `cycles`, faults...): kind [`WaitKind::Event`].
+    Events,
+    /// Nanoseconds of wait (lockscope's own `export --format folded`): wait records classified
+    /// from their frames, with a count of 1 per line.
+    WaitNs,
+    /// Nanoseconds of CPU time (folded `cpu-clock` periods): kind [`WaitKind::OnCpu`], with a
+    /// count of 1 per line (folded input does not say how many samples a line sums).
+    CpuNs,
+}
+
 /// How to import a capture.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ImportOptions {
     /// What the capture is. Default: [`ImportFormat::PerfScript`].
     pub format: ImportFormat,
-    /// What the values of folded lines measure. Default: [`Weight::Count`] (samples).
-    pub folded_weight: Weight,
+    /// What the values of folded lines measure. Default: [`FoldedValues::Samples`].
+    pub folded_values: FoldedValues,
+    /// The perf event whose samples to keep: its full name as the header prints it
+    /// (`sched:sched_switch`, `cycles:u`) or the name the collapser compares (the part before
+    /// the first `:`, `cycles`). Default: `None`, the first event of the capture.
+    pub event: Option<String>,
     /// OS to record in the metadata (`linux`). Default: `None` (left empty for folded input,
     /// `linux` for perf script, which only exists there).
     pub os: Option<String>,
 }
 
-impl Default for ImportOptions {
-    fn default() -> Self {
-        ImportOptions {
-            format: ImportFormat::PerfScript,
-            folded_weight: Weight::Count,
-            os: None,
-        }
-    }
-}
+/// Frames as (name, kernel frame) pairs.
+type Frames = Vec<(String, bool)>;
 
-/// Key of an imported record: (probe, pid, tid, user stack, kernel stack).
-type RecordKey = (String, u32, u32, Option<StackId>, Option<StackId>);
+/// Key of an imported record: (probe, kind, pid, tid, operation, user stack).
+type RecordKey = (String, WaitKind, u32, u32, String, Option<StackId>);
 
-/// Builds the profile: stacks are deduplicated by their frames' names and addresses.
+/// Builds the profile: stacks are deduplicated by their frames.
 #[derive(Default)]
 struct Builder {
     stacks: Vec<Stack>,
-    stack_ids: HashMap<(AddressSpace, Vec<(u64, String)>), StackId>,
-    /// (probe, pid, tid, user stack, kernel stack) → stats and kind.
-    records: BTreeMap<RecordKey, (WaitKind, WaitStats)>,
+    /// (frame name, kernel frame) lists, leaf first → stack id.
+    stack_ids: HashMap<Vec<(String, bool)>, StackId>,
+    records: BTreeMap<RecordKey, WaitStats>,
     threads: BTreeMap<(u32, u32), String>,
 }
 
 impl Builder {
-    /// Interns a stack given leaf first as (address, name) pairs.
-    fn stack(&mut self, space: AddressSpace, frames: Vec<(u64, String)>) -> Option<StackId> {
+    /// Interns a user-space stack given leaf first as (name, kernel frame) pairs.
+    fn stack(&mut self, frames: Vec<(String, bool)>) -> Option<StackId> {
         if frames.is_empty() {
             return None;
         }
-        let key = (space, frames);
-        if let Some(&id) = self.stack_ids.get(&key) {
+        if let Some(&id) = self.stack_ids.get(&frames) {
             return Some(id);
         }
-        let id = self.stacks.len() as StackId;
+        let id = StackId::try_from(self.stacks.len()).ok()?;
         self.stacks.push(Stack {
-            space,
-            frames: key
-                .1
+            space: AddressSpace::User,
+            frames: frames
                 .iter()
-                .map(|(address, name)| {
-                    let mut frame = Frame::unsymbolized(*address);
-                    frame.function = Some(name.clone());
-                    frame
+                .map(|(name, kernel)| Frame {
+                    function: Some(name.clone()),
+                    module: kernel.then(|| KERNEL_MODULE.to_string()),
+                    ..Frame::unsymbolized(0)
                 })
                 .collect(),
             truncated: false,
         });
-        self.stack_ids.insert(key, id);
+        self.stack_ids.insert(frames, id);
         Some(id)
     }
 
-    fn add(
-        &mut self,
-        probe: &str,
-        (pid, tid): (u32, u32),
-        user: Option<StackId>,
-        kernel: Option<StackId>,
-        (count, total_ns): (u64, u64),
-    ) {
-        let names: Vec<String> = user
-            .and_then(|id| self.stacks.get(id as usize))
-            .map(|s| s.frames.iter().filter_map(|f| f.function.clone()).collect())
-            .unwrap_or_default();
-        let kind = WaitKind::classify_user_wait(names.iter().map(String::as_str), WaitKind::Wait);
-        let entry = self
-            .records
-            .entry((probe.to_string(), pid, tid, user, kernel))
-            .or_insert_with(|| (kind, WaitStats::default()));
-        entry.1.count += count;
-        entry.1.total_ns = entry.1.total_ns.saturating_add(total_ns);
-        entry.1.max_ns = entry.1.max_ns.max(total_ns);
-        if total_ns > 0 {
-            entry.1.histogram.record_n(total_ns / count.max(1), count);
+    /// Adds `count` things (samples, events, waits) weighing `ns` nanoseconds in all.
+    fn add(&mut self, key: RecordKey, count: u64, ns: u64) {
+        let stats = self.records.entry(key).or_default();
+        stats.count = stats.count.saturating_add(count);
+        stats.total_ns = stats.total_ns.saturating_add(ns);
+        stats.max_ns = stats.max_ns.max(ns);
+        if ns > 0 {
+            stats.histogram.record_n(ns / count.max(1), count);
         }
     }
 
     fn finish(self, metadata: Metadata) -> Profile {
-        let mut events = 0;
+        let mut events = 0u64;
         let waits = self
             .records
             .into_iter()
-            .map(
-                |((probe, pid, tid, user_stack, kernel_stack), (kind, stats))| {
-                    events += stats.count;
-                    WaitRecord {
-                        probe,
-                        kind,
-                        pid,
-                        tid,
-                        object: 0,
-                        operation: String::new(),
-                        user_stack,
-                        kernel_stack,
-                        stats,
-                    }
-                },
-            )
+            .map(|((probe, kind, pid, tid, operation, user_stack), stats)| {
+                events = events.saturating_add(stats.count);
+                WaitRecord {
+                    probe,
+                    kind,
+                    pid,
+                    tid,
+                    object: 0,
+                    operation,
+                    user_stack,
+                    kernel_stack: None,
+                    stats,
+                }
+            })
             .collect();
         Profile {
             metadata: Metadata { events, ..metadata },
@@ -195,114 +208,290 @@ pub fn import(text: &str, source: &str, options: &ImportOptions) -> anyhow::Resu
     }
 }
 
-/// The header of one perf script sample.
-struct Header {
-    comm: String,
-    pid: u32,
-    tid: u32,
-    event: String,
+/// Marks the generic records of an imported DTrace capture (an `@[ustack()] = count()`
+/// aggregation and the like: probe `dtrace`, counts without times) as [`WaitKind::Sample`]:
+/// they count probe firings, not waits. lockscope's own records keep their kinds.
+pub fn mark_dtrace_samples(profile: &mut Profile) {
+    for record in &mut profile.waits {
+        // `dtrace` is the probe lockscope_dtrace gives generic records (its GENERIC_PROBE,
+        // which that crate does not export).
+        if record.probe == "dtrace" && record.kind == WaitKind::Wait && record.stats.total_ns == 0 {
+            record.kind = WaitKind::Sample;
+        }
+    }
 }
 
-/// Parses `COMM PID[/TID] [CPU] TIME: [PERIOD] EVENT: ...`.
-fn parse_header(line: &str) -> Option<Header> {
-    let tokens: Vec<(usize, &str)> = line
+/// A perf script header, read as inferno's perf collapser reads it.
+#[derive(Debug, PartialEq, Eq)]
+struct PerfHeader<'a> {
+    /// The command, trimmed (spaces inside kept).
+    comm: &'a str,
+    /// Process id; `None` when the header has only one number (the thread's).
+    pid: Option<u32>,
+    /// Thread id.
+    tid: u32,
+    /// The event name the collapser filters on: the word before the first `:` after the pid
+    /// (`cycles` for `cycles:u:`, `sched` for `sched:sched_switch:`, empty for a header without
+    /// a timestamp); `None` when the header has no `:` at all (the collapser keeps the sample).
+    filter_event: Option<&'a str>,
+    /// The event as the header prints it, without its final `:` (`cycles:u`).
+    event: String,
+    /// The period, when the header has one where the collapser reads it.
+    period: Option<u64>,
+    /// Where the text after the event starts (after its `:` and a space), when there is any:
+    /// a one-frame stack on the header line, or a tracepoint's arguments.
+    after_event: Option<usize>,
+}
+
+/// The command, pid, tid and the end of the `PID[/TID] ` word: the first word of digits (or
+/// `digits/digits`) that follows a space and is followed by one. The rule is inferno's
+/// (`event_line_parts` in inferno's `collapse/perf.rs`), restated so this module knows the
+/// sample's thread, event and period, which the folded output does not carry.
+fn pid_word(line: &str) -> Option<(&str, Option<&str>, &str, usize)> {
+    let mut word_start = 0;
+    let mut digits_only = false;
+    let mut previous_was_space = false;
+    let mut slash_at = None;
+    for (at, c) in line.char_indices() {
+        if c == ' ' {
+            if digits_only && !previous_was_space {
+                let (pid, tid) = match slash_at {
+                    Some(slash) => (Some(&line[word_start..slash]), &line[slash + 1..at]),
+                    None => (None, &line[word_start..at]),
+                };
+                let comm = line[..word_start.saturating_sub(1)].trim();
+                return Some((comm, pid, tid, at + 1));
+            }
+            word_start = at + 1;
+            digits_only = true;
+        } else if c == '/' {
+            if digits_only {
+                slash_at = Some(at);
+            }
+        } else if !c.is_ascii_digit() {
+            digits_only = false;
+            slash_at = None;
+        }
+        previous_was_space = c == ' ';
+    }
+    None
+}
+
+/// Parses a header line; `None` for a line the collapser does not take for one.
+fn parse_header(line: &str) -> Option<PerfHeader<'_>> {
+    let (comm, pid, tid, end) = pid_word(line)?;
+    let rest = &line[end..];
+    // The collapser's reading: the text between the first and the second `:` ends with the
+    // event name, preceded by the period when the header has one.
+    let mut by_colons = rest.splitn(3, ':').skip(1);
+    let (filter_event, period) = match by_colons.next() {
+        Some(period_and_event) => {
+            let mut words = period_and_event.rsplit(' ');
+            let event = words.next();
+            (event, words.next().and_then(|w| w.parse::<u64>().ok()))
+        }
+        None => (None, None),
+    };
+    // What follows the event: the collapser skips to the first `:` or space in it.
+    let after_event = by_colons.next().and_then(|post| {
+        let skip = post.find([':', ' ']).map_or(0, |i| i + 1);
+        let text = &post[skip..];
+        (!text.trim().is_empty()).then(|| line.len() - text.len())
+    });
+    // The full name, for the probe: the first word ending in `:` that is not a timestamp.
+    let event = rest
         .split_whitespace()
-        .map(|t| (t.as_ptr() as usize - line.as_ptr() as usize, t))
-        .collect();
-    // The pid is the first token after the first one that is `PID` or `PID/TID`.
-    let (pid_index, pid, tid) = tokens.iter().enumerate().skip(1).find_map(|(i, &(_, t))| {
-        let (pid, tid) = t.split_once('/').unwrap_or((t, t));
-        let pid: u32 = pid.parse().ok()?;
-        let tid: u32 = tid.parse().ok()?;
-        Some((i, pid, tid))
-    })?;
-    let comm = line[..tokens[pid_index].0].trim_end().replace(' ', "_");
-    // The event is the first token after the timestamp (`123.456:`) that ends with `:`, skipping
-    // a period (digits).
-    let time_index = tokens
-        .iter()
-        .enumerate()
-        .skip(pid_index + 1)
-        .find(|(_, &(_, t))| t.ends_with(':') && t[..t.len() - 1].contains('.'))
-        .map(|(i, _)| i)?;
-    let event = tokens
-        .iter()
-        .skip(time_index + 1)
-        .map(|&(_, t)| t)
-        .find(|t| !t.chars().all(|c| c.is_ascii_digit()))?
-        .trim_end_matches(':')
-        .to_string();
-    Some(Header {
+        .filter(|w| !w.starts_with('['))
+        .find(|w| {
+            w.len() > 1
+                && w.ends_with(':')
+                && !w[..w.len() - 1]
+                    .chars()
+                    .all(|c| c.is_ascii_digit() || c == '.')
+        })
+        .map(|w| w[..w.len() - 1].to_string())
+        .or_else(|| filter_event.filter(|e| !e.is_empty()).map(str::to_string))
+        .unwrap_or_else(|| "unknown".to_string());
+    Some(PerfHeader {
         comm,
-        pid,
-        tid,
+        pid: pid.map(|p| p.parse().unwrap_or(0)),
+        tid: tid.parse().unwrap_or(0),
+        filter_event,
         event,
+        period,
+        after_event,
     })
 }
 
-/// Parses `ADDRESS SYMBOL[+0xOFF] (MODULE)` into (address, folded name).
-fn parse_frame(line: &str) -> Option<(u64, String)> {
-    let line = line.trim();
-    let (address, rest) = line.split_once(char::is_whitespace)?;
-    let address = u64::from_str_radix(address, 16).ok()?;
-    let rest = rest.trim();
-    let (symbol, module) = match rest.rfind(" (") {
-        Some(i) if rest.ends_with(')') => (rest[..i].trim(), &rest[i + 2..rest.len() - 1]),
-        _ => (rest, "[unknown]"),
-    };
-    let symbol = match symbol.rsplit_once("+0x") {
-        Some((base, off)) if off.chars().all(|c| c.is_ascii_hexdigit()) => base,
-        _ => symbol,
-    };
-    let name = if symbol == "[unknown]" {
-        if module == "[unknown]" {
-            "[unknown]".to_string()
-        } else {
-            format!("[{}]", module.rsplit('/').next().unwrap_or(module))
+impl PerfHeader<'_> {
+    /// True when this sample is of `wanted` (a full event name or the collapser's name).
+    fn is_event(&self, wanted: &str) -> bool {
+        self.event == wanted || self.filter_event == Some(wanted)
+    }
+
+    /// What the sample's weight measures.
+    fn kind(&self) -> WaitKind {
+        let base = self.event.split(':').next().unwrap_or_default();
+        match self.period {
+            Some(_) if base == "cpu-clock" || base == "task-clock" => WaitKind::OnCpu,
+            Some(_) => WaitKind::Event,
+            None => WaitKind::Sample,
         }
-    } else {
-        tidy(symbol)
-    };
-    Some((address, name))
+    }
 }
 
-/// `;` → `:`, and a C++ argument list is dropped (keeping `(anonymous namespace)`).
-fn tidy(symbol: &str) -> String {
-    let symbol = symbol.replace(';', ":");
-    let mut search = 0;
-    while let Some(found) = symbol[search..].find('(') {
-        let at = search + found;
-        if symbol[at..].starts_with("(anonymous namespace)") {
-            search = at + "(anonymous namespace)".len();
+/// Length of the Rust hash (`::h` and 16 hex digits, without the colons) inferno's collapser
+/// looks for at the end of every symbol.
+const RUST_HASH_LENGTH: usize = 17;
+
+/// `line` made safe for inferno's collapser: 0.12 panics on a frame whose symbol is at least
+/// [`RUST_HASH_LENGTH`] bytes long with a multi-byte character across its last 17 bytes (it
+/// slices the symbol there to look for a Rust hash: `fix_partially_demangled_rust_symbol`).
+/// Such a symbol cannot end in a hash, so the collapser would keep it as it is; its non-ASCII
+/// characters are written `?` instead, the only way to get it past the collapser.
+fn collapser_safe(line: &str) -> Cow<'_, str> {
+    // The symbol as the collapser cuts it: after the address word, before the last word (the
+    // module in parentheses), trimmed, without a `+0xOFFSET`.
+    let trimmed = line.trim_start();
+    let Some((_, rest)) = trimmed.split_once(' ') else {
+        return Cow::Borrowed(line);
+    };
+    let Some((function, module)) = rest.rsplit_once(' ') else {
+        return Cow::Borrowed(line);
+    };
+    if !(module.starts_with('(') && module.ends_with(')')) {
+        return Cow::Borrowed(line);
+    }
+    let start = line.len() - rest.len() + (function.len() - function.trim_start().len());
+    let function = function.trim();
+    let symbol = match function.rfind("+0x") {
+        Some(at) if function[at + 3..].chars().all(|c| c.is_ascii_hexdigit()) => &function[..at],
+        _ => function,
+    };
+    if symbol.len() < RUST_HASH_LENGTH || symbol.is_char_boundary(symbol.len() - RUST_HASH_LENGTH) {
+        return Cow::Borrowed(line);
+    }
+    let end = start + symbol.len();
+    let ascii: String = line[start..end]
+        .chars()
+        .map(|c| if c.is_ascii() { c } else { '?' })
+        .collect();
+    Cow::Owned(format!("{}{ascii}{}", &line[..start], &line[end..]))
+}
+
+/// One sample of a perf script capture: its header and the text to fold.
+struct PerfSample<'a> {
+    /// Line number of the header.
+    number: usize,
+    header: PerfHeader<'a>,
+    /// The header and its frame lines, as the collapser is to read them.
+    text: String,
+}
+
+/// True when `text` reads as a frame line (`ADDRESS SYMBOL (MODULE)`: a word, then text, then a
+/// last word in parentheses), as the collapser requires of one.
+fn is_frame_line(text: &str) -> bool {
+    let text = text.trim();
+    text.split_once(' ').is_some_and(|(_, rest)| {
+        rest.rsplit(' ')
+            .next()
+            .is_some_and(|m| m.len() >= 2 && m.starts_with('(') && m.ends_with(')'))
+    })
+}
+
+/// The samples of perf script text, cut where the collapser cuts them: a header (the first line
+/// that reads as one: lines that do not are skipped, as the collapser skips them) and its frame
+/// lines up to a blank line; `#` lines are comments. A header whose event is followed by a frame
+/// is a sample of that one frame (older perf's one-line samples), and the lines after it are read
+/// as headers again.
+///
+/// The one departure from the collapser: a tracepoint's arguments after its event
+/// (`sched:sched_switch: prev_comm=...`) are not read as a frame, so the frame lines below them
+/// stay the sample's stack, as stackcollapse-perf.pl reads them. (inferno's collapser takes the
+/// arguments for a one-frame stack and the frame lines for headers, and loses the samples:
+/// jonhoo/inferno#308.) The arguments are cut off the header before folding.
+///
+/// Returns the samples and the first line that was neither a header nor part of a sample.
+fn perf_samples(text: &str) -> (Vec<PerfSample<'_>>, Option<(usize, &str)>) {
+    let lines: Vec<&str> = text.split('\n').collect();
+    let mut samples = Vec::new();
+    let mut unread = None;
+    let mut i = 0;
+    while i < lines.len() {
+        let (number, raw) = (i + 1, lines[i]);
+        i += 1;
+        let line = raw.trim_end();
+        if raw.starts_with('#') || line.is_empty() {
             continue;
         }
-        return symbol[..at].to_string();
+        let Some(header) = parse_header(line) else {
+            unread.get_or_insert((number, line));
+            continue;
+        };
+        let (mut sample_text, one_frame) = match header.after_event {
+            Some(at) if is_frame_line(&line[at..]) => (
+                format!("{}{}", &line[..at], collapser_safe(&line[at..])),
+                true,
+            ),
+            Some(at) => (line[..at].to_string(), false),
+            None => (line.to_string(), false),
+        };
+        sample_text.push('\n');
+        if !one_frame {
+            while let Some(&next) = lines.get(i) {
+                if !next.starts_with('#') {
+                    if next.trim_end().is_empty() {
+                        break;
+                    }
+                    sample_text.push_str(&collapser_safe(next.trim_end()));
+                    sample_text.push('\n');
+                }
+                i += 1;
+            }
+        }
+        samples.push(PerfSample {
+            number,
+            header,
+            text: sample_text,
+        });
     }
-    symbol
+    (samples, unread)
 }
 
-/// True for frames in the kernel: perf names the kernel's module `[kernel.kallsyms]` and kernel
-/// modules `[name]`; the other bracketed names are user-space mappings.
-fn is_kernel(line: &str) -> bool {
-    let Some(module) = line
-        .trim_end()
-        .strip_suffix(')')
-        .and_then(|l| l.rsplit_once(" (").map(|(_, m)| m))
-    else {
-        return false;
+/// Folds one sample with inferno's perf collapser: its frames root first (kernel frames
+/// marked) and its weight, or `None` when the sample has no frame.
+fn collapse_sample(block: &str, header: &PerfHeader<'_>) -> anyhow::Result<Option<(Frames, u64)>> {
+    let mut options = PerfOptions::default();
+    options.annotate_kernel = true;
+    // The sample's own event: the collapser keeps it (the choice of event is made here, so the
+    // collapser never has to guess one).
+    options.event_filter = Some(header.filter_event.unwrap_or_default().to_string());
+    options.nthreads = 1;
+    let mut folded = Vec::new();
+    Folder::from(options).collapse(block.as_bytes(), &mut folded)?;
+    let folded = String::from_utf8_lossy(&folded);
+    let Some(line) = folded.lines().next() else {
+        return Ok(None);
     };
-    const USER_MAPPINGS: [&str; 6] = [
-        "[unknown]",
-        "[vdso]",
-        "[vsyscall]",
-        "[heap]",
-        "[stack]",
-        "[uprobes]",
-    ];
-    module.starts_with('[')
-        && !USER_MAPPINGS.contains(&module)
-        && !module.starts_with("[anon")
-        && !module.starts_with("[jit")
+    let (stack, weight) = line
+        .rsplit_once(' ')
+        .with_context(|| format!("the collapser wrote `{line}`"))?;
+    let weight: u64 = weight
+        .parse()
+        .with_context(|| format!("the collapser wrote `{line}`"))?;
+    let root = header.comm.replace(' ', "_");
+    let frames = stack
+        .strip_prefix(root.as_str())
+        .and_then(|s| s.strip_prefix(';'))
+        .unwrap_or(stack);
+    let frames = frames
+        .split(';')
+        .map(|name| match name.strip_suffix(KERNEL_MARK) {
+            Some(name) => (name.to_string(), true),
+            None => (name.to_string(), false),
+        })
+        .collect();
+    Ok(Some((frames, weight)))
 }
 
 fn import_perf_script(
@@ -311,50 +500,63 @@ fn import_perf_script(
     options: &ImportOptions,
 ) -> anyhow::Result<Profile> {
     let mut builder = Builder::default();
-    let mut first_event: Option<String> = None;
+    let mut wanted: Option<String> = options.event.clone();
     let mut samples = 0u64;
-    let lines: Vec<&str> = text.lines().collect();
-    let mut i = 0;
-    while i < lines.len() {
-        let line = lines[i];
-        i += 1;
-        if line.trim().is_empty() || line.starts_with('#') {
-            continue;
-        }
-        if line.starts_with(char::is_whitespace) {
-            // A frame line without a header (a header we could not parse): skip it.
-            continue;
-        }
-        let header = parse_header(line)
-            .with_context(|| format!("{source}:{i}: unrecognized perf script header `{line}`"))?;
-        let mut user = Vec::new();
-        let mut kernel = Vec::new();
-        while i < lines.len() && !lines[i].trim().is_empty() {
-            let frame_line = lines[i];
-            i += 1;
-            if let Some((address, name)) = parse_frame(frame_line) {
-                if is_kernel(frame_line) {
-                    kernel.push((address, name));
-                } else {
-                    user.push((address, name));
-                }
+    let (perf_samples, unread) = perf_samples(text);
+    for PerfSample {
+        number,
+        header,
+        text: block,
+    } in perf_samples
+    {
+        // By default the collapser keeps the first event it sees (merging cycles and
+        // instructions would mislead); a header without any `:` is kept whatever its event.
+        if let Some(event) = header.filter_event {
+            let wanted = wanted.get_or_insert_with(|| event.to_string());
+            if !header.is_event(wanted) {
+                continue;
             }
         }
-        let event = first_event.get_or_insert_with(|| header.event.clone());
-        if *event != header.event {
-            continue;
-        }
+        let (frames, weight) = match collapse_sample(&block, &header)
+            .with_context(|| format!("{source}:{number}: cannot fold this sample"))?
+        {
+            Some((mut frames, weight)) => {
+                frames.reverse();
+                (frames, weight)
+            }
+            // No frame: stackcollapse-perf.pl counts the sample under its command alone.
+            None => (Vec::new(), header.period.unwrap_or(1)),
+        };
         samples += 1;
-        let probe = format!("perf:{event}");
-        builder
-            .threads
-            .insert((header.pid, header.tid), header.comm.clone());
-        let user = builder.stack(AddressSpace::User, user);
-        let kernel = builder.stack(AddressSpace::Kernel, kernel);
-        builder.add(&probe, (header.pid, header.tid), user, kernel, (1, 0));
+        let (pid, tid) = (header.pid.unwrap_or(0), header.tid);
+        let comm = header.comm.replace(' ', "_");
+        builder.threads.insert((pid, tid), comm.clone());
+        let kind = header.kind();
+        let user = builder.stack(frames);
+        let key = (
+            format!("{PERF_PROBE_PREFIX}{}", header.event),
+            kind,
+            pid,
+            tid,
+            comm,
+            user,
+        );
+        match kind {
+            WaitKind::OnCpu => builder.add(key, 1, weight),
+            _ => builder.add(key, weight, 0),
+        }
     }
     if samples == 0 {
-        bail!("no perf script samples in {source} (expected the output of `perf script`)");
+        match (unread, &options.event) {
+            (_, Some(event)) => bail!("no samples of event `{event}` in {source}"),
+            (Some((number, line)), None) => bail!(
+                "no perf script samples in {source}: line {number} `{line}` is not a sample \
+                 header (`COMM [PID/]TID [CPU] [TIME:] [PERIOD] EVENT:`)"
+            ),
+            (None, None) => {
+                bail!("no perf script samples in {source} (expected the output of `perf script`)")
+            }
+        }
     }
     let os = options.os.as_deref().or(Some("linux"));
     Ok(builder.finish(base_metadata("perf", os, source)))
@@ -381,17 +583,26 @@ fn import_folded(text: &str, source: &str, options: &ImportOptions) -> anyhow::R
         if value == 0 {
             continue;
         }
-        let frames: Vec<(u64, String)> = stack
+        let frames: Vec<(String, bool)> = stack
             .split(';')
             .rev()
-            .map(|name| (0, name.to_string()))
+            .map(|name| (name.to_string(), false))
             .collect();
-        let user = builder.stack(AddressSpace::User, frames);
-        let values = match options.folded_weight {
-            Weight::Count => (value, 0),
-            Weight::Nanoseconds => (1, value),
+        let kind = match options.folded_values {
+            FoldedValues::Samples => WaitKind::Sample,
+            FoldedValues::Events => WaitKind::Event,
+            FoldedValues::CpuNs => WaitKind::OnCpu,
+            FoldedValues::WaitNs => WaitKind::classify_user_wait(
+                frames.iter().map(|(name, _)| name.as_str()),
+                WaitKind::Wait,
+            ),
         };
-        builder.add("folded", (0, 0), user, None, values);
+        let user = builder.stack(frames);
+        let key = ("folded".to_string(), kind, 0, 0, String::new(), user);
+        match options.folded_values {
+            FoldedValues::Samples | FoldedValues::Events => builder.add(key, value, 0),
+            FoldedValues::WaitNs | FoldedValues::CpuNs => builder.add(key, 1, value),
+        }
     }
     if lines_read == 0 {
         bail!("no folded stacks in {source}");
@@ -403,40 +614,96 @@ fn import_folded(text: &str, source: &str, options: &ImportOptions) -> anyhow::R
 mod tests {
     use super::*;
 
-    /// Headers with spaces in the command, with and without tid, cpu and period parse.
+    /// Every header layout perf has printed gives the command, thread, event and period the
+    /// collapser reads.
     #[test]
     fn headers() {
         let h = parse_header("perf-exec 4242 12345.678901:          1 cycles:P: ").expect("h");
-        assert_eq!((h.comm.as_str(), h.pid, h.tid), ("perf-exec", 4242, 4242));
-        assert_eq!(h.event, "cycles:P");
+        assert_eq!((h.comm, h.pid, h.tid), ("perf-exec", None, 4242));
+        assert_eq!(
+            (h.event.as_str(), h.filter_event),
+            ("cycles:P", Some("cycles"))
+        );
+        assert_eq!(h.period, Some(1));
         let h = parse_header("Web Content  100/101 [001] 5.000001:   250000 cpu-clock:ppp: ")
             .expect("h");
-        assert_eq!((h.comm.as_str(), h.pid, h.tid), ("Web_Content", 100, 101));
-        assert_eq!(h.event, "cpu-clock:ppp");
+        assert_eq!((h.comm, h.pid, h.tid), ("Web Content", Some(100), 101));
+        assert_eq!(
+            (h.event.as_str(), h.period),
+            ("cpu-clock:ppp", Some(250000))
+        );
+        assert_eq!(h.kind(), WaitKind::OnCpu);
         let h = parse_header("sh 7 [000] 1.5: sched:sched_switch: prev_comm=sh").expect("h");
-        assert_eq!(h.event, "sched:sched_switch");
+        assert_eq!(
+            (h.event.as_str(), h.filter_event),
+            ("sched:sched_switch", Some("sched"))
+        );
+        assert_eq!((h.period, h.kind()), (None, WaitKind::Sample));
+        // No CPU, no timestamp, no period (older perf, `perf script -F comm,tid,event`).
+        let h = parse_header("func_ab 15294 cpu-clock: ").expect("h");
+        assert_eq!(
+            (h.comm, h.tid, h.event.as_str()),
+            ("func_ab", 15294, "cpu-clock")
+        );
+        assert_eq!((h.filter_event, h.period), (Some(""), None));
+        let h = parse_header("java 19983 cycles:").expect("h");
+        assert_eq!(
+            (h.comm, h.event.as_str(), h.filter_event),
+            ("java", "cycles", Some(""))
+        );
+        let h = parse_header("java  3244 cpu-clock: ").expect("h");
+        assert_eq!((h.comm, h.tid), ("java", 3244));
+        let h = parse_header("node-v011 31912 cpu-clock: ").expect("h");
+        assert_eq!((h.comm, h.tid), ("node-v011", 31912));
+        let h = parse_header("vote   913    72.176760:     257597 cycles:uppp:").expect("h");
+        assert_eq!(
+            (h.event.as_str(), h.period, h.kind()),
+            ("cycles:uppp", Some(257597), WaitKind::Event)
+        );
+        assert_eq!(parse_header("\t7f0a1b2c3d4e main+0x10 (/bin/x)"), None);
     }
 
-    /// Frames lose offsets and argument lists; unknown symbols take their module's name.
+    /// A symbol with a multi-byte character across its last 17 bytes (on which inferno's
+    /// collapser panics) is folded with `?` for its non-ASCII characters; other lines pass as
+    /// they are.
     #[test]
-    fn frames() {
+    fn symbols_the_collapser_cannot_slice() {
+        let line = "\t  55d0 caf\u{e9}_\u{12796}_sixteen_bytes+0x1f (/bin/x)";
         assert_eq!(
-            parse_frame("\t    7f0a1b2c3d4e __libc_start_main+0x80 (/usr/lib/libc.so.6)"),
-            Some((0x7f0a1b2c3d4e, "__libc_start_main".to_string()))
+            collapser_safe(line),
+            "\t  55d0 caf?_?_sixteen_bytes+0x1f (/bin/x)"
         );
+        let fine = "\t  55d0 caf\u{e9}::run::h0123456789abcdef (/bin/\u{e9})";
+        assert_eq!(collapser_safe(fine), fine);
         assert_eq!(
-            parse_frame("  55d0 [unknown] (/usr/bin/sha256sum)").map(|f| f.1),
-            Some("[sha256sum]".to_string())
+            collapser_safe("\t  55d0 short\u{e9} (m)"),
+            "\t  55d0 short\u{e9} (m)"
         );
+        let text = format!("sh 1 1.0: 1 cpu-clock:\n{line}\n\nsh 1 1.0: 1 cpu-clock:  1 caf\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}xy (m)\n");
+        let profile = import(&text, "test", &ImportOptions::default()).expect("import");
+        let lines = crate::fold::folded_lines(&profile, &crate::fold::FoldOptions::default());
+        assert_eq!(lines, ["sh;caf?????????xy 1", "sh;caf?_?_sixteen_bytes 1"]);
+    }
+
+    /// Samples are cut where the collapser cuts them: comments are skipped, a one-line sample
+    /// ends at its header, and a tracepoint's arguments are cut off.
+    #[test]
+    fn samples() {
+        let text = "# header\n\na 1 x:\n\tf (m)\n# c\n\tg (m)\n\n\nnot a header\n\
+                    b 2 1.0: 1 cycles:  ffff f (m)\nc 3 1.0: sched:sched_switch: prev_comm=c\n\t1 h (m)\n";
+        let (samples, unread) = perf_samples(text);
+        let read: Vec<(usize, &str)> = samples
+            .iter()
+            .map(|s| (s.number, s.text.as_str()))
+            .collect();
         assert_eq!(
-            parse_frame("  0 [unknown] ([unknown])").map(|f| f.1),
-            Some("[unknown]".to_string())
+            read,
+            [
+                (3, "a 1 x:\n\tf (m)\n\tg (m)\n"),
+                (10, "b 2 1.0: 1 cycles:  ffff f (m)\n"),
+                (11, "c 3 1.0: sched:sched_switch:\n\t1 h (m)\n"),
+            ]
         );
-        assert_eq!(tidy("ns::f(int, char*) const"), "ns::f");
-        assert_eq!(
-            tidy("(anonymous namespace)::g(int)"),
-            "(anonymous namespace)::g"
-        );
-        assert_eq!(tidy("a;b"), "a:b");
+        assert_eq!(unread, Some((9, "not a header")));
     }
 }

@@ -90,11 +90,15 @@ fn run(cli: Cli) -> Result<()> {
             let bytes = std::fs::read(&args.input)
                 .with_context(|| format!("failed to read `{}`", args.input.display()))?;
             let profile = match args.format {
-                cli::ImportFormatArg::Dtrace => lockscope_dtrace::import_capture(
-                    &bytes,
-                    args.os.map(cli::OsArg::into_target_os),
-                )
-                .with_context(|| format!("failed to import `{}`", args.input.display()))?,
+                cli::ImportFormatArg::Dtrace => {
+                    let mut profile = lockscope_dtrace::import_capture(
+                        &bytes,
+                        args.os.map(cli::OsArg::into_target_os),
+                    )
+                    .with_context(|| format!("failed to import `{}`", args.input.display()))?;
+                    lockscope::import::mark_dtrace_samples(&mut profile);
+                    profile
+                }
                 cli::ImportFormatArg::PerfScript | cli::ImportFormatArg::Folded => {
                     import_other(&args, &bytes)?
                 }
@@ -258,8 +262,9 @@ fn import_other(args: &cli::ImportArgs, bytes: &[u8]) -> Result<Profile> {
         _ => lockscope::import::ImportFormat::PerfScript,
     };
     if let Some(values) = args.values {
-        options.folded_weight = values.into_weight();
+        options.folded_values = values.into_values();
     }
+    options.event = args.event.clone();
     options.os = args.os.map(|os| os.into_target_os().name().to_string());
     lockscope::import::import(text, &source, &options)
         .with_context(|| format!("failed to import `{source}`"))

@@ -5,7 +5,9 @@
 //! `profile.proto` of github.com/google/pprof) so no code generator is needed:
 //!
 //! - two sample types, as Go's mutex and block profiles name them: `contentions`/`count` (number
-//!   of waits) and `delay`/`nanoseconds` (total wait time, the default sample type);
+//!   of waits) and `delay`/`nanoseconds` (total wait time, the default sample type); for an
+//!   imported capture, `samples`/`count` and `cpu`/`nanoseconds` (sampled CPU time, default
+//!   `cpu`), or `events`|`samples`/`count` (the default) and a zero `time`/`nanoseconds`;
 //! - one sample per wait record: its locations are the record's user stack, leaf first, with the
 //!   kernel stack on top of it when [`FoldOptions::kernel_stacks`] is set; a record without a
 //!   user stack has one `[no user stack]` location;
@@ -17,7 +19,7 @@
 //! - `time_nanos` and `duration_nanos` from the metadata, `period_type` `contentions`/`count`
 //!   with period 1, and comments naming lockscope and the target command.
 
-use crate::fold::{check_probe, selects, FoldOptions, NO_USER_STACK};
+use crate::fold::{check_probe, selects, FoldOptions, Measure, NO_USER_STACK};
 use anyhow::Context;
 use flate2::write::GzEncoder;
 use lockscope_probes::{Frame, Profile, WaitRecord};
@@ -246,8 +248,17 @@ pub fn encode_profile(profile: &Profile, options: &PprofOptions) -> anyhow::Resu
         put_uint(&mut msg, 2, b.strings.id(unit));
         msg
     };
-    let contentions = value_type(&mut b, "contentions", "count");
-    let delay = value_type(&mut b, "delay", "nanoseconds");
+    // Sample types named for what the records measure: Go's mutex-profile names for waits,
+    // its CPU-profile names for sampled CPU time; bare counts keep a (zero) time column so
+    // every sample has the same two values.
+    let (count_name, time_name) = match Measure::of(profile, &options.fold) {
+        Measure::Waits => ("contentions", "delay"),
+        Measure::OnCpu => ("samples", "cpu"),
+        Measure::Events => ("events", "time"),
+        Measure::Samples => ("samples", "time"),
+    };
+    let contentions = value_type(&mut b, count_name, "count");
+    let delay = value_type(&mut b, time_name, "nanoseconds");
     for record in profile.waits.iter().filter(|r| selects(&options.fold, r)) {
         b.sample(profile, record, options);
     }
@@ -263,7 +274,11 @@ pub fn encode_profile(profile: &Profile, options: &PprofOptions) -> anyhow::Resu
             meta.target.pid
         )),
     ];
-    let default_type = b.strings.id("delay");
+    let default_type = if Measure::of(profile, &options.fold).is_timed() {
+        b.strings.id(time_name)
+    } else {
+        b.strings.id(count_name)
+    };
 
     let mut out = Vec::new();
     put_bytes(&mut out, 1, &contentions);

@@ -13,6 +13,7 @@
 //! Times in the text use the convention of [`crate::units`]; the JSON keeps raw nanoseconds and
 //! is documented in `docs/REPORT-JSON.md` (version [`REPORT_JSON_VERSION`]).
 
+use crate::fold::Measure;
 use crate::histogram;
 use crate::units::{format_ns, format_percent, format_unix_ns, share};
 use lockscope_probes::{
@@ -142,6 +143,11 @@ struct Report {
     group_by: &'static str,
     top: usize,
     header: Header,
+    /// What the records measure: `waits`, or for an imported capture `on-cpu` (sampled CPU
+    /// time), `events` or `samples`.
+    measure: &'static str,
+    #[serde(skip)]
+    measure_kind: Measure,
     totals: Stats,
     by_kind: Vec<KindRow>,
     groups_total: usize,
@@ -244,14 +250,39 @@ struct Stats {
     share: f64,
 }
 
+/// The whole a share is of: nanoseconds, or counts for records without times (imported events
+/// and samples).
+#[derive(Clone, Copy)]
+enum Whole {
+    Ns(u64),
+    Count(u64),
+}
+
+impl Whole {
+    fn of(stats: &WaitStats, measure: Measure) -> Whole {
+        if measure.is_timed() {
+            Whole::Ns(stats.total_ns)
+        } else {
+            Whole::Count(stats.count)
+        }
+    }
+
+    fn share(self, stats: &WaitStats) -> f64 {
+        match self {
+            Whole::Ns(ns) => share(stats.total_ns, ns),
+            Whole::Count(count) => share(stats.count, count),
+        }
+    }
+}
+
 impl Stats {
-    fn new(stats: &WaitStats, whole_ns: u64) -> Self {
+    fn new(stats: &WaitStats, whole: Whole) -> Self {
         Stats {
             count: stats.count,
             total_ns: stats.total_ns,
             mean_ns: stats.mean_ns(),
             max_ns: stats.max_ns,
-            share: share(stats.total_ns, whole_ns),
+            share: whole.share(stats),
         }
     }
 }
@@ -391,13 +422,13 @@ struct Acc {
 }
 
 /// Rows sorted heaviest first: by total, then count, then their natural order.
-fn kind_rows(kinds: &BTreeMap<WaitKind, WaitStats>, whole_ns: u64) -> Vec<KindRow> {
+fn kind_rows(kinds: &BTreeMap<WaitKind, WaitStats>, whole: Whole) -> Vec<KindRow> {
     let mut rows: Vec<(&WaitKind, &WaitStats)> = kinds.iter().collect();
     rows.sort_by_key(|(kind, s)| (Reverse(s.total_ns), Reverse(s.count), **kind));
     rows.into_iter()
         .map(|(&kind, s)| KindRow {
             kind,
-            stats: Stats::new(s, whole_ns),
+            stats: Stats::new(s, whole),
         })
         .collect()
 }
@@ -442,7 +473,8 @@ impl Report {
         for w in &profile.waits {
             all.merge(&w.stats);
         }
-        let whole_ns = all.total_ns;
+        let measure = Measure::of_records(&profile.waits);
+        let whole = Whole::of(&all, measure);
 
         let mut accs: BTreeMap<Key, Acc> = BTreeMap::new();
         for w in &profile.waits {
@@ -501,7 +533,7 @@ impl Report {
                         operation,
                     },
                 };
-                let group_ns = acc.stats.total_ns;
+                let group_whole = Whole::of(&acc.stats, measure);
                 let stacks_total = acc.stacks.len();
                 let mut stacks: Vec<(Option<StackId>, StackAcc)> = acc.stacks.into_iter().collect();
                 stacks.sort_by_key(|(id, s)| (Reverse(s.total_ns), Reverse(s.count), *id));
@@ -517,7 +549,11 @@ impl Report {
                         StackRow {
                             count: s.count,
                             total_ns: s.total_ns,
-                            share: share(s.total_ns, group_ns),
+                            share: group_whole.share(&WaitStats {
+                                count: s.count,
+                                total_ns: s.total_ns,
+                                ..WaitStats::default()
+                            }),
                             user: stack_json(profile, id),
                             kernel: if options.show_kernel_stacks {
                                 stack_json(profile, heaviest_kernel)
@@ -531,8 +567,8 @@ impl Report {
                 Group {
                     rank: i + 1,
                     key,
-                    stats: Stats::new(&acc.stats, whole_ns),
-                    kinds: kind_rows(&acc.kinds, group_ns),
+                    stats: Stats::new(&acc.stats, whole),
+                    kinds: kind_rows(&acc.kinds, group_whole),
                     threads: acc
                         .threads
                         .iter()
@@ -621,8 +657,10 @@ impl Report {
                 },
                 truncated_stacks: TruncatedRow::of(profile, all.total_ns),
             },
-            totals: Stats::new(&all, whole_ns),
-            by_kind: kind_rows(&profile.totals_by_kind(), whole_ns),
+            measure: measure.name(),
+            measure_kind: measure,
+            totals: Stats::new(&all, whole),
+            by_kind: kind_rows(&profile.totals_by_kind(), whole),
             groups_total,
             groups,
             sections: crate::sections::Sections::build(profile),
@@ -672,29 +710,48 @@ impl Report {
     fn header_text(&self, out: &mut String) {
         let h = &self.header;
         let label = |name: &str| format!("  {name:<11}");
-        put!(
-            out,
-            "lockscope report: `{}` (pid {}, {})",
-            h.command.join(" "),
-            h.pid,
-            if h.launched {
-                "launched by lockscope"
-            } else {
-                "attached"
-            }
-        );
-        put!(
-            out,
-            "{}{} for {}, ended: {}",
-            label("recorded"),
-            format_unix_ns(h.start_unix_ns),
-            format_ns(h.duration_ns),
-            if h.end_reason.is_empty() {
-                "unknown"
-            } else {
-                &h.end_reason
-            }
-        );
+        let m = self.measure_kind;
+        if m != Measure::Waits {
+            // An imported capture has no target: say what it holds and where it came from.
+            put!(
+                out,
+                "lockscope report: {} ({})",
+                match m {
+                    Measure::OnCpu => "sampled CPU time",
+                    Measure::Events => "counted events",
+                    _ => "samples",
+                },
+                if h.end_reason.is_empty() {
+                    "imported"
+                } else {
+                    &h.end_reason
+                }
+            );
+        } else {
+            put!(
+                out,
+                "lockscope report: `{}` (pid {}, {})",
+                h.command.join(" "),
+                h.pid,
+                if h.launched {
+                    "launched by lockscope"
+                } else {
+                    "attached"
+                }
+            );
+            put!(
+                out,
+                "{}{} for {}, ended: {}",
+                label("recorded"),
+                format_unix_ns(h.start_unix_ns),
+                format_ns(h.duration_ns),
+                if h.end_reason.is_empty() {
+                    "unknown"
+                } else {
+                    &h.end_reason
+                }
+            );
+        }
         let mut host = format!(
             "{}, {} {}, {} CPUs",
             h.hostname, h.os, h.kernel_release, h.cpu_count
@@ -729,10 +786,11 @@ impl Report {
         }
         put!(
             out,
-            "{}{} seen, {} recorded",
+            "{}{} seen, {} {} recorded",
             label("events"),
             h.events,
-            plural(h.waits_recorded, "wait", "waits")
+            h.waits_recorded,
+            m.noun(h.waits_recorded)
         );
         let l = &h.losses;
         if l.complete {
@@ -781,7 +839,40 @@ impl Report {
     }
 
     fn kinds_text(&self, out: &mut String) {
+        let m = self.measure_kind;
         put!(out);
+        if m != Measure::Waits {
+            let noun = m.noun(2);
+            put!(out, "{}{} by kind", noun[..1].to_uppercase(), &noun[1..]);
+            put!(out, "  {:<13}{:>12}{:>8}", "kind", noun, "share");
+            let time = |s: &Stats| {
+                if m.is_timed() {
+                    format!("  {} on CPU", format_ns(s.total_ns))
+                } else {
+                    String::new()
+                }
+            };
+            for k in &self.by_kind {
+                put!(
+                    out,
+                    "  {:<13}{:>12}{:>7.1}%{}",
+                    k.kind.name(),
+                    k.stats.count,
+                    k.stats.share * 100.0,
+                    time(&k.stats)
+                );
+            }
+            let all = &self.totals;
+            put!(
+                out,
+                "  {:<13}{:>12}{:>7.1}%{}",
+                "all",
+                all.count,
+                all.share * 100.0,
+                time(all)
+            );
+            return;
+        }
         put!(out, "Waits by kind");
         if self.by_kind.is_empty() {
             put!(out, "  (no waits recorded)");
@@ -820,12 +911,23 @@ impl Report {
             return;
         }
         put!(out);
+        let m = self.measure_kind;
         put!(
             out,
-            "Top {} of {} {} by total wait time",
+            "Top {} of {} {} by {}",
             self.groups.len(),
             self.groups_total,
-            options.group_by.plural()
+            if m == Measure::Waits || options.group_by != GroupBy::Stack {
+                options.group_by.plural()
+            } else {
+                "stacks"
+            },
+            match m {
+                Measure::Waits => "total wait time",
+                Measure::OnCpu => "CPU time",
+                Measure::Events => "events",
+                Measure::Samples => "samples",
+            }
         );
         let label = |name: &str| format!("{INDENT}{name:<LABEL_WIDTH$}");
         let whole = self.totals.total_ns;
@@ -851,16 +953,33 @@ impl Report {
             };
             put!(out, "#{:<3}{title}", g.rank);
             let s = &g.stats;
-            put!(
-                out,
-                "{}{}, total {} ({} of all), mean {}, max {}",
-                label("waits"),
-                s.count,
-                format_ns(s.total_ns),
-                format_percent(s.total_ns, whole),
-                format_ns(s.mean_ns),
-                format_ns(s.max_ns)
-            );
+            match m {
+                Measure::Waits => put!(
+                    out,
+                    "{}{}, total {} ({} of all), mean {}, max {}",
+                    label("waits"),
+                    s.count,
+                    format_ns(s.total_ns),
+                    format_percent(s.total_ns, whole),
+                    format_ns(s.mean_ns),
+                    format_ns(s.max_ns)
+                ),
+                Measure::OnCpu => put!(
+                    out,
+                    "{}{}, CPU time {} ({:.1}% of all)",
+                    label("samples"),
+                    s.count,
+                    format_ns(s.total_ns),
+                    s.share * 100.0
+                ),
+                _ => put!(
+                    out,
+                    "{}{} ({:.1}% of all)",
+                    label(m.noun(2)),
+                    s.count,
+                    s.share * 100.0
+                ),
+            }
             if options.group_by != GroupBy::Stack {
                 let kinds = g
                     .kinds
@@ -896,7 +1015,8 @@ impl Report {
                     list_limited(threads, MAX_THREADS_LISTED)
                 );
             }
-            if options.group_by != GroupBy::Lock {
+            // Imported samples have no lock (their operation is the sampled command).
+            if options.group_by != GroupBy::Lock && m == Measure::Waits {
                 let locks = g
                     .locks
                     .iter()
@@ -924,14 +1044,25 @@ impl Report {
                 let heading = if g.stacks_total == 1 {
                     "leaf first".to_string()
                 } else {
-                    format!(
-                        "{} of {}: {}, {} ({} of this group), leaf first",
-                        i + 1,
-                        g.stacks_total,
-                        plural(row.count, "wait", "waits"),
-                        format_ns(row.total_ns),
-                        format_percent(row.total_ns, s.total_ns)
-                    )
+                    match m {
+                        Measure::Waits | Measure::OnCpu => format!(
+                            "{} of {}: {} {}, {} ({} of this group), leaf first",
+                            i + 1,
+                            g.stacks_total,
+                            row.count,
+                            m.noun(row.count),
+                            format_ns(row.total_ns),
+                            format_percent(row.total_ns, s.total_ns)
+                        ),
+                        _ => format!(
+                            "{} of {}: {} {} ({} of this group), leaf first",
+                            i + 1,
+                            g.stacks_total,
+                            row.count,
+                            m.noun(row.count),
+                            format_percent(row.count, s.count)
+                        ),
+                    }
                 };
                 put!(out, "{}{heading}", label("user stack"));
                 stack_text(out, row.user.as_ref(), &label(""), false);
@@ -952,7 +1083,10 @@ impl Report {
                     g.stacks_total - g.stacks.len()
                 );
             }
-            out.push_str(&histogram::render(&g.log2, INDENT));
+            // Durations only: sampled CPU time and counts have no distribution to show.
+            if m == Measure::Waits {
+                out.push_str(&histogram::render(&g.log2, INDENT));
+            }
         }
     }
 }

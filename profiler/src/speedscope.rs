@@ -4,11 +4,13 @@
 //!
 //! The document has two sampled profiles over the same shared frames: `wait time` (unit
 //! `nanoseconds`, weights are total wait times) and `waits` (unit `none`, weights are numbers of
-//! waits), so the viewer can switch between them. Each sample is one folded stack of
+//! waits), so the viewer can switch between them. An imported capture's are named for what it
+//! measures ([`Measure`]): `CPU time` and `samples` for sampled CPU time, and one profile,
+//! `events` or `samples`, for bare counts. Each sample is one folded stack of
 //! [`crate::fold`] (thread name first, then the frames root to leaf, the order speedscope wants),
 //! so speedscope shows the same stacks as the flamegraph. `docs/EXPORTS.md` has an example.
 
-use crate::fold::{check_probe, folded_lines, FoldOptions, Weight};
+use crate::fold::{check_probe, folded_lines, FoldOptions, Measure, Weight};
 use anyhow::Context;
 use lockscope_probes::Profile;
 use serde::Serialize;
@@ -64,10 +66,20 @@ pub fn write_speedscope(
     let mut frames: Vec<FrameRef> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
     let mut profiles = Vec::new();
-    for (weight, name, unit) in [
-        (Weight::Nanoseconds, "wait time", "nanoseconds"),
-        (Weight::Count, "waits", "none"),
-    ] {
+    // Imported samples are named for what they measure; bare counts have no time profile.
+    let kinds: &[(Weight, &str, &str)] = match Measure::of(profile, fold) {
+        Measure::Waits => &[
+            (Weight::Nanoseconds, "wait time", "nanoseconds"),
+            (Weight::Count, "waits", "none"),
+        ],
+        Measure::OnCpu => &[
+            (Weight::Nanoseconds, "CPU time", "nanoseconds"),
+            (Weight::Count, "samples", "none"),
+        ],
+        Measure::Events => &[(Weight::Count, "events", "none")],
+        Measure::Samples => &[(Weight::Count, "samples", "none")],
+    };
+    for &(weight, name, unit) in kinds {
         let mut options = fold.clone();
         options.weight = weight;
         let mut samples = Vec::new();
@@ -108,11 +120,14 @@ pub fn write_speedscope(
         schema: SCHEMA,
         shared: Shared { frames },
         profiles,
-        name: format!(
-            "lockscope: waits of `{}` (pid {})",
-            meta.target.command.join(" "),
-            meta.target.pid
-        ),
+        name: match Measure::of(profile, fold) {
+            Measure::Waits => format!(
+                "lockscope: waits of `{}` (pid {})",
+                meta.target.command.join(" "),
+                meta.target.pid
+            ),
+            measure => format!("lockscope: {}, {}", measure.noun(2), meta.end_reason),
+        },
         active_profile_index: 0,
         exporter: format!("lockscope {}", env!("CARGO_PKG_VERSION")),
     };

@@ -300,202 +300,6 @@ fn speedscope_document() {
     }
 }
 
-/// Index of the `PID[/TID]` token of a perf script header (the command before it may hold spaces).
-fn pid_token(tokens: &[&str]) -> Option<usize> {
-    (1..tokens.len()).find(|&i| {
-        tokens[i]
-            .split('/')
-            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
-    })
-}
-
-/// Folds `perf script` text by stackcollapse-perf's rules, restated:
-///
-/// 1. samples are blocks separated by blank lines; `#` lines are comments;
-/// 2. the header's command name ends before the first token that is `PID` or `PID/TID`, and its
-///    spaces become `_`; it is the root frame;
-/// 3. the event is the header's last token; only samples of the first event seen count;
-/// 4. a frame line is `ADDRESS SYMBOL+0xOFFSET (MODULE)`: the offset is dropped; `[unknown]`
-///    becomes `[basename of MODULE]`, or stays `[unknown]` when the module is unknown; `;`
-///    becomes `:`; an argument list (from the first `(`) is dropped;
-/// 5. frames are listed leaf first and folded root first; every sample counts 1 and equal stacks
-///    add up;
-/// 6. with `--kernel`, kernel frames (module `[kernel.kallsyms]` or another bracketed name that is
-///    not a user mapping: `[unknown]`, `[vdso]`, ...) get the suffix `_[k]` — one of lockscope's
-///    three deviations: a sample with no user frame keeps its kernel frames unsuffixed (its fold
-///    rule for a kernel stack standing alone, docs/EXPORTS.md); the others are a renamed thread's
-///    name and a sample with no frame (below).
-fn stackcollapse_perf(text: &str, kernel_suffix: bool) -> BTreeMap<String, u64> {
-    let mut out = BTreeMap::new();
-    let mut first_event: Option<String> = None;
-    // The one deviation from stackcollapse-perf (import.rs): a thread is named by the last COMM
-    // it had in the capture (a thread renamed by exec during `perf record` has two), where
-    // stackcollapse-perf names each sample by its own.
-    let mut last_comm: BTreeMap<String, String> = BTreeMap::new();
-    for header in text.split("\n\n").filter_map(|b| {
-        b.lines()
-            .find(|l| !l.starts_with('#') && !l.trim().is_empty())
-    }) {
-        let tokens: Vec<&str> = header.split_whitespace().collect();
-        if let Some(pid_at) = pid_token(&tokens) {
-            let comm = tokens[..pid_at].join(" ").replace(' ', "_");
-            last_comm.insert(tokens[pid_at].to_string(), comm);
-        }
-    }
-    for block in text.split("\n\n") {
-        let mut lines = block
-            .lines()
-            .filter(|l| !l.starts_with('#') && !l.trim().is_empty());
-        let Some(header) = lines.next() else { continue };
-        let tokens: Vec<&str> = header.split_whitespace().collect();
-        let pid_at = pid_token(&tokens).expect("a pid");
-        let comm = last_comm[tokens[pid_at]].clone();
-        let event = tokens.last().expect("event").to_string();
-        if first_event.get_or_insert(event.clone()) != &event {
-            continue;
-        }
-        let mut user = Vec::new();
-        let mut kernel = Vec::new();
-        for line in lines {
-            let line = line.trim();
-            let (_, rest) = line.split_once(' ').expect("address and symbol");
-            let open = rest.rfind(" (").expect("module");
-            let module = &rest[open + 2..rest.len() - 1];
-            let mut symbol = rest[..open].trim().to_string();
-            if let Some(plus) = symbol.rfind("+0x") {
-                symbol.truncate(plus);
-            }
-            let name = if symbol == "[unknown]" {
-                if module == "[unknown]" {
-                    symbol
-                } else {
-                    format!("[{}]", module.rsplit('/').next().expect("basename"))
-                }
-            } else {
-                let symbol = symbol.replace(';', ":");
-                match symbol.find('(') {
-                    Some(i) => symbol[..i].to_string(),
-                    None => symbol,
-                }
-            };
-            let user_mapping = ["[unknown]", "[vdso]", "[vsyscall]", "[heap]", "[stack]"]
-                .contains(&module)
-                || module.starts_with("[anon");
-            if module.starts_with('[') && !user_mapping {
-                kernel.push(name);
-            } else {
-                user.push(name);
-            }
-        }
-        let mut frames = vec![comm];
-        let has_user = !user.is_empty();
-        frames.extend(user.into_iter().rev());
-        frames.extend(kernel.into_iter().rev().map(|k| {
-            if kernel_suffix && has_user {
-                k + "_[k]"
-            } else {
-                k
-            }
-        }));
-        if frames.len() == 1 {
-            // A sample with no frame at all: lockscope's fold marks the missing stack (the third
-            // deviation, import.rs), where stackcollapse-perf prints the command alone.
-            frames.push("[no user stack]".to_string());
-        }
-        *out.entry(frames.join(";")).or_default() += 1;
-    }
-    out
-}
-
-fn folded_map(text: &str) -> BTreeMap<String, u64> {
-    text.lines()
-        .map(|l| {
-            let (stack, value) = l.rsplit_once(' ').expect("folded line");
-            (stack.to_string(), value.parse().expect("value"))
-        })
-        .collect()
-}
-
-/// Imports `perf_text` through the command line and exports it folded (with kernel frames).
-fn import_and_fold(dir: &Path, perf_text: &str) -> String {
-    let input = dir.join("perf.txt");
-    std::fs::write(&input, perf_text).expect("write perf text");
-    let lsp = dir.join("perf.lsp");
-    let out = lockscope()
-        .args(["import", "perf-script"])
-        .arg(&input)
-        .arg("-o")
-        .arg(&lsp)
-        .output()
-        .expect("run import");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = lockscope()
-        .args(["export", "--format", "folded", "--kernel-stacks"])
-        .arg(&lsp)
-        .output()
-        .expect("run export");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8")
-}
-
-/// A captured `perf script` (perf record -g of a shell loop and `ls -R`, kernel and user frames,
-/// a kernel-only exec sample) imports to the stacks stackcollapse-perf's rules give.
-#[test]
-fn perf_script_fixture_folds_like_stackcollapse_perf() {
-    let text = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/perf-script-sh.txt"),
-    )
-    .expect("fixture");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let folded = import_and_fold(dir.path(), &text);
-    let expected = stackcollapse_perf(&text, true);
-    assert!(
-        expected.keys().any(|k| k.contains("_[k]")),
-        "fixture has kernel frames"
-    );
-    assert_eq!(folded_map(&folded), expected);
-}
-
-/// A fresh `perf record -g` + `perf script` capture imports to the same stacks as the rules say
-/// (skips loudly when perf cannot record here).
-#[test]
-fn perf_script_live_capture_folds_like_stackcollapse_perf() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("perf.data");
-    let record = std::process::Command::new("perf")
-        .args(["record", "-q", "-g", "-o"])
-        .arg(&data)
-        .args([
-            "--",
-            "sh",
-            "-c",
-            "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; ls -R /usr/share/doc >/dev/null",
-        ])
-        .output();
-    let recorded = matches!(&record, Ok(out) if out.status.success());
-    if !recorded {
-        eprintln!("skipped: perf_script_live_capture: `perf record -g` failed here: {record:?}");
-        return;
-    }
-    let script = std::process::Command::new("perf")
-        .args(["script", "-i"])
-        .arg(&data)
-        .output()
-        .expect("perf script");
-    assert!(script.status.success());
-    let text = String::from_utf8_lossy(&script.stdout).into_owned();
-    let folded = import_and_fold(dir.path(), &text);
-    assert_eq!(folded_map(&folded), stackcollapse_perf(&text, true));
-}
-
 /// `import folded` then `export --format folded` gives the input back, merged and sorted.
 #[test]
 fn folded_round_trip() {
@@ -527,6 +331,48 @@ fn folded_round_trip() {
     );
     let profile = lockscope_probes::read_profile(&lsp).expect("read");
     assert_eq!(profile.metadata.backend, "folded");
+}
+
+/// `import folded --values` says what the values are: samples (the default), events, CPU
+/// nanoseconds or wait nanoseconds; the records' kinds follow, and the fold gives the input back
+/// under the matching weight.
+#[test]
+fn folded_values_set_the_kind() {
+    use lockscope_probes::WaitKind;
+    let input = "main;work;pthread_mutex_lock 5\nmain;idle 3\n";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("in.folded");
+    std::fs::write(&path, input).expect("write");
+    for (values, kind, weight) in [
+        (None, WaitKind::Sample, "count"),
+        (Some("events"), WaitKind::Event, "count"),
+        (Some("cpu-ns"), WaitKind::OnCpu, "ns"),
+        (Some("ns"), WaitKind::Mutex, "ns"),
+    ] {
+        let lsp = dir.path().join("in.lsp");
+        let mut import = lockscope();
+        import
+            .args(["import", "folded"])
+            .arg(&path)
+            .arg("-o")
+            .arg(&lsp);
+        if let Some(values) = values {
+            import.args(["--values", values]);
+        }
+        common::run_ok(&mut import);
+        let profile = lockscope_probes::read_profile(&lsp).expect("read");
+        assert_eq!(profile.waits[0].kind, kind, "{values:?}");
+        let folded = common::run_ok(
+            lockscope()
+                .arg("export")
+                .arg(&lsp)
+                .args(["--format", "folded", "--weight", weight]),
+        );
+        assert_eq!(
+            folded, "main;idle 3\nmain;work;pthread_mutex_lock 5\n",
+            "{values:?}"
+        );
+    }
 }
 
 /// The demo profile with the `offcpu` probe's data added: one off-CPU wait, per-thread times,

@@ -110,3 +110,32 @@ fn imported_captures_fold_like_stackcollapse() {
         assert_eq!(ours, reference, "{name}");
     }
 }
+
+/// A `@[ustack()] = count()` capture imports as samples (kind `sample`), not waits: the report
+/// and the flamegraph count samples.
+#[test]
+fn imported_counts_are_samples() {
+    let Some(dir) = fixtures() else { return };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let lsp = tmp.path().join("capture.lsp");
+    common::run_ok(
+        lockscope()
+            .args(["import", "dtrace"])
+            .arg(dir.join("rust-names.txt"))
+            .arg("-o")
+            .arg(&lsp),
+    );
+    let profile = lockscope_probes::read_profile(&lsp).expect("read profile");
+    assert!(!profile.waits.is_empty());
+    assert!(profile
+        .waits
+        .iter()
+        .all(|w| w.kind == lockscope_probes::WaitKind::Sample));
+    let report = common::run_ok(lockscope().arg("report").arg(&lsp));
+    assert!(report.starts_with("lockscope report: samples"), "{report}");
+    assert!(report.contains("Samples by kind"), "{report}");
+    let svg = tmp.path().join("capture.svg");
+    common::run_ok(lockscope().arg("flamegraph").arg(&lsp).arg("-o").arg(&svg));
+    let svg = std::fs::read_to_string(&svg).expect("svg");
+    assert!(svg.contains(" samples, "), "no `samples` in the SVG");
+}
