@@ -1,14 +1,25 @@
 //! `lockscope chart`: the scaling chart of a sweep, as a self-contained SVG drawn by hand (or a PNG
 //! rendered from it by resvg, [`scaling_png`]).
 //!
-//! The x axis has one evenly spaced position per level (concurrency 1, 2, 5, 10, ...). The left
-//! axis is throughput (the thick line; each point is labelled with its scaling against the first
-//! level, the seed's "Concurrency one=100%" column); the right axis is the share of wall time
-//! spent waiting, one thinner line per wait kind (the [`MAX_KINDS`] largest). A dashed vertical
-//! line marks the knee. The SVG uses only generic font families and no external resources, so it
+//! Two panels share the x axis, one evenly spaced position per level (concurrency 1, 2, 5, 10,
+//! ...), so a level's throughput sits right above where its threads' time went:
+//!
+//! - the top panel's left axis is throughput (the thick line; each point is labelled with its
+//!   scaling against the first level, the seed's "Concurrency one=100%" column); its right axis
+//!   is the average number of threads waiting, one thinner line per wait kind (the
+//!   [`MAX_KINDS`] largest). A dashed vertical line marks the knee;
+//! - the bottom panel stacks each level's thread time by class (on-CPU, run-queue, lock, condvar,
+//!   futex, poll, I/O, sleep, other) as shares of thread time, 0 to 100%, labelled with the
+//!   average number of threads alive. A level recorded without the `offcpu` probe has no
+//!   breakdown, and its bar says so instead of drawing zeros.
+//!
+//! Wait time summed over threads is never drawn as a percentage of one clock (see
+//! [`crate::units`]). The SVG uses only generic font families and no external resources, so it
 //! renders the same in a browser, an HTML report ([`crate::html`]) and a paper.
 
-use crate::sweep::Sweep;
+use crate::sweep::{Sweep, NO_BREAKDOWN};
+use crate::units::{format_fraction, format_threads};
+use lockscope_probes::TimeClass;
 use std::fmt::Write as _;
 
 /// Wait kinds drawn, by their largest share across the levels.
@@ -16,11 +27,22 @@ pub const MAX_KINDS: usize = 4;
 
 /// Chart size and margins, in SVG user units.
 const WIDTH: f64 = 760.0;
-const HEIGHT: f64 = 440.0;
+const HEIGHT: f64 = 800.0;
 const LEFT: f64 = 90.0;
 const RIGHT: f64 = 80.0;
+/// Top and height of the throughput panel's plot area.
 const TOP: f64 = 60.0;
-const BOTTOM: f64 = 90.0;
+const PLOT_H: f64 = 290.0;
+/// Top and height of the thread-time panel's plot area.
+const TIME_TOP: f64 = 480.0;
+const TIME_H: f64 = 230.0;
+
+/// Colors of the thread-time classes, in [`TimeClass::ALL`] order: running green, queueing for a
+/// CPU orange, lock red, the other waits cooler, idleness grey.
+const CLASS_COLORS: [&str; 9] = [
+    "#009e73", "#e69f00", "#d55e00", "#cc79a7", "#f0e442", "#56b4e9", "#6a51a3", "#c8c8c8",
+    "#7f7f7f",
+];
 
 /// Colors of the wait kinds' lines (colorblind-safe palette), and the throughput's.
 const KIND_COLORS: [&str; MAX_KINDS] = ["#d55e00", "#009e73", "#cc79a7", "#e69f00"];
@@ -85,8 +107,8 @@ fn kinds_to_draw(sweep: &Sweep) -> Vec<String> {
     for level in &sweep.levels {
         for share in &level.kinds {
             match best.iter_mut().find(|(name, _)| *name == share.name) {
-                Some(entry) => entry.1 = entry.1.max(share.share_of_wall),
-                None => best.push((share.name.clone(), share.share_of_wall)),
+                Some(entry) => entry.1 = entry.1.max(share.avg_threads),
+                None => best.push((share.name.clone(), share.avg_threads)),
             }
         }
     }
@@ -101,7 +123,7 @@ fn kinds_to_draw(sweep: &Sweep) -> Vec<String> {
 pub fn scaling_svg(sweep: &Sweep, options: &ChartOptions) -> String {
     let mut svg = String::new();
     let plot_w = WIDTH - LEFT - RIGHT;
-    let plot_h = HEIGHT - TOP - BOTTOM;
+    let plot_h = PLOT_H;
     let n = sweep.levels.len().max(1);
     // Points stay clear of the axes so their labels do not cover the tick labels.
     let inset = 30.0;
@@ -119,16 +141,16 @@ pub fn scaling_svg(sweep: &Sweep, options: &ChartOptions) -> String {
         .fold(0.0, f64::max);
     let (tp_max, tp_step) = nice_axis(max_tp * 1.05);
     let kinds = kinds_to_draw(sweep);
-    let max_share = sweep
+    let max_waiting = sweep
         .levels
         .iter()
         .flat_map(|l| l.kinds.iter())
         .filter(|s| kinds.contains(&s.name))
-        .map(|s| s.share_of_wall * 100.0)
+        .map(|s| s.avg_threads)
         .fold(0.0, f64::max);
-    let (share_max, share_step) = nice_axis(max_share * 1.05);
+    let (waiting_max, waiting_step) = nice_axis(max_waiting * 1.05);
     let y_tp = |v: f64| TOP + plot_h - plot_h * v / tp_max;
-    let y_share = |v: f64| TOP + plot_h - plot_h * v / share_max;
+    let y_waiting = |v: f64| TOP + plot_h - plot_h * v / waiting_max;
 
     let title = options
         .title
@@ -173,18 +195,18 @@ pub fn scaling_svg(sweep: &Sweep, options: &ChartOptions) -> String {
         );
         v += tp_step;
     }
-    // Right axis (wait share of wall time).
+    // Right axis (average threads waiting).
     let mut v = 0.0;
-    while v <= share_max + share_step / 2.0 {
-        let y = y_share(v);
+    while v <= waiting_max + waiting_step / 2.0 {
+        let y = y_waiting(v);
         let _ = writeln!(
             svg,
-            r##"<text x="{:.1}" y="{:.1}" fill="#444">{}%</text>"##,
+            r##"<text x="{:.1}" y="{:.1}" fill="#444">{}</text>"##,
             LEFT + plot_w + 6.0,
             y + 4.0,
             format_tick(v)
         );
-        v += share_step;
+        v += waiting_step;
     }
     let _ = writeln!(
         svg,
@@ -198,7 +220,7 @@ pub fn scaling_svg(sweep: &Sweep, options: &ChartOptions) -> String {
     );
     let _ = writeln!(
         svg,
-        r##"<text transform="translate({:.1} {:.1}) rotate(90)" text-anchor="middle" fill="#444">wait time, % of wall time</text>"##,
+        r##"<text transform="translate({:.1} {:.1}) rotate(90)" text-anchor="middle" fill="#444">threads waiting (average)</text>"##,
         WIDTH - 14.0,
         TOP + plot_h / 2.0
     );
@@ -243,12 +265,12 @@ pub fn scaling_svg(sweep: &Sweep, options: &ChartOptions) -> String {
             .iter()
             .enumerate()
             .map(|(i, l)| {
-                let share = l
+                let waiting = l
                     .kinds
                     .iter()
                     .find(|s| &s.name == kind)
-                    .map_or(0.0, |s| s.share_of_wall * 100.0);
-                format!("{:.1},{:.1}", x_of(i), y_share(share))
+                    .map_or(0.0, |s| s.avg_threads);
+                format!("{:.1},{:.1}", x_of(i), y_waiting(waiting))
             })
             .collect();
         let _ = writeln!(
@@ -283,7 +305,7 @@ pub fn scaling_svg(sweep: &Sweep, options: &ChartOptions) -> String {
         );
     }
     // Legend.
-    let legend_y = HEIGHT - 26.0;
+    let legend_y = TOP + plot_h + 62.0;
     let mut x = LEFT;
     let _ = writeln!(
         svg,
@@ -305,8 +327,135 @@ pub fn scaling_svg(sweep: &Sweep, options: &ChartOptions) -> String {
         );
         x += 40.0 + 8.0 * (kind.len() as f64 + 5.0);
     }
+    time_panel(&mut svg, sweep, &x_of);
     svg.push_str("</svg>\n");
     svg
+}
+
+/// The bottom panel: each level's thread time stacked by class, as shares of thread time, under
+/// the level's point of the throughput panel; a level without a breakdown says so.
+fn time_panel(svg: &mut String, sweep: &Sweep, x_of: &dyn Fn(usize) -> f64) {
+    let plot_w = WIDTH - LEFT - RIGHT;
+    let n = sweep.levels.len().max(1);
+    let spacing = if n == 1 {
+        plot_w
+    } else {
+        (plot_w - 60.0) / (n - 1) as f64
+    };
+    // The end bars stay inside the plot area: their centres are 30 units in from its edges.
+    let bar_w = (spacing * 0.6).min(52.0);
+    let y_of = |fraction: f64| TIME_TOP + TIME_H - TIME_H * fraction.clamp(0.0, 1.0);
+    let _ = writeln!(
+        svg,
+        r#"<text x="{}" y="{}" text-anchor="middle" font-size="14" font-weight="bold">Where the threads' time went</text>"#,
+        WIDTH / 2.0,
+        TIME_TOP - 22.0
+    );
+    for tick in [0.0, 0.25, 0.5, 0.75, 1.0] {
+        let y = y_of(tick);
+        let _ = writeln!(
+            svg,
+            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e5e5e5"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="#444">{:.0}%</text>"##,
+            LEFT + plot_w,
+            LEFT - 6.0,
+            y + 4.0,
+            tick * 100.0
+        );
+    }
+    let _ = writeln!(
+        svg,
+        r##"<text transform="translate(20 {:.1}) rotate(-90)" text-anchor="middle" fill="#444">share of thread time</text>"##,
+        TIME_TOP + TIME_H / 2.0
+    );
+    for (i, level) in sweep.levels.iter().enumerate() {
+        let x = x_of(i) - bar_w / 2.0;
+        let Some(breakdown) = &level.breakdown else {
+            // No zeros: an outlined bar that says why it is empty.
+            let _ = writeln!(
+                svg,
+                r##"<rect class="no-breakdown" x="{x:.1}" y="{TIME_TOP}" width="{bar_w:.1}" height="{TIME_H}" fill="#fafafa" stroke="#bbb" stroke-dasharray="4 3"><title>concurrency {}: {NO_BREAKDOWN}</title></rect><text transform="translate({:.1} {:.1}) rotate(-90)" text-anchor="middle" fill="#888" font-size="11">no breakdown (no offcpu probe)</text>"##,
+                level.concurrency,
+                x_of(i) + 4.0,
+                TIME_TOP + TIME_H / 2.0
+            );
+            continue;
+        };
+        let mut below = 0.0;
+        for (class, color) in TimeClass::ALL.iter().zip(CLASS_COLORS) {
+            let Some(time) = breakdown.class(class.name()) else {
+                continue;
+            };
+            if time.total_ns == 0 {
+                continue;
+            }
+            let (top, bottom) = (y_of(below + time.share_of_thread_time), y_of(below));
+            below += time.share_of_thread_time;
+            let _ = writeln!(
+                svg,
+                r#"<rect class="class-{}" x="{x:.1}" y="{top:.1}" width="{bar_w:.1}" height="{:.1}" fill="{color}"><title>concurrency {}: {} {} of thread time ({} on average)</title></rect>"#,
+                class.name(),
+                (bottom - top).max(0.0),
+                level.concurrency,
+                class.name(),
+                format_fraction(time.share_of_thread_time),
+                format_threads(time.avg_threads)
+            );
+            if bottom - top >= 14.0 {
+                let _ = writeln!(
+                    svg,
+                    r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="10" fill="{}">{:.0}%</text>"##,
+                    x_of(i),
+                    (top + bottom) / 2.0 + 3.5,
+                    if matches!(class, TimeClass::Futex | TimeClass::Sleep) {
+                        "#222"
+                    } else {
+                        "#fff"
+                    },
+                    time.share_of_thread_time * 100.0
+                );
+            }
+        }
+        let _ = writeln!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="11">{}</text>"#,
+            x_of(i),
+            TIME_TOP - 5.0,
+            xml_escape(&format_threads(breakdown.avg_threads))
+        );
+    }
+    let _ = writeln!(
+        svg,
+        r##"<rect x="{LEFT}" y="{TIME_TOP}" width="{plot_w}" height="{TIME_H}" fill="none" stroke="#999"/>"##
+    );
+    for (i, level) in sweep.levels.iter().enumerate() {
+        let _ = writeln!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            x_of(i),
+            TIME_TOP + TIME_H + 18.0,
+            level.concurrency
+        );
+    }
+    let _ = writeln!(
+        svg,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">concurrency (label above a bar: threads alive on average)</text>"#,
+        LEFT + plot_w / 2.0,
+        TIME_TOP + TIME_H + 36.0
+    );
+    // Legend: the classes in stacking order, on two rows.
+    for (k, (class, color)) in TimeClass::ALL.iter().zip(CLASS_COLORS).enumerate() {
+        let (row, col) = (k / 5, k % 5);
+        let x = LEFT + 120.0 * col as f64;
+        let y = TIME_TOP + TIME_H + 56.0 + 18.0 * row as f64;
+        let _ = writeln!(
+            svg,
+            r##"<rect x="{x}" y="{:.1}" width="12" height="12" fill="{color}" stroke="#999" stroke-width="0.5"/><text x="{}" y="{:.1}">{}</text>"##,
+            y - 10.0,
+            x + 17.0,
+            y,
+            class.name()
+        );
+    }
 }
 
 /// Pixels per SVG unit in PNG output: 2 gives a 1520 × 880 image, sharp enough for a paper.

@@ -8,8 +8,10 @@
 //!
 //! The page has, in order:
 //!
-//! 1. per sweep: the finding, the scaling chart, a table per level (throughput, scaling, wait
-//!    share per kind, the top site, losses), then **every level**: a level selector (one link
+//! 1. per sweep: the finding, the scaling chart (with where the threads' time went beneath), a
+//!    table per level (throughput, scaling, threads alive, per wait kind the average threads
+//!    waiting and the share of thread time, the top site, losses), the table of where the
+//!    threads' time went (share of thread time per class, [`crate::sweep::Breakdown`]), then **every level**: a level selector (one link
 //!    per level, the knee marked) and one collapsible `<details>` section per level, open by
 //!    default, with the level's run (below); no script is needed to read or switch them;
 //! 2. per run (each profile given, and each level of each sweep): the metadata and environment
@@ -26,10 +28,10 @@ use crate::chart::{scaling_svg, xml_escape, ChartOptions};
 use crate::diff::{write_diff_flamegraph, write_diff_table, DiffOptions};
 use crate::flamegraph::{write_flamegraph, FlamegraphOptions};
 use crate::report::{write_report, ReportOptions};
-use crate::sweep::Sweep;
-use crate::units::{format_ns, format_unix_ns};
+use crate::sweep::{Sweep, NO_BREAKDOWN};
+use crate::units::{format_fraction, format_ns, format_threads, format_unix_ns};
 use anyhow::Context;
-use lockscope_probes::{AttachStatus, Profile};
+use lockscope_probes::{AttachStatus, Profile, TimeClass};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -355,10 +357,14 @@ fn sweep_section(out: &mut String, id: &str, path: &str, sweep: &Sweep) {
         }
     }
     out.push_str(
-        "<table>\n<tr><th>concurrency</th><th>throughput</th><th>scaling (first=100%)</th>",
+        "<table class=\"levels-table\">\n<tr><th>concurrency</th><th>throughput</th><th>scaling (first=100%)</th><th>threads alive (average)</th>",
     );
     for kind in &kinds {
-        let _ = write!(out, "<th>{} wait / wall</th>", xml_escape(kind));
+        let _ = write!(
+            out,
+            "<th>{} wait: threads waiting (average), share of thread time</th>",
+            xml_escape(kind)
+        );
     }
     out.push_str("<th>top wait site</th><th>lost</th></tr>\n");
     for level in &sweep.levels {
@@ -368,19 +374,26 @@ fn sweep_section(out: &mut String, id: &str, path: &str, sweep: &Sweep) {
             .is_some_and(|k| k.concurrency == level.concurrency);
         let _ = write!(
             out,
-            "<tr><td class=\"num\">{}{}</td><td class=\"num\">{:.1}</td><td class=\"num\">{:.0}%</td>",
+            "<tr><td class=\"num\">{}{}</td><td class=\"num\">{:.1}</td><td class=\"num\">{:.0}%</td><td class=\"num\">{}</td>",
             level.concurrency,
             if knee { " (knee)" } else { "" },
             level.throughput,
-            level.scaling * 100.0
+            level.scaling * 100.0,
+            level
+                .breakdown
+                .as_ref()
+                .map_or_else(|| "-".to_string(), |b| format_threads(b.avg_threads))
         );
         for kind in &kinds {
-            let share = level
-                .kinds
-                .iter()
-                .find(|s| &s.name == kind)
-                .map_or(0.0, |s| s.share_of_wall);
-            let _ = write!(out, "<td class=\"num\">{:.1}%</td>", share * 100.0);
+            let share = level.kinds.iter().find(|s| &s.name == kind);
+            let waiting = format_threads(share.map_or(0.0, |s| s.avg_threads));
+            let of_thread_time = match (&level.breakdown, share) {
+                (None, _) => "-".to_string(),
+                (Some(_), share) => {
+                    format_fraction(share.and_then(|s| s.share_of_thread_time).unwrap_or(0.0))
+                }
+            };
+            let _ = write!(out, "<td class=\"num\">{waiting}, {of_thread_time}</td>");
         }
         let top = level
             .top_sites
@@ -394,6 +407,53 @@ fn sweep_section(out: &mut String, id: &str, path: &str, sweep: &Sweep) {
             xml_escape(&crate::sweep::short_site(&top)),
             level.lost_events
         );
+    }
+    out.push_str("</table>\n");
+    time_table(out, sweep);
+}
+
+/// Where the threads' time went per level, as shares of thread time per class (the numbers of
+/// the chart's bottom panel); a level without a breakdown says so.
+fn time_table(out: &mut String, sweep: &Sweep) {
+    out.push_str("<h3>Where the threads' time went (share of thread time)</h3>\n");
+    out.push_str(
+        "<table class=\"time-table\">\n<tr><th>concurrency</th><th>threads alive (average)</th>",
+    );
+    for class in TimeClass::ALL {
+        let _ = write!(out, "<th>{}</th>", class.name());
+    }
+    out.push_str("</tr>\n");
+    for level in &sweep.levels {
+        let _ = write!(out, "<tr><td class=\"num\">{}</td>", level.concurrency);
+        match &level.breakdown {
+            Some(b) => {
+                let _ = write!(
+                    out,
+                    "<td class=\"num\">{}</td>",
+                    format_threads(b.avg_threads)
+                );
+                for class in TimeClass::ALL {
+                    let (fraction, avg) = b
+                        .class(class.name())
+                        .map_or((0.0, 0.0), |c| (c.share_of_thread_time, c.avg_threads));
+                    let _ = write!(
+                        out,
+                        "<td class=\"num\" title=\"{}\">{}</td>",
+                        xml_escape(&format!("{} on average", format_threads(avg))),
+                        format_fraction(fraction)
+                    );
+                }
+            }
+            None => {
+                let _ = write!(
+                    out,
+                    "<td class=\"muted\" colspan=\"{}\">{}</td>",
+                    TimeClass::ALL.len() + 1,
+                    xml_escape(NO_BREAKDOWN)
+                );
+            }
+        }
+        out.push_str("</tr>\n");
     }
     out.push_str("</table>\n");
 }

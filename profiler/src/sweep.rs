@@ -9,20 +9,34 @@
 //! as `sweep.json` (schema in `docs/SWEEP.md`) beside one profile (`.lsp`, and `.pb.gz`: pprof
 //! labelled with the level's concurrency) and one load output per level:
 //! throughput per level, scaling against the first level (the seed's "Scaling (Concurrency
-//! one=100%)" column), wait time per kind, thread group and canonical site ([`crate::diff`]) as
-//! shares of wall time, the knee ([`find_knee`]) and one sentence for a writeup ([`finding`]).
+//! one=100%)" column), wait time per kind, thread group and canonical site ([`crate::diff`]), where
+//! the threads' time went ([`Breakdown`], from the `offcpu` probe), the knee ([`find_knee`]) and
+//! one sentence for a writeup ([`finding`]).
+//!
+//! Wait time is given in units a reader can picture, never as a percentage of one clock: as
+//! **average threads waiting** (wait time over wall time: 31.2 is 31.2 threads waiting all the
+//! time) and, when the level has a breakdown, as a **share of thread time** (wait time over the sum
+//! of the threads' wall times, 0 to 100%).
 
 use crate::diff::{canonical_sites, thread_groups};
+use crate::units::{format_fraction, format_threads, share};
 use anyhow::{bail, Context};
-use lockscope_probes::{Profile, WaitStats};
+use lockscope_probes::{Profile, TimeClass, WaitStats};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Version of the sweep file schema (`docs/SWEEP.md`); bumped on incompatible changes.
-pub const SWEEP_VERSION: u32 = 1;
+/// Version of the sweep file schema (`docs/SWEEP.md`); bumped on incompatible changes. Version 2
+/// renamed `share_of_wall` to `avg_threads` (the same number, named for what it is) and added
+/// shares of thread time and the per-level breakdown.
+pub const SWEEP_VERSION: u32 = 2;
+
+/// Oldest sweep file version [`read_sweep`] reads: version 1 files are upgraded as they are read
+/// (no breakdown, no shares of thread time, the finding rewritten in today's units).
+pub const OLDEST_SWEEP_VERSION: u32 = 1;
 
 /// File name of the sweep file inside a sweep directory.
 pub const SWEEP_FILE: &str = "sweep.json";
@@ -168,8 +182,83 @@ pub struct Share {
     pub count: u64,
     /// Total wait time, nanoseconds.
     pub total_ns: u64,
-    /// `total_ns` over the recording's wall time: 1.0 is one thread waiting all the time.
-    pub share_of_wall: f64,
+    /// `total_ns` over the recording's wall time: how many threads waited on average (1.0 is one
+    /// thread waiting all the time). Called `share_of_wall` in sweep files of version 1.
+    #[serde(alias = "share_of_wall")]
+    pub avg_threads: f64,
+    /// `total_ns` over the level's thread time ([`Breakdown::thread_ns`]), 0 to 1; `None` when the
+    /// level has no breakdown (recorded without the `offcpu` probe).
+    #[serde(default)]
+    pub share_of_thread_time: Option<f64>,
+}
+
+/// The time all threads together spent in one [`TimeClass`] at one level.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClassTime {
+    /// The class (`on-cpu`, `run-queue`, `lock`, `condvar`, `futex`, `poll`, `io`, `sleep`,
+    /// `other`).
+    pub name: String,
+    /// Time in the class summed over the threads, nanoseconds.
+    pub total_ns: u64,
+    /// `total_ns` over the recording's wall time: how many threads were in the class on average.
+    pub avg_threads: f64,
+    /// `total_ns` over the level's thread time, 0 to 1.
+    pub share_of_thread_time: f64,
+}
+
+/// Where the threads' time went at one level: the per-thread wall-time breakdown of the `offcpu`
+/// probe ([`lockscope_probes::ThreadTime`]), summed over the threads.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Breakdown {
+    /// Threads with a breakdown.
+    pub threads: u64,
+    /// Thread time: the threads' wall times (each the part of the recording it lived through)
+    /// summed, nanoseconds.
+    pub thread_ns: u64,
+    /// `thread_ns` over the recording's wall time: how many threads lived on average.
+    pub avg_threads: f64,
+    /// Every class, in [`TimeClass::ALL`] order (zeros included: they were measured).
+    pub classes: Vec<ClassTime>,
+}
+
+impl Breakdown {
+    /// The breakdown of `profile`'s thread times, or `None` when it has none (no `offcpu` probe).
+    pub fn of(profile: &Profile) -> Option<Breakdown> {
+        if profile.thread_times.is_empty() {
+            return None;
+        }
+        let wall_ns = profile.metadata.duration_ns;
+        let thread_ns = profile
+            .thread_times
+            .iter()
+            .fold(0u64, |a, t| a.saturating_add(t.wall_ns));
+        let classes = TimeClass::ALL
+            .iter()
+            .map(|&class| {
+                let total_ns = profile
+                    .thread_times
+                    .iter()
+                    .fold(0u64, |a, t| a.saturating_add(t.ns(class)));
+                ClassTime {
+                    name: class.name().to_string(),
+                    total_ns,
+                    avg_threads: share(total_ns, wall_ns),
+                    share_of_thread_time: share(total_ns, thread_ns),
+                }
+            })
+            .collect();
+        Some(Breakdown {
+            threads: profile.thread_times.len() as u64,
+            thread_ns,
+            avg_threads: share(thread_ns, wall_ns),
+            classes,
+        })
+    }
+
+    /// The class named `name`.
+    pub fn class(&self, name: &str) -> Option<&ClassTime> {
+        self.classes.iter().find(|c| c.name == name)
+    }
 }
 
 /// One concurrency level of a sweep.
@@ -199,6 +288,10 @@ pub struct Level {
     pub threads: Vec<Share>,
     /// Wait time per canonical site, largest first (at most 10).
     pub top_sites: Vec<Share>,
+    /// Where the threads' time went; `None` when the level was recorded without the `offcpu`
+    /// probe (and in sweep files of version 1).
+    #[serde(default)]
+    pub breakdown: Option<Breakdown>,
 }
 
 /// Where throughput stops rising.
@@ -273,18 +366,22 @@ pub fn level_warnings(levels: &[Level]) -> Vec<String> {
     out
 }
 
-fn shares(stats: BTreeMap<String, WaitStats>, wall_ns: u64, keep: usize) -> Vec<Share> {
+/// `stats` as shares of `wall_ns` and of `thread_ns` (when there is a breakdown), largest first,
+/// the first `keep` (all when 0).
+fn shares(
+    stats: BTreeMap<String, WaitStats>,
+    wall_ns: u64,
+    thread_ns: Option<u64>,
+    keep: usize,
+) -> Vec<Share> {
     let mut out: Vec<Share> = stats
         .into_iter()
         .map(|(name, s)| Share {
             name,
             count: s.count,
             total_ns: s.total_ns,
-            share_of_wall: if wall_ns == 0 {
-                0.0
-            } else {
-                s.total_ns as f64 / wall_ns as f64
-            },
+            avg_threads: share(s.total_ns, wall_ns),
+            share_of_thread_time: thread_ns.map(|t| share(s.total_ns, t)),
         })
         .collect();
     out.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
@@ -307,6 +404,8 @@ pub fn summarize_level(
         .into_iter()
         .map(|(k, s)| (k.name().to_string(), s))
         .collect();
+    let breakdown = Breakdown::of(profile);
+    let thread_ns = breakdown.as_ref().map(|b| b.thread_ns);
     Level {
         concurrency,
         throughput,
@@ -317,9 +416,10 @@ pub fn summarize_level(
         waits: profile.waits.iter().map(|w| w.stats.count).sum(),
         wait_ns: profile.waits.iter().map(|w| w.stats.total_ns).sum(),
         lost_events: profile.metadata.losses.lost_events(),
-        kinds: shares(kinds, wall_ns, 0),
-        threads: shares(thread_groups(profile), wall_ns, TOP_PER_LEVEL),
-        top_sites: shares(canonical_sites(profile), wall_ns, TOP_PER_LEVEL),
+        kinds: shares(kinds, wall_ns, thread_ns, 0),
+        threads: shares(thread_groups(profile), wall_ns, thread_ns, TOP_PER_LEVEL),
+        top_sites: shares(canonical_sites(profile), wall_ns, thread_ns, TOP_PER_LEVEL),
+        breakdown,
     }
 }
 
@@ -369,25 +469,67 @@ fn percent(x: f64) -> String {
     format!("{:.0}%", x * 100.0)
 }
 
-/// The share named `name` in `shares`, 0 when absent.
-fn share_of(shares: &[Share], name: &str) -> f64 {
+/// The average threads waiting of the share named `name` in `shares`, 0 when absent.
+fn avg_threads_of(shares: &[Share], name: &str) -> f64 {
     shares
         .iter()
         .find(|s| s.name == name)
-        .map_or(0.0, |s| s.share_of_wall)
+        .map_or(0.0, |s| s.avg_threads)
 }
 
-/// The entry whose share of wall time grows most from `from` to `to`, with both shares.
+/// The share of `level`'s thread time of the entry named `name` in `shares` (0 when absent), or
+/// `None` when the level has no breakdown.
+fn thread_share_of(level: &Level, shares: &[Share], name: &str) -> Option<f64> {
+    level.breakdown.as_ref()?;
+    Some(
+        shares
+            .iter()
+            .find(|s| s.name == name)
+            .and_then(|s| s.share_of_thread_time)
+            .unwrap_or(0.0),
+    )
+}
+
+/// The entry whose average threads waiting grows most from `from` to `to`, with both values.
 fn grows_most<'a>(from: &[Share], to: &'a [Share]) -> Option<(&'a str, f64, f64)> {
     to.iter()
-        .map(|s| (s.name.as_str(), share_of(from, &s.name), s.share_of_wall))
+        .map(|s| {
+            (
+                s.name.as_str(),
+                avg_threads_of(from, &s.name),
+                s.avg_threads,
+            )
+        })
         .filter(|(_, a, b)| b > a)
         .max_by(|x, y| (x.2 - x.1).total_cmp(&(y.2 - y.1)))
 }
 
+/// How a wait kind grew from `from` to `to`, in words: `20.4 → 50.3 threads waiting on average`,
+/// with `, 41.3% → 63.0% of thread time` when both levels have a breakdown.
+fn growth(from: &Level, to: &Level, kind: &str, a: f64, b: f64) -> String {
+    let mut text = format!(
+        "{} → {} waiting on average",
+        format_threads(a).trim_end_matches(" threads"),
+        format_threads(b)
+    );
+    if let (Some(x), Some(y)) = (
+        thread_share_of(from, &from.kinds, kind),
+        thread_share_of(to, &to.kinds, kind),
+    ) {
+        let _ = write!(
+            text,
+            ", {} → {} of thread time",
+            format_fraction(x),
+            format_fraction(y)
+        );
+    }
+    text
+}
+
 /// One sentence for a writeup: how throughput scales, the knee, and the wait kind and site whose
-/// share of wall time grows most across it (from the knee to the last level; from the first to
-/// the last when there is no knee).
+/// average threads waiting grows most across it (from the knee to the last level; from the first
+/// to the last when there is no knee), with its share of thread time when both levels have a
+/// breakdown.
 pub fn finding(levels: &[Level], knee: Option<&Knee>) -> String {
     let (Some(first), Some(last)) = (levels.first(), levels.last()) else {
         return "No levels were run.".to_string();
@@ -447,25 +589,124 @@ pub fn finding(levels: &[Level], knee: Option<&Knee>) -> String {
     let site = grows_most(&from.top_sites, &last.top_sites);
     match (kind, site) {
         (Some((kind, a, b)), Some((site, _, _))) => format!(
-            "{head}; from {} to {}, `{kind}` wait grows most ({} → {} of wall time), led by `{site}`.",
+            "{head}; from {} to {}, `{kind}` wait grows most ({}), led by `{site}`.",
             from.concurrency,
             last.concurrency,
-            percent(a),
-            percent(b),
+            growth(from, last, kind, a, b),
             site = short_site(site)
         ),
         (Some((kind, a, b)), None) => format!(
-            "{head}; from {} to {}, `{kind}` wait grows most ({} → {} of wall time).",
+            "{head}; from {} to {}, `{kind}` wait grows most ({}).",
             from.concurrency,
             last.concurrency,
-            percent(a),
-            percent(b)
+            growth(from, last, kind, a, b)
         ),
         _ => format!(
-            "{head}; no wait kind's share of wall time grows from {} to {}.",
+            "{head}; no wait kind grows from {} to {}.",
             from.concurrency, last.concurrency
         ),
     }
+}
+
+/// What a level without a breakdown says in its place, instead of zeros.
+pub const NO_BREAKDOWN: &str = "no breakdown: recorded without the offcpu probe";
+
+/// The table `lockscope sweep` prints: per level the throughput, scaling, average threads alive,
+/// the largest wait kind (average threads waiting, share of thread time) and the top wait site;
+/// then where the threads' time went (share of thread time per class); then the finding and the
+/// warnings.
+pub fn sweep_table(sweep: &Sweep) -> String {
+    let mut out = String::new();
+    let unit = if sweep.throughput_unit.is_empty() {
+        "throughput"
+    } else {
+        sweep.throughput_unit.as_str()
+    };
+    let _ = writeln!(
+        out,
+        "{:>12} {:>14} {:>8} {:>20}  {:<13} {:>21} {:>20}  top wait site",
+        "concurrency",
+        unit,
+        "scaling",
+        "threads alive (avg)",
+        "top wait kind",
+        "threads waiting (avg)",
+        "share of thread time"
+    );
+    for level in &sweep.levels {
+        let knee = sweep
+            .knee
+            .as_ref()
+            .is_some_and(|k| k.concurrency == level.concurrency);
+        let alive = level
+            .breakdown
+            .as_ref()
+            .map_or_else(|| "-".to_string(), |b| format!("{:.2}", b.avg_threads));
+        let (kind, waiting, of_thread_time) = match level.kinds.first() {
+            Some(top) => (
+                top.name.as_str(),
+                format!("{:.2}", top.avg_threads),
+                top.share_of_thread_time
+                    .map_or_else(|| "-".to_string(), format_fraction),
+            ),
+            None => ("-", "-".to_string(), "-".to_string()),
+        };
+        let _ = writeln!(
+            out,
+            "{:>12} {:>14.1} {:>7.0}% {:>20}  {:<13} {:>21} {:>20}  {}{}",
+            level.concurrency,
+            level.throughput,
+            level.scaling * 100.0,
+            alive,
+            kind,
+            waiting,
+            of_thread_time,
+            level
+                .top_sites
+                .first()
+                .map_or_else(|| "-".to_string(), |s| short_site(&s.name)),
+            if knee { "  <- knee" } else { "" }
+        );
+    }
+    if sweep.levels.iter().any(|l| l.breakdown.is_some()) {
+        let _ = writeln!(
+            out,
+            "Where the threads' time went (share of thread time; threads: average threads alive)"
+        );
+        let _ = write!(out, "{:>12} {:>8}", "concurrency", "threads");
+        for class in TimeClass::ALL {
+            let _ = write!(out, " {:>9}", class.name());
+        }
+        out.push('\n');
+        for level in &sweep.levels {
+            let _ = write!(out, "{:>12}", level.concurrency);
+            match &level.breakdown {
+                Some(b) => {
+                    let _ = write!(out, " {:>8.2}", b.avg_threads);
+                    for class in TimeClass::ALL {
+                        let fraction = b
+                            .class(class.name())
+                            .map_or(0.0, |c| c.share_of_thread_time);
+                        let _ = write!(out, " {:>9}", format_fraction(fraction));
+                    }
+                    out.push('\n');
+                }
+                None => {
+                    let _ = writeln!(out, " {:>8}  {NO_BREAKDOWN}", "-");
+                }
+            }
+        }
+    } else {
+        let _ = writeln!(
+            out,
+            "No level has a breakdown of the threads' time (on CPU, run queue, lock, ...): sweep with `--probes` including offcpu to see where it went."
+        );
+    }
+    let _ = writeln!(out, "{}", sweep.finding);
+    for warning in &sweep.warnings {
+        let _ = writeln!(out, "WARNING: {warning}");
+    }
+    out
 }
 
 /// How to run a sweep.
@@ -761,14 +1002,20 @@ pub fn read_sweep(path: &Path) -> anyhow::Result<(Sweep, PathBuf)> {
     };
     let text = std::fs::read_to_string(&file)
         .with_context(|| format!("cannot read sweep file `{}`", file.display()))?;
-    let sweep: Sweep = serde_json::from_str(&text)
+    let mut sweep: Sweep = serde_json::from_str(&text)
         .with_context(|| format!("`{}` is not a sweep file", file.display()))?;
-    if sweep.sweep_version != SWEEP_VERSION {
+    if !(OLDEST_SWEEP_VERSION..=SWEEP_VERSION).contains(&sweep.sweep_version) {
         bail!(
-            "sweep file `{}` has version {}, this lockscope reads {SWEEP_VERSION}",
+            "sweep file `{}` has version {}, this lockscope reads {OLDEST_SWEEP_VERSION} to {SWEEP_VERSION}",
             file.display(),
             sweep.sweep_version
         );
+    }
+    if sweep.sweep_version < SWEEP_VERSION {
+        // Its numbers read as today's (`share_of_wall` is `avg_threads`); only its sentence was
+        // written in the old units (`2039% of wall time`), so it is written again.
+        sweep.finding = finding(&sweep.levels, sweep.knee.as_ref());
+        sweep.sweep_version = SWEEP_VERSION;
     }
     let dir = file.parent().unwrap_or(Path::new(".")).to_path_buf();
     Ok((sweep, dir))
@@ -783,7 +1030,8 @@ mod tests {
             name: name.to_string(),
             count: 1,
             total_ns: (s * 1e9) as u64,
-            share_of_wall: s,
+            avg_threads: s,
+            share_of_thread_time: None,
         };
         Level {
             concurrency: c,
@@ -798,6 +1046,7 @@ mod tests {
             kinds: vec![share("mutex", mutex_share), share("condvar", 0.5)],
             threads: vec![],
             top_sites: vec![share("row_lock;[kernel wait];[mutex]", mutex_share)],
+            breakdown: None,
         }
     }
 
@@ -813,7 +1062,7 @@ mod tests {
         assert_eq!(
             sentence,
             "Throughput peaks at concurrency 1 and falls to 25% of it at 5; from 1 to 5, \
-             `mutex` wait grows most (10% → 300% of wall time), led by \
+             `mutex` wait grows most (0.10 → 3.00 threads waiting on average), led by \
              `row_lock;[kernel wait];[mutex]`."
         );
     }
@@ -833,7 +1082,7 @@ mod tests {
         let sentence = finding(&levels, Some(&knee));
         assert!(
             sentence.starts_with(
-                "Throughput rises to 180% of concurrency 1 at 5, then stays flat (182% at 10); from 5 to 10, `mutex` wait grows most (30% → 90%"
+                "Throughput rises to 180% of concurrency 1 at 5, then stays flat (182% at 10); from 5 to 10, `mutex` wait grows most (0.30 → 0.90 threads waiting on average)"
             ),
             "{sentence}"
         );

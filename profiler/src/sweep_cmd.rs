@@ -194,31 +194,7 @@ pub fn run(args: &SweepArgs) -> Result<()> {
         &mut |line| eprintln!("lockscope: sweep: {line}"),
     )?;
     drop(server);
-    println!(
-        "{:>12} {:>14} {:>9}  top wait site",
-        "concurrency", sweep.throughput_unit, "scaling"
-    );
-    for level in &sweep.levels {
-        let knee = sweep
-            .knee
-            .as_ref()
-            .is_some_and(|k| k.concurrency == level.concurrency);
-        println!(
-            "{:>12} {:>14.1} {:>8.0}%  {}{}",
-            level.concurrency,
-            level.throughput,
-            level.scaling * 100.0,
-            level.top_sites.first().map_or_else(
-                || "-".to_string(),
-                |s| lockscope::sweep::short_site(&s.name)
-            ),
-            if knee { "  <- knee" } else { "" }
-        );
-    }
-    println!("{}", sweep.finding);
-    for warning in &sweep.warnings {
-        println!("WARNING: {warning}");
-    }
+    print!("{}", lockscope::sweep::sweep_table(&sweep));
     eprintln!(
         "lockscope: wrote `{}`",
         options

@@ -5,6 +5,11 @@
 //! `1_073_741_824` ns as `1.07 s`, `1000` ns as `1.00 µs`, `999` ns as `999 ns`. Nanoseconds are
 //! integers (no decimals); seconds stop growing units, so very long times print as `1099 s`.
 //!
+//! Time spent by many threads at once is never a percentage of one clock (`5032% of wall time`
+//! pictures nothing): it is **average threads** ([`format_threads`]: time over wall time, `31.2
+//! threads`) or a **share of thread time** ([`format_fraction`] of the threads' wall times summed,
+//! 0 to 100%).
+//!
 //! Truncation matters for histogram labels: a bucket label is the bucket's lower bound, and a
 //! truncated label never claims more than that bound (`536870912` ns is `536 ms`, not `537 ms`).
 
@@ -52,6 +57,27 @@ pub fn format_percent(part: u64, whole: u64) -> String {
     // formatting.
     let per_mille = (u128::from(part) * 1000 + u128::from(whole) / 2) / u128::from(whole);
     format!("{}.{}%", per_mille / 10, per_mille % 10)
+}
+
+/// Formats an average number of threads (time summed over threads, over wall time) with its
+/// unit: three significant digits below 100 (`0.04 threads`, `3.65 threads`, `31.2 threads`),
+/// whole numbers above (`250 threads`).
+pub fn format_threads(avg: f64) -> String {
+    let avg = if avg.is_finite() { avg.max(0.0) } else { 0.0 };
+    if avg >= 99.95 {
+        format!("{avg:.0} threads")
+    } else if avg >= 9.995 {
+        format!("{avg:.1} threads")
+    } else {
+        format!("{avg:.2} threads")
+    }
+}
+
+/// Formats a fraction from 0 to 1 (a share of thread time) as a percentage with one decimal
+/// (`0.4132` → `41.3%`).
+pub fn format_fraction(fraction: f64) -> String {
+    let fraction = if fraction.is_finite() { fraction } else { 0.0 };
+    format!("{:.1}%", fraction * 100.0)
 }
 
 /// `part / whole` as a fraction rounded to four decimals, for JSON (`0.5714`); 0 when `whole` is 0.
@@ -139,6 +165,23 @@ mod tests {
         assert_eq!(format_percent(7, 7), "100.0%");
         assert_eq!(share(4, 7), 0.5714);
         assert_eq!(share(1, 0), 0.0);
+    }
+
+    /// Average threads keep three significant digits and their unit; fractions print as
+    /// percentages with one decimal.
+    #[test]
+    fn threads_and_fractions() {
+        assert_eq!(format_threads(0.0), "0.00 threads");
+        assert_eq!(format_threads(0.0412), "0.04 threads");
+        assert_eq!(format_threads(3.648), "3.65 threads");
+        assert_eq!(format_threads(9.999), "10.0 threads");
+        assert_eq!(format_threads(31.24), "31.2 threads");
+        assert_eq!(format_threads(99.96), "100 threads");
+        assert_eq!(format_threads(250.4), "250 threads");
+        assert_eq!(format_threads(f64::NAN), "0.00 threads");
+        assert_eq!(format_fraction(0.4132), "41.3%");
+        assert_eq!(format_fraction(1.0), "100.0%");
+        assert_eq!(format_fraction(0.0), "0.0%");
     }
 
     /// Epoch nanoseconds print as the UTC calendar date, across a leap day.

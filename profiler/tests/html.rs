@@ -7,19 +7,59 @@ mod fixtures;
 
 use common::*;
 use lockscope::sweep::{fill_scaling, find_knee, finding, summarize_level, Sweep, SWEEP_VERSION};
+use lockscope_probes::{ThreadTime, TimeClass};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// A sweep directory with three levels: throughput rises, then falls, while mutex waits grow.
+/// Where the time of `threads` threads went, every thread alike over the whole recording: the
+/// per-mille of its wall time in on-CPU, run-queue, lock and condvar (they add up to 1000).
+fn thread_times(
+    profile: &lockscope_probes::Profile,
+    threads: u32,
+    per_mille: [u64; 4],
+) -> Vec<ThreadTime> {
+    let wall_ns = profile.metadata.duration_ns;
+    let classes = [
+        TimeClass::OnCpu,
+        TimeClass::RunQueue,
+        TimeClass::Lock,
+        TimeClass::Condvar,
+    ];
+    (0..threads)
+        .map(|i| ThreadTime {
+            pid: profile.metadata.target.pid,
+            tid: 5000 + i,
+            wall_ns,
+            time_ns: classes
+                .iter()
+                .zip(per_mille)
+                .map(|(&class, p)| (class, wall_ns / 1000 * p))
+                .collect(),
+            voluntary_switches: 10,
+            involuntary_switches: 1,
+        })
+        .collect()
+}
+
+/// A sweep directory with three levels: throughput rises, then falls, while mutex waits grow and
+/// the threads' time moves from on-CPU to lock; level 5 was recorded without the `offcpu` probe.
 fn write_sweep(dir: &Path) -> Sweep {
     let mut levels = Vec::new();
-    for (c, throughput, factor) in [(1u32, 1000.0, 1u64), (2, 1800.0, 2), (5, 900.0, 6)] {
+    let shapes = [
+        (1u32, 1000.0, 1u64, Some([700, 50, 50, 200])),
+        (2, 1800.0, 2, Some([450, 200, 250, 100])),
+        (5, 900.0, 6, None),
+    ];
+    for (c, throughput, factor, breakdown) in shapes {
         let mut profile = fixtures::demo_profile();
         for w in &mut profile.waits {
             if w.kind == lockscope_probes::WaitKind::Mutex {
                 w.stats.total_ns *= factor;
                 w.stats.count *= factor;
             }
+        }
+        if let Some(per_mille) = breakdown {
+            profile.thread_times = thread_times(&profile, c + 1, per_mille);
         }
         let name = format!("level-{c}.lsp");
         lockscope_probes::write_profile(&profile, &dir.join(&name)).expect("write level profile");
@@ -83,7 +123,9 @@ fn assert_self_contained(text: &str) {
     }
 }
 
-/// The chart names every level, marks the knee, labels the scaling and reads as XML-ish SVG; a
+/// The chart names every level, marks the knee, labels the scaling, draws average threads waiting
+/// (never a percentage of one clock) and, beneath, each level's thread time stacked by class, the
+/// level without a breakdown saying so; it reads as XML-ish SVG and matches its golden file; a
 /// .png output is a PNG of twice the SVG's size; other extensions are refused.
 #[test]
 fn chart_of_a_sweep() {
@@ -102,10 +144,40 @@ fn chart_of_a_sweep() {
     assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
     assert!(svg.trim_end().ends_with("</svg>"));
     assert!(svg.contains(">knee<"));
-    for label in [">100%<", ">180%<", ">90%<", ">mutex wait<"] {
+    for label in [
+        ">100%<",
+        ">180%<",
+        ">90%<",
+        ">mutex wait<",
+        ">threads waiting (average)<",
+        ">Where the threads' time went<",
+        ">share of thread time<",
+    ] {
         assert!(svg.contains(label), "{label} missing");
     }
+    assert!(
+        !svg.contains("% of wall time"),
+        "no percentage of one clock"
+    );
+    // Levels 1 and 2 stack their four classes; level 5 has an empty bar that says why.
+    for class in ["on-cpu", "run-queue", "lock", "condvar"] {
+        assert_eq!(
+            svg.matches(&format!("<rect class=\"class-{class}\""))
+                .count(),
+            2,
+            "{class}"
+        );
+    }
+    assert_eq!(
+        svg.matches("<rect class=\"class-").count(),
+        8,
+        "no zero segments"
+    );
+    assert_eq!(svg.matches("<rect class=\"no-breakdown\"").count(), 1);
+    assert!(svg.contains("concurrency 5: no breakdown: recorded without the offcpu probe"));
+    assert!(svg.contains("concurrency 2: lock 25.0% of thread time (0.75 threads on average)"));
     assert_self_contained(&svg);
+    check_golden("sweep_chart.svg", &svg);
     // PNG: rendered from the same SVG at twice its size.
     let png_path = dir.path().join("scaling.png");
     run_ok_stderr(
@@ -119,7 +191,7 @@ fn chart_of_a_sweep() {
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"));
     // IHDR: width and height, big-endian, at bytes 16..24.
     let dimension = |at: usize| u32::from_be_bytes(png[at..at + 4].try_into().expect("4 bytes"));
-    assert_eq!((dimension(16), dimension(20)), (1520, 880));
+    assert_eq!((dimension(16), dimension(20)), (1520, 1600));
     let out = lockscope()
         .arg("chart")
         .arg(dir.path())
@@ -205,6 +277,13 @@ fn html_report_in_chromium() {
     assert_self_contained(&html);
     assert!(html.contains(&lockscope::chart::xml_escape(&sweep.finding)));
     assert!(html.contains("<svg xmlns"), "the chart is inline");
+    assert!(!html.contains("% of wall time") && !html.contains("wait / wall"));
+    assert!(html.contains("mutex wait: threads waiting (average), share of thread time"));
+    assert!(
+        html.contains("<table class=\"time-table\">"),
+        "where the time went"
+    );
+    assert!(html.contains("no breakdown: recorded without the offcpu probe"));
     // Flamegraphs: a, b and every level of the sweep; differentials: a→b and the sweep's first
     // level → its last.
     let iframes = html.matches("<iframe class=\"flame\"").count();
