@@ -8,6 +8,8 @@
 //!
 //! The page has, in order:
 //!
+//! 0. a summary of the first sweep (else the first run): target, kernel, machine, knee, finding,
+//!    losses;
 //! 1. per sweep: the finding, the scaling chart (with where the threads' time went beneath), a
 //!    table per level (throughput, scaling, threads alive, per wait kind the average threads
 //!    waiting and the share of thread time, the top site, losses), the table of where the
@@ -16,8 +18,8 @@
 //!    default, with the level's run (below); no script is needed to read or switch them;
 //! 2. per run (each profile given, and each level of each sweep): the metadata and environment
 //!    fingerprint (host, OS, kernel, CPUs, libc, backend, lockscope version, target, probes and
-//!    their status, losses), the flamegraph, and the report's top sites with their log2
-//!    histograms ([`crate::report`]);
+//!    their status, losses), the flamegraph, the report's waits by kind and top sites as tables
+//!    ([`crate::report`]'s JSON), and its text, folded, for every frame and the log2 histograms;
 //! 3. diffs: each run against the first one (and the last level of each sweep against its
 //!    first), as the side-by-side table and the differential flamegraph ([`crate::diff`]).
 //!
@@ -94,6 +96,10 @@ details.level { border: 1px solid #ddd; border-radius: 4px; margin: 10px 0; padd
 details.level > summary { cursor: pointer; font-weight: bold; padding: 8px 0; }
 details.level h4 { font-size: 14px; margin: 14px 0 6px; }
 .muted { color: #666; }
+section.summary { background: #f7f9fb; border: 1px solid #d8e0e8; border-radius: 4px; padding: 4px 14px 10px; }
+section.summary h2 { margin-top: 8px; }
+table.summary-table th { width: 90px; }
+details.text-report > summary { cursor: pointer; color: #444; margin: 6px 0; }
 "#;
 
 /// Standard base64 (RFC 4648, with padding), for `data:` URLs.
@@ -263,20 +269,151 @@ fn run_body(out: &mut String, run: &Run<'_>, options: &HtmlOptions, heading: &st
             );
         }
     }
-    let _ = writeln!(
-        out,
-        "<{heading}>Top {} wait sites, with log2 histograms</{heading}>",
-        options.top
-    );
-    let report_options = ReportOptions {
+    report_tables(out, run.profile, options, heading);
+}
+
+/// A JSON number as `u64`, 0 when absent (the report always writes the fields read here).
+fn json_u64(value: &serde_json::Value, key: &str) -> u64 {
+    value
+        .get(key)
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(0)
+}
+
+/// A JSON share (0 to 1) as a percentage with one decimal.
+fn json_share(value: &serde_json::Value) -> String {
+    format_fraction(
+        value
+            .get("share")
+            .and_then(serde_json::Value::as_f64)
+            .unwrap_or(0.0),
+    )
+}
+
+/// The waits by kind and the top sites of a run's report as HTML tables (from the JSON report, so
+/// the page shows the same numbers as `lockscope report`), then the text report, folded, for the
+/// sites' full stacks and log2 histograms.
+fn report_tables(out: &mut String, profile: &Profile, options: &HtmlOptions, heading: &str) {
+    let mut report_options = ReportOptions {
         top: options.top,
         ..ReportOptions::default()
     };
-    let mut text = Vec::new();
-    if write_report(run.profile, &report_options, &mut text).is_ok() {
+    report_options.json = true;
+    let mut json = Vec::new();
+    let report: Option<serde_json::Value> = write_report(profile, &report_options, &mut json)
+        .ok()
+        .and_then(|()| serde_json::from_slice(&json).ok());
+    if let Some(report) = &report {
+        let _ = writeln!(out, "<{heading}>Waits by kind</{heading}>");
+        out.push_str(
+            "<table class=\"report-table\">\n<tr><th>kind</th><th>waits</th><th>total</th><th>mean</th><th>max</th><th>share of wait time</th></tr>\n",
+        );
+        let kinds = report
+            .get("by_kind")
+            .and_then(serde_json::Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for kind in &kinds {
+            let _ = writeln!(
+                out,
+                "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+                xml_escape(kind.get("kind").and_then(serde_json::Value::as_str).unwrap_or("?")),
+                json_u64(kind, "count"),
+                format_ns(json_u64(kind, "total_ns")),
+                format_ns(json_u64(kind, "mean_ns")),
+                format_ns(json_u64(kind, "max_ns")),
+                json_share(kind)
+            );
+        }
+        out.push_str("</table>\n");
+        let groups = report
+            .get("groups")
+            .and_then(serde_json::Value::as_array)
+            .cloned()
+            .unwrap_or_default();
         let _ = writeln!(
             out,
-            "<pre>{}</pre>",
+            "<{heading}>Top {} of {} wait sites</{heading}>",
+            groups.len(),
+            json_u64(report, "groups_total")
+        );
+        out.push_str(
+            "<table class=\"report-table\">\n<tr><th>#</th><th>kind</th><th>waits</th><th>total</th><th>share of wait time</th><th>mean</th><th>max</th><th>threads</th><th>user stack (leaf first)</th></tr>\n",
+        );
+        for group in &groups {
+            let kind = group
+                .pointer("/key/kind")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("-");
+            let threads: Vec<String> = group
+                .get("threads")
+                .and_then(serde_json::Value::as_array)
+                .map(|threads| {
+                    threads
+                        .iter()
+                        .map(|t| {
+                            format!(
+                                "{} ({})",
+                                t.get("name")
+                                    .and_then(serde_json::Value::as_str)
+                                    .unwrap_or("?"),
+                                json_u64(t, "tid")
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let frames: Vec<String> = group
+                .pointer("/stacks/0/user/frames")
+                .and_then(serde_json::Value::as_array)
+                .map(|frames| {
+                    frames
+                        .iter()
+                        .take(6)
+                        .map(|f| {
+                            f.get("function")
+                                .and_then(serde_json::Value::as_str)
+                                .or_else(|| f.get("address").and_then(serde_json::Value::as_str))
+                                .unwrap_or("?")
+                                .to_string()
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "<tr><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td><code>{}</code></td></tr>",
+                json_u64(group, "rank"),
+                xml_escape(kind),
+                json_u64(group, "count"),
+                format_ns(json_u64(group, "total_ns")),
+                json_share(group),
+                format_ns(json_u64(group, "mean_ns")),
+                format_ns(json_u64(group, "max_ns")),
+                xml_escape(&threads.join(", ")),
+                if frames.is_empty() {
+                    "[no user stack]".to_string()
+                } else {
+                    frames
+                        .iter()
+                        .map(|f| xml_escape(f))
+                        .collect::<Vec<_>>()
+                        .join("<br>")
+                }
+            );
+        }
+        out.push_str("</table>\n");
+    }
+    let mut text_options = report_options;
+    text_options.json = false;
+    let mut text = Vec::new();
+    if write_report(profile, &text_options, &mut text).is_ok() {
+        // Folded: the tables above carry the numbers; this has every frame and the histograms.
+        let _ = writeln!(
+            out,
+            "<details class=\"text-report\"{}><summary>Full stacks and log2 histograms (the text report)</summary>\n<pre>{}</pre></details>",
+            // Without the tables (the JSON report failed) the text is all there is: open.
+            if report.is_some() { "" } else { " open" },
             xml_escape(&String::from_utf8_lossy(&text))
         );
     }
@@ -458,6 +595,78 @@ fn time_table(out: &mut String, sweep: &Sweep) {
     out.push_str("</table>\n");
 }
 
+/// The summary at the top of the page, for the first sweep (else the first run): the target, its
+/// kernel and machine, and for a sweep the knee and the finding; the losses of every level or of
+/// the run. `profile` is the sweep's first level's or the run's.
+fn summary_section(out: &mut String, label: &str, sweep: Option<&Sweep>, profiles: &[&Profile]) {
+    let Some(profile) = profiles.first() else {
+        return;
+    };
+    let m = &profile.metadata;
+    let mut rows: Vec<(&str, String)> = vec![
+        ("input", label.to_string()),
+        (
+            "target",
+            format!("{} (pid {})", m.target.command.join(" "), m.target.pid),
+        ),
+        ("kernel", format!("{} {}", m.os, m.kernel_release)),
+        (
+            "machine",
+            format!(
+                "{}, {} CPUs, {}",
+                m.hostname,
+                m.cpu_count,
+                m.libc.clone().unwrap_or_else(|| "libc unknown".into())
+            ),
+        ),
+    ];
+    if let Some(sweep) = sweep {
+        rows.push((
+            "knee",
+            match &sweep.knee {
+                Some(knee) => format!(
+                    "concurrency {}: {:.1} {}, {:.0}% of the first level",
+                    knee.concurrency,
+                    knee.throughput,
+                    sweep.throughput_unit,
+                    knee.scaling * 100.0
+                ),
+                None => "none: throughput still rises at the last level".to_string(),
+            },
+        ));
+        rows.push(("finding", sweep.finding.clone()));
+    }
+    let lost: u64 = profiles
+        .iter()
+        .map(|p| p.metadata.losses.lost_events())
+        .sum();
+    let stack_failures: u64 = profiles
+        .iter()
+        .map(|p| p.metadata.losses.user_stack_failures + p.metadata.losses.kernel_stack_failures)
+        .sum();
+    let mut losses = if lost == 0 && stack_failures == 0 {
+        "none".to_string()
+    } else {
+        format!("{lost} waits lost, {stack_failures} stacks not walked")
+    };
+    if let Some(sweep) = sweep {
+        if !sweep.warnings.is_empty() {
+            let _ = write!(losses, "; warnings: {}", sweep.warnings.join("; "));
+        }
+    }
+    rows.push(("losses", losses));
+    out.push_str("<section class=\"summary\" id=\"summary\">\n<h2>Summary</h2>\n<table class=\"summary-table\">\n");
+    for (key, value) in rows {
+        let _ = writeln!(
+            out,
+            "<tr><th>{}</th><td>{}</td></tr>",
+            xml_escape(key),
+            xml_escape(&value)
+        );
+    }
+    out.push_str("</table>\n</section>\n");
+}
+
 /// The id of the section of level number `index` (in run order) of sweep input `sweep`.
 fn level_anchor(sweep: usize, index: usize) -> String {
     format!("{}-level-{index}", anchor("sweep", sweep))
@@ -581,6 +790,40 @@ pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> anyhow::Result<St
         "<p class=\"muted\">Written by lockscope {}. Flamegraphs: click a frame to zoom, Ctrl-F to search; widths are wait time.</p>",
         env!("CARGO_PKG_VERSION")
     );
+
+    // The summary first: what a reader of a writeup looks at before anything else.
+    let first_sweep = inputs
+        .iter()
+        .enumerate()
+        .find_map(|(i, input)| match input {
+            Input::Sweep { path, sweep, .. } => Some((i, path, sweep)),
+            Input::Run { .. } => None,
+        });
+    match first_sweep {
+        Some((i, path, sweep)) => {
+            let profiles: Vec<&Profile> = level_runs
+                .iter()
+                .find(|(index, _)| *index == i)
+                .map(|(_, runs)| runs.iter().map(|r| r.profile).collect())
+                .unwrap_or_default();
+            summary_section(
+                &mut out,
+                &format!("sweep {}", path.display()),
+                Some(sweep),
+                &profiles,
+            );
+        }
+        None => {
+            if let Some(run) = runs.first() {
+                summary_section(
+                    &mut out,
+                    &format!("run {}", run.label),
+                    None,
+                    &[run.profile],
+                );
+            }
+        }
+    }
 
     // Contents.
     out.push_str("<nav><ul>\n");

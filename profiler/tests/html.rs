@@ -248,6 +248,63 @@ fn chromium(page: &Path, screenshot: &Path) -> Option<String> {
     }
 }
 
+/// What a measuring script added to a copy of `page` saw in headless Chromium: the size
+/// (`WIDTHxHEIGHT` in CSS pixels, or `missing`) of each element named by a CSS selector, read
+/// from the DOM Chromium dumps; `None` (printing why) without Chromium.
+fn rendered_sizes(page: &Path, selectors: &[&str]) -> Option<Vec<String>> {
+    let html = std::fs::read_to_string(page).expect("page");
+    let list = selectors
+        .iter()
+        .map(|s| format!("'{s}'"))
+        .collect::<Vec<_>>()
+        .join(",");
+    // Sizes go into an attribute of <body>, which --dump-dom prints: no console message needed.
+    let script = format!(
+        "<script>document.body.setAttribute('data-sizes', [{list}].map(function (s) {{ \
+         var e = document.querySelector(s); if (!e) return 'missing'; \
+         var b = e.getBoundingClientRect(); return Math.round(b.width) + 'x' + Math.round(b.height); \
+         }}).join(' '));</script>"
+    );
+    let measured = page.with_extension("measured.html");
+    std::fs::write(&measured, html.replace("</body>", &(script + "</body>"))).expect("write");
+    let profile_dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new("timeout")
+        .arg("120")
+        .arg("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--window-size=1280,2200",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile_dir.path().display()))
+        .arg(format!("file://{}", measured.display()))
+        .output();
+    let dom = match out {
+        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).into_owned(),
+        other => {
+            eprintln!("skipped: rendered sizes: chromium did not run: {other:?}");
+            return None;
+        }
+    };
+    let start =
+        dom.find("data-sizes=\"").expect("the measuring script ran") + "data-sizes=\"".len();
+    let sizes = &dom[start..start + dom[start..].find('"').expect("attribute ends")];
+    Some(sizes.split(' ').map(str::to_string).collect())
+}
+
+/// `WIDTHxHEIGHT` as numbers; (0, 0) for `missing`.
+fn size(text: &str) -> (u32, u32) {
+    text.split_once('x')
+        .map(|(w, h)| (w.parse().unwrap_or(0), h.parse().unwrap_or(0)))
+        .unwrap_or((0, 0))
+}
+
 /// `lockscope html` of a sweep and two runs: one self-contained page with the finding, the
 /// chart, the level table, every sweep level (a selector linking each level's collapsible
 /// section, each with its own flamegraph and histograms), a flamegraph per run and the diffs;
@@ -284,6 +341,30 @@ fn html_report_in_chromium() {
         "where the time went"
     );
     assert!(html.contains("no breakdown: recorded without the offcpu probe"));
+    // The summary comes first, before the contents: target, kernel, machine, knee, finding,
+    // losses (the sweep's warning about level 5).
+    let summary_at = html.find("<section class=\"summary\"").expect("a summary");
+    assert!(summary_at < html.find("<nav>").expect("contents"));
+    let summary = &html[summary_at..];
+    let summary = &summary[..summary.find("</section>").expect("summary ends")];
+    for row in [
+        "<th>target</th><td>demo --orders 8 (pid 4242)</td>",
+        "<th>kernel</th><td>linux 6.18.0-1-amd64</td>",
+        "<th>machine</th><td>buildbox, 2 CPUs, glibc 2.36</td>",
+        "<th>knee</th><td>concurrency 2: 1800.0 transactions/s, 180% of the first level</td>",
+        "<th>losses</th><td>none; warnings: level 5 lost 3 waits",
+    ] {
+        assert!(summary.contains(row), "{row} missing from {summary}");
+    }
+    assert!(summary.contains(&lockscope::chart::xml_escape(&sweep.finding)));
+    // Each run's report is tables (waits by kind, top sites), not a text dump: two per run
+    // (a, b and the three levels); its text, with the histograms, is folded beneath.
+    assert_eq!(
+        html.matches("<table class=\"report-table\">").count(),
+        2 * 5
+    );
+    assert_eq!(html.matches("<details class=\"text-report\">").count(), 5);
+    assert!(html.contains("<td>mutex</td><td class=\"num\">4</td><td class=\"num\">801 ms</td>"));
     // Flamegraphs: a, b and every level of the sweep; differentials: a→b and the sweep's first
     // level → its last.
     let iframes = html.matches("<iframe class=\"flame\"").count();
@@ -354,5 +435,35 @@ fn html_report_in_chromium() {
     let png = std::fs::read(&screenshot).expect("screenshot written");
     assert!(png.starts_with(b"\x89PNG"), "a PNG");
     assert!(png.len() > 20_000, "a screenshot with content");
+    // Laid out, not just present: the summary spans the page, the chart is drawn at its size
+    // with the stacked bars of where the time went, and the tables have rows.
+    let selectors = [
+        "section.summary",
+        "div.chart svg",
+        "rect.class-on-cpu",
+        "table.levels-table",
+        "table.time-table",
+        "table.report-table",
+    ];
+    let Some(sizes) = rendered_sizes(&page, &selectors) else {
+        return;
+    };
+    eprintln!("rendered sizes: {selectors:?} = {sizes:?}");
+    assert_eq!(sizes.len(), selectors.len());
+    let sized: Vec<(u32, u32)> = sizes.iter().map(|s| size(s)).collect();
+    assert!(
+        sized[0].0 >= 600 && sized[0].1 >= 100,
+        "summary {:?}",
+        sized[0]
+    );
+    assert_eq!(sized[1], (760, 800), "the chart at its own size");
+    assert!(
+        sized[2].0 >= 20 && sized[2].1 >= 50,
+        "an on-CPU segment {:?}",
+        sized[2]
+    );
+    for (selector, &(w, h)) in selectors.iter().zip(&sized).skip(3) {
+        assert!(w >= 200 && h >= 40, "{selector}: {w}x{h}");
+    }
     eprintln!("html report screenshot: {}", screenshot.display());
 }
