@@ -21,13 +21,15 @@
 //!    their status, losses), the flamegraph, the report's waits by kind and top sites as tables
 //!    ([`crate::report`]'s JSON), and its text, folded, for every frame and the log2 histograms;
 //! 3. diffs: each run against the first one (and the last level of each sweep against its
-//!    first), as the side-by-side table and the differential flamegraph ([`crate::diff`]).
+//!    first): the wait kinds and top sites as tables (wait time in average threads waiting, from
+//!    `lockscope diff --json`), the text table folded, and the differential flamegraph
+//!    ([`crate::diff`]).
 //!
 //! Level sections start open: a flamegraph laid out while hidden would have no width to fit its
 //! labels to until the reader opens it (inferno refits them on resize, but open is simplest).
 
 use crate::chart::{scaling_svg, xml_escape, ChartOptions};
-use crate::diff::{write_diff_flamegraph, write_diff_table, DiffOptions};
+use crate::diff::{write_diff_flamegraph, write_diff_json, write_diff_table, DiffOptions};
 use crate::flamegraph::{write_flamegraph, FlamegraphOptions};
 use crate::report::{write_report, ReportOptions};
 use crate::sweep::{Sweep, NO_BREAKDOWN};
@@ -442,9 +444,25 @@ fn diff_section(out: &mut String, id: &str, a: &Run<'_>, b: &Run<'_>) {
         );
         return;
     }
+    let mut json = Vec::new();
+    let diff: Option<serde_json::Value> = write_diff_json(
+        a.profile,
+        b.profile,
+        (&a.label, &b.label),
+        &options,
+        &mut json,
+    )
+    .ok()
+    .and_then(|()| serde_json::from_slice(&json).ok());
+    if let Some(diff) = &diff {
+        diff_tables(out, diff);
+    }
+    // Folded when the tables carry the numbers; the whole text is there for the mismatch notes
+    // and every column.
     let _ = writeln!(
         out,
-        "<pre>{}</pre>",
+        "<details class=\"text-report\"{}><summary>The diff as text (lockscope diff)</summary>\n<pre>{}</pre></details>",
+        if diff.is_some() { "" } else { " open" },
         xml_escape(&String::from_utf8_lossy(&table))
     );
     let mut svg = Vec::new();
@@ -457,6 +475,102 @@ fn diff_section(out: &mut String, id: &str, a: &Run<'_>, b: &Run<'_>) {
                 xml_escape(&format!("{e:#}"))
             );
         }
+    }
+}
+
+/// One side's wait time of a diff row: average threads waiting when the diff is normalized per
+/// second (wait nanoseconds per second of wall time over 1e9 is threads), else per operation.
+fn diff_value(values: &serde_json::Value, per_second: bool) -> String {
+    let normalized = values
+        .get("normalized")
+        .and_then(serde_json::Value::as_f64)
+        .unwrap_or(0.0);
+    if per_second {
+        format_threads(normalized / 1e9)
+    } else {
+        format!("{}/op", format_ns(normalized.max(0.0) as u64))
+    }
+}
+
+/// The change of a diff row, B − A, in the unit of [`diff_value`].
+fn diff_change(delta: &serde_json::Value, per_second: bool) -> String {
+    let change = delta
+        .get("normalized")
+        .and_then(serde_json::Value::as_f64)
+        .unwrap_or(0.0);
+    let sign = if change < 0.0 { "−" } else { "+" };
+    if per_second {
+        format!("{sign}{}", format_threads(change.abs() / 1e9))
+    } else {
+        format!("{sign}{}/op", format_ns(change.abs() as u64))
+    }
+}
+
+/// The diff's warnings, wait kinds and top canonical stacks as tables (from `lockscope diff
+/// --json`, so the numbers are the command's).
+fn diff_tables(out: &mut String, diff: &serde_json::Value) {
+    for warning in diff
+        .get("warnings")
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(serde_json::Value::as_str)
+    {
+        let _ = writeln!(
+            out,
+            r#"<p class="warning">WARNING: {}</p>"#,
+            xml_escape(warning)
+        );
+    }
+    let per_second = diff
+        .pointer("/normalization/unit")
+        .and_then(serde_json::Value::as_str)
+        == Some("ns/s");
+    let unit = if per_second {
+        "threads waiting (average)"
+    } else {
+        "wait per operation"
+    };
+    let sections = [
+        ("by_kind", "wait kind"),
+        ("stacks", "wait site (canonical stack)"),
+    ];
+    for (field, what) in sections {
+        let rows = diff
+            .get(field)
+            .and_then(serde_json::Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "<table class=\"diff-table\">\n<tr><th>{what}</th><th>A waits</th><th>A total</th><th>B waits</th><th>B total</th><th>A {unit}</th><th>B {unit}</th><th>change (B − A)</th></tr>"
+        );
+        for row in &rows {
+            let name = row
+                .get("kind")
+                .or_else(|| row.get("stack"))
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("?");
+            let (a, b, delta) = (
+                row.get("a").cloned().unwrap_or_default(),
+                row.get("b").cloned().unwrap_or_default(),
+                row.get("delta").cloned().unwrap_or_default(),
+            );
+            let _ = writeln!(
+                out,
+                "<tr><td title=\"{}\"><code>{}</code></td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+                xml_escape(name),
+                xml_escape(&crate::sweep::short_site(name)),
+                json_u64(&a, "count"),
+                format_ns(json_u64(&a, "total_ns")),
+                json_u64(&b, "count"),
+                format_ns(json_u64(&b, "total_ns")),
+                diff_value(&a, per_second),
+                diff_value(&b, per_second),
+                diff_change(&delta, per_second)
+            );
+        }
+        out.push_str("</table>\n");
     }
 }
 

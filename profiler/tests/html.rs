@@ -363,7 +363,18 @@ fn html_report_in_chromium() {
         html.matches("<table class=\"report-table\">").count(),
         2 * 5
     );
-    assert_eq!(html.matches("<details class=\"text-report\">").count(), 5);
+    // The diffs (a → b, the sweep's level 1 → 5) too: kinds and sites, wait time in threads.
+    assert_eq!(html.matches("<table class=\"diff-table\">").count(), 2 * 2);
+    assert!(html.contains("<th>B threads waiting (average)</th>"));
+    // Level 1 → 5: the mutex waits grew six-fold, from 0.67 to 3.99 threads waiting.
+    assert!(
+        html.contains("<td class=\"num\">0.67 threads</td><td class=\"num\">3.99 threads</td><td class=\"num\">+3.33 threads</td>"),
+        "the sweep's diff in threads"
+    );
+    assert_eq!(
+        html.matches("<details class=\"text-report\">").count(),
+        5 + 2
+    );
     assert!(html.contains("<td>mutex</td><td class=\"num\">4</td><td class=\"num\">801 ms</td>"));
     // Flamegraphs: a, b and every level of the sweep; differentials: a→b and the sweep's first
     // level → its last.
@@ -425,6 +436,9 @@ fn html_report_in_chromium() {
     );
     assert!(html.contains("5 (knee)") || html.contains("2 (knee)"));
 
+    // Kept beside the screenshot for a person to read (the page is self-contained).
+    let kept = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("html-report.html");
+    std::fs::write(&kept, &html).expect("keep the page");
     let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("html-report.png");
     let _ = std::fs::remove_file(&screenshot);
     let Some(stderr) = chromium(&page, &screenshot) else {
