@@ -149,7 +149,9 @@ pub(crate) struct Builders {
 }
 
 impl Builders {
-    pub fn new(cache: Option<TableCache>) -> Self {
+    /// Builders with `threads` threads (`None`: one per CPU; `Some(0)`: jobs run when waited
+    /// for, on the waiting thread).
+    pub fn new(cache: Option<TableCache>, threads: Option<usize>) -> Self {
         let (done_tx, done) = channel();
         Builders {
             queue: Arc::new(Queue {
@@ -160,7 +162,8 @@ impl Builders {
             done_tx,
             done,
             cache,
-            threads: std::thread::available_parallelism().map_or(1, usize::from),
+            threads: threads
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)),
             started: 0,
             sequence: 0,
         }
@@ -194,23 +197,25 @@ impl Builders {
             let spawned = std::thread::Builder::new()
                 .name("lks-unwind-build".into())
                 .spawn(move || work(&queue, &done, cache.as_ref()));
-            // Without another thread the ones already started (at least one, else below) do it.
+            // Without another thread the ones already started do it; without any, the job
+            // runs when waited for (next_done).
             if spawned.is_ok() {
                 self.started += 1;
-            }
-        }
-        if self.started == 0 {
-            // No thread could be started: build right here rather than never.
-            if let Some(job) = pop(&self.queue) {
-                let _ = self.done_tx.send(run(job, self.cache.as_ref()));
             }
         }
     }
 
     /// A finished job, waiting at most until `deadline` (`None`: do not wait).
     pub fn next_done(&self, deadline: Option<Instant>) -> Option<Done> {
+        if let Ok(done) = self.done.try_recv() {
+            return Some(done);
+        }
         match deadline {
-            None => self.done.try_recv().ok(),
+            None => None,
+            // No builder thread: the most urgent job runs here (the wait is then its build).
+            Some(_) if self.started == 0 => {
+                pop(&self.queue).map(|job| run(job, self.cache.as_ref(), false))
+            }
             Some(deadline) => self
                 .done
                 .recv_timeout(deadline.saturating_duration_since(Instant::now()))
@@ -259,15 +264,18 @@ fn work(queue: &Queue, done: &Sender<Done>, cache: Option<&TableCache>) {
                 };
             }
         };
-        if done.send(run(job, cache)).is_err() {
+        if done.send(run(job, cache, true)).is_err() {
             return;
         }
     }
 }
 
-/// Builds one job's table at the job's priority.
-fn run(job: Job, cache: Option<&TableCache>) -> Done {
-    set_thread_nice(job.nice);
+/// Builds one job's table, on a builder thread at the job's priority (`lower_priority`), else
+/// on the caller's thread at its own.
+fn run(job: Job, cache: Option<&TableCache>, lower_priority: bool) -> Done {
+    if lower_priority {
+        set_thread_nice(job.nice);
+    }
     let started = Instant::now();
     let result = build_image(ElfSource::File(&job.file), &job.name, cache);
     Done {
@@ -353,7 +361,7 @@ mod tests {
             dir.path().to_path_buf(),
             super::super::cache::DEFAULT_MAX_BYTES,
         );
-        let mut builders = Builders::new(Some(cache));
+        let mut builders = Builders::new(Some(cache), None);
         let nice = builder_nice(std::process::id());
         assert!(nice > thread_nice() || nice == MAX_NICE);
         let deadline = Instant::now() + Duration::from_secs(60);

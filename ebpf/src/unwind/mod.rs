@@ -131,6 +131,10 @@ pub struct UnwindOptions {
     /// Longest wait for the main executable's and libc's tables with
     /// [`UnwindOptions::background`]. Default: 3 s.
     pub urgent_wait: Duration,
+    /// Builder threads. Default: `None`, one per CPU. `Some(0)`: none; tables are then built on
+    /// the recording's thread when they are waited for (the urgent ones, and every one without
+    /// [`UnwindOptions::background`]), and the others stay pending, which tests use.
+    pub builder_threads: Option<usize>,
 }
 
 impl Default for UnwindOptions {
@@ -140,6 +144,7 @@ impl Default for UnwindOptions {
             cache_max_bytes: DEFAULT_CACHE_MAX_BYTES,
             background: false,
             urgent_wait: DEFAULT_URGENT_WAIT,
+            builder_threads: None,
         }
     }
 }
@@ -405,6 +410,7 @@ impl Unwinder {
                     .cache_dir
                     .clone()
                     .map(|dir| TableCache::new(dir, options.cache_max_bytes)),
+                options.builder_threads,
             ),
             pending: HashSet::new(),
             background: options.background,
