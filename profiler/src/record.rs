@@ -295,20 +295,22 @@ fn default_cache_dir(
     })
 }
 
-/// One line on the user stacks cut short, when some were: how many, and how many of them at a
-/// file whose unwind table was still being built (the first moments of an attach).
+/// One line on the user stacks: how many were cut short, and how many of those at a file whose
+/// unwind table was still being built (the first moments of an attach), and where the tables
+/// came from. `None` when nothing was unwound.
 #[cfg(target_os = "linux")]
 fn unwind_summary(stats: &lockscope_ebpf::UnwindStats) -> Option<String> {
-    if stats.truncated == 0 {
+    if stats.stacks == 0 && stats.table_builds.is_empty() {
         return None;
     }
     let cached = stats.table_builds.iter().filter(|b| b.cached).count();
     Some(format!(
-        "{} of {} user stacks cut short, {} of them at a file whose unwind table was still being built; {} tables ({cached} from the cache)",
-        stats.truncated,
+        "unwinding: {} user stacks, {} cut short ({} at a file whose table was still being built); {} tables ({cached} from the cache), {} still building",
         stats.stacks,
+        stats.truncated,
         stats.table_pending,
         stats.table_builds.len(),
+        stats.tables_pending,
     ))
 }
 
