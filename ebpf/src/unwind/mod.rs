@@ -8,6 +8,13 @@
 //! range → rows + bias) in `unwind_procs`. In the kernel, `bpf/unwind.bpf.h` walks the stack with
 //! them and stores the pcs, with a `truncated` flag, in `user_stacks`.
 //!
+//! Tables are built on builder threads ([`builder`]: one per CPU, below the target's priority,
+//! the main executable and libc first) and kept in a persistent cache keyed by build-id
+//! ([`cache`]). With [`UnwindOptions::background`] a process is attached as soon as its
+//! executable's and libc's tables are ready; its other mappings are marked pending
+//! (`LKS_UNWIND_TABLE_PENDING`) until theirs are, and the BPF walk stops at a pending mapping
+//! (flag and counter `table_pending`) rather than guess on by frame pointer.
+//!
 //! The maps are declared in `bpf/unwind.bpf.h`, included by every probe object through
 //! `stacks.bpf.h`; the loader shares them between objects by name (libbpf `reuse_fd`), so all
 //! probes unwind with the same tables into the same stack map. [`Unwinder::new`] takes them from
