@@ -34,7 +34,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 continue;
             }
             println!(
-                "| {run} | {name} | {} | {:.1} MiB | {:.0} ms{} |",
+                "| {run} | {name} | {} | {:.2} MiB | {:.1} ms{} |",
                 build.rows,
                 build.bytes as f64 / (1 << 20) as f64,
                 build.elapsed.as_secs_f64() * 1e3,

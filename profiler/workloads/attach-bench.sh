@@ -100,7 +100,7 @@ for _ in $(seq "$ROUNDS"); do
 done
 
 log "under sysbench oltp_read_only, $THREADS threads: $ROUNDS rounds"
-per_round=$(( ${#TOOLS[@]} * 15 ))
+per_round=$(( ${#TOOLS[@]} * 22 ))
 sb_start=$(now)
 sysbench oltp_read_only --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="$MARIADB_PORT" \
     --mysql-user=sbtest --mysql-password=sbtest --mysql-db=sbtest --tables="$MARIADB_TABLES" \

@@ -455,7 +455,7 @@ impl Unwinder {
             return Ok(false);
         };
         let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
-        let mut nice = None;
+        let mut nice = HashMap::new();
         let mut sources = Vec::new();
         let mut urgent = Vec::new();
         let mut wanted = Vec::new();
@@ -468,7 +468,9 @@ impl Unwinder {
             } else if line.inode != 0 && line.path.starts_with('/') {
                 // The main executable and libc first: most waits are in them.
                 let is_urgent = exe.as_deref() == Some(Path::new(line.path)) || is_libc(line.path);
-                let nice = *nice.get_or_insert_with(|| builder_nice(pid));
+                let nice = *nice
+                    .entry(is_urgent)
+                    .or_insert_with(|| builder_nice(pid, is_urgent));
                 match self.request_file(pid, line.start, line.end, line.path, is_urgent, nice) {
                     Some(key) => {
                         if is_urgent {
