@@ -10,7 +10,8 @@
 # its BEGIN probe, which runs once every probe is attached; perf: the ack of an `enable` sent on
 # its control fifo, started disabled with -D -1). Each tool then records 3 s. TPS: sysbench's
 # per-second reports overlapping the attach window, against the 5 s before the command.
-# Settings (environment): LOCKSCOPE (the binary; default target/release/lockscope), as mariadb.sh.
+# Settings (environment): LOCKSCOPE (the binary; default target/release/lockscope), LOCKSCOPE_OLD
+# (optional: an older binary, without the table cache, measured as a fifth tool), as mariadb.sh.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -56,6 +57,10 @@ lockscope_cached() {
     grep "unwinding:" "$WORK/out" >&2 || true
 }
 
+lockscope_old() {
+    time_until_ready "recording pid" "$LOCKSCOPE_OLD" record -p "$PID" -d 3s -o "$WORK/x.lsp"
+}
+
 bpftrace_attach() {
     time_until_ready "^ready" timeout -s INT 3 bpftrace -e "BEGIN { printf(\"ready\\n\"); }
         tracepoint:syscalls:sys_enter_futex /pid == $PID/ { @[ustack] = count(); }"
@@ -86,6 +91,7 @@ tps_between() {
 }
 
 TOOLS=(lockscope_first lockscope_cached perf_attach bpftrace_attach)
+[ -n "${LOCKSCOPE_OLD:-}" ] && TOOLS+=(lockscope_old)
 results() {
     printf '%s\t%s\t%s\t%s\t%s\n' "$@" >>"$WORK/results"
 }

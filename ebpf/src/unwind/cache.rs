@@ -158,7 +158,8 @@ impl TableCache {
             .tempfile_in(&self.dir)
             .map_err(error)?;
         temp.write_all(&encode(key, table)).map_err(error)?;
-        temp.as_file().sync_data().map_err(error)?;
+        // No fsync: on a loaded machine one can take seconds (ext4 flushes the whole journal),
+        // and an entry a crash leaves incomplete fails its checksum and is rebuilt.
         temp.persist(&path).map_err(|e| error(e.error))?;
         self.evict();
         Ok(())
