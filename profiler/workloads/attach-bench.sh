@@ -106,12 +106,12 @@ for _ in $(seq "$ROUNDS"); do
 done
 
 log "under sysbench oltp_read_only, $THREADS threads: $ROUNDS rounds"
-per_round=$(( ${#TOOLS[@]} * 22 ))
 sb_start=$(now)
 sysbench oltp_read_only --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="$MARIADB_PORT" \
     --mysql-user=sbtest --mysql-password=sbtest --mysql-db=sbtest --tables="$MARIADB_TABLES" \
-    --table-size="$MARIADB_TABLE_SIZE" --threads="$THREADS" --time=$(( ROUNDS * per_round + 15 )) \
+    --table-size="$MARIADB_TABLE_SIZE" --threads="$THREADS" --time=0 \
     --report-interval=1 run >"$WORK/sysbench" 2>&1 &
+sysbench_pid=$!
 sleep 10
 for _ in $(seq "$ROUNDS"); do
     for tool in "${TOOLS[@]}"; do
@@ -123,6 +123,7 @@ for _ in $(seq "$ROUNDS"); do
         sleep 6
     done
 done
-wait
+kill "$sysbench_pid"
+wait "$sysbench_pid" || true
 echo "mode	tool	attach_s	tps_before	tps_attaching"
 cat "$WORK/results"
