@@ -41,5 +41,7 @@ pub use environment::{check_environment, check_kernel_btf, KERNEL_BTF};
 pub use error::Error;
 pub use probeset::{probe_support, syscall_numbers, ProbeSettings, ProbeSupport, FAIL_ATTACH_ENV};
 pub use recorder::{RecordOptions, Recorder, RecorderStatus, TargetSpec};
-pub use unwind::{UnwindStats, USER_STACKS_ENV};
+pub use unwind::{
+    TableBuild, UnwindOptions, UnwindStats, DEFAULT_CACHE_MAX_BYTES, USER_STACKS_ENV,
+};
 pub use variant::{ProgramVariant, PROGRAM_VARIANT_ENV};

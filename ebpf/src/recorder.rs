@@ -11,7 +11,7 @@ use crate::procmaps::MapsCache;
 use crate::shared::SharedMaps;
 use crate::skel::types::lks_counters;
 use crate::symbolize::{user_stack_complete, StackSymbolizer};
-use crate::unwind::{StackMaps, UnwindStats, Unwinder};
+use crate::unwind::{StackMaps, UnwindOptions, UnwindStats, Unwinder};
 use lockscope_probes::{
     catalog, AddressSpace, AttachStatus, Frame, Log2Histogram, Losses, Metadata, ProbeAttachment,
     Profile, Stack, StackId, StackInterner, Target, ThreadInfo, WaitKind, WaitRecord, WaitStats,
@@ -50,6 +50,9 @@ pub struct RecordOptions {
     /// Settings of the offcpu, syscall, lifecycle and klock probes. Default:
     /// [`ProbeSettings::default`].
     pub probe_settings: ProbeSettings,
+    /// How user-stack unwinding tables are built and cached. Default:
+    /// [`UnwindOptions::default`] (no cache; every table ready before recording).
+    pub unwind: UnwindOptions,
 }
 
 impl RecordOptions {
@@ -59,6 +62,7 @@ impl RecordOptions {
             target,
             probes: catalog::defaults().map(|p| p.name.to_owned()).collect(),
             probe_settings: ProbeSettings::default(),
+            unwind: UnwindOptions::default(),
         }
     }
 }
@@ -232,7 +236,7 @@ impl Recorder {
 
         // Every probe's stacks unwind with the same tables, in the shared maps.
         let mut unwinder = StackMaps::from_shared(&shared)
-            .map(Unwinder::new)
+            .map(|maps| Unwinder::new(maps, &options.unwind))
             .transpose()?;
 
         let (target, child) = match &options.target {
@@ -347,11 +351,14 @@ impl Recorder {
                 None => !process_alive(self.target.pid),
             };
         }
+        // Tables built in the background replace their mappings' pending marks at the refresh.
+        let tables_ready = self.unwinder.as_mut().is_some_and(Unwinder::collect_ready);
         if self
             .last_snapshot
             .is_none_or(|last| last.elapsed() >= SNAPSHOT_INTERVAL)
             || self.started.elapsed() < EARLY_SNAPSHOTS
             || self.unwinder_missed()?
+            || tables_ready
         {
             self.snapshot_maps();
         }

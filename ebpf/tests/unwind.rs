@@ -10,7 +10,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-use lockscope_ebpf::{check_environment, RecordOptions, Recorder, TargetSpec, UnwindStats};
+use lockscope_ebpf::{
+    check_environment, RecordOptions, Recorder, TargetSpec, UnwindOptions, UnwindStats,
+};
 use lockscope_probes::Profile;
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};
@@ -125,9 +127,15 @@ impl Workload {
 
     /// Attaches a recorder, lets the workload run to its end, then records a little longer (so
     /// the stacks are symbolized after the process exited) and returns the profile.
-    fn record(mut self) -> (Profile, Workload, UnwindStats) {
-        let mut recorder = Recorder::start(RecordOptions::new(TargetSpec::Pid(self.pid())))
-            .expect("start recorder");
+    fn record(self) -> (Profile, Workload, UnwindStats) {
+        self.record_with(UnwindOptions::default())
+    }
+
+    /// [`Workload::record`] with these unwinding options.
+    fn record_with(mut self, unwind: UnwindOptions) -> (Profile, Workload, UnwindStats) {
+        let mut options = RecordOptions::new(TargetSpec::Pid(self.pid()));
+        options.unwind = unwind;
+        let mut recorder = Recorder::start(options).expect("start recorder");
         self.child
             .stdin
             .as_mut()
@@ -663,4 +671,127 @@ fn example_path(name: &str) -> PathBuf {
         .unwrap()
         .join("examples")
         .join(name)
+}
+
+/// Unwinding options with tables built in the background (as `lockscope record` does).
+fn background(cache: Option<&Path>, builder_threads: Option<usize>) -> UnwindOptions {
+    let mut unwind = UnwindOptions::default();
+    unwind.background = true;
+    unwind.cache_dir = cache.map(Path::to_path_buf);
+    unwind.builder_threads = builder_threads;
+    unwind
+}
+
+/// With tables built in the background and a cache: the chains unwind completely (the
+/// executable's and libc's tables are ready before the attach), the first attach builds and
+/// caches every table, and a second attach to the same program takes every one from the cache.
+#[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
+fn background_tables_and_cache_reuse() {
+    require_bpf!();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let binary = dir.path().join("chains");
+    compile(CHAINS_C, &binary, &[]);
+    let cache = dir.path().join("cache");
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let workload = Workload::start(Command::new(&binary).args(["--wait-for-stdin", "20"]));
+        let (profile, workload, stats) = workload.record_with(background(Some(&cache), None));
+        assert_c_chains(&profile, &workload);
+        assert_eq!(stats.table_pending, 0, "{stats:?}");
+        runs.push(stats);
+    }
+    let names = |stats: &UnwindStats, cached: bool| -> BTreeSet<String> {
+        stats
+            .table_builds
+            .iter()
+            .filter(|b| b.cached == cached)
+            .map(|b| b.name.clone())
+            .collect()
+    };
+    let first_built = names(&runs[0], false);
+    assert!(
+        first_built.iter().any(|n| n.contains("/libc.so")),
+        "{:?}",
+        runs[0].table_builds
+    );
+    assert!(first_built.iter().any(|n| n.ends_with("/chains")));
+    assert!(
+        names(&runs[1], false).is_empty(),
+        "{:?}",
+        runs[1].table_builds
+    );
+    let second_cached = names(&runs[1], true);
+    for file in first_built.iter().filter(|n| n.starts_with('/')) {
+        assert!(second_cached.contains(file), "{file} not from the cache");
+    }
+    assert!(std::fs::read_dir(&cache).unwrap().count() >= 2);
+}
+
+/// A mapping whose table is still being built (here: never, without builder threads) cuts the
+/// stack at its frame, flagged and counted, instead of walking on by frame pointer: the plugin's
+/// waits end at plugin_lock, none shows the callers beyond it, and the chains through the
+/// executable and libc alone (built before the attach) stay complete.
+#[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
+fn pending_table_cuts_stack_and_counts_it() {
+    require_bpf!();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let binary = dir.path().join("chains");
+    compile(CHAINS_C, &binary, &["-ldl"]);
+    let plugin = dir.path().join("libplugin.so");
+    compile(PLUGIN_C, &plugin, &["-shared", "-fPIC"]);
+    let workload = Workload::start(
+        Command::new(&binary)
+            .args(["--wait-for-stdin", "50"])
+            .env("LKS_DLOPEN", &plugin),
+    );
+    let (profile, workload, stats) = workload.record_with(background(None, Some(0)));
+    assert!(stats.table_pending > 0, "{stats:?}");
+    assert!(stats.truncated >= stats.table_pending, "{stats:?}");
+    assert!(stats.tables_pending >= 1, "{stats:?}");
+    let mutex = workload.lock("mutex");
+    let mut through_plugin = 0;
+    for wait in &profile.waits {
+        if !(mutex.0..mutex.1).contains(&wait.object) {
+            continue;
+        }
+        let Some(stack) = profile.stack(wait.user_stack) else {
+            continue;
+        };
+        let names: Vec<String> = stack
+            .frames
+            .iter()
+            .flat_map(|f| f.names_outermost_first())
+            .collect();
+        assert!(
+            stack.truncated,
+            "complete through a pending table: {names:?}"
+        );
+        assert!(
+            !names
+                .iter()
+                .any(|n| matches(n, "inner_lock") || matches(n, "worker")),
+            "frames beyond the pending mapping: {names:?}"
+        );
+        if names.iter().any(|n| matches(n, "plugin_lock")) {
+            through_plugin += wait.stats.total_ns;
+        }
+    }
+    assert!(through_plugin > 0, "{}", dump_stacks(&profile));
+    assert_chain(
+        &profile,
+        "condvar chain",
+        workload.lock("cond"),
+        &[
+            THREAD_ENTRY,
+            &["cv_worker"],
+            &["cv_outer"],
+            &["cv_wait_inner"],
+            &["pthread_cond_wait"],
+            &["futex_abstimed_wait_common", "futex_wait"],
+        ],
+    );
 }

@@ -217,6 +217,15 @@ pub struct RecordArgs {
     #[arg(long)]
     pub print_script: bool,
 
+    /// Directory of the unwind-table cache (ebpf backend): a second attach to the same program
+    /// reuses its tables. Default: `$XDG_CACHE_HOME/lockscope`, else `~/.cache/lockscope`.
+    #[arg(long, value_name = "DIR", conflicts_with = "no_cache")]
+    pub cache_dir: Option<PathBuf>,
+
+    /// Build every unwind table from scratch, without reading or writing the cache.
+    #[arg(long)]
+    pub no_cache: bool,
+
     /// Command to launch and record until it exits (after `--`).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<OsString>,

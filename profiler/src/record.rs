@@ -196,6 +196,10 @@ fn run_ebpf(args: &RecordArgs, target: RecordTarget) -> Result<()> {
         options.probe_settings.min_block = min_block;
     }
     options.probe_settings.syscalls = syscalls;
+    options.unwind.cache_dir = cache_dir(args);
+    // The server keeps running while its less used libraries' tables are built: attaching
+    // waits only for the main executable's and libc's (issue 14).
+    options.unwind.background = true;
     // Handlers go in before the target starts, so a Ctrl-C during start-up is not lost.
     let signals = StopSignals::install()?;
     let mut recorder = Recorder::start(options)?;
@@ -243,11 +247,71 @@ fn run_ebpf(args: &RecordArgs, target: RecordTarget) -> Result<()> {
         }
     };
     status_line.clear();
+    if let Ok(Some(stats)) = recorder.unwind_stats() {
+        if let Some(line) = unwind_summary(&stats) {
+            eprintln!("lockscope: {line}");
+        }
+    }
 
     let profile = recorder
         .finish(&reason)
         .context("failed to finish the recording")?;
     save(&profile, &args.output)
+}
+
+/// The unwind-table cache directory: `--cache-dir`, else `$XDG_CACHE_HOME/lockscope`, else
+/// `~/.cache/lockscope`; `None` with `--no-cache` or without a home.
+#[cfg(target_os = "linux")]
+fn cache_dir(args: &RecordArgs) -> Option<std::path::PathBuf> {
+    if args.no_cache {
+        return None;
+    }
+    default_cache_dir(
+        args.cache_dir.clone(),
+        std::env::var_os("XDG_CACHE_HOME"),
+        std::env::var_os("HOME"),
+    )
+}
+
+/// [`cache_dir`] from its inputs. Per the XDG spec an empty or relative `XDG_CACHE_HOME` is
+/// ignored.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+fn default_cache_dir(
+    flag: Option<std::path::PathBuf>,
+    xdg_cache_home: Option<std::ffi::OsString>,
+    home: Option<std::ffi::OsString>,
+) -> Option<std::path::PathBuf> {
+    use std::path::PathBuf;
+    flag.or_else(|| {
+        xdg_cache_home
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| {
+                home.map(PathBuf::from)
+                    .filter(|p| p.is_absolute())
+                    .map(|h| h.join(".cache"))
+            })
+            .map(|dir| dir.join("lockscope"))
+    })
+}
+
+/// One line on the user stacks: how many were cut short, and how many of those at a file whose
+/// unwind table was still being built (the first moments of an attach), and where the tables
+/// came from. `None` when nothing was unwound.
+#[cfg(target_os = "linux")]
+fn unwind_summary(stats: &lockscope_ebpf::UnwindStats) -> Option<String> {
+    if stats.stacks == 0 && stats.table_builds.is_empty() {
+        return None;
+    }
+    let cached = stats.table_builds.iter().filter(|b| b.cached).count();
+    Some(format!(
+        "unwinding: {} user stacks, {} cut short ({} at a file whose table was still being built); {} tables ({cached} from the cache), {} still building",
+        stats.stacks,
+        stats.truncated,
+        stats.table_pending,
+        stats.table_builds.len(),
+        stats.tables_pending,
+    ))
 }
 
 /// Records with the eBPF backend where there is none.
@@ -382,6 +446,30 @@ mod tests {
             target_exit_reason(Some(ExitStatus::from_raw(libc::SIGRTMIN() + 1))),
             format!("target killed by signal {}", libc::SIGRTMIN() + 1)
         );
+    }
+
+    /// The cache directory: the flag wins, then an absolute XDG_CACHE_HOME, then ~/.cache.
+    #[test]
+    fn cache_dirs() {
+        use std::path::PathBuf;
+        let os = |s: &str| Some(std::ffi::OsString::from(s));
+        assert_eq!(
+            default_cache_dir(Some("/c".into()), os("/x"), os("/h")),
+            Some(PathBuf::from("/c"))
+        );
+        assert_eq!(
+            default_cache_dir(None, os("/x"), os("/h")),
+            Some(PathBuf::from("/x/lockscope"))
+        );
+        assert_eq!(
+            default_cache_dir(None, os("rel"), os("/h")),
+            Some(PathBuf::from("/h/.cache/lockscope"))
+        );
+        assert_eq!(
+            default_cache_dir(None, None, os("/h")),
+            Some(PathBuf::from("/h/.cache/lockscope"))
+        );
+        assert_eq!(default_cache_dir(None, None, None), None);
     }
 
     /// An output in a missing directory is refused before recording, naming the path.

@@ -470,6 +470,13 @@ static __always_inline long lks_unwind_frame(struct unwind_walk *w, const bool c
 			/* A frame-pointer guess from here could invent frames. */
 			return lks_walk_truncated(s);
 	}
+	if (mapping && !mapping->rows && mapping->first_row == LKS_UNWIND_TABLE_PENDING) {
+		/* Its table is still being built: walking on by frame pointer could invent frames
+		 * through code built without them, so the stack ends here, flagged and counted. */
+		stack->flags |= LKS_STACK_TABLE_PENDING;
+		counters->table_pending++;
+		return lks_walk_truncated(s);
+	}
 	if (mapping && mapping->rows)
 		row = lks_find_row(mapping, lookup - mapping->bias);
 	if (row) {

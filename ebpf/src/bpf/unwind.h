@@ -10,6 +10,9 @@
 
 /* Deepest user stack kept; deeper stacks are cut at the root end and marked truncated. */
 #define LKS_MAX_USER_FRAMES 127
+/* unwind_mapping.first_row (with rows == 0) of a mapping whose table is still being built: the
+ * walk stops there (a frame-pointer guess through code without frame pointers invents frames). */
+#define LKS_UNWIND_TABLE_PENDING 0xffffffffU
 /* Executable mappings per process that the unwinder can see. */
 #define LKS_UNWIND_MAX_MAPPINGS 256
 /* Rows of all unwind tables together (8 bytes each: 16 MiB). */
@@ -52,7 +55,8 @@ struct unwind_row {
 };
 
 /* One executable mapping of a process: [start, end) unwinds with rows
- * [first_row, first_row + rows) at pc - bias; rows == 0 means no table (frame pointers).
+ * [first_row, first_row + rows) at pc - bias; rows == 0 means no table (frame pointers), unless
+ * first_row is LKS_UNWIND_TABLE_PENDING: the file's table is still being built.
  * The table's page index ([first_page, first_page + pages) in unwind_pages) gives, for each 4 KiB
  * of (pc - bias), the row in effect at its start, so a lookup searches one page's rows. */
 struct unwind_mapping {
@@ -116,6 +120,8 @@ struct unwind_config {
 #define LKS_STACK_TRUNCATED 1
 /* At least one frame was found by frame pointer (no CFI for its caller's pc). */
 #define LKS_STACK_FP_USED 2
+/* The walk stopped at a mapping whose table was still being built (LKS_UNWIND_TABLE_PENDING). */
+#define LKS_STACK_TABLE_PENDING 4
 
 /* An unwound user stack: pcs[0] is the leaf (the user pc at the event). */
 struct user_stack {
@@ -150,6 +156,8 @@ struct unwind_counters {
 	__u64 too_deep;
 	/* Stacks not stored: the stack map was full, or a different stack had the same id. */
 	__u64 store_failures;
+	/* Stacks cut at a mapping whose table was still being built (LKS_STACK_TABLE_PENDING). */
+	__u64 table_pending;
 };
 
 #endif /* LOCKSCOPE_UNWIND_H */

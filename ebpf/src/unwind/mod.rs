@@ -8,11 +8,20 @@
 //! range → rows + bias) in `unwind_procs`. In the kernel, `bpf/unwind.bpf.h` walks the stack with
 //! them and stores the pcs, with a `truncated` flag, in `user_stacks`.
 //!
+//! Tables are built on builder threads ([`builder`]: one per CPU, below the target's priority,
+//! the main executable and libc first) and kept in a persistent cache keyed by build-id
+//! ([`cache`]). With [`UnwindOptions::background`] a process is attached as soon as its
+//! executable's and libc's tables are ready; its other mappings are marked pending
+//! (`LKS_UNWIND_TABLE_PENDING`) until theirs are, and the BPF walk stops at a pending mapping
+//! (flag and counter `table_pending`) rather than guess on by frame pointer.
+//!
 //! The maps are declared in `bpf/unwind.bpf.h`, included by every probe object through
 //! `stacks.bpf.h`; the loader shares them between objects by name (libbpf `reuse_fd`), so all
 //! probes unwind with the same tables into the same stack map. [`Unwinder::new`] takes them from
 //! any object that has them.
 
+mod builder;
+mod cache;
 mod elf;
 mod table;
 mod x86_64;
@@ -24,10 +33,12 @@ use crate::skel::types::{
     unwind_config, unwind_counters, unwind_file, unwind_file_key, unwind_mapping, unwind_proc,
     unwind_row, unwind_user_stacks, user_stack,
 };
+use builder::{build_image, builder_nice, Builders, BuiltTable, Done};
+use cache::TableCache;
 use elf::{ElfImage, ElfSource};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use std::collections::hash_map::DefaultHasher;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::fs::File;
 use std::hash::{Hash, Hasher};
@@ -37,12 +48,23 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::Arc;
-use table::{build_table, CompactTable};
+use std::time::{Duration, Instant};
+use table::CompactTable;
+
+pub use cache::DEFAULT_MAX_BYTES as DEFAULT_CACHE_MAX_BYTES;
 
 /// Bit of `user_stack.flags`: the stack was cut short (`LKS_STACK_TRUNCATED`).
 const STACK_TRUNCATED: u32 = 1;
 /// Bit of `user_stack.flags`: some frame was found by frame pointer (`LKS_STACK_FP_USED`).
 const STACK_FP_USED: u32 = 2;
+/// Bit of `user_stack.flags`: the walk stopped at a mapping whose table was still being built
+/// (`LKS_STACK_TABLE_PENDING`).
+const STACK_TABLE_PENDING: u32 = 4;
+/// `unwind_mapping.first_row` of a mapping whose table is being built
+/// (`LKS_UNWIND_TABLE_PENDING`).
+const TABLE_PENDING: u32 = u32::MAX;
+/// Default of [`UnwindOptions::urgent_wait`].
+const DEFAULT_URGENT_WAIT: Duration = Duration::from_secs(3);
 /// Where [`Unwinder::preload_command`] looks for needed libraries (Debian's multiarch first).
 const LIBRARY_DIRS: &[&str] = &[
     "/lib/x86_64-linux-gnu",
@@ -96,6 +118,60 @@ impl<'a> StackMaps<'a, MapHandle> {
     }
 }
 
+/// How the unwinder gets its tables.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct UnwindOptions {
+    /// Directory of the persistent table cache, shared by recorders (see `unwind/cache.rs`);
+    /// `None`: no cache. Default: none (the `lockscope` binary passes
+    /// `$XDG_CACHE_HOME/lockscope`).
+    pub cache_dir: Option<PathBuf>,
+    /// Size bound of the cache directory; least recently used tables go beyond it.
+    /// Default: 256 MiB.
+    pub cache_max_bytes: u64,
+    /// Build tables while recording already runs: a process is attached once the tables of its
+    /// main executable and libc are ready (at most [`UnwindOptions::urgent_wait`]); its other
+    /// mappings are marked as pending until theirs are, and stacks reaching them are cut there
+    /// and counted ([`UnwindStats::table_pending`]). Default: false (every table is ready before
+    /// [`Unwinder::add_process`] returns).
+    pub background: bool,
+    /// Longest wait for the main executable's and libc's tables with
+    /// [`UnwindOptions::background`]. Default: 3 s.
+    pub urgent_wait: Duration,
+    /// Builder threads. Default: `None`, one per CPU. `Some(0)`: none; tables are then built on
+    /// the recording's thread when they are waited for (the urgent ones, and every one without
+    /// [`UnwindOptions::background`]), and the others stay pending, which tests use.
+    pub builder_threads: Option<usize>,
+}
+
+impl Default for UnwindOptions {
+    fn default() -> Self {
+        UnwindOptions {
+            cache_dir: None,
+            cache_max_bytes: DEFAULT_CACHE_MAX_BYTES,
+            background: false,
+            urgent_wait: DEFAULT_URGENT_WAIT,
+            builder_threads: None,
+        }
+    }
+}
+
+/// How one file's table was obtained (for the benchmarks and diagnostics).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TableBuild {
+    /// The file (path as mapped, `[vdso]`).
+    pub name: String,
+    /// Rows of its table.
+    pub rows: u32,
+    /// Bytes of the table in the BPF arrays (rows and page index).
+    pub bytes: u64,
+    /// Time to read it from the cache, or to build it.
+    pub elapsed: Duration,
+    /// It came from the cache.
+    pub cached: bool,
+}
+
 /// An unwound user stack, as stored by the BPF unwinder.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct UnwoundStack {
@@ -105,6 +181,8 @@ pub struct UnwoundStack {
     pub truncated: bool,
     /// Some frame was found by frame pointer.
     pub used_frame_pointers: bool,
+    /// The walk stopped at a mapping whose table was still being built (also `truncated`).
+    pub table_pending: bool,
 }
 
 /// What the user-stack unwinder did during a recording.
@@ -137,6 +215,8 @@ pub struct UnwindStats {
     pub too_deep: u64,
     /// Stacks that could not be stored (map full, id collision).
     pub store_failures: u64,
+    /// Stacks cut at a mapping whose table was still being built (counted in `truncated`).
+    pub table_pending: u64,
     /// ELF images with a loaded table.
     pub tables: usize,
     /// Table rows loaded, and the capacity.
@@ -145,6 +225,10 @@ pub struct UnwindStats {
     pub rows_capacity: u32,
     /// Images whose table could not be built, with why.
     pub table_failures: Vec<String>,
+    /// Tables still being built.
+    pub tables_pending: usize,
+    /// How each table was obtained, in the order they were loaded.
+    pub table_builds: Vec<TableBuild>,
 }
 
 /// What the unwinder knows about one ELF file: where its rows are, and its segments.
@@ -162,7 +246,7 @@ struct LoadedTable {
 
 /// Identity of a mapped file.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum FileKey {
+pub(crate) enum FileKey {
     /// A file, by device and inode.
     Inode { dev: u64, ino: u64 },
     /// The vDSO, by a hash of its image.
@@ -262,6 +346,24 @@ pub struct Unwinder {
     loaded: HashMap<u32, Vec<MappingKey>>,
     /// Files whose table could not be built, with why (for diagnostics).
     failures: Vec<String>,
+    /// Builder threads (and the cache).
+    builders: Builders,
+    /// Files whose table the builders are working on.
+    pending: HashSet<FileKey>,
+    background: bool,
+    urgent_wait: Duration,
+    /// How each table was obtained.
+    builds: Vec<TableBuild>,
+}
+
+/// Where an executable mapping's table comes from.
+enum TableSource {
+    /// Nowhere (anonymous, JIT code): frame pointers.
+    None,
+    /// The vDSO's table, built on the spot (it is small).
+    Vdso(Option<Arc<LoadedTable>>),
+    /// A file's table: loaded, being built, or found to be unusable.
+    File(FileKey),
 }
 
 /// A `MapHandle` of `map` (a new fd: it outlives the object that declared the map).
@@ -273,7 +375,7 @@ fn handle(map: &impl MapCore, name: &'static str) -> Result<MapHandle, Error> {
 
 impl Unwinder {
     /// An unwinder over the maps of a loaded object; no process is known yet.
-    pub fn new<M: MapCore>(maps: StackMaps<'_, M>) -> Result<Self, Error> {
+    pub fn new<M: MapCore>(maps: StackMaps<'_, M>, options: &UnwindOptions) -> Result<Self, Error> {
         let mode = match std::env::var(USER_STACKS_ENV).as_deref() {
             Err(_) | Ok("cfi") => unwind_user_stacks::LKS_USER_STACKS_CFI,
             Ok("frame-pointers") => unwind_user_stacks::LKS_USER_STACKS_FRAME_POINTERS,
@@ -310,42 +412,108 @@ impl Unwinder {
             by_build_id: HashMap::new(),
             loaded: HashMap::new(),
             failures: Vec::new(),
+            builders: Builders::new(
+                options
+                    .cache_dir
+                    .clone()
+                    .map(|dir| TableCache::new(dir, options.cache_max_bytes)),
+                options.builder_threads,
+            ),
+            pending: HashSet::new(),
+            background: options.background,
+            urgent_wait: options.urgent_wait,
+            builds: Vec::new(),
         })
     }
 
-    /// Starts unwinding `pid`'s stacks with CFI: builds the tables of its executable mappings.
+    /// Starts unwinding `pid`'s stacks with CFI: builds the tables of its executable mappings
+    /// (in the background, all but the urgent ones, with [`UnwindOptions::background`]).
     pub fn add_process(&mut self, pid: u32) -> Result<(), Error> {
-        self.refresh(pid).map(|_| ())
+        self.refresh_process(pid, true).map(|_| ())
     }
 
     /// Re-reads `pid`'s executable mappings and loads tables for new ones (a library dlopen'ed
     /// since, an exec); true when the mapping table changed. A process that is gone keeps the
-    /// table it had.
+    /// table it had. With [`UnwindOptions::background`] new tables are only queued here.
     pub fn refresh(&mut self, pid: u32) -> Result<bool, Error> {
+        self.refresh_process(pid, false)
+    }
+
+    /// Loads the tables the builders finished since the last call; true when there were any
+    /// (the processes that map them then need a [`Unwinder::refresh`]).
+    pub fn collect_ready(&mut self) -> bool {
+        let mut any = false;
+        while let Some(done) = self.builders.next_done(None) {
+            self.finish_build(done);
+            any = true;
+        }
+        any
+    }
+
+    fn refresh_process(&mut self, pid: u32, first: bool) -> Result<bool, Error> {
         let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
             return Ok(false);
         };
-        let mut mappings = Vec::new();
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+        let mut nice = HashMap::new();
+        let mut sources = Vec::new();
+        let mut urgent = Vec::new();
+        let mut wanted = Vec::new();
         for line in text.lines().filter_map(parse_maps_line) {
             if !line.executable {
                 continue;
             }
+            let source = if line.path == VDSO {
+                TableSource::Vdso(self.vdso_table(pid, line.start, line.end))
+            } else if line.inode != 0 && line.path.starts_with('/') {
+                // The main executable and libc first: most waits are in them.
+                let is_urgent = exe.as_deref() == Some(Path::new(line.path)) || is_libc(line.path);
+                let nice = *nice
+                    .entry(is_urgent)
+                    .or_insert_with(|| builder_nice(pid, is_urgent));
+                match self.request_file(pid, line.start, line.end, line.path, is_urgent, nice) {
+                    Some(key) => {
+                        if is_urgent {
+                            urgent.push(key.clone());
+                        }
+                        wanted.push(key.clone());
+                        TableSource::File(key)
+                    }
+                    None => TableSource::None,
+                }
+            } else {
+                TableSource::None
+            };
+            sources.push((line.start, line.end, line.offset, source));
+        }
+        if !self.background {
+            self.wait_for(&wanted, None);
+        } else if first {
+            self.wait_for(&urgent, Some(Instant::now() + self.urgent_wait));
+        }
+        let mut mappings = Vec::new();
+        for (start, end, offset, source) in sources {
             let mut mapping = unwind_mapping {
-                start: line.start,
-                end: line.end,
+                start,
+                end,
                 ..unwind_mapping::default()
             };
-            let table = if line.path == VDSO {
-                self.vdso_table(pid, line.start, line.end)
-            } else if line.inode != 0 && line.path.starts_with('/') {
-                self.file_table(pid, line.start, line.end, line.path)
-            } else {
-                None
+            let table = match source {
+                TableSource::None => None,
+                TableSource::Vdso(table) => table,
+                TableSource::File(key) => match self.tables.get(&key) {
+                    Some(table) => table.clone(),
+                    None => {
+                        // Still being built: the BPF walk stops here instead of guessing.
+                        mapping.first_row = TABLE_PENDING;
+                        None
+                    }
+                },
             };
             if let Some(table) = table {
-                if let Some(vaddr) = elf::vaddr_of_offset(&table.loads, line.offset) {
+                if let Some(vaddr) = elf::vaddr_of_offset(&table.loads, offset) {
                     // rel = pc - bias = (pc - start + vaddr at start) - table base
-                    mapping.bias = line.start.wrapping_sub(vaddr).wrapping_add(table.base);
+                    mapping.bias = start.wrapping_sub(vaddr).wrapping_add(table.base);
                     mapping.first_row = table.first_row;
                     mapping.rows = table.rows;
                     mapping.first_page = table.first_page;
@@ -378,6 +546,63 @@ impl Unwinder {
         Ok(true)
     }
 
+    /// Loads finished tables until none of `keys` is pending, or until `deadline` (`None`: no
+    /// limit).
+    fn wait_for(&mut self, keys: &[FileKey], deadline: Option<Instant>) {
+        while keys.iter().any(|key| self.pending.contains(key)) {
+            // Without a deadline a build always ends (a failure is a result too).
+            let until = deadline.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+            match self.builders.next_done(Some(until)) {
+                Some(done) => self.finish_build(done),
+                None => return,
+            }
+        }
+    }
+
+    /// The identity of the file mapped at [start, end) of `pid`, with its table loaded, queued
+    /// for the builders or known to be unusable; `None` when the file cannot be opened.
+    fn request_file(
+        &mut self,
+        pid: u32,
+        start: u64,
+        end: u64,
+        path: &str,
+        urgent: bool,
+        nice: i32,
+    ) -> Option<FileKey> {
+        // map_files opens the very file mapped (also deleted, or in another mount namespace).
+        let path = path.strip_suffix(" (deleted)").unwrap_or(path);
+        let file = File::open(format!("/proc/{pid}/map_files/{start:x}-{end:x}"))
+            .or_else(|_| File::open(format!("/proc/{pid}/root{path}")))
+            .ok()?;
+        let meta = file.metadata().ok()?;
+        let key = FileKey::Inode {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        };
+        if !self.tables.contains_key(&key) && self.pending.insert(key.clone()) {
+            self.builders
+                .submit(u8::from(!urgent), key.clone(), file, path.to_owned(), nice);
+        }
+        Some(key)
+    }
+
+    /// Loads a table the builders finished.
+    fn finish_build(&mut self, done: Done) {
+        self.pending.remove(&done.key);
+        let loaded = match done.result {
+            Ok(built) => self.load_built(built, &done.name, done.elapsed),
+            Err(err) => {
+                self.failures.push(err);
+                None
+            }
+        };
+        if let (Some(table), FileKey::Inode { dev, ino }) = (&loaded, &done.key) {
+            self.register_file(*dev, *ino, table);
+        }
+        self.tables.insert(done.key, loaded);
+    }
+
     /// Forgets a process that is gone (its files' tables stay: other processes may share them).
     pub fn remove_process(&mut self, pid: u32) {
         if self.loaded.remove(&pid).is_some() {
@@ -402,10 +627,13 @@ impl Unwinder {
             unsupported_rules: c.unsupported,
             too_deep: c.too_deep,
             store_failures: c.store_failures,
+            table_pending: c.table_pending,
             tables: self.tables.values().filter(|t| t.is_some()).count(),
             rows_used: self.arena.used,
             rows_capacity: self.arena.capacity,
             table_failures: self.failures.clone(),
+            tables_pending: self.pending.len(),
+            table_builds: self.builds.clone(),
         })
     }
 
@@ -450,23 +678,9 @@ impl Unwinder {
             sum.unsupported += c.unsupported;
             sum.too_deep += c.too_deep;
             sum.store_failures += c.store_failures;
+            sum.table_pending += c.table_pending;
         }
         Ok(sum)
-    }
-
-    fn file_table(
-        &mut self,
-        pid: u32,
-        start: u64,
-        end: u64,
-        path: &str,
-    ) -> Option<Arc<LoadedTable>> {
-        // map_files opens the very file mapped (also deleted, or in another mount namespace).
-        let path = path.strip_suffix(" (deleted)").unwrap_or(path);
-        let file = File::open(format!("/proc/{pid}/map_files/{start:x}-{end:x}"))
-            .or_else(|_| File::open(format!("/proc/{pid}/root{path}")))
-            .ok()?;
-        self.open_file_table(&file, path)
     }
 
     /// The table of an open ELF file, built on first sight and registered for the BPF file
@@ -480,6 +694,8 @@ impl Unwinder {
         if let Some(known) = self.tables.get(&key) {
             return known.clone();
         }
+        // A file the builders are on is built here again rather than waited for: the callers
+        // need it now, and the builder's result then finds the table by build-id.
         let loaded = self.load_image(ElfSource::File(file), name);
         if let Some(table) = &loaded {
             self.register_file(meta.dev(), meta.ino(), table);
@@ -581,30 +797,43 @@ impl Unwinder {
         loaded
     }
 
-    /// Builds (or finds by build-id) and loads the table of one image.
+    /// Builds (or reads from the cache) and loads the table of one image, on this thread.
     fn load_image(&mut self, source: ElfSource<'_>, name: &str) -> Option<Arc<LoadedTable>> {
-        let image = match ElfImage::parse(source) {
-            Ok(image) => image,
+        let started = Instant::now();
+        match build_image(source, name, self.builders.cache()) {
+            Ok(built) => self.load_built(built, name, started.elapsed()),
             Err(err) => {
-                self.failures.push(format!("{name}: {err}"));
-                return None;
+                self.failures.push(err);
+                None
             }
-        };
-        let build_id = image.build_id();
-        if let Some(known) = build_id.as_ref().and_then(|id| self.by_build_id.get(id)) {
+        }
+    }
+
+    /// Loads a built table into the BPF arrays, or finds the same table by build-id.
+    fn load_built(
+        &mut self,
+        built: BuiltTable,
+        name: &str,
+        elapsed: Duration,
+    ) -> Option<Arc<LoadedTable>> {
+        if let Some(known) = built
+            .build_id
+            .as_ref()
+            .and_then(|id| self.by_build_id.get(id))
+        {
             return Some(known.clone());
         }
-        let table = match build_table(&image) {
-            Ok(table) => table,
-            Err(err) => {
-                self.failures.push(format!("{name}: {err}"));
-                return None;
-            }
-        };
-        let mut stored = self.store(&table, image.loads.clone(), name)?;
-        stored.code_vaddr_minus_offset = image.code_vaddr_minus_offset();
+        let mut stored = self.store(&built.table, built.loads, name)?;
+        stored.code_vaddr_minus_offset = built.code_vaddr_minus_offset;
+        self.builds.push(TableBuild {
+            name: name.to_owned(),
+            rows: stored.rows,
+            bytes: (u64::from(stored.rows) + u64::from(stored.pages)) * 8,
+            elapsed,
+            cached: built.cached,
+        });
         let loaded = Arc::new(stored);
-        if let Some(id) = build_id {
+        if let Some(id) = built.build_id {
             self.by_build_id.insert(id, loaded.clone());
         }
         Some(loaded)
@@ -663,6 +892,12 @@ impl Unwinder {
     }
 }
 
+/// True for glibc's libc (`libc.so.6`, `libc-2.31.so`), where nearly every wait is.
+fn is_libc(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    name.starts_with("libc.so") || (name.starts_with("libc-") && name.ends_with(".so"))
+}
+
 /// The file `program` names, as execvp finds it: a path if it has a slash, else on PATH.
 fn find_program(program: &OsStr) -> Option<PathBuf> {
     let program = Path::new(program);
@@ -713,6 +948,7 @@ pub(crate) fn decode_user_stack(bytes: &[u8]) -> Option<UnwoundStack> {
         pcs: stack.pcs[..depth].to_vec(),
         truncated: stack.flags & STACK_TRUNCATED != 0,
         used_frame_pointers: stack.flags & STACK_FP_USED != 0,
+        table_pending: stack.flags & STACK_TABLE_PENDING != 0,
     })
 }
 
