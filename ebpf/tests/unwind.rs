@@ -407,6 +407,20 @@ fn chains_in_a_private_mount_namespace() {
     );
 }
 
+/// Builds the chains program and its plugin library in `dir`, and starts it (waiting for stdin)
+/// to dlopen the plugin after the recorder attached, running its chains for `ms` milliseconds.
+fn start_chains_with_plugin(dir: &Path, ms: &str) -> Workload {
+    let binary = dir.join("chains");
+    compile(CHAINS_C, &binary, &["-ldl"]);
+    let plugin = dir.join("libplugin.so");
+    compile(PLUGIN_C, &plugin, &["-shared", "-fPIC"]);
+    Workload::start(
+        Command::new(&binary)
+            .args(["--wait-for-stdin", ms])
+            .env("LKS_DLOPEN", &plugin),
+    )
+}
+
 /// A library dlopen'ed after the recorder attached unwinds and symbolizes: its frame sits between
 /// inner_lock and pthread_mutex_lock on complete stacks.
 #[test]
@@ -415,15 +429,7 @@ fn library_dlopened_after_attach_unwinds() {
     require_bpf!();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
-    let binary = dir.path().join("chains");
-    compile(CHAINS_C, &binary, &["-ldl"]);
-    let plugin = dir.path().join("libplugin.so");
-    compile(PLUGIN_C, &plugin, &["-shared", "-fPIC"]);
-    let workload = Workload::start(
-        Command::new(&binary)
-            .args(["--wait-for-stdin", "100"])
-            .env("LKS_DLOPEN", &plugin),
-    );
+    let workload = start_chains_with_plugin(dir.path(), "100");
     let (profile, workload, _) = workload.record();
     let (matched, total) = chain_share(
         &profile,
@@ -739,15 +745,7 @@ fn pending_table_cuts_stack_and_counts_it() {
     require_bpf!();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
-    let binary = dir.path().join("chains");
-    compile(CHAINS_C, &binary, &["-ldl"]);
-    let plugin = dir.path().join("libplugin.so");
-    compile(PLUGIN_C, &plugin, &["-shared", "-fPIC"]);
-    let workload = Workload::start(
-        Command::new(&binary)
-            .args(["--wait-for-stdin", "50"])
-            .env("LKS_DLOPEN", &plugin),
-    );
+    let workload = start_chains_with_plugin(dir.path(), "50");
     let (profile, workload, stats) = workload.record_with(background(None, Some(0)));
     assert!(stats.table_pending > 0, "{stats:?}");
     assert!(stats.truncated >= stats.table_pending, "{stats:?}");

@@ -3,7 +3,7 @@
 //! known answer. `tests/data/kernel-checks.sh` runs on the kernel; this file judges what it left:
 //! `lockscope probes` must say of each probe what `record` then does with it, every probe must
 //! load except where the kernel lacks its hooks, and the futex and offcpu probes must measure the
-//! demo's waits as its threads measured them, on complete stacks. Each kernel's results are kept under
+//! demo's waits as its threads measured them, the futex probe's on complete stacks. Each kernel's results are kept under
 //! `target/tmp/kernel-matrix/KERNEL/` with a `summary.txt` that `.ci/kernel-table` turns into the
 //! README's table.
 //!
@@ -143,8 +143,12 @@ fn check_kernel(kernel: Kernel) {
         futex.metadata.losses
     );
     assert_demo_answer(&futex, "futex", &results.text("futex.log"));
+    // The offcpu probe's stacks are taken as the waits begin, in the demo's first milliseconds,
+    // before its process table exists: its libc frames are then found through the VMA, which
+    // bpf_find_vma cannot lock while the demo's threads are being created (one stack in a few
+    // runs is cut there). Their share is in the summary; the waits themselves must be exact.
     let offcpu = results.profile("offcpu");
-    assert_demo_answer(&offcpu, "offcpu", &results.text("offcpu.log"));
+    assert_demo_waits(&offcpu, "offcpu", &results.text("offcpu.log"));
     summary.push(format!("stacks futex {}", complete_share(&futex, "futex")));
     summary.push(format!(
         "stacks offcpu {}",
