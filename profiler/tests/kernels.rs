@@ -221,8 +221,8 @@ fn assert_demo_answer(profile: &Profile, probe: &str, log: &str) {
     assert_demo_stacks(profile, probe);
 }
 
-/// The demo's 4 mutex waits and 2 condvar waits as `probe` saw them: one long wait per thread,
-/// each inside what the thread measured itself (printed in `log`; an emulated kernel stretches
+/// The demo's 4 mutex waits and 2 condvar waits as `probe` saw them: each thread's longest wait
+/// (for futex, its one wait at the demo's site) inside what the thread measured itself (printed in `log`; an emulated kernel stretches
 /// the nominal 200 and 300 ms) and shorter by at most [`MATCH_TOLERANCE`].
 fn assert_demo_waits(profile: &Profile, probe: &str, log: &str) {
     let measured = demo_measures(log);
@@ -237,9 +237,35 @@ fn assert_demo_waits(profile: &Profile, probe: &str, log: &str) {
             .into_iter()
             .filter(|w| profile.thread_name(w.pid, w.tid) == Some(thread.as_str()))
             .collect();
-        let count: u64 = waits.iter().map(|w| w.stats.count).sum();
-        let total_ms = waits.iter().map(|w| w.stats.total_ns).sum::<u64>() as f64 / 1e6;
-        assert_eq!(count, 1, "{probe}: long waits of {thread}: {waits:#?}");
+        // The demo's wait is the thread's longest. Others may come on top under emulation: a
+        // thread's exit once waited 52 ms on glibc's stack-cache lock under TCG on 6.12.
+        let longest = waits.iter().max_by_key(|w| w.stats.max_ns);
+        let Some(longest) = longest else {
+            panic!("{probe}: no long wait of {thread}");
+        };
+        assert_eq!(longest.stats.count, 1, "{probe}: {thread}: {longest:#?}");
+        let total_ms = longest.stats.total_ns as f64 / 1e6;
+        if probe == "futex" {
+            // Exactly one wait at the demo's own site (futex stacks are complete).
+            let site = if prefix == "mutex-waiter-" {
+                "take_order_lock"
+            } else {
+                "wait_for_signal"
+            };
+            let at_site: u64 = waits
+                .iter()
+                .filter(|w| {
+                    profile
+                        .stack(w.user_stack)
+                        .is_some_and(|s| s.frames.iter().any(|f| f.display_name().contains(site)))
+                })
+                .map(|w| w.stats.count)
+                .sum();
+            assert_eq!(
+                at_site, 1,
+                "{probe}: waits of {thread} at {site}: {waits:#?}"
+            );
+        }
         let tolerance = (demo_ms * MATCH_TOLERANCE.0).max(MATCH_TOLERANCE.1);
         // Both clocks are CLOCK_MONOTONIC; the demo prints tenths of a millisecond.
         assert!(
