@@ -175,11 +175,12 @@ impl Drop for QuietAfter {
     }
 }
 
-/// `lockscope record` with the real dtrace on Linux, arguments after `record`.
-fn dtrace_record(dtrace: &Path) -> Command {
+/// `lockscope record -o OUTPUT` with the real dtrace on Linux; the target's arguments follow.
+fn dtrace_record(dtrace: &Path, output: &Path) -> Command {
     wait_for_earlier_dtraces(dtrace);
     let mut cmd = lockscope();
-    cmd.args(["record", "--backend", "dtrace", "--os", "linux"])
+    cmd.args(["record", "--backend", "dtrace", "--os", "linux", "-o"])
+        .arg(output)
         .env("LOCKSCOPE_DTRACE", dtrace);
     cmd
 }
@@ -306,9 +307,7 @@ fn live_record_command_known_answer() {
     let lsp = tmp.path().join("dtrace.lsp");
     record_known_answer(&lsp, "dtrace", || {
         let started = Instant::now();
-        let out = dtrace_record(&dtrace)
-            .arg("-o")
-            .arg(&lsp)
+        let out = dtrace_record(&dtrace, &lsp)
             .args(["--", demo_path()])
             .output()
             .expect("run lockscope");
@@ -377,9 +376,7 @@ fn live_record_pid_duration() {
             .expect("start the demo"),
     );
     let mut recorder = KillOnDrop(
-        dtrace_record(&dtrace)
-            .arg("-o")
-            .arg(&lsp)
+        dtrace_record(&dtrace, &lsp)
             .args(["-p", &demo.0.id().to_string(), "-d", "10s"])
             .stderr(Stdio::piped())
             .spawn()
@@ -429,12 +426,7 @@ fn live_backends_agree() {
         );
     });
     record_known_answer(&dt, "dtrace", || {
-        common::run_ok(
-            dtrace_record(&dtrace)
-                .arg("-o")
-                .arg(&dt)
-                .args(["--", demo_path()]),
-        );
+        common::run_ok(dtrace_record(&dtrace, &dt).args(["--", demo_path()]));
     });
     let diff = common::run_ok(lockscope().arg("diff").arg(&ebpf).arg(&dt));
     assert!(
@@ -487,11 +479,8 @@ fn live_sigint_from_a_background_job() {
     let _quiet = QuietAfter(dtrace.clone());
     let tmp = tempfile::tempdir().expect("tempdir");
     let lsp = tmp.path().join("bg.lsp");
-    let mut cmd = dtrace_record(&dtrace);
-    cmd.arg("-o")
-        .arg(&lsp)
-        .args(["--", "sleep", "30"])
-        .stderr(Stdio::piped());
+    let mut cmd = dtrace_record(&dtrace, &lsp);
+    cmd.args(["--", "sleep", "30"]).stderr(Stdio::piped());
     {
         use std::os::unix::process::CommandExt;
         // SAFETY: signal is async-signal-safe; it only changes this child's disposition.
@@ -538,9 +527,7 @@ fn live_killed_dtrace_leaves_a_partial_profile() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let lsp = tmp.path().join("killed.lsp");
     let mut recorder = KillOnDrop(
-        dtrace_record(&dtrace)
-            .arg("-o")
-            .arg(&lsp)
+        dtrace_record(&dtrace, &lsp)
             .args(["--", "sleep", "30"])
             .stderr(Stdio::piped())
             .spawn()
@@ -585,11 +572,8 @@ fn live_ctrl_c_at_the_terminal() {
     let _quiet = QuietAfter(dtrace.clone());
     let tmp = tempfile::tempdir().expect("tempdir");
     let lsp = tmp.path().join("ctrl-c.lsp");
-    let mut cmd = dtrace_record(&dtrace);
-    cmd.arg("-o")
-        .arg(&lsp)
-        .args(["--", "sleep", "30"])
-        .stderr(Stdio::piped());
+    let mut cmd = dtrace_record(&dtrace, &lsp);
+    cmd.args(["--", "sleep", "30"]).stderr(Stdio::piped());
     {
         use std::os::unix::process::CommandExt;
         // Its own process group, standing in for the terminal's foreground group.
