@@ -255,6 +255,16 @@ fn assert_chain(profile: &Profile, what: &str, lock: (u64, u64), chain: &[&[&str
 
 const THREAD_ENTRY: &[&str] = &["start_thread", "clone3"];
 
+/// The chains program's condvar chain, root first.
+const CONDVAR_CHAIN: &[&[&str]] = &[
+    THREAD_ENTRY,
+    &["cv_worker"],
+    &["cv_outer"],
+    &["cv_wait_inner"],
+    &["pthread_cond_wait"],
+    &["futex_abstimed_wait_common", "futex_wait"],
+];
+
 fn assert_c_chains(profile: &Profile, workload: &Workload) {
     assert_chain(
         profile,
@@ -273,14 +283,7 @@ fn assert_c_chains(profile: &Profile, workload: &Workload) {
         profile,
         "condvar chain",
         workload.lock("cond"),
-        &[
-            THREAD_ENTRY,
-            &["cv_worker"],
-            &["cv_outer"],
-            &["cv_wait_inner"],
-            &["pthread_cond_wait"],
-            &["futex_abstimed_wait_common", "futex_wait"],
-        ],
+        CONDVAR_CHAIN,
     );
     assert_chain(
         profile,
@@ -783,13 +786,6 @@ fn pending_table_cuts_stack_and_counts_it() {
         &profile,
         "condvar chain",
         workload.lock("cond"),
-        &[
-            THREAD_ENTRY,
-            &["cv_worker"],
-            &["cv_outer"],
-            &["cv_wait_inner"],
-            &["pthread_cond_wait"],
-            &["futex_abstimed_wait_common", "futex_wait"],
-        ],
+        CONDVAR_CHAIN,
     );
 }
