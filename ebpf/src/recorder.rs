@@ -239,25 +239,29 @@ impl Recorder {
             .map(|maps| Unwinder::new(maps, &options.unwind))
             .transpose()?;
 
+        // Makes `pid` a target of every probe and attaches them: an error when none attached.
+        let mut attach_to = |pid: u32| -> Result<(), Error> {
+            shared.add_target(pid)?;
+            shared.follow_forks()?;
+            probe_set.attach(pid);
+            if let Some(futex) = &mut futex {
+                futex.add_target(pid)?;
+                futex.attach()?;
+            }
+            nothing_attached(&attachments(
+                &options.probes,
+                &futex,
+                &futex_failure,
+                &probe_set,
+            ))
+        };
         let (target, child) = match &options.target {
             TargetSpec::Pid(pid) => {
                 let tgid = process_tgid(*pid).ok_or(Error::NoSuchProcess(*pid))?;
                 if let Some(unwinder) = &mut unwinder {
                     unwinder.add_process(tgid)?;
                 }
-                shared.add_target(tgid)?;
-                shared.follow_forks()?;
-                probe_set.attach(tgid);
-                if let Some(futex) = &mut futex {
-                    futex.add_target(tgid)?;
-                    futex.attach()?;
-                }
-                nothing_attached(&attachments(
-                    &options.probes,
-                    &futex,
-                    &futex_failure,
-                    &probe_set,
-                ))?;
+                attach_to(tgid)?;
                 let target = Target {
                     pid: tgid,
                     command: process_command(tgid),
@@ -274,20 +278,8 @@ impl Recorder {
                 // Dropping `pending` on any error below makes the child exit unexecuted.
                 let pending = PendingChild::fork(argv)?;
                 let pid = pending.pid();
-                shared.add_target(pid)?;
-                shared.follow_forks()?;
-                probe_set.attach(pid);
-                if let Some(futex) = &mut futex {
-                    futex.add_target(pid)?;
-                    futex.attach()?;
-                }
                 // Returning here drops `pending`: the command never runs.
-                nothing_attached(&attachments(
-                    &options.probes,
-                    &futex,
-                    &futex_failure,
-                    &probe_set,
-                ))?;
+                attach_to(pid)?;
                 pending.release()?;
                 let target = Target {
                     pid,
