@@ -1345,10 +1345,16 @@ pub enum ProbeSupport {
 /// Why probe `name` cannot exist on this kernel whatever its programs, when its hooks are
 /// missing: decided by the kernel's BTF, not by its version.
 fn absent_reason(name: &str) -> Option<String> {
+    // Parsing the kernel's BTF takes tens of milliseconds; `probes` asks three times.
+    static HAS_CONTENTION_BEGIN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     match name {
-        "klock" if !kernel_has_tracepoint("contention_begin") => Some(
-            "the kernel has no lock:contention_begin tracepoint (it came in Linux 5.19)".into(),
-        ),
+        "klock"
+            if !*HAS_CONTENTION_BEGIN.get_or_init(|| kernel_has_tracepoint("contention_begin")) =>
+        {
+            Some(
+                "the kernel has no lock:contention_begin tracepoint (it came in Linux 5.19)".into(),
+            )
+        }
         _ => None,
     }
 }
