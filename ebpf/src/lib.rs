@@ -26,6 +26,7 @@ mod error;
 mod launch;
 mod libbpf_log;
 mod ops;
+mod priority;
 mod probeset;
 mod procmaps;
 mod recorder;

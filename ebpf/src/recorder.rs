@@ -6,6 +6,7 @@ use crate::environment::check_environment;
 use crate::error::Error;
 use crate::launch::PendingChild;
 use crate::ops::{fallback_kind, op_name};
+use crate::priority::RaisedPriority;
 use crate::probeset::{add_losses, error_chain, resolve, ProbeSet, ProbeSettings, PROBE_NAMES};
 use crate::procmaps::MapsCache;
 use crate::shared::SharedMaps;
@@ -222,6 +223,9 @@ impl Recorder {
     pub fn start(options: RecordOptions) -> Result<Recorder, Error> {
         check_environment()?;
         let want_futex = check_probe_names(&options.probes)?;
+        // Loading is CPU work on this thread (the verifier): on a loaded server it must not wait
+        // behind the server's threads. Dropped before a command is forked (it would inherit it).
+        let raised = RaisedPriority::raise();
         // The shared maps first: every probe object reuses them.
         let mut shared = SharedMaps::load()?;
         let mut probe_set = ProbeSet::load(&options.probes, &shared, &options.probe_settings)?;
@@ -262,6 +266,7 @@ impl Recorder {
                     unwinder.add_process(tgid)?;
                 }
                 attach_to(tgid)?;
+                drop(raised);
                 let target = Target {
                     pid: tgid,
                     command: process_command(tgid),
@@ -275,6 +280,7 @@ impl Recorder {
                 if let (Some(unwinder), Some(program)) = (&mut unwinder, argv.first()) {
                     unwinder.preload_command(program);
                 }
+                drop(raised);
                 // Dropping `pending` on any error below makes the child exit unexecuted.
                 let pending = PendingChild::fork(argv)?;
                 let pid = pending.pid();

@@ -47,6 +47,20 @@ macro_rules! require_bpf {
     };
 }
 
+/// The nice value of thread `tid` (0: the calling thread).
+fn thread_nice(tid: u32) -> i32 {
+    // SAFETY: __errno_location returns this thread's errno; clearing it tells -1 from an error.
+    unsafe { *libc::__errno_location() = 0 };
+    // SAFETY: plain integers, no memory effects.
+    let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, tid) };
+    // SAFETY: as above.
+    assert!(
+        nice != -1 || unsafe { *libc::__errno_location() } == 0,
+        "getpriority({tid})"
+    );
+    nice
+}
+
 /// Waits on a futex word nobody wakes until an absolute CLOCK_REALTIME deadline `wait` away.
 fn realtime_futex_wait(wait: Duration) {
     let word = AtomicU32::new(0);
@@ -186,7 +200,9 @@ fn records_with_op<'a>(profile: &'a Profile, pid: u32, op: &str) -> Vec<&'a Wait
 
 /// A launched command's 200 ms futex wait is recorded with its duration, histogram slot, op,
 /// thread and stacks (symbolized although the command exited before finish), a 100 ms wait of a
-/// process it forked is recorded too, and afterwards no BPF program or map of ours remains.
+/// process it forked is recorded too, and afterwards no BPF program or map of ours remains; the
+/// command runs at the caller's priority (the loader's raised one is not inherited) and the
+/// caller is back at its own.
 #[test]
 #[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn records_launched_command_and_its_children() {
@@ -195,8 +211,19 @@ fn records_launched_command_and_its_children() {
     let loaded_before = loaded_prog_ids();
 
     let argv = helper_argv("helper_launched");
+    let own_nice = thread_nice(0);
     let mut recorder =
         Recorder::start(RecordOptions::new(TargetSpec::Command(argv))).expect("start");
+    assert_eq!(
+        thread_nice(0),
+        own_nice,
+        "the caller's priority after start"
+    );
+    assert_eq!(
+        thread_nice(recorder.target_pid()),
+        own_nice,
+        "the command's priority"
+    );
     let (_, our_progs) = own_bpf_objects();
     assert!(
         !our_progs.is_empty(),

@@ -10,6 +10,7 @@ use super::cache::{CacheKey, TableCache};
 use super::elf::{ElfImage, ElfSource, LoadSegment};
 use super::table::{build_table, CompactTable};
 use super::FileKey;
+use crate::priority::{process_nice, set_thread_nice, MAX_NICE};
 use std::collections::BinaryHeap;
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
@@ -20,8 +21,6 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 /// How much lower than the traced process's priority (nice value) builders run.
 const NICE_BELOW_TARGET: i32 = 5;
-/// Highest nice value.
-const MAX_NICE: i32 = 19;
 
 /// A table built (or loaded from the cache), before it is stored in the BPF arrays.
 #[derive(Debug)]
@@ -291,14 +290,7 @@ fn run(job: Job, cache: Option<&TableCache>, lower_priority: bool) -> Done {
 /// The nice value to build a table for process `pid` at: its own for an urgent table, a few
 /// steps lower for the others.
 pub(crate) fn builder_nice(pid: u32, urgent: bool) -> i32 {
-    // getpriority returns -1 both as a value and as an error: errno tells them apart.
-    // SAFETY: __errno_location returns this thread's errno; writing it is how one clears it.
-    unsafe { *libc::__errno_location() = 0 };
-    // SAFETY: getpriority takes plain integers and has no memory effects.
-    let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, pid) };
-    // SAFETY: as above.
-    let failed = nice == -1 && unsafe { *libc::__errno_location() } != 0;
-    let target = if failed { 0 } else { nice };
+    let target = process_nice(pid).unwrap_or(0);
     if urgent {
         target
     } else {
@@ -306,26 +298,10 @@ pub(crate) fn builder_nice(pid: u32, urgent: bool) -> i32 {
     }
 }
 
-/// Sets the calling thread's nice value (Linux: PRIO_PROCESS with a thread id is that thread).
-fn set_thread_nice(nice: i32) {
-    // SAFETY: gettid has no preconditions.
-    let tid = unsafe { libc::gettid() };
-    // SAFETY: plain integers; a failure leaves the thread at its priority, which still works.
-    unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
-}
-
-/// The calling thread's nice value (for tests).
-#[cfg(test)]
-fn thread_nice() -> i32 {
-    // SAFETY: gettid has no preconditions.
-    let tid = unsafe { libc::gettid() };
-    // SAFETY: plain integers.
-    unsafe { libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t) }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::priority::thread_nice;
 
     fn libc_path() -> String {
         let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
