@@ -6,6 +6,7 @@
 
 mod cli;
 mod record;
+mod session;
 mod sweep_cmd;
 
 use anyhow::{Context, Result};
@@ -157,23 +158,18 @@ fn bench(args: &cli::BenchArgs) -> Result<()> {
         .context("failed to write the results")
 }
 
-/// `lockscope bench --record`: the same suite in a child lockscope, recorded like any command.
+/// `lockscope bench --record`: the same suite in a child lockscope, recorded like any command
+/// (with `record`'s defaults: the default probes, the unwind-table cache).
 fn bench_recorded(args: &cli::BenchArgs) -> Result<()> {
     let exe = std::env::current_exe().context("cannot find the lockscope executable")?;
-    // Parsed like a typed `lockscope record -o FILE -- lockscope bench ...`, so every record
-    // option keeps its documented default.
-    let mut argv: Vec<std::ffi::OsString> = vec!["lockscope".into(), "record".into(), "-o".into()];
-    argv.push(args.output.clone().into_os_string());
-    argv.push("--".into());
-    argv.push(exe.into_os_string());
+    let mut argv = vec![exe.into_os_string()];
     argv.extend(args.suite_arguments());
-    let record = match Cli::try_parse_from(argv).context("cannot build the record command")? {
-        Cli {
-            command: Command::Record(record),
-        } => record,
-        _ => anyhow::bail!("internal error: `record` did not parse as record"),
-    };
-    record::run(&record)?;
+    let mut options = session::SessionOptions::new(session::SessionTarget::Command(argv));
+    if options.backend == cli::BackendArg::Ebpf {
+        options.probes = cli::validate_probes(&[])?;
+        options.cache_dir = record::cache_dir(None);
+    }
+    record::record(options, &args.output)?;
     eprintln!(
         "lockscope: each benchmark ran in threads named after it: `lockscope report {} --by thread` shows where each line's time went",
         args.output.display()

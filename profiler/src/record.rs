@@ -1,58 +1,22 @@
-//! `lockscope record`: runs a backend's recorder until the target exits, the duration elapses or
-//! a signal arrives, with a live status line, and writes the profile.
+//! `lockscope record`: a recording [`Session`] until the target exits, the duration elapses or
+//! a signal arrives, with a live status line, and the profile written. `bench --record` records
+//! its suite the same way ([`record`]).
 
 use crate::cli::{BackendArg, RecordArgs};
+use crate::session::{Progress, Session, SessionOptions, SessionTarget};
 use anyhow::{bail, Context, Result};
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// How often the recorder is polled (and the status line redrawn).
+/// How often the session is looked at (and the status line redrawn).
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
 
-/// Why a recording stopped, as stored in the profile.
-fn end_reason(signal: Option<&str>, duration_elapsed: bool) -> String {
-    match (signal, duration_elapsed) {
-        (Some(name), _) => format!("interrupted ({name})"),
-        (None, true) => "duration elapsed".to_string(),
-        (None, false) => "target exited".to_string(),
-    }
-}
-
-/// Why a recording stopped when its target went away: a launched command's exit status or the
-/// signal that killed it; an attached process, which is not lockscope's child, only "exited".
-#[cfg(target_os = "linux")]
-fn target_exit_reason(status: Option<std::process::ExitStatus>) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match status.map(|s| (s.signal(), s.code())) {
-        Some((Some(signal), _)) => match signal_name(signal) {
-            Some(name) => format!("target killed by {name}"),
-            None => format!("target killed by signal {signal}"),
-        },
-        Some((None, Some(code))) if code != 0 => format!("target exited with status {code}"),
-        _ => end_reason(None, false),
-    }
-}
-
-/// Names of the signals that usually end a process.
-#[cfg(target_os = "linux")]
-fn signal_name(signal: i32) -> Option<&'static str> {
-    Some(match signal {
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGILL => "SIGILL",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGTERM => "SIGTERM",
-        _ => return None,
-    })
+/// Why a recording stopped when a signal ended it, as stored in the profile.
+fn interrupted(signal: &str) -> String {
+    format!("interrupted ({signal})")
 }
 
 /// Signals that end a recording, each with its own flag so the profile can say which one came.
@@ -85,7 +49,7 @@ impl StopSignals {
 
 /// Fails early, before anything is recorded, when `path` cannot be written: a recording that
 /// cannot be saved is a recording lost.
-fn check_output_writable(path: &Path) -> Result<()> {
+pub(crate) fn check_output_writable(path: &Path) -> Result<()> {
     if path.is_dir() {
         bail!("cannot write profile `{}`: is a directory", path.display());
     }
@@ -106,29 +70,33 @@ fn check_output_writable(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// One status line on stderr, redrawn in place; silent when stderr is not a terminal.
+/// One status line on stderr, redrawn in place; silent when stderr is not a terminal or the
+/// backend reports no progress.
 struct StatusLine {
     enabled: bool,
     drawn: bool,
 }
 
 impl StatusLine {
-    fn new() -> Self {
+    fn new(has_progress: bool) -> Self {
         StatusLine {
-            enabled: std::io::stderr().is_terminal(),
+            enabled: has_progress && std::io::stderr().is_terminal(),
             drawn: false,
         }
     }
 
-    fn draw(&mut self, elapsed: Duration, events: u64, lost: u64, stack_failures: u64) {
+    fn draw(&mut self, progress: Progress) {
         if !self.enabled {
             return;
         }
         let mut err = std::io::stderr().lock();
         let _ = write!(
             err,
-            "\r\x1b[Klockscope: recording {:>7.1} s  {events} waits  {lost} lost  {stack_failures} stack failures",
-            elapsed.as_secs_f64()
+            "\r\x1b[Klockscope: recording {:>7.1} s  {} waits  {} lost  {} stack failures",
+            progress.elapsed.as_secs_f64(),
+            progress.events,
+            progress.lost,
+            progress.stack_failures,
         );
         let _ = err.flush();
         self.drawn = true;
@@ -142,16 +110,10 @@ impl StatusLine {
     }
 }
 
-/// What `lockscope record` was asked to record.
-enum RecordTarget {
-    Pid(u32),
-    Command(Vec<std::ffi::OsString>),
-}
-
-fn record_target(args: &RecordArgs) -> Result<RecordTarget> {
+fn record_target(args: &RecordArgs) -> Result<SessionTarget> {
     match (args.pid, args.command.is_empty()) {
-        (Some(pid), true) => Ok(RecordTarget::Pid(pid)),
-        (None, false) => Ok(RecordTarget::Command(args.command.clone())),
+        (Some(pid), true) => Ok(SessionTarget::Pid(pid)),
+        (None, false) => Ok(SessionTarget::Command(args.command.clone())),
         (Some(_), false) => bail!("give either -p PID or a command after `--`, not both"),
         (None, true) => bail!("nothing to record: give -p PID or a command after `--`"),
     }
@@ -169,105 +131,107 @@ pub fn run(args: &RecordArgs) -> Result<()> {
         None => BackendArg::host_default(),
     };
     let target = record_target(args)?;
-    match backend {
-        BackendArg::Ebpf => run_ebpf(args, target),
-        BackendArg::Dtrace => run_dtrace(args, target),
+    if args.print_script {
+        return print_script(args, target);
     }
+    let mut options = SessionOptions::new(target);
+    options.backend = backend;
+    options.dtrace_os = args.os.map(|os| os.into_target_os());
+    options.duration = args.duration;
+    match backend {
+        BackendArg::Ebpf => {
+            options.probes = crate::cli::validate_probes(&args.probes)?;
+            options.min_block = args.probe_settings.min_block;
+            options.syscalls = args.probe_settings.validated_syscalls()?;
+            options.cache_dir = if args.no_cache {
+                None
+            } else {
+                cache_dir(args.cache_dir.clone())
+            };
+        }
+        BackendArg::Dtrace => {
+            options.probes = args.probes.iter().map(|p| p.trim().to_string()).collect();
+            // A command dtrace launches prints into dtrace's stdout: pass it on, as if run
+            // directly.
+            options.echo_target_output = true;
+        }
+    }
+    record(options, &args.output)
 }
 
-/// Records with the eBPF backend.
-#[cfg(target_os = "linux")]
-fn run_ebpf(args: &RecordArgs, target: RecordTarget) -> Result<()> {
-    use lockscope_ebpf::{RecordOptions, Recorder, TargetSpec};
+/// Prints the D script `record` would run (dtrace backend), and runs nothing.
+fn print_script(args: &RecordArgs, target: SessionTarget) -> Result<()> {
+    use lockscope_dtrace::{ScriptOptions, ScriptTarget};
+    let os = crate::session::dtrace_os(args.os.map(|os| os.into_target_os()))?;
+    let mut script = ScriptOptions::new(os);
+    script.probes = args.probes.iter().map(|p| p.trim().to_string()).collect();
+    script.duration = args.duration;
+    script.target = match target {
+        SessionTarget::Pid(pid) => ScriptTarget::Pid(pid),
+        SessionTarget::Command(_) => ScriptTarget::Command,
+    };
+    let text = lockscope_dtrace::generate_script(&script)?;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .context("failed to print the script")
+}
 
-    let probes = crate::cli::validate_probes(&args.probes)?;
-    let syscalls = args.probe_settings.validated_syscalls()?;
+/// Records with `options` until the target exits, the duration elapses or SIGINT/SIGTERM
+/// arrives, then writes the profile to `output`; what was recorded before a failure is written
+/// too.
+pub fn record(options: SessionOptions, output: &Path) -> Result<()> {
+    let backend = options.backend;
     // Missing privileges first: for someone without them, that is the one thing to fix.
-    lockscope_ebpf::check_environment()?;
-    check_output_writable(&args.output)?;
-
-    let probe_list = probes.join(",");
-    let mut options = RecordOptions::new(match target {
-        RecordTarget::Pid(pid) => TargetSpec::Pid(pid),
-        RecordTarget::Command(argv) => TargetSpec::Command(argv),
-    });
-    options.probes = probes;
-    if let Some(min_block) = args.probe_settings.min_block {
-        options.probe_settings.min_block = min_block;
+    #[cfg(target_os = "linux")]
+    if backend == BackendArg::Ebpf {
+        lockscope_ebpf::check_environment()?;
     }
-    options.probe_settings.syscalls = syscalls;
-    options.unwind.cache_dir = cache_dir(args);
-    // The server keeps running while its less used libraries' tables are built: attaching
-    // waits only for the main executable's and libc's (issue 14).
-    options.unwind.background = true;
+    check_output_writable(output)?;
     // Handlers go in before the target starts, so a Ctrl-C during start-up is not lost.
     let signals = StopSignals::install()?;
-    let mut recorder = Recorder::start(options)?;
-    let started = Instant::now();
-    // Always said, terminal or not: scripts and tests wait for this line before loading the target.
-    eprintln!(
-        "lockscope: recording pid {} with probes {probe_list}; Ctrl-C to stop",
-        recorder.target_pid()
-    );
-    let mut status_line = StatusLine::new();
-
-    let reason = loop {
-        std::thread::sleep(if recorder.wants_early_polls() {
-            Recorder::EARLY_POLL_INTERVAL
-        } else {
-            POLL_INTERVAL
-        });
-        let status = match recorder.poll() {
-            Ok(status) => status,
-            Err(e) => {
-                status_line.clear();
-                // Save what was recorded so far before reporting the failure.
-                let profile = recorder
-                    .finish("recorder failed")
-                    .context("failed to finish the recording")?;
-                save(&profile, &args.output)?;
-                return Err(anyhow::Error::from(e).context("recording failed"));
-            }
-        };
-        status_line.draw(
-            status.elapsed,
-            status.events,
-            status.losses.lost_events(),
-            status.losses.user_stack_failures + status.losses.kernel_stack_failures,
-        );
-        let duration_elapsed = args.duration.is_some_and(|d| started.elapsed() >= d);
-        if let Some(signal) = signals.received() {
-            break end_reason(Some(signal), false);
+    let probe_list = options.probes.join(",");
+    let os = match backend {
+        BackendArg::Dtrace => {
+            let os = crate::session::dtrace_os(options.dtrace_os)?;
+            eprintln!("lockscope: starting dtrace on {os}; Ctrl-C to stop");
+            Some(os)
         }
-        if duration_elapsed {
-            break end_reason(None, true);
-        }
-        if status.target_exited {
-            break target_exit_reason(recorder.target_exit_status());
-        }
+        BackendArg::Ebpf => None,
     };
-    status_line.clear();
-    if let Ok(Some(stats)) = recorder.unwind_stats() {
-        if let Some(line) = unwind_summary(&stats) {
-            eprintln!("lockscope: {line}");
+    let session = Session::start(options)?;
+    // Always said, terminal or not: scripts and tests wait for this line before loading the
+    // target (with dtrace, once it has enabled every probe, which takes a second or more).
+    match (os, session.target_pid()) {
+        (Some(os), _) => eprintln!("lockscope: recording with dtrace on {os} (probes enabled)"),
+        (None, Some(pid)) => {
+            eprintln!("lockscope: recording pid {pid} with probes {probe_list}; Ctrl-C to stop");
         }
+        (None, None) => eprintln!("lockscope: recording with probes {probe_list}; Ctrl-C to stop"),
     }
-
-    let profile = recorder
-        .finish(&reason)
-        .context("failed to finish the recording")?;
-    save(&profile, &args.output)
+    let mut status_line = StatusLine::new(backend == BackendArg::Ebpf);
+    while !session.ended() {
+        if let Some(signal) = signals.received() {
+            session.stop(&interrupted(signal));
+            break;
+        }
+        status_line.draw(session.progress());
+        std::thread::sleep(POLL_INTERVAL);
+    }
+    status_line.clear();
+    let recorded = session.finish()?;
+    for note in &recorded.notes {
+        eprintln!("lockscope: {note}");
+    }
+    save(&recorded.profile, output)?;
+    recorded.failure.map_or(Ok(()), Err)
 }
 
-/// The unwind-table cache directory: `--cache-dir`, else `$XDG_CACHE_HOME/lockscope`, else
-/// `~/.cache/lockscope`; `None` with `--no-cache` or without a home.
-#[cfg(target_os = "linux")]
-fn cache_dir(args: &RecordArgs) -> Option<std::path::PathBuf> {
-    if args.no_cache {
-        return None;
-    }
+/// The unwind-table cache directory: `flag` (`--cache-dir`), else `$XDG_CACHE_HOME/lockscope`,
+/// else `~/.cache/lockscope`; `None` without a home.
+pub(crate) fn cache_dir(flag: Option<std::path::PathBuf>) -> Option<std::path::PathBuf> {
     default_cache_dir(
-        args.cache_dir.clone(),
+        flag,
         std::env::var_os("XDG_CACHE_HOME"),
         std::env::var_os("HOME"),
     )
@@ -275,7 +239,6 @@ fn cache_dir(args: &RecordArgs) -> Option<std::path::PathBuf> {
 
 /// [`cache_dir`] from its inputs. Per the XDG spec an empty or relative `XDG_CACHE_HOME` is
 /// ignored.
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 fn default_cache_dir(
     flag: Option<std::path::PathBuf>,
     xdg_cache_home: Option<std::ffi::OsString>,
@@ -295,105 +258,8 @@ fn default_cache_dir(
     })
 }
 
-/// One line on the user stacks: how many were cut short, and how many of those at a file whose
-/// unwind table was still being built (the first moments of an attach), and where the tables
-/// came from. `None` when nothing was unwound.
-#[cfg(target_os = "linux")]
-fn unwind_summary(stats: &lockscope_ebpf::UnwindStats) -> Option<String> {
-    if stats.stacks == 0 && stats.table_builds.is_empty() {
-        return None;
-    }
-    let cached = stats.table_builds.iter().filter(|b| b.cached).count();
-    Some(format!(
-        "unwinding: {} user stacks, {} cut short ({} at a file whose table was still being built); {} tables ({cached} from the cache), {} still building",
-        stats.stacks,
-        stats.truncated,
-        stats.table_pending,
-        stats.table_builds.len(),
-        stats.tables_pending,
-    ))
-}
-
-/// Records with the eBPF backend where there is none.
-#[cfg(not(target_os = "linux"))]
-fn run_ebpf(_args: &RecordArgs, _target: RecordTarget) -> Result<()> {
-    bail!("the ebpf backend is Linux-only; use --backend dtrace")
-}
-
-/// Records with the DTrace backend, or prints its script with `--print-script`.
-fn run_dtrace(args: &RecordArgs, target: RecordTarget) -> Result<()> {
-    use lockscope_dtrace::{Driver, DriverOptions, DriverTarget, ScriptOptions, ScriptTarget};
-
-    let os = match args.os {
-        Some(os) => os.into_target_os(),
-        None => lockscope_dtrace::TargetOs::host().context(
-            "this host has no DTrace backend of its own: give --os macos, freebsd, illumos or linux",
-        )?,
-    };
-    let mut script = ScriptOptions::new(os);
-    script.probes = args.probes.iter().map(|p| p.trim().to_string()).collect();
-    script.duration = args.duration;
-    if args.print_script {
-        script.target = match target {
-            RecordTarget::Pid(pid) => ScriptTarget::Pid(pid),
-            RecordTarget::Command(_) => ScriptTarget::Command,
-        };
-        let text = lockscope_dtrace::generate_script(&script)?;
-        let mut out = std::io::stdout().lock();
-        out.write_all(text.as_bytes())
-            .and_then(|()| out.flush())
-            .context("failed to print the script")?;
-        return Ok(());
-    }
-
-    check_output_writable(&args.output)?;
-    let driver_target = match target {
-        RecordTarget::Pid(pid) => DriverTarget::Pid(pid),
-        RecordTarget::Command(argv) => DriverTarget::Command(
-            argv.into_iter()
-                .map(|a| {
-                    a.into_string().map_err(|a| {
-                        anyhow::anyhow!(
-                            "command argument {a:?} is not UTF-8, which dtrace -c needs"
-                        )
-                    })
-                })
-                .collect::<Result<_>>()?,
-        ),
-    };
-    let mut options = DriverOptions::new(script, driver_target);
-    // A command dtrace launches prints into dtrace's stdout: pass it on, as if run directly.
-    options.echo_target_output = true;
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, Arc::clone(&options.stop))
-            .context("failed to install a signal handler")?;
-    }
-    let began = Arc::clone(&options.began);
-    let driver = Driver::new(options)?;
-    eprintln!("lockscope: starting dtrace on {os}; Ctrl-C to stop");
-    // Said once dtrace has enabled every probe (it takes a second or more): scripts and tests
-    // wait for this line before they load the target, as with the eBPF backend's line.
-    let announcer = std::thread::spawn(move || {
-        while !began.load(Ordering::Acquire) {
-            if Arc::strong_count(&began) == 1 {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        eprintln!("lockscope: recording with dtrace on {os} (probes enabled)");
-    });
-    let recording = driver.run();
-    // The driver (and its options) are gone: the announcer sees the last reference and ends.
-    let _ = announcer.join();
-    let recording = recording?;
-    for warning in &recording.warnings {
-        eprintln!("lockscope: warning: {warning}");
-    }
-    save(&recording.profile, &args.output)
-}
-
 /// Writes the profile and says what it holds.
-fn save(profile: &lockscope_probes::Profile, output: &Path) -> Result<()> {
+pub(crate) fn save(profile: &lockscope_probes::Profile, output: &Path) -> Result<()> {
     lockscope_probes::write_profile(profile, output)
         .with_context(|| format!("failed to write profile `{}`", output.display()))?;
     let meta = &profile.metadata;
@@ -415,37 +281,10 @@ fn save(profile: &lockscope_probes::Profile, output: &Path) -> Result<()> {
 mod tests {
     use super::*;
 
-    /// The end reason names the signal, the duration or the target's exit.
+    /// A signal's end reason names the signal.
     #[test]
-    fn end_reasons() {
-        assert_eq!(end_reason(Some("SIGTERM"), true), "interrupted (SIGTERM)");
-        assert_eq!(end_reason(None, true), "duration elapsed");
-        assert_eq!(end_reason(None, false), "target exited");
-    }
-
-    /// A launched target's end says how it ended; an attached one (no status) just exited.
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn target_exit_reasons() {
-        use std::os::unix::process::ExitStatusExt;
-        use std::process::ExitStatus;
-        assert_eq!(target_exit_reason(None), "target exited");
-        assert_eq!(
-            target_exit_reason(Some(ExitStatus::from_raw(0))),
-            "target exited"
-        );
-        assert_eq!(
-            target_exit_reason(Some(ExitStatus::from_raw(3 << 8))),
-            "target exited with status 3"
-        );
-        assert_eq!(
-            target_exit_reason(Some(ExitStatus::from_raw(libc::SIGKILL))),
-            "target killed by SIGKILL"
-        );
-        assert_eq!(
-            target_exit_reason(Some(ExitStatus::from_raw(libc::SIGRTMIN() + 1))),
-            format!("target killed by signal {}", libc::SIGRTMIN() + 1)
-        );
+    fn interrupted_reason() {
+        assert_eq!(interrupted("SIGTERM"), "interrupted (SIGTERM)");
     }
 
     /// The cache directory: the flag wins, then an absolute XDG_CACHE_HOME, then ~/.cache.

@@ -1,9 +1,9 @@
 //! `lockscope sweep`, `html` and `chart`: the commands over sweeps. A sweep records each level
-//! with `lockscope record -p PID -d DURATION -o level-N.lsp`, run as a child of this lockscope.
+//! in a recording [`Session`] of its own, as `lockscope record -p PID -d DURATION` would.
 
-use crate::cli::{ChartArgs, HtmlArgs, SweepArgs};
+use crate::cli::{BackendArg, ChartArgs, HtmlArgs, SweepArgs};
+use crate::session::{Session, SessionOptions, SessionTarget};
 use anyhow::{bail, Context, Result};
-use std::ffi::OsString;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -56,120 +56,64 @@ impl Drop for Server {
     }
 }
 
-/// The arguments of the `lockscope record` that records `level`:
-/// `record -o FILE -p PID -d DURATION [--probes P,Q] [--min-block DURATION] [--syscalls S,T]`,
-/// each optional one only when the sweep was given it (else the recording's default applies).
-fn record_arguments(level: &lockscope::sweep::LevelRecording) -> Vec<OsString> {
-    let mut args: Vec<OsString> = vec!["record".into(), "-o".into()];
-    args.push(level.output.clone().into_os_string());
-    args.push("-p".into());
-    args.push(level.pid.to_string().into());
-    args.push("-d".into());
-    args.push(format!("{}ms", level.duration.as_millis().max(1)).into());
-    if !level.probes.is_empty() {
-        args.push("--probes".into());
-        args.push(level.probes.join(",").into());
-    }
-    if let Some(min_block) = level.min_block {
-        // In microseconds with a fraction: `record` reads sub-microsecond values back exactly.
-        args.push("--min-block".into());
-        args.push(format!("{}us", min_block.as_nanos() as f64 / 1e3).into());
-    }
-    if !level.syscalls.is_empty() {
-        args.push("--syscalls".into());
-        args.push(level.syscalls.join(",").into());
-    }
-    args
-}
-
-/// Records each level with `lockscope record -p PID -d DURATION -o FILE`, run as a child of this
-/// lockscope: the same code path as the command, and a start-up line to wait for, so the load
-/// starts only once the probes are attached (attaching builds the unwinding tables of every
-/// library the server maps, which takes seconds).
+/// Records each level in a [`Session`] attached to the server: `start` returns once the probes
+/// are attached, so the load that starts next is recorded from its first request.
 #[derive(Default)]
-struct ChildRecorder {
-    child: Option<(std::process::Child, std::thread::JoinHandle<Vec<String>>)>,
+struct SessionRecorder {
+    running: Option<(Session, std::path::PathBuf)>,
 }
 
-impl lockscope::sweep::LevelRecorder for ChildRecorder {
-    fn start(&mut self, level: &lockscope::sweep::LevelRecording) -> Result<()> {
-        use std::io::BufRead;
-        let exe = std::env::current_exe().context("cannot find the lockscope executable")?;
-        let mut child = std::process::Command::new(exe)
-            .args(record_arguments(level))
-            .stdin(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .context("failed to start `lockscope record`")?;
-        let stderr = child
-            .stderr
-            .take()
-            .context("no stderr from `lockscope record`")?;
-        let mut lines = std::io::BufReader::new(stderr).lines();
-        let mut seen = Vec::new();
-        let attached = loop {
-            match lines.next() {
-                Some(Ok(line)) => {
-                    eprintln!("{line}");
-                    let started = line.starts_with("lockscope: recording pid");
-                    seen.push(line);
-                    if started {
-                        break true;
-                    }
-                }
-                _ => break false,
-            }
+impl SessionRecorder {
+    /// The session options that record `level`: the sweep's probes and settings, else the
+    /// recording's defaults, the unwind-table cache as `record` uses it.
+    fn options(level: &lockscope::sweep::LevelRecording) -> Result<SessionOptions> {
+        let mut options = SessionOptions::new(SessionTarget::Pid(level.pid));
+        options.duration = Some(level.duration);
+        options.probes = match options.backend {
+            BackendArg::Ebpf => crate::cli::validate_probes(&level.probes)?,
+            BackendArg::Dtrace => level.probes.clone(),
         };
-        if !attached {
-            let status = child
-                .wait()
-                .context("failed to wait for `lockscope record`")?;
-            bail!(
-                "`lockscope record -p {}` ended before recording ({status}): {}",
-                level.pid,
-                seen.join(" / ")
-            );
-        }
-        // The rest of its output goes on to ours, and its last lines back for errors.
-        let forward = std::thread::spawn(move || {
-            let mut tail = Vec::new();
-            for line in lines.map_while(std::result::Result::ok) {
-                eprintln!("{line}");
-                tail.push(line);
-            }
-            tail
-        });
-        self.child = Some((child, forward));
+        options.min_block = level.min_block;
+        options.syscalls = level.syscalls.clone();
+        options.cache_dir = crate::record::cache_dir(None);
+        Ok(options)
+    }
+}
+
+impl lockscope::sweep::LevelRecorder for SessionRecorder {
+    fn start(&mut self, level: &lockscope::sweep::LevelRecording) -> Result<()> {
+        crate::record::check_output_writable(&level.output)?;
+        let options = Self::options(level)?;
+        let probes = options.probes.join(",");
+        let session = Session::start(options)?;
+        eprintln!(
+            "lockscope: recording pid {} with probes {probes} for level {}",
+            level.pid, level.concurrency
+        );
+        self.running = Some((session, level.output.clone()));
         Ok(())
     }
 
     fn finish(&mut self) -> Result<()> {
-        let Some((mut child, forward)) = self.child.take() else {
+        let Some((session, output)) = self.running.take() else {
             bail!("no recording was started");
         };
-        let status = child
-            .wait()
-            .context("failed to wait for `lockscope record`")?;
-        let tail = forward.join().unwrap_or_default();
-        if !status.success() {
-            bail!(
-                "`lockscope record` failed ({status}): {}",
-                tail.last().map_or("", String::as_str)
-            );
+        let recorded = session.finish()?;
+        for note in &recorded.notes {
+            eprintln!("lockscope: {note}");
         }
-        Ok(())
+        crate::record::save(&recorded.profile, &output)?;
+        recorded.failure.map_or(Ok(()), Err)
     }
 }
 
-impl Drop for ChildRecorder {
+impl Drop for SessionRecorder {
+    /// A sweep that fails between start and finish still ends the recording (its probes
+    /// detached) before it returns.
     fn drop(&mut self) {
-        if let Some((mut child, _)) = self.child.take() {
-            if let Ok(pid) = libc::pid_t::try_from(child.id()) {
-                // SAFETY: kill has no memory preconditions; the pid is our own unreaped child.
-                // SIGINT ends a recording cleanly, writing what it has.
-                unsafe { libc::kill(pid, libc::SIGINT) };
-            }
-            let _ = child.wait();
+        if let Some((session, _)) = self.running.take() {
+            session.stop("interrupted (sweep failed)");
+            let _ = session.finish();
         }
     }
 }
@@ -190,7 +134,7 @@ pub fn run(args: &SweepArgs) -> Result<()> {
         &options,
         pid,
         args.server.clone(),
-        &mut ChildRecorder::default(),
+        &mut SessionRecorder::default(),
         &mut |line| eprintln!("lockscope: sweep: {line}"),
     )?;
     drop(server);
@@ -275,96 +219,35 @@ pub fn chart(args: &ChartArgs) -> Result<()> {
 mod tests {
     use super::*;
 
-    /// Each level's recording gets the sweep's probe list as `--probes`, and no `--probes` (the
-    /// backend's defaults) when none was given.
+    /// Each level's session records the server's pid for the level's duration with the sweep's
+    /// probes (the backend's defaults when none were given), `--min-block` and `--syscalls`
+    /// exactly as given.
     #[test]
-    fn record_arguments_carry_the_probes() {
+    fn level_sessions_carry_the_sweep_settings() {
         let mut level = lockscope::sweep::LevelRecording::new(
             5,
             4242,
             Duration::from_millis(1500),
             "sweep/level-5.lsp".into(),
         );
+        let options = SessionRecorder::options(&level).expect("options");
+        assert!(matches!(options.target, SessionTarget::Pid(4242)));
+        assert_eq!(options.duration, Some(Duration::from_millis(1500)));
+        let defaults = crate::cli::validate_probes(&[]).expect("defaults");
+        assert_eq!(options.probes, defaults);
+        assert_eq!(options.min_block, None);
+        assert!(options.syscalls.is_empty());
+
         level.probes = vec!["futex".to_string(), "offcpu".to_string()];
-        let text = |args: Vec<OsString>| {
-            args.iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
-        assert_eq!(
-            text(record_arguments(&level)),
-            "record -o sweep/level-5.lsp -p 4242 -d 1500ms --probes futex,offcpu"
-        );
-        level.probes.clear();
-        assert_eq!(
-            text(record_arguments(&level)),
-            "record -o sweep/level-5.lsp -p 4242 -d 1500ms"
-        );
-        // The arguments parse as the `record` command, with the probes where `record` reads them.
-        let mut argv: Vec<OsString> = vec!["lockscope".into()];
-        level.probes = vec!["offcpu".to_string()];
-        argv.extend(record_arguments(&level));
-        use clap::Parser;
-        match crate::cli::Cli::try_parse_from(argv).expect("parses") {
-            crate::cli::Cli {
-                command: crate::cli::Command::Record(record),
-            } => {
-                assert_eq!(record.probes, ["offcpu"]);
-                assert_eq!(record.pid, Some(4242));
-                assert_eq!(record.duration, Some(Duration::from_millis(1500)));
-            }
-            other => panic!("not a record command: {other:?}"),
-        }
-    }
+        level.min_block = Some(Duration::from_nanos(1500));
+        level.syscalls = vec!["read".to_string(), "epoll_wait".to_string()];
+        let options = SessionRecorder::options(&level).expect("options");
+        assert_eq!(options.probes, ["futex", "offcpu"]);
+        assert_eq!(options.min_block, Some(Duration::from_nanos(1500)));
+        assert_eq!(options.syscalls, ["read", "epoll_wait"]);
 
-    /// Each level's recording gets the sweep's `--min-block` and `--syscalls` when it was given
-    /// them, and neither (the recording's defaults) otherwise; `record` parses them back to the
-    /// same values.
-    #[test]
-    fn record_arguments_carry_the_probe_settings() {
-        let mut level = lockscope::sweep::LevelRecording::new(
-            2,
-            4242,
-            Duration::from_secs(3),
-            "sweep/level-2.lsp".into(),
-        );
-        let parse = |level: &lockscope::sweep::LevelRecording| {
-            let mut argv: Vec<OsString> = vec!["lockscope".into()];
-            argv.extend(record_arguments(level));
-            use clap::Parser;
-            match crate::cli::Cli::try_parse_from(argv).expect("parses") {
-                crate::cli::Cli {
-                    command: crate::cli::Command::Record(record),
-                } => record,
-                other => panic!("not a record command: {other:?}"),
-            }
-        };
-        let given = |level: &lockscope::sweep::LevelRecording, flag: &str| {
-            record_arguments(level).iter().any(|a| a == flag)
-        };
-        assert!(!given(&level, "--min-block") && !given(&level, "--syscalls"));
-        let record = parse(&level);
-        assert_eq!(record.probe_settings.min_block, None);
-        assert!(record.probe_settings.syscalls.is_empty());
-
-        for min_block in [
-            Duration::from_micros(1),
-            Duration::from_nanos(1500),
-            Duration::from_micros(250),
-            Duration::from_millis(20),
-        ] {
-            level.min_block = Some(min_block);
-            level.syscalls = vec!["read".to_string(), "epoll_wait".to_string()];
-            assert!(given(&level, "--min-block") && given(&level, "--syscalls"));
-            let record = parse(&level);
-            assert_eq!(record.probe_settings.min_block, Some(min_block));
-            assert_eq!(record.probe_settings.syscalls, ["read", "epoll_wait"]);
-        }
-        level.syscalls.clear();
-        assert!(given(&level, "--min-block") && !given(&level, "--syscalls"));
-        level.min_block = None;
-        level.syscalls = vec!["futex".to_string()];
-        assert!(!given(&level, "--min-block") && given(&level, "--syscalls"));
+        level.probes = vec!["futx".to_string()];
+        let err = SessionRecorder::options(&level).expect_err("unknown probe");
+        assert!(err.to_string().starts_with("unknown probe `futx`"), "{err}");
     }
 }

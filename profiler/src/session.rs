@@ -1,0 +1,418 @@
+//! One recording session over either backend: what `record`, `sweep` and `bench --record` share.
+//!
+//! [`Session::start`] returns once the probes are attached (the eBPF recorder started, or dtrace's
+//! BEGIN clause printed), so a caller can start a load knowing it is recorded from its first
+//! request. The backend then records on a thread of its own: the eBPF recorder is polled there
+//! (its ring buffers drained, new processes' tables built), dtrace's output is read there. The
+//! recording ends by itself when its duration elapses or the target exits, or when the caller
+//! asks ([`Session::stop`]); [`Session::finish`] returns the profile.
+
+use crate::cli::BackendArg;
+use anyhow::{bail, Context, Result};
+use lockscope_probes::Profile;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How often the eBPF recorder is polled.
+#[cfg(target_os = "linux")]
+const POLL_INTERVAL: Duration = Duration::from_millis(100);
+/// How often [`Session::start`] looks whether the backend is ready.
+const READY_POLL: Duration = Duration::from_millis(10);
+
+/// What a session records.
+#[derive(Clone, Debug)]
+pub enum SessionTarget {
+    /// A running process (all its threads, including later ones).
+    Pid(u32),
+    /// A command to launch and record until it exits.
+    Command(Vec<OsString>),
+}
+
+/// What to record and how, validated (`RecordArgs::to_session_options`, or built by `sweep` and
+/// `bench --record`).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct SessionOptions {
+    /// What to record.
+    pub target: SessionTarget,
+    /// The backend. Default: the host's (ebpf on Linux, dtrace elsewhere).
+    pub backend: BackendArg,
+    /// OS of the D script (dtrace backend). Default: `None`, this host's.
+    pub dtrace_os: Option<lockscope_dtrace::TargetOs>,
+    /// Probes to attach; empty means the backend's defaults. Default: empty.
+    pub probes: Vec<String>,
+    /// Shortest off-CPU interval the `offcpu` probe records; `None`: its default (10 µs).
+    pub min_block: Option<Duration>,
+    /// System calls the `syscall` probe records; empty means all. Default: empty.
+    pub syscalls: Vec<String>,
+    /// How long to record; `None`: until the target exits or [`Session::stop`]. Default: `None`.
+    pub duration: Option<Duration>,
+    /// The unwind-table cache directory (eBPF); `None` builds every table afresh. Default: `None`.
+    pub cache_dir: Option<PathBuf>,
+    /// Copy what a command dtrace launches prints to our stdout, as if run directly (dtrace
+    /// backend). Default: false.
+    pub echo_target_output: bool,
+}
+
+impl SessionOptions {
+    /// Recording `target` with the host's backend and its defaults.
+    pub fn new(target: SessionTarget) -> Self {
+        SessionOptions {
+            target,
+            backend: BackendArg::host_default(),
+            dtrace_os: None,
+            probes: Vec::new(),
+            min_block: None,
+            syscalls: Vec::new(),
+            duration: None,
+            cache_dir: None,
+            echo_target_output: false,
+        }
+    }
+}
+
+/// How far a recording is, for a status line (eBPF backend; dtrace reports nothing until it
+/// ends).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Progress {
+    /// Time since recording started.
+    pub elapsed: Duration,
+    /// Waits recorded so far.
+    pub events: u64,
+    /// Events lost so far.
+    pub lost: u64,
+    /// Stacks that could not be taken so far.
+    pub stack_failures: u64,
+}
+
+/// What a finished session produced.
+#[derive(Debug)]
+pub struct Recorded {
+    /// The profile, with what was recorded up to the end (or the failure).
+    pub profile: Profile,
+    /// Lines the user should read (dtrace's warnings, how the user stacks were unwound).
+    pub notes: Vec<String>,
+    /// The error that ended the recording early, after which `profile` holds what came before.
+    pub failure: Option<anyhow::Error>,
+}
+
+/// State shared between the caller and the backend's thread.
+#[derive(Default)]
+struct Shared {
+    /// Set once the probes are attached.
+    ready: AtomicBool,
+    /// The target's pid, once known.
+    pid: Mutex<Option<u32>>,
+    /// Set by [`Session::stop`], with the reason the profile gives.
+    stop: Mutex<Option<String>>,
+    /// The same request as a flag, as the DTrace driver takes it.
+    stop_flag: Arc<AtomicBool>,
+    progress: Mutex<Progress>,
+}
+
+/// A recording in progress.
+pub struct Session {
+    shared: Arc<Shared>,
+    worker: JoinHandle<Result<Recorded>>,
+}
+
+impl Session {
+    /// Starts recording; returns once the probes are attached, or with the error that kept
+    /// them from it.
+    pub fn start(options: SessionOptions) -> Result<Session> {
+        let shared = Arc::new(Shared::default());
+        let worker = {
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name("lockscope-record".into())
+                .spawn(move || match options.backend {
+                    BackendArg::Ebpf => record_ebpf(options, &shared),
+                    BackendArg::Dtrace => record_dtrace(options, &shared),
+                })
+                .context("failed to start the recording thread")?
+        };
+        while !shared.ready.load(Ordering::Acquire) {
+            if worker.is_finished() {
+                return match worker.join() {
+                    Ok(Ok(_)) => bail!("the recording ended before it started"),
+                    Ok(Err(e)) => Err(e),
+                    Err(_) => bail!("the recording thread panicked"),
+                };
+            }
+            std::thread::sleep(READY_POLL);
+        }
+        Ok(Session { shared, worker })
+    }
+
+    /// The pid being recorded (a launched command's, once known).
+    pub fn target_pid(&self) -> Option<u32> {
+        *lock(&self.shared.pid)
+    }
+
+    /// How far the recording is.
+    pub fn progress(&self) -> Progress {
+        *lock(&self.shared.progress)
+    }
+
+    /// Whether the recording ended by itself (duration, target exit, failure).
+    pub fn ended(&self) -> bool {
+        self.worker.is_finished()
+    }
+
+    /// Asks the recording to end; `reason` is what the profile says of it (eBPF backend; dtrace
+    /// says "interrupted").
+    pub fn stop(&self, reason: &str) {
+        lock(&self.shared.stop).get_or_insert_with(|| reason.to_string());
+        self.shared.stop_flag.store(true, Ordering::Release);
+    }
+
+    /// Waits for the recording to end (call [`Session::stop`] first to end it now).
+    pub fn finish(self) -> Result<Recorded> {
+        match self.worker.join() {
+            Ok(result) => result,
+            Err(_) => bail!("the recording thread panicked"),
+        }
+    }
+}
+
+/// Locks `mutex`, also after a panic elsewhere (the values are plain data).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The eBPF backend on the session's thread: start, poll until the end, finish.
+#[cfg(target_os = "linux")]
+fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recorded> {
+    use lockscope_ebpf::{RecordOptions, Recorder, TargetSpec};
+    use std::time::Instant;
+
+    let mut record = RecordOptions::new(match options.target {
+        SessionTarget::Pid(pid) => TargetSpec::Pid(pid),
+        SessionTarget::Command(argv) => TargetSpec::Command(argv),
+    });
+    record.probes = options.probes;
+    if let Some(min_block) = options.min_block {
+        record.probe_settings.min_block = min_block;
+    }
+    record.probe_settings.syscalls = options.syscalls;
+    record.unwind.cache_dir = options.cache_dir;
+    // The server keeps running while its less used libraries' tables are built: attaching
+    // waits only for the main executable's and libc's (issue 14).
+    record.unwind.background = true;
+    let mut recorder = Recorder::start(record)?;
+    let started = Instant::now();
+    *lock(&shared.pid) = Some(recorder.target_pid());
+    shared.ready.store(true, Ordering::Release);
+
+    let reason = loop {
+        std::thread::sleep(if recorder.wants_early_polls() {
+            Recorder::EARLY_POLL_INTERVAL
+        } else {
+            POLL_INTERVAL
+        });
+        let status = match recorder.poll() {
+            Ok(status) => status,
+            Err(e) => {
+                // What was recorded so far is kept, and the failure said after it.
+                let profile = recorder
+                    .finish("recorder failed")
+                    .context("failed to finish the recording")?;
+                return Ok(Recorded {
+                    profile,
+                    notes: Vec::new(),
+                    failure: Some(anyhow::Error::from(e).context("recording failed")),
+                });
+            }
+        };
+        *lock(&shared.progress) = Progress {
+            elapsed: status.elapsed,
+            events: status.events,
+            lost: status.losses.lost_events(),
+            stack_failures: status.losses.user_stack_failures + status.losses.kernel_stack_failures,
+        };
+        if let Some(reason) = lock(&shared.stop).clone() {
+            break reason;
+        }
+        if options.duration.is_some_and(|d| started.elapsed() >= d) {
+            break "duration elapsed".to_string();
+        }
+        if status.target_exited {
+            break target_exit_reason(recorder.target_exit_status());
+        }
+    };
+    let notes = match recorder.unwind_stats() {
+        Ok(Some(stats)) => unwind_summary(&stats).into_iter().collect(),
+        _ => Vec::new(),
+    };
+    let profile = recorder
+        .finish(&reason)
+        .context("failed to finish the recording")?;
+    Ok(Recorded {
+        profile,
+        notes,
+        failure: None,
+    })
+}
+
+/// The eBPF backend where there is none.
+#[cfg(not(target_os = "linux"))]
+fn record_ebpf(_options: SessionOptions, _shared: &Shared) -> Result<Recorded> {
+    bail!("the ebpf backend is Linux-only; use --backend dtrace")
+}
+
+/// The DTrace backend on the session's thread: the driver runs dtrace until the end.
+fn record_dtrace(options: SessionOptions, shared: &Shared) -> Result<Recorded> {
+    use lockscope_dtrace::{Driver, DriverOptions, DriverTarget, ScriptOptions};
+
+    let os = dtrace_os(options.dtrace_os)?;
+    let mut script = ScriptOptions::new(os);
+    script.probes = options.probes;
+    script.duration = options.duration;
+    let target = match options.target {
+        SessionTarget::Pid(pid) => {
+            *lock(&shared.pid) = Some(pid);
+            DriverTarget::Pid(pid)
+        }
+        SessionTarget::Command(argv) => DriverTarget::Command(
+            argv.into_iter()
+                .map(|a| {
+                    a.into_string().map_err(|a| {
+                        anyhow::anyhow!(
+                            "command argument {a:?} is not UTF-8, which dtrace -c needs"
+                        )
+                    })
+                })
+                .collect::<Result<_>>()?,
+        ),
+    };
+    let mut driver = DriverOptions::new(script, target);
+    driver.echo_target_output = options.echo_target_output;
+    driver.stop = Arc::clone(&shared.stop_flag);
+    let began = Arc::clone(&driver.began);
+    let driver = Driver::new(driver)?;
+    // The driver says when dtrace has enabled every probe (a second or more): pass it on.
+    let recording = std::thread::scope(|scope| {
+        let running = Arc::new(AtomicBool::new(true));
+        let watching = Arc::clone(&running);
+        scope.spawn(move || {
+            while watching.load(Ordering::Acquire) {
+                if began.load(Ordering::Acquire) {
+                    shared.ready.store(true, Ordering::Release);
+                    return;
+                }
+                std::thread::sleep(READY_POLL);
+            }
+        });
+        let recording = driver.run();
+        running.store(false, Ordering::Release);
+        recording
+    })?;
+    Ok(Recorded {
+        profile: recording.profile,
+        notes: recording
+            .warnings
+            .into_iter()
+            .map(|w| format!("warning: {w}"))
+            .collect(),
+        failure: None,
+    })
+}
+
+/// The OS to write the D script for: the one given, else this host's.
+pub fn dtrace_os(os: Option<lockscope_dtrace::TargetOs>) -> Result<lockscope_dtrace::TargetOs> {
+    match os {
+        Some(os) => Ok(os),
+        None => lockscope_dtrace::TargetOs::host().context(
+            "this host has no DTrace backend of its own: give --os macos, freebsd, illumos or linux",
+        ),
+    }
+}
+
+/// Why a recording stopped when its target went away: a launched command's exit status or the
+/// signal that killed it; an attached process, which is not lockscope's child, only "exited".
+#[cfg(target_os = "linux")]
+fn target_exit_reason(status: Option<std::process::ExitStatus>) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match status.map(|s| (s.signal(), s.code())) {
+        Some((Some(signal), _)) => match signal_name(signal) {
+            Some(name) => format!("target killed by {name}"),
+            None => format!("target killed by signal {signal}"),
+        },
+        Some((None, Some(code))) if code != 0 => format!("target exited with status {code}"),
+        _ => "target exited".to_string(),
+    }
+}
+
+/// Names of the signals that usually end a process.
+#[cfg(target_os = "linux")]
+fn signal_name(signal: i32) -> Option<&'static str> {
+    Some(match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGTERM => "SIGTERM",
+        _ => return None,
+    })
+}
+
+/// One line on the user stacks: how many were cut short, and how many of those at a file whose
+/// unwind table was still being built (the first moments of an attach), and where the tables
+/// came from. `None` when nothing was unwound.
+#[cfg(target_os = "linux")]
+fn unwind_summary(stats: &lockscope_ebpf::UnwindStats) -> Option<String> {
+    if stats.stacks == 0 && stats.table_builds.is_empty() {
+        return None;
+    }
+    let cached = stats.table_builds.iter().filter(|b| b.cached).count();
+    Some(format!(
+        "unwinding: {} user stacks, {} cut short ({} at a file whose table was still being built); {} tables ({cached} from the cache), {} still building",
+        stats.stacks,
+        stats.truncated,
+        stats.table_pending,
+        stats.table_builds.len(),
+        stats.tables_pending,
+    ))
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// A launched target's end says how it ended; an attached one (no status) just exited.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn target_exit_reasons() {
+        use std::os::unix::process::ExitStatusExt;
+        use std::process::ExitStatus;
+        assert_eq!(target_exit_reason(None), "target exited");
+        assert_eq!(
+            target_exit_reason(Some(ExitStatus::from_raw(0))),
+            "target exited"
+        );
+        assert_eq!(
+            target_exit_reason(Some(ExitStatus::from_raw(3 << 8))),
+            "target exited with status 3"
+        );
+        assert_eq!(
+            target_exit_reason(Some(ExitStatus::from_raw(libc::SIGKILL))),
+            "target killed by SIGKILL"
+        );
+        assert_eq!(
+            target_exit_reason(Some(ExitStatus::from_raw(libc::SIGRTMIN() + 1))),
+            format!("target killed by signal {}", libc::SIGRTMIN() + 1)
+        );
+    }
+}
