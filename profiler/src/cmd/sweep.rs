@@ -1,10 +1,9 @@
-//! `lockscope sweep`, `html` and `chart`: the commands over sweeps. A sweep records each level
-//! in a recording [`Session`] of its own, as `lockscope record -p PID -d DURATION` would.
+//! `lockscope sweep`: throughput and waits of a server across concurrency levels. Each level is
+//! recorded in a [`Session`] of its own, as `lockscope record -p PID -d DURATION` would.
 
-use crate::cli::{BackendArg, ChartArgs, HtmlArgs, SweepArgs};
+use crate::cli::{BackendArg, SweepArgs};
 use crate::session::{Session, SessionOptions, SessionTarget};
 use anyhow::{bail, Context, Result};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// A server lockscope started for a sweep; stopped (SIGTERM, then SIGKILL) when dropped.
@@ -75,14 +74,14 @@ impl SessionRecorder {
         };
         options.min_block = level.min_block;
         options.syscalls = level.syscalls.clone();
-        options.cache_dir = crate::record::cache_dir(None);
+        options.cache_dir = super::record::cache_dir(None);
         Ok(options)
     }
 }
 
 impl lockscope::sweep::LevelRecorder for SessionRecorder {
     fn start(&mut self, level: &lockscope::sweep::LevelRecording) -> Result<()> {
-        crate::record::check_output_writable(&level.output)?;
+        super::record::check_output_writable(&level.output)?;
         let options = Self::options(level)?;
         let probes = options.probes.join(",");
         let session = Session::start(options)?;
@@ -102,7 +101,7 @@ impl lockscope::sweep::LevelRecorder for SessionRecorder {
         for note in &recorded.notes {
             eprintln!("lockscope: {note}");
         }
-        crate::record::save(&recorded.profile, &output)?;
+        super::record::save(&recorded.profile, &output)?;
         recorded.failure.map_or(Ok(()), Err)
     }
 }
@@ -147,72 +146,6 @@ pub fn run(args: &SweepArgs) -> Result<()> {
             .display()
     );
     Ok(())
-}
-
-/// An input of `lockscope html`: a sweep (directory or `.json`) or a profile.
-fn html_input(path: &Path) -> Result<lockscope::html::Input> {
-    let is_sweep = path.is_dir() || path.extension().is_some_and(|e| e == "json");
-    if is_sweep {
-        let (sweep, dir) = lockscope::sweep::read_sweep(path)?;
-        Ok(lockscope::html::Input::Sweep {
-            path: path.to_path_buf(),
-            dir,
-            sweep: Box::new(sweep),
-        })
-    } else {
-        let profile = lockscope_probes::read_profile(path)
-            .with_context(|| format!("failed to read profile `{}`", path.display()))?;
-        Ok(lockscope::html::Input::Run {
-            path: path.to_path_buf(),
-            profile: Box::new(profile),
-        })
-    }
-}
-
-/// Writes `text` to `path`, naming it in any error.
-fn write_text(path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).with_context(|| format!("cannot write `{}`", path.display()))
-}
-
-/// Runs `lockscope html`.
-pub fn html(args: &HtmlArgs) -> Result<()> {
-    let options = args.to_options();
-    let inputs = args
-        .inputs
-        .iter()
-        .map(|p| html_input(p))
-        .collect::<Result<Vec<_>>>()?;
-    let page = lockscope::html::render_html(&inputs, &options)?;
-    write_text(&args.output, &page)?;
-    eprintln!(
-        "lockscope: wrote `{}` ({} KiB)",
-        args.output.display(),
-        page.len() / 1024
-    );
-    Ok(())
-}
-
-/// Runs `lockscope chart`.
-pub fn chart(args: &ChartArgs) -> Result<()> {
-    let (sweep, _) = lockscope::sweep::read_sweep(&args.sweep)?;
-    let mut options = lockscope::chart::ChartOptions::default();
-    options.title = args.title.clone();
-    match args.output.extension().and_then(|e| e.to_str()) {
-        Some("svg") => write_text(
-            &args.output,
-            &lockscope::chart::scaling_svg(&sweep, &options),
-        ),
-        Some("png") => {
-            let png = lockscope::chart::scaling_png(&sweep, &options)?;
-            std::fs::write(&args.output, png)
-                .with_context(|| format!("cannot write `{}`", args.output.display()))
-        }
-        other => bail!(
-            "cannot write chart `{}`: the extension says the format, .svg or .png (got {})",
-            args.output.display(),
-            other.map_or("no extension".to_string(), |e| format!(".{e}"))
-        ),
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,17 @@
+//! `lockscope flamegraph`: an SVG flamegraph of one profile, drawn by inferno.
+
+use crate::cli::FlamegraphArgs;
+use anyhow::Result;
+
+/// Runs `lockscope flamegraph`.
+pub fn run(args: &FlamegraphArgs) -> Result<()> {
+    let profile = super::read(&args.profile)?;
+    let fold = args.fold.to_options(&profile)?;
+    let mut options = lockscope::flamegraph::FlamegraphOptions::default();
+    options.fold = fold;
+    options.title = args.title.clone();
+    options.wakeups = args.wakeups;
+    super::write_file(&args.output, |out| {
+        lockscope::flamegraph::write_flamegraph(&profile, &options, out)
+    })
+}

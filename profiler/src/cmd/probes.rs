@@ -1,0 +1,116 @@
+//! `lockscope probes`: both backends' probes, and for the eBPF ones whether each loads on this
+//! kernel (tried as `record` would load it).
+
+use anyhow::Result;
+use std::io::Write;
+
+/// Runs `lockscope probes`.
+pub fn run() -> Result<()> {
+    super::write_stdout("the probe list", |out| Ok(print_probes(out)?))
+}
+
+/// Per eBPF probe, `(probe, verdict, why)` with the verdict `loads`, `fails` or `absent`; and
+/// which programs this kernel takes.
+type EbpfSupport = (
+    Vec<(&'static str, &'static str, Option<String>)>,
+    Option<String>,
+);
+
+/// Whether each eBPF probe works on this kernel (empty when that cannot be checked here).
+#[cfg(target_os = "linux")]
+fn ebpf_probe_support() -> EbpfSupport {
+    use lockscope_ebpf::ProbeSupport;
+    if lockscope_ebpf::check_environment().is_err() {
+        return (Vec::new(), None);
+    }
+    let support = lockscope_ebpf::probe_support()
+        .into_iter()
+        .map(|(name, support)| match support {
+            ProbeSupport::Loads => (name, "loads", None),
+            ProbeSupport::Fails(why) => (name, "fails", Some(why)),
+            ProbeSupport::Absent(why) => (name, "absent", Some(why)),
+        })
+        .collect();
+    let programs = lockscope_ebpf::ProgramVariant::current()
+        .describe()
+        .to_owned();
+    (support, Some(programs))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn ebpf_probe_support() -> EbpfSupport {
+    (Vec::new(), None)
+}
+
+/// Why the eBPF probes could not be tried here.
+fn support_unknown_reason() -> Option<String> {
+    #[cfg(target_os = "linux")]
+    {
+        lockscope_ebpf::check_environment()
+            .err()
+            .map(|e| format!("not checked: {e}"))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Some("not checked: not Linux".to_string())
+    }
+}
+
+/// Lists both backends' probes: eBPF (Linux) first, then DTrace with the OSes each exists on.
+fn print_probes(out: &mut dyn Write) -> std::io::Result<()> {
+    writeln!(out, "eBPF backend (Linux)")?;
+    let (support, programs) = ebpf_probe_support();
+    if let Some(programs) = programs {
+        writeln!(out, "  this kernel takes the {programs}")?;
+    }
+    writeln!(
+        out,
+        "  {:<12} {:<20} {:<8} {:<12} DESCRIPTION",
+        "PROBE", "COST", "DEFAULT", "THIS KERNEL"
+    )?;
+    for probe in lockscope_probes::CATALOG {
+        let (can, why) = match support.iter().find(|(name, ..)| *name == probe.name) {
+            Some((_, verdict, why)) => (*verdict, why.clone()),
+            None => ("unknown", support_unknown_reason()),
+        };
+        writeln!(
+            out,
+            "  {:<12} {:<20} {:<8} {:<12} {}",
+            probe.name,
+            probe.cost.name(),
+            if probe.default { "yes" } else { "no" },
+            can,
+            probe.description
+        )?;
+        writeln!(out, "  {:<55} hooks: {}", "", probe.linux_hooks)?;
+        if let Some(why) = why {
+            writeln!(out, "  {:<55} why: {why}", "")?;
+        }
+    }
+    writeln!(out, "\nDTrace backend (--backend dtrace --os OS)")?;
+    writeln!(
+        out,
+        "  {:<12} {:<20} {:<8} {:<24} DESCRIPTION",
+        "PROBE", "COST", "DEFAULT", "OS"
+    )?;
+    for probe in lockscope_dtrace::DTRACE_CATALOG {
+        let oses: Vec<&str> = lockscope_dtrace::TargetOs::ALL
+            .iter()
+            .filter(|os| probe.supports(**os))
+            .map(|os| os.name())
+            .collect();
+        writeln!(
+            out,
+            "  {:<12} {:<20} {:<8} {:<24} {}",
+            probe.name,
+            probe.cost.name(),
+            if probe.default { "yes" } else { "no" },
+            oses.join(","),
+            probe.description
+        )?;
+        for (os, reason) in probe.absent {
+            writeln!(out, "  {:<66} absent on {os}: {reason}", "")?;
+        }
+    }
+    Ok(())
+}
