@@ -20,18 +20,18 @@
 //! the recording session, `launch` starts a command only once the probes are attached, `procmaps`
 //! and `symbolize` turn addresses into frames.
 
-mod bpf;
 mod environment;
 mod error;
 mod launch;
 mod libbpf_log;
-mod ops;
-mod probeset;
+mod object;
+mod probe;
+mod probes;
 mod procmaps;
 mod recorder;
+mod resolve;
 mod shared;
 mod skel;
-mod skels;
 mod symbolize;
 mod syscalls;
 mod unwind;
@@ -39,9 +39,7 @@ mod variant;
 
 pub use environment::{check_environment, check_kernel_btf, KERNEL_BTF};
 pub use error::Error;
-pub use probeset::{probe_support, syscall_numbers, ProbeSettings, ProbeSupport, FAIL_ATTACH_ENV};
+pub use probe::{probe_support, syscall_numbers, ProbeSettings, ProbeSupport};
 pub use recorder::{RecordOptions, Recorder, RecorderStatus, TargetSpec};
-pub use unwind::{
-    TableBuild, UnwindOptions, UnwindStats, DEFAULT_CACHE_MAX_BYTES, USER_STACKS_ENV,
-};
-pub use variant::{ProgramVariant, PROGRAM_VARIANT_ENV};
+pub use unwind::{TableBuild, UnwindOptions, UnwindStats, UserStacks, DEFAULT_CACHE_MAX_BYTES};
+pub use variant::ProgramVariant;

@@ -9,13 +9,17 @@
 //! - [`hist`]: log2 latency histograms, bucketed exactly like DTrace's `quantize()`;
 //! - [`profile`]: the profile data model (metadata, threads, interned stacks, wait records);
 //! - [`sched`]: per-thread wall-time breakdown and wakeups (the `offcpu` probe);
-//! - [`format`]: the versioned on-disk profile format (`.lsp`).
+//! - [`format`]: the versioned on-disk profile format (`.lsp`);
+//! - [`host`]: the two things both backends ask of the host, written once: `uname`, and ending
+//!   a launched process (SIGTERM, then SIGKILL).
 //!
-//! This crate has no OS dependencies: it never talks to a kernel.
+//! This crate has no OS-specific code: apart from [`host`]'s POSIX calls, it never talks to a
+//! kernel.
 
 pub mod catalog;
 pub mod format;
 pub mod hist;
+pub mod host;
 pub mod profile;
 pub mod sched;
 pub mod wait;

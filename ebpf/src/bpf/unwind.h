@@ -116,17 +116,22 @@ struct unwind_config {
 	__u32 pad;
 };
 
-/* user_stack.flags */
-#define LKS_STACK_TRUNCATED 1
-/* At least one frame was found by frame pointer (no CFI for its caller's pc). */
-#define LKS_STACK_FP_USED 2
-/* The walk stopped at a mapping whose table was still being built (LKS_UNWIND_TABLE_PENDING). */
-#define LKS_STACK_TABLE_PENDING 4
+/* Bits of user_stack.flags (an enum so that the Rust loader gets them from the skeleton). */
+enum user_stack_flags {
+	/* The walk stopped before the outermost frame. */
+	LKS_STACK_TRUNCATED = 1,
+	/* At least one frame was found by frame pointer (no CFI for its caller's pc). */
+	LKS_STACK_FP_USED = 2,
+	/* The walk stopped at a mapping whose table was still being built
+	 * (LKS_UNWIND_TABLE_PENDING). */
+	LKS_STACK_TABLE_PENDING = 4,
+};
 
 /* An unwound user stack: pcs[0] is the leaf (the user pc at the event). */
 struct user_stack {
 	__u32 depth;
-	__u32 flags;
+	/* enum user_stack_flags, or'ed */
+	enum user_stack_flags flags;
 	__u64 pcs[LKS_MAX_USER_FRAMES];
 };
 
