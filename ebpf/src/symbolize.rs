@@ -7,9 +7,10 @@
 
 use crate::procmaps::MapsCache;
 use blazesym::symbolize::source::{Elf, Kernel, Source};
-use blazesym::symbolize::{CodeInfo, Input, Sym, Symbolized, Symbolizer};
+use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use blazesym::MaybeDefault;
-use lockscope_probes::{Frame, InlinedFrame};
+use lockscope_probes::symbols::frame_from_sym;
+use lockscope_probes::Frame;
 
 /// Module name of kernel frames.
 const KERNEL_MODULE: &str = "[kernel]";
@@ -143,42 +144,6 @@ pub fn user_stack_complete(frames: &[Frame]) -> bool {
         .last()
         .and_then(|f| f.function.as_deref())
         .is_some_and(|f| USER_STACK_ROOTS.contains(&f))
-}
-
-fn code_location(info: Option<&CodeInfo<'_>>) -> (Option<String>, Option<u32>) {
-    match info {
-        Some(info) => (Some(info.to_path().display().to_string()), info.line),
-        None => (None, None),
-    }
-}
-
-fn frame_from_sym(address: u64, sym: &Sym<'_>, adjust: u64) -> Frame {
-    let (file, line) = code_location(sym.code_info.as_deref());
-    Frame {
-        address,
-        function: Some(sym.name.to_string()),
-        function_offset: Some(sym.offset as u64 + adjust),
-        module: sym
-            .module
-            .as_deref()
-            .map(|m| m.to_string_lossy().into_owned()),
-        module_offset: None,
-        file,
-        line,
-        inlined: sym
-            .inlined
-            .iter()
-            .map(|inlined| {
-                let (file, line) = code_location(inlined.code_info.as_ref());
-                InlinedFrame {
-                    function: inlined.name.to_string(),
-                    file,
-                    line,
-                }
-            })
-            .collect(),
-        annotation: None,
-    }
 }
 
 #[cfg(test)]
