@@ -16,8 +16,8 @@
 use crate::parse::{Output, ParsedFrame, Record};
 use blazesym::inspect::source::{Elf as InspectElf, Source as InspectSource};
 use blazesym::inspect::Inspector;
-use blazesym::symbolize::source::{Elf, Source};
-use blazesym::symbolize::{Input, Symbolized, Symbolizer};
+
+use blazesym::symbolize::Symbolizer;
 use lockscope_probes::{symbols, Frame};
 use std::collections::HashMap;
 use std::path::Path;
@@ -207,27 +207,14 @@ impl<'a> UserSymbolizer<'a> {
                 (mapping, address, file_offset)
             }
         };
-        let mut frame = Frame::unsymbolized(address);
-        frame.module = Some(mapping.module_name());
-        frame.module_offset = Some(file_offset);
-        let source = Source::Elf(Elf::new(&mapping.path));
-        let adjust = u64::from(is_return && file_offset > 0);
-        let lookup = |adjust: u64| match self
-            .symbolizer
-            .symbolize_single(&source, Input::FileOffset(file_offset - adjust))
-        {
-            Ok(Symbolized::Sym(sym)) => Some(symbols::frame_from_sym(0, &sym, adjust)),
-            _ => None,
-        };
-        if let Some(symbolized) = lookup(adjust).or_else(|| (adjust > 0).then(|| lookup(0))?) {
-            frame = Frame {
-                address,
-                module: frame.module,
-                module_offset: frame.module_offset,
-                ..symbolized
-            };
-        }
-        Some(frame)
+        Some(symbols::file_frame(
+            &self.symbolizer,
+            Path::new(&mapping.path),
+            address,
+            Some(mapping.module_name()),
+            file_offset,
+            is_return,
+        ))
     }
 }
 

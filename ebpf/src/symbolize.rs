@@ -6,10 +6,10 @@
 //! that exited before the recording ended still get their names.
 
 use crate::procmaps::MapsCache;
-use blazesym::symbolize::source::{Elf, Kernel, Source};
+use blazesym::symbolize::source::{Kernel, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use blazesym::MaybeDefault;
-use lockscope_probes::symbols::frame_from_sym;
+use lockscope_probes::symbols::{file_frame, frame_from_sym};
 use lockscope_probes::Frame;
 
 /// Module name of kernel frames.
@@ -107,26 +107,14 @@ impl StackSymbolizer {
         let Some(path) = mapping.readable_path() else {
             return frame;
         };
-        // A return address points after its call, which may be the first instruction of the
-        // next function or line: look the call itself up.
-        // A signal trampoline is "returned to" at its first instruction, and the byte before it
-        // (glibc's CFI covers a nop there) belongs to no symbol: then the address itself.
-        let adjust = u64::from(is_return && module_offset > 0);
-        let source = Source::Elf(Elf::new(path));
-        let lookup = |adjust: u64| match self
-            .symbolizer
-            .symbolize_single(&source, Input::FileOffset(module_offset - adjust))
-        {
-            Ok(Symbolized::Sym(sym)) => Some(frame_from_sym(address, &sym, adjust)),
-            _ => None,
-        };
-        let found = lookup(adjust).or_else(|| if adjust > 0 { lookup(0) } else { None });
-        if let Some(mut symbolized) = found {
-            symbolized.module = frame.module;
-            symbolized.module_offset = frame.module_offset;
-            frame = symbolized;
-        }
-        frame
+        file_frame(
+            &self.symbolizer,
+            &path,
+            address,
+            frame.module,
+            module_offset,
+            is_return,
+        )
     }
 }
 

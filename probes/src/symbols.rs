@@ -3,7 +3,9 @@
 //! blazesym symbol into a profile [`Frame`]. Linux only; the rest of this crate is OS-neutral.
 
 use crate::profile::{Frame, InlinedFrame};
-use blazesym::symbolize::{CodeInfo, Sym};
+use blazesym::symbolize::source::{Elf, Source};
+use blazesym::symbolize::{CodeInfo, Input, Sym, Symbolized, Symbolizer};
+use std::path::Path;
 
 /// A line of `/proc/PID/maps`, parsed.
 #[derive(Debug, PartialEq, Eq)]
@@ -70,6 +72,37 @@ pub fn frame_from_sym(address: u64, sym: &Sym<'_>, adjust: u64) -> Frame {
             .collect(),
         annotation: None,
     }
+}
+
+/// The user frame of `address`, which is `file_offset` in the ELF file at `path` (named
+/// `module` in frames), symbolized with `symbolizer` when it can be; `is_return` for every frame
+/// but the leaf.
+pub fn file_frame(
+    symbolizer: &Symbolizer,
+    path: &Path,
+    address: u64,
+    module: Option<String>,
+    file_offset: u64,
+    is_return: bool,
+) -> Frame {
+    // A return address points after its call, which may be the first instruction of the next
+    // function or line: look the call itself up. A signal trampoline is "returned to" at its
+    // first instruction, and the byte before it (glibc's CFI covers a nop there) belongs to no
+    // symbol: then the address itself.
+    let adjust = u64::from(is_return && file_offset > 0);
+    let source = Source::Elf(Elf::new(path));
+    let lookup = |adjust: u64| match symbolizer
+        .symbolize_single(&source, Input::FileOffset(file_offset - adjust))
+    {
+        Ok(Symbolized::Sym(sym)) => Some(frame_from_sym(address, &sym, adjust)),
+        _ => None,
+    };
+    let mut frame = lookup(adjust)
+        .or_else(|| if adjust > 0 { lookup(0) } else { None })
+        .unwrap_or_else(|| Frame::unsymbolized(address));
+    frame.module = module;
+    frame.module_offset = Some(file_offset);
+    frame
 }
 
 fn code_location(info: Option<&CodeInfo<'_>>) -> (Option<String>, Option<u32>) {
