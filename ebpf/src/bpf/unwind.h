@@ -10,9 +10,6 @@
 
 /* Deepest user stack kept; deeper stacks are cut at the root end and marked truncated. */
 #define LKS_MAX_USER_FRAMES 127
-/* unwind_mapping.first_row (with rows == 0) of a mapping whose table is still being built: the
- * walk stops there (a frame-pointer guess through code without frame pointers invents frames). */
-#define LKS_UNWIND_TABLE_PENDING 0xffffffffU
 /* Executable mappings per process that the unwinder can see. */
 #define LKS_UNWIND_MAX_MAPPINGS 256
 /* Rows of all unwind tables together (8 bytes each: 16 MiB). */
@@ -20,8 +17,16 @@
 /* Page-index entries of all unwind tables together (8 bytes each, the array's element size:
  * 4 MiB, for 2 GiB of code). */
 #define LKS_UNWIND_PAGES (1 << 19)
-/* Bytes of address space per page-index entry. */
-#define LKS_UNWIND_PAGE_SHIFT 12
+/* Constants user space uses too: an enum, so that they reach Rust through the skeleton's types
+ * (targets.bpf.c has an instance, which makes the skeleton generate them). */
+enum unwind_constants {
+	/* Bytes of address space per page-index entry: 1 << this. */
+	LKS_UNWIND_PAGE_SHIFT = 12,
+	/* unwind_mapping.first_row (with rows == 0) of a mapping whose table is still being built:
+	 * the walk stops there (a frame-pointer guess through code without frame pointers invents
+	 * frames). */
+	LKS_UNWIND_TABLE_PENDING = 0xffffffffU,
+};
 /* Binary-search steps that cover LKS_UNWIND_ROWS rows and LKS_UNWIND_MAX_MAPPINGS mappings. */
 #define LKS_UNWIND_ROW_STEPS 22
 #define LKS_UNWIND_MAPPING_STEPS 9

@@ -30,8 +30,8 @@ use crate::error::Error;
 use crate::procmaps::parse_maps_line;
 use crate::shared::SharedMaps;
 use crate::skel::targets::types::{
-    unwind_config, unwind_counters, unwind_file, unwind_file_key, unwind_mapping, unwind_proc,
-    unwind_row, unwind_user_stacks,
+    unwind_config, unwind_constants, unwind_counters, unwind_file, unwind_file_key, unwind_mapping,
+    unwind_proc, unwind_row, unwind_user_stacks,
 };
 use builder::{build_image, builder_nice, Builders, BuiltTable, Done};
 use cache::TableCache;
@@ -52,9 +52,8 @@ use table::CompactTable;
 
 pub use cache::DEFAULT_MAX_BYTES as DEFAULT_CACHE_MAX_BYTES;
 
-/// `unwind_mapping.first_row` of a mapping whose table is being built
-/// (`LKS_UNWIND_TABLE_PENDING`).
-const TABLE_PENDING: u32 = u32::MAX;
+/// `unwind_mapping.first_row` of a mapping whose table is being built (from `bpf/unwind.h`).
+const TABLE_PENDING: u32 = unwind_constants::LKS_UNWIND_TABLE_PENDING.0;
 /// Default of [`UnwindOptions::urgent_wait`].
 const DEFAULT_URGENT_WAIT: Duration = Duration::from_secs(3);
 /// Where [`Unwinder::preload_command`] looks for needed libraries (Debian's multiarch first).
