@@ -10,9 +10,9 @@
 //! A probe is found by its name in three places: its BPF side `src/bpf/NAME.bpf.c` (its structs
 //! and enums in `NAME.h`, which reach Rust through the generated skeleton's types), its Rust
 //! loader `src/probes/NAME.rs` (an implementation of the `Probe` trait of `probe.rs`), and its
-//! report section in the profiler. `probe.rs`'s `ProbeSet` holds the requested probes as a list
+//! report section in the profiler. The `ProbeSet` holds the requested probes as a list
 //! of `Box<dyn Probe>`: it loads, attaches, detaches, counts and drains them alike; futex is one
-//! of them. Adding a probe: one `.bpf.c`, one `.h`, one Rust file implementing `Probe` (listed
+//! of them (`probe_set.rs`). Adding a probe: one `.bpf.c`, one `.h`, one Rust file implementing `Probe` (listed
 //! in `probes::all`), its name in build.rs's `OBJECTS` and `skel.rs`.
 //!
 //! Every object shares the maps of the `targets` object (`shared.rs`: the target set, which also
@@ -39,6 +39,7 @@ mod launch;
 mod libbpf_log;
 mod object;
 mod probe;
+mod probe_set;
 mod probes;
 mod procmaps;
 mod recorder;
@@ -52,7 +53,8 @@ mod variant;
 
 pub use environment::{check_environment, check_kernel_btf, KERNEL_BTF};
 pub use error::Error;
-pub use probe::{probe_support, syscall_numbers, ProbeSettings, ProbeSupport};
+pub use probe::{syscall_numbers, ProbeSettings};
+pub use probe_set::{probe_support, ProbeSupport};
 pub use recorder::{RecordOptions, Recorder, RecorderStatus, TargetSpec};
 pub use unwind::{TableBuild, UnwindOptions, UnwindStats, UserStacks, DEFAULT_CACHE_MAX_BYTES};
 pub use variant::ProgramVariant;

@@ -1,20 +1,17 @@
-//! What every probe of the eBPF backend is: the [`Probe`] trait, and the [`ProbeSet`] of a
-//! recording, a list of them.
+//! What every probe of the eBPF backend is: the [`Probe`] trait, what its loader, attach and
+//! drain get, and the raw records it drains ([`Drained`]).
 //!
 //! A probe is one BPF object (`bpf/NAME.bpf.c`, its structs and enums in `bpf/NAME.h`) with one
-//! Rust loader implementing [`Probe`] (`probes/NAME.rs`, listed in [`crate::probes::ALL`]). The
-//! set loads the requested ones, attaches them to the target, detaches them, and drains their
-//! maps into raw records ([`Drained`]) that one `resolve` step (`resolve.rs`) turns into the
-//! profile. A probe that fails to load or attach is kept as failed, with the reason, and the
-//! others keep working; `lockscope probes` asks the same loaders ([`probe_support`]).
+//! Rust loader implementing [`Probe`] (`probes/NAME.rs`, listed in `probes::all`). The
+//! `ProbeSet` of a recording (`probe_set.rs`) holds them as a list; the `resolve` step
+//! (`resolve.rs`) turns their drained records into the profile.
 
 use crate::error::Error;
 use crate::object::Counters;
-use crate::probes;
 use crate::shared::SharedMaps;
 use crate::syscalls::syscall_number;
 use crate::variant::ProgramVariant;
-use lockscope_probes::{AttachStatus, ProbeAttachment, ThreadTime, WaitKind, WaitStats};
+use lockscope_probes::{AttachStatus, ThreadTime, WaitKind, WaitStats};
 use std::time::Duration;
 
 /// Settings of the probes that take any.
@@ -165,7 +162,7 @@ pub(crate) struct DrainContext<'a> {
 }
 
 /// One probe of the eBPF backend: one BPF object and its loader. Implementors are listed in
-/// [`crate::probes::ALL`].
+/// `probes::all`.
 pub(crate) trait Probe {
     /// Its names, hooks and the kernel features it needs.
     fn info() -> ProbeInfo
@@ -212,165 +209,8 @@ impl Registered {
     }
 
     /// Why the kernel cannot have it, when it cannot.
-    fn absent(&self) -> Option<String> {
+    pub fn absent(&self) -> Option<String> {
         self.info.needs.iter().find_map(|need| need.missing())
-    }
-}
-
-/// Every catalog name the backend implements, in catalog order.
-pub(crate) fn probe_names() -> Vec<&'static str> {
-    probes::all()
-        .iter()
-        .flat_map(|r| r.info.names.iter().copied())
-        .collect()
-}
-
-/// One requested probe: loaded, or failed with why.
-struct Slot {
-    info: ProbeInfo,
-    probe: Option<Box<dyn Probe>>,
-    failure: Option<String>,
-}
-
-/// The probes of a recording.
-pub(crate) struct ProbeSet {
-    slots: Vec<Slot>,
-    settings: ProbeSettings,
-    variant: ProgramVariant,
-    /// CLOCK_MONOTONIC when the probes were detached: the end of the per-thread times.
-    ended_ns: Option<u64>,
-}
-
-impl ProbeSet {
-    /// Loads the probes named in `names` (the others are not loaded). A probe that fails to
-    /// load, or whose kernel lacks what it needs, is kept as failed.
-    pub fn load(names: &[String], shared: &SharedMaps, settings: &ProbeSettings) -> ProbeSet {
-        let variant = settings.variant();
-        let cx = LoadContext {
-            shared,
-            settings,
-            variant,
-            requested: names,
-        };
-        let slots = probes::all()
-            .into_iter()
-            .filter(|r| r.info.names.iter().any(|n| cx.wants(n)))
-            .map(|r| {
-                let loaded = match r.absent() {
-                    Some(reason) => Err(format!("absent: {reason}")),
-                    None => (r.load)(&cx),
-                };
-                let (probe, failure) = match loaded {
-                    Ok(probe) => (Some(probe), None),
-                    Err(reason) => (None, Some(reason)),
-                };
-                Slot {
-                    info: r.info,
-                    probe,
-                    failure,
-                }
-            })
-            .collect();
-        ProbeSet {
-            slots,
-            settings: settings.clone(),
-            variant,
-            ended_ns: None,
-        }
-    }
-
-    /// Attaches every loaded probe to process `pid`; one that fails is kept as failed and
-    /// detached.
-    pub fn attach(&mut self, pid: u32) {
-        let cx = AttachContext {
-            pid,
-            variant: self.variant,
-        };
-        for slot in &mut self.slots {
-            let Some(probe) = &mut slot.probe else {
-                continue;
-            };
-            let simulated = slot
-                .info
-                .names
-                .iter()
-                .any(|name| self.settings.fail_attach.iter().any(|f| f.trim() == *name));
-            let result = if simulated {
-                Err("simulated failure (asked for by the fail-attach setting)".to_owned())
-            } else {
-                probe.attach(&cx)
-            };
-            if let Err(reason) = result {
-                slot.failure = Some(reason);
-                slot.probe = None;
-            }
-        }
-    }
-
-    /// Detaches every probe; the maps stay readable. The first call ends the per-thread times.
-    pub fn detach(&mut self) {
-        self.ended_ns.get_or_insert_with(monotonic_ns);
-        for probe in self.loaded_mut() {
-            probe.detach();
-        }
-    }
-
-    /// What became of probe `name`, if this set handles it.
-    pub fn status(&self, name: &str) -> Option<ProbeAttachment> {
-        let slot = self.slots.iter().find(|s| s.info.names.contains(&name))?;
-        let (hook, status) = match (&slot.probe, &slot.failure) {
-            (Some(probe), _) => {
-                let (hook, status) = probe.status();
-                let hook = if hook.is_empty() {
-                    slot.info.hooks.to_owned()
-                } else {
-                    hook
-                };
-                (hook, status)
-            }
-            (None, failure) => (
-                slot.info.hooks.to_owned(),
-                AttachStatus::Failed {
-                    reason: failure.clone().unwrap_or_default(),
-                },
-            ),
-        };
-        Some(ProbeAttachment {
-            probe: name.to_owned(),
-            hook,
-            status,
-        })
-    }
-
-    /// Events and losses of every working probe, summed.
-    pub fn counters(&self) -> Result<Counters, Error> {
-        let mut sum = Counters::default();
-        for probe in self.loaded() {
-            sum = sum.add(probe.counters()?);
-        }
-        Ok(sum)
-    }
-
-    /// Reads every probe's maps (call after [`ProbeSet::detach`]). `targets` are the recorded
-    /// processes.
-    pub fn drain(&self, targets: &[u32]) -> Result<Drained, Error> {
-        let cx = DrainContext {
-            targets,
-            ended_ns: self.ended_ns.unwrap_or_else(monotonic_ns),
-        };
-        let mut drained = Drained::default();
-        for probe in self.loaded() {
-            probe.drain(&cx, &mut drained)?;
-        }
-        Ok(drained)
-    }
-
-    fn loaded(&self) -> impl Iterator<Item = &dyn Probe> {
-        self.slots.iter().filter_map(|s| s.probe.as_deref())
-    }
-
-    fn loaded_mut(&mut self) -> impl Iterator<Item = &mut Box<dyn Probe>> {
-        self.slots.iter_mut().filter_map(|s| s.probe.as_mut())
     }
 }
 
@@ -454,59 +294,4 @@ pub(crate) fn load_failure(error: &libbpf_rs::Error, reason: Option<String>) -> 
         Some(reason) => format!("failed to load: {reason}"),
         None => format!("failed to load: {error}"),
     }
-}
-
-/// Whether a probe of the eBPF backend works on this kernel.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ProbeSupport {
-    /// It loads, alone and together with every other probe, as `record` would load it.
-    Loads,
-    /// Its programs are refused: why (the verifier's last line, or libbpf's complaint).
-    Fails(String),
-    /// The kernel lacks what it hooks: why.
-    Absent(String),
-}
-
-/// Loads every probe of the eBPF backend as `record` would, without attaching anything: each
-/// alone, then all together. A probe loads when both did; else the first reason.
-pub fn probe_support(settings: &ProbeSettings) -> Vec<(&'static str, ProbeSupport)> {
-    let all_names = probe_names();
-    let shared = match SharedMaps::load() {
-        Ok(shared) => shared,
-        Err(e) => {
-            let reason = error_chain(&e);
-            return all_names
-                .into_iter()
-                .map(|n| (n, ProbeSupport::Fails(reason.clone())))
-                .collect();
-        }
-    };
-    // The failure of probe `name` in `set`.
-    let failure = |set: &ProbeSet, name: &str| match set.status(name).map(|s| s.status) {
-        Some(AttachStatus::Failed { reason }) => Some(reason),
-        _ => None,
-    };
-    let owned = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
-    // Together: every probe in one set.
-    let together = ProbeSet::load(&owned(&all_names), &shared, settings);
-    let together: Vec<Option<String>> = all_names.iter().map(|n| failure(&together, n)).collect();
-    probes::all()
-        .iter()
-        .flat_map(|r| r.info.names.iter().map(move |name| (r, *name)))
-        .zip(together)
-        .map(|((registered, name), with_others)| {
-            if let Some(reason) = registered.absent() {
-                return (name, ProbeSupport::Absent(reason));
-            }
-            let alone = failure(&ProbeSet::load(&owned(&[name]), &shared, settings), name);
-            let support = match (alone, with_others) {
-                (None, None) => ProbeSupport::Loads,
-                (Some(reason), _) => ProbeSupport::Fails(reason),
-                (None, Some(reason)) => {
-                    ProbeSupport::Fails(format!("with the other probes: {reason}"))
-                }
-            };
-            (name, support)
-        })
-        .collect()
 }

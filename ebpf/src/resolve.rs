@@ -8,7 +8,6 @@
 use crate::error::Error;
 use crate::probe::Drained;
 use crate::probe::RawThreadTime;
-use crate::probes::INTERRUPT_WAKER;
 use crate::procmaps::MapsCache;
 use crate::shared::{KernelStack, SharedMaps, UnwoundStack};
 use crate::symbolize::{user_stack_complete, StackSymbolizer};
@@ -17,6 +16,9 @@ use lockscope_probes::{
     WaitRecord, WakeupRecord,
 };
 use std::collections::{BTreeMap, HashMap};
+
+/// Waker name of the wakeups done from interrupt context (timers, I/O completion).
+const INTERRUPT_WAKER: &str = "[interrupt]";
 
 /// Where the stack ids of drained records lead: the shared stack maps (a fake in tests).
 pub(crate) trait StackSource {

@@ -29,8 +29,6 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::MapCore;
 use lockscope_probes::WaitKind;
 
-pub(crate) use offcpu::INTERRUPT_WAKER;
-
 /// Every probe, in catalog order.
 pub(crate) fn all() -> Vec<Registered> {
     vec![

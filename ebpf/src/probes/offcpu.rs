@@ -19,9 +19,6 @@ use crate::syscalls::{syscall_name, syscall_number};
 use lockscope_probes::{ThreadTime, TimeClass, WaitKind};
 use std::collections::{BTreeMap, HashSet};
 
-/// Waker name of the wakeups done from interrupt context (timers, I/O completion).
-pub(crate) const INTERRUPT_WAKER: &str = "[interrupt]";
-
 // SAFETY (for all impls below): generated #[repr(C)] structs of integers and [i8; N] arrays,
 // and #[repr(transparent)] u32 enums: valid for every bit pattern.
 unsafe impl Plain for offcpu_key {}
