@@ -1,4 +1,7 @@
-//! Compiles the BPF programs under `src/bpf/` and generates their Rust skeletons into `OUT_DIR`.
+//! Compiles the BPF programs under `src/bpf/` and generates their Rust skeletons into `OUT_DIR`,
+//! one loop over every object (`OBJECTS`); `src/skel.rs` includes each as a module of its name.
+//! The skeletons carry the types of the structs and enums of each object's `NAME.h` that its
+//! maps and globals use: the Rust side takes them from there, never re-declared.
 //!
 //! The kernel's types come from the vendored `src/bpf/vmlinux/x86_64/vmlinux.h` (as libbpf-tools
 //! and libbpf-bootstrap do): the build needs neither kernel BTF nor bpftool, and gives the same

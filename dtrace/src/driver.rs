@@ -24,7 +24,9 @@
 //! without that probe and records it as [`AttachStatus::Failed`] with dtrace's message, as the
 //! eBPF backend does for a probe that fails to attach.
 //!
-//! `LOCKSCOPE_DTRACE=/path/to/dtrace` overrides the binary (the tests run a fake one).
+//! [`DriverOptions::dtrace`] names the binary; the `lockscope` binary sets it from
+//! `LOCKSCOPE_DTRACE=/path/to/dtrace` ([`DTRACE_ENV`], [`dtrace_binary`]): the tests run a fake
+//! one.
 
 use crate::catalog::{DtraceProbe, TargetOs, MACOS_INTROSPECTION};
 use crate::parse::{Output, Parser};
@@ -39,7 +41,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// Environment variable naming the dtrace binary to run instead of `dtrace` from `PATH`.
+/// Environment variable naming the dtrace binary to run instead of `dtrace` from `PATH` (read by
+/// the `lockscope` binary, not by this library).
 pub const DTRACE_ENV: &str = "LOCKSCOPE_DTRACE";
 
 /// How long a launched command gets to exit after SIGTERM, when the recording ends before it
@@ -85,7 +88,7 @@ pub struct DriverOptions {
     pub script: ScriptOptions,
     /// What to trace.
     pub target: DriverTarget,
-    /// The dtrace binary. Default: `$LOCKSCOPE_DTRACE`, else `dtrace` (looked up in `PATH`).
+    /// The dtrace binary. Default: `dtrace` (looked up in `PATH`).
     pub dtrace: PathBuf,
     /// Set to true to end the recording (dtrace gets SIGINT and prints its aggregations).
     /// Default: a flag nobody sets.
@@ -115,7 +118,7 @@ impl DriverOptions {
         DriverOptions {
             script,
             target,
-            dtrace: dtrace_binary(std::env::var_os(DTRACE_ENV)),
+            dtrace: dtrace_binary(None),
             stop: Arc::new(AtomicBool::new(false)),
             env: Vec::new(),
             launcher: Launcher::Auto,
@@ -191,19 +194,14 @@ impl LaunchedTarget {
             return;
         }
         let pid = self.pid();
-        let _ = send_signal(pid, libc::SIGTERM);
-        let _ = send_signal(pid, libc::SIGCONT);
-        let deadline = Instant::now() + TERMINATE_GRACE;
-        while Instant::now() < deadline {
+        let ended = lockscope_probes::host::terminate(pid, TERMINATE_GRACE, || {
             self.reap();
-            if self.exited {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+            self.exited
+        });
+        if ended == lockscope_probes::host::Ended::Killed {
+            let _ = self.child.wait();
+            self.exited = true;
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        self.exited = true;
     }
 }
 
@@ -291,18 +289,8 @@ fn end_launched_command(watch: &TargetWatch) {
         return;
     };
     let same = || watch.pid != 0 && start_time(watch.pid) == Some(started) && !is_gone(watch.pid);
-    if !same() {
-        return;
-    }
-    let _ = send_signal(watch.pid, libc::SIGTERM);
-    let deadline = Instant::now() + TERMINATE_GRACE;
-    while Instant::now() < deadline {
-        if !same() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = send_signal(watch.pid, libc::SIGKILL);
+    // `gone` checks it is still the same process before every signal.
+    lockscope_probes::host::terminate(watch.pid, TERMINATE_GRACE, || !same());
 }
 
 /// Field 22 of `/proc/PID/stat`: when the process started, in clock ticks since boot.
@@ -777,7 +765,7 @@ impl Driver {
         if let Some(warning) = silent_plockstat(&profile, &probes, os) {
             warnings.push(warning);
         }
-        let host = HostInfo::get();
+        let host = lockscope_probes::host::Uname::current();
         let m = &mut profile.metadata;
         m.end_reason = end_reason;
         m.losses = diagnosis.losses;
@@ -787,7 +775,7 @@ impl Driver {
             .map_or(0, |d| d.as_nanos() as u64);
         m.duration_ns = elapsed.as_nanos() as u64;
         m.cpu_count = std::thread::available_parallelism().map_or(0, |n| n.get() as u32);
-        m.hostname = host.hostname;
+        m.hostname = host.nodename;
         m.kernel_release = host.release.clone();
         m.libc = libc_description(os, TargetOs::host(), &host.release);
         m.target = match &self.options.target {
@@ -1138,40 +1126,6 @@ fn silent_plockstat(
              DYLD_LIBRARY_PATH for platform binaries)"
         )
     })
-}
-
-/// What `uname` says about the host that runs dtrace.
-struct HostInfo {
-    hostname: String,
-    release: String,
-}
-
-impl HostInfo {
-    fn get() -> HostInfo {
-        // SAFETY: utsname is plain old data (arrays of c_char), so all zeroes is a valid value.
-        let mut uts: libc::utsname = unsafe { std::mem::zeroed() };
-        // SAFETY: `uts` is a valid, writable utsname; uname fills it or fails.
-        if unsafe { libc::uname(&mut uts) } < 0 {
-            return HostInfo {
-                hostname: String::new(),
-                release: String::new(),
-            };
-        }
-        HostInfo {
-            hostname: c_chars(&uts.nodename),
-            release: c_chars(&uts.release),
-        }
-    }
-}
-
-/// A NUL-terminated `c_char` array (of any length: utsname fields differ between OSes).
-fn c_chars(chars: &[libc::c_char]) -> String {
-    let bytes: Vec<u8> = chars
-        .iter()
-        .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// The C library of a DTrace OS, which ships with its kernel: named with the kernel release

@@ -16,9 +16,9 @@
 use crate::parse::{Output, ParsedFrame, Record};
 use blazesym::inspect::source::{Elf as InspectElf, Source as InspectSource};
 use blazesym::inspect::Inspector;
-use blazesym::symbolize::source::{Elf, Source};
-use blazesym::symbolize::{CodeInfo, Input, Sym, Symbolized, Symbolizer};
-use lockscope_probes::{Frame, InlinedFrame};
+
+use blazesym::symbolize::Symbolizer;
+use lockscope_probes::{symbols, Frame};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -81,22 +81,17 @@ impl MapsSnapshot {
     }
 }
 
-/// `start-end perms offset dev inode path`, executable file mappings only.
+/// The executable file mappings of `/proc/PID/maps` lines.
 fn parse_maps_line(line: &str) -> Option<Mapping> {
-    let mut fields = line.split_whitespace();
-    let (start, end) = fields.next()?.split_once('-')?;
-    let perms = fields.next()?;
-    let offset = fields.next()?;
-    let (_dev, _inode) = (fields.next()?, fields.next()?);
-    let path = fields.collect::<Vec<_>>().join(" ");
-    if !perms.contains('x') || !path.starts_with('/') {
+    let line = symbols::parse_maps_line(line)?;
+    if !line.executable || !line.path.starts_with('/') {
         return None;
     }
     Some(Mapping {
-        start: u64::from_str_radix(start, 16).ok()?,
-        end: u64::from_str_radix(end, 16).ok()?,
-        offset: u64::from_str_radix(offset, 16).ok()?,
-        path: path.trim_end_matches(" (deleted)").to_string(),
+        start: line.start,
+        end: line.end,
+        offset: line.offset,
+        path: line.path.trim_end_matches(" (deleted)").to_string(),
     })
 }
 
@@ -212,60 +207,14 @@ impl<'a> UserSymbolizer<'a> {
                 (mapping, address, file_offset)
             }
         };
-        let mut frame = Frame::unsymbolized(address);
-        frame.module = Some(mapping.module_name());
-        frame.module_offset = Some(file_offset);
-        let source = Source::Elf(Elf::new(&mapping.path));
-        let adjust = u64::from(is_return && file_offset > 0);
-        let lookup = |adjust: u64| match self
-            .symbolizer
-            .symbolize_single(&source, Input::FileOffset(file_offset - adjust))
-        {
-            Ok(Symbolized::Sym(sym)) => Some(sym_frame(&sym, adjust)),
-            _ => None,
-        };
-        if let Some(symbolized) = lookup(adjust).or_else(|| (adjust > 0).then(|| lookup(0))?) {
-            frame = Frame {
-                address,
-                module: frame.module,
-                module_offset: frame.module_offset,
-                ..symbolized
-            };
-        }
-        Some(frame)
-    }
-}
-
-fn code_location(info: Option<&CodeInfo<'_>>) -> (Option<String>, Option<u32>) {
-    match info {
-        Some(info) => (Some(info.to_path().display().to_string()), info.line),
-        None => (None, None),
-    }
-}
-
-fn sym_frame(sym: &Sym<'_>, adjust: u64) -> Frame {
-    let (file, line) = code_location(sym.code_info.as_deref());
-    Frame {
-        address: 0,
-        function: Some(sym.name.to_string()),
-        function_offset: Some(sym.offset as u64 + adjust),
-        module: None,
-        module_offset: None,
-        file,
-        line,
-        inlined: sym
-            .inlined
-            .iter()
-            .map(|inlined| {
-                let (file, line) = code_location(inlined.code_info.as_ref());
-                InlinedFrame {
-                    function: inlined.name.to_string(),
-                    file,
-                    line,
-                }
-            })
-            .collect(),
-        annotation: None,
+        Some(symbols::file_frame(
+            &self.symbolizer,
+            Path::new(&mapping.path),
+            address,
+            Some(mapping.module_name()),
+            file_offset,
+            is_return,
+        ))
     }
 }
 

@@ -2,7 +2,7 @@
 //! The driver against a fake dtrace (tests/fake-dtrace, selected with LOCKSCOPE_DTRACE) that
 //! replays recorded output and stderr: normal output, drops, refusals and early exits.
 
-use lockscope_dtrace::driver::DTRACE_ENV;
+use lockscope_dtrace::driver::dtrace_binary;
 use lockscope_dtrace::{
     Driver, DriverOptions, DriverTarget, Error, Launcher, ScriptOptions, TargetOs,
 };
@@ -34,15 +34,9 @@ struct Fake {
 }
 
 fn options(name: &str, os: TargetOs, target: DriverTarget, fake: Fake) -> (DriverOptions, PathBuf) {
-    // Every test sets the same value, so running them in parallel is fine.
-    std::env::set_var(DTRACE_ENV, tests_dir().join("fake-dtrace"));
     let dir = scratch(name);
     let mut options = DriverOptions::new(ScriptOptions::new(os), target);
-    assert_eq!(
-        options.dtrace,
-        tests_dir().join("fake-dtrace"),
-        "LOCKSCOPE_DTRACE is honored"
-    );
+    options.dtrace = dtrace_binary(Some(tests_dir().join("fake-dtrace").into()));
     let log = dir.join("log");
     options
         .env

@@ -7,7 +7,7 @@
 //! Run as root:
 //! `cargo run --release -p lockscope-ebpf --example unwind_bench [ROUNDS] [RUNS] [DEPTH]`.
 
-use lockscope_ebpf::{RecordOptions, Recorder, TargetSpec, USER_STACKS_ENV};
+use lockscope_ebpf::{RecordOptions, Recorder, TargetSpec, UserStacks};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -108,11 +108,10 @@ fn run(config: &Config, rounds: &str, depth: &str) -> Run {
         .and_then(|p| p.parse().ok())
         .expect("pid");
     let recorder = config.user_stacks.map(|mode| {
-        // SAFETY: single-threaded here; the recorder reads the variable in `start`.
-        unsafe { std::env::set_var(USER_STACKS_ENV, mode) };
+        let mut options = RecordOptions::new(TargetSpec::Pid(pid));
+        options.unwind.user_stacks = UserStacks::from_name(mode).expect("a user-stack mode");
         let started = std::time::Instant::now();
-        let recorder =
-            Recorder::start(RecordOptions::new(TargetSpec::Pid(pid))).expect("start recorder");
+        let recorder = Recorder::start(options).expect("start recorder");
         if let Ok(Some(stats)) = recorder.unwind_stats() {
             eprintln!(
                 "{}: attached in {:.1} ms, {} unwind tables, {} rows",

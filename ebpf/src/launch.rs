@@ -27,11 +27,13 @@ pub struct PendingChild {
 }
 
 /// The candidates execvp would try for `program`, in order.
-fn exec_candidates(program: &OsStr) -> Vec<Vec<u8>> {
+pub(crate) fn exec_candidates(program: &OsStr) -> Vec<Vec<u8>> {
     let program = program.as_bytes();
     if program.contains(&b'/') {
         return vec![program.to_vec()];
     }
+    // PATH is read where it is used: it is this process's environment for the command it
+    // launches (as execvp reads it), not configuration of the library.
     let path = std::env::var_os("PATH").unwrap_or_else(|| DEFAULT_PATH.into());
     path.as_bytes()
         .split(|&b| b == b':')

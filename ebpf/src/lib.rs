@@ -1,38 +1,52 @@
 //! Linux eBPF backend of lockscope.
 //!
 //! [`Recorder`] records a target process (all its threads, including threads created later, and
-//! the processes it forks while recorded) with the selected probes, each a CO-RE BPF object of
-//! its own (`src/bpf/NAME.bpf.c`, its structs in `NAME.h`) sharing the maps of the `targets`
-//! object (`shared`): the target set, the stack maps and the in-kernel user-stack unwinder's tables
-//! (`unwind`). Waits are aggregated in the kernel into log2 histograms per key; nothing streams to
-//! user space while recording. [`Recorder::finish`] drains the maps once, symbolizes the stacks
-//! with blazesym (user stacks from `/proc/PID/maps` snapshots, so a target that already exited
-//! still symbolizes) and returns a [`lockscope_probes::Profile`].
+//! the processes it forks while recorded) with the selected probes. Waits are aggregated in the
+//! kernel into log2 histograms per key; nothing streams to user space while recording.
+//! [`Recorder::finish`] drains the maps once, symbolizes the stacks with blazesym (user stacks
+//! from `/proc/PID/maps` snapshots, so a target that already exited still symbolizes) and
+//! returns a [`lockscope_probes::Profile`].
+//!
+//! A probe is found by its name in three places: its BPF side `src/bpf/NAME.bpf.c` (its structs
+//! and enums in `NAME.h`, which reach Rust through the generated skeleton's types), its Rust
+//! loader `src/probes/NAME.rs` (an implementation of the `Probe` trait of `probe.rs`), and its
+//! report section in the profiler. The `ProbeSet` holds the requested probes as a list
+//! of `Box<dyn Probe>`: it loads, attaches, detaches, counts and drains them alike; futex is one
+//! of them (`probe_set.rs`). Adding a probe: one `.bpf.c`, one `.h`, one Rust file implementing `Probe` (listed
+//! in `probes::all`), its name in build.rs's `OBJECTS` and `skel.rs`.
+//!
+//! Every object shares the maps of the `targets` object (`shared.rs`: the target set, which also
+//! follows forks, the stack maps and the in-kernel user-stack unwinder's tables, filled by
+//! `unwind/`); `object.rs` is the lifetime of one loaded object (links, skeleton, storage). At
+//! the end, `resolve.rs` turns every probe's drained records into the profile in one step, with
+//! one stack interner: a stack captured by two probes is stored once.
 //!
 //! Kernels from 5.10 on: every program that captures stacks comes in a default and a compat
 //! variant, and [`ProgramVariant`] loads the one the running kernel takes (by asking it, not by
 //! its version); [`probe_support`] loads each probe as `record` would and says which load, fail
-//! (with the verifier's reason, captured by `libbpf_log`) or are absent. docs/KERNELS.md has what
-//! older kernels lack and what replaces it.
+//! (with the verifier's reason, captured by `libbpf_log`) or are absent (a kernel feature a probe
+//! needs is missing). docs/KERNELS.md has what older kernels lack and what replaces it.
 //!
-//! Layout: `bpf` is the futex object's loader (tracefs's per-syscall tracepoints, else the generic
-//! hooks, tp_btf or raw_tp), `probeset` the other probes' and the drain into records, `recorder`
-//! the recording session, `launch` starts a command only once the probes are attached, `procmaps`
-//! and `symbolize` turn addresses into frames.
+//! Configuration comes in through [`RecordOptions`], [`ProbeSettings`] and [`UnwindOptions`]:
+//! this library reads no environment variable (the `lockscope` binary reads
+//! `LOCKSCOPE_FAIL_ATTACH`, `LOCKSCOPE_BPF_PROGRAMS` and `LOCKSCOPE_USER_STACKS` into them).
+//! `launch` starts a command only once the probes are attached; `procmaps` and `symbolize` turn
+//! addresses into frames.
 
-mod bpf;
 mod environment;
 mod error;
 mod launch;
 mod libbpf_log;
-mod ops;
+mod object;
 mod priority;
-mod probeset;
+mod probe;
+mod probe_set;
+mod probes;
 mod procmaps;
 mod recorder;
+mod resolve;
 mod shared;
 mod skel;
-mod skels;
 mod symbolize;
 mod syscalls;
 mod unwind;
@@ -40,9 +54,8 @@ mod variant;
 
 pub use environment::{check_environment, check_kernel_btf, KERNEL_BTF};
 pub use error::Error;
-pub use probeset::{probe_support, syscall_numbers, ProbeSettings, ProbeSupport, FAIL_ATTACH_ENV};
+pub use probe::{syscall_numbers, ProbeSettings};
+pub use probe_set::{probe_support, ProbeSupport};
 pub use recorder::{RecordOptions, Recorder, RecorderStatus, TargetSpec};
-pub use unwind::{
-    TableBuild, UnwindOptions, UnwindStats, DEFAULT_CACHE_MAX_BYTES, USER_STACKS_ENV,
-};
-pub use variant::{ProgramVariant, PROGRAM_VARIANT_ENV};
+pub use unwind::{TableBuild, UnwindOptions, UnwindStats, UserStacks, DEFAULT_CACHE_MAX_BYTES};
+pub use variant::ProgramVariant;

@@ -70,35 +70,7 @@ impl Mapping {
     }
 }
 
-/// A line of `/proc/PID/maps`, parsed.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) struct MapsLine<'a> {
-    pub start: u64,
-    pub end: u64,
-    pub executable: bool,
-    pub offset: u64,
-    pub inode: u64,
-    pub path: &'a str,
-}
-
-/// Parses one line of `/proc/PID/maps`; `None` for a malformed line.
-pub(crate) fn parse_maps_line(line: &str) -> Option<MapsLine<'_>> {
-    let mut fields = line.splitn(6, ' ');
-    let (start, end) = fields.next()?.split_once('-')?;
-    let perms = fields.next()?;
-    let offset = fields.next()?;
-    let _device = fields.next()?;
-    let inode = fields.next()?;
-    let path = fields.next().unwrap_or("").trim_start();
-    Some(MapsLine {
-        start: u64::from_str_radix(start, 16).ok()?,
-        end: u64::from_str_radix(end, 16).ok()?,
-        executable: perms.as_bytes().get(2) == Some(&b'x'),
-        offset: u64::from_str_radix(offset, 16).ok()?,
-        inode: inode.parse().ok()?,
-        path,
-    })
-}
+pub(crate) use lockscope_probes::symbols::{parse_maps_line, MapsLine};
 
 /// Snapshots of every traced process, and the files they map.
 #[derive(Debug, Default)]
@@ -185,31 +157,6 @@ impl MapsCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Lines with and without a path parse; permissions and hex fields are read right.
-    #[test]
-    fn parses_maps_lines() {
-        let line = "7f2a1c028000-7f2a1c17d000 r-xp 00028000 fe:01 1837 \
-                    /usr/lib/x86_64-linux-gnu/libc.so.6";
-        assert_eq!(
-            parse_maps_line(line),
-            Some(MapsLine {
-                start: 0x7f2a_1c02_8000,
-                end: 0x7f2a_1c17_d000,
-                executable: true,
-                offset: 0x28000,
-                inode: 1837,
-                path: "/usr/lib/x86_64-linux-gnu/libc.so.6",
-            })
-        );
-        let anon = parse_maps_line("7ffd1000-7ffd3000 rw-p 00000000 00:00 0").expect("anon");
-        assert_eq!(anon.path, "");
-        assert!(!anon.executable);
-        let vdso =
-            parse_maps_line("7ffd5000-7ffd7000 r-xp 00000000 00:00 0                  [vdso]")
-                .expect("vdso");
-        assert_eq!(vdso.path, "[vdso]");
-    }
 
     /// Our own libc resolves to an open file whose offset math matches the maps line.
     #[test]

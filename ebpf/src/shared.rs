@@ -12,47 +12,59 @@
 //! Adding a shared map (for example a new unwinder table): declare it in `common.bpf.h` or a
 //! header it includes; it is shared by name, with nothing to register here. Rust code that
 //! fills or reads it (the unwinder in `src/unwind/`) gets it with [`SharedMaps::map`].
+//!
+//! The stack maps are read here and only here: [`SharedMaps::kernel_stack`] and
+//! [`SharedMaps::user_stack`] (the unwinder's `struct user_stack`, decoded by
+//! [`decode_user_stack`]).
 
-use crate::bpf::ObjectStorage;
 use crate::error::Error;
 use crate::libbpf_log;
-use crate::skels::targets::{TargetsSkel, TargetsSkelBuilder};
-use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, OpenObject};
+use crate::object::LoadedObject;
+use crate::skel::targets::types::{user_stack, user_stack_flags as Flags};
+use crate::skel::targets::{TargetsSkel, TargetsSkelBuilder};
+use libbpf_rs::skel::Skel;
+use libbpf_rs::{MapCore, MapFlags, MapHandle, OpenObject};
 use std::collections::BTreeMap;
 use std::os::fd::AsFd;
 
-/// Depth of a kernel stack in `kernel_stacks` (LKS_MAX_STACK_DEPTH in stacks.bpf.h).
-pub(crate) const MAX_KERNEL_STACK_DEPTH: usize = 127;
-
 /// The shared maps, owned by the `targets` object, which also follows forks.
 pub(crate) struct SharedMaps {
-    // Field order is drop order: the link, then the maps' extra handles, the skeleton, and the
-    // storage it borrows.
-    follow: Option<Link>,
+    // Field order is drop order: the maps' extra handles, then the object.
     maps: BTreeMap<String, MapHandle>,
-    skel: TargetsSkel<'static>,
-    _storage: ObjectStorage,
+    object: LoadedObject<TargetsSkel<'static>>,
+}
+
+/// An unwound user stack, as stored by the BPF unwinder.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct UnwoundStack {
+    /// Pcs, leaf first: the leaf is the exact user pc, the others return addresses.
+    pub pcs: Vec<u64>,
+    /// The walk stopped before the outermost frame.
+    pub truncated: bool,
+    /// Some frame was found by frame pointer.
+    pub used_frame_pointers: bool,
+    /// The walk stopped at a mapping whose table was still being built (also `truncated`).
+    pub table_pending: bool,
+}
+
+/// A kernel stack: its addresses, leaf first, and whether it was cut at the map's depth.
+pub(crate) struct KernelStack {
+    pub addresses: Vec<u64>,
+    pub truncated: bool,
 }
 
 impl SharedMaps {
     /// Loads the owner object and takes a handle on each of its maps (except its own globals).
     pub fn load() -> Result<Self, Error> {
-        let storage = ObjectStorage::new();
-        // SAFETY: the only borrow of this fresh storage; the skeleton is dropped before it (on
-        // error right here, the skeleton being declared later; else by SharedMaps' field order).
-        let (skel, reason) = libbpf_log::capture(|| {
-            TargetsSkelBuilder::default()
-                .open(unsafe { storage.borrow() })?
-                .load()
-        });
-        let skel = skel.map_err(|source| Error::Load {
+        let (object, reason) =
+            libbpf_log::capture(|| LoadedObject::load(TargetsSkelBuilder::default(), |_| Ok(())));
+        let object = object.map_err(|source| Error::Load {
             object: "targets",
             reason,
             source,
         })?;
         let mut maps = BTreeMap::new();
-        for map in skel.object().maps() {
+        for map in object.skel().object().maps() {
             let name = map.name().to_string_lossy().into_owned();
             // `.rodata`, `.bss`: the object's own globals, not shared.
             if name.contains('.') {
@@ -64,12 +76,7 @@ impl SharedMaps {
             })?;
             maps.insert(name, handle);
         }
-        Ok(SharedMaps {
-            follow: None,
-            maps,
-            skel,
-            _storage: storage,
-        })
+        Ok(SharedMaps { maps, object })
     }
 
     /// Makes the maps of an opened (not yet loaded) object that share a name with a shared map
@@ -91,29 +98,31 @@ impl SharedMaps {
 
     /// Starts following forks: children of a target become targets. Attach before the probes.
     pub fn follow_forks(&mut self) -> Result<(), Error> {
-        if self.follow.is_none() {
-            let link =
-                self.skel
-                    .progs
-                    .lks_follow_fork
-                    .attach()
-                    .map_err(|source| Error::Attach {
-                        hook: "sched_process_fork",
-                        source,
-                    })?;
-            self.follow = Some(link);
+        if !self.object.attached() {
+            let link = self
+                .object
+                .skel()
+                .progs
+                .lks_follow_fork
+                .attach()
+                .map_err(|source| Error::Attach {
+                    hook: "sched_process_fork",
+                    source,
+                })?;
+            self.object.keep([link]);
         }
         Ok(())
     }
 
     /// Stops following forks.
     pub fn detach(&mut self) {
-        self.follow = None;
+        self.object.detach();
     }
 
     /// Adds a process (tgid) to the recorded set of every probe.
     pub fn add_target(&self, tgid: u32) -> Result<(), Error> {
-        self.skel
+        self.object
+            .skel()
             .maps
             .targets
             .update(&tgid.to_ne_bytes(), &[1u8], MapFlags::ANY)
@@ -125,7 +134,8 @@ impl SharedMaps {
 
     /// The processes being recorded: the target and the children it forked since.
     pub fn targets(&self) -> Vec<u32> {
-        self.skel
+        self.object
+            .skel()
             .maps
             .targets
             .keys()
@@ -135,57 +145,67 @@ impl SharedMaps {
 
     /// Children that could not be followed because `targets` was full.
     pub fn targets_full(&self) -> u64 {
-        self.skel
+        self.object
+            .skel()
             .maps
             .bss_data
             .as_ref()
             .map_or(0, |bss| bss.lks_targets_full)
     }
 
-    /// The addresses of kernel stack `id`, leaf first.
-    pub fn kernel_stack(&self, id: i32) -> Result<Vec<u64>, Error> {
-        let bytes = self
-            .skel
-            .maps
-            .kernel_stacks
+    /// Kernel stack `id` (`None` when there is none).
+    pub fn kernel_stack(&self, id: i32) -> Result<Option<KernelStack>, Error> {
+        let map = &self.object.skel().maps.kernel_stacks;
+        let Some(bytes) = map
             .lookup(&id.to_ne_bytes(), MapFlags::ANY)
             .map_err(|source| Error::Map {
                 map: "kernel_stacks",
                 source,
             })?
-            .unwrap_or_default();
-        Ok(u64s(&bytes).take_while(|&a| a != 0).collect())
-    }
-
-    /// The addresses of user stack `id`, leaf first, and whether the capture was cut short.
-    ///
-    /// Reads `user_stacks` in either layout `stacks.bpf.h` has had: a `BPF_MAP_TYPE_STACK_TRACE`
-    /// (an array of pcs, zero-terminated) or the unwinder's `struct user_stack` (`depth`,
-    /// `flags` with bit 0 = truncated, then `pcs`).
-    pub fn user_stack(&self, id: i32) -> Result<Option<(Vec<u64>, bool)>, Error> {
-        let Some(map) = self.map("user_stacks") else {
+        else {
             return Ok(None);
         };
-        let Some(bytes) = map
+        let addresses: Vec<u64> = u64s(&bytes).take_while(|&a| a != 0).collect();
+        // bpf_get_stackid cuts a stack at the map's depth (stacks.bpf.h's value_size).
+        let depth = map.value_size() as usize / 8;
+        Ok(Some(KernelStack {
+            truncated: addresses.len() >= depth,
+            addresses,
+        }))
+    }
+
+    /// User stack `id` as the BPF unwinder stored it (`None` when there is none).
+    pub fn user_stack(&self, id: i32) -> Result<Option<UnwoundStack>, Error> {
+        let bytes = self
+            .object
+            .skel()
+            .maps
+            .user_stacks
             .lookup(&id.to_ne_bytes(), MapFlags::ANY)
             .map_err(|source| Error::Map {
                 map: "user_stacks",
                 source,
-            })?
-        else {
-            return Ok(None);
-        };
-        if map.map_type() == libbpf_rs::MapType::StackTrace {
-            let pcs: Vec<u64> = u64s(&bytes).take_while(|&a| a != 0).collect();
-            let truncated = pcs.len() >= MAX_KERNEL_STACK_DEPTH;
-            return Ok(Some((pcs, truncated)));
-        }
-        let header = u64s(&bytes).next().unwrap_or(0);
-        let depth = (header & 0xffff_ffff) as usize;
-        let flags = header >> 32;
-        let pcs = u64s(&bytes).skip(1).take(depth).collect();
-        Ok(Some((pcs, flags & 1 != 0)))
+            })?;
+        Ok(bytes.as_deref().and_then(decode_user_stack))
     }
+}
+
+/// Decodes a `struct user_stack` value (`bpf/unwind.h`).
+pub(crate) fn decode_user_stack(bytes: &[u8]) -> Option<UnwoundStack> {
+    if bytes.len() < std::mem::size_of::<user_stack>() {
+        return None;
+    }
+    // SAFETY: at least size_of bytes; user_stack is plain integers (and a #[repr(transparent)]
+    // u32 enum), valid for any bits.
+    let stack: user_stack = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast()) };
+    let depth = (stack.depth as usize).min(stack.pcs.len());
+    let has = |flag: Flags| stack.flags.0 & flag.0 != 0;
+    Some(UnwoundStack {
+        pcs: stack.pcs[..depth].to_vec(),
+        truncated: has(Flags::LKS_STACK_TRUNCATED),
+        used_frame_pointers: has(Flags::LKS_STACK_FP_USED),
+        table_pending: has(Flags::LKS_STACK_TABLE_PENDING),
+    })
 }
 
 /// The native-endian u64s of `bytes`.
@@ -193,4 +213,33 @@ fn u64s(bytes: &[u8]) -> impl Iterator<Item = u64> + '_ {
     bytes
         .chunks_exact(8)
         .map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stored stack decodes to its first `depth` pcs and its flags; short bytes do not decode.
+    #[test]
+    fn decodes_user_stack() {
+        let mut stack = user_stack {
+            depth: 3,
+            flags: Flags::LKS_STACK_TRUNCATED,
+            ..user_stack::default()
+        };
+        stack.pcs[..4].copy_from_slice(&[1, 2, 3, 4]);
+        // SAFETY: user_stack is two u32 then u64s: no padding; the slice lives as long as
+        // `stack`.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(
+                (&stack as *const user_stack).cast::<u8>(),
+                std::mem::size_of::<user_stack>(),
+            )
+        };
+        let decoded = decode_user_stack(bytes).expect("decodes");
+        assert_eq!(decoded.pcs, vec![1, 2, 3]);
+        assert!(decoded.truncated);
+        assert!(!decoded.used_frame_pointers);
+        assert_eq!(decode_user_stack(&bytes[..8]), None);
+    }
 }

@@ -6,10 +6,11 @@
 //! that exited before the recording ended still get their names.
 
 use crate::procmaps::MapsCache;
-use blazesym::symbolize::source::{Elf, Kernel, Source};
-use blazesym::symbolize::{CodeInfo, Input, Sym, Symbolized, Symbolizer};
+use blazesym::symbolize::source::{Kernel, Source};
+use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use blazesym::MaybeDefault;
-use lockscope_probes::{Frame, InlinedFrame};
+use lockscope_probes::symbols::{file_frame, frame_from_sym};
+use lockscope_probes::Frame;
 
 /// Module name of kernel frames.
 const KERNEL_MODULE: &str = "[kernel]";
@@ -106,26 +107,14 @@ impl StackSymbolizer {
         let Some(path) = mapping.readable_path() else {
             return frame;
         };
-        // A return address points after its call, which may be the first instruction of the
-        // next function or line: look the call itself up.
-        // A signal trampoline is "returned to" at its first instruction, and the byte before it
-        // (glibc's CFI covers a nop there) belongs to no symbol: then the address itself.
-        let adjust = u64::from(is_return && module_offset > 0);
-        let source = Source::Elf(Elf::new(path));
-        let lookup = |adjust: u64| match self
-            .symbolizer
-            .symbolize_single(&source, Input::FileOffset(module_offset - adjust))
-        {
-            Ok(Symbolized::Sym(sym)) => Some(frame_from_sym(address, &sym, adjust)),
-            _ => None,
-        };
-        let found = lookup(adjust).or_else(|| if adjust > 0 { lookup(0) } else { None });
-        if let Some(mut symbolized) = found {
-            symbolized.module = frame.module;
-            symbolized.module_offset = frame.module_offset;
-            frame = symbolized;
-        }
-        frame
+        file_frame(
+            &self.symbolizer,
+            &path,
+            address,
+            frame.module,
+            module_offset,
+            is_return,
+        )
     }
 }
 
@@ -143,42 +132,6 @@ pub fn user_stack_complete(frames: &[Frame]) -> bool {
         .last()
         .and_then(|f| f.function.as_deref())
         .is_some_and(|f| USER_STACK_ROOTS.contains(&f))
-}
-
-fn code_location(info: Option<&CodeInfo<'_>>) -> (Option<String>, Option<u32>) {
-    match info {
-        Some(info) => (Some(info.to_path().display().to_string()), info.line),
-        None => (None, None),
-    }
-}
-
-fn frame_from_sym(address: u64, sym: &Sym<'_>, adjust: u64) -> Frame {
-    let (file, line) = code_location(sym.code_info.as_deref());
-    Frame {
-        address,
-        function: Some(sym.name.to_string()),
-        function_offset: Some(sym.offset as u64 + adjust),
-        module: sym
-            .module
-            .as_deref()
-            .map(|m| m.to_string_lossy().into_owned()),
-        module_offset: None,
-        file,
-        line,
-        inlined: sym
-            .inlined
-            .iter()
-            .map(|inlined| {
-                let (file, line) = code_location(inlined.code_info.as_ref());
-                InlinedFrame {
-                    function: inlined.name.to_string(),
-                    file,
-                    line,
-                }
-            })
-            .collect(),
-        annotation: None,
-    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! (Linux UAPI headers); the numbers are ABI and never change.
 
 /// System call names by number (`None` for unassigned numbers).
-const SYSCALLS: [Option<&str>; 451] = [
+const SYSCALLS: [Option<&str>; 463] = [
     Some("read"),
     Some("write"),
     Some("open"),
@@ -455,6 +455,18 @@ const SYSCALLS: [Option<&str>; 451] = [
     Some("process_mrelease"),
     Some("futex_waitv"),
     Some("set_mempolicy_home_node"),
+    Some("cachestat"),
+    Some("fchmodat2"),
+    Some("map_shadow_stack"),
+    Some("futex_wake"),
+    Some("futex_wait"),
+    Some("futex_requeue"),
+    Some("statmount"),
+    Some("listmount"),
+    Some("lsm_get_self_attr"),
+    Some("lsm_set_self_attr"),
+    Some("lsm_list_modules"),
+    Some("mseal"),
 ];
 
 /// errno names by number (`None` for unassigned numbers).
@@ -628,6 +640,8 @@ mod tests {
     fn names() {
         assert_eq!(syscall_name(libc::SYS_openat as i32), "openat");
         assert_eq!(syscall_name(202), "futex");
+        assert_eq!(syscall_name(libc::SYS_fchmodat2 as i32), "fchmodat2");
+        assert_eq!(syscall_name(libc::SYS_mseal as i32), "mseal");
         assert_eq!(syscall_name(100_000), "syscall_100000");
         assert_eq!(syscall_number("read"), Some(libc::SYS_read as u32));
         assert_eq!(syscall_number("nosuch"), None);

@@ -4,17 +4,13 @@
 //! unwinds with `bpf_loop` and finds unknown code with `bpf_find_vma` (Linux 5.17+); `NAME_compat`
 //! uses neither, for older kernels, whose verifiers reject a program that merely contains the
 //! callback those helpers take. Before an object is loaded, [`ProgramVariant::select`] turns off
-//! the autoload of the variant the kernel does not take; attaching then skips programs that were
+//! the autoload of the variant not chosen (by default the one the kernel does not take); attaching then skips programs that were
 //! not loaded. The choice is made by asking the kernel (libbpf's helper probes), not by version.
 
 use libbpf_rs::libbpf_sys::{bpf_func_id, BPF_FUNC_find_vma, BPF_FUNC_loop};
 use libbpf_rs::{OpenObject, ProgramType};
 use std::collections::HashSet;
 use std::sync::OnceLock;
-
-/// Environment variable forcing a variant (`default` or `compat`) instead of asking the kernel:
-/// lets the tests run the compat programs on a current kernel.
-pub const PROGRAM_VARIANT_ENV: &str = "LOCKSCOPE_BPF_PROGRAMS";
 
 /// Suffix of the compat variant of a program.
 const COMPAT_SUFFIX: &str = "_compat";
@@ -29,19 +25,24 @@ pub enum ProgramVariant {
 }
 
 impl ProgramVariant {
-    /// The variant this kernel takes (asked once per process), or the one [`PROGRAM_VARIANT_ENV`]
-    /// names.
-    pub fn current() -> ProgramVariant {
-        static CURRENT: OnceLock<ProgramVariant> = OnceLock::new();
-        *CURRENT.get_or_init(|| match std::env::var(PROGRAM_VARIANT_ENV).as_deref() {
-            Ok("compat") => ProgramVariant::Compat,
-            Ok("default") => ProgramVariant::Default,
-            _ => ProgramVariant::detect(),
-        })
+    /// The variant named `default` or `compat` (how `LOCKSCOPE_BPF_PROGRAMS` names them, which
+    /// lets the tests run the compat programs on a current kernel).
+    pub fn from_name(name: &str) -> Option<ProgramVariant> {
+        match name {
+            "default" => Some(ProgramVariant::Default),
+            "compat" => Some(ProgramVariant::Compat),
+            _ => None,
+        }
+    }
+
+    /// The variant this kernel takes (asked once per process).
+    pub fn detect() -> ProgramVariant {
+        static DETECTED: OnceLock<ProgramVariant> = OnceLock::new();
+        *DETECTED.get_or_init(ProgramVariant::ask_kernel)
     }
 
     /// Asks the kernel for the helpers of the default variant.
-    fn detect() -> ProgramVariant {
+    fn ask_kernel() -> ProgramVariant {
         let has = |helper: bpf_func_id| {
             ProgramType::RawTracepoint
                 .is_helper_supported(helper)

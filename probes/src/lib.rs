@@ -9,15 +9,23 @@
 //! - [`hist`]: log2 latency histograms, bucketed exactly like DTrace's `quantize()`;
 //! - [`profile`]: the profile data model (metadata, threads, interned stacks, wait records);
 //! - [`sched`]: per-thread wall-time breakdown and wakeups (the `offcpu` probe);
-//! - [`format`]: the versioned on-disk profile format (`.lsp`).
+//! - [`format`]: the versioned on-disk profile format (`.lsp`);
+//! - [`host`]: the two things both backends ask of the host, written once: `uname`, and ending
+//!   a launched process (SIGTERM, then SIGKILL);
+//! - [`symbols`] (Linux): what both backends' Linux symbolizers share (blazesym symbols as
+//!   frames, `/proc/PID/maps` lines).
 //!
-//! This crate has no OS dependencies: it never talks to a kernel.
+//! Apart from [`host`]'s POSIX calls and [`symbols`]' Linux formats, nothing here is specific
+//! to an OS: the model never talks to a kernel.
 
 pub mod catalog;
 pub mod format;
 pub mod hist;
+pub mod host;
 pub mod profile;
 pub mod sched;
+#[cfg(target_os = "linux")]
+pub mod symbols;
 pub mod wait;
 
 pub use catalog::{CostClass, ProbeInfo, CATALOG};

@@ -186,6 +186,49 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// Environment variable naming probes whose attach fails on purpose (comma-separated): lets a
+/// test, or a user checking their monitoring, see what a failed probe looks like.
+#[cfg(target_os = "linux")]
+const FAIL_ATTACH_ENV: &str = "LOCKSCOPE_FAIL_ATTACH";
+/// Environment variable forcing the eBPF programs' variant (`default` or `compat`) instead of
+/// asking the kernel: lets the tests run the compat programs on a current kernel.
+#[cfg(target_os = "linux")]
+const PROGRAM_VARIANT_ENV: &str = "LOCKSCOPE_BPF_PROGRAMS";
+/// Environment variable selecting how user stacks are captured, to measure what unwinding
+/// costs: `cfi` (the default), `frame-pointers` or `none`.
+#[cfg(target_os = "linux")]
+const USER_STACKS_ENV: &str = "LOCKSCOPE_USER_STACKS";
+
+/// The eBPF probes' settings that enter through the environment (tests and measurements),
+/// read here: the libraries read none.
+#[cfg(target_os = "linux")]
+pub(crate) fn probe_settings_from_env(settings: &mut lockscope_ebpf::ProbeSettings) {
+    if let Some(names) = std::env::var_os(FAIL_ATTACH_ENV) {
+        settings.fail_attach = names
+            .to_string_lossy()
+            .split(',')
+            .map(|n| n.trim().to_owned())
+            .filter(|n| !n.is_empty())
+            .collect();
+    }
+    // Anything but `default` or `compat` means: ask the kernel.
+    settings.program_variant = std::env::var(PROGRAM_VARIANT_ENV)
+        .ok()
+        .and_then(|name| lockscope_ebpf::ProgramVariant::from_name(&name));
+}
+
+/// How user stacks are captured, from the environment (default: CFI).
+#[cfg(target_os = "linux")]
+fn user_stacks_from_env() -> Result<lockscope_ebpf::UserStacks> {
+    let Some(mode) = std::env::var_os(USER_STACKS_ENV) else {
+        return Ok(lockscope_ebpf::UserStacks::default());
+    };
+    let mode = mode.to_string_lossy();
+    lockscope_ebpf::UserStacks::from_name(&mode).with_context(|| {
+        format!("{USER_STACKS_ENV}: `{mode}` is not one of cfi, frame-pointers, none")
+    })
+}
+
 /// The eBPF backend on the session's thread: start, poll until the end, finish.
 #[cfg(target_os = "linux")]
 fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recorded> {
@@ -205,6 +248,8 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recorded> {
     // The server keeps running while its less used libraries' tables are built: attaching
     // waits only for the main executable's and libc's (issue 14).
     record.unwind.background = true;
+    probe_settings_from_env(&mut record.probe_settings);
+    record.unwind.user_stacks = user_stacks_from_env()?;
     let mut recorder = Recorder::start(record)?;
     let started = Instant::now();
     *lock(&shared.pid) = Some(recorder.target_pid());
@@ -292,6 +337,10 @@ fn record_dtrace(options: SessionOptions, shared: &Shared) -> Result<Recorded> {
         ),
     };
     let mut driver = DriverOptions::new(script, target);
+    // The dtrace binary enters here, from the environment (the tests run a fake one).
+    driver.dtrace = lockscope_dtrace::driver::dtrace_binary(std::env::var_os(
+        lockscope_dtrace::driver::DTRACE_ENV,
+    ));
     driver.echo_target_output = options.echo_target_output;
     driver.stop = Arc::clone(&shared.stop_flag);
     let began = Arc::clone(&driver.began);

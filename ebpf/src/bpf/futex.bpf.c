@@ -6,8 +6,8 @@
  *
  * Hooks, to time waits: the futex system calls' own tracepoints
  * (syscalls/sys_{enter,exit}_futex{,_waitv,_wait}) when tracefs is mounted, else the generic
- * sys_enter / sys_exit; and sched_process_exit (waits ended by the thread's exit) and
- * sched_process_fork (to follow children). Every generic hook comes in a tp_btf flavor and a
+ * sys_enter / sys_exit; and sched_process_exit (waits ended by the thread's exit). Children of a
+ * target are followed once for every probe, by targets.bpf.c. Every generic hook comes in a tp_btf flavor and a
  * raw_tp fallback; the loader attaches one flavor of each. The generic sys_enter and sys_exit run
  * on every system call of the machine: they test the system call number before anything else, so
  * every other call costs a compare (a target lookup on every call cost ~135 ns, 2.3% of this
@@ -173,21 +173,6 @@ static __always_inline int on_wait_end(void *ctx, const bool compat, const bool 
 	return 0;
 }
 
-static __always_inline int on_fork(struct task_struct *parent, struct task_struct *child)
-{
-	__u32 parent_tgid = BPF_CORE_READ(parent, tgid);
-	__u32 child_tgid;
-	__u8 yes = 1;
-
-	if (!is_target(parent_tgid))
-		return 0;
-	child_tgid = BPF_CORE_READ(child, tgid);
-	if (child_tgid != parent_tgid &&
-	    bpf_map_update_elem(&targets, &child_tgid, &yes, BPF_ANY) != 0)
-		COUNT(dropped);
-	return 0;
-}
-
 /* The generic hooks, for every system call: test the number first. */
 static __always_inline int on_any_sys_enter(struct pt_regs *regs, long id)
 {
@@ -220,12 +205,6 @@ SEC("tp_btf/sys_exit")
 int BPF_PROG(lks_exit_btf_compat, struct pt_regs *regs, long ret)
 {
 	return on_exit_btf(ctx, regs, true);
-}
-
-SEC("tp_btf/sched_process_fork")
-int BPF_PROG(lks_fork_btf, struct task_struct *parent, struct task_struct *child)
-{
-	return on_fork(parent, child);
 }
 
 /* A thread that exits (typically killed by exit_group) while waiting never reaches sys_exit: its
@@ -266,12 +245,6 @@ SEC("raw_tp/sys_exit")
 int BPF_PROG(lks_exit_raw_compat, struct pt_regs *regs, long ret)
 {
 	return on_exit_raw(ctx, regs, true);
-}
-
-SEC("raw_tp/sched_process_fork")
-int BPF_PROG(lks_fork_raw, struct task_struct *parent, struct task_struct *child)
-{
-	return on_fork(parent, child);
 }
 
 SEC("raw_tp/sched_process_exit")

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
-/* Structures shared by hold.bpf.c and the Rust loader (src/probeset.rs). */
+/* Structures shared by hold.bpf.c and the Rust loader (src/probes/hold.rs). */
 #ifndef LOCKSCOPE_HOLD_H
 #define LOCKSCOPE_HOLD_H
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
-/* Structures shared by klock.bpf.c and the Rust loader (src/klock.rs). */
+/* Structures shared by klock.bpf.c and the Rust loader (src/probes/klock.rs). */
 #ifndef LOCKSCOPE_KLOCK_H
 #define LOCKSCOPE_KLOCK_H
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
-/* Structures shared by lifecycle.bpf.c and the Rust loader (src/lifecycle.rs). */
+/* Structures shared by lifecycle.bpf.c and the Rust loader (src/probes/lifecycle.rs). */
 #ifndef LOCKSCOPE_LIFECYCLE_H
 #define LOCKSCOPE_LIFECYCLE_H
 

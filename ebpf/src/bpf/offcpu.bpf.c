@@ -72,58 +72,17 @@ struct {
 	__type(value, struct offcpu_thread);
 } fresh_thread SEC(".maps");
 
-/* Kept in step with time_class_of_syscall in src/probeset.rs (threads that never ran). */
+/* The time class of a sleep in each system call, by number (`enum time_class`), written by the
+ * loader before load (src/probes/offcpu.rs, from the system calls' names): one table for this
+ * program and for user space, which classes the threads that never ran by it. Numbers past
+ * the table are LKS_TIME_OTHER. */
+const volatile __u8 targ_syscall_class[LKS_SYSCALL_CLASS_SLOTS] = {};
+
 static __always_inline enum time_class class_of_syscall(__s32 nr)
 {
-	switch (nr) {
-	case 202: /* futex */
-	case 449: /* futex_waitv */
-	case 455: /* futex_wait */
-		return LKS_TIME_FUTEX;
-	case 7:   /* poll */
-	case 23:  /* select */
-	case 232: /* epoll_wait */
-	case 270: /* pselect6 */
-	case 271: /* ppoll */
-	case 281: /* epoll_pwait */
-	case 441: /* epoll_pwait2 */
-		return LKS_TIME_POLL;
-	case 0:   /* read */
-	case 1:   /* write */
-	case 17:  /* pread64 */
-	case 18:  /* pwrite64 */
-	case 19:  /* readv */
-	case 20:  /* writev */
-	case 40:  /* sendfile */
-	case 42:  /* connect */
-	case 43:  /* accept */
-	case 44:  /* sendto */
-	case 45:  /* recvfrom */
-	case 46:  /* sendmsg */
-	case 47:  /* recvmsg */
-	case 74:  /* fsync */
-	case 75:  /* fdatasync */
-	case 208: /* io_getevents */
-	case 257: /* openat */
-	case 277: /* sync_file_range */
-	case 288: /* accept4 */
-	case 295: /* preadv */
-	case 296: /* pwritev */
-	case 299: /* recvmmsg */
-	case 307: /* sendmmsg */
-	case 327: /* preadv2 */
-	case 328: /* pwritev2 */
-	case 426: /* io_uring_enter */
-		return LKS_TIME_IO;
-	case 34:  /* pause */
-	case 35:  /* nanosleep */
-	case 128: /* rt_sigtimedwait */
-	case 130: /* rt_sigsuspend */
-	case 230: /* clock_nanosleep */
-		return LKS_TIME_SLEEP;
-	default:
+	if (nr < 0 || nr >= LKS_SYSCALL_CLASS_SLOTS)
 		return LKS_TIME_OTHER;
-	}
+	return targ_syscall_class[nr];
 }
 
 static __always_inline __u64 start_ns(__u64 now)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /*
- * Structures shared by offcpu.bpf.c and the Rust loader (src/offcpu.rs).
+ * Structures and enums shared by offcpu.bpf.c and its Rust loader (src/probes/offcpu.rs).
  */
 #ifndef LOCKSCOPE_OFFCPU_H
 #define LOCKSCOPE_OFFCPU_H
@@ -38,6 +38,9 @@ enum time_class {
 	LKS_TIME_OTHER = 6,
 	LKS_TIME_CLASSES = 7,
 };
+
+/* Entries of the system call class table (targ_syscall_class, by system call number). */
+#define LKS_SYSCALL_CLASS_SLOTS 512
 
 /* Per-thread state and time accounting, by thread id. */
 struct offcpu_thread {

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
-/* Structures shared by syscall.bpf.c and the Rust loader (src/syscall.rs). */
+/* Structures shared by syscall.bpf.c and the Rust loader (src/probes/syscall.rs). */
 #ifndef LOCKSCOPE_SYSCALL_H
 #define LOCKSCOPE_SYSCALL_H
 

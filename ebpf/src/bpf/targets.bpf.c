@@ -9,6 +9,12 @@
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
+/* Never read: instances of the enums whose constants the unwinder's user space uses (unwind.h),
+ * so that this object's skeleton generates their Rust types (which it does only for the types
+ * of maps and globals), as libbpf-bootstrap does for its event structs. */
+enum unwind_cfa_kind lks_unwind_cfa_kind_type = LKS_CFA_NONE;
+enum unwind_constants lks_unwind_constants_type = (enum unwind_constants)0;
+
 /* Children the `targets` map had no room for (the one loss this object can have). */
 __u64 lks_targets_full = 0;
 

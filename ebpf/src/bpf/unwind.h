@@ -10,9 +10,6 @@
 
 /* Deepest user stack kept; deeper stacks are cut at the root end and marked truncated. */
 #define LKS_MAX_USER_FRAMES 127
-/* unwind_mapping.first_row (with rows == 0) of a mapping whose table is still being built: the
- * walk stops there (a frame-pointer guess through code without frame pointers invents frames). */
-#define LKS_UNWIND_TABLE_PENDING 0xffffffffU
 /* Executable mappings per process that the unwinder can see. */
 #define LKS_UNWIND_MAX_MAPPINGS 256
 /* Rows of all unwind tables together (8 bytes each: 16 MiB). */
@@ -20,8 +17,16 @@
 /* Page-index entries of all unwind tables together (8 bytes each, the array's element size:
  * 4 MiB, for 2 GiB of code). */
 #define LKS_UNWIND_PAGES (1 << 19)
-/* Bytes of address space per page-index entry. */
-#define LKS_UNWIND_PAGE_SHIFT 12
+/* Constants user space uses too: an enum, so that they reach Rust through the skeleton's types
+ * (targets.bpf.c has an instance, which makes the skeleton generate them). */
+enum unwind_constants {
+	/* Bytes of address space per page-index entry: 1 << this. */
+	LKS_UNWIND_PAGE_SHIFT = 12,
+	/* unwind_mapping.first_row (with rows == 0) of a mapping whose table is still being built:
+	 * the walk stops there (a frame-pointer guess through code without frame pointers invents
+	 * frames). */
+	LKS_UNWIND_TABLE_PENDING = 0xffffffffU,
+};
 /* Binary-search steps that cover LKS_UNWIND_ROWS rows and LKS_UNWIND_MAX_MAPPINGS mappings. */
 #define LKS_UNWIND_ROW_STEPS 22
 #define LKS_UNWIND_MAPPING_STEPS 9
@@ -116,17 +121,22 @@ struct unwind_config {
 	__u32 pad;
 };
 
-/* user_stack.flags */
-#define LKS_STACK_TRUNCATED 1
-/* At least one frame was found by frame pointer (no CFI for its caller's pc). */
-#define LKS_STACK_FP_USED 2
-/* The walk stopped at a mapping whose table was still being built (LKS_UNWIND_TABLE_PENDING). */
-#define LKS_STACK_TABLE_PENDING 4
+/* Bits of user_stack.flags (an enum so that the Rust loader gets them from the skeleton). */
+enum user_stack_flags {
+	/* The walk stopped before the outermost frame. */
+	LKS_STACK_TRUNCATED = 1,
+	/* At least one frame was found by frame pointer (no CFI for its caller's pc). */
+	LKS_STACK_FP_USED = 2,
+	/* The walk stopped at a mapping whose table was still being built
+	 * (LKS_UNWIND_TABLE_PENDING). */
+	LKS_STACK_TABLE_PENDING = 4,
+};
 
 /* An unwound user stack: pcs[0] is the leaf (the user pc at the event). */
 struct user_stack {
 	__u32 depth;
-	__u32 flags;
+	/* enum user_stack_flags, or'ed */
+	enum user_stack_flags flags;
 	__u64 pcs[LKS_MAX_USER_FRAMES];
 };
 

@@ -251,15 +251,7 @@ fn decode(bytes: &[u8], key: &CacheKey) -> Option<CompactTable> {
     let mut rows = Vec::with_capacity(count);
     for row in rows_bytes.chunks_exact(ROW_BYTES) {
         let pc = u32::from_le_bytes(row[..4].try_into().ok()?);
-        let kind = match row[4] {
-            0 => CfaKind::None,
-            1 => CfaKind::Sp,
-            2 => CfaKind::Fp,
-            3 => CfaKind::End,
-            4 => CfaKind::Signal,
-            5 => CfaKind::Unsupported,
-            _ => return None,
-        };
+        let kind = CfaKind::from_u8(row[4])?;
         let rule = Rule {
             kind,
             fp_offset8: row[5] as i8,

@@ -29,9 +29,9 @@ mod x86_64;
 use crate::error::Error;
 use crate::procmaps::parse_maps_line;
 use crate::shared::SharedMaps;
-use crate::skel::types::{
-    unwind_config, unwind_counters, unwind_file, unwind_file_key, unwind_mapping, unwind_proc,
-    unwind_row, unwind_user_stacks, user_stack,
+use crate::skel::targets::types::{
+    unwind_config, unwind_constants, unwind_counters, unwind_file, unwind_file_key, unwind_mapping,
+    unwind_proc, unwind_row, unwind_user_stacks,
 };
 use builder::{build_image, builder_nice, Builders, BuiltTable, Done};
 use cache::TableCache;
@@ -43,7 +43,6 @@ use std::ffi::OsStr;
 use std::fs::File;
 use std::hash::{Hash, Hasher};
 use std::os::fd::{AsFd, AsRawFd};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
@@ -53,16 +52,8 @@ use table::CompactTable;
 
 pub use cache::DEFAULT_MAX_BYTES as DEFAULT_CACHE_MAX_BYTES;
 
-/// Bit of `user_stack.flags`: the stack was cut short (`LKS_STACK_TRUNCATED`).
-const STACK_TRUNCATED: u32 = 1;
-/// Bit of `user_stack.flags`: some frame was found by frame pointer (`LKS_STACK_FP_USED`).
-const STACK_FP_USED: u32 = 2;
-/// Bit of `user_stack.flags`: the walk stopped at a mapping whose table was still being built
-/// (`LKS_STACK_TABLE_PENDING`).
-const STACK_TABLE_PENDING: u32 = 4;
-/// `unwind_mapping.first_row` of a mapping whose table is being built
-/// (`LKS_UNWIND_TABLE_PENDING`).
-const TABLE_PENDING: u32 = u32::MAX;
+/// `unwind_mapping.first_row` of a mapping whose table is being built (from `bpf/unwind.h`).
+const TABLE_PENDING: u32 = unwind_constants::LKS_UNWIND_TABLE_PENDING.0;
 /// Default of [`UnwindOptions::urgent_wait`].
 const DEFAULT_URGENT_WAIT: Duration = Duration::from_secs(3);
 /// Where [`Unwinder::preload_command`] looks for needed libraries (Debian's multiarch first).
@@ -77,10 +68,6 @@ const LIBRARY_DIRS: &[&str] = &[
 ];
 /// Most files [`Unwinder::preload_command`] loads (a bound on a runaway dependency walk).
 const MAX_PRELOADED_FILES: usize = 256;
-/// Environment variable that selects how user stacks are captured, to measure what unwinding
-/// costs: `cfi` (the default: CFI tables, frame pointers where a pc has none), `frame-pointers`
-/// (the kernel's frame-pointer walk alone) or `none`.
-pub const USER_STACKS_ENV: &str = "LOCKSCOPE_USER_STACKS";
 /// Pseudo-path of the vDSO in `/proc/PID/maps`.
 const VDSO: &str = "[vdso]";
 
@@ -97,8 +84,6 @@ pub struct StackMaps<'a, M: MapCore> {
     pub files: &'a M,
     /// `unwind_config`.
     pub config: &'a M,
-    /// `user_stacks`.
-    pub stacks: &'a M,
     /// `unwind_counters`.
     pub counters: &'a M,
 }
@@ -112,7 +97,6 @@ impl<'a> StackMaps<'a, MapHandle> {
             procs: shared.map("unwind_procs")?,
             files: shared.map("unwind_files")?,
             config: shared.map("unwind_config")?,
-            stacks: shared.map("user_stacks")?,
             counters: shared.map("unwind_counters")?,
         })
     }
@@ -142,6 +126,34 @@ pub struct UnwindOptions {
     /// the recording's thread when they are waited for (the urgent ones, and every one without
     /// [`UnwindOptions::background`]), and the others stay pending, which tests use.
     pub builder_threads: Option<usize>,
+    /// How user stacks are captured, to measure what unwinding costs. Default:
+    /// [`UserStacks::Cfi`].
+    pub user_stacks: UserStacks,
+}
+
+/// How user stacks are captured.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum UserStacks {
+    /// CFI tables, frame pointers where a pc has none.
+    #[default]
+    Cfi,
+    /// The kernel's frame-pointer walk alone (`bpf_get_stack(BPF_F_USER_STACK)`).
+    FramePointers,
+    /// No user stacks.
+    None,
+}
+
+impl UserStacks {
+    /// The mode named `cfi`, `frame-pointers` or `none` (how `LOCKSCOPE_USER_STACKS` names
+    /// them).
+    pub fn from_name(name: &str) -> Option<UserStacks> {
+        match name {
+            "cfi" => Some(UserStacks::Cfi),
+            "frame-pointers" => Some(UserStacks::FramePointers),
+            "none" => Some(UserStacks::None),
+            _ => None,
+        }
+    }
 }
 
 impl Default for UnwindOptions {
@@ -152,6 +164,7 @@ impl Default for UnwindOptions {
             background: false,
             urgent_wait: DEFAULT_URGENT_WAIT,
             builder_threads: None,
+            user_stacks: UserStacks::Cfi,
         }
     }
 }
@@ -170,19 +183,6 @@ pub struct TableBuild {
     pub elapsed: Duration,
     /// It came from the cache.
     pub cached: bool,
-}
-
-/// An unwound user stack, as stored by the BPF unwinder.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct UnwoundStack {
-    /// Pcs, leaf first: the leaf is the exact user pc, the others return addresses.
-    pub pcs: Vec<u64>,
-    /// The walk stopped before the outermost frame.
-    pub truncated: bool,
-    /// Some frame was found by frame pointer.
-    pub used_frame_pointers: bool,
-    /// The walk stopped at a mapping whose table was still being built (also `truncated`).
-    pub table_pending: bool,
 }
 
 /// What the user-stack unwinder did during a recording.
@@ -336,7 +336,6 @@ pub struct Unwinder {
     pages: Arena<u64>,
     procs: MapHandle,
     files: MapHandle,
-    stacks: MapHandle,
     counters: MapHandle,
     /// Tables by file identity; `None` when the file has no usable CFI.
     tables: HashMap<FileKey, Option<Arc<LoadedTable>>>,
@@ -376,18 +375,10 @@ fn handle(map: &impl MapCore, name: &'static str) -> Result<MapHandle, Error> {
 impl Unwinder {
     /// An unwinder over the maps of a loaded object; no process is known yet.
     pub fn new<M: MapCore>(maps: StackMaps<'_, M>, options: &UnwindOptions) -> Result<Self, Error> {
-        let mode = match std::env::var(USER_STACKS_ENV).as_deref() {
-            Err(_) | Ok("cfi") => unwind_user_stacks::LKS_USER_STACKS_CFI,
-            Ok("frame-pointers") => unwind_user_stacks::LKS_USER_STACKS_FRAME_POINTERS,
-            Ok("none") => unwind_user_stacks::LKS_USER_STACKS_NONE,
-            Ok(other) => {
-                return Err(Error::io(
-                    format!("read {USER_STACKS_ENV}"),
-                    std::io::Error::other(format!(
-                        "`{other}` is not one of cfi, frame-pointers, none"
-                    )),
-                ))
-            }
+        let mode = match options.user_stacks {
+            UserStacks::Cfi => unwind_user_stacks::LKS_USER_STACKS_CFI,
+            UserStacks::FramePointers => unwind_user_stacks::LKS_USER_STACKS_FRAME_POINTERS,
+            UserStacks::None => unwind_user_stacks::LKS_USER_STACKS_NONE,
         };
         let config = unwind_config {
             user_stacks: mode,
@@ -406,7 +397,6 @@ impl Unwinder {
             pages: Arena::new(handle(maps.pages, "unwind_pages")?, "unwind_pages")?,
             procs: handle(maps.procs, "unwind_procs")?,
             files: handle(maps.files, "unwind_files")?,
-            stacks: handle(maps.stacks, "user_stacks")?,
             counters: handle(maps.counters, "unwind_counters")?,
             tables: HashMap::new(),
             by_build_id: HashMap::new(),
@@ -635,18 +625,6 @@ impl Unwinder {
             tables_pending: self.pending.len(),
             table_builds: self.builds.clone(),
         })
-    }
-
-    /// The stack stored under `id`; `None` when there is none.
-    pub fn user_stack(&self, id: i32) -> Result<Option<UnwoundStack>, Error> {
-        let bytes = self
-            .stacks
-            .lookup(&id.to_ne_bytes(), MapFlags::ANY)
-            .map_err(|source| Error::Map {
-                map: "user_stacks",
-                source,
-            })?;
-        Ok(bytes.as_deref().and_then(decode_user_stack))
     }
 
     /// The unwinder's counters, summed over CPUs.
@@ -900,12 +878,10 @@ fn is_libc(path: &str) -> bool {
 
 /// The file `program` names, as execvp finds it: a path if it has a slash, else on PATH.
 fn find_program(program: &OsStr) -> Option<PathBuf> {
-    let program = Path::new(program);
-    if program.as_os_str().as_bytes().contains(&b'/') {
-        return Some(program.to_path_buf());
-    }
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|dir| dir.join(program))
+    use std::os::unix::ffi::OsStringExt;
+    crate::launch::exec_candidates(program)
+        .into_iter()
+        .map(|candidate| PathBuf::from(std::ffi::OsString::from_vec(candidate)))
         .find(|candidate| candidate.is_file())
 }
 
@@ -933,44 +909,5 @@ unsafe fn as_bytes<T>(value: &T) -> &[u8] {
     // the caller), borrowed for the returned lifetime.
     unsafe {
         std::slice::from_raw_parts((value as *const T).cast::<u8>(), std::mem::size_of::<T>())
-    }
-}
-
-/// Decodes a `struct user_stack` value.
-pub(crate) fn decode_user_stack(bytes: &[u8]) -> Option<UnwoundStack> {
-    if bytes.len() < std::mem::size_of::<user_stack>() {
-        return None;
-    }
-    // SAFETY: at least size_of bytes; user_stack is plain integers, valid for any bits.
-    let stack: user_stack = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast()) };
-    let depth = (stack.depth as usize).min(stack.pcs.len());
-    Some(UnwoundStack {
-        pcs: stack.pcs[..depth].to_vec(),
-        truncated: stack.flags & STACK_TRUNCATED != 0,
-        used_frame_pointers: stack.flags & STACK_FP_USED != 0,
-        table_pending: stack.flags & STACK_TABLE_PENDING != 0,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A stored stack decodes to its first `depth` pcs and its flags.
-    #[test]
-    fn decodes_user_stack() {
-        let mut stack = user_stack {
-            depth: 3,
-            flags: STACK_TRUNCATED,
-            ..user_stack::default()
-        };
-        stack.pcs[..4].copy_from_slice(&[1, 2, 3, 4]);
-        // SAFETY: user_stack is two u32 then u64s: no padding.
-        let bytes = unsafe { as_bytes(&stack) };
-        let decoded = decode_user_stack(bytes).expect("decodes");
-        assert_eq!(decoded.pcs, vec![1, 2, 3]);
-        assert!(decoded.truncated);
-        assert!(!decoded.used_frame_pointers);
-        assert_eq!(decode_user_stack(&bytes[..8]), None);
     }
 }

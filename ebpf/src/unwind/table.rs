@@ -4,27 +4,45 @@
 
 use super::elf::ElfImage;
 use super::x86_64;
+use crate::skel::targets::types::{unwind_cfa_kind as Kind, unwind_constants};
 use gimli::{
     BaseAddresses, CieOrFde, DebugFrame, EhFrame, LittleEndian, UnwindContext, UnwindSection,
 };
 use std::io;
 
-/// How a row computes the CFA (`enum unwind_cfa_kind` in `bpf/unwind.h`).
+/// How a row computes the CFA: `enum unwind_cfa_kind` of `bpf/unwind.h`, its values taken from
+/// the skeleton (stored in a row's `u8`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub(crate) enum CfaKind {
     /// No CFI: frame pointers.
-    None = 0,
+    None = Kind::LKS_CFA_NONE.0 as u8,
     /// CFA = SP + offset.
-    Sp = 1,
+    Sp = Kind::LKS_CFA_SP.0 as u8,
     /// CFA = FP + offset.
-    Fp = 2,
+    Fp = Kind::LKS_CFA_FP.0 as u8,
     /// Outermost frame.
-    End = 3,
+    End = Kind::LKS_CFA_END.0 as u8,
     /// Signal trampoline.
-    Signal = 4,
+    Signal = Kind::LKS_CFA_SIGNAL.0 as u8,
     /// A rule the BPF unwinder cannot follow.
-    Unsupported = 5,
+    Unsupported = Kind::LKS_CFA_UNSUPPORTED.0 as u8,
+}
+
+impl CfaKind {
+    /// The kind stored as `value` (a row's `kind`, a cached table's byte).
+    pub fn from_u8(value: u8) -> Option<CfaKind> {
+        [
+            CfaKind::None,
+            CfaKind::Sp,
+            CfaKind::Fp,
+            CfaKind::End,
+            CfaKind::Signal,
+            CfaKind::Unsupported,
+        ]
+        .into_iter()
+        .find(|kind| *kind as u8 == value)
+    }
 }
 
 /// The unwind rule of one address range.
@@ -186,8 +204,8 @@ fn merge(fdes: impl Iterator<Item = FdeRows>) -> Result<CompactTable, TableError
     Ok(CompactTable { base, rows })
 }
 
-/// Bytes of address space per page-index entry (LKS_UNWIND_PAGE_SHIFT in `bpf/unwind.h`).
-pub(crate) const PAGE_SHIFT: u32 = 12;
+/// Bytes of address space per page-index entry: 1 << this (from `bpf/unwind.h`).
+pub(crate) const PAGE_SHIFT: u32 = unwind_constants::LKS_UNWIND_PAGE_SHIFT.0;
 
 impl CompactTable {
     /// For each 4 KiB page of the table's address range, the index of the row in effect at the

@@ -32,17 +32,24 @@ pub struct Environment {
 impl Environment {
     /// Fingerprints the machine this process runs on, now.
     pub fn current() -> Environment {
-        let (kernel_release, machine) = uname();
+        let uname = lockscope_probes::host::Uname::current();
+        let known = |field: String| {
+            if field.is_empty() {
+                UNKNOWN.to_string()
+            } else {
+                field
+            }
+        };
         Environment {
             os: std::env::consts::OS.to_string(),
-            kernel_release,
-            machine,
+            kernel_release: known(uname.release),
+            machine: known(uname.machine),
             cpu_model: cpu_model(),
             cpu_count: std::thread::available_parallelism()
                 .map(|count| u32::try_from(count.get()).unwrap_or(u32::MAX))
                 .unwrap_or(1),
             libc: libc_name(),
-            hostname: hostname(),
+            hostname: known(uname.nodename),
             lockscope_version: env!("CARGO_PKG_VERSION").to_string(),
             date: iso8601_utc(SystemTime::now()),
         }
@@ -50,43 +57,6 @@ impl Environment {
 }
 
 const UNKNOWN: &str = "unknown";
-
-/// Converts a NUL-terminated `c_char` array (as in `utsname`) to a `String`.
-fn c_chars_to_string(chars: &[libc::c_char]) -> String {
-    let bytes: Vec<u8> = chars
-        .iter()
-        .take_while(|&&c| c != 0)
-        // c_char is i8 or u8 depending on the platform; the cast reinterprets the byte.
-        .map(|&c| c as u8)
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
-}
-
-/// Kernel release and machine from `uname(2)`.
-fn uname() -> (String, String) {
-    // SAFETY: utsname is plain old data (arrays of c_char); all zeroes is a valid value.
-    let mut names: libc::utsname = unsafe { std::mem::zeroed() };
-    // SAFETY: `names` is a valid, writable utsname; uname only writes into it.
-    if unsafe { libc::uname(&mut names) } != 0 {
-        return (UNKNOWN.to_string(), UNKNOWN.to_string());
-    }
-    (
-        c_chars_to_string(&names.release),
-        c_chars_to_string(&names.machine),
-    )
-}
-
-/// The host name from `gethostname(2)`.
-fn hostname() -> String {
-    let mut buffer = [0 as libc::c_char; 256];
-    // SAFETY: the pointer and length describe `buffer`; gethostname writes at most that many
-    // bytes. The last byte stays 0, so the result is always terminated.
-    let rc = unsafe { libc::gethostname(buffer.as_mut_ptr(), buffer.len() - 1) };
-    if rc != 0 {
-        return UNKNOWN.to_string();
-    }
-    c_chars_to_string(&buffer)
-}
 
 #[cfg(target_os = "linux")]
 fn cpu_model() -> String {

@@ -23,7 +23,9 @@ fn ebpf_probe_support() -> EbpfSupport {
     if lockscope_ebpf::check_environment().is_err() {
         return (Vec::new(), None);
     }
-    let support = lockscope_ebpf::probe_support()
+    let mut settings = lockscope_ebpf::ProbeSettings::default();
+    crate::session::probe_settings_from_env(&mut settings);
+    let support = lockscope_ebpf::probe_support(&settings)
         .into_iter()
         .map(|(name, support)| match support {
             ProbeSupport::Loads => (name, "loads", None),
@@ -31,9 +33,7 @@ fn ebpf_probe_support() -> EbpfSupport {
             ProbeSupport::Absent(why) => (name, "absent", Some(why)),
         })
         .collect();
-    let programs = lockscope_ebpf::ProgramVariant::current()
-        .describe()
-        .to_owned();
+    let programs = settings.variant().describe().to_owned();
     (support, Some(programs))
 }
 

@@ -1,0 +1,232 @@
+//! The lifetime of one loaded BPF object, written once for every object of a recording.
+//!
+//! A libbpf-rs skeleton borrows the storage it was opened into. [`LoadedObject`] owns both, and
+//! the links of the programs attached from it, so a probe holds one value and drops it as a
+//! whole: links first (detach), then the skeleton (programs and maps), then the storage.
+//! It also has the readers of the map values every probe shares the layout of (`common.h`):
+//! [`Plain`] values, `lks_stats`, `lks_counters`.
+
+use crate::error::Error;
+use crate::skel;
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
+use lockscope_probes::{Log2Histogram, Losses, WaitStats};
+use std::ffi::CStr;
+use std::mem::MaybeUninit;
+use std::ptr::NonNull;
+
+/// Heap storage for the libbpf object that a skeleton borrows. Private to this module: only
+/// [`LoadedObject`] lends it, and its field order drops the skeleton first.
+struct ObjectStorage(NonNull<MaybeUninit<OpenObject>>);
+
+impl ObjectStorage {
+    fn new() -> Self {
+        Self(NonNull::from(Box::leak(Box::new(MaybeUninit::uninit()))))
+    }
+
+    /// The storage, for a skeleton to open into.
+    ///
+    /// # Safety
+    /// Call at most once per storage, and drop the borrowing skeleton before the storage.
+    unsafe fn borrow(&self) -> &'static mut MaybeUninit<OpenObject> {
+        // SAFETY: the pointer comes from Box::leak and stays valid until `drop`; the caller
+        // guarantees this is the only borrow and that it ends before `drop`.
+        unsafe { &mut *self.0.as_ptr() }
+    }
+}
+
+impl Drop for ObjectStorage {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from Box::leak in `new`, and the one borrow (the skeleton)
+        // has been dropped: it is declared before the storage in LoadedObject, and dropped
+        // before it on the error path of `LoadedObject::load`. Dropping a `MaybeUninit` frees
+        // the allocation without touching its content, which the skeleton already closed.
+        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+    }
+}
+
+/// A loaded BPF object (skeleton `S`) and the links of its attached programs.
+pub(crate) struct LoadedObject<S> {
+    // Field order is drop order: links (detach), the skeleton, then the storage it borrows.
+    links: Vec<Link>,
+    skel: S,
+    _storage: ObjectStorage,
+}
+
+impl<S: Skel<'static>> LoadedObject<S> {
+    /// Opens an object with `builder`, lets `prepare` set it up (globals, autoload, shared
+    /// maps), and loads it.
+    pub fn load<B, O>(
+        builder: B,
+        prepare: impl FnOnce(&mut O) -> Result<(), libbpf_rs::Error>,
+    ) -> Result<Self, libbpf_rs::Error>
+    where
+        B: SkelBuilder<'static, Output = O>,
+        O: OpenSkel<'static, Output = S>,
+    {
+        let storage = ObjectStorage::new();
+        // SAFETY: the only borrow of this fresh storage; the skeleton holding it is dropped
+        // before it: right here on error (the open skeleton is a temporary of this block), else
+        // by LoadedObject's field order.
+        let skel = {
+            let mut open = builder.open(unsafe { storage.borrow() })?;
+            prepare(&mut open)?;
+            open.load()?
+        };
+        Ok(LoadedObject {
+            links: Vec::new(),
+            skel,
+            _storage: storage,
+        })
+    }
+
+    /// Attaches every program that was loaded (the other variant's were not) by its section.
+    pub fn attach_all(&mut self) -> Result<(), libbpf_rs::Error> {
+        let mut links = Vec::new();
+        for program in self.skel.object().progs_mut().filter(|p| p.autoload()) {
+            links.push(program.attach()?);
+        }
+        self.links.extend(links);
+        Ok(())
+    }
+}
+
+impl<S> LoadedObject<S> {
+    /// The skeleton: its programs, maps and globals.
+    pub fn skel(&self) -> &S {
+        &self.skel
+    }
+
+    /// The skeleton, to set globals.
+    pub fn skel_mut(&mut self) -> &mut S {
+        &mut self.skel
+    }
+
+    /// Keeps `links` until [`LoadedObject::detach`] or the drop.
+    pub fn keep(&mut self, links: impl IntoIterator<Item = Link>) {
+        self.links.extend(links);
+    }
+
+    /// Whether any program is attached.
+    pub fn attached(&self) -> bool {
+        !self.links.is_empty()
+    }
+
+    /// Detaches every program; the maps stay readable.
+    pub fn detach(&mut self) {
+        self.links.clear();
+    }
+}
+
+/// Plain-old-data types of the skeletons that can be read from map bytes.
+///
+/// # Safety
+/// Implement only for `#[repr(C)]` types valid for every bit pattern.
+pub(crate) unsafe trait Plain: Copy + Default {}
+
+// SAFETY: an integer.
+unsafe impl Plain for u32 {}
+
+/// Reads a `T` from the start of `bytes`; `None` when they are too short.
+pub(crate) fn read_plain<T: Plain>(bytes: &[u8]) -> Option<T> {
+    if bytes.len() < std::mem::size_of::<T>() {
+        return None;
+    }
+    // SAFETY: `bytes` holds at least size_of::<T>() bytes, T is valid for every bit pattern
+    // (Plain), and read_unaligned does not need alignment.
+    Some(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
+}
+
+/// Every `(key, value)` of hash map `map` (`name` in errors).
+pub(crate) fn entries<K: Plain, V: Plain>(
+    map: &impl MapCore,
+    name: &'static str,
+) -> Result<Vec<(K, V)>, Error> {
+    let mut out = Vec::new();
+    for key in map.keys() {
+        let value = map
+            .lookup(&key, MapFlags::ANY)
+            .map_err(|source| Error::Map { map: name, source })?;
+        if let (Some(k), Some(v)) = (read_plain::<K>(&key), value.as_deref().and_then(read_plain)) {
+            out.push((k, v));
+        }
+    }
+    Ok(out)
+}
+
+/// `struct lks_stats` of common.h. Every skeleton has its own copy of the type (same layout):
+/// this one reads them all.
+pub(crate) type LksStats = skel::futex::types::lks_stats;
+/// `struct lks_counters` of common.h (see [`LksStats`]).
+type LksCounters = skel::futex::types::lks_counters;
+
+// SAFETY: generated #[repr(C)] structs of integers and [i8; N] arrays: valid for every bit
+// pattern.
+unsafe impl Plain for LksStats {}
+// SAFETY: as above.
+unsafe impl Plain for LksCounters {}
+
+/// Events seen and losses of one probe.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Counters {
+    pub events: u64,
+    pub losses: Losses,
+}
+
+impl Counters {
+    /// The sum of two counters.
+    pub fn add(self, other: Counters) -> Counters {
+        Counters {
+            events: self.events + other.events,
+            losses: add_losses(self.losses, other.losses),
+        }
+    }
+}
+
+/// The sum of two loss counters.
+pub(crate) fn add_losses(a: Losses, b: Losses) -> Losses {
+    Losses {
+        user_stack_failures: a.user_stack_failures + b.user_stack_failures,
+        kernel_stack_failures: a.kernel_stack_failures + b.kernel_stack_failures,
+        map_full: a.map_full + b.map_full,
+        dropped: a.dropped + b.dropped,
+    }
+}
+
+/// A probe's per-CPU `counters` map (common.bpf.h), summed.
+pub(crate) fn read_counters(map: &impl MapCore) -> Result<Counters, Error> {
+    let per_cpu = map
+        .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+        .map_err(|source| Error::Map {
+            map: "counters",
+            source,
+        })?
+        .unwrap_or_default();
+    let mut sum = Counters::default();
+    for c in per_cpu.iter().filter_map(|b| read_plain::<LksCounters>(b)) {
+        sum.events += c.events;
+        sum.losses.user_stack_failures += c.user_stack_failures;
+        sum.losses.kernel_stack_failures += c.kernel_stack_failures;
+        sum.losses.map_full += c.agg_map_full + c.start_map_full;
+        sum.losses.dropped += c.dropped;
+    }
+    Ok(sum)
+}
+
+/// The profile's statistics of an `lks_stats`.
+pub(crate) fn wait_stats(v: &LksStats) -> WaitStats {
+    WaitStats {
+        count: v.count,
+        total_ns: v.total_ns,
+        max_ns: v.max_ns,
+        histogram: Log2Histogram::from_dense(&v.hist),
+    }
+}
+
+/// A kernel `comm` (NUL-terminated, at most 16 bytes) as a string.
+pub(crate) fn comm(raw: &[i8; 16]) -> String {
+    let bytes = raw.map(|c| c as u8);
+    CStr::from_bytes_until_nul(&bytes)
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}

@@ -1,0 +1,297 @@
+//! What every probe of the eBPF backend is: the [`Probe`] trait, what its loader, attach and
+//! drain get, and the raw records it drains ([`Drained`]).
+//!
+//! A probe is one BPF object (`bpf/NAME.bpf.c`, its structs and enums in `bpf/NAME.h`) with one
+//! Rust loader implementing [`Probe`] (`probes/NAME.rs`, listed in `probes::all`). The
+//! `ProbeSet` of a recording (`probe_set.rs`) holds them as a list; the `resolve` step
+//! (`resolve.rs`) turns their drained records into the profile.
+
+use crate::error::Error;
+use crate::object::Counters;
+use crate::shared::SharedMaps;
+use crate::syscalls::syscall_number;
+use crate::variant::ProgramVariant;
+use lockscope_probes::{AttachStatus, ThreadTime, WaitKind, WaitStats};
+use std::time::Duration;
+
+/// Settings of the probes that take any.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ProbeSettings {
+    /// Shortest off-CPU interval aggregated with its stacks and waker (`offcpu`); shorter ones
+    /// still count in the per-thread times. Default: 10 µs.
+    pub min_block: Duration,
+    /// Names of the system calls to record (`syscall`); empty: all. Default: empty.
+    pub syscalls: Vec<String>,
+    /// System calls at least this long get their stacks (`syscall`). Default: 1 ms.
+    pub slow_syscall: Duration,
+    /// Probes whose attach fails on purpose, with "simulated failure": lets a test, or a user
+    /// checking their monitoring, see what a failed probe looks like (the `lockscope` binary
+    /// takes them from `LOCKSCOPE_FAIL_ATTACH`). Default: none.
+    pub fail_attach: Vec<String>,
+    /// Which variant of the stack-capturing programs to load; `None`: the one this kernel
+    /// takes ([`ProgramVariant::detect`]). Default: `None`.
+    pub program_variant: Option<ProgramVariant>,
+}
+
+impl Default for ProbeSettings {
+    fn default() -> Self {
+        ProbeSettings {
+            min_block: Duration::from_micros(10),
+            syscalls: Vec::new(),
+            slow_syscall: Duration::from_millis(1),
+            fail_attach: Vec::new(),
+            program_variant: None,
+        }
+    }
+}
+
+impl ProbeSettings {
+    /// The program variant to load: the one asked for, else the one this kernel takes.
+    pub fn variant(&self) -> ProgramVariant {
+        self.program_variant.unwrap_or_else(ProgramVariant::detect)
+    }
+}
+
+/// Checks `--syscalls` names; their numbers.
+pub fn syscall_numbers(names: &[String]) -> Result<Vec<u32>, Error> {
+    names
+        .iter()
+        .map(|name| {
+            syscall_number(name.trim()).ok_or_else(|| Error::UnknownSyscall {
+                name: name.trim().to_owned(),
+            })
+        })
+        .collect()
+}
+
+/// What the kernel must have for a probe to exist at all (whatever its programs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KernelFeature {
+    /// A tracepoint with a tp_btf type (`btf_trace_NAME` in the kernel's BTF), with the Linux
+    /// release that brought it.
+    BtfTracepoint(&'static str, &'static str),
+}
+
+impl KernelFeature {
+    /// Why the kernel lacks it; `None` when it has it (or its BTF cannot be read: the load then
+    /// says what is wrong). Decided by the kernel's BTF, not by its version.
+    fn missing(self) -> Option<String> {
+        match self {
+            KernelFeature::BtfTracepoint(name, since) => {
+                (!kernel_has_tracepoint(name)).then(|| {
+                    format!(
+                        "the kernel has no {}:{name} tracepoint (it came in Linux {since})",
+                        tracepoint_system(name)
+                    )
+                })
+            }
+        }
+    }
+}
+
+/// The tracefs system of the tracepoints a [`KernelFeature`] names.
+fn tracepoint_system(name: &str) -> &'static str {
+    if name.starts_with("contention_") {
+        "lock"
+    } else {
+        "sched"
+    }
+}
+
+/// True when the kernel's BTF has the tp_btf type of tracepoint `name` (or cannot be read).
+/// Parsing the kernel's BTF takes tens of milliseconds: it is parsed once per process.
+fn kernel_has_tracepoint(name: &str) -> bool {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static KNOWN: OnceLock<Mutex<HashMap<String, bool>>> = OnceLock::new();
+    let known = KNOWN.get_or_init(Mutex::default);
+    let mut known = known.lock().unwrap_or_else(|e| e.into_inner());
+    *known.entry(name.to_owned()).or_insert_with(|| {
+        libbpf_rs::btf::Btf::from_vmlinux().map_or(true, |btf| {
+            btf.type_by_name::<libbpf_rs::btf::types::Typedef<'_>>(&format!("btf_trace_{name}"))
+                .is_some()
+        })
+    })
+}
+
+/// What a probe is, before it is loaded.
+pub(crate) struct ProbeInfo {
+    /// Catalog names it serves, the first its own (`offcpu` also serves `wakeup`).
+    pub names: &'static [&'static str],
+    /// Its hooks, as listed in profiles (a loaded probe may say more: fallbacks, costs).
+    pub hooks: &'static str,
+    /// What the kernel must have.
+    pub needs: &'static [KernelFeature],
+}
+
+/// What a probe's loader gets.
+pub(crate) struct LoadContext<'a> {
+    /// The maps every object shares: reuse them (`SharedMaps::reuse_in`) before loading.
+    pub shared: &'a SharedMaps,
+    pub settings: &'a ProbeSettings,
+    /// The variant of the stack-capturing programs to load (`ProgramVariant::select`).
+    pub variant: ProgramVariant,
+    /// Catalog names requested in this recording (a probe serving several sees which).
+    pub requested: &'a [String],
+}
+
+impl LoadContext<'_> {
+    /// Whether catalog name `name` was requested.
+    pub fn wants(&self, name: &str) -> bool {
+        self.requested.iter().any(|n| n == name)
+    }
+}
+
+/// What a probe attaches to.
+pub(crate) struct AttachContext {
+    /// The target process (tgid). Tracepoint probes record the processes in the shared
+    /// `targets` set, whatever this is; uprobes go into this process's files; per-CPU events
+    /// open one per online CPU and filter by `targets` in BPF.
+    pub pid: u32,
+    /// The variant that was loaded.
+    pub variant: ProgramVariant,
+}
+
+/// What a probe's drain gets.
+pub(crate) struct DrainContext<'a> {
+    /// The recorded processes (the target and its children).
+    pub targets: &'a [u32],
+    /// CLOCK_MONOTONIC when the probes were detached: the end of the per-thread times.
+    pub ended_ns: u64,
+}
+
+/// One probe of the eBPF backend: one BPF object and its loader. Implementors are listed in
+/// `probes::all`.
+pub(crate) trait Probe {
+    /// Its names, hooks and the kernel features it needs.
+    fn info() -> ProbeInfo
+    where
+        Self: Sized;
+
+    /// Opens and loads its object (the shared maps reused, `cx.variant`'s programs selected),
+    /// nothing attached. On failure: why, with the verifier's or libbpf's reason.
+    fn load(cx: &LoadContext<'_>) -> Result<Self, String>
+    where
+        Self: Sized;
+
+    /// Attaches its programs. On failure: why; what did attach is detached by the drop.
+    fn attach(&mut self, cx: &AttachContext) -> Result<(), String>;
+
+    /// Detaches every program; the maps stay readable.
+    fn detach(&mut self);
+
+    /// The hooks it uses and how they attached (a fallback is not a failure).
+    fn status(&self) -> (String, AttachStatus) {
+        (String::new(), AttachStatus::Attached)
+    }
+
+    /// Its events and losses so far.
+    fn counters(&self) -> Result<Counters, Error>;
+
+    /// Reads its maps into raw records (after [`Probe::detach`]).
+    fn drain(&self, cx: &DrainContext<'_>, out: &mut Drained) -> Result<(), Error>;
+}
+
+/// A probe implementation, as the set knows it before loading.
+pub(crate) struct Registered {
+    pub info: ProbeInfo,
+    pub load: fn(&LoadContext<'_>) -> Result<Box<dyn Probe>, String>,
+}
+
+impl Registered {
+    /// The entry of probe type `P`.
+    pub fn of<P: Probe + 'static>() -> Registered {
+        Registered {
+            info: P::info(),
+            load: |cx| P::load(cx).map(|p| Box::new(p) as Box<dyn Probe>),
+        }
+    }
+
+    /// Why the kernel cannot have it, when it cannot.
+    pub fn absent(&self) -> Option<String> {
+        self.info.needs.iter().find_map(|need| need.missing())
+    }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock of bpf_ktime_get_ns.
+pub(crate) fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out pointer; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A record before its stacks are symbolized.
+pub(crate) struct RawRecord {
+    pub probe: &'static str,
+    /// Its kind; with `classify`, the kind when its user stack names no known entry point.
+    pub kind: WaitKind,
+    /// Classify by the user stack's entry points (the pthread function that waited).
+    pub classify: bool,
+    pub pid: u32,
+    pub tid: u32,
+    pub object: u64,
+    pub operation: String,
+    pub user_stack_id: i32,
+    pub kernel_stack_id: i32,
+    pub comm: String,
+    pub stats: WaitStats,
+    /// An off-CPU sleep in a futex call: its user stack classifies futex time.
+    pub futex_sleep: bool,
+}
+
+/// A wakeup before its stacks are symbolized.
+pub(crate) struct RawWakeup {
+    pub pid: u32,
+    pub tid: u32,
+    pub syscall: Option<String>,
+    pub user_stack_id: i32,
+    pub kernel_stack_id: i32,
+    pub waker_pid: u32,
+    pub waker_tid: u32,
+    pub waker_name: String,
+    pub waker_user_stack_id: i32,
+    pub waker_kernel_stack_id: i32,
+    pub stats: WaitStats,
+}
+
+/// A thread's times with its name.
+pub(crate) struct RawThreadTime {
+    pub name: String,
+    /// A futex sleep in progress when the recording ended: its length and the user stack it
+    /// blocked at (classed by that stack, not in the proportions of the finished sleeps).
+    pub open_futex_sleep: Option<(u64, i32)>,
+    pub time: ThreadTime,
+}
+
+/// Everything the probes of a set recorded.
+#[derive(Default)]
+pub(crate) struct Drained {
+    pub records: Vec<RawRecord>,
+    pub wakeups: Vec<RawWakeup>,
+    pub threads: Vec<RawThreadTime>,
+}
+
+/// An error with its causes, `: `-separated.
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// Why loading failed, with libbpf's or the verifier's reason when it gave one.
+pub(crate) fn load_failure(error: &libbpf_rs::Error, reason: Option<String>) -> String {
+    match reason {
+        Some(reason) => format!("failed to load: {reason}"),
+        None => format!("failed to load: {error}"),
+    }
+}

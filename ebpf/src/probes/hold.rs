@@ -1,0 +1,126 @@
+//! The `mutex-hold` probe (`bpf/hold.bpf.c`, `bpf/hold.h`): how long the targets hold pthread
+//! mutexes, by mutex and by how it was acquired (free, spun, blocked), with the stacks of the
+//! lock. Uprobes in the target's C library: about three hits per lock+unlock, so off by default;
+//! the attach measures that cost and shows it in the probe's hooks.
+
+use super::{load_object, AggregationKey};
+use crate::object::{LoadedObject, Plain};
+use crate::probe::{AttachContext, LoadContext, ProbeInfo};
+use crate::skel::hold::types::{hold_acquire as How, hold_key};
+use crate::skel::hold::{HoldSkel, HoldSkelBuilder};
+use crate::variant::ProgramVariant;
+use libbpf_rs::Link;
+use lockscope_probes::WaitKind;
+
+/// The aggregation key (`struct hold_key`).
+pub(crate) type Key = hold_key;
+
+/// Hooks of the probe, as listed in profiles.
+const HOOKS: &str = "uprobe libc.so.6:pthread_mutex_lock (entry, return), pthread_mutex_unlock";
+/// The C library the uprobes go into (libbpf finds it on the library path).
+const LIBC: &str = "libc.so.6";
+/// Lock+unlock pairs timed to measure what the uprobes cost.
+const CALIBRATION_CALLS: u32 = 2000;
+
+// SAFETY: a generated #[repr(C)] struct of integers and a #[repr(transparent)] u32 enum: valid
+// for every bit pattern.
+unsafe impl Plain for hold_key {}
+
+impl AggregationKey for hold_key {
+    type Skel = HoldSkel<'static>;
+    const MAP: &'static str = "holds";
+    const KIND: WaitKind = WaitKind::Mutex;
+
+    fn info() -> ProbeInfo {
+        ProbeInfo {
+            names: &["mutex-hold"],
+            hooks: HOOKS,
+            needs: &[],
+        }
+    }
+
+    fn load(cx: &LoadContext<'_>) -> Result<LoadedObject<Self::Skel>, String> {
+        load_object(HoldSkelBuilder::default(), cx, |_| {})
+    }
+
+    /// Attaches into `cx.pid`, after measuring what the uprobes cost: the same probes attached
+    /// to this process (not a target: each hit returns after one lookup) slow a lock+unlock pair
+    /// of its own by the cost of three uprobe hits, shown in the probe's hooks.
+    fn attach(
+        object: &mut LoadedObject<Self::Skel>,
+        cx: &AttachContext,
+    ) -> Result<Option<String>, String> {
+        let baseline = time_lock_pairs();
+        let cost = links(object.skel(), cx.variant, std::process::id() as i32).map(|links| {
+            let traced = time_lock_pairs();
+            drop(links);
+            (traced - baseline).max(0.0)
+        });
+        let links = links(object.skel(), cx.variant, cx.pid as i32)
+            .map_err(|e| format!("failed to attach: {e}"))?;
+        object.keep(links);
+        Ok(cost
+            .ok()
+            .map(|ns| format!("{HOOKS}; measured {:.1} µs per lock+unlock", ns / 1000.0)))
+    }
+
+    fn thread(&self) -> (u32, u32) {
+        (self.tgid, self.tid)
+    }
+
+    fn object(&self) -> u64 {
+        self.mutex
+    }
+
+    fn operation(&self) -> String {
+        match self.how {
+            How::LKS_ACQUIRE_BLOCKED => "hold (blocked)",
+            How::LKS_ACQUIRE_SPUN => "hold (spun)",
+            _ => "hold (free)",
+        }
+        .to_owned()
+    }
+
+    fn stack_ids(&self) -> (i32, i32) {
+        (self.user_stack_id, self.kernel_stack_id)
+    }
+}
+
+/// Attaches the three uprobes into process `pid`'s C library.
+fn links(
+    skel: &HoldSkel<'static>,
+    variant: ProgramVariant,
+    pid: i32,
+) -> Result<Vec<Link>, libbpf_rs::Error> {
+    let progs = &skel.progs;
+    let locked = variant.pick(&progs.lks_hold_locked, &progs.lks_hold_locked_compat);
+    let probes = [
+        (&progs.lks_hold_lock, "pthread_mutex_lock", false),
+        (locked, "pthread_mutex_lock", true),
+        (&progs.lks_hold_unlock, "pthread_mutex_unlock", false),
+    ];
+    let mut links = Vec::new();
+    for (program, function, retprobe) in probes {
+        let opts = libbpf_rs::UprobeOpts {
+            func_name: Some(function.to_owned()),
+            retprobe,
+            ..Default::default()
+        };
+        links.push(program.attach_uprobe_with_opts(pid, LIBC, 0, opts)?);
+    }
+    Ok(links)
+}
+
+/// Nanoseconds per lock+unlock pair of a private mutex in this process.
+fn time_lock_pairs() -> f64 {
+    let mut mutex = Box::new(libc::PTHREAD_MUTEX_INITIALIZER);
+    let start = std::time::Instant::now();
+    for _ in 0..CALIBRATION_CALLS {
+        // SAFETY: a private, initialized mutex, locked and unlocked by this thread.
+        unsafe {
+            libc::pthread_mutex_lock(&mut *mutex);
+            libc::pthread_mutex_unlock(&mut *mutex);
+        }
+    }
+    start.elapsed().as_nanos() as f64 / f64::from(CALIBRATION_CALLS)
+}

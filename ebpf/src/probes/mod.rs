@@ -1,0 +1,188 @@
+//! The probes of the eBPF backend, one file each, named as the probe's BPF object
+//! (`bpf/NAME.bpf.c`, `bpf/NAME.h`) and its report section: `futex`, `offcpu` (also `wakeup`),
+//! `syscall`, `lifecycle`, `klock`, `hold` (the `mutex-hold` probe).
+//!
+//! Each implements [`Probe`]. Most aggregate into one map of `lks_stats` by a key of their own
+//! (probe.bpf.h's `aggregate`) and attach every program by its section: they implement
+//! [`AggregationKey`] for their key, and [`Aggregating`] is their [`Probe`]. Adding a probe: its
+//! `.bpf.c` and `.h`, its name in build.rs's `OBJECTS` and `skel.rs`, its file here, and a line
+//! in [`all`].
+
+mod futex;
+mod hold;
+mod klock;
+mod lifecycle;
+mod offcpu;
+mod syscall;
+
+use crate::error::Error;
+use crate::libbpf_log;
+use crate::object::{
+    comm, entries, read_counters, wait_stats, Counters, LksStats, LoadedObject, Plain,
+};
+use crate::probe::{
+    load_failure, AttachContext, DrainContext, Drained, LoadContext, Probe, ProbeInfo, RawRecord,
+    Registered,
+};
+use crate::syscalls::errno_name;
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::MapCore;
+use lockscope_probes::WaitKind;
+
+/// Every probe, in catalog order.
+pub(crate) fn all() -> Vec<Registered> {
+    vec![
+        Registered::of::<futex::FutexProbe>(),
+        Registered::of::<offcpu::OffcpuProbe>(),
+        Registered::of::<Aggregating<syscall::Key>>(),
+        Registered::of::<Aggregating<lifecycle::Key>>(),
+        Registered::of::<Aggregating<klock::Key>>(),
+        Registered::of::<Aggregating<hold::Key>>(),
+    ]
+}
+
+/// The key of a probe's aggregation map whose values are `lks_stats`: each such probe has its
+/// own key type, and says here what it is and how its keys become records.
+pub(crate) trait AggregationKey: Plain + 'static {
+    /// The probe's skeleton.
+    type Skel: Skel<'static> + 'static;
+    /// Name of the aggregation map.
+    const MAP: &'static str;
+    /// What the probe's records are.
+    const KIND: WaitKind;
+    /// The probe's names, hooks and needs.
+    fn info() -> ProbeInfo;
+    /// Opens and loads the object ([`load_object`] with the probe's settings).
+    fn load(cx: &LoadContext<'_>) -> Result<LoadedObject<Self::Skel>, String>;
+    /// Attaches the loaded object; the hooks to list when they say more than
+    /// [`ProbeInfo::hooks`]. Default: every loaded program by its section.
+    fn attach(
+        object: &mut LoadedObject<Self::Skel>,
+        _cx: &AttachContext,
+    ) -> Result<Option<String>, String> {
+        object
+            .attach_all()
+            .map(|()| None)
+            .map_err(|e| format!("failed to attach: {e}"))
+    }
+    /// `(tgid, tid)` of the key's thread.
+    fn thread(&self) -> (u32, u32);
+    /// The object waited on (0: none).
+    fn object(&self) -> u64 {
+        0
+    }
+    /// The record's operation.
+    fn operation(&self) -> String;
+    /// `(user, kernel)` stack ids, negative when not captured.
+    fn stack_ids(&self) -> (i32, i32);
+}
+
+/// Opens an object with `builder`, lets `configure` set its globals, selects `cx.variant`'s
+/// programs, makes it reuse the shared maps, and loads it. On failure: why, with the verifier's
+/// or libbpf's reason.
+pub(crate) fn load_object<B, O, S>(
+    builder: B,
+    cx: &LoadContext<'_>,
+    configure: impl FnOnce(&mut O),
+) -> Result<LoadedObject<S>, String>
+where
+    B: SkelBuilder<'static, Output = O>,
+    O: OpenSkel<'static, Output = S>,
+    S: Skel<'static>,
+{
+    let (object, reason) = libbpf_log::capture(|| {
+        LoadedObject::load(builder, |open: &mut O| {
+            configure(open);
+            cx.variant.select(open.open_object_mut());
+            cx.shared.reuse_in(open.open_object_mut())
+        })
+    });
+    object.map_err(|e| load_failure(&e, reason))
+}
+
+/// The [`Probe`] of a probe that aggregates by key `K`.
+pub(crate) struct Aggregating<K: AggregationKey> {
+    object: LoadedObject<K::Skel>,
+    /// The hooks, when they say more than the static ones (a measured cost).
+    hooks: Option<String>,
+}
+
+impl<K: AggregationKey> Aggregating<K> {
+    /// The object's map `name`.
+    fn map(&self, name: &'static str) -> Result<libbpf_rs::Map<'_>, Error> {
+        self.object
+            .skel()
+            .object()
+            .maps()
+            .find(|m| m.name() == name)
+            .ok_or_else(|| Error::Map {
+                map: name,
+                source: libbpf_rs::Error::from(std::io::Error::from(std::io::ErrorKind::NotFound)),
+            })
+    }
+}
+
+impl<K: AggregationKey> Probe for Aggregating<K> {
+    fn info() -> ProbeInfo {
+        K::info()
+    }
+
+    fn load(cx: &LoadContext<'_>) -> Result<Self, String> {
+        Ok(Aggregating {
+            object: K::load(cx)?,
+            hooks: None,
+        })
+    }
+
+    fn attach(&mut self, cx: &AttachContext) -> Result<(), String> {
+        self.hooks = K::attach(&mut self.object, cx)?;
+        Ok(())
+    }
+
+    fn detach(&mut self) {
+        self.object.detach();
+    }
+
+    fn status(&self) -> (String, lockscope_probes::AttachStatus) {
+        (
+            self.hooks.clone().unwrap_or_default(),
+            lockscope_probes::AttachStatus::Attached,
+        )
+    }
+
+    fn counters(&self) -> Result<Counters, Error> {
+        read_counters(&self.map("counters")?)
+    }
+
+    fn drain(&self, _cx: &DrainContext<'_>, out: &mut Drained) -> Result<(), Error> {
+        let map = self.map(K::MAP)?;
+        for (k, v) in entries::<K, LksStats>(&map, K::MAP)? {
+            let (pid, tid) = k.thread();
+            let (user_stack_id, kernel_stack_id) = k.stack_ids();
+            out.records.push(RawRecord {
+                probe: K::info().names[0],
+                kind: K::KIND,
+                classify: false,
+                pid,
+                tid,
+                object: k.object(),
+                operation: k.operation(),
+                user_stack_id,
+                kernel_stack_id,
+                comm: comm(&v.comm),
+                stats: wait_stats(&v),
+                futex_sleep: false,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// `operation` followed by the errno name of `err` when it is not 0 (`openat ENOENT`).
+fn with_errno(operation: String, err: i32) -> String {
+    if err == 0 {
+        operation
+    } else {
+        format!("{operation} {}", errno_name(err))
+    }
+}
