@@ -16,11 +16,14 @@
 //! older kernels lack and what replaces it.
 //!
 //! Layout: `bpf` is the futex object's loader (tracefs's per-syscall tracepoints, else the generic
-//! hooks, tp_btf or raw_tp), `probeset` the other probes' and the drain into records, `recorder`
+//! hooks, tp_btf or raw_tp), `probeset` the other probes' and the drain into records (`cpu` the
+//! on-CPU sampler's: per-CPU cpu-clock perf events, its samples aggregated in the kernel as
+//! on-CPU time, not waits), `recorder`
 //! the recording session, `launch` starts a command only once the probes are attached, `procmaps`
 //! and `symbolize` turn addresses into frames.
 
 mod bpf;
+mod cpu;
 mod environment;
 mod error;
 mod launch;
@@ -37,6 +40,7 @@ mod syscalls;
 mod unwind;
 mod variant;
 
+pub use cpu::{DEFAULT_FREQUENCY_HZ, MAX_FREQUENCY_HZ};
 pub use environment::{check_environment, check_kernel_btf, KERNEL_BTF};
 pub use error::Error;
 pub use probeset::{probe_support, syscall_numbers, ProbeSettings, ProbeSupport, FAIL_ATTACH_ENV};

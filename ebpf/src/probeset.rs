@@ -1,5 +1,6 @@
-//! The probes beyond futex: `offcpu`, `syscall`, `lifecycle` and `klock`, each its own BPF
-//! object (`bpf/NAME.bpf.c`) sharing the maps of [`SharedMaps`].
+//! The probes beyond futex: `offcpu`, `syscall`, `lifecycle`, `klock`, `mutex-hold` and `cpu`
+//! (its loader in `crate::cpu`), each its own BPF object (`bpf/NAME.bpf.c`) sharing the maps of
+//! [`SharedMaps`].
 //!
 //! A [`ProbeSet`] loads the selected ones, attaches them, and at the end drains their maps into
 //! raw records ([`Drained`]) that [`resolve`] turns into profile records. A probe that fails to
@@ -7,6 +8,7 @@
 //! working.
 
 use crate::bpf::{read_plain, ObjectStorage, Plain};
+use crate::cpu::CpuProbe;
 use crate::error::Error;
 use crate::libbpf_log;
 use crate::procmaps::MapsCache;
@@ -27,13 +29,14 @@ use std::ffi::CStr;
 use std::time::Duration;
 
 /// Names of the probes this module implements, in catalog order.
-pub const PROBE_NAMES: [&str; 6] = [
+pub const PROBE_NAMES: [&str; 7] = [
     "offcpu",
     "wakeup",
     "syscall",
     "lifecycle",
     "klock",
     "mutex-hold",
+    "cpu",
 ];
 
 /// Waker name of the wakeups done from interrupt context (timers, I/O completion).
@@ -43,7 +46,7 @@ pub const INTERRUPT_WAKER: &str = "[interrupt]";
 /// test, or a user checking their monitoring, see what a failed probe looks like.
 pub const FAIL_ATTACH_ENV: &str = "LOCKSCOPE_FAIL_ATTACH";
 
-/// Settings of the offcpu, syscall, lifecycle and klock probes.
+/// Settings of the offcpu, syscall, lifecycle, klock and cpu probes.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct ProbeSettings {
@@ -54,6 +57,9 @@ pub struct ProbeSettings {
     pub syscalls: Vec<String>,
     /// System calls at least this long get their stacks (`syscall`). Default: 1 ms.
     pub slow_syscall: Duration,
+    /// Samples per second and CPU of the `cpu` probe (1 to [`crate::MAX_FREQUENCY_HZ`]).
+    /// Default: [`crate::DEFAULT_FREQUENCY_HZ`] (99).
+    pub frequency_hz: u32,
 }
 
 impl Default for ProbeSettings {
@@ -62,6 +68,7 @@ impl Default for ProbeSettings {
             min_block: Duration::from_micros(10),
             syscalls: Vec::new(),
             slow_syscall: Duration::from_millis(1),
+            frequency_hz: crate::cpu::DEFAULT_FREQUENCY_HZ,
         }
     }
 }
@@ -69,8 +76,8 @@ impl Default for ProbeSettings {
 /// A loaded BPF object with its links.
 pub(crate) struct ProbeObject<S> {
     // Field order is drop order: links, skeleton, then the storage it borrows.
-    links: Vec<Link>,
-    skel: S,
+    pub(crate) links: Vec<Link>,
+    pub(crate) skel: S,
     _storage: ObjectStorage,
 }
 
@@ -109,13 +116,28 @@ where
     O: OpenSkel<'static, Output = S>,
     S: Skel<'static>,
 {
+    load_variant(ProgramVariant::current(), builder, shared, configure)
+}
+
+/// [`load_object`] with the programs of `variant`.
+pub(crate) fn load_variant<B, O, S>(
+    variant: ProgramVariant,
+    builder: B,
+    shared: &SharedMaps,
+    configure: impl FnOnce(&mut O),
+) -> Result<ProbeObject<S>, String>
+where
+    B: SkelBuilder<'static, Output = O>,
+    O: OpenSkel<'static, Output = S>,
+    S: Skel<'static>,
+{
     let storage = ObjectStorage::new();
     let (skel, reason) = libbpf_log::capture(|| {
         // SAFETY: the only borrow of this fresh storage; the skeleton is dropped before it (on
         // error here, being declared later; else by ProbeObject's field order).
         let mut open = builder.open(unsafe { storage.borrow() })?;
         configure(&mut open);
-        ProgramVariant::current().select(open.open_object_mut());
+        variant.select(open.open_object_mut());
         shared.reuse_in(open.open_object_mut())?;
         open.load()
     });
@@ -162,7 +184,7 @@ fn entries<K: Plain, V: Plain>(
 }
 
 /// The per-CPU counters of a probe, summed.
-fn sum_counters(map: &impl MapCore) -> Result<offcpu::types::lks_counters, Error> {
+pub(crate) fn sum_counters(map: &impl MapCore) -> Result<offcpu::types::lks_counters, Error> {
     let per_cpu = map
         .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
         .map_err(|source| Error::Map {
@@ -186,14 +208,21 @@ fn sum_counters(map: &impl MapCore) -> Result<offcpu::types::lks_counters, Error
 }
 
 /// One probe of the set: its object once loaded, and what became of it.
-struct Slot<S> {
-    object: Option<ProbeObject<S>>,
-    hook: String,
-    failure: Option<String>,
+pub(crate) struct Slot<S> {
+    pub(crate) object: Option<ProbeObject<S>>,
+    pub(crate) hook: String,
+    pub(crate) failure: Option<String>,
+}
+
+/// The reason of a failure simulated for probe `name` ([`FAIL_ATTACH_ENV`]), if one is asked for.
+pub(crate) fn simulated_failure(name: &str) -> Option<String> {
+    std::env::var(FAIL_ATTACH_ENV)
+        .is_ok_and(|v| v.split(',').any(|n| n.trim() == name))
+        .then(|| format!("simulated failure ({FAIL_ATTACH_ENV})"))
 }
 
 impl<S: Skel<'static>> Slot<S> {
-    fn new(hook: &'static str, loaded: Result<ProbeObject<S>, String>) -> Self {
+    pub(crate) fn new(hook: &'static str, loaded: Result<ProbeObject<S>, String>) -> Self {
         match loaded {
             Ok(object) => Slot {
                 object: Some(object),
@@ -212,14 +241,11 @@ impl<S: Skel<'static>> Slot<S> {
         let Some(object) = &mut self.object else {
             return;
         };
-        let simulated =
-            std::env::var(FAIL_ATTACH_ENV).is_ok_and(|v| v.split(',').any(|n| n.trim() == name));
-        let result = if simulated {
-            Err(format!("simulated failure ({FAIL_ATTACH_ENV})"))
-        } else {
-            object
+        let result = match simulated_failure(name) {
+            Some(reason) => Err(reason),
+            None => object
                 .attach()
-                .map_err(|e| format!("failed to attach: {e}"))
+                .map_err(|e| format!("failed to attach: {e}")),
         };
         if let Err(reason) = result {
             self.failure = Some(reason);
@@ -227,7 +253,7 @@ impl<S: Skel<'static>> Slot<S> {
         }
     }
 
-    fn status(&self, name: &str) -> ProbeAttachment {
+    pub(crate) fn status(&self, name: &str) -> ProbeAttachment {
         ProbeAttachment {
             probe: name.to_owned(),
             hook: self.hook.clone(),
@@ -240,7 +266,7 @@ impl<S: Skel<'static>> Slot<S> {
         }
     }
 
-    fn detach(&mut self) {
+    pub(crate) fn detach(&mut self) {
         if let Some(object) = &mut self.object {
             object.links.clear();
         }
@@ -267,6 +293,7 @@ pub(crate) struct ProbeSet {
     lifecycle: Option<Slot<lifecycle::LifecycleSkel<'static>>>,
     klock: Option<Slot<klock::KlockSkel<'static>>>,
     hold: Option<Slot<hold::HoldSkel<'static>>>,
+    cpu: Option<CpuProbe>,
     /// CLOCK_MONOTONIC when the probes were detached: the end of the per-thread times.
     ended_ns: Option<u64>,
 }
@@ -367,6 +394,9 @@ impl ProbeSet {
                 load_object(hold::HoldSkelBuilder::default(), shared, |_| {}),
             ));
         }
+        if wants("cpu") {
+            set.cpu = Some(CpuProbe::load(shared, settings.frequency_hz));
+        }
         Ok(set)
     }
 
@@ -393,6 +423,9 @@ impl ProbeSet {
         if let Some(slot) = &mut self.hold {
             attach_hold(slot, pid);
         }
+        if let Some(cpu) = &mut self.cpu {
+            cpu.attach();
+        }
     }
 
     /// Detaches every probe; the maps stay readable. The first call ends the per-thread times.
@@ -413,6 +446,9 @@ impl ProbeSet {
         if let Some(slot) = &mut self.hold {
             slot.detach();
         }
+        if let Some(cpu) = &mut self.cpu {
+            cpu.detach();
+        }
     }
 
     /// What became of probe `name`, if this set handles it.
@@ -423,6 +459,7 @@ impl ProbeSet {
             "lifecycle" => self.lifecycle.as_ref().map(|s| s.status(name)),
             "klock" => self.klock.as_ref().map(|s| s.status(name)),
             "mutex-hold" => self.hold.as_ref().map(|s| s.status(name)),
+            "cpu" => self.cpu.as_ref().map(CpuProbe::status),
             _ => None,
         }
     }
@@ -444,6 +481,15 @@ impl ProbeSet {
         }
         if let Some(o) = self.hold.as_ref().and_then(|s| s.object.as_ref()) {
             all.push(sum_counters(&o.skel.maps.counters)?);
+        }
+        if let Some(c) = self
+            .cpu
+            .as_ref()
+            .map(CpuProbe::counters)
+            .transpose()?
+            .flatten()
+        {
+            all.push(c);
         }
         let mut events = 0;
         let mut losses = Losses::default();
@@ -478,13 +524,16 @@ impl ProbeSet {
         if let Some(o) = self.hold.as_ref().and_then(|s| s.object.as_ref()) {
             drain_records::<hold::types::hold_key>(&o.skel.maps.holds, &mut drained)?;
         }
+        if let Some(cpu) = &self.cpu {
+            cpu.drain(&mut drained)?;
+        }
         Ok(drained)
     }
 }
 
 /// The key of a probe's aggregation map whose values are `lks_stats` (probe.bpf.h's
 /// `aggregate`): each probe has its own key type, and says here how its keys become records.
-trait AggregationKey: Plain {
+pub(crate) trait AggregationKey: Plain {
     /// Catalog name of the probe.
     const PROBE: &'static str;
     /// Name of the aggregation map, in errors.
@@ -585,7 +634,10 @@ fn with_errno(operation: String, err: i32) -> String {
 }
 
 /// Reads aggregation map `map` of keys `K` into records.
-fn drain_records<K: AggregationKey>(map: &impl MapCore, out: &mut Drained) -> Result<(), Error> {
+pub(crate) fn drain_records<K: AggregationKey>(
+    map: &impl MapCore,
+    out: &mut Drained,
+) -> Result<(), Error> {
     for (k, v) in entries::<K, offcpu::types::lks_stats>(map, K::MAP)? {
         let (pid, tid) = k.thread();
         let (user_stack_id, kernel_stack_id) = k.stack_ids();
@@ -649,10 +701,8 @@ fn attach_hold(slot: &mut Slot<hold::HoldSkel<'static>>, pid: u32) {
     let Some(object) = &mut slot.object else {
         return;
     };
-    let simulated = std::env::var(FAIL_ATTACH_ENV)
-        .is_ok_and(|v| v.split(',').any(|n| n.trim() == "mutex-hold"));
-    if simulated {
-        slot.failure = Some(format!("simulated failure ({FAIL_ATTACH_ENV})"));
+    if let Some(reason) = simulated_failure("mutex-hold") {
+        slot.failure = Some(reason);
         slot.object = None;
         return;
     }

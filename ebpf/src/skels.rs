@@ -1,6 +1,6 @@
 //! The generated skeletons of the probe objects other than futex (built by build.rs into
 //! OUT_DIR), one module each: `targets` (the shared-maps owner), `offcpu`, `syscall`,
-//! `lifecycle`, `klock`, `hold` (the `mutex-hold` probe).
+//! `lifecycle`, `klock`, `hold` (the `mutex-hold` probe), `cpu`.
 
 #![allow(
     unused_imports,
@@ -33,4 +33,8 @@ pub mod klock {
 /// `bpf/hold.bpf.c`.
 pub mod hold {
     include!(concat!(env!("OUT_DIR"), "/hold.skel.rs"));
+}
+/// `bpf/cpu.bpf.c`.
+pub mod cpu {
+    include!(concat!(env!("OUT_DIR"), "/cpu.skel.rs"));
 }

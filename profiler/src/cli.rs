@@ -201,6 +201,10 @@ pub struct RecordArgs {
     #[arg(long, value_name = "PROBES", value_delimiter = ',')]
     pub probes: Vec<String>,
 
+    /// Samples per second and CPU of the `cpu` probe (1 to 10000). Default: 99.
+    #[arg(long, value_name = "HZ", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub frequency: Option<u32>,
+
     /// Settings of the offcpu and syscall probes.
     #[command(flatten)]
     pub probe_settings: ProbeSettingsArgs,

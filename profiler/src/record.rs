@@ -168,6 +168,9 @@ pub fn run(args: &RecordArgs) -> Result<()> {
         None if dtrace_only => BackendArg::Dtrace,
         None => BackendArg::host_default(),
     };
+    if args.frequency.is_some() && !args.probes.iter().any(|p| p.trim() == "cpu") {
+        bail!("--frequency sets the `cpu` probe's sampling rate: add `cpu` to --probes");
+    }
     let target = record_target(args)?;
     match backend {
         BackendArg::Ebpf => run_ebpf(args, target),
@@ -196,6 +199,9 @@ fn run_ebpf(args: &RecordArgs, target: RecordTarget) -> Result<()> {
         options.probe_settings.min_block = min_block;
     }
     options.probe_settings.syscalls = syscalls;
+    if let Some(hz) = args.frequency {
+        options.probe_settings.frequency_hz = hz;
+    }
     options.unwind.cache_dir = cache_dir(args);
     // The server keeps running while its less used libraries' tables are built: attaching
     // waits only for the main executable's and libc's (issue 14).
