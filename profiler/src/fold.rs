@@ -16,7 +16,9 @@
 //! - the weight is the total wait time in nanoseconds, or the number of waits ([`Weight`]);
 //! - `;` in a name becomes `:` and control characters (newlines, tabs) become spaces, so a name
 //!   can neither split a frame nor a line;
-//! - identical stacks are merged (weights added), lines are sorted, and zero weights are dropped.
+//! - identical stacks are merged (weights added), lines are sorted, and zero weights are dropped;
+//! - a recording that has both waits and the `cpu` probe's on-CPU samples folds its waits unless
+//!   `--probe cpu` selects the samples ([`selected`]): CPU time is never added to wait time.
 
 use lockscope_probes::{Frame, Profile, Stack, WaitKind, WaitRecord};
 use std::collections::BTreeMap;
@@ -125,7 +127,7 @@ impl Measure {
 
     /// What the records `options` selects in `profile` measure.
     pub fn of(profile: &Profile, options: &FoldOptions) -> Measure {
-        Measure::of_records(profile.waits.iter().filter(|r| selects(options, r)))
+        Measure::of_records(selected(profile, options))
     }
 
     /// Its name in JSON (`waits`, `on-cpu`, `events`, `samples`).
@@ -215,6 +217,27 @@ pub fn sanitize_frame(name: &str) -> String {
 /// True when `record` passes the probe filter of `options`.
 pub fn selects(options: &FoldOptions, record: &WaitRecord) -> bool {
     options.probe.as_deref().is_none_or(|p| p == record.probe)
+}
+
+/// True when `profile` has both waits and sampled records (a recording with the `cpu` probe
+/// beside wait probes): its wait views leave the samples out.
+pub fn mixes_samples(profile: &Profile) -> bool {
+    profile.waits.iter().any(|w| w.kind.is_sampled())
+        && profile.waits.iter().any(|w| !w.kind.is_sampled())
+}
+
+/// The records of `profile` that `options` selects: those of its probe; with no probe named, in
+/// a profile that [`mixes_samples`], the waits alone (the samples are CPU time, not waits: they
+/// are shown with `--probe cpu`), else every record.
+pub fn selected<'a>(
+    profile: &'a Profile,
+    options: &'a FoldOptions,
+) -> impl Iterator<Item = &'a WaitRecord> + 'a {
+    let waits_only = options.probe.is_none() && mixes_samples(profile);
+    profile
+        .waits
+        .iter()
+        .filter(move |r| selects(options, r) && !(waits_only && r.kind.is_sampled()))
 }
 
 /// Checks that the probe filter names a probe the profile knows (asked for at record time, or
@@ -336,7 +359,7 @@ fn fold_record(profile: &Profile, record: &WaitRecord, options: &FoldOptions) ->
 /// Folds the waits of `profile` into sorted, merged folded-stack lines (no trailing newline).
 pub fn folded_lines(profile: &Profile, options: &FoldOptions) -> Vec<String> {
     let mut merged: BTreeMap<String, u64> = BTreeMap::new();
-    for record in profile.waits.iter().filter(|r| selects(options, r)) {
+    for record in selected(profile, options) {
         let value = options.weight.of(record);
         if value == 0 {
             continue;

@@ -2,8 +2,9 @@
 //! (booted under QEMU by `.ci/kernel-vm`) and this machine's own, each checked with the demo's
 //! known answer. `tests/data/kernel-checks.sh` runs on the kernel; this file judges what it left:
 //! `lockscope probes` must say of each probe what `record` then does with it, every probe must
-//! load except where the kernel lacks its hooks, and the futex and offcpu probes must measure the
-//! demo's waits as its threads measured them, the futex probe's on complete stacks. Each kernel's results are kept under
+//! load except where the kernel lacks its hooks, the futex and offcpu probes must measure the
+//! demo's waits as its threads measured them, the futex probe's on complete stacks, and the cpu
+//! probe the CPU time of its spinning and computing threads, on complete stacks. Each kernel's results are kept under
 //! `target/tmp/kernel-matrix/KERNEL/` with a `summary.txt` that `.ci/kernel-table` turns into the
 //! README's table.
 //!
@@ -19,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The probes of the eBPF backend, as the checks record them one by one.
-const PROBES: [&str; 7] = [
+const PROBES: [&str; 8] = [
     "futex",
     "offcpu",
     "wakeup",
@@ -27,6 +28,7 @@ const PROBES: [&str; 7] = [
     "lifecycle",
     "klock",
     "mutex-hold",
+    "cpu",
 ];
 
 /// How long one guest may take, boot to power-off (the checks take 1-4 minutes under TCG).
@@ -154,6 +156,11 @@ fn check_kernel(kernel: Kernel) {
         "stacks offcpu {}",
         complete_share(&offcpu, "offcpu")
     ));
+    // The cpu probe's samples interrupt the demo's spinner and cruncher (a perf_event program,
+    // in the unwinder's interrupt slot): their CPU time as their own clocks measured it.
+    let cpu = results.profile("cpu");
+    assert_demo_on_cpu(&cpu, &results.text("cpu.log"));
+    summary.push(format!("stacks cpu {}", complete_share(&cpu, "cpu")));
 
     // All probes at once: each attaches as it did alone, and futex still measures the demo.
     assert_eq!(
@@ -175,6 +182,7 @@ fn check_kernel(kernel: Kernel) {
     // The stacks too: mutex-hold's uretprobes replace return addresses in libc's lock path
     // with their trampoline's, which the unwinder must see through.
     assert_demo_answer(&all, "futex", &results.text("all.log"));
+    assert_demo_on_cpu(&all, &results.text("all.log"));
 
     // Without tracefs, the futex probe falls back on the generic system call hooks.
     if let Kernel::Guest(_) = kernel {
