@@ -839,7 +839,7 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "unknown probe `nosuch`: known probes are futex, offcpu, wakeup, syscall, lifecycle, \
-             klock, mutex-hold"
+             klock, mutex-hold, cpu"
         );
     }
 }
