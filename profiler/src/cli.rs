@@ -319,6 +319,12 @@ pub struct FoldArgs {
     /// Append kernel frames (suffixed `_[k]`) above the user frames.
     #[arg(long)]
     pub kernel_stacks: bool,
+
+    /// Wall-clock view: the `cpu` probe's on-CPU samples and the `offcpu` probe's off-CPU
+    /// intervals together, weighted by time, each stack topped by what the thread was doing
+    /// (recorded with --probes cpu,offcpu).
+    #[arg(long, conflicts_with = "probe")]
+    pub wall: bool,
 }
 
 /// `lockscope flamegraph`.
@@ -338,7 +344,7 @@ pub struct FlamegraphArgs {
 
     /// Draw who woke whom (the `offcpu` probe's wakeups: waker stacks above the sleepers'
     /// stacks) instead of the waits.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "wall")]
     pub wakeups: bool,
 
     /// Selection and weighting.
@@ -381,7 +387,7 @@ pub struct ExportArgs {
 
     /// Export who woke whom (the `offcpu` probe's wakeups) as folded chains, sleeper stack
     /// first, instead of the waits (folded only; the json format always holds the wakeups).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "wall")]
     pub wakeups: bool,
 
     /// Selection and weighting (folded only).
@@ -749,6 +755,13 @@ impl FoldArgs {
         };
         options.probe = self.probe.clone();
         options.kernel_stacks = self.kernel_stacks;
+        if self.wall {
+            if matches!(self.weight, Some(WeightArg::Count)) {
+                bail!("--wall weighs by time: samples and intervals do not count alike");
+            }
+            options.weight = lockscope::fold::Weight::Nanoseconds;
+            options.wall = true;
+        }
         Ok(options)
     }
 }

@@ -53,6 +53,9 @@ fn run(cli: Cli) -> Result<()> {
         Command::Export(args) => {
             let profile = read(&args.profile)?;
             let fold = args.fold.to_options(&profile)?;
+            if fold.wall && !matches!(args.format, ExportFormatArg::Folded) {
+                anyhow::bail!("--wall needs --format folded");
+            }
             if args.wakeups && !matches!(args.format, ExportFormatArg::Folded) {
                 anyhow::bail!(
                     "--wakeups needs --format folded (--format json always holds the wakeups)"

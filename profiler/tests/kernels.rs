@@ -81,6 +81,20 @@ impl Kernel {
             Kernel::Host => "host",
         }
     }
+
+    /// How far the cpu probe's CPU time of a demo thread may be from the thread's own CPU clock.
+    /// Under emulation the two clocks part: with every probe recording under TCG on 6.1 the
+    /// spinner's 30 samples (303 ms, its whole 300 ms spin) stood against 250 ms on its own
+    /// clock. Interrupts are slow there (the sampling hrtimer's, with its program, and the other
+    /// probes' work in interrupt context), and samples count them as the interrupted thread's
+    /// time, while a kernel that accounts interrupt time apart (IRQ_TIME_ACCOUNTING) leaves
+    /// them out of the thread's clock.
+    fn on_cpu_tolerance(self) -> f64 {
+        match self {
+            Kernel::Guest(_) => 0.3,
+            Kernel::Host => ON_CPU_TOLERANCE,
+        }
+    }
 }
 
 /// Runs the checks on `kernel` and judges their results.
@@ -159,7 +173,7 @@ fn check_kernel(kernel: Kernel) {
     // The cpu probe's samples interrupt the demo's spinner and cruncher (a perf_event program,
     // in the unwinder's interrupt slot): their CPU time as their own clocks measured it.
     let cpu = results.profile("cpu");
-    assert_demo_on_cpu(&cpu, &results.text("cpu.log"));
+    assert_demo_on_cpu(&cpu, &results.text("cpu.log"), kernel.on_cpu_tolerance());
     summary.push(format!("stacks cpu {}", complete_share(&cpu, "cpu")));
 
     // All probes at once: each attaches as it did alone, and futex still measures the demo.
@@ -182,7 +196,7 @@ fn check_kernel(kernel: Kernel) {
     // The stacks too: mutex-hold's uretprobes replace return addresses in libc's lock path
     // with their trampoline's, which the unwinder must see through.
     assert_demo_answer(&all, "futex", &results.text("all.log"));
-    assert_demo_on_cpu(&all, &results.text("all.log"));
+    assert_demo_on_cpu(&all, &results.text("all.log"), kernel.on_cpu_tolerance());
 
     // Without tracefs, the futex probe falls back on the generic system call hooks.
     if let Kernel::Guest(_) = kernel {

@@ -198,7 +198,11 @@ fn cpu_probe_measures_the_demo_on_cpu() {
         "losses: {:?}",
         profile.metadata.losses
     );
-    assert_demo_on_cpu(&profile, &String::from_utf8_lossy(&out.stdout));
+    assert_demo_on_cpu(
+        &profile,
+        &String::from_utf8_lossy(&out.stdout),
+        ON_CPU_TOLERANCE,
+    );
     assert_demo_known_answer(&profile, "futex");
     let cpu_ns: u64 = profile
         .waits

@@ -22,7 +22,7 @@ pub const DEMO_ON_CPU: [(&str, [&str; 2]); 2] = [
 ];
 
 /// How far the `cpu` probe's CPU time may be from a thread's own CPU clock: a 99 Hz sample is
-/// 10.1 ms, a tenth of the ~300 ms measured.
+/// 10.1 ms, a thirtieth of the ~300 ms measured.
 pub const ON_CPU_TOLERANCE: f64 = 0.15;
 
 /// Each on-CPU thread's own measure of its CPU time, from the demo's output: `(thread, ms)`.
@@ -43,8 +43,9 @@ pub fn demo_cpu_measures(log: &str) -> Vec<(String, f64)> {
 
 /// Checks the `cpu` probe's view of the demo's on-CPU phase against what its threads measured
 /// (their CPU clocks, printed in `log`): each thread's CPU time at its demo functions within
-/// [`ON_CPU_TOLERANCE`], on stacks complete to the thread entry, with the functions in order.
-pub fn assert_demo_on_cpu(profile: &Profile, log: &str) {
+/// `tolerance` (a share; [`ON_CPU_TOLERANCE`] on a real kernel), on stacks complete to the
+/// thread entry, with the functions in order.
+pub fn assert_demo_on_cpu(profile: &Profile, log: &str, tolerance: f64) {
     let measured = demo_cpu_measures(log);
     assert_eq!(
         measured.len(),
@@ -77,7 +78,7 @@ pub fn assert_demo_on_cpu(profile: &Profile, log: &str) {
         }
         let sampled_ms = at_chain_ns as f64 / 1e6;
         assert!(
-            (sampled_ms - demo_ms).abs() <= demo_ms * ON_CPU_TOLERANCE,
+            (sampled_ms - demo_ms).abs() <= demo_ms * tolerance,
             "{thread}: {sampled_ms:.1} ms on CPU at {chain:?}, by its own clock {demo_ms:.1} ms"
         );
     }
