@@ -641,7 +641,7 @@ mod tests {
             ..profile.clone()
         };
         assert!(check_wall(&no_cpu)
-            .unwrap_err()
+            .expect_err("no cpu records")
             .contains("--probes cpu,offcpu"));
     }
 
