@@ -23,6 +23,7 @@ const OBJECTS: &[&str] = &[
     "lifecycle",
     "klock",
     "hold",
+    "cpu",
 ];
 /// Where the BPF sources and their headers are.
 const BPF_DIR: &str = "src/bpf";

@@ -31,7 +31,8 @@
 //! this library reads no environment variable (the `lockscope` binary reads
 //! `LOCKSCOPE_FAIL_ATTACH`, `LOCKSCOPE_BPF_PROGRAMS` and `LOCKSCOPE_USER_STACKS` into them).
 //! `launch` starts a command only once the probes are attached; `procmaps` and `symbolize` turn
-//! addresses into frames.
+//! addresses into frames. The `cpu` probe (`probes/cpu.rs`) samples on-CPU time with per-CPU
+//! cpu-clock perf events; its records are on-CPU time, never waits.
 
 mod environment;
 mod error;
@@ -56,6 +57,7 @@ pub use environment::{check_environment, check_kernel_btf, KERNEL_BTF};
 pub use error::Error;
 pub use probe::{syscall_numbers, ProbeSettings};
 pub use probe_set::{probe_support, ProbeSupport};
+pub use probes::{DEFAULT_FREQUENCY_HZ, MAX_FREQUENCY_HZ};
 pub use recorder::{RecordOptions, Recorder, RecorderStatus, TargetSpec};
 pub use unwind::{TableBuild, UnwindOptions, UnwindStats, UserStacks, DEFAULT_CACHE_MAX_BYTES};
 pub use variant::ProgramVariant;

@@ -25,6 +25,9 @@ pub struct ProbeSettings {
     pub syscalls: Vec<String>,
     /// System calls at least this long get their stacks (`syscall`). Default: 1 ms.
     pub slow_syscall: Duration,
+    /// Samples per second and CPU of the `cpu` probe (1 to [`crate::MAX_FREQUENCY_HZ`]).
+    /// Default: [`crate::DEFAULT_FREQUENCY_HZ`] (99).
+    pub frequency_hz: u32,
     /// Probes whose attach fails on purpose, with "simulated failure": lets a test, or a user
     /// checking their monitoring, see what a failed probe looks like (the `lockscope` binary
     /// takes them from `LOCKSCOPE_FAIL_ATTACH`). Default: none.
@@ -40,6 +43,7 @@ impl Default for ProbeSettings {
             min_block: Duration::from_micros(10),
             syscalls: Vec::new(),
             slow_syscall: Duration::from_millis(1),
+            frequency_hz: crate::DEFAULT_FREQUENCY_HZ,
             fail_attach: Vec::new(),
             program_variant: None,
         }
@@ -151,6 +155,8 @@ pub(crate) struct AttachContext {
     pub pid: u32,
     /// The variant that was loaded.
     pub variant: ProgramVariant,
+    /// The `cpu` probe's sampling frequency ([`ProbeSettings::frequency_hz`]).
+    pub frequency_hz: u32,
 }
 
 /// What a probe's drain gets.

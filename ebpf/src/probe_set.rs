@@ -83,6 +83,7 @@ impl ProbeSet {
         let cx = AttachContext {
             pid,
             variant: self.variant,
+            frequency_hz: self.settings.frequency_hz,
         };
         for slot in &mut self.slots {
             let Some(probe) = &mut slot.probe else {

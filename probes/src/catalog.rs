@@ -18,6 +18,8 @@ pub enum CostClass {
     PerLifecycleEvent,
     /// Fires on every lock and unlock call of the target, through uprobes (microseconds each).
     PerLockCall,
+    /// Fires at a fixed rate on every CPU, whatever the target does (`--frequency`).
+    PerSample,
 }
 
 impl CostClass {
@@ -29,6 +31,7 @@ impl CostClass {
             CostClass::PerContextSwitch => "per-context-switch",
             CostClass::PerLifecycleEvent => "per-lifecycle-event",
             CostClass::PerLockCall => "per-lock-call",
+            CostClass::PerSample => "per-sample",
         }
     }
 }
@@ -128,6 +131,17 @@ pub const CATALOG: &[ProbeInfo] = &[
         cost: CostClass::PerLockCall,
         default: false,
         linux_hooks: "uprobe libc pthread_mutex_lock (entry, return), pthread_mutex_unlock",
+    },
+    ProbeInfo {
+        name: "cpu",
+        description: "on-CPU profile: samples each thread of the target on CPU at --frequency \
+                      (default 99 Hz) with complete user stacks and kernel stacks, aggregated \
+                      in the kernel per thread and stack; records carry CPU time (samples x \
+                      period), not wait time",
+        kinds: &[WaitKind::OnCpu],
+        cost: CostClass::PerSample,
+        default: false,
+        linux_hooks: "perf_event software cpu-clock, one per CPU",
     },
 ];
 

@@ -201,6 +201,10 @@ pub struct RecordArgs {
     #[arg(long, value_name = "PROBES", value_delimiter = ',')]
     pub probes: Vec<String>,
 
+    /// Samples per second and CPU of the `cpu` probe (1 to 10000). Default: 99.
+    #[arg(long, value_name = "HZ", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub frequency: Option<u32>,
+
     /// Settings of the offcpu and syscall probes.
     #[command(flatten)]
     pub probe_settings: ProbeSettingsArgs,
@@ -315,6 +319,12 @@ pub struct FoldArgs {
     /// Append kernel frames (suffixed `_[k]`) above the user frames.
     #[arg(long)]
     pub kernel_stacks: bool,
+
+    /// Wall-clock view: the `cpu` probe's on-CPU samples and the `offcpu` probe's off-CPU
+    /// intervals together, weighted by time, each stack topped by what the thread was doing
+    /// (recorded with --probes cpu,offcpu).
+    #[arg(long, conflicts_with = "probe")]
+    pub wall: bool,
 }
 
 /// `lockscope flamegraph`.
@@ -334,7 +344,7 @@ pub struct FlamegraphArgs {
 
     /// Draw who woke whom (the `offcpu` probe's wakeups: waker stacks above the sleepers'
     /// stacks) instead of the waits.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "wall")]
     pub wakeups: bool,
 
     /// Selection and weighting.
@@ -377,7 +387,7 @@ pub struct ExportArgs {
 
     /// Export who woke whom (the `offcpu` probe's wakeups) as folded chains, sleeper stack
     /// first, instead of the waits (folded only; the json format always holds the wakeups).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "wall")]
     pub wakeups: bool,
 
     /// Selection and weighting (folded only).
@@ -745,6 +755,13 @@ impl FoldArgs {
         };
         options.probe = self.probe.clone();
         options.kernel_stacks = self.kernel_stacks;
+        if self.wall {
+            if matches!(self.weight, Some(WeightArg::Count)) {
+                bail!("--wall weighs by time: samples and intervals do not count alike");
+            }
+            options.weight = lockscope::fold::Weight::Nanoseconds;
+            options.wall = true;
+        }
         Ok(options)
     }
 }
@@ -835,7 +852,7 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "unknown probe `nosuch`: known probes are futex, offcpu, wakeup, syscall, lifecycle, \
-             klock, mutex-hold"
+             klock, mutex-hold, cpu"
         );
     }
 }

@@ -155,6 +155,9 @@ pub fn write_export(
     out: &mut dyn std::io::Write,
 ) -> anyhow::Result<()> {
     check_probe(profile, fold).map_err(anyhow::Error::msg)?;
+    if fold.wall {
+        crate::fold::check_wall(profile).map_err(anyhow::Error::msg)?;
+    }
     match format {
         ExportFormat::Folded => {
             for line in folded_lines(profile, fold) {

@@ -3,9 +3,11 @@
 //! Frame widths are wait time by default (the SVG's tooltips say `ns`) or number of waits
 //! (`waits`). Colors are the blue "io" palette FlameGraph uses for off-CPU time, hashed from the
 //! function name so that the same function has the same color in every graph and the output is
-//! reproducible.
+//! reproducible. With the `cpu` probe's samples (`--probe cpu`) widths are CPU time, in
+//! FlameGraph's warm colors; the wall-clock view (`--wall`) draws on-CPU samples and off-CPU
+//! intervals together, each leaf marked with what the thread was doing.
 
-use crate::fold::{check_probe, folded_lines, FoldOptions, Measure};
+use crate::fold::{check_probe, check_wall, folded_lines, FoldOptions, Measure};
 use crate::units::format_ns;
 use anyhow::{bail, Context};
 use inferno::flamegraph::color::{BasicPalette, MultiPalette, Palette};
@@ -43,7 +45,20 @@ pub fn default_title(profile: &Profile, fold: &FoldOptions) -> String {
         }
     };
     let measure = Measure::of(profile, fold);
-    if measure != Measure::Waits {
+    let what = if fold.wall {
+        "wall time"
+    } else if measure == Measure::OnCpu {
+        "CPU time"
+    } else {
+        "waits"
+    };
+    if fold.wall {
+        // Whatever the probes, the view is the cpu and offcpu probes'.
+        return target_title(profile, "cpu+offcpu", what);
+    }
+    if measure != Measure::Waits
+        && (measure != Measure::OnCpu || profile.metadata.target.command.is_empty())
+    {
         // An imported capture: no target, no duration; say what was sampled, and from where.
         return format!(
             "lockscope: {probes} {}, {}",
@@ -51,6 +66,11 @@ pub fn default_title(profile: &Profile, fold: &FoldOptions) -> String {
             profile.metadata.end_reason
         );
     }
+    target_title(profile, &probes, what)
+}
+
+/// ``lockscope: PROBES WHAT of `CMD` (pid N), DURATION``.
+fn target_title(profile: &Profile, probes: &str, what: &str) -> String {
     let target = &profile.metadata.target;
     let mut command = target.command.join(" ");
     if command.chars().count() > MAX_TITLE_COMMAND_CHARS {
@@ -58,7 +78,7 @@ pub fn default_title(profile: &Profile, fold: &FoldOptions) -> String {
         command.push('…');
     }
     format!(
-        "lockscope: {probes} waits of `{command}` (pid {}), {}",
+        "lockscope: {probes} {what} of `{command}` (pid {}), {}",
         target.pid,
         format_ns(profile.metadata.duration_ns)
     )
@@ -66,7 +86,13 @@ pub fn default_title(profile: &Profile, fold: &FoldOptions) -> String {
 
 /// The line under the title: what widths mean, and a warning when the profile lost waits.
 fn subtitle(profile: &Profile, fold: &FoldOptions) -> String {
-    let mut text = format!("width: {}", Measure::of(profile, fold).width(fold.weight));
+    let mut text = if fold.wall {
+        "width: wall time of the threads (on-CPU samples and off-CPU intervals); the top frame \
+         says on-cpu, run-queue, preempted or off-cpu with why"
+            .to_string()
+    } else {
+        format!("width: {}", Measure::of(profile, fold).width(fold.weight))
+    };
     let losses = &profile.metadata.losses;
     if losses.lost_events() > 0 {
         text.push_str(&format!(
@@ -87,6 +113,9 @@ pub fn write_flamegraph(
     out: &mut dyn std::io::Write,
 ) -> anyhow::Result<()> {
     check_probe(profile, &options.fold).map_err(anyhow::Error::msg)?;
+    if options.fold.wall {
+        check_wall(profile).map_err(anyhow::Error::msg)?;
+    }
     if options.wakeups {
         let lines = crate::wakeup::wakeup_lines(profile, &options.fold);
         if lines.is_empty() {
@@ -127,11 +156,12 @@ pub fn write_flamegraph(
         .unit(options.fold.weight)
         .to_string();
     // Blue for waits (FlameGraph's off-CPU colors), FlameGraph's warm default for samples.
-    inferno_options.colors = if Measure::of(profile, &options.fold) == Measure::Waits {
-        Palette::Basic(BasicPalette::Io)
-    } else {
-        Palette::Basic(BasicPalette::Hot)
-    };
+    inferno_options.colors =
+        if Measure::of(profile, &options.fold) == Measure::Waits && !options.fold.wall {
+            Palette::Basic(BasicPalette::Io)
+        } else {
+            Palette::Basic(BasicPalette::Hot)
+        };
     inferno_options.hash = true;
     // `folded_lines` returns sorted lines, which is what `from_lines` requires.
     inferno::flamegraph::from_lines(&mut inferno_options, lines.iter().map(String::as_str), out)

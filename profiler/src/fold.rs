@@ -16,7 +16,13 @@
 //! - the weight is the total wait time in nanoseconds, or the number of waits ([`Weight`]);
 //! - `;` in a name becomes `:` and control characters (newlines, tabs) become spaces, so a name
 //!   can neither split a frame nor a line;
-//! - identical stacks are merged (weights added), lines are sorted, and zero weights are dropped.
+//! - identical stacks are merged (weights added), lines are sorted, and zero weights are dropped;
+//! - a recording that has both waits and the `cpu` probe's on-CPU samples folds its waits unless
+//!   `--probe cpu` selects the samples ([`selected`]): CPU time is never added to wait time;
+//! - the wall-clock view ([`FoldOptions::wall`]) folds the `cpu` probe's samples and the `offcpu`
+//!   probe's intervals together, in nanoseconds, each stack topped by a frame saying what the
+//!   thread was doing: `[on-cpu]`, `[run-queue]`, `[preempted]`, or `[off-cpu: ...]` with the wait
+//!   kind of a futex sleep (classified from its user stack) or the system call slept in.
 
 use lockscope_probes::{Frame, Profile, Stack, WaitKind, WaitRecord};
 use std::collections::BTreeMap;
@@ -125,7 +131,7 @@ impl Measure {
 
     /// What the records `options` selects in `profile` measure.
     pub fn of(profile: &Profile, options: &FoldOptions) -> Measure {
-        Measure::of_records(profile.waits.iter().filter(|r| selects(options, r)))
+        Measure::of_records(selected(profile, options))
     }
 
     /// Its name in JSON (`waits`, `on-cpu`, `events`, `samples`).
@@ -190,6 +196,50 @@ pub struct FoldOptions {
     pub probe: Option<String>,
     /// Append kernel frames (suffixed `_[k]`) above the user frames. Default: `false`.
     pub kernel_stacks: bool,
+    /// The wall-clock view: the `cpu` probe's on-CPU samples and the `offcpu` probe's off-CPU
+    /// intervals of the same threads, weighted by time, each leaf marked with what the thread
+    /// was doing ([`wall_state`]). Default: `false`.
+    pub wall: bool,
+}
+
+/// The leaf frame of an on-CPU sample in the wall-clock view.
+pub const WALL_ON_CPU: &str = "[on-cpu]";
+
+/// What the thread of `record` was doing, as the wall-clock view's leaf frame: `[on-cpu]` for a
+/// `cpu` sample; for an `offcpu` interval `[run-queue]`, `[preempted]`, or `[off-cpu: KIND]`
+/// (a futex sleep, classified from its user stack) or `[off-cpu: sleeping in CALL]`.
+pub fn wall_state(profile: &Profile, record: &WaitRecord) -> String {
+    if record.kind == WaitKind::OnCpu {
+        return WALL_ON_CPU.to_string();
+    }
+    match record.operation.as_str() {
+        "run-queue" => "[run-queue]".to_string(),
+        "preempted" => "[preempted]".to_string(),
+        operation => {
+            let names: Vec<String> = profile
+                .stack(record.user_stack)
+                .map(|s| s.frames.iter().map(Frame::display_name).collect())
+                .unwrap_or_default();
+            match WaitKind::classify_user_wait(names.iter().map(String::as_str), WaitKind::OffCpu) {
+                WaitKind::OffCpu => format!("[off-cpu: {operation}]"),
+                kind => format!("[off-cpu: {kind}]"),
+            }
+        }
+    }
+}
+
+/// Checks that `profile` has what the wall-clock view needs: both probes' records.
+pub fn check_wall(profile: &Profile) -> Result<(), String> {
+    let has = |probe: &str| profile.waits.iter().any(|w| w.probe == probe);
+    if has("cpu") && has("offcpu") {
+        Ok(())
+    } else {
+        Err(
+            "the wall-clock view needs the cpu and offcpu probes' records: record with \
+             --probes cpu,offcpu"
+                .to_string(),
+        )
+    }
 }
 
 /// Makes a function name safe inside a folded line: `;` becomes `:`, control characters become
@@ -215,6 +265,29 @@ pub fn sanitize_frame(name: &str) -> String {
 /// True when `record` passes the probe filter of `options`.
 pub fn selects(options: &FoldOptions, record: &WaitRecord) -> bool {
     options.probe.as_deref().is_none_or(|p| p == record.probe)
+}
+
+/// True when `profile` has both waits and sampled records (a recording with the `cpu` probe
+/// beside wait probes): its wait views leave the samples out.
+pub fn mixes_samples(profile: &Profile) -> bool {
+    profile.waits.iter().any(|w| w.kind.is_sampled())
+        && profile.waits.iter().any(|w| !w.kind.is_sampled())
+}
+
+/// The records of `profile` that `options` selects: those of its probe; with no probe named, in
+/// a profile that [`mixes_samples`], the waits alone (the samples are CPU time, not waits: they
+/// are shown with `--probe cpu`), else every record.
+pub fn selected<'a>(
+    profile: &'a Profile,
+    options: &'a FoldOptions,
+) -> impl Iterator<Item = &'a WaitRecord> + 'a {
+    let waits_only = options.probe.is_none() && mixes_samples(profile);
+    profile.waits.iter().filter(move |r| {
+        if options.wall {
+            return (r.probe == "cpu" && r.kind == WaitKind::OnCpu) || r.probe == "offcpu";
+        }
+        selects(options, r) && !(waits_only && r.kind.is_sampled())
+    })
 }
 
 /// Checks that the probe filter names a probe the profile knows (asked for at record time, or
@@ -330,13 +403,16 @@ fn fold_record(profile: &Profile, record: &WaitRecord, options: &FoldOptions) ->
             None => frames.push(NO_USER_STACK.to_string()),
         },
     }
+    if options.wall {
+        frames.push(wall_state(profile, record));
+    }
     frames.join(";")
 }
 
 /// Folds the waits of `profile` into sorted, merged folded-stack lines (no trailing newline).
 pub fn folded_lines(profile: &Profile, options: &FoldOptions) -> Vec<String> {
     let mut merged: BTreeMap<String, u64> = BTreeMap::new();
-    for record in profile.waits.iter().filter(|r| selects(options, r)) {
+    for record in selected(profile, options) {
         let value = options.weight.of(record);
         if value == 0 {
             continue;
@@ -496,6 +572,77 @@ mod tests {
             check_probe(&profile, &unknown),
             Err("probe `nope` is not in this profile (its probes: futex, sched)".to_string())
         );
+    }
+
+    /// The wall-clock view folds the cpu probe's samples and the offcpu probe's intervals (and
+    /// nothing else) with a leaf saying what the thread did; a futex sleep is named by its kind.
+    #[test]
+    fn wall_view_marks_each_leaf() {
+        let with = |probe: &str, kind: WaitKind, operation: &str, stack: Option<u32>, ns: u64| {
+            let mut r = record(2, stack, ns, 1);
+            r.probe = probe.to_string();
+            r.kind = kind;
+            r.operation = operation.to_string();
+            r
+        };
+        let profile = Profile {
+            threads: vec![ThreadInfo {
+                pid: 1,
+                tid: 2,
+                name: "worker".to_string(),
+            }],
+            stacks: vec![
+                Stack {
+                    space: AddressSpace::User,
+                    frames: vec![
+                        named("__lll_lock_wait"),
+                        named("pthread_mutex_lock"),
+                        named("main"),
+                    ],
+                    truncated: false,
+                },
+                Stack {
+                    space: AddressSpace::User,
+                    frames: vec![named("spin"), named("main")],
+                    truncated: false,
+                },
+            ],
+            waits: vec![
+                with("cpu", WaitKind::OnCpu, "cpu-clock", Some(1), 30),
+                with(
+                    "offcpu",
+                    WaitKind::OffCpu,
+                    "sleeping in futex",
+                    Some(0),
+                    200,
+                ),
+                with("offcpu", WaitKind::OffCpu, "run-queue", Some(1), 7),
+                with("offcpu", WaitKind::OffCpu, "sleeping in nanosleep", None, 5),
+                with("futex", WaitKind::Mutex, "FUTEX_WAIT_PRIVATE", Some(0), 199),
+            ],
+            ..Profile::default()
+        };
+        assert!(check_wall(&profile).is_ok());
+        let options = FoldOptions {
+            wall: true,
+            ..FoldOptions::default()
+        };
+        assert_eq!(
+            folded_lines(&profile, &options),
+            [
+                "worker;[no user stack];[off-cpu: sleeping in nanosleep] 5",
+                "worker;main;pthread_mutex_lock;__lll_lock_wait;[off-cpu: mutex] 200",
+                "worker;main;spin;[on-cpu] 30",
+                "worker;main;spin;[run-queue] 7",
+            ]
+        );
+        let no_cpu = Profile {
+            waits: profile.waits[1..].to_vec(),
+            ..profile.clone()
+        };
+        assert!(check_wall(&no_cpu)
+            .expect_err("no cpu records")
+            .contains("--probes cpu,offcpu"));
     }
 
     /// `--probe wakeup` is refused with the name its records carry (`offcpu`).

@@ -19,7 +19,7 @@
 //! - `time_nanos` and `duration_nanos` from the metadata, `period_type` `contentions`/`count`
 //!   with period 1, and comments naming lockscope and the target command.
 
-use crate::fold::{check_probe, selects, FoldOptions, Measure, NO_USER_STACK};
+use crate::fold::{check_probe, selected, FoldOptions, Measure, NO_USER_STACK};
 use anyhow::Context;
 use flate2::write::GzEncoder;
 use lockscope_probes::{Frame, Profile, WaitRecord};
@@ -259,7 +259,7 @@ pub fn encode_profile(profile: &Profile, options: &PprofOptions) -> anyhow::Resu
     };
     let contentions = value_type(&mut b, count_name, "count");
     let delay = value_type(&mut b, time_name, "nanoseconds");
-    for record in profile.waits.iter().filter(|r| selects(&options.fold, r)) {
+    for record in selected(profile, &options.fold) {
         b.sample(profile, record, options);
     }
     let meta = &profile.metadata;

@@ -10,6 +10,10 @@
 //!    max, kinds, threads, locks, its heaviest stacks (leaf first) and a log2 histogram in the
 //!    layout of DTrace's `quantize()` ([`crate::histogram`]).
 //!
+//! A recording with the `cpu` probe beside wait probes keeps the two apart: everything above is
+//! about waits, and the on-CPU samples are CPU time in a section of their own
+//! ([`crate::sections`]), with each thread's CPU time beside its waits under `--by thread`.
+//!
 //! Times in the text use the convention of [`crate::units`]; the JSON keeps raw nanoseconds and
 //! is documented in `docs/REPORT-JSON.md` (version [`REPORT_JSON_VERSION`]).
 
@@ -175,6 +179,9 @@ struct Header {
     probes: Vec<ProbeRow>,
     events: u64,
     waits_recorded: u64,
+    /// The `cpu` probe's samples, reported apart from the waits (0: none, or only samples).
+    #[serde(skip_serializing_if = "is_zero")]
+    on_cpu_samples: u64,
     losses: LossRow,
     /// Waits whose user stack the unwinder cut short; absent when there are none.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -308,6 +315,21 @@ struct Group {
     histogram: Vec<Bucket>,
     #[serde(skip)]
     log2: Log2Histogram,
+    /// A thread's on-CPU samples and their CPU time, beside its waits (`--by thread` of a
+    /// recording with the `cpu` probe and wait probes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    on_cpu: Option<OnCpuRow>,
+}
+
+/// A thread's samples of the `cpu` probe.
+#[derive(Serialize, Clone, Copy, Default)]
+struct OnCpuRow {
+    samples: u64,
+    cpu_ns: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Serialize)]
@@ -467,7 +489,31 @@ fn stack_json(profile: &Profile, id: Option<StackId>) -> Option<StackJson> {
 }
 
 impl Report {
-    fn build(profile: &Profile, options: &ReportOptions) -> Report {
+    fn build(full: &Profile, options: &ReportOptions) -> Report {
+        // With waits beside the `cpu` probe's samples, everything but the on-CPU section is
+        // about the waits: the samples are CPU time, never added to wait time.
+        let waits_only;
+        let mut on_cpu_by_thread: BTreeMap<(u32, u32), OnCpuRow> = BTreeMap::new();
+        let profile = if crate::fold::mixes_samples(full) {
+            for w in full.waits.iter().filter(|w| w.kind == WaitKind::OnCpu) {
+                let row = on_cpu_by_thread.entry((w.pid, w.tid)).or_default();
+                row.samples += w.stats.count;
+                row.cpu_ns = row.cpu_ns.saturating_add(w.stats.total_ns);
+            }
+            waits_only = Profile {
+                waits: full
+                    .waits
+                    .iter()
+                    .filter(|w| !w.kind.is_sampled())
+                    .cloned()
+                    .collect(),
+                ..full.clone()
+            };
+            &waits_only
+        } else {
+            full
+        };
+        let on_cpu_samples: u64 = on_cpu_by_thread.values().map(|r| r.samples).sum();
         let meta = &profile.metadata;
         let mut all = WaitStats::default();
         for w in &profile.waits {
@@ -520,6 +566,10 @@ impl Report {
             .take(shown)
             .enumerate()
             .map(|(i, (key, acc))| {
+                let on_cpu = match key {
+                    Key::Thread(pid, tid) => on_cpu_by_thread.get(&(pid, tid)).copied(),
+                    _ => None,
+                };
                 let key = match key {
                     Key::Stack(user_stack, kind) => GroupKey::Stack { user_stack, kind },
                     Key::Thread(pid, tid) => GroupKey::Thread {
@@ -600,6 +650,7 @@ impl Report {
                         })
                         .collect(),
                     log2: acc.stats.histogram,
+                    on_cpu,
                 }
             })
             .collect();
@@ -647,6 +698,7 @@ impl Report {
                 probes,
                 events: meta.events,
                 waits_recorded: all.count,
+                on_cpu_samples,
                 losses: LossRow {
                     complete: losses.is_zero(),
                     lost_events: losses.lost_events(),
@@ -663,7 +715,7 @@ impl Report {
             by_kind: kind_rows(&profile.totals_by_kind(), whole),
             groups_total,
             groups,
-            sections: crate::sections::Sections::build(profile),
+            sections: crate::sections::Sections::build(full),
         }
     }
 }
@@ -711,7 +763,7 @@ impl Report {
         let h = &self.header;
         let label = |name: &str| format!("  {name:<11}");
         let m = self.measure_kind;
-        if m != Measure::Waits {
+        if m != Measure::Waits && h.command.is_empty() {
             // An imported capture has no target: say what it holds and where it came from.
             put!(
                 out,
@@ -786,11 +838,19 @@ impl Report {
         }
         put!(
             out,
-            "{}{} seen, {} {} recorded",
+            "{}{} seen, {} {} recorded{}",
             label("events"),
             h.events,
             h.waits_recorded,
-            m.noun(h.waits_recorded)
+            m.noun(h.waits_recorded),
+            if h.on_cpu_samples > 0 {
+                format!(
+                    ", and {} of the cpu probe (CPU time, not waits: \"On CPU\" below)",
+                    plural(h.on_cpu_samples, "sample", "samples")
+                )
+            } else {
+                String::new()
+            }
         );
         let l = &h.losses;
         if l.complete {
@@ -828,11 +888,17 @@ impl Report {
         if let Some(t) = &h.truncated_stacks {
             put!(
                 out,
-                "{}{} ({:.1}% of the wait time) on {} cut short by the unwinder: their \
+                "{}{} {} ({:.1}% of the {}) on {} cut short by the unwinder: their \
                  outer callers are missing",
                 label("stacks"),
-                plural(t.waits, "wait", "waits"),
+                t.waits,
+                m.noun(t.waits),
                 t.share * 100.0,
+                if m == Measure::OnCpu {
+                    "CPU time"
+                } else {
+                    "wait time"
+                },
                 plural(t.stacks as u64, "user stack", "user stacks")
             );
         }
@@ -979,6 +1045,15 @@ impl Report {
                     s.count,
                     s.share * 100.0
                 ),
+            }
+            if let Some(c) = &g.on_cpu {
+                put!(
+                    out,
+                    "{}{} in {} (cpu probe; CPU time, not a wait)",
+                    label("on CPU"),
+                    format_ns(c.cpu_ns),
+                    plural(c.samples, "sample", "samples")
+                );
             }
             if options.group_by != GroupBy::Stack {
                 let kinds = g

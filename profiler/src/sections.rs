@@ -14,7 +14,9 @@
 //! - **offcpu**: off-CPU time by state and system call, and the heaviest waker → sleeper pairs;
 //! - **syscall**: per system call: calls, errors by errno, total, mean, max and a p99 bound;
 //! - **lifecycle**: forks, vforks, threads, execs and exits with rates and call times;
-//! - **klock**: kernel locks by type and address with their caller.
+//! - **klock**: kernel locks by type and address with their caller;
+//! - **on_cpu**: the `cpu` probe's samples as CPU time (never wait time): per thread, its CPU
+//!   time beside its recorded wait time and its hottest stack, then the top stacks by CPU time.
 
 use crate::units::{format_ns, format_percent};
 use lockscope_probes::{
@@ -71,6 +73,47 @@ pub(crate) struct Sections {
     lifecycle: Option<Vec<LifecycleRow>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     klock: Option<Vec<KlockRow>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    on_cpu: Option<OnCpu>,
+}
+
+/// The `cpu` probe's on-CPU profile.
+#[derive(Serialize)]
+struct OnCpu {
+    samples: u64,
+    cpu_ns: u64,
+    /// Every thread sampled on CPU, most CPU time first.
+    threads: Vec<OnCpuThread>,
+    /// Distinct user stacks sampled.
+    stacks_total: usize,
+    /// The top [`TOP`] of them by CPU time.
+    stacks: Vec<OnCpuStack>,
+}
+
+#[derive(Serialize)]
+struct OnCpuThread {
+    pid: u32,
+    tid: u32,
+    name: String,
+    samples: u64,
+    cpu_ns: u64,
+    /// The thread's recorded wait time (its records of the wait probes), for comparison.
+    wait_ns: u64,
+    /// The innermost functions of its hottest user stack, leaf first.
+    hottest: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct OnCpuStack {
+    samples: u64,
+    cpu_ns: u64,
+    threads: Vec<String>,
+    /// User frames, leaf first (empty when the stack was not captured).
+    user: Vec<String>,
+    /// The unwinder stopped before the thread's entry.
+    truncated: bool,
+    /// The kernel frames of its heaviest kernel stack, leaf first (empty: sampled in user mode).
+    kernel: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -274,13 +317,15 @@ impl Sections {
             syscall: syscalls(profile),
             lifecycle: lifecycle(profile),
             klock: klock(profile),
+            on_cpu: on_cpu(profile),
         };
         let empty = sections.contention.is_none()
             && sections.breakdown.is_none()
             && sections.offcpu.is_none()
             && sections.syscall.is_none()
             && sections.lifecycle.is_none()
-            && sections.klock.is_none();
+            && sections.klock.is_none()
+            && sections.on_cpu.is_none();
         (!empty).then_some(sections)
     }
 
@@ -303,6 +348,9 @@ impl Sections {
         }
         if let Some(rows) = &self.klock {
             write_klock(rows, out);
+        }
+        if let Some(on_cpu) = &self.on_cpu {
+            on_cpu.write_text(out);
         }
     }
 }
@@ -842,5 +890,189 @@ fn write_klock(rows: &[KlockRow], out: &mut String) {
             format_ns(r.max_ns),
             r.caller
         );
+    }
+}
+
+/// Frames of the hottest stack shown per thread in the on-CPU table.
+const HOTTEST_FRAMES: usize = 3;
+/// Frames shown per stack in the on-CPU section's text (the JSON has them all).
+const ON_CPU_FRAMES: usize = 24;
+
+/// Function names of stack `id`, leaf first, inlined functions first within their frame.
+fn names_leaf_first(profile: &Profile, id: Option<StackId>) -> Vec<String> {
+    profile.stack(id).map_or_else(Vec::new, |s| {
+        s.frames
+            .iter()
+            .flat_map(|f| {
+                let mut names = f.names_outermost_first();
+                names.reverse();
+                names
+            })
+            .collect()
+    })
+}
+
+fn on_cpu(profile: &Profile) -> Option<OnCpu> {
+    let samples: Vec<&WaitRecord> = profile
+        .waits
+        .iter()
+        .filter(|w| w.probe == "cpu" && w.kind == WaitKind::OnCpu)
+        .collect();
+    if samples.is_empty() {
+        return None;
+    }
+    // Per thread: samples, CPU time, CPU time per user stack.
+    type ThreadAcc = (WaitStats, BTreeMap<Option<StackId>, u64>);
+    let mut threads: BTreeMap<(u32, u32), ThreadAcc> = BTreeMap::new();
+    // Per user stack: stats, threads, CPU time per kernel stack.
+    type StackAcc = (WaitStats, Vec<String>, BTreeMap<Option<StackId>, u64>);
+    let mut stacks: BTreeMap<Option<StackId>, StackAcc> = BTreeMap::new();
+    let mut all = WaitStats::default();
+    for w in &samples {
+        all.merge(&w.stats);
+        let thread = threads.entry((w.pid, w.tid)).or_default();
+        thread.0.merge(&w.stats);
+        *thread.1.entry(w.user_stack).or_insert(0) += w.stats.total_ns;
+        let stack = stacks.entry(w.user_stack).or_default();
+        stack.0.merge(&w.stats);
+        let name = thread_label(profile, w.pid, w.tid);
+        if !stack.1.contains(&name) {
+            stack.1.push(name);
+        }
+        *stack.2.entry(w.kernel_stack).or_insert(0) += w.stats.total_ns;
+    }
+    let heaviest = |by: &BTreeMap<Option<StackId>, u64>| {
+        by.iter()
+            .max_by_key(|&(id, ns)| (*ns, Reverse(*id)))
+            .and_then(|(id, _)| *id)
+    };
+    let mut thread_rows: Vec<OnCpuThread> = threads
+        .into_iter()
+        .map(|((pid, tid), (stats, by_stack))| OnCpuThread {
+            pid,
+            tid,
+            name: thread_label(profile, pid, tid),
+            samples: stats.count,
+            cpu_ns: stats.total_ns,
+            wait_ns: profile
+                .waits
+                .iter()
+                .filter(|w| !w.kind.is_sampled() && (w.pid, w.tid) == (pid, tid))
+                .map(|w| w.stats.total_ns)
+                .sum(),
+            hottest: names_leaf_first(profile, heaviest(&by_stack))
+                .into_iter()
+                .take(HOTTEST_FRAMES)
+                .collect(),
+        })
+        .collect();
+    thread_rows.sort_by_key(|t| (Reverse(t.cpu_ns), t.pid, t.tid));
+    let stacks_total = stacks.len();
+    let mut stack_rows: Vec<(Option<StackId>, OnCpuStack)> = stacks
+        .into_iter()
+        .map(|(id, (stats, threads, by_kernel))| {
+            let stack = OnCpuStack {
+                samples: stats.count,
+                cpu_ns: stats.total_ns,
+                threads,
+                user: names_leaf_first(profile, id),
+                truncated: profile.stack(id).is_some_and(|s| s.truncated),
+                kernel: names_leaf_first(profile, heaviest(&by_kernel)),
+            };
+            (id, stack)
+        })
+        .collect();
+    stack_rows.sort_by_key(|(id, s)| (Reverse(s.cpu_ns), *id));
+    stack_rows.truncate(TOP);
+    Some(OnCpu {
+        samples: all.count,
+        cpu_ns: all.total_ns,
+        threads: thread_rows,
+        stacks_total,
+        stacks: stack_rows.into_iter().map(|(_, s)| s).collect(),
+    })
+}
+
+impl OnCpu {
+    fn write_text(&self, out: &mut String) {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "On CPU (cpu probe): {} of CPU time in {} samples; CPU time, not wait time",
+            format_ns(self.cpu_ns),
+            self.samples
+        );
+        let _ = writeln!(
+            out,
+            "  {:<28}{:>11}{:>9}{:>11}  hottest stack, leaf first",
+            "thread", "CPU time", "samples", "waits"
+        );
+        for t in &self.threads {
+            let _ = writeln!(
+                out,
+                "  {:<28}{:>11}{:>9}{:>11}  {}",
+                truncate(&format!("{} (tid {})", t.name, t.tid), 27),
+                format_ns(t.cpu_ns),
+                t.samples,
+                if t.wait_ns == 0 {
+                    "-".to_string()
+                } else {
+                    format_ns(t.wait_ns)
+                },
+                if t.hottest.is_empty() {
+                    crate::fold::NO_USER_STACK.to_string()
+                } else {
+                    t.hottest
+                        .iter()
+                        .map(|n| truncate(n, 40))
+                        .collect::<Vec<_>>()
+                        .join(" <- ")
+                }
+            );
+        }
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "  Top {} of {} stacks by CPU time",
+            self.stacks.len(),
+            self.stacks_total
+        );
+        for (i, s) in self.stacks.iter().enumerate() {
+            let _ = writeln!(out);
+            let _ = writeln!(
+                out,
+                "  #{:<3}{} ({} of all CPU time), {} samples, {}",
+                i + 1,
+                format_ns(s.cpu_ns),
+                format_percent(s.cpu_ns, self.cpu_ns),
+                s.samples,
+                s.threads.join(", ")
+            );
+            let no_user = [crate::fold::NO_USER_STACK.to_string()];
+            let user = if s.user.is_empty() {
+                &no_user[..]
+            } else {
+                &s.user[..]
+            };
+            let frames: Vec<String> = s
+                .kernel
+                .iter()
+                .map(|n| format!("{n}  [kernel]"))
+                .chain(user.iter().cloned())
+                .collect();
+            for name in frames.iter().take(ON_CPU_FRAMES) {
+                let _ = writeln!(out, "        {name}");
+            }
+            if frames.len() > ON_CPU_FRAMES {
+                let _ = writeln!(
+                    out,
+                    "        ... {} more frames",
+                    frames.len() - ON_CPU_FRAMES
+                );
+            }
+            if s.truncated {
+                let _ = writeln!(out, "        ... (truncated: the unwinder stopped here)");
+            }
+        }
     }
 }

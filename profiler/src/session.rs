@@ -49,6 +49,8 @@ pub struct SessionOptions {
     pub min_block: Option<Duration>,
     /// System calls the `syscall` probe records; empty means all. Default: empty.
     pub syscalls: Vec<String>,
+    /// Samples per second and CPU of the `cpu` probe; `None`: its default (99 Hz).
+    pub frequency_hz: Option<u32>,
     /// How long to record; `None`: until the target exits or [`Session::stop`]. Default: `None`.
     pub duration: Option<Duration>,
     /// The unwind-table cache directory (eBPF); `None` builds every table afresh. Default: `None`.
@@ -68,6 +70,7 @@ impl SessionOptions {
             probes: Vec::new(),
             min_block: None,
             syscalls: Vec::new(),
+            frequency_hz: None,
             duration: None,
             cache_dir: None,
             echo_target_output: false,
@@ -244,6 +247,9 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recorded> {
         record.probe_settings.min_block = min_block;
     }
     record.probe_settings.syscalls = options.syscalls;
+    if let Some(hz) = options.frequency_hz {
+        record.probe_settings.frequency_hz = hz;
+    }
     record.unwind.cache_dir = options.cache_dir;
     // The server keeps running while its less used libraries' tables are built: attaching
     // waits only for the main executable's and libc's (issue 14).

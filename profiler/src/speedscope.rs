@@ -126,6 +126,12 @@ pub fn write_speedscope(
                 meta.target.command.join(" "),
                 meta.target.pid
             ),
+            // The `cpu` probe's samples of a recorded target.
+            Measure::OnCpu if !meta.target.command.is_empty() => format!(
+                "lockscope: CPU time of `{}` (pid {})",
+                meta.target.command.join(" "),
+                meta.target.pid
+            ),
             measure => format!("lockscope: {}, {}", measure.noun(2), meta.end_reason),
         },
         active_profile_index: 0,

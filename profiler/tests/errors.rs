@@ -122,12 +122,34 @@ fn record_bad_arguments() {
     assert_eq!(
         msg,
         "unknown probe `nosuch`: known probes are futex, offcpu, wakeup, syscall, lifecycle, \
-         klock, mutex-hold"
+         klock, mutex-hold, cpu"
     );
     let msg = one_line_error(lockscope().args(["record"]));
     assert_eq!(
         msg,
         "nothing to record: give -p PID or a command after `--`"
+    );
+    let msg = one_line_error(lockscope().args(["record", "--frequency", "49", "--", "true"]));
+    assert_eq!(
+        msg,
+        "--frequency sets the `cpu` probe's sampling rate: add `cpu` to --probes"
+    );
+    let out = lockscope()
+        .args([
+            "record",
+            "--probes",
+            "cpu",
+            "--frequency",
+            "0",
+            "--",
+            "true",
+        ])
+        .output()
+        .expect("run lockscope");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("--frequency") && stderr.contains("1..=10000"),
+        "{stderr}"
     );
 }
 

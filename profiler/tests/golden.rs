@@ -7,7 +7,7 @@ mod fixtures;
 
 use common::check_golden;
 
-use fixtures::{demo_profile, lossy_profile};
+use fixtures::{demo_profile, lossy_profile, on_cpu_profile};
 use lockscope::export::{write_export, ExportFormat};
 use lockscope::fold::{folded_lines, FoldOptions, Weight};
 use lockscope::report::{write_report, GroupBy, ReportOptions};
@@ -23,6 +23,34 @@ fn report_options(group_by: GroupBy) -> ReportOptions {
     let mut options = ReportOptions::default();
     options.group_by = group_by;
     options
+}
+
+/// A recording with the `cpu` probe beside futex: the waits are reported as before (the samples
+/// in no kind, total or group), each thread's CPU time shows beside its waits under `--by
+/// thread`, and the On CPU section ranks threads and stacks by CPU time; matches its golden file.
+#[test]
+fn report_on_cpu_by_thread() {
+    let text = report(&on_cpu_profile(), &report_options(GroupBy::Thread));
+    let waits_only = report(&demo_profile(), &report_options(GroupBy::Thread));
+    let kinds = |t: &str| t.split("\n\n").nth(1).unwrap_or_default().to_string();
+    assert_eq!(kinds(&text), kinds(&waits_only), "the waits' kinds changed");
+    check_golden("report_on_cpu_by_thread.txt", &text);
+}
+
+/// Folding a recording with the `cpu` probe: the waits alone by default (as without the probe),
+/// the samples in on-CPU nanoseconds with `--probe cpu`; matches its golden file.
+#[test]
+fn folded_on_cpu() {
+    let profile = on_cpu_profile();
+    assert_eq!(
+        folded_lines(&profile, &FoldOptions::default()),
+        folded_lines(&demo_profile(), &FoldOptions::default())
+    );
+    let mut options = FoldOptions::default();
+    options.probe = Some("cpu".to_string());
+    options.kernel_stacks = true;
+    let lines = folded_lines(&profile, &options);
+    check_golden("folded_on_cpu.folded", &(lines.join("\n") + "\n"));
 }
 
 /// The default text report (grouped by stack) matches its golden file.

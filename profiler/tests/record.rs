@@ -170,6 +170,110 @@ fn demo_waits_match_the_known_answer() {
     );
 }
 
+/// `record --probes cpu,futex -- lockscope-demo`: the cpu probe measures the demo's spinner (on
+/// a user-space spinlock, never in the kernel) and cruncher as their own CPU clocks did, within
+/// 15%, on stacks complete to the thread entry through the demo's functions, while the futex
+/// probe still measures the known waits; the report keeps CPU time apart from waits, and the
+/// folded export, flamegraph and pprof of `--probe cpu` carry the on-CPU nanoseconds.
+#[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
+fn cpu_probe_measures_the_demo_on_cpu() {
+    if !bpf_available("cpu_probe_measures_the_demo_on_cpu") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lsp = dir.path().join("demo.lsp");
+    let out = lockscope()
+        .args(["record", "--probes", "cpu,futex", "--frequency", "99", "-o"])
+        .arg(&lsp)
+        .arg("--")
+        .arg(demo_path())
+        .output()
+        .expect("run lockscope record");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "record failed: {stderr}");
+    let profile = read_profile(&lsp).expect("read the recorded profile");
+    assert!(
+        profile.metadata.losses.is_zero(),
+        "losses: {:?}",
+        profile.metadata.losses
+    );
+    assert_demo_on_cpu(
+        &profile,
+        &String::from_utf8_lossy(&out.stdout),
+        ON_CPU_TOLERANCE,
+    );
+    assert_demo_known_answer(&profile, "futex");
+    let cpu_ns: u64 = profile
+        .waits
+        .iter()
+        .filter(|w| w.probe == "cpu")
+        .map(|w| w.stats.total_ns)
+        .sum();
+
+    // The report: waits as waits, the samples in their own section, never as waits.
+    let report = run_ok(lockscope().arg("report").arg(&lsp).args(["--by", "thread"]));
+    assert!(
+        !report.contains("on-cpu "),
+        "CPU time among the waits:\n{report}"
+    );
+    let section = report
+        .split_once("\nOn CPU (cpu probe): ")
+        .map(|(_, s)| s)
+        .unwrap_or_else(|| panic!("no on-CPU section:\n{report}"));
+    for needle in [
+        "spinner (tid",
+        "cruncher (tid",
+        "spin_until_free",
+        "checksum_round",
+    ] {
+        assert!(
+            section.contains(needle),
+            "on-CPU section lacks {needle}:\n{section}"
+        );
+    }
+    assert!(report.contains("mutex-waiter-1"), "{report}");
+
+    // Folded, `--probe cpu`: on-CPU nanoseconds; without it, the waits alone.
+    let folded = run_ok(
+        lockscope()
+            .arg("export")
+            .arg(&lsp)
+            .args(["--format", "folded", "--probe", "cpu"]),
+    );
+    let folded_ns: u64 = folded
+        .lines()
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
+        .sum();
+    assert_eq!(folded_ns, cpu_ns, "{folded}");
+    assert!(
+        folded
+            .lines()
+            .any(|l| l.starts_with("spinner;") && l.contains("acquire_spin_lock;")),
+        "{folded}"
+    );
+    let waits = run_ok(
+        lockscope()
+            .arg("export")
+            .arg(&lsp)
+            .args(["--format", "folded"]),
+    );
+    assert!(
+        !waits.contains("spin_until_free") && waits.contains("lll_lock_wait"),
+        "{waits}"
+    );
+    let svg = dir.path().join("cpu.svg");
+    run_ok(
+        lockscope()
+            .arg("flamegraph")
+            .arg(&lsp)
+            .args(["--probe", "cpu", "-o"])
+            .arg(&svg),
+    );
+    let svg = std::fs::read_to_string(&svg).expect("read svg");
+    assert!(svg.contains("checksum_round") && svg.contains("spin_until_free"));
+}
+
 /// A demo started with `--wait-for-stdin`, its stdin and stdout held by the test.
 struct HeldDemo {
     child: KillOnDrop,

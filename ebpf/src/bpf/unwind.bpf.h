@@ -105,9 +105,10 @@ struct unwind_fallback {
 	__u32 exe_found;
 };
 
-/* The state of one walk, per CPU: the stack being built and everything that changes from frame
- * to frame. In a map, not on the BPF stack: the probe, the frame step, the file fallback and its
- * VMA callback share 512 bytes of stack (older verifiers count all four). */
+/* The state of one walk, per CPU and context (enum unwind_slot): the stack being built and
+ * everything that changes from frame to frame. In a map, not on the BPF stack: the probe, the
+ * frame step, the file fallback and its VMA callback share 512 bytes of stack (older verifiers
+ * count all four). */
 struct unwind_scratch {
 	struct user_stack stack;
 	struct unwind_regs regs;
@@ -123,16 +124,33 @@ struct unwind_scratch {
 	struct unwind_fallback fallback;
 };
 
+/*
+ * Which scratch (and counters) entry of its CPU a walk uses. Tracepoint and raw_tp programs run
+ * with interrupts enabled (sys_enter, sys_exit, contention_end) and do not take bpf_prog_active,
+ * so the `cpu` probe's perf_event program (a cpu-clock hrtimer, in hard interrupt context) can
+ * interrupt one of their walks on the same CPU: it walks in an entry of its own, and nothing
+ * interrupts it in turn (hrtimer interrupts do not nest, and no other program uses its entry).
+ */
+enum unwind_slot {
+	/* Programs running in the thread's context: tracepoints, raw_tp, tp_btf, uprobes. */
+	LKS_UNWIND_SLOT_TASK = 0,
+	/* The perf_event program of the `cpu` probe. */
+	LKS_UNWIND_SLOT_INTERRUPT = 1,
+};
+#define LKS_UNWIND_SLOTS 2
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, LKS_UNWIND_SLOTS);
 	__type(key, __u32);
 	__type(value, struct unwind_scratch);
 } unwind_scratch SEC(".maps");
 
+/* Per CPU and slot, so that an interrupting walk's counts are not lost to the walk it
+ * interrupted (the Rust side sums both). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, LKS_UNWIND_SLOTS);
 	__type(key, __u32);
 	__type(value, struct unwind_counters);
 } unwind_counters SEC(".maps");
@@ -144,13 +162,18 @@ struct unwind_walk {
 	struct unwind_counters *counters;
 	/* The mapping of the previous frame: consecutive frames are often in the same one. */
 	struct unwind_mapping *last_mapping;
+	/* enum unwind_slot of the walk. */
+	__u32 slot;
+	/* The walk cannot use the process tables (`unwind_procs`): a pc outside the executable
+	 * and the VMAs the file fallback finds ends it, as a pc outside a known table does. */
+	__u32 no_procs;
 };
 
-static __always_inline struct unwind_scratch *lks_unwind_scratch(void)
+static __always_inline struct unwind_scratch *lks_unwind_scratch(__u32 slot)
 {
-	__u32 zero = 0;
+	__u32 key = slot;
 
-	return bpf_map_lookup_elem(&unwind_scratch, &zero);
+	return bpf_map_lookup_elem(&unwind_scratch, &key);
 }
 
 /* Into `m`: the table of `file` for the VMA [start, end) that maps it from `file_offset`. */
@@ -303,10 +326,10 @@ static __always_inline bool lks_vma_list_mapping(struct unwind_mapping *out, __u
  * (sched_switch: its mmap unlock waits in an irq_work until then), so the executable is found
  * without it, and a VMA found is kept for later frames.
  */
-static __always_inline int lks_fallback(__u64 pc, const bool compat)
+static __always_inline int lks_fallback(__u64 pc, __u32 slot, const bool compat)
 {
 	struct unwind_vma_search search = {};
-	struct unwind_scratch *s = lks_unwind_scratch();
+	struct unwind_scratch *s = lks_unwind_scratch(slot);
 	struct unwind_fallback *f;
 
 	if (!s)
@@ -341,14 +364,14 @@ static __always_inline int lks_fallback(__u64 pc, const bool compat)
 /* lks_fallback as global functions, one per variant: the verifier checks each once, on its own,
  * instead of in every state of the unwinding loop. They take no pointer, which global functions
  * could not before Linux 5.12 (their state is in the scratch map). */
-__noinline int lks_fallback_mapping(__u64 pc)
+__noinline int lks_fallback_mapping(__u64 pc, __u32 slot)
 {
-	return lks_fallback(pc, false);
+	return lks_fallback(pc, slot, false);
 }
 
-__noinline int lks_fallback_mapping_compat(__u64 pc)
+__noinline int lks_fallback_mapping_compat(__u64 pc, __u32 slot)
 {
-	return lks_fallback(pc, true);
+	return lks_fallback(pc, slot, true);
 }
 
 /* The mapping of `proc` holding `pc`, or NULL. */
@@ -463,10 +486,11 @@ static __always_inline long lks_unwind_frame(struct unwind_walk *w, const bool c
 		 * address: use the file's table if the VMA has one loaded. */
 		if (w->proc)
 			counters->unknown_mapping++;
-		if (compat ? lks_fallback_mapping_compat(lookup) : lks_fallback_mapping(lookup)) {
+		if (compat ? lks_fallback_mapping_compat(lookup, w->slot)
+			   : lks_fallback_mapping(lookup, w->slot)) {
 			mapping = &s->fallback.out;
 			counters->file_fallbacks++;
-		} else if (w->proc)
+		} else if (w->proc || w->no_procs)
 			/* A frame-pointer guess from here could invent frames. */
 			return lks_walk_truncated(s);
 	}
@@ -571,26 +595,42 @@ static long lks_unwind_step(__u64 index, void *data)
 
 /*
  * Kernels without bpf_loop (before 5.17): unwinds up to LKS_COMPAT_FRAMES_PER_CALL frames of the
- * walk in this CPU's scratch, of process `tgid`; 1 when the walk ended. A global function, so the
- * verifier checks a few frames once instead of LKS_MAX_USER_FRAMES frames in every program (a
- * bounded loop of them all is more than older verifiers take); its state is in the scratch map
- * because before 5.12 a global function could take no pointer.
+ * walk in this CPU's scratch `slot`, of process `tgid`; 1 when the walk ended. Global functions,
+ * so the verifier checks a few frames once instead of LKS_MAX_USER_FRAMES frames in every program
+ * (a bounded loop of them all is more than older verifiers take); the state is in the scratch map
+ * because before 5.12 a global function could take no pointer. `procs`: see lks_unwind_user_stack.
  */
-__noinline int lks_unwind_frames_compat(__u32 tgid)
+static __always_inline int lks_unwind_frames_compat_in(__u32 tgid, __u32 slot, const bool procs)
 {
-	__u32 zero = 0;
 	struct unwind_walk w = {};
+	__u32 key = slot;
 
-	w.s = lks_unwind_scratch();
-	w.counters = bpf_map_lookup_elem(&unwind_counters, &zero);
+	w.s = lks_unwind_scratch(slot);
+	w.counters = bpf_map_lookup_elem(&unwind_counters, &key);
 	if (!w.s || !w.counters)
 		return 1;
-	w.proc = bpf_map_lookup_elem(&unwind_procs, &tgid);
+	w.slot = slot;
+	if (procs)
+		w.proc = bpf_map_lookup_elem(&unwind_procs, &tgid);
+	else
+		w.no_procs = 1;
 	for (int i = 0; i < LKS_COMPAT_FRAMES_PER_CALL; i++) {
 		if (lks_unwind_frame(&w, true))
 			return 1;
 	}
 	return 0;
+}
+
+__noinline int lks_unwind_frames_compat(__u32 tgid)
+{
+	return lks_unwind_frames_compat_in(tgid, LKS_UNWIND_SLOT_TASK, true);
+}
+
+/* The interrupt slot's, without the process tables: only the `cpu` probe's compat program, a
+ * perf_event program, calls it (see lks_unwind_user_stack). */
+__noinline int lks_unwind_frames_compat_interrupt(__u32 tgid)
+{
+	return lks_unwind_frames_compat_in(tgid, LKS_UNWIND_SLOT_INTERRUPT, false);
 }
 
 /* 64-bit mix of the stack's pcs and flags; the id is 31 bits of it (non-negative). */
@@ -626,21 +666,27 @@ static __always_inline bool lks_same_stack(struct user_stack *a, struct user_sta
 }
 
 /*
- * Unwinds the current thread's user stack from the registers saved at kernel entry and stores
- * it in `user_stacks`; returns its id, or a negative errno when nothing could be stored.
- * `compat`: for kernels without bpf_loop and bpf_find_vma (before 5.17).
+ * Unwinds the current thread's user stack from the registers saved at kernel entry (or at the
+ * interrupt that entered the kernel from user mode) and stores it in `user_stacks`; returns its
+ * id, or a negative errno when nothing could be stored.
+ * `compat`: for kernels without bpf_loop and bpf_find_vma (before 5.17). `slot`: the scratch
+ * entry (enum unwind_slot). `procs`: whether the process tables may be used; a perf_event program
+ * on a kernel before 6.1 may not (its verifier refuses any map that is not preallocated to
+ * perf_event programs, and `unwind_procs` is not): it unwinds through the executable's and the
+ * VMAs' file tables alone.
  */
-static __always_inline __s32 lks_unwind_user_stack(void *ctx, const bool compat)
+static __always_inline __s32 lks_unwind_user_stack_in(void *ctx, const bool compat, __u32 slot,
+						      const bool procs)
 {
-	__u32 zero = 0, tgid = bpf_get_current_pid_tgid() >> 32, id;
+	__u32 zero = 0, tgid = bpf_get_current_pid_tgid() >> 32, id, key = slot;
 	struct unwind_config *config = bpf_map_lookup_elem(&unwind_config, &zero);
-	struct unwind_scratch *s = lks_unwind_scratch();
+	struct unwind_scratch *s = lks_unwind_scratch(slot);
 	struct unwind_walk walk = {};
 	struct user_stack *stack, *stored;
 	struct unwind_counters *counters;
 	long err;
 
-	counters = bpf_map_lookup_elem(&unwind_counters, &zero);
+	counters = bpf_map_lookup_elem(&unwind_counters, &key);
 	if (!s || !counters || !config)
 		return -ENOMEM;
 	if (config->user_stacks == LKS_USER_STACKS_NONE)
@@ -664,17 +710,22 @@ static __always_inline __s32 lks_unwind_user_stack(void *ctx, const bool compat)
 	}
 	if (!lks_user_regs(&s->regs))
 		return -ENOENT;
-	walk.proc = bpf_map_lookup_elem(&unwind_procs, &tgid);
-	if (!walk.proc)
-		counters->unknown_process++;
+	if (procs) {
+		walk.proc = bpf_map_lookup_elem(&unwind_procs, &tgid);
+		if (!walk.proc)
+			counters->unknown_process++;
+	}
 	if (compat) {
 		for (int i = 0; i < LKS_COMPAT_CALLS; i++) {
-			if (lks_unwind_frames_compat(tgid))
+			if (procs ? lks_unwind_frames_compat(tgid)
+				  : lks_unwind_frames_compat_interrupt(tgid))
 				break;
 		}
 	} else {
 		walk.s = s;
 		walk.counters = counters;
+		walk.slot = slot;
+		walk.no_procs = !procs;
 		bpf_loop(LKS_MAX_USER_FRAMES + 1, lks_unwind_step, &walk, 0);
 	}
 
@@ -701,6 +752,12 @@ store:
 		return err;
 	}
 	return id;
+}
+
+/* lks_unwind_user_stack_in for programs in the thread's context, with the process tables. */
+static __always_inline __s32 lks_unwind_user_stack(void *ctx, const bool compat)
+{
+	return lks_unwind_user_stack_in(ctx, compat, LKS_UNWIND_SLOT_TASK, true);
 }
 
 #endif /* LOCKSCOPE_UNWIND_BPF_H */

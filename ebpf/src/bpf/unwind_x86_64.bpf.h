@@ -65,6 +65,14 @@ static __always_inline bool lks_user_regs(struct unwind_regs *regs)
 	return regs->pc != 0;
 }
 
+/* Whether interrupted registers were in kernel mode: x86_64's kernel lives in the upper half of
+ * the address space (cs would say it too, but a perf_event program may read its context's
+ * registers only as whole longs). */
+static __always_inline bool lks_kernel_mode(struct pt_regs *regs)
+{
+	return (__s64)regs->ip < 0;
+}
+
 /*
  * In a signal trampoline (glibc's __restore_rt, the kernel's rt_sigreturn caller), SP points at
  * the `struct ucontext` of the rt_sigframe (the handler's `ret` popped pretcode). uc_mcontext (a

@@ -418,6 +418,7 @@ mod tests {
             .attach(&AttachContext {
                 pid: std::process::id(),
                 variant,
+                frequency_hz: crate::DEFAULT_FREQUENCY_HZ,
             })
             .expect("attach raw_tp");
 

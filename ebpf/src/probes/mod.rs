@@ -1,6 +1,7 @@
 //! The probes of the eBPF backend, one file each, named as the probe's BPF object
 //! (`bpf/NAME.bpf.c`, `bpf/NAME.h`) and its report section: `futex`, `offcpu` (also `wakeup`),
-//! `syscall`, `lifecycle`, `klock`, `hold` (the `mutex-hold` probe).
+//! `syscall`, `lifecycle`, `klock`, `hold` (the `mutex-hold` probe), `cpu` (on-CPU samples, not
+//! waits).
 //!
 //! Each implements [`Probe`]. Most aggregate into one map of `lks_stats` by a key of their own
 //! (probe.bpf.h's `aggregate`) and attach every program by its section: they implement
@@ -8,6 +9,7 @@
 //! `.bpf.c` and `.h`, its name in build.rs's `OBJECTS` and `skel.rs`, its file here, and a line
 //! in [`all`].
 
+mod cpu;
 mod futex;
 mod hold;
 mod klock;
@@ -29,6 +31,8 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::MapCore;
 use lockscope_probes::WaitKind;
 
+pub use cpu::{DEFAULT_FREQUENCY_HZ, MAX_FREQUENCY_HZ};
+
 /// Every probe, in catalog order.
 pub(crate) fn all() -> Vec<Registered> {
     vec![
@@ -38,6 +42,7 @@ pub(crate) fn all() -> Vec<Registered> {
         Registered::of::<Aggregating<lifecycle::Key>>(),
         Registered::of::<Aggregating<klock::Key>>(),
         Registered::of::<Aggregating<hold::Key>>(),
+        Registered::of::<Aggregating<cpu::Key>>(),
     ]
 }
 

@@ -627,16 +627,21 @@ impl Unwinder {
         })
     }
 
-    /// The unwinder's counters, summed over CPUs.
+    /// The unwinder's counters, summed over CPUs and their two slots (walks in a thread's
+    /// context, and the `cpu` probe's in interrupt context: `enum unwind_slot`).
     fn counters(&self) -> Result<unwind_counters, Error> {
-        let per_cpu = self
-            .counters
-            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
-            .map_err(|source| Error::Map {
-                map: "unwind_counters",
-                source,
-            })?
-            .unwrap_or_default();
+        let mut per_cpu = Vec::new();
+        for slot in 0..self.counters.max_entries() {
+            per_cpu.extend(
+                self.counters
+                    .lookup_percpu(&slot.to_ne_bytes(), MapFlags::ANY)
+                    .map_err(|source| Error::Map {
+                        map: "unwind_counters",
+                        source,
+                    })?
+                    .unwrap_or_default(),
+            );
+        }
         let mut sum = unwind_counters::default();
         for bytes in &per_cpu {
             if bytes.len() < std::mem::size_of::<unwind_counters>() {

@@ -7,11 +7,17 @@
 //!    `mutex-waiter-N` block on it in `place_order` → `take_order_lock` → `pthread_mutex_lock`;
 //! 2. then 2 threads named `cond-waiter-N` wait [`CONDVAR_WAIT`] (300 ms) on a condition
 //!    variable each, in `await_shipment` → `wait_for_signal` → `pthread_cond_wait`, until the
-//!    main thread signals them.
+//!    main thread signals them;
+//! 3. then on CPU, never entering the kernel: a thread named `spinner` spins for
+//!    [`SPIN_HOLD`] (300 ms) on a user-space spinlock in `acquire_spin_lock` → `spin_until_free`
+//!    while `lock-holder` holds it (asleep), and a thread named `cruncher` computes in
+//!    `crunch_numbers` → `checksum_round` until it has used [`CRUNCH_TIME`] (300 ms) of CPU.
 //!
 //! So a recording must show 4 mutex waits of about 200 ms (800 ms in all) and 2 condvar waits of
 //! about 300 ms (600 ms in all); each thread also prints the wait it measured itself, which a
-//! recording must match where the machine's speed shifts the waits (an emulated kernel). Each condvar waiter has its own mutex, so no waiter contends for a
+//! recording must match where the machine's speed shifts the waits (an emulated kernel), and
+//! the CPU time the spinner and the cruncher used by their own thread CPU clocks (a line of its
+//! own, after the waits'). Each condvar waiter has its own mutex, so no waiter contends for a
 //! mutex after its wake-up and the counts are exact. The main thread's own waits (joining the
 //! threads) come on top, under its own name.
 //!
@@ -20,7 +26,7 @@
 //! for the end of standard input before it exits, so a test can stop a recording while it lives.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -32,6 +38,10 @@ const CONDVAR_WAIT: Duration = Duration::from_millis(300);
 const MUTEX_WAITERS: usize = 4;
 /// Threads waiting on a condition variable.
 const CONDVAR_WAITERS: usize = 2;
+/// How long `lock-holder` holds the spinlock `spinner` spins on.
+const SPIN_HOLD: Duration = Duration::from_millis(300);
+/// The CPU time `cruncher` computes for.
+const CRUNCH_TIME: Duration = Duration::from_millis(300);
 
 /// A pthread mutex that can live in a `static` and be shared between threads.
 struct PthreadMutex(UnsafeCell<libc::pthread_mutex_t>);
@@ -84,6 +94,8 @@ impl Shipment {
 static ORDER_LOCK: PthreadMutex = PthreadMutex::new();
 static SHIPMENTS: [Shipment; CONDVAR_WAITERS] = [Shipment::new(), Shipment::new()];
 static READY: AtomicUsize = AtomicUsize::new(0);
+/// A user-space spinlock: true while held. Taking it never enters the kernel.
+static SPIN_LOCK: AtomicBool = AtomicBool::new(false);
 
 #[inline(never)]
 fn take_order_lock() {
@@ -133,6 +145,75 @@ fn deliver(shipment: &Shipment) {
     // SAFETY: the condvar is initialized and lives in a static.
     let rc = unsafe { libc::pthread_cond_signal(shipment.cond.get()) };
     assert_eq!(rc, 0, "pthread_cond_signal failed");
+}
+
+/// The CPU time this thread has used (CLOCK_THREAD_CPUTIME_ID).
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out pointer; the clock exists on every Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Takes the spinlock (held by `lock-holder` when called), spinning until it is free.
+#[inline(never)]
+fn spin_until_free() {
+    while SPIN_LOCK
+        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        while SPIN_LOCK.load(Ordering::Relaxed) {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// Returns the CPU time this thread spun for the spinlock, as it measured it.
+#[inline(never)]
+fn acquire_spin_lock() -> Duration {
+    let start = thread_cpu_time();
+    spin_until_free();
+    let spun = thread_cpu_time() - start;
+    SPIN_LOCK.store(false, Ordering::Release);
+    spun
+}
+
+/// Holds the spinlock for `hold` (asleep: the spinner's time is all its own).
+fn hold_spin_lock(hold: Duration) {
+    thread::sleep(hold);
+    SPIN_LOCK.store(false, Ordering::Release);
+}
+
+/// One round of arithmetic that the optimizer cannot remove.
+#[inline(never)]
+fn checksum_round(seed: u64) -> u64 {
+    let mut h = std::hint::black_box(seed);
+    for i in 0..4096u64 {
+        h = (h ^ i).wrapping_mul(0x100_0000_01b3).rotate_left(5);
+    }
+    std::hint::black_box(h)
+}
+
+/// Computes until this thread has used `cpu` of CPU time; returns the CPU time it measured.
+#[inline(never)]
+fn crunch_numbers(cpu: Duration) -> Duration {
+    let start = thread_cpu_time();
+    let mut h = 0u64;
+    loop {
+        // Many rounds per clock read: the clock is a system call, the time must be the rounds'.
+        for _ in 0..256 {
+            h = checksum_round(h);
+        }
+        let used = thread_cpu_time() - start;
+        if used >= cpu {
+            std::hint::black_box(h);
+            return used;
+        }
+    }
 }
 
 /// Spins (yielding) until `count` threads have announced themselves: sleeping here would add
@@ -253,6 +334,25 @@ fn main() {
         ));
     }
 
+    // Part 3: on CPU. The holder takes the spinlock before the spinner starts, so the spinner's
+    // CPU time is all spent spinning while the holder sleeps.
+    SPIN_LOCK.store(true, Ordering::Release);
+    let holder = thread::Builder::new()
+        .name("lock-holder".to_owned())
+        .spawn(|| hold_spin_lock(SPIN_HOLD))
+        .expect("spawn lock holder");
+    let spinner = thread::Builder::new()
+        .name("spinner".to_owned())
+        .spawn(acquire_spin_lock)
+        .expect("spawn spinner");
+    let cruncher = thread::Builder::new()
+        .name("cruncher".to_owned())
+        .spawn(|| crunch_numbers(CRUNCH_TIME))
+        .expect("spawn cruncher");
+    holder.join().expect("lock holder panicked");
+    let spun = spinner.join().expect("spinner panicked");
+    let crunched = cruncher.join().expect("cruncher panicked");
+
     println!(
         "lockscope-demo: held the order lock {:.1} ms against {MUTEX_WAITERS} waiters; \
          signalled {CONDVAR_WAITERS} condvar waiters after {} ms; {:.1} ms in all",
@@ -263,6 +363,11 @@ fn main() {
     println!(
         "lockscope-demo: waits measured by the threads: {}",
         measured.join(", ")
+    );
+    println!(
+        "lockscope-demo: CPU time measured by the threads: spinner {:.1} ms, cruncher {:.1} ms",
+        spun.as_secs_f64() * 1e3,
+        crunched.as_secs_f64() * 1e3
     );
     if wait_for_stdin {
         // Flush so a test reading our stdout sees the summary while we wait.

@@ -10,6 +10,9 @@ use std::io::Write;
 pub fn run(args: &ExportArgs) -> Result<()> {
     let profile = super::read(&args.profile)?;
     let fold = args.fold.to_options(&profile)?;
+    if fold.wall && !matches!(args.format, ExportFormatArg::Folded) {
+        bail!("--wall needs --format folded");
+    }
     if args.wakeups && !matches!(args.format, ExportFormatArg::Folded) {
         bail!("--wakeups needs --format folded (--format json always holds the wakeups)");
     }

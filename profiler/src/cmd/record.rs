@@ -130,6 +130,9 @@ pub fn run(args: &RecordArgs) -> Result<()> {
         None if dtrace_only => BackendArg::Dtrace,
         None => BackendArg::host_default(),
     };
+    if args.frequency.is_some() && !args.probes.iter().any(|p| p.trim() == "cpu") {
+        bail!("--frequency sets the `cpu` probe's sampling rate: add `cpu` to --probes");
+    }
     let target = record_target(args)?;
     if args.print_script {
         return print_script(args, target);
@@ -143,6 +146,7 @@ pub fn run(args: &RecordArgs) -> Result<()> {
             options.probes = crate::cli::validate_probes(&args.probes)?;
             options.min_block = args.probe_settings.min_block;
             options.syscalls = args.probe_settings.validated_syscalls()?;
+            options.frequency_hz = args.frequency;
             options.cache_dir = if args.no_cache {
                 None
             } else {

@@ -14,6 +14,76 @@ pub const MUTEX_WAIT: Duration = Duration::from_millis(200);
 pub const CONDVAR_WAITERS: u64 = 2;
 pub const CONDVAR_WAIT: Duration = Duration::from_millis(300);
 
+/// The demo's on-CPU threads (part 3), each with the demo functions its samples must be in,
+/// outermost first.
+pub const DEMO_ON_CPU: [(&str, [&str; 2]); 2] = [
+    ("spinner", ["acquire_spin_lock", "spin_until_free"]),
+    ("cruncher", ["crunch_numbers", "checksum_round"]),
+];
+
+/// How far the `cpu` probe's CPU time may be from a thread's own CPU clock: a 99 Hz sample is
+/// 10.1 ms, a thirtieth of the ~300 ms measured.
+pub const ON_CPU_TOLERANCE: f64 = 0.15;
+
+/// Each on-CPU thread's own measure of its CPU time, from the demo's output: `(thread, ms)`.
+pub fn demo_cpu_measures(log: &str) -> Vec<(String, f64)> {
+    let Some(list) = log
+        .lines()
+        .find_map(|l| l.strip_prefix("lockscope-demo: CPU time measured by the threads: "))
+    else {
+        return Vec::new();
+    };
+    list.split(", ")
+        .filter_map(|item| {
+            let (thread, ms) = item.strip_suffix(" ms")?.rsplit_once(' ')?;
+            Some((thread.to_owned(), ms.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Checks the `cpu` probe's view of the demo's on-CPU phase against what its threads measured
+/// (their CPU clocks, printed in `log`): each thread's CPU time at its demo functions within
+/// `tolerance` (a share; [`ON_CPU_TOLERANCE`] on a real kernel), on stacks complete to the
+/// thread entry, with the functions in order.
+pub fn assert_demo_on_cpu(profile: &Profile, log: &str, tolerance: f64) {
+    let measured = demo_cpu_measures(log);
+    assert_eq!(
+        measured.len(),
+        DEMO_ON_CPU.len(),
+        "the demo's CPU measures: {log}"
+    );
+    for (thread, chain) in DEMO_ON_CPU {
+        let demo_ms = measured
+            .iter()
+            .find(|(t, _)| t == thread)
+            .map(|(_, ms)| *ms)
+            .unwrap_or_else(|| panic!("no CPU measure of {thread}: {log}"));
+        let mut at_chain_ns = 0u64;
+        for w in profile
+            .waits
+            .iter()
+            .filter(|w| w.probe == "cpu" && profile.thread_name(w.pid, w.tid) == Some(thread))
+        {
+            assert_eq!(w.kind, WaitKind::OnCpu, "{w:#?}");
+            let Some(stack) = profile.stack(w.user_stack) else {
+                continue;
+            };
+            let names: Vec<String> = stack.frames.iter().map(|f| f.display_name()).collect();
+            if !names.iter().any(|n| n.contains(chain[1])) {
+                continue;
+            }
+            assert!(!stack.truncated, "{thread}: stack cut short: {names:?}");
+            assert_in_order(&names, &["start_thread", chain[0], chain[1]]);
+            at_chain_ns += w.stats.total_ns;
+        }
+        let sampled_ms = at_chain_ns as f64 / 1e6;
+        assert!(
+            (sampled_ms - demo_ms).abs() <= demo_ms * tolerance,
+            "{thread}: {sampled_ms:.1} ms on CPU at {chain:?}, by its own clock {demo_ms:.1} ms"
+        );
+    }
+}
+
 /// Blocking waits are the long ones: anything under this is start-up noise, not the workload.
 pub const BLOCKED: Duration = Duration::from_millis(50);
 

@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+/*
+ * The `cpu` probe: an on-CPU profile of the target's threads. The loader opens one software
+ * cpu-clock perf event per CPU (an hrtimer: works in VMs without a PMU) at the requested
+ * frequency and attaches this program to each. A sample of a target thread unwinds its user
+ * stack with the in-kernel unwinder (through FP-less code), takes its kernel stack when it
+ * interrupted the kernel, and is aggregated here per (thread, user stack, kernel stack): count =
+ * samples, total_ns = the sum of their periods (cpu-clock periods are nanoseconds). Nothing is
+ * copied to user space per sample.
+ *
+ * The program runs in hard interrupt context, where it can interrupt a tracepoint or raw_tp
+ * program of another probe in the middle of its unwinding: it walks in the interrupt slot of the
+ * unwinder's scratch map (enum unwind_slot in unwind.bpf.h).
+ */
+#include "probe.bpf.h"
+#include "cpu.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+#define MAX_CPU_KEYS 16384
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_CPU_KEYS);
+	__type(key, struct cpu_key);
+	__type(value, struct lks_stats);
+} samples SEC(".maps");
+
+/* `compat`: the program for kernels before 5.17, which also cannot give a perf_event program the
+ * process tables (not preallocated, refused before 6.1): its stacks unwind through the file
+ * tables of the executable and of the VMAs it finds. */
+static __always_inline int on_sample(struct bpf_perf_event_data *ctx, const bool compat)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct cpu_key key = {};
+	__s32 id;
+
+	if (!is_target(pid_tgid >> 32))
+		return 0;
+	COUNT(events);
+	key.tgid = pid_tgid >> 32;
+	key.tid = (__u32)pid_tgid;
+	id = lks_unwind_user_stack_in(ctx, compat, LKS_UNWIND_SLOT_INTERRUPT, !compat);
+	if (id < 0)
+		COUNT(user_stack_failures);
+	key.user_stack_id = id < 0 ? -1 : id;
+	key.kernel_stack_id = -1;
+	if (lks_kernel_mode(&ctx->regs)) {
+		id = bpf_get_stackid(ctx, &kernel_stacks, 0);
+		if (id < 0)
+			COUNT(kernel_stack_failures);
+		key.kernel_stack_id = id < 0 ? -1 : id;
+	}
+	aggregate(&samples, &key, ctx->sample_period, NULL);
+	return 0;
+}
+
+SEC("perf_event")
+int lks_cpu_sample(struct bpf_perf_event_data *ctx)
+{
+	return on_sample(ctx, false);
+}
+
+SEC("perf_event")
+int lks_cpu_sample_compat(struct bpf_perf_event_data *ctx)
+{
+	return on_sample(ctx, true);
+}
