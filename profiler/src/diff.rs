@@ -724,7 +724,7 @@ fn quantile(stats: &WaitStats, q: f64) -> String {
 }
 
 /// A normalized value with its unit: `827 ms/op`, `1.20 s/s`, `3400 samples/s`.
-fn format_normalized(value: u64, unit: &str) -> String {
+pub(crate) fn format_normalized(value: u64, unit: &str) -> String {
     match unit.strip_prefix("ns/") {
         Some(per) => format!("{}/{per}", format_ns(value)),
         None => format!("{value} {unit}"),
