@@ -42,6 +42,7 @@ use crate::chart::{
 };
 use crate::diff::{write_diff_flamegraph, write_diff_json, DiffOptions};
 use crate::flamegraph::{write_flamegraph, FlamegraphOptions};
+use crate::fold::{Measure, Weight};
 use crate::report::{write_report, ReportOptions};
 use crate::sweep::{Sweep, NO_BREAKDOWN};
 use crate::units::{format_fraction, format_ns, format_threads, format_unix_ns};
@@ -257,14 +258,11 @@ fn metadata_table(out: &mut String, profile: &Profile) {
             format!("{} (lockscope {})", m.backend, m.lockscope_version),
         ),
         ("threads seen", profile.threads.len().to_string()),
-        (
-            "events",
-            format!(
-                "{} seen, {} waits recorded",
-                m.events,
-                profile.waits.iter().map(|w| w.stats.count).sum::<u64>()
-            ),
-        ),
+        ("events", {
+            let count = profile.waits.iter().map(|w| w.stats.count).sum::<u64>();
+            let noun = Measure::of_records(&profile.waits).noun(count);
+            format!("{} seen, {count} {noun} recorded", m.events)
+        }),
     ];
     let probes: Vec<String> = m
         .probes
@@ -321,9 +319,19 @@ fn run_section(out: &mut String, id: &str, run: &Run<'_>, options: &HtmlOptions)
 /// A run's metadata, flamegraph and top sites, under `heading` (`h3`, or `h4` inside a level).
 fn run_body(out: &mut String, run: &Run<'_>, options: &HtmlOptions, heading: &str) {
     metadata_table(out, run.profile);
-    let _ = writeln!(out, "<{heading}>Flamegraph (wait time)</{heading}>");
+    // Imported counts (events, samples) have no times: their widths are the counts.
+    let measure = Measure::of_records(&run.profile.waits);
+    let mut flamegraph = FlamegraphOptions::default();
+    if !measure.is_timed() {
+        flamegraph.fold.weight = Weight::Count;
+    }
+    let _ = writeln!(
+        out,
+        "<{heading}>Flamegraph ({})</{heading}>",
+        xml_escape(measure.width(flamegraph.fold.weight))
+    );
     let mut svg = Vec::new();
-    match write_flamegraph(run.profile, &FlamegraphOptions::default(), &mut svg) {
+    match write_flamegraph(run.profile, &flamegraph, &mut svg) {
         Ok(()) => iframe_svg(out, &svg, &format!("flamegraph of {}", run.label)),
         Err(e) => {
             let _ = writeln!(
@@ -1592,7 +1600,7 @@ fn sweep_summary(sweep: &Sweep, knee_diff: Option<&serde_json::Value>) -> Vec<(S
 /// The summary rows of a single run: its records and where its threads' time went.
 fn run_summary(profile: &Profile) -> Vec<(String, String)> {
     let mut rows = Vec::new();
-    let measure = crate::fold::Measure::of_records(&profile.waits);
+    let measure = Measure::of_records(&profile.waits);
     let totals = profile.totals_by_kind();
     let count: u64 = totals.values().map(|s| s.count).sum();
     let wall_ns = profile.metadata.duration_ns;
@@ -1604,7 +1612,7 @@ fn run_summary(profile: &Profile) -> Vec<(String, String)> {
         format_ns(wall_ns)
     );
     if measure.is_timed() && wall_ns > 0 {
-        let doing = if measure == crate::fold::Measure::Waits {
+        let doing = if measure == Measure::Waits {
             "waiting"
         } else {
             "on CPU"
@@ -1802,10 +1810,19 @@ pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> anyhow::Result<St
         xml_escape(&options.title)
     );
     let _ = writeln!(out, "<h1>{}</h1>", xml_escape(&options.title));
+    let recorded_waits = runs
+        .iter()
+        .chain(level_runs.iter().flat_map(|(_, runs)| runs))
+        .any(|r| Measure::of_records(&r.profile.waits) == Measure::Waits);
     let _ = writeln!(
         out,
-        "<p class=\"muted\">Written by lockscope {}. Wait time is in average threads waiting (wait time over wall time) and shares of thread time (0 to 100%); scaling is throughput against the first level (100% = one). Flamegraphs: click a frame to zoom, Ctrl-F to search. Long tables sort by a click on their headers.</p>",
-        env!("CARGO_PKG_VERSION")
+        "<p class=\"muted\">Written by lockscope {}. {}Flamegraphs: click a frame to zoom, Ctrl-F to search. Long tables sort by a click on their headers.</p>",
+        env!("CARGO_PKG_VERSION"),
+        if recorded_waits {
+            "Wait time is in average threads waiting (wait time over wall time) and shares of thread time (0 to 100%); scaling is throughput against the first level (100% = one). "
+        } else {
+            "Imported captures: their records are samples of CPU time, counted events or bare samples. "
+        }
     );
 
     // The summary first: the first sweep's (with what grew across its knee), else the first

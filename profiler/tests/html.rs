@@ -589,3 +589,48 @@ fn diff_page_in_chromium() {
         &[],
     );
 }
+
+/// The page of two imported perf captures (sampled CPU time, page-fault events) calls nothing a
+/// wait (the captures' own frames aside): the records are samples and events, the flamegraphs
+/// are drawn (the events' widths are their counts) and the diff is in their units.
+#[test]
+fn imported_captures_page() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/perf");
+    let mut runs = Vec::new();
+    for capture in ["mt-threads-named-with-spaces.txt", "page-faults.txt"] {
+        let lsp = dir.path().join(capture.replace(".txt", ".lsp"));
+        run_ok_stderr(
+            lockscope()
+                .args(["import", "perf-script"])
+                .arg(data.join(capture))
+                .arg("-o")
+                .arg(&lsp),
+        );
+        runs.push(lsp);
+    }
+    let page = dir.path().join("imported.html");
+    run_ok_stderr(lockscope().arg("html").args(&runs).arg("-o").arg(&page));
+    let html = std::fs::read_to_string(&page).expect("html");
+    assert_document(&html);
+    // Everything but the captures' frames (code, embedded flamegraphs) and the stack lists.
+    let labels =
+        regex::Regex::new(r#"(?s)<code>.*?</code>|src="data:[^"]*"|<ol class="frames">.*?</ol>"#)
+            .expect("regex")
+            .replace_all(&html, "");
+    let wait = regex::Regex::new(r"(?i)\bwaits?\b|wait time|threads waiting").expect("regex");
+    if let Some(found) = wait.find(&labels) {
+        panic!(
+            "`{}` in `{}`",
+            found.as_str(),
+            &labels[found.start().saturating_sub(200)..(found.end() + 100).min(labels.len())]
+        );
+    }
+    assert!(html.contains("<h3>Samples by kind</h3>") && html.contains("<h3>Events by kind</h3>"));
+    assert_eq!(
+        html.matches("<iframe class=\"flame\"").count(),
+        3,
+        "two flamegraphs and the diff"
+    );
+    assert!(!html.contains("No flamegraph"));
+}
