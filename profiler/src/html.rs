@@ -22,14 +22,14 @@
 //!    level against the last: wait kinds, the growing sites and the differential flamegraph,
 //!    [`crate::diff`]), then every level: a selector and one collapsible `<details>` section per
 //!    level, open by default, with the level's run (below);
-//! 2. per run (each profile given, and each level of each sweep): the metadata and environment
+//! 2. diffs: each run against the first one (before the runs: a diff page opens on it), as tables (wait time in average threads waiting
+//!    and shares of thread time, from `lockscope diff --json`) and the differential flamegraph;
+//! 3. per run (each profile given, and each level of each sweep): the metadata and environment
 //!    fingerprint, the flamegraph, and the report ([`crate::report`]'s JSON) as tables: records
 //!    by kind, the top sites with their log2 histograms as small SVG bar charts and their stacks
 //!    folded behind `<details>`, and each section the profile has (contention, where each thread
 //!    group's time went as stacked bars and a table, off-CPU states, system calls, lifecycle,
-//!    kernel locks). No `<pre>` text dump;
-//! 3. diffs: each run against the first one, as tables (wait time in average threads waiting
-//!    and shares of thread time, from `lockscope diff --json`) and the differential flamegraph.
+//!    kernel locks). No `<pre>` text dump.
 //!
 //! Imported captures (`lockscope import`: sampled CPU time, events, samples) are labelled with
 //! what they hold, never as waits.
@@ -1664,8 +1664,40 @@ fn losses_row(profiles: &[&Profile], warnings: &[String]) -> (String, String) {
     ("losses".into(), losses)
 }
 
-/// The summary at the top of the page: what a reader of a writeup looks at before anything else.
-fn summary_section(out: &mut String, rows: &[(String, String)]) {
+/// Each level's thread time stacked by class, one bar per level (the chart's bottom panel,
+/// small enough for the summary); empty when no level has a breakdown.
+fn level_time_bars(sweep: &Sweep) -> String {
+    let bars: Vec<TimeBar> = sweep
+        .levels
+        .iter()
+        .filter_map(|level| {
+            let b = level.breakdown.as_ref()?;
+            Some(TimeBar {
+                label: format!(
+                    "concurrency {} ({} alive)",
+                    level.concurrency,
+                    format_threads(b.avg_threads).trim_end_matches(" threads")
+                ),
+                time_ns: TimeClass::ALL
+                    .iter()
+                    .map(|&class| (class, b.class(class.name()).map_or(0, |c| c.total_ns)))
+                    .collect(),
+                whole_ns: b.thread_ns,
+            })
+        })
+        .collect();
+    if bars.is_empty() {
+        return String::new();
+    }
+    format!(
+        "<p class=\"muted\">Where the threads' time went at each level (share of thread time):</p>\n<div class=\"time-bars\">{}</div>\n",
+        time_bars_svg(&bars)
+    )
+}
+
+/// The summary at the top of the page: what a reader of a writeup looks at before anything
+/// else; `after` follows the table (the levels' time bars of a sweep).
+fn summary_section(out: &mut String, rows: &[(String, String)], after: &str) {
     out.push_str("<section class=\"summary\" id=\"summary\">\n<h2>Summary</h2>\n<table class=\"summary-table\">\n");
     for (key, value) in rows {
         let _ = writeln!(
@@ -1675,7 +1707,9 @@ fn summary_section(out: &mut String, rows: &[(String, String)]) {
             xml_escape(value)
         );
     }
-    out.push_str("</table>\n</section>\n");
+    out.push_str("</table>\n");
+    out.push_str(after);
+    out.push_str("</section>\n");
 }
 
 /// The id of the section of level number `index` (in run order) of sweep input `sweep`.
@@ -1854,25 +1888,33 @@ pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> anyhow::Result<St
                 .unwrap_or_default();
             rows.extend(sweep_summary(sweep, knee_diff.as_ref()));
             rows.push(losses_row(&profiles, &sweep.warnings));
-            summary_section(&mut out, &rows);
+            summary_section(&mut out, &rows, &level_time_bars(sweep));
         }
         None => {
             if let Some(run) = runs.first() {
-                let mut rows = summary_head(&format!("run {}", run.label), run.profile);
+                let input = match runs.get(1) {
+                    Some(second) => format!("A: run {}; B: run {}", run.label, second.label),
+                    None => format!("run {}", run.label),
+                };
+                let mut rows = summary_head(&input, run.profile);
                 rows.extend(run_summary(run.profile));
                 if let Some(second) = runs.get(1) {
                     if let Ok(diff) = diff_json(run, second, ("A", "B")) {
                         let (unit, header) = diff_unit_header(&diff);
-                        let header = if unit == "ns/s" { header } else { "normalized" };
+                        let unit = if unit == "ns/s" {
+                            header.replace(" (average)", "")
+                        } else {
+                            unit
+                        };
                         rows.push((
-                            format!("grows in {} ({header})", second.label),
+                            format!("grows from A to B ({unit})"),
                             growth_words(&diff, 3),
                         ));
                     }
                 }
                 let profiles: Vec<&Profile> = runs.iter().map(|r| r.profile).collect();
                 rows.push(losses_row(&profiles, &[]));
-                summary_section(&mut out, &rows);
+                summary_section(&mut out, &rows, "");
             }
         }
     }
@@ -1958,9 +2000,7 @@ pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> anyhow::Result<St
             levels_section(&mut out, i, sweep, runs, options);
         }
     }
-    for (i, run) in runs.iter().enumerate() {
-        run_section(&mut out, &anchor("run", i), run, options);
-    }
+    // The comparisons before the runs they compare: what a reader of a diff looks for first.
     if let Some((first, rest)) = runs.split_first() {
         for (i, run) in rest.iter().enumerate() {
             let comparison = Comparison {
@@ -1980,6 +2020,9 @@ pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> anyhow::Result<St
                 SiteRows::LargestChange,
             );
         }
+    }
+    for (i, run) in runs.iter().enumerate() {
+        run_section(&mut out, &anchor("run", i), run, options);
     }
     let _ = writeln!(out, "<script>{SCRIPT}</script>\n</body>\n</html>");
     Ok(out)

@@ -567,13 +567,16 @@ fn diff_page_in_chromium() {
     let summary = &html[html.find("<section class=\"summary\"").expect("summary")..];
     let summary = &summary[..summary.find("</section>").expect("summary ends")];
     assert!(
-        summary.contains(&format!(
-            "<th>grows in {} (threads waiting (average))</th>",
-            run_b.display()
-        )),
+        summary.contains("<th>grows from A to B (threads waiting)</th>")
+            && summary.contains(&format!(
+                "<td>A: run {}; B: run {}</td>",
+                run_a.display(),
+                run_b.display()
+            )),
         "{summary}"
     );
     let diff = &html[html.find("<h2 id=\"diff-0\">").expect("the diff")..];
+    let diff = &diff[..diff.find("<h2 id=\"run-0\">").expect("the runs follow")];
     assert_eq!(diff.matches("<table class=\"diff-table").count(), 2);
     assert!(diff.contains("<th>B threads waiting (average)</th>"));
     assert!(
