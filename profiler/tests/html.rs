@@ -481,6 +481,7 @@ fn mariadb_sweep_page() {
         "at 50 (58.7 threads alive): run-queue 77.0%",
         "<th>grows from 20 to 50 (threads waiting)</th><td>mariadbd;[no user stack];[off-cpu] +26.9 threads (18.5 → 45.4 threads) [preempted or in the run queue: waiting for a CPU]",
         "tc_acquire_table",
+        "led by off-CPU time without a user stack (threads preempted or in the run queue); of the threads&#39; time, run-queue grows most (62.0% → 77.0%).",
     ] {
         assert!(summary.contains(claim), "{claim} missing from {summary}");
     }
