@@ -1630,6 +1630,29 @@ fn run_summary(profile: &Profile) -> Vec<(String, String)> {
         let _ = write!(text, "; {}", parts.join(", "));
     }
     rows.push((measure.noun(2).to_string(), text));
+    if measure == Measure::Waits && wall_ns > 0 {
+        let mut sites: Vec<(String, u64)> = crate::diff::canonical_sites(profile)
+            .into_iter()
+            .map(|(site, stats)| (site, stats.total_ns))
+            .collect();
+        sites.sort_by_key(|(site, ns)| (std::cmp::Reverse(*ns), site.clone()));
+        let top: Vec<String> = sites
+            .iter()
+            .take(3)
+            .map(|(site, ns)| {
+                let mut text = format!(
+                    "{} {}",
+                    crate::sweep::short_site(site),
+                    format_threads(*ns as f64 / wall_ns as f64)
+                );
+                if site.ends_with(&format!("{};[off-cpu]", crate::fold::NO_USER_STACK)) {
+                    text.push_str(" [preempted or in the run queue: waiting for a CPU]");
+                }
+                text
+            })
+            .collect();
+        rows.push(("top wait sites (threads waiting)".into(), top.join("; ")));
+    }
     if let Some(b) = crate::sweep::Breakdown::of(profile) {
         rows.push((
             "threads' time (share of thread time)".into(),
@@ -1641,6 +1664,59 @@ fn run_summary(profile: &Profile) -> Vec<(String, String)> {
         ));
     }
     rows
+}
+
+/// Where each thread group's time went (threads named alike, digits merged: `worker-*`), as
+/// stacked bars for the summary; empty without the offcpu probe's per-thread times.
+fn thread_group_bars(profile: &Profile) -> String {
+    let mut groups: Vec<(String, u64, TimeBar)> = Vec::new();
+    for time in &profile.thread_times {
+        let name = crate::diff::thread_group(
+            profile
+                .thread_name(time.pid, time.tid)
+                .unwrap_or(crate::fold::UNKNOWN_THREAD),
+        );
+        let index = match groups.iter().position(|(n, _, _)| *n == name) {
+            Some(i) => i,
+            None => {
+                groups.push((
+                    name.clone(),
+                    0,
+                    TimeBar {
+                        label: String::new(),
+                        time_ns: TimeClass::ALL.iter().map(|&c| (c, 0)).collect(),
+                        whole_ns: 0,
+                    },
+                ));
+                groups.len() - 1
+            }
+        };
+        let (_, threads, bar) = &mut groups[index];
+        *threads += 1;
+        bar.whole_ns = bar.whole_ns.saturating_add(time.wall_ns);
+        for (class, ns) in &mut bar.time_ns {
+            *ns = ns.saturating_add(time.ns(*class));
+        }
+    }
+    if groups.is_empty() {
+        return String::new();
+    }
+    groups.sort_by_key(|(name, _, bar)| (std::cmp::Reverse(bar.whole_ns), name.clone()));
+    let bars: Vec<TimeBar> = groups
+        .into_iter()
+        .take(8)
+        .map(|(name, threads, mut bar)| {
+            bar.label = match threads {
+                1 => format!("{name} (1 thread)"),
+                n => format!("{name} ({n} threads)"),
+            };
+            bar
+        })
+        .collect();
+    format!(
+        "<p class=\"muted\">Where each thread group's time went (share of thread time):</p>\n<div class=\"time-bars\">{}</div>\n",
+        time_bars_svg(&bars)
+    )
 }
 
 /// The losses row: waits lost and stacks not walked over `profiles`, and the sweep's warnings.
@@ -1914,7 +1990,7 @@ pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> anyhow::Result<St
                 }
                 let profiles: Vec<&Profile> = runs.iter().map(|r| r.profile).collect();
                 rows.push(losses_row(&profiles, &[]));
-                summary_section(&mut out, &rows, "");
+                summary_section(&mut out, &rows, &thread_group_bars(run.profile));
             }
         }
     }

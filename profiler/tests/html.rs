@@ -494,7 +494,8 @@ const NO_STACK_NOTE_START: &str =
     "Off-CPU time with no user stack is threads preempted or waiting in the run queue for a CPU";
 
 /// The page of a single recording (the demo profile, with the offcpu probe's per-thread
-/// times): the summary gives its waits in threads waiting and where its threads' time went; the
+/// times): the summary gives its waits and top sites in threads waiting and where its threads'
+/// time went (with each thread group's time stacked); the
 /// report is tables (waits by kind, sites with SVG histograms and folded stacks, where each
 /// thread group's time went as stacked bars and a table), no text dump. It loads in headless
 /// Chromium with no console message, the summary, the bars and the tables laid out.
@@ -515,6 +516,10 @@ fn single_recording_page_in_chromium() {
         // 801 ms of mutex wait over 1.204 s: 0.67 threads waiting.
         "<th>waits</th><td>9 waits over 1.20 s; mutex: 0.67 threads waiting on average, condvar: 0.50 threads waiting on average",
         "<th>threads&#39; time (share of thread time)</th><td>2.00 threads alive on average: on-cpu 60.0%, lock 20.0%, run-queue 10.0%, condvar 10.0%",
+        // 599.9 ms of condvar wait over 1.204 s at the demo's order queue.
+        "<th>top wait sites (threads waiting)</th><td>…;wait_for_order;pthread_cond_wait;[kernel wait];[condvar] 0.50 threads; …;take_order_lock;pthread_mutex_lock;[kernel wait];[mutex] 0.33 threads; ",
+        // Each thread group's time, stacked (the fixture's threads have no names: `[*]`).
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"time-bars\"",
     ] {
         assert!(summary.contains(row), "{row} missing from {summary}");
     }
