@@ -658,4 +658,65 @@ mod tests {
         assert_eq!(format_tick(0.5), "0.5");
         assert_eq!(xml_escape("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
     }
+
+    /// A histogram spans its smallest to its largest non-empty bucket: one bar per non-empty
+    /// bucket, the empty ones between as gaps, the range's bounds beneath and each bar's range and
+    /// count in its tooltip, the fullest bar full height; no buckets draw nothing.
+    #[test]
+    fn histogram_bars() {
+        let svg = histogram_svg(
+            &[
+                Bucket {
+                    lower_ns: 8192,
+                    count: 10,
+                },
+                Bucket {
+                    lower_ns: 32768,
+                    count: 0,
+                },
+                Bucket {
+                    lower_ns: 65536,
+                    count: 5,
+                },
+            ],
+            "waits",
+        );
+        assert_eq!(svg.matches("<rect").count(), 2, "{svg}");
+        assert!(
+            svg.contains("<title>8.19 µs to 16.3 µs: 10 waits</title>"),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("<title>65.5 µs to 131 µs: 5 waits</title>"),
+            "{svg}"
+        );
+        // Four slots (8, 16, 32, 64 µs) of 16 units; the fullest bar is the plot's 34 units.
+        assert!(
+            svg.contains(r#"<rect x="0.5" y="0.0" width="15.0" height="34.0""#),
+            "{svg}"
+        );
+        assert!(
+            svg.contains(r#"<rect x="48.5" y="17.0" width="15.0" height="17.0""#),
+            "{svg}"
+        );
+        assert!(svg.contains(">8.19 µs</text>") && svg.contains(">131 µs</text>"));
+        assert_eq!(histogram_svg(&[], "waits"), "");
+    }
+
+    /// A thread group's bar is stacked by class in shares of its thread time, in class order.
+    #[test]
+    fn time_bars() {
+        let svg = time_bars_svg(&[TimeBar {
+            label: "worker-* (4 threads)".to_string(),
+            time_ns: vec![(TimeClass::OnCpu, 250), (TimeClass::RunQueue, 750)],
+            whole_ns: 1000,
+        }]);
+        assert!(svg.contains(
+            r#"<rect class="class-on-cpu" x="220.0" y="20.0" width="120.0" height="16.0""#
+        ));
+        assert!(svg.contains(
+            r#"<rect class="class-run-queue" x="340.0" y="20.0" width="360.0" height="16.0""#
+        ));
+        assert!(svg.contains("worker-* (4 threads): run-queue 75.0% of thread time"));
+    }
 }
