@@ -1248,6 +1248,39 @@ struct Comparison<'r, 'p> {
     name_sides: bool,
 }
 
+/// Where both sides' threads' time went, one stacked bar per side (all threads); empty when
+/// neither side has the offcpu probe's per-thread times.
+fn sides_time_bars(comparison: &Comparison<'_, '_>) -> String {
+    let sides = [
+        (comparison.labels.0, comparison.a),
+        (comparison.labels.1, comparison.b),
+    ];
+    let bars: Vec<TimeBar> = sides
+        .iter()
+        .filter_map(|(label, run)| {
+            let b = crate::sweep::Breakdown::of(run.profile)?;
+            Some(TimeBar {
+                label: format!(
+                    "{label} ({} alive)",
+                    format_threads(b.avg_threads).trim_end_matches(" threads")
+                ),
+                time_ns: TimeClass::ALL
+                    .iter()
+                    .map(|&class| (class, b.class(class.name()).map_or(0, |c| c.total_ns)))
+                    .collect(),
+                whole_ns: b.thread_ns,
+            })
+        })
+        .collect();
+    if bars.is_empty() {
+        return String::new();
+    }
+    format!(
+        "<p class=\"muted\">Where the threads' time went on each side (share of thread time):</p>\n<div class=\"time-bars\">{}</div>\n",
+        time_bars_svg(&bars)
+    )
+}
+
 /// A comparison of two runs: its tables (from `lockscope diff --json`) and the differential
 /// flamegraph, under an `<h2>` or `<h3>` heading.
 fn diff_section(
@@ -1277,6 +1310,7 @@ fn diff_section(
             xml_escape(&b.label)
         );
     }
+    out.push_str(&sides_time_bars(comparison));
     match diff_json(a, b, labels) {
         Ok(diff) => diff_tables(out, &diff, rows),
         Err(e) => {

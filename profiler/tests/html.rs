@@ -548,17 +548,22 @@ fn single_recording_page_in_chromium() {
     );
 }
 
-/// The page of two runs (the demo against the lossy profile): the summary names what grew in
-/// the second run; the diff is tables in threads waiting (kinds, sites with folded canonical
-/// stacks) with the mismatch warnings and the differential flamegraph. It loads in headless
+/// The page of two runs (the demo against the lossy profile, both with per-thread times): the
+/// summary names what grew in the second run; the diff stacks both sides' thread time, then
+/// tables in threads waiting (kinds, sites with folded canonical stacks) with the mismatch
+/// warnings and the differential flamegraph. It loads in headless
 /// Chromium with no console message, the tables laid out.
 #[test]
 fn diff_page_in_chromium() {
     let dir = tempfile::tempdir().expect("tempdir");
     let run_a = dir.path().join("a.lsp");
     let run_b = dir.path().join("b.lsp");
-    lockscope_probes::write_profile(&fixtures::demo_profile(), &run_a).expect("a");
-    lockscope_probes::write_profile(&fixtures::lossy_profile(), &run_b).expect("b");
+    let mut a = fixtures::demo_profile();
+    a.thread_times = thread_times(&a, 2, [600, 100, 200, 100]);
+    let mut b = fixtures::lossy_profile();
+    b.thread_times = thread_times(&b, 4, [300, 400, 200, 100]);
+    lockscope_probes::write_profile(&a, &run_a).expect("a");
+    lockscope_probes::write_profile(&b, &run_b).expect("b");
     let page = dir.path().join("diff.html");
     run_ok_stderr(
         lockscope()
@@ -591,11 +596,20 @@ fn diff_page_in_chromium() {
     );
     assert!(diff.contains("<details class=\"stack\"><summary><code>"));
     assert_eq!(diff.matches("<iframe class=\"flame\"").count(), 1);
+    // Both sides' time stacked: A 60% on CPU, B 30% and 40% in the run queue.
+    assert!(diff.contains("<title>A (2.00 alive): on-cpu 60.0% of thread time"));
+    assert!(diff.contains("<title>B (4.00 alive): run-queue 40.0% of thread time"));
     check_in_chromium(
         &page,
         "html-diff",
-        &["section.summary", "table.diff-table", "table.sites"],
-        &[],
+        &[
+            "section.summary",
+            "div.time-bars svg",
+            "rect.class-run-queue",
+            "table.diff-table",
+            "table.sites",
+        ],
+        &["rect.class-run-queue"],
     );
 }
 
