@@ -2007,24 +2007,45 @@ pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> anyhow::Result<St
                     None => format!("run {}", run.label),
                 };
                 let mut rows = summary_head(&input, run.profile);
-                rows.extend(run_summary(run.profile));
-                if let Some(second) = runs.get(1) {
-                    if let Ok(diff) = diff_json(run, second, ("A", "B")) {
-                        let (unit, header) = diff_unit_header(&diff);
-                        let unit = if unit == "ns/s" {
-                            header.replace(" (average)", "")
-                        } else {
-                            unit
-                        };
-                        rows.push((
-                            format!("grows from A to B ({unit})"),
-                            growth_words(&diff, 3),
-                        ));
+                let after = match runs.get(1) {
+                    None => {
+                        rows.extend(run_summary(run.profile));
+                        thread_group_bars(run.profile)
                     }
-                }
+                    Some(second) => {
+                        // Both sides' waits and time, then what grew: the top sites are the
+                        // comparison's.
+                        for (label, side) in [("A", run), ("B", second)] {
+                            rows.extend(
+                                run_summary(side.profile)
+                                    .into_iter()
+                                    .filter(|(key, _)| !key.starts_with("top "))
+                                    .map(|(key, value)| (format!("{key} in {label}"), value)),
+                            );
+                        }
+                        if let Ok(diff) = diff_json(run, second, ("A", "B")) {
+                            let (unit, header) = diff_unit_header(&diff);
+                            let unit = if unit == "ns/s" {
+                                header.replace(" (average)", "")
+                            } else {
+                                unit
+                            };
+                            rows.push((
+                                format!("grows from A to B ({unit})"),
+                                growth_words(&diff, 3),
+                            ));
+                        }
+                        sides_time_bars(&Comparison {
+                            a: run,
+                            b: second,
+                            labels: ("A", "B"),
+                            name_sides: true,
+                        })
+                    }
+                };
                 let profiles: Vec<&Profile> = runs.iter().map(|r| r.profile).collect();
                 rows.push(losses_row(&profiles, &[]));
-                summary_section(&mut out, &rows, &thread_group_bars(run.profile));
+                summary_section(&mut out, &rows, &after);
             }
         }
     }

@@ -586,6 +586,9 @@ fn diff_page_in_chromium() {
             )),
         "{summary}"
     );
+    for row in ["<th>waits in A</th>", "<th>waits in B</th>", "<th>threads&#39; time (share of thread time) in B</th><td>4.00 threads alive on average: run-queue 40.0%, on-cpu 30.0%, lock 20.0%"] {
+        assert!(summary.contains(row), "{row} missing from {summary}");
+    }
     let diff = &html[html.find("<h2 id=\"diff-0\">").expect("the diff")..];
     let diff = &diff[..diff.find("<h2 id=\"run-0\">").expect("the runs follow")];
     assert_eq!(diff.matches("<table class=\"diff-table").count(), 2);
