@@ -2072,20 +2072,20 @@ pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> anyhow::Result<St
             out.push_str("</li>\n");
         }
     }
-    for (i, run) in runs.iter().enumerate() {
-        let _ = writeln!(
-            out,
-            r##"<li><a href="#{}">Run: {}</a></li>"##,
-            anchor("run", i),
-            xml_escape(&run.label)
-        );
-    }
     for (i, run) in runs.iter().enumerate().skip(1) {
         let _ = writeln!(
             out,
             r##"<li><a href="#{}">Diff: {} → {}</a></li>"##,
             anchor("diff", i - 1),
             xml_escape(&runs[0].label),
+            xml_escape(&run.label)
+        );
+    }
+    for (i, run) in runs.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            r##"<li><a href="#{}">Run: {}</a></li>"##,
+            anchor("run", i),
             xml_escape(&run.label)
         );
     }
