@@ -1023,6 +1023,8 @@ fn diff_value(values: &serde_json::Value, unit: &str) -> (f64, String) {
     let normalized = json_f64(values, "normalized");
     if unit == "ns/s" {
         (normalized / 1e9, format_threads(normalized / 1e9))
+    } else if unit == RAW_NS {
+        (normalized, format_ns(normalized.max(0.0) as u64))
     } else {
         (
             normalized,
@@ -1040,6 +1042,8 @@ fn diff_change(delta: &serde_json::Value, unit: &str) -> (f64, String) {
             change / 1e9,
             format!("{sign}{}", format_threads(change.abs() / 1e9)),
         )
+    } else if unit == RAW_NS {
+        (change, format!("{sign}{}", format_ns(change.abs() as u64)))
     } else {
         (
             change,
@@ -1079,12 +1083,21 @@ fn diff_json(a: &Run<'_>, b: &Run<'_>, labels: (&str, &str)) -> anyhow::Result<s
 
 /// A diff's unit words: the column header of a side's value.
 fn diff_unit_header(diff: &serde_json::Value) -> (String, &'static str) {
-    let unit = diff
+    let mut unit = diff
         .pointer("/normalization/unit")
         .and_then(serde_json::Value::as_str)
         .unwrap_or("ns/s")
         .to_string();
+    let no_duration = ["/a/duration_ns", "/b/duration_ns"]
+        .iter()
+        .any(|side| diff.pointer(side).and_then(serde_json::Value::as_u64) == Some(0));
+    if unit == "ns/s" && no_duration {
+        // Per second of nothing: `lockscope diff` then compares raw totals (and warns).
+        unit = RAW_NS.to_string();
+    }
     let header = match (unit.as_str(), json_str(diff, "measure")) {
+        (RAW_NS, "on-cpu") => "CPU time (total)",
+        (RAW_NS, _) => "wait time (total)",
         ("ns/s", "on-cpu") => "threads on CPU (average)",
         ("ns/s", _) => "threads waiting (average)",
         (_, "events") => "events, normalized",
@@ -1093,6 +1106,9 @@ fn diff_unit_header(diff: &serde_json::Value) -> (String, &'static str) {
     };
     (unit, header)
 }
+
+/// The unit of a diff's values when a side has no duration: raw nanoseconds.
+const RAW_NS: &str = "ns";
 
 /// The canonical stacks of `diff` that grew from A to B, largest growth first.
 fn growing_stacks(diff: &serde_json::Value) -> Vec<&serde_json::Value> {
@@ -2025,7 +2041,7 @@ pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> anyhow::Result<St
                         }
                         if let Ok(diff) = diff_json(run, second, ("A", "B")) {
                             let (unit, header) = diff_unit_header(&diff);
-                            let unit = if unit == "ns/s" {
+                            let unit = if unit == "ns/s" || unit == RAW_NS {
                                 header.replace(" (average)", "")
                             } else {
                                 unit

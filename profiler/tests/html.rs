@@ -660,3 +660,33 @@ fn imported_captures_page() {
     );
     assert!(!html.contains("No flamegraph"));
 }
+
+/// Two imported CPU captures without a recorded duration are compared by their total CPU time
+/// (there is no second to divide by), not as threads on CPU.
+#[test]
+fn imported_cpu_captures_without_duration() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/perf");
+    let lsp = dir.path().join("cpu.lsp");
+    run_ok_stderr(
+        lockscope()
+            .args(["import", "perf-script"])
+            .arg(data.join("mt-threads-named-with-spaces.txt"))
+            .arg("-o")
+            .arg(&lsp),
+    );
+    let page = dir.path().join("cpu.html");
+    run_ok_stderr(
+        lockscope()
+            .arg("html")
+            .arg(&lsp)
+            .arg(&lsp)
+            .arg("-o")
+            .arg(&page),
+    );
+    let html = std::fs::read_to_string(&page).expect("html");
+    assert!(html.contains("<th>A CPU time (total)</th>"), "raw totals");
+    assert!(!html.contains("threads on CPU"));
+    // The capture's 20 samples of 250 µs.
+    assert!(html.contains(">5.00 ms</td>"));
+}
