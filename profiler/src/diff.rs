@@ -30,12 +30,15 @@
 //!
 //! The table ([`write_diff_table`]) shows, for each side, the wait kinds, the thread groups and
 //! the top sites (canonical stacks, ranked by the absolute change) with count, total, mean,
-//! p50/p99 (upper bounds from the log2 histograms), share of wall time and the normalized value.
+//! p50/p99 (upper bounds from the log2 histograms), the average threads waiting (wait time over
+//! wall time, never a percentage of one clock), the share of thread time (with the `offcpu`
+//! probe's per-thread times) and the normalized value. Imported captures ([`Measure`]: sampled
+//! CPU time, events, samples) are compared by what they hold and never called waits.
 //! Anything that makes the comparison unfair (lost events, different probes, different
 //! workloads) is printed as a `WARNING` line at the top ([`mismatches`]), never silently.
 
-use crate::fold::{sanitize_frame, NO_USER_STACK};
-use crate::units::{format_ns, format_percent};
+use crate::fold::{sanitize_frame, Measure, NO_USER_STACK};
+use crate::units::{format_fraction, format_ns, share};
 use anyhow::{bail, Context};
 use lockscope_probes::{AttachStatus, Frame, Profile, StackWalk, WaitKind, WaitRecord, WaitStats};
 use serde::Serialize;
@@ -45,6 +48,32 @@ use std::fmt::Write as _;
 
 /// The frame that replaces the user-space entry into a kernel wait.
 pub const KERNEL_WAIT_FRAME: &str = lockscope_probes::wait::CANONICAL_KERNEL_WAIT;
+
+/// What the records of both sides measure: waits, or (both sides imported captures, `lockscope
+/// import`) sampled CPU time, events or samples, which are never called waits.
+pub fn diff_measure(a: &Profile, b: &Profile) -> Measure {
+    Measure::of_records(a.waits.iter().chain(&b.waits))
+}
+
+/// The value compared for `stats`: its time when `measure` is timed (waits, CPU time), else its
+/// count (events, samples).
+fn measured_value(stats: &WaitStats, measure: Measure) -> u64 {
+    if measure.is_timed() {
+        stats.total_ns
+    } else {
+        stats.count
+    }
+}
+
+/// What a normalized value is of, in words (`wait`, `CPU time`, `events`, `samples`).
+fn measured(measure: Measure) -> &'static str {
+    match measure {
+        Measure::Waits => "wait",
+        Measure::OnCpu => "CPU time",
+        Measure::Events => "events",
+        Measure::Samples => "samples",
+    }
+}
 
 /// How the two sides' wait times are made comparable.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -62,11 +91,21 @@ pub enum Normalization {
 }
 
 impl Normalization {
-    /// The unit of a normalized value (`ns/s`, `ns/op`).
+    /// The unit of a normalized wait time (`ns/s`, `ns/op`).
     pub fn unit(self) -> &'static str {
-        match self {
-            Normalization::PerSecond => "ns/s",
-            Normalization::PerOperation { .. } => "ns/op",
+        self.unit_of(Measure::Waits)
+    }
+
+    /// The unit of a normalized value of what `measure` counts: `ns/s` or `ns/op` for times
+    /// (waits, CPU time), `events/s`, `samples/op`... for an imported capture's counts.
+    pub fn unit_of(self, measure: Measure) -> &'static str {
+        match (self, measure.is_timed(), measure) {
+            (Normalization::PerSecond, true, _) => "ns/s",
+            (Normalization::PerOperation { .. }, true, _) => "ns/op",
+            (Normalization::PerSecond, false, Measure::Events) => "events/s",
+            (Normalization::PerOperation { .. }, false, Measure::Events) => "events/op",
+            (Normalization::PerSecond, false, _) => "samples/s",
+            (Normalization::PerOperation { .. }, false, _) => "samples/op",
         }
     }
 
@@ -80,8 +119,9 @@ impl Normalization {
         Ok(())
     }
 
-    /// Normalizes `total_ns` of wait recorded by side A (`first`) or B of a profile.
-    fn apply(self, total_ns: u64, profile: &Profile, first: bool) -> u64 {
+    /// Normalizes `value` (wait nanoseconds, or samples or events for an imported capture)
+    /// recorded by side A (`first`) or B of a profile.
+    fn apply(self, value: u64, profile: &Profile, first: bool) -> u64 {
         let divisor = match self {
             Normalization::PerSecond => profile.metadata.duration_ns as f64 / 1e9,
             Normalization::PerOperation { ops_a, ops_b } => {
@@ -93,20 +133,21 @@ impl Normalization {
             }
         };
         if divisor <= 0.0 {
-            return total_ns;
+            return value;
         }
-        (total_ns as f64 / divisor).round() as u64
+        (value as f64 / divisor).round() as u64
     }
 
-    fn describe(self, a: &Profile, b: &Profile) -> String {
+    fn describe(self, a: &Profile, b: &Profile, measure: Measure) -> String {
+        let what = measured(measure);
         match self {
             Normalization::PerSecond => format!(
-                "wait per second of wall time (A {}, B {})",
+                "{what} per second of wall time (A {}, B {})",
                 format_ns(a.metadata.duration_ns),
                 format_ns(b.metadata.duration_ns)
             ),
             Normalization::PerOperation { ops_a, ops_b } => {
-                format!("wait per operation (A {ops_a} ops, B {ops_b} ops)")
+                format!("{what} per operation (A {ops_a} ops, B {ops_b} ops)")
             }
         }
     }
@@ -222,10 +263,27 @@ pub fn site_depth(a: &Profile, b: &Profile) -> SiteDepth {
 /// synchronization entry point (its public name) or, without one, down to the frame that enters
 /// the kernel; then `[kernel wait]` and the kind. What lies between the entry point and the
 /// kernel is the C library's own business and differs per OS, so it is dropped. At
-/// [`SiteDepth::Leaf`], only the leaf frame is read (inlined functions included).
+/// [`SiteDepth::Leaf`], only the leaf frame is read (inlined functions included). An imported
+/// sample ([`WaitKind::is_sampled`]) did not wait: its frames are kept down to its leaf.
 fn canonical_site(profile: &Profile, record: &WaitRecord, depth: SiteDepth) -> Vec<String> {
     let mut frames = Vec::new();
     match profile.stack(record.user_stack) {
+        Some(stack) if record.kind.is_sampled() && !stack.frames.is_empty() => {
+            let names = stack
+                .frames
+                .iter()
+                .rev()
+                .flat_map(Frame::names_outermost_first);
+            let names: Vec<String> = names.collect();
+            match depth {
+                SiteDepth::Leaf => {
+                    frames.extend(names.last().map(|name| sanitize_frame(bare_symbol(name))))
+                }
+                SiteDepth::Full => {
+                    frames.extend(names.iter().map(|name| sanitize_frame(bare_symbol(name))))
+                }
+            }
+        }
         Some(stack) if depth == SiteDepth::Leaf && !stack.frames.is_empty() => {
             let names = stack.frames[0].names_outermost_first();
             let site = names.iter().find_map(|name| {
@@ -325,10 +383,11 @@ fn normalized_lines(
     normalization: Normalization,
     first: bool,
     depth: SiteDepth,
+    measure: Measure,
 ) -> String {
     let mut text = String::new();
     for (stack, stats) in canonical_stacks_at(profile, depth) {
-        let value = normalization.apply(stats.total_ns, profile, first);
+        let value = normalization.apply(measured_value(&stats, measure), profile, first);
         if value > 0 {
             let _ = writeln!(text, "{stack} {value}");
         }
@@ -345,8 +404,9 @@ pub fn differential_lines(
 ) -> anyhow::Result<Vec<String>> {
     options.normalization.validate()?;
     let depth = site_depth(a, b);
-    let before = normalized_lines(a, options.normalization, true, depth);
-    let after = normalized_lines(b, options.normalization, false, depth);
+    let measure = diff_measure(a, b);
+    let before = normalized_lines(a, options.normalization, true, depth, measure);
+    let after = normalized_lines(b, options.normalization, false, depth, measure);
     let mut paired = Vec::new();
     inferno::differential::from_readers(
         inferno::differential::Options::default(),
@@ -391,7 +451,10 @@ pub fn write_diff_flamegraph(
         } else {
             &options.labels.1
         };
-        bail!("profile {side} has no waits to draw (try --negate to draw the other side)");
+        bail!(
+            "profile {side} has no {} to draw (try --negate to draw the other side)",
+            diff_measure(a, b).noun(2)
+        );
     }
     let mut inferno_options = inferno::flamegraph::Options::default();
     inferno_options.title = options.title.clone().unwrap_or_else(|| {
@@ -406,9 +469,11 @@ pub fn write_diff_flamegraph(
     } else {
         (&options.labels.1, &options.labels.0)
     };
+    let measure = diff_measure(a, b);
     let mut subtitle = format!(
-        "width: {drawn}'s {}; red: more wait in {drawn} than {other}, blue: less",
-        options.normalization.describe(a, b)
+        "width: {drawn}'s {}; red: more {} in {drawn} than {other}, blue: less",
+        options.normalization.describe(a, b, measure),
+        measured(measure)
     );
     let warnings = mismatches(a, b, options);
     if !warnings.is_empty() {
@@ -419,7 +484,7 @@ pub fn write_diff_flamegraph(
         );
     }
     inferno_options.subtitle = Some(subtitle);
-    inferno_options.count_name = options.normalization.unit().to_string();
+    inferno_options.count_name = options.normalization.unit_of(measure).to_string();
     inferno_options.negate_differentials = options.negate;
     inferno_options.hash = true;
     inferno::flamegraph::from_lines(&mut inferno_options, lines.iter().map(String::as_str), out)
@@ -506,6 +571,14 @@ pub fn mismatches(a: &Profile, b: &Profile, options: &DiffOptions) -> Vec<String
              and kind"
         ));
     }
+    let (ma, mb) = (Measure::of_records(&a.waits), Measure::of_records(&b.waits));
+    if ma != mb && !a.waits.is_empty() && !b.waits.is_empty() {
+        out.push(format!(
+            "different measures: {la} holds {}, {lb} holds {}: their values are not comparable",
+            measured(ma),
+            measured(mb)
+        ));
+    }
     let (pa, pb) = (attached_probes(a), attached_probes(b));
     if pa != pb {
         let list = |s: &BTreeSet<String>| {
@@ -543,16 +616,55 @@ pub fn mismatches(a: &Profile, b: &Profile, options: &DiffOptions) -> Vec<String
 struct SideRow {
     stats: WaitStats,
     normalized: u64,
+    /// Time over the recording's wall time: average threads waiting (on CPU for sampled CPU
+    /// time); `None` for counts (events, samples) and without a duration.
+    avg_threads: Option<f64>,
+    /// Wait time over the side's thread time (the `offcpu` probe's per-thread wall times
+    /// summed), 0 to 1; `None` without them, and for imported captures.
+    share_of_thread_time: Option<f64>,
 }
 
-fn side_row(
-    stats: WaitStats,
-    profile: &Profile,
-    normalization: Normalization,
+/// The threads' wall times summed (each the part of the recording it lived through): the whole
+/// that shares of thread time are taken of; `None` without the `offcpu` probe's breakdown.
+pub fn thread_time_ns(profile: &Profile) -> Option<u64> {
+    let total = profile
+        .thread_times
+        .iter()
+        .fold(0u64, |sum, t| sum.saturating_add(t.wall_ns));
+    (total > 0).then_some(total)
+}
+
+/// The context one side's rows are computed in.
+#[derive(Clone, Copy)]
+struct Side<'a> {
+    profile: &'a Profile,
     first: bool,
-) -> SideRow {
-    let normalized = normalization.apply(stats.total_ns, profile, first);
-    SideRow { stats, normalized }
+    normalization: Normalization,
+    measure: Measure,
+}
+
+impl Side<'_> {
+    fn row(&self, stats: WaitStats) -> SideRow {
+        let normalized = self.normalization.apply(
+            measured_value(&stats, self.measure),
+            self.profile,
+            self.first,
+        );
+        let wall_ns = self.profile.metadata.duration_ns;
+        let avg_threads = (self.measure.is_timed() && wall_ns > 0)
+            .then(|| stats.total_ns as f64 / wall_ns as f64);
+        let share_of_thread_time = if self.measure == Measure::Waits {
+            thread_time_ns(self.profile).map(|whole| share(stats.total_ns, whole))
+        } else {
+            None
+        };
+        SideRow {
+            stats,
+            normalized,
+            avg_threads,
+            share_of_thread_time,
+        }
+    }
 }
 
 /// Groups each side's records by `key`, returning rows for both sides over the union of keys.
@@ -578,6 +690,14 @@ fn grouped<K: Ord + Clone>(
     normalization: Normalization,
     key: impl Fn(&Profile, &WaitRecord) -> K,
 ) -> Vec<(K, SideRow, SideRow)> {
+    let measure = diff_measure(a, b);
+    let side = |profile, first| Side {
+        profile,
+        first,
+        normalization,
+        measure,
+    };
+    let (side_a, side_b) = (side(a, true), side(b, false));
     let mut sums: BTreeMap<K, (WaitStats, WaitStats)> = BTreeMap::new();
     for record in &a.waits {
         sums.entry(key(a, record))
@@ -592,13 +712,7 @@ fn grouped<K: Ord + Clone>(
             .merge(&record.stats);
     }
     sums.into_iter()
-        .map(|(k, (sa, sb))| {
-            (
-                k,
-                side_row(sa, a, normalization, true),
-                side_row(sb, b, normalization, false),
-            )
-        })
+        .map(|(k, (sa, sb))| (k, side_a.row(sa), side_b.row(sb)))
         .collect()
 }
 
@@ -609,40 +723,68 @@ fn quantile(stats: &WaitStats, q: f64) -> String {
         .map_or_else(|| "-".to_string(), format_ns)
 }
 
-fn signed(value: i128) -> String {
+/// A normalized value with its unit: `827 ms/op`, `1.20 s/s`, `3400 samples/s`.
+pub(crate) fn format_normalized(value: u64, unit: &str) -> String {
+    match unit.strip_prefix("ns/") {
+        Some(per) => format!("{}/{per}", format_ns(value)),
+        None => format!("{value} {unit}"),
+    }
+}
+
+/// A signed change with its unit, as [`format_normalized`].
+fn signed(value: i128, unit: &str) -> String {
     let sign = if value < 0 { "-" } else { "+" };
+    let magnitude = value.unsigned_abs().min(u64::MAX as u128) as u64;
+    format!("{sign}{}", format_normalized(magnitude, unit))
+}
+
+/// The header of the side rows, aligned with [`write_rows`]: the count column is named for what
+/// the records count (`waits`, `samples`, `events`).
+fn row_header(measure: Measure) -> String {
     format!(
-        "{sign}{}",
-        format_ns(value.unsigned_abs().min(u64::MAX as u128) as u64)
+        "    {:<4} {:>7} {:>10} {:>10} {:>8} {:>8} {:>8} {:>11} {:>12} {:>10}",
+        "side",
+        measure.noun(2),
+        "total",
+        "mean",
+        "p50≤",
+        "p99≤",
+        "threads",
+        "thread time",
+        "normalized",
+        "change"
     )
 }
 
-/// The header of the side rows, aligned with [`write_rows`].
-fn row_header() -> String {
-    format!(
-        "    {:<4} {:>6} {:>10} {:>10} {:>8} {:>8} {:>8} {:>12} {:>10}",
-        "side", "waits", "total", "mean", "p50≤", "p99≤", "wall", "normalized", "change"
-    )
-}
-
-fn write_rows(out: &mut String, name: &str, rows: [(&str, &SideRow, &Profile); 2], unit: &str) {
+fn write_rows(out: &mut String, name: &str, rows: [(&str, &SideRow); 2], unit: &str) {
     let _ = writeln!(out, "  {name}");
     let change = rows[1].1.normalized as i128 - rows[0].1.normalized as i128;
-    for (i, (label, row, profile)) in rows.into_iter().enumerate() {
+    let timed = unit.starts_with("ns/");
+    for (i, (label, row)) in rows.into_iter().enumerate() {
         let s = &row.stats;
+        let time = |ns: u64| {
+            if timed {
+                format_ns(ns)
+            } else {
+                "-".to_string()
+            }
+        };
         let _ = write!(
             out,
-            "    {label:<4} {:>6} {:>10} {:>10} {:>8} {:>8} {:>8} {:>12}",
+            "    {label:<4} {:>7} {:>10} {:>10} {:>8} {:>8} {:>8} {:>11} {:>12}",
             s.count,
-            format_ns(s.total_ns),
-            format_ns(s.mean_ns()),
-            quantile(s, 0.5),
-            quantile(s, 0.99),
-            format_percent(s.total_ns, profile.metadata.duration_ns),
-            format!("{}/{}", format_ns(row.normalized), &unit[3..]),
+            time(s.total_ns),
+            time(s.mean_ns()),
+            if timed { quantile(s, 0.5) } else { "-".into() },
+            if timed { quantile(s, 0.99) } else { "-".into() },
+            row.avg_threads
+                .map_or_else(|| "-".to_string(), |t| format!("{t:.2}")),
+            row.share_of_thread_time
+                .map_or_else(|| "-".to_string(), format_fraction),
+            format_normalized(row.normalized, unit),
         );
         if i == 1 {
-            let _ = write!(out, " {:>10}", format!("{}/{}", signed(change), &unit[3..]));
+            let _ = write!(out, " {:>10}", signed(change, unit));
         }
         out.push('\n');
     }
@@ -650,10 +792,16 @@ fn write_rows(out: &mut String, name: &str, rows: [(&str, &SideRow, &Profile); 2
 
 fn describe_side(label: &str, path: &str, p: &Profile) -> String {
     let m = &p.metadata;
+    let measure = Measure::of_records(&p.waits);
+    let count: u64 = p.waits.iter().map(|w| w.stats.count).sum();
+    let target = if measure == Measure::Waits {
+        format!("`{}` (pid {})", m.target.command.join(" "), m.target.pid)
+    } else {
+        // An imported capture has no target: say what it holds.
+        format!("imported {}", measured(measure))
+    };
     format!(
-        "  {label:<4} {path}: `{}` (pid {}), {} {} ({}), {} over {}, {} waits",
-        m.target.command.join(" "),
-        m.target.pid,
+        "  {label:<4} {path}: {target}, {} {} ({}), {} over {}, {count} {}",
         if m.os.is_empty() { "unknown-os" } else { &m.os },
         m.kernel_release,
         if m.backend.is_empty() {
@@ -663,8 +811,21 @@ fn describe_side(label: &str, path: &str, p: &Profile) -> String {
         },
         crate::units::format_unix_ns(m.start_unix_ns),
         format_ns(m.duration_ns),
-        p.waits.iter().map(|w| w.stats.count).sum::<u64>()
+        measure.noun(count)
     )
+}
+
+/// The legend of the rows' columns under a block title, in the words of `measure`.
+fn columns_legend(measure: Measure, la: &str, lb: &str) -> String {
+    let threads = match measure {
+        Measure::Waits => {
+            "threads: average threads waiting (wait time / wall time); thread time: share of \
+             the threads' time (- without the offcpu probe's per-thread times)"
+        }
+        Measure::OnCpu => "threads: average threads on CPU (CPU time / wall time)",
+        Measure::Events | Measure::Samples => "counts only: no times",
+    };
+    format!("{threads}; change: {lb} - {la}, normalized")
 }
 
 /// Writes the side-by-side table of A (`paths.0`) and B to `out`.
@@ -677,12 +838,13 @@ pub fn write_diff_table(
 ) -> anyhow::Result<()> {
     options.normalization.validate()?;
     let n = options.normalization;
+    let measure = diff_measure(a, b);
     let (la, lb) = (options.labels.0.as_str(), options.labels.1.as_str());
     let mut text = String::new();
     let _ = writeln!(text, "lockscope diff");
     let _ = writeln!(text, "{}", describe_side(la, paths.0, a));
     let _ = writeln!(text, "{}", describe_side(lb, paths.1, b));
-    let _ = writeln!(text, "  normalized as {}", n.describe(a, b));
+    let _ = writeln!(text, "  normalized as {}", n.describe(a, b, measure));
     let warnings = mismatches(a, b, options);
     if warnings.is_empty() {
         let _ = writeln!(text, "  comparable: same program and probes, nothing lost");
@@ -690,21 +852,23 @@ pub fn write_diff_table(
     for warning in &warnings {
         let _ = writeln!(text, "WARNING: {warning}");
     }
-    let unit = n.unit();
+    let unit = n.unit_of(measure);
+    let what = if measure == Measure::Waits {
+        "Wait"
+    } else {
+        "Sample"
+    };
 
-    let _ = writeln!(
-        text,
-        "\nWait kinds (wall: wait time / wall time; change: {lb} - {la}, normalized)"
-    );
-    let _ = writeln!(text, "{}", row_header());
+    let _ = writeln!(text, "\n{what} kinds ({})", columns_legend(measure, la, lb));
+    let _ = writeln!(text, "{}", row_header(measure));
     for (kind, ra, rb) in grouped(a, b, n, |_, r| r.kind) {
-        write_rows(&mut text, kind.name(), [(la, &ra, a), (lb, &rb, b)], unit);
+        write_rows(&mut text, kind.name(), [(la, &ra), (lb, &rb)], unit);
     }
 
     let _ = writeln!(text, "\nThreads (digits in names merged as `*`)");
-    let _ = writeln!(text, "{}", row_header());
+    let _ = writeln!(text, "{}", row_header(measure));
     for (thread, ra, rb) in grouped(a, b, n, canonical_thread) {
-        write_rows(&mut text, &thread, [(la, &ra, a), (lb, &rb, b)], unit);
+        write_rows(&mut text, &thread, [(la, &ra), (lb, &rb)], unit);
     }
 
     let depth = site_depth(a, b);
@@ -712,12 +876,13 @@ pub fn write_diff_table(
     let total_sites = rank_by_change(&mut sites, options.top);
     let _ = writeln!(
         text,
-        "\nTop {} of {total_sites} wait sites (canonical stack, root first) by change",
-        sites.len()
+        "\nTop {} of {total_sites} {} sites (canonical stack, root first) by change",
+        sites.len(),
+        what.to_lowercase()
     );
-    let _ = writeln!(text, "{}", row_header());
+    let _ = writeln!(text, "{}", row_header(measure));
     for (site, ra, rb) in &sites {
-        write_rows(&mut text, site, [(la, ra, a), (lb, rb, b)], unit);
+        write_rows(&mut text, site, [(la, ra), (lb, rb)], unit);
     }
     out.write_all(text.as_bytes())
         .context("failed to write the diff table")?;
@@ -736,6 +901,7 @@ struct DiffJson {
     a: SideJson,
     b: SideJson,
     normalization: NormalizationJson,
+    measure: &'static str,
     rates: bool,
     comparable: bool,
     warnings: Vec<String>,
@@ -775,6 +941,10 @@ struct ValuesJson {
     mean_ns: u64,
     max_ns: u64,
     normalized: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    avg_threads: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    share_of_thread_time: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     count_per_s: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -831,6 +1001,8 @@ fn values_json(row: &SideRow, profile: &Profile, rates: bool) -> ValuesJson {
         mean_ns: s.mean_ns(),
         max_ns: s.max_ns,
         normalized: row.normalized,
+        avg_threads: row.avg_threads.map(round4),
+        share_of_thread_time: row.share_of_thread_time,
         count_per_s: rates.then(|| round4(s.count as f64 / seconds)),
         total_ns_per_s: rates.then(|| (s.total_ns as f64 / seconds).round() as u64),
     }
@@ -942,8 +1114,9 @@ pub fn write_diff_json(
                 Normalization::PerSecond => "per-second",
                 Normalization::PerOperation { .. } => "per-operation",
             },
-            unit: n.unit(),
+            unit: n.unit_of(diff_measure(a, b)),
         },
+        measure: diff_measure(a, b).name(),
         rates,
         comparable: warnings.is_empty(),
         warnings,

@@ -254,7 +254,7 @@ const WAIT_PLUMBING: &[&str] = &[
 ];
 
 /// True for a frame of the synchronization or system-call plumbing rather than the caller's code.
-fn is_wait_plumbing(name: &str) -> bool {
+pub(crate) fn is_wait_plumbing(name: &str) -> bool {
     if lockscope_probes::wait::canonical_wait_frame(name).is_some() {
         return true;
     }

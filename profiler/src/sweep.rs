@@ -19,6 +19,7 @@
 //! of the threads' wall times, 0 to 100%).
 
 use crate::diff::{canonical_sites, thread_groups};
+use crate::fold::NO_USER_STACK;
 use crate::units::{format_fraction, format_threads, share};
 use anyhow::{bail, Context};
 use lockscope_probes::{Profile, TimeClass, WaitStats};
@@ -529,7 +530,7 @@ fn growth(from: &Level, to: &Level, kind: &str, a: f64, b: f64) -> String {
 /// One sentence for a writeup: how throughput scales, the knee, and the wait kind and site whose
 /// average threads waiting grows most across it (from the knee to the last level; from the first
 /// to the last when there is no knee), with its share of thread time when both levels have a
-/// breakdown.
+/// breakdown, and then the class of thread time whose share grows most.
 pub fn finding(levels: &[Level], knee: Option<&Knee>) -> String {
     let (Some(first), Some(last)) = (levels.first(), levels.last()) else {
         return "No levels were run.".to_string();
@@ -587,25 +588,57 @@ pub fn finding(levels: &[Level], knee: Option<&Knee>) -> String {
     }
     let kind = grows_most(&from.kinds, &last.kinds);
     let site = grows_most(&from.top_sites, &last.top_sites);
-    match (kind, site) {
+    let waits = match (kind, site) {
         (Some((kind, a, b)), Some((site, _, _))) => format!(
-            "{head}; from {} to {}, `{kind}` wait grows most ({}), led by `{site}`.",
+            "{head}; from {} to {}, `{kind}` wait grows most ({}), led by {}",
             from.concurrency,
             last.concurrency,
             growth(from, last, kind, a, b),
-            site = short_site(site)
+            site_words(site)
         ),
         (Some((kind, a, b)), None) => format!(
-            "{head}; from {} to {}, `{kind}` wait grows most ({}).",
+            "{head}; from {} to {}, `{kind}` wait grows most ({})",
             from.concurrency,
             last.concurrency,
             growth(from, last, kind, a, b)
         ),
         _ => format!(
-            "{head}; no wait kind grows from {} to {}.",
+            "{head}; no wait kind grows from {} to {}",
             from.concurrency, last.concurrency
         ),
+    };
+    match class_grows_most(from, last) {
+        Some((class, a, b)) => format!(
+            "{waits}; of the threads' time, {class} grows most ({} → {}).",
+            format_fraction(a),
+            format_fraction(b)
+        ),
+        None => format!("{waits}."),
     }
+}
+
+/// A site for a sentence: its last four frames in backquotes; off-CPU time without a user stack
+/// said for what it is (the offcpu probe takes no stack for a preempted or runnable thread).
+fn site_words(site: &str) -> String {
+    if site.ends_with(&format!("{NO_USER_STACK};[off-cpu]")) {
+        "off-CPU time without a user stack (threads preempted or in the run queue)".to_string()
+    } else {
+        format!("`{}`", short_site(site))
+    }
+}
+
+/// The class of thread time whose share grows most from `from` to `to`, with both shares; `None`
+/// unless both levels have a breakdown and some class grows.
+fn class_grows_most(from: &Level, to: &Level) -> Option<(String, f64, f64)> {
+    let (a, b) = (from.breakdown.as_ref()?, to.breakdown.as_ref()?);
+    b.classes
+        .iter()
+        .map(|c| {
+            let before = a.class(&c.name).map_or(0.0, |x| x.share_of_thread_time);
+            (c.name.clone(), before, c.share_of_thread_time)
+        })
+        .filter(|(_, x, y)| y > x)
+        .max_by(|x, y| (x.2 - x.1).total_cmp(&(y.2 - y.1)))
 }
 
 /// What a level without a breakdown says in its place, instead of zeros.

@@ -443,3 +443,152 @@ fn json_diff_from_the_command_line() {
     );
     assert!((rb / ra - 1.5).abs() < 1e-6, "{ra} -> {rb}");
 }
+
+/// The demo profile (A) against a run twice as long with three times the mutex waits (B), whose
+/// threads' wall times the `offcpu` probe measured (two threads alive all along).
+fn demo_and_busier_demo() -> (Profile, Profile) {
+    let a = fixtures::demo_profile();
+    let mut b = a.clone();
+    b.metadata.duration_ns *= 2;
+    for w in b
+        .waits
+        .iter_mut()
+        .filter(|w| w.kind == lockscope_probes::WaitKind::Mutex)
+    {
+        w.stats.count *= 3;
+        w.stats.total_ns *= 3;
+    }
+    b.thread_times = [4243, 4244]
+        .into_iter()
+        .map(|tid| lockscope_probes::ThreadTime {
+            pid: 4242,
+            tid,
+            wall_ns: b.metadata.duration_ns,
+            time_ns: Default::default(),
+            voluntary_switches: 0,
+            involuntary_switches: 0,
+        })
+        .collect();
+    (a, b)
+}
+
+/// `lockscope diff`'s table gives wait time as average threads waiting and, where the side has
+/// per-thread times, as a share of thread time, never as a percentage of one clock; it matches
+/// its golden file, and B's mutex row says 2.40 s of mutex wait over 2.40 s is 1.00 thread
+/// waiting, 49.9% of the two threads' time (A has no per-thread times: a dash).
+#[test]
+fn table_in_threads_waiting() {
+    let (a, b) = demo_and_busier_demo();
+    let dir = tempfile::tempdir().expect("temp dir");
+    lockscope_probes::write_profile(&a, &dir.path().join("a.lsp")).expect("write A");
+    lockscope_probes::write_profile(&b, &dir.path().join("b.lsp")).expect("write B");
+    let text = run_ok(
+        lockscope()
+            .current_dir(dir.path())
+            .args(["diff", "a.lsp", "b.lsp", "--top", "0"]),
+    );
+    check_golden("diff_table.txt", &text);
+    // No share of one clock: every percentage is a share of thread time, at most 100%.
+    for share in text.split_whitespace().filter_map(|w| w.strip_suffix('%')) {
+        let share: f64 = share.parse().expect("a percentage");
+        assert!(share <= 100.0, "{share}% in {text}");
+    }
+    assert!(text.contains("threads: average threads waiting (wait time / wall time)"));
+    let mutex_b = text
+        .lines()
+        .skip_while(|l| l.trim() != "mutex")
+        .nth(2)
+        .expect("B's mutex row");
+    let mb = b.totals_by_kind()[&lockscope_probes::WaitKind::Mutex].total_ns;
+    let threads = mb as f64 / b.metadata.duration_ns as f64;
+    let of_thread_time = mb as f64 / (2 * b.metadata.duration_ns) as f64;
+    assert!(
+        mutex_b.contains(&format!(" {threads:.2} "))
+            && mutex_b.contains(&format!(" {:.1}% ", of_thread_time * 100.0)),
+        "{mutex_b}"
+    );
+    // A has no per-thread times: no share of thread time, said with a dash.
+    let mutex_a = text
+        .lines()
+        .skip_while(|l| l.trim() != "mutex")
+        .nth(1)
+        .expect("A's mutex row");
+    assert!(mutex_a.contains(" - "), "{mutex_a}");
+}
+
+/// Imports a perf-script capture of `tests/data/perf` into `dir`.
+fn import_capture(dir: &std::path::Path, capture: &str) -> std::path::PathBuf {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/perf");
+    let lsp = dir.join(capture.replace(".txt", ".lsp"));
+    run_ok(
+        lockscope()
+            .args(["import", "perf-script"])
+            .arg(data.join(capture))
+            .arg("-o")
+            .arg(&lsp),
+    );
+    lsp
+}
+
+/// Imported captures (sampled CPU time, counted events) are diffed by what they hold: the count
+/// column is named samples or events, the values are CPU time or events per second, and nothing
+/// calls them waits, in the table, the JSON (`measure`) or the differential flamegraph.
+#[test]
+fn imported_captures_are_not_waits() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (capture, measure, column, unit) in [
+        (
+            "mt-threads-named-with-spaces.txt",
+            "on-cpu",
+            "samples",
+            "ns/s",
+        ),
+        (
+            "events-cpu-task-faults-switch.txt",
+            "samples",
+            "samples",
+            "samples/s",
+        ),
+        ("page-faults.txt", "events", "events", "events/s"),
+    ] {
+        let lsp = import_capture(dir.path(), capture);
+        let svg = dir.path().join("diff.svg");
+        let text = run_ok(
+            lockscope()
+                .arg("diff")
+                .arg(&lsp)
+                .arg(&lsp)
+                .arg("-o")
+                .arg(&svg),
+        );
+        // The capture's own frames may name waits (perf sampled `__lll_lock_wait` on CPU): the
+        // labels, every line but the sites' stacks, may not.
+        let labels: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.trim_end().ends_with(']'))
+            .collect();
+        assert!(
+            !labels.iter().any(|l| l.to_lowercase().contains("wait")),
+            "{capture}: a wait in\n{text}"
+        );
+        assert!(
+            text.lines()
+                .any(|l| l.split_whitespace().take(2).eq(["side", column])),
+            "{capture}: a `{column}` column in\n{text}"
+        );
+        let svg = std::fs::read_to_string(&svg).expect("svg");
+        for label in ["more wait", "wait per", "waits"] {
+            assert!(
+                !svg.contains(label),
+                "{capture}: `{label}` in the flamegraph"
+            );
+        }
+        let json: serde_json::Value = serde_json::from_str(&run_ok(
+            lockscope().arg("diff").arg(&lsp).arg(&lsp).arg("--json"),
+        ))
+        .expect("JSON");
+        assert_eq!(json["measure"], measure, "{capture}");
+        assert_eq!(json["normalization"]["unit"], unit, "{capture}");
+        assert!(json["by_kind"][0]["a"]["normalized"].as_u64() > Some(0));
+    }
+}

@@ -1,6 +1,7 @@
 //! `lockscope chart` and `lockscope html` on a sweep built from fixture profiles: the chart and
 //! the page are self-contained, and the page loads in headless Chromium with no console message
-//! (the screenshot is kept for a person to look at; skips loudly without Chromium).
+//! (the screenshot is kept for a person to look at; skips loudly without Chromium): the sweep page
+//! (a fixture sweep and a real MariaDB sweep), the page of a single recording and that of a diff.
 
 mod common;
 mod fixtures;
@@ -305,44 +306,86 @@ fn size(text: &str) -> (u32, u32) {
         .unwrap_or((0, 0))
 }
 
-/// `lockscope html` of a sweep and two runs: one self-contained page with the finding, the
-/// chart, the level table, every sweep level (a selector linking each level's collapsible
-/// section, each with its own flamegraph and histograms), a flamegraph per run and the diffs;
-/// it loads in headless Chromium without any console message, and the screenshot is written
-/// for a person to check.
+/// The page is a document: self-contained, no `<pre>` text dump, no percentage of one clock,
+/// and no share above 100% except scaling (throughput against the
+/// first level, where 100% is concurrency one: the chart's point labels, the levels table's
+/// scaling column, and "N% of concurrency 1" in sentences).
+fn assert_document(html: &str) {
+    assert_self_contained(html);
+    assert!(!html.contains("<pre"), "a <pre> dump");
+    assert!(!html.contains("% of wall time") && !html.contains("wait / wall"));
+    let scaling = regex::Regex::new(
+        r#"\d+% of (concurrency \d+|the first level|it)|\(\d+% at \d+\)|font-weight="bold">\d+%</text>|<td class="num scaling">\d+%</td>|scaling \d+%"#,
+    )
+    .expect("regex");
+    let rest = scaling.replace_all(html, "");
+    let percent = regex::Regex::new(r"(\d+(?:\.\d+)?)%").expect("regex");
+    for found in percent.captures_iter(&rest) {
+        let value: f64 = found[1].parse().expect("a number");
+        let at = found.get(0).expect("match").start();
+        assert!(
+            value <= 100.0,
+            "a share of {value}% in `{}`",
+            &rest[at.saturating_sub(160)..(at + 40).min(rest.len())]
+        );
+    }
+}
+
+/// Loads `page` in headless Chromium: no console message, the screenshot `name`.png kept (with
+/// the page) in the test's target directory for a person to look at, and the elements named by
+/// `selectors` laid out: each at least 200 × 40 CSS pixels unless listed in `small`. `None`
+/// (printed) without Chromium.
+fn check_in_chromium(page: &Path, name: &str, selectors: &[&str], small: &[&str]) -> Option<()> {
+    let kept = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}.html"));
+    std::fs::copy(page, &kept).expect("keep the page");
+    let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}.png"));
+    let _ = std::fs::remove_file(&screenshot);
+    let stderr = chromium(page, &screenshot)?;
+    let console: Vec<&str> = stderr.lines().filter(|l| l.contains(":CONSOLE")).collect();
+    assert!(console.is_empty(), "{name}: console messages: {console:#?}");
+    let png = std::fs::read(&screenshot).expect("screenshot written");
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+    assert!(png.len() > 20_000, "a screenshot with content");
+    let sizes = rendered_sizes(page, selectors)?;
+    eprintln!(
+        "{name}: rendered sizes: {selectors:?} = {sizes:?}; screenshot {}",
+        screenshot.display()
+    );
+    assert_eq!(sizes.len(), selectors.len());
+    for (selector, text) in selectors.iter().zip(&sizes) {
+        let (w, h) = size(text);
+        if small.contains(selector) {
+            assert!(w >= 20 && h >= 10, "{name}: {selector}: {w}x{h}");
+        } else {
+            assert!(w >= 200 && h >= 40, "{name}: {selector}: {w}x{h}");
+        }
+    }
+    Some(())
+}
+
+/// The sweep page of a fixture sweep (throughput rises to concurrency 2, then falls at 5; level
+/// 5 without a breakdown): the summary first says where throughput stops, how the threads' time
+/// redistributes and which sites grow across the knee (2 → 5) in threads waiting; then the
+/// chart, the level and time tables, what changed across the knee (kinds, growing sites and the
+/// differential flamegraph), and every level's section with its flamegraph, sites with SVG
+/// histograms and folded stacks. It loads in headless Chromium with no console message, the
+/// summary, the stacked chart and the tables laid out.
 #[test]
-fn html_report_in_chromium() {
+fn sweep_page_in_chromium() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sweep_dir = dir.path().join("sweep");
     std::fs::create_dir(&sweep_dir).expect("mkdir");
     let sweep = write_sweep(&sweep_dir);
-    let run_a = dir.path().join("a.lsp");
-    let run_b = dir.path().join("b.lsp");
-    lockscope_probes::write_profile(&fixtures::demo_profile(), &run_a).expect("a");
-    lockscope_probes::write_profile(&fixtures::lossy_profile(), &run_b).expect("b");
-    let page = dir.path().join("report.html");
-    run_ok_stderr(
-        lockscope()
-            .arg("html")
-            .arg(&sweep_dir)
-            .arg(&run_a)
-            .arg(&run_b)
-            .arg("-o")
-            .arg(&page),
-    );
+    let page = dir.path().join("sweep.html");
+    run_ok_stderr(lockscope().arg("html").arg(&sweep_dir).arg("-o").arg(&page));
     let html = std::fs::read_to_string(&page).expect("html");
-    assert_self_contained(&html);
+    assert_document(&html);
     assert!(html.contains(&lockscope::chart::xml_escape(&sweep.finding)));
     assert!(html.contains("<svg xmlns"), "the chart is inline");
-    assert!(!html.contains("% of wall time") && !html.contains("wait / wall"));
     assert!(html.contains("mutex wait: threads waiting (average), share of thread time"));
-    assert!(
-        html.contains("<table class=\"time-table\">"),
-        "where the time went"
-    );
+    assert!(html.contains("<table class=\"time-table\">"));
     assert!(html.contains("no breakdown: recorded without the offcpu probe"));
-    // The summary comes first, before the contents: target, kernel, machine, knee, finding,
-    // losses (the sweep's warning about level 5).
+    // The summary comes first, before the contents.
     let summary_at = html.find("<section class=\"summary\"").expect("a summary");
     assert!(summary_at < html.find("<nav>").expect("contents"));
     let summary = &html[summary_at..];
@@ -351,133 +394,299 @@ fn html_report_in_chromium() {
         "<th>target</th><td>demo --orders 8 (pid 4242)</td>",
         "<th>kernel</th><td>linux 6.18.0-1-amd64</td>",
         "<th>machine</th><td>buildbox, 2 CPUs, glibc 2.36</td>",
-        "<th>knee</th><td>concurrency 2: 1800.0 transactions/s, 180% of the first level</td>",
+        "<th>throughput stops</th><td>at concurrency 2: 1800.0 transactions/s, 180% of concurrency 1 (scaling: concurrency 1 = 100%); at 5: 900.0 transactions/s, 90% of concurrency 1</td>",
+        // Level 1: 70% on CPU; level 2: 45% (the fixture's per-mille); level 5 has none.
+        "<th>threads&#39; time (share of thread time)</th><td>at 1 (2.00 threads alive): on-cpu 70.0%, condvar 20.0%, run-queue 5.0%; at 2 (knee) (3.00 threads alive): on-cpu 45.0%, lock 25.0%, run-queue 20.0%; at 5: no breakdown",
+        // The mutex waits of level 2 (2 × 801 ms over 1.204 s) tripled at level 5.
+        "<th>grows from 2 to 5 (threads waiting)</th><td>",
         "<th>losses</th><td>none; warnings: level 5 lost 3 waits",
     ] {
         assert!(summary.contains(row), "{row} missing from {summary}");
     }
-    assert!(summary.contains(&lockscope::chart::xml_escape(&sweep.finding)));
-    // Each run's report is tables (waits by kind, top sites), not a text dump: two per run
-    // (a, b and the three levels); its text, with the histograms, is folded beneath.
-    assert_eq!(
-        html.matches("<table class=\"report-table\">").count(),
-        2 * 5
-    );
-    // The diffs (a → b, the sweep's level 1 → 5) too: kinds and sites, wait time in threads.
-    assert_eq!(html.matches("<table class=\"diff-table\">").count(), 2 * 2);
-    assert!(html.contains("<th>B threads waiting (average)</th>"));
-    // Level 1 → 5: the mutex waits grew six-fold, from 0.67 to 3.99 threads waiting.
     assert!(
-        html.contains("<td class=\"num\">0.67 threads</td><td class=\"num\">3.99 threads</td><td class=\"num\">+3.33 threads</td>"),
-        "the sweep's diff in threads"
+        summary.contains("[mutex] +1.33 threads (0.67 → 2.00 threads)"),
+        "{summary}"
     );
-    assert_eq!(
-        html.matches("<details class=\"text-report\">").count(),
-        5 + 2
+    // Across the knee: kinds and growing sites in threads, the differential flamegraph.
+    let knee_at = html.find("id=\"sweep-0-knee\"").expect("the knee section");
+    let knee = &html[knee_at..html.find("<h3 id=\"sweep-0-levels\"").expect("levels")];
+    assert!(knee.contains("What changed across the knee: concurrency 2 → 5"));
+    assert_eq!(knee.matches("<table class=\"diff-table").count(), 2);
+    assert!(knee.contains("<th>at 5 threads waiting (average)</th>"));
+    assert!(
+        knee.contains(">1.33 threads</td><td class=\"num\" data-v=\"3.994186047\">3.99 threads</td><td class=\"num\" data-v=\"0.4438\">44.4%</td><td class=\"num muted\">-</td><td class=\"num\" data-v=\"2.662790698\">+2.66 threads</td>"),
+        "level 2 → 5: the mutex waits grew three-fold, 1.33 → 3.99 threads waiting (44.4% of level 2's thread time; level 5 has no breakdown): {knee}"
     );
-    assert!(html.contains("<td>mutex</td><td class=\"num\">4</td><td class=\"num\">801 ms</td>"));
-    // Flamegraphs: a, b and every level of the sweep; differentials: a→b and the sweep's first
-    // level → its last.
-    let iframes = html.matches("<iframe class=\"flame\"").count();
-    assert_eq!(
-        iframes,
-        2 + sweep.levels.len() + 2,
-        "flamegraphs and differential flamegraphs"
-    );
-    assert_eq!(sweep.levels.len(), 3);
-    let sections = html.matches("<details class=\"level\"").count();
-    assert_eq!(sections, sweep.levels.len(), "one section per level");
+    assert_eq!(knee.matches("<iframe class=\"flame\"").count(), 1);
+    // Every level: its flamegraph, its sites with histograms drawn and stacks folded.
+    assert_eq!(html.matches("<details class=\"level\"").count(), 3);
     for (k, level) in sweep.levels.iter().enumerate() {
         let id = format!("sweep-0-level-{k}");
-        let section_start = html
+        let start = html
             .find(&format!("<details class=\"level\" id=\"{id}\" open>"))
             .unwrap_or_else(|| panic!("level {} has an open section", level.concurrency));
-        let section = &html[section_start..];
-        let section = &section[..section.find("</details>").expect("section ends")];
-        assert!(
-            section.contains(&format!("<summary>Concurrency {}", level.concurrency)),
-            "section {id} is level {}",
+        let section = &html[start..];
+        let section = &section[..section
+            .find("</details>\n<details class=\"level\"")
+            .unwrap_or(section.len())];
+        assert!(section.contains(&format!("<summary>Concurrency {}", level.concurrency)));
+        assert!(section.contains(&format!(
+            "title=\"flamegraph of concurrency {}\"",
             level.concurrency
-        );
-        let label = format!("level {}", level.concurrency);
-        assert!(
-            section.contains("title=\"flamegraph of ") && section.contains(&label),
-            "level {} has its own flamegraph",
-            level.concurrency
-        );
-        assert_eq!(section.matches("<iframe class=\"flame\"").count(), 1);
-        assert!(section.contains("Distribution"), "level {k} histograms");
-        assert!(
-            html.matches(&format!("href=\"#{id}\"")).count() >= 2,
-            "the selector and the contents link level {}",
-            level.concurrency
-        );
+        )));
+        assert!(section.contains("<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"histogram\""));
+        assert!(section.contains("<details class=\"stack\"><summary><code>"));
+        assert!(section.contains(
+            "<li><code>take_order_lock</code> <span class=\"muted\">inlined, demo.c:40</span></li>"
+        ));
+        assert!(html.matches(&format!("href=\"#{id}\"")).count() >= 2);
     }
-    // Each level's flamegraph draws its own profile: the mutex waits grow with the level, so the
-    // embedded SVGs differ.
-    let svgs: std::collections::BTreeSet<&str> = html
-        .split("<details class=\"level\"")
-        .skip(1)
-        .map(|section| {
-            let start = section.find("base64,").expect("an embedded SVG") + "base64,".len();
-            &section[start..start + section[start..].find('"').expect("URL ends")]
-        })
-        .collect();
-    assert_eq!(
-        svgs.len(),
-        sweep.levels.len(),
-        "three different flamegraphs"
+    assert!(html.contains("WARNING: level 5 lost 3 waits"));
+    check_in_chromium(
+        &page,
+        "html-sweep",
+        &[
+            "section.summary",
+            "div.chart svg",
+            "rect.class-on-cpu",
+            "table.levels-table",
+            "table.time-table",
+            "table.diff-table",
+            "table.sites",
+            "svg.histogram",
+        ],
+        &["rect.class-on-cpu", "svg.histogram"],
     );
-    assert!(html.contains("Distribution"), "histograms");
-    assert!(html.contains("WARNING:"), "the lossy run is flagged");
-    assert!(
-        html.contains("WARNING: level 5 lost 3 waits"),
-        "sweep warnings are shown"
-    );
-    assert!(html.contains("5 (knee)") || html.contains("2 (knee)"));
+}
 
-    // Kept beside the screenshot for a person to read (the page is self-contained).
-    let kept = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("html-report.html");
-    std::fs::write(&kept, &html).expect("keep the page");
-    let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("html-report.png");
-    let _ = std::fs::remove_file(&screenshot);
-    let Some(stderr) = chromium(&page, &screenshot) else {
-        return;
-    };
-    let console: Vec<&str> = stderr.lines().filter(|l| l.contains(":CONSOLE")).collect();
-    assert!(console.is_empty(), "console messages: {console:#?}");
-    let png = std::fs::read(&screenshot).expect("screenshot written");
-    assert!(png.starts_with(b"\x89PNG"), "a PNG");
-    assert!(png.len() > 20_000, "a screenshot with content");
-    // Laid out, not just present: the summary spans the page, the chart is drawn at its size
-    // with the stacked bars of where the time went, and the tables have rows.
-    let selectors = [
-        "section.summary",
-        "div.chart svg",
-        "rect.class-on-cpu",
-        "table.levels-table",
-        "table.time-table",
-        "table.report-table",
-    ];
-    let Some(sizes) = rendered_sizes(&page, &selectors) else {
-        return;
-    };
-    eprintln!("rendered sizes: {selectors:?} = {sizes:?}");
-    assert_eq!(sizes.len(), selectors.len());
-    let sized: Vec<(u32, u32)> = sizes.iter().map(|s| size(s)).collect();
-    assert!(
-        sized[0].0 >= 600 && sized[0].1 >= 100,
-        "summary {:?}",
-        sized[0]
-    );
-    assert_eq!(sized[1], (760, 800), "the chart at its own size");
-    assert!(
-        sized[2].0 >= 20 && sized[2].1 >= 50,
-        "an on-CPU segment {:?}",
-        sized[2]
-    );
-    for (selector, &(w, h)) in selectors.iter().zip(&sized).skip(3) {
-        assert!(w >= 200 && h >= 40, "{selector}: {w}x{h}");
+/// The sweep page of a real MariaDB sweep (sysbench oltp_read_only at 1, 5, 20, 50 threads on 2
+/// CPUs, `--probes futex,offcpu`, 5 s per level; `tests/data/mariadb-sweep`, docs/SWEEP.md):
+/// the summary says throughput stops at 20 (383% of concurrency 1), the threads' time moves to
+/// the run queue (62% at 20, 77% at 50) and the stackless off-CPU time (preempted or queued for a
+/// CPU) grows most across the knee, said so; no share above 100% anywhere.
+#[test]
+fn mariadb_sweep_page() {
+    let sweep_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/mariadb-sweep");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let page = dir.path().join("mariadb.html");
+    run_ok_stderr(lockscope().arg("html").arg(&sweep_dir).arg("-o").arg(&page));
+    let html = std::fs::read_to_string(&page).expect("html");
+    assert_document(&html);
+    let summary = &html[html.find("<section class=\"summary\"").expect("summary")..];
+    let summary = &summary[..summary.find("</section>").expect("summary ends")];
+    for claim in [
+        "<th>throughput stops</th><td>at concurrency 20: 3809.3 transactions/s, 383% of concurrency 1",
+        "at 50: 3132.9 transactions/s, 315% of concurrency 1",
+        "at 20 (knee) (29.2 threads alive): run-queue 62.0%",
+        "at 50 (58.7 threads alive): run-queue 77.0%",
+        "<th>grows from 20 to 50 (threads waiting)</th><td>mariadbd;[no user stack];[off-cpu] +26.9 threads (18.5 → 45.4 threads) [preempted or in the run queue: waiting for a CPU]",
+        "tc_acquire_table",
+        "led by off-CPU time without a user stack (threads preempted or in the run queue); of the threads&#39; time, run-queue grows most (62.0% → 77.0%).",
+    ] {
+        assert!(summary.contains(claim), "{claim} missing from {summary}");
     }
-    eprintln!("html report screenshot: {}", screenshot.display());
+    assert!(html.contains(&lockscope::chart::xml_escape(NO_STACK_NOTE_START)));
+    assert!(html.contains("What changed across the knee: concurrency 20 → 50"));
+}
+
+/// The start of the note that explains off-CPU time without a user stack.
+const NO_STACK_NOTE_START: &str =
+    "Off-CPU time with no user stack is threads preempted or waiting in the run queue for a CPU";
+
+/// The page of a single recording (the demo profile, with the offcpu probe's per-thread
+/// times): the summary gives its waits and top sites in threads waiting and where its threads'
+/// time went (with each thread group's time stacked); the
+/// report is tables (waits by kind, sites with SVG histograms and folded stacks, where each
+/// thread group's time went as stacked bars and a table), no text dump. It loads in headless
+/// Chromium with no console message, the summary, the bars and the tables laid out.
+#[test]
+fn single_recording_page_in_chromium() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut profile = fixtures::demo_profile();
+    profile.thread_times = thread_times(&profile, 2, [600, 100, 200, 100]);
+    let run = dir.path().join("demo.lsp");
+    lockscope_probes::write_profile(&profile, &run).expect("write");
+    let page = dir.path().join("run.html");
+    run_ok_stderr(lockscope().arg("html").arg(&run).arg("-o").arg(&page));
+    let html = std::fs::read_to_string(&page).expect("html");
+    assert_document(&html);
+    let summary = &html[html.find("<section class=\"summary\"").expect("summary")..];
+    let summary = &summary[..summary.find("</section>").expect("summary ends")];
+    for row in [
+        // 801 ms of mutex wait over 1.204 s: 0.67 threads waiting.
+        "<th>waits</th><td>9 waits over 1.20 s; mutex: 0.67 threads waiting on average, condvar: 0.50 threads waiting on average",
+        "<th>threads&#39; time (share of thread time)</th><td>2.00 threads alive on average: on-cpu 60.0%, lock 20.0%, run-queue 10.0%, condvar 10.0%",
+        // 599.9 ms of condvar wait over 1.204 s at the demo's order queue.
+        "<th>top wait sites (threads waiting)</th><td>…;wait_for_order;pthread_cond_wait;[kernel wait];[condvar] 0.50 threads; …;take_order_lock;pthread_mutex_lock;[kernel wait];[mutex] 0.33 threads; ",
+        // Each thread group's time, stacked (the fixture's threads have no names: `[*]`).
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"time-bars\"",
+    ] {
+        assert!(summary.contains(row), "{row} missing from {summary}");
+    }
+    assert_eq!(html.matches("<table class=\"report-table").count(), 2);
+    assert!(html.contains("<td>mutex</td><td class=\"num\" data-v=\"4\">4</td><td class=\"num\" data-v=\"801500000\">801 ms</td>"));
+    assert_eq!(
+        html.matches("class=\"histogram\"").count(),
+        2 * 4,
+        "a cell and a chart per site"
+    );
+    assert!(html.contains("<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"time-bars\""));
+    assert!(html.contains("<table class=\"section-table breakdown-table\">"));
+    check_in_chromium(
+        &page,
+        "html-run",
+        &[
+            "section.summary",
+            "table.report-table",
+            "table.sites",
+            "svg.histogram",
+            "svg.time-bars",
+            "rect.class-on-cpu",
+            "table.breakdown-table",
+        ],
+        &["svg.histogram", "rect.class-on-cpu"],
+    );
+}
+
+/// The page of two runs (the demo against the lossy profile, both with per-thread times): the
+/// summary names what grew in the second run; the diff stacks both sides' thread time, then
+/// tables in threads waiting (kinds, sites with folded canonical stacks) with the mismatch
+/// warnings and the differential flamegraph. It loads in headless
+/// Chromium with no console message, the tables laid out.
+#[test]
+fn diff_page_in_chromium() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run_a = dir.path().join("a.lsp");
+    let run_b = dir.path().join("b.lsp");
+    let mut a = fixtures::demo_profile();
+    a.thread_times = thread_times(&a, 2, [600, 100, 200, 100]);
+    let mut b = fixtures::lossy_profile();
+    b.thread_times = thread_times(&b, 4, [300, 400, 200, 100]);
+    lockscope_probes::write_profile(&a, &run_a).expect("a");
+    lockscope_probes::write_profile(&b, &run_b).expect("b");
+    let page = dir.path().join("diff.html");
+    run_ok_stderr(
+        lockscope()
+            .arg("html")
+            .arg(&run_a)
+            .arg(&run_b)
+            .arg("-o")
+            .arg(&page),
+    );
+    let html = std::fs::read_to_string(&page).expect("html");
+    assert_document(&html);
+    let summary = &html[html.find("<section class=\"summary\"").expect("summary")..];
+    let summary = &summary[..summary.find("</section>").expect("summary ends")];
+    assert!(
+        summary.contains("<th>grows from A to B (threads waiting)</th>")
+            && summary.contains(&format!(
+                "<td>A: run {}; B: run {}</td>",
+                run_a.display(),
+                run_b.display()
+            )),
+        "{summary}"
+    );
+    for row in ["<th>waits in A</th>", "<th>waits in B</th>", "<th>threads&#39; time (share of thread time) in B</th><td>4.00 threads alive on average: run-queue 40.0%, on-cpu 30.0%, lock 20.0%"] {
+        assert!(summary.contains(row), "{row} missing from {summary}");
+    }
+    let diff = &html[html.find("<h2 id=\"diff-0\">").expect("the diff")..];
+    let diff = &diff[..diff.find("<h2 id=\"run-0\">").expect("the runs follow")];
+    assert_eq!(diff.matches("<table class=\"diff-table").count(), 2);
+    assert!(diff.contains("<th>B threads waiting (average)</th>"));
+    assert!(
+        diff.contains("WARNING: B lost"),
+        "the lossy side is flagged"
+    );
+    assert!(diff.contains("<details class=\"stack\"><summary><code>"));
+    assert_eq!(diff.matches("<iframe class=\"flame\"").count(), 1);
+    // Both sides' time stacked: A 60% on CPU, B 30% and 40% in the run queue.
+    assert!(diff.contains("<title>A (2.00 alive): on-cpu 60.0% of thread time"));
+    assert!(diff.contains("<title>B (4.00 alive): run-queue 40.0% of thread time"));
+    check_in_chromium(
+        &page,
+        "html-diff",
+        &[
+            "section.summary",
+            "div.time-bars svg",
+            "rect.class-run-queue",
+            "table.diff-table",
+            "table.sites",
+        ],
+        &["rect.class-run-queue"],
+    );
+}
+
+/// The page of two imported perf captures (sampled CPU time, page-fault events) calls nothing a
+/// wait (the captures' own frames aside): the records are samples and events, the flamegraphs
+/// are drawn (the events' widths are their counts) and the diff is in their units.
+#[test]
+fn imported_captures_page() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/perf");
+    let mut runs = Vec::new();
+    for capture in ["mt-threads-named-with-spaces.txt", "page-faults.txt"] {
+        let lsp = dir.path().join(capture.replace(".txt", ".lsp"));
+        run_ok_stderr(
+            lockscope()
+                .args(["import", "perf-script"])
+                .arg(data.join(capture))
+                .arg("-o")
+                .arg(&lsp),
+        );
+        runs.push(lsp);
+    }
+    let page = dir.path().join("imported.html");
+    run_ok_stderr(lockscope().arg("html").args(&runs).arg("-o").arg(&page));
+    let html = std::fs::read_to_string(&page).expect("html");
+    assert_document(&html);
+    // Everything but the captures' frames (code, embedded flamegraphs) and the stack lists.
+    let labels =
+        regex::Regex::new(r#"(?s)<code>.*?</code>|src="data:[^"]*"|<ol class="frames">.*?</ol>"#)
+            .expect("regex")
+            .replace_all(&html, "");
+    let wait = regex::Regex::new(r"(?i)\bwaits?\b|wait time|threads waiting").expect("regex");
+    if let Some(found) = wait.find(&labels) {
+        panic!(
+            "`{}` in `{}`",
+            found.as_str(),
+            &labels[found.start().saturating_sub(200)..(found.end() + 100).min(labels.len())]
+        );
+    }
+    assert!(html.contains("<h3>Samples by kind</h3>") && html.contains("<h3>Events by kind</h3>"));
+    assert_eq!(
+        html.matches("<iframe class=\"flame\"").count(),
+        3,
+        "two flamegraphs and the diff"
+    );
+    assert!(!html.contains("No flamegraph"));
+}
+
+/// Two imported CPU captures without a recorded duration are compared by their total CPU time
+/// (there is no second to divide by), not as threads on CPU.
+#[test]
+fn imported_cpu_captures_without_duration() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/perf");
+    let lsp = dir.path().join("cpu.lsp");
+    run_ok_stderr(
+        lockscope()
+            .args(["import", "perf-script"])
+            .arg(data.join("mt-threads-named-with-spaces.txt"))
+            .arg("-o")
+            .arg(&lsp),
+    );
+    let page = dir.path().join("cpu.html");
+    run_ok_stderr(
+        lockscope()
+            .arg("html")
+            .arg(&lsp)
+            .arg(&lsp)
+            .arg("-o")
+            .arg(&page),
+    );
+    let html = std::fs::read_to_string(&page).expect("html");
+    assert!(html.contains("<th>A CPU time (total)</th>"), "raw totals");
+    assert!(!html.contains("threads on CPU"));
+    // The capture's 20 samples of 250 µs.
+    assert!(html.contains(">5.00 ms</td>"));
 }
