@@ -2,10 +2,10 @@
 //! stops scaling.
 //!
 //! For each level `c`, [`run_sweep`] has the caller start recording the server (a
-//! [`LevelRecorder`]: the `lockscope` binary runs `lockscope record -p PID -d DURATION` and waits
-//! until its probes are attached), starts the load command (`{c}` replaced by the level) with
-//! `sh -c`, waits for the recording and the load to finish, and parses the load tool's throughput from its output ([`Throughput`]: built-in
-//! parsers for sysbench, ab and wrk, or a regular expression). The result is a [`Sweep`], written
+//! [`LevelRecorder`]: the `lockscope` binary starts a recording session attached to the server and
+//! returns once its probes are attached), starts the load command (`{c}` replaced by the level)
+//! with `sh -c`, waits for the recording and the load to finish, and parses the load tool's
+//! throughput from its output ([`Throughput`]: built-in parsers for sysbench, ab and wrk, or a regular expression). The result is a [`Sweep`], written
 //! as `sweep.json` (schema in `docs/SWEEP.md`) beside one profile (`.lsp`, and `.pb.gz`: pprof
 //! labelled with the level's concurrency) and one load output per level:
 //! throughput per level, scaling against the first level (the seed's "Scaling (Concurrency
