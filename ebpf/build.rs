@@ -22,7 +22,7 @@ const OBJECTS: &[&str] = &[
     "syscall",
     "lifecycle",
     "klock",
-    "hold",
+    "mutex_hold",
 ];
 /// Where the BPF sources and their headers are.
 const BPF_DIR: &str = "src/bpf";
