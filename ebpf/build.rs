@@ -22,7 +22,7 @@ const OBJECTS: &[&str] = &[
     "syscall",
     "lifecycle",
     "klock",
-    "hold",
+    "mutex_hold",
     "cpu",
 ];
 /// Where the BPF sources and their headers are.

@@ -72,9 +72,15 @@ pub fn syscall_numbers(names: &[String]) -> Result<Vec<u32>, Error> {
 /// What the kernel must have for a probe to exist at all (whatever its programs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum KernelFeature {
-    /// A tracepoint with a tp_btf type (`btf_trace_NAME` in the kernel's BTF), with the Linux
-    /// release that brought it.
-    BtfTracepoint(&'static str, &'static str),
+    /// A tracepoint with a tp_btf type (`btf_trace_NAME` in the kernel's BTF).
+    BtfTracepoint {
+        /// Its tracefs system (`lock`).
+        system: &'static str,
+        /// Its name (`contention_begin`).
+        name: &'static str,
+        /// The Linux release that brought it.
+        since: &'static str,
+    },
 }
 
 impl KernelFeature {
@@ -82,24 +88,14 @@ impl KernelFeature {
     /// says what is wrong). Decided by the kernel's BTF, not by its version.
     fn missing(self) -> Option<String> {
         match self {
-            KernelFeature::BtfTracepoint(name, since) => {
-                (!kernel_has_tracepoint(name)).then(|| {
-                    format!(
-                        "the kernel has no {}:{name} tracepoint (it came in Linux {since})",
-                        tracepoint_system(name)
-                    )
-                })
-            }
+            KernelFeature::BtfTracepoint {
+                system,
+                name,
+                since,
+            } => (!kernel_has_tracepoint(name)).then(|| {
+                format!("the kernel has no {system}:{name} tracepoint (it came in Linux {since})")
+            }),
         }
-    }
-}
-
-/// The tracefs system of the tracepoints a [`KernelFeature`] names.
-fn tracepoint_system(name: &str) -> &'static str {
-    if name.starts_with("contention_") {
-        "lock"
-    } else {
-        "sched"
     }
 }
 

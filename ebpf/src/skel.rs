@@ -22,4 +22,4 @@ macro_rules! skeletons {
     };
 }
 
-skeletons!(targets, futex, offcpu, syscall, lifecycle, klock, hold, cpu);
+skeletons!(targets, futex, offcpu, syscall, lifecycle, klock, mutex_hold, cpu);

@@ -1,6 +1,7 @@
 //! x86_64 system call and errno names, for decoding what the `syscall`, `lifecycle` and
-//! `offcpu` probes record. Generated once from `asm/unistd_64.h` and `asm-generic/errno*.h`
-//! (Linux UAPI headers); the numbers are ABI and never change.
+//! `offcpu` probes record, and for the `offcpu` probe's system-call classes (by name). Generated
+//! once from `asm/unistd_64.h` and `asm-generic/errno*.h` (Linux UAPI headers), system calls up
+//! to Linux 6.10's `mseal` (462); the numbers are ABI and never change.
 
 /// System call names by number (`None` for unassigned numbers).
 const SYSCALLS: [Option<&str>; 463] = [

@@ -23,7 +23,11 @@ impl AggregationKey for klock_key {
         ProbeInfo {
             names: &["klock"],
             hooks: "tp_btf/contention_begin, tp_btf/contention_end",
-            needs: &[KernelFeature::BtfTracepoint("contention_begin", "5.19")],
+            needs: &[KernelFeature::BtfTracepoint {
+                system: "lock",
+                name: "contention_begin",
+                since: "5.19",
+            }],
         }
     }
 

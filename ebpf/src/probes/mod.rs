@@ -1,7 +1,7 @@
 //! The probes of the eBPF backend, one file each, named as the probe's BPF object
 //! (`bpf/NAME.bpf.c`, `bpf/NAME.h`) and its report section: `futex`, `offcpu` (also `wakeup`),
-//! `syscall`, `lifecycle`, `klock`, `hold` (the `mutex-hold` probe), `cpu` (on-CPU samples, not
-//! waits).
+//! `syscall`, `lifecycle`, `klock`, `mutex_hold` (the `mutex-hold` probe: Rust names take `_` for
+//! `-`), `cpu` (on-CPU samples, not waits).
 //!
 //! Each implements [`Probe`]. Most aggregate into one map of `lks_stats` by a key of their own
 //! (probe.bpf.h's `aggregate`) and attach every program by its section: they implement
@@ -11,9 +11,9 @@
 
 mod cpu;
 mod futex;
-mod hold;
 mod klock;
 mod lifecycle;
+mod mutex_hold;
 mod offcpu;
 mod syscall;
 
@@ -41,7 +41,7 @@ pub(crate) fn all() -> Vec<Registered> {
         Registered::of::<Aggregating<syscall::Key>>(),
         Registered::of::<Aggregating<lifecycle::Key>>(),
         Registered::of::<Aggregating<klock::Key>>(),
-        Registered::of::<Aggregating<hold::Key>>(),
+        Registered::of::<Aggregating<mutex_hold::Key>>(),
         Registered::of::<Aggregating<cpu::Key>>(),
     ]
 }

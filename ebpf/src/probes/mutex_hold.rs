@@ -1,4 +1,4 @@
-//! The `mutex-hold` probe (`bpf/hold.bpf.c`, `bpf/hold.h`): how long the targets hold pthread
+//! The `mutex-hold` probe (`bpf/mutex_hold.bpf.c`, `bpf/mutex_hold.h`): how long the targets hold pthread
 //! mutexes, by mutex and by how it was acquired (free, spun, blocked), with the stacks of the
 //! lock. Uprobes in the target's C library: about three hits per lock+unlock, so off by default;
 //! the attach measures that cost and shows it in the probe's hooks.
@@ -6,8 +6,8 @@
 use super::{load_object, AggregationKey};
 use crate::object::{LoadedObject, Plain};
 use crate::probe::{AttachContext, LoadContext, ProbeInfo};
-use crate::skel::hold::types::{hold_acquire as How, hold_key};
-use crate::skel::hold::{HoldSkel, HoldSkelBuilder};
+use crate::skel::mutex_hold::types::{hold_acquire as How, hold_key};
+use crate::skel::mutex_hold::{MutexHoldSkel, MutexHoldSkelBuilder};
 use crate::variant::ProgramVariant;
 use libbpf_rs::Link;
 use lockscope_probes::WaitKind;
@@ -27,7 +27,7 @@ const CALIBRATION_CALLS: u32 = 2000;
 unsafe impl Plain for hold_key {}
 
 impl AggregationKey for hold_key {
-    type Skel = HoldSkel<'static>;
+    type Skel = MutexHoldSkel<'static>;
     const MAP: &'static str = "holds";
     const KIND: WaitKind = WaitKind::Mutex;
 
@@ -40,7 +40,7 @@ impl AggregationKey for hold_key {
     }
 
     fn load(cx: &LoadContext<'_>) -> Result<LoadedObject<Self::Skel>, String> {
-        load_object(HoldSkelBuilder::default(), cx, |_| {})
+        load_object(MutexHoldSkelBuilder::default(), cx, |_| {})
     }
 
     /// Attaches into `cx.pid`, after measuring what the uprobes cost: the same probes attached
@@ -88,7 +88,7 @@ impl AggregationKey for hold_key {
 
 /// Attaches the three uprobes into process `pid`'s C library.
 fn links(
-    skel: &HoldSkel<'static>,
+    skel: &MutexHoldSkel<'static>,
     variant: ProgramVariant,
     pid: i32,
 ) -> Result<Vec<Link>, libbpf_rs::Error> {

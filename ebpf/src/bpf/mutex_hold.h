@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
-/* Structures shared by hold.bpf.c and the Rust loader (src/probes/hold.rs). */
-#ifndef LOCKSCOPE_HOLD_H
-#define LOCKSCOPE_HOLD_H
+/* Structures shared by mutex_hold.bpf.c and the Rust loader (src/probes/mutex_hold.rs). */
+#ifndef LOCKSCOPE_MUTEX_HOLD_H
+#define LOCKSCOPE_MUTEX_HOLD_H
 
 #include "common.h"
 
@@ -49,4 +49,4 @@ struct hold_key {
 	__u32 pad;
 };
 
-#endif /* LOCKSCOPE_HOLD_H */
+#endif /* LOCKSCOPE_MUTEX_HOLD_H */

@@ -9,7 +9,7 @@
  * internal unlock, not the traced one) counts as held through the wait.
  */
 #include "probe.bpf.h"
-#include "hold.h"
+#include "mutex_hold.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
