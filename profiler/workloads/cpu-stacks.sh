@@ -46,8 +46,9 @@ ENTRY = re.compile(r"^(start_thread|clone3?|__clone3?|_start|__libc_start_main\w
 rows = defaultdict(lambda: [0, 0])  # (mode, threads) -> [complete samples, all samples]
 
 def key(path, mode):
-    m = re.search(r"-t(\d+)-r\d+", os.path.basename(path))
-    return (mode, int(m.group(1)) if m else 0)
+    # The measured runs (-tN-rR); overhead-bench.sh's extra BPF-statistics run counts apart.
+    m = re.search(r"-t(\d+)-r\d+\.", os.path.basename(path))
+    return (mode, int(m.group(1))) if m else (mode + " (BPF-statistics run)", 0)
 
 for path in glob.glob(os.path.join(d, "lockscope-cpu-*.json")):
     p = json.load(open(path))
