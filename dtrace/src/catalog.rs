@@ -442,7 +442,30 @@ pub const DTRACE_CATALOG: &[DtraceProbe] = &[
         macos_needs_launch: false,
         absent: &[],
     },
+    DtraceProbe {
+        name: "cpu",
+        description: "on-CPU profile: the target's threads sampled on CPU at 997 Hz \
+                      (profile-997), per thread, user and kernel stack; records carry CPU time \
+                      (samples x period), not wait time",
+        kinds: &[WaitKind::OnCpu],
+        cost: CostClass::PerSample,
+        hooks: &[
+            (TargetOs::MacOs, &[PROFILE_PROBE]),
+            (TargetOs::FreeBsd, &[PROFILE_PROBE]),
+            (TargetOs::Illumos, &[PROFILE_PROBE]),
+            (TargetOs::Linux, &[PROFILE_PROBE]),
+        ],
+        default: false,
+        macos_needs_launch: false,
+        absent: &[],
+    },
 ];
+
+/// The `cpu` probe's sampling probe: DTrace's customary 997 Hz (a prime, out of step with
+/// periodic work), on every CPU.
+pub const PROFILE_PROBE: &str = "profile:::profile-997";
+/// Nanoseconds of CPU time one `profile-997` sample stands for.
+pub const PROFILE_PERIOD_NS: u64 = 1_000_000_000 / 997;
 
 /// Looks a probe up by catalog name.
 pub fn find(name: &str) -> Option<&'static DtraceProbe> {

@@ -585,6 +585,24 @@ fn emit_probe(out: &mut String, families: &mut Vec<Family>, name: &str, options:
             let _ = writeln!(out, "}}\n");
             families.push(family);
         }
+        "cpu" => {
+            // A sample of a target thread on CPU: its CPU time is the sampling period. stack()
+            // is empty for a sample taken in user mode.
+            let family = family_of("cpu", "cpu", "on-cpu", true, true);
+            let _ = writeln!(
+                out,
+                "{}\n/pid == $target/\n{{",
+                crate::catalog::PROFILE_PROBE
+            );
+            family.aggregate(
+                out,
+                "\"profile-997\"",
+                "0",
+                &crate::catalog::PROFILE_PERIOD_NS.to_string(),
+            );
+            let _ = writeln!(out, "}}\n");
+            families.push(family);
+        }
         "syscall" => {
             let family = family_of("syscall", "syscall", "syscall", false, true);
             let _ = writeln!(

@@ -12,7 +12,9 @@
 //!
 //! A recording with the `cpu` probe beside wait probes keeps the two apart: everything above is
 //! about waits, and the on-CPU samples are CPU time in a section of their own
-//! ([`crate::sections`]), with each thread's CPU time beside its waits under `--by thread`.
+//! ([`crate::sections`]), with each thread's CPU time beside its waits under `--by thread`. The
+//! `offcpu` probe's intervals of threads waiting for a CPU (run queue, preempted) are CPU
+//! saturation, not waits: they have their section too, and are not among the waits above.
 //!
 //! Times in the text use the convention of [`crate::units`]; the JSON keeps raw nanoseconds and
 //! is documented in `docs/REPORT-JSON.md` (version [`REPORT_JSON_VERSION`]).
@@ -21,7 +23,7 @@ use crate::fold::Measure;
 use crate::histogram;
 use crate::units::{format_ns, format_percent, format_unix_ns, share};
 use lockscope_probes::{
-    AttachStatus, Frame, Log2Histogram, Profile, Stack, StackId, WaitKind, WaitStats,
+    AttachStatus, Frame, Log2Histogram, Profile, Stack, StackId, WaitKind, WaitRecord, WaitStats,
 };
 use serde::Serialize;
 use std::cmp::Reverse;
@@ -182,6 +184,10 @@ struct Header {
     /// The `cpu` probe's samples, reported apart from the waits (0: none, or only samples).
     #[serde(skip_serializing_if = "is_zero")]
     on_cpu_samples: u64,
+    /// The `offcpu` probe's intervals of threads waiting for a CPU, reported apart (CPU
+    /// saturation).
+    #[serde(skip_serializing_if = "is_zero")]
+    cpu_wait_intervals: u64,
     losses: LossRow,
     /// Waits whose user stack the unwinder cut short; absent when there are none.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -494,19 +500,26 @@ impl Report {
         // about the waits: the samples are CPU time, never added to wait time.
         let waits_only;
         let mut on_cpu_by_thread: BTreeMap<(u32, u32), OnCpuRow> = BTreeMap::new();
-        let profile = if crate::fold::mixes_samples(full) {
+        let drop_samples = crate::fold::mixes_samples(full);
+        if drop_samples {
             for w in full.waits.iter().filter(|w| w.kind == WaitKind::OnCpu) {
                 let row = on_cpu_by_thread.entry((w.pid, w.tid)).or_default();
                 row.samples += w.stats.count;
                 row.cpu_ns = row.cpu_ns.saturating_add(w.stats.total_ns);
             }
+        }
+        let apart = |w: &WaitRecord| {
+            (drop_samples && w.kind.is_sampled()) || crate::sections::is_cpu_wait(w)
+        };
+        let cpu_wait_intervals: u64 = full
+            .waits
+            .iter()
+            .filter(|w| crate::sections::is_cpu_wait(w))
+            .map(|w| w.stats.count)
+            .sum();
+        let profile = if full.waits.iter().any(apart) {
             waits_only = Profile {
-                waits: full
-                    .waits
-                    .iter()
-                    .filter(|w| !w.kind.is_sampled())
-                    .cloned()
-                    .collect(),
+                waits: full.waits.iter().filter(|w| !apart(w)).cloned().collect(),
                 ..full.clone()
             };
             &waits_only
@@ -699,6 +712,7 @@ impl Report {
                 events: meta.events,
                 waits_recorded: all.count,
                 on_cpu_samples,
+                cpu_wait_intervals,
                 losses: LossRow {
                     complete: losses.is_zero(),
                     lost_events: losses.lost_events(),
@@ -852,6 +866,14 @@ impl Report {
                 String::new()
             }
         );
+        if h.cpu_wait_intervals > 0 {
+            put!(
+                out,
+                "{}and {} of threads waiting for a CPU (not waits: \"CPU saturation\" below)",
+                label(""),
+                plural(h.cpu_wait_intervals, "interval", "intervals")
+            );
+        }
         let l = &h.losses;
         if l.complete {
             put!(out, "{}none", label("losses"));

@@ -15,6 +15,10 @@
 //! - **syscall**: per system call: calls, errors by errno, total, mean, max and a p99 bound;
 //! - **lifecycle**: forks, vforks, threads, execs and exits with rates and call times;
 //! - **klock**: kernel locks by type and address with their caller;
+//! - **cpu_saturation**: the `offcpu` probe's intervals of threads waiting for a CPU (woken and
+//!   in the run queue, or preempted), which the report keeps out of its waits: their time per
+//!   site (a run-queue delay points at the sleep it woke from) and per thread, and how many of
+//!   the target's threads waited for a CPU and ran on one on average, against the CPUs;
 //! - **on_cpu**: the `cpu` probe's samples as CPU time (never wait time): per thread, its CPU
 //!   time beside its recorded wait time and its hottest stack, then the top stacks by CPU time.
 
@@ -74,7 +78,42 @@ pub(crate) struct Sections {
     #[serde(skip_serializing_if = "Option::is_none")]
     klock: Option<Vec<KlockRow>>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    cpu_saturation: Option<CpuSaturation>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     on_cpu: Option<OnCpu>,
+}
+
+/// True for an `offcpu` interval of a thread waiting for a CPU (`run-queue`: woken, not yet
+/// running; `preempted`): CPU saturation, not a wait for anything the thread asked for.
+pub(crate) fn is_cpu_wait(record: &WaitRecord) -> bool {
+    record.probe == "offcpu" && matches!(record.operation.as_str(), "run-queue" | "preempted")
+}
+
+/// Threads waiting for a CPU.
+#[derive(Serialize)]
+struct CpuSaturation {
+    cpu_count: u32,
+    /// Time in the run queue after a wakeup, and preempted, summed over threads.
+    run_queue_ns: u64,
+    preempted_ns: u64,
+    /// The target's threads waiting for a CPU, on average over the recording.
+    waiting_threads: f64,
+    /// The target's threads on a CPU, on average (from the per-thread times; absent without).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    running_threads: Option<f64>,
+    /// Heaviest first: `frame` is the site of the sleep a run-queue delay woke from
+    /// (`[preempted]` for preemptions, which have no stack).
+    sites: Vec<SiteRow>,
+    threads: Vec<SaturationThread>,
+}
+
+#[derive(Serialize)]
+struct SaturationThread {
+    pid: u32,
+    tid: u32,
+    name: String,
+    run_queue_ns: u64,
+    preempted_ns: u64,
 }
 
 /// The `cpu` probe's on-CPU profile.
@@ -317,6 +356,7 @@ impl Sections {
             syscall: syscalls(profile),
             lifecycle: lifecycle(profile),
             klock: klock(profile),
+            cpu_saturation: cpu_saturation(profile),
             on_cpu: on_cpu(profile),
         };
         let empty = sections.contention.is_none()
@@ -325,6 +365,7 @@ impl Sections {
             && sections.syscall.is_none()
             && sections.lifecycle.is_none()
             && sections.klock.is_none()
+            && sections.cpu_saturation.is_none()
             && sections.on_cpu.is_none();
         (!empty).then_some(sections)
     }
@@ -348,6 +389,9 @@ impl Sections {
         }
         if let Some(rows) = &self.klock {
             write_klock(rows, out);
+        }
+        if let Some(saturation) = &self.cpu_saturation {
+            saturation.write_text(out);
         }
         if let Some(on_cpu) = &self.on_cpu {
             on_cpu.write_text(out);
@@ -1073,6 +1117,120 @@ impl OnCpu {
             if s.truncated {
                 let _ = writeln!(out, "        ... (truncated: the unwinder stopped here)");
             }
+        }
+    }
+}
+
+fn cpu_saturation(profile: &Profile) -> Option<CpuSaturation> {
+    let waits: Vec<&WaitRecord> = profile.waits.iter().filter(|w| is_cpu_wait(w)).collect();
+    if waits.is_empty() {
+        return None;
+    }
+    let (mut run_queue_ns, mut preempted_ns) = (0u64, 0u64);
+    let mut threads: BTreeMap<(u32, u32), (u64, u64)> = BTreeMap::new();
+    for w in &waits {
+        let entry = threads.entry((w.pid, w.tid)).or_default();
+        if w.operation == "preempted" {
+            preempted_ns += w.stats.total_ns;
+            entry.1 += w.stats.total_ns;
+        } else {
+            run_queue_ns += w.stats.total_ns;
+            entry.0 += w.stats.total_ns;
+        }
+    }
+    let seconds = profile.metadata.duration_ns as f64 / 1e9;
+    let per_second = |ns: u64| {
+        if seconds > 0.0 {
+            (ns as f64 / 1e9 / seconds * 100.0).round() / 100.0
+        } else {
+            0.0
+        }
+    };
+    let on_cpu: u64 = profile
+        .thread_times
+        .iter()
+        .map(|t| t.ns(TimeClass::OnCpu))
+        .sum();
+    let mut sites = site_rows(profile, waits.iter().copied(), TOP);
+    for site in &mut sites {
+        if site.operation == "preempted" {
+            site.frame = "[preempted]".to_string();
+        }
+    }
+    let mut thread_rows: Vec<SaturationThread> = threads
+        .into_iter()
+        .map(
+            |((pid, tid), (run_queue_ns, preempted_ns))| SaturationThread {
+                pid,
+                tid,
+                name: thread_label(profile, pid, tid),
+                run_queue_ns,
+                preempted_ns,
+            },
+        )
+        .collect();
+    thread_rows.sort_by_key(|t| (Reverse(t.run_queue_ns + t.preempted_ns), t.pid, t.tid));
+    thread_rows.truncate(TOP);
+    Some(CpuSaturation {
+        cpu_count: profile.metadata.cpu_count,
+        run_queue_ns,
+        preempted_ns,
+        waiting_threads: per_second(run_queue_ns + preempted_ns),
+        running_threads: (!profile.thread_times.is_empty()).then(|| per_second(on_cpu)),
+        sites,
+        threads: thread_rows,
+    })
+}
+
+impl CpuSaturation {
+    fn write_text(&self, out: &mut String) {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "CPU saturation (offcpu): {} waiting for a CPU ({} in the run queue after a wakeup, \
+             {} preempted)",
+            format_ns(self.run_queue_ns + self.preempted_ns),
+            format_ns(self.run_queue_ns),
+            format_ns(self.preempted_ns)
+        );
+        let running = self
+            .running_threads
+            .map_or(String::new(), |r| format!(", {r:.2} running"));
+        let _ = writeln!(
+            out,
+            "  threads of the target on average: {:.2} waiting for a CPU{running}, on {} CPUs",
+            self.waiting_threads, self.cpu_count
+        );
+        let _ = writeln!(
+            out,
+            "  {:<11}{:>8}{:>11}{:>11}  {:<28} threads",
+            "wait", "count", "total", "max", "site (the sleep woken from)"
+        );
+        for r in &self.sites {
+            let _ = writeln!(
+                out,
+                "  {:<11}{:>8}{:>11}{:>11}  {:<28} {}",
+                r.operation,
+                r.count,
+                format_ns(r.total_ns),
+                format_ns(r.max_ns),
+                truncate(&r.frame, 28),
+                r.threads.join(", ")
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  {:<28}{:>12}{:>12}",
+            "thread", "run-queue", "preempted"
+        );
+        for t in &self.threads {
+            let _ = writeln!(
+                out,
+                "  {:<28}{:>12}{:>12}",
+                truncate(&format!("{} (tid {})", t.name, t.tid), 27),
+                format_ns(t.run_queue_ns),
+                format_ns(t.preempted_ns)
+            );
         }
     }
 }

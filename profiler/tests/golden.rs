@@ -7,7 +7,7 @@ mod fixtures;
 
 use common::check_golden;
 
-use fixtures::{demo_profile, lossy_profile, on_cpu_profile};
+use fixtures::{demo_profile, lossy_profile, on_cpu_profile, saturation_profile};
 use lockscope::export::{write_export, ExportFormat};
 use lockscope::fold::{folded_lines, FoldOptions, Weight};
 use lockscope::report::{write_report, GroupBy, ReportOptions};
@@ -51,6 +51,21 @@ fn folded_on_cpu() {
     options.kernel_stacks = true;
     let lines = folded_lines(&profile, &options);
     check_golden("folded_on_cpu.folded", &(lines.join("\n") + "\n"));
+}
+
+/// The offcpu probe's intervals of threads waiting for a CPU are not waits: the report leaves
+/// them out of its kinds, totals and sites and ranks them in its CPU saturation section (a
+/// run-queue delay at the site of the sleep it woke from, preemptions apart, per thread, and
+/// the threads waiting and running on average against the CPUs); matches its golden file.
+#[test]
+fn report_cpu_saturation() {
+    let text = report(&saturation_profile(), &report_options(GroupBy::Stack));
+    let kinds = text.split("\n\n").nth(1).unwrap_or_default();
+    assert!(
+        !kinds.contains("51.0 ms"),
+        "run-queue time among the waits:\n{kinds}"
+    );
+    check_golden("report_cpu_saturation.txt", &text);
 }
 
 /// The default text report (grouped by stack) matches its golden file.

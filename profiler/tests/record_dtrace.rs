@@ -12,7 +12,10 @@
 
 mod common;
 
-use common::{bpf_available, demo_path, lockscope, KillOnDrop};
+use common::{
+    bpf_available, demo_cpu_measures, demo_path, lockscope, KillOnDrop, DEMO_ON_CPU,
+    ON_CPU_TOLERANCE,
+};
 use lockscope_probes::{Profile, WaitKind};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -291,6 +294,59 @@ fn end_target(pid: u32) {
     if pid > 1 {
         // SAFETY: kill has no memory preconditions; the pid is the test's own target.
         unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    }
+}
+
+/// `record --backend dtrace --probes cpu` with the real dtrace (profile-997): the demo's spinner
+/// and cruncher as on-CPU records under their own threads, each thread's CPU time within 15% of
+/// what its thread clock measured, some of its samples in the demo's function. DTrace's ustack()
+/// walks frame pointers, which the demo and libc do not keep: only a sample whose leaf is the
+/// demo's function names it (the eBPF probe's stacks are checked complete instead).
+#[test]
+fn live_cpu_probe_samples_the_demo() {
+    let Some(dtrace) = real_dtrace("live_cpu_probe_samples_the_demo") else {
+        return;
+    };
+    let _quiet = QuietAfter(dtrace.clone());
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let lsp = tmp.path().join("cpu.lsp");
+    let out = dtrace_record(&dtrace, &lsp)
+        .args(["--probes", "cpu", "--", demo_path()])
+        .output()
+        .expect("run lockscope");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let measured = demo_cpu_measures(&String::from_utf8_lossy(&out.stdout));
+    let profile = read(&lsp);
+    for (thread, chain) in DEMO_ON_CPU {
+        let (_, demo_ms) = measured
+            .iter()
+            .find(|(t, _)| t == thread)
+            .unwrap_or_else(|| panic!("no CPU measure of {thread}: {measured:?}"));
+        let samples: Vec<_> = profile
+            .waits
+            .iter()
+            .filter(|w| w.probe == "cpu" && profile.thread_name(w.pid, w.tid) == Some(thread))
+            .collect();
+        assert!(
+            samples.iter().all(|w| w.kind == WaitKind::OnCpu),
+            "{samples:#?}"
+        );
+        assert!(
+            samples.iter().any(|w| profile
+                .stack(w.user_stack)
+                .is_some_and(|s| s.frames.iter().any(|f| f.display_name().contains(chain[1])))),
+            "{thread}: no sample in {}",
+            chain[1]
+        );
+        let sampled_ms = samples.iter().map(|w| w.stats.total_ns).sum::<u64>() as f64 / 1e6;
+        assert!(
+            (sampled_ms - demo_ms).abs() <= demo_ms * ON_CPU_TOLERANCE,
+            "{thread}: {sampled_ms:.1} ms sampled, by its own clock {demo_ms:.1} ms"
+        );
     }
 }
 

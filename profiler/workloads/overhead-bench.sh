@@ -12,7 +12,10 @@
 # unmounted, so on the generic sys_enter/sys_exit hooks; only when this script mounted tracefs),
 # lockscope-offcpu (--probes offcpu, when `lockscope probes` lists it), bpftrace-futex,
 # bpftrace-offcpu (the equivalent bpftrace scripts next to this one), perf-lock (perf lock record
-# -p), perf-trace (perf trace -s -p), strace (strace -c -f -p). tracefs is mounted for the whole
+# -p), perf-trace (perf trace -s -p), strace (strace -c -f -p); and the on-CPU profilers at 99 Hz:
+# lockscope-cpu (--probes cpu), perf-cpu (perf record -F 99 --call-graph dwarf -p: perf's 8 KB
+# stack copies), bpftrace-cpu (profile:hz:99 { @[ustack] = count(); }); cpu-stacks.sh DIR then
+# gives each one's share of samples on stacks reaching the thread entry. tracefs is mounted for the whole
 # run, as systemd mounts it at boot (bpftrace and perf need it; lockscope's futex probe then uses
 # the per-syscall tracepoints), and unmounted at the end when it was not mounted before. Every tracer attaches to the running mariadbd before sysbench starts and is stopped with
 # SIGINT after it ends, under /usr/bin/time -v for its CPU time and peak RSS.
@@ -134,6 +137,12 @@ start_tracer() {
         cmd=("$LOCKSCOPE" record -p "$PID" --probes futex -o "$base.lsp") ready="recording pid"
         ;;
     lockscope-offcpu) cmd=("$LOCKSCOPE" record -p "$PID" --probes offcpu -o "$base.lsp") ready="recording pid" ;;
+    lockscope-cpu) cmd=("$LOCKSCOPE" record -p "$PID" --probes cpu -o "$base.lsp") ready="recording pid" ;;
+    perf-cpu) cmd=(perf record -F 99 --call-graph dwarf -p "$PID" -o "$base.perf.data") ;;
+    bpftrace-cpu)
+        cmd=(bpftrace -e 'profile:hz:99 /pid == $1/ { @[ustack] = count(); }' "$PID")
+        ready="Attaching"
+        ;;
     bpftrace-futex) cmd=(bpftrace "$WORKLOADS_DIR/futex-wait.bt" "$PID") ready="Attaching" ;;
     bpftrace-offcpu) cmd=(bpftrace "$WORKLOADS_DIR/offcpu.bt" "$PID") ready="Attaching" ;;
     perf-lock) cmd=(perf lock record -p "$PID" -o "$base.perf.data") ;;

@@ -274,9 +274,11 @@ static __always_inline void on_switch_in(struct task_struct *next, __u64 now)
 		break;
 	case LKS_STATE_RUN_QUEUE:
 		add_time(t, LKS_TIME_RUN_QUEUE, ns);
+		/* Woken, waiting for a CPU: the delay points at the sleep it woke from (its stacks,
+		 * taken at that switch-out; none for a new thread), at no capture of its own. */
+		record_interval(t, tid, LKS_STATE_RUN_QUEUE, ns, true, next);
 		t->syscall = -1;
 		t->object = 0;
-		record_interval(t, tid, LKS_STATE_RUN_QUEUE, ns, false, next);
 		break;
 	case LKS_STATE_ON_CPU:
 		/* Its switch-out was missed: it was on a CPU until some point in between. */
@@ -399,6 +401,9 @@ int BPF_PROG(lks_offcpu_wakeup_new, struct task_struct *p)
 		t->wakeup_ns = now;
 		t->syscall = -1;
 		t->object = 0;
+		/* No sleep to point at: its first run-queue delay has no stack. */
+		t->user_stack_id = -1;
+		t->kernel_stack_id = -1;
 	}
 	return 0;
 }

@@ -77,8 +77,9 @@ struct offcpu_key {
 	__s32 syscall;
 	/* Always 0: not keyed by the futex word (the futex probe has it); kept for the layout. */
 	__u64 object;
-	/* Stacks at a sleep's switch-out (-1 when not captured: preempted and run-queue
-	 * intervals, failures). */
+	/* Stacks at a sleep's switch-out; for a run-queue interval (woken until back on a CPU),
+	 * those of the sleep it woke from. -1 when not captured: preempted intervals, a new
+	 * thread's first run-queue delay, failures. */
 	__s32 user_stack_id;
 	__s32 kernel_stack_id;
 };

@@ -267,8 +267,16 @@ pub(crate) fn save(profile: &lockscope_probes::Profile, output: &Path) -> Result
     lockscope_probes::write_profile(profile, output)
         .with_context(|| format!("failed to write profile `{}`", output.display()))?;
     let meta = &profile.metadata;
+    // The `cpu` probe's samples are events but not waits: said apart (scripts read the line's
+    // start, which stays).
+    let samples: u64 = profile
+        .waits
+        .iter()
+        .filter(|w| w.kind == lockscope_probes::WaitKind::OnCpu)
+        .map(|w| w.stats.count)
+        .sum();
     eprintln!(
-        "lockscope: wrote `{}`: {} waits in {} records from {} threads over {:.2} s ({}); {} lost, {} stack failures",
+        "lockscope: wrote `{}`: {} waits in {} records from {} threads over {:.2} s ({}); {} lost, {} stack failures{}",
         output.display(),
         meta.events,
         profile.waits.len(),
@@ -277,6 +285,11 @@ pub(crate) fn save(profile: &lockscope_probes::Profile, output: &Path) -> Result
         meta.end_reason,
         meta.losses.lost_events(),
         meta.losses.user_stack_failures + meta.losses.kernel_stack_failures,
+        if samples > 0 {
+            format!("; {samples} of the events are on-CPU samples (CPU time, not waits)")
+        } else {
+            String::new()
+        }
     );
     Ok(())
 }
