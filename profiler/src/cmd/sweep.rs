@@ -4,7 +4,7 @@
 use crate::cli::{BackendArg, SweepArgs};
 use crate::session::{Session, SessionOptions, SessionTarget};
 use anyhow::{bail, Context, Result};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A server lockscope started for a sweep; stopped (SIGTERM, then SIGKILL) when dropped.
 struct Server {
@@ -38,20 +38,13 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let Ok(pid) = libc::pid_t::try_from(self.child.id()) else {
-            return;
-        };
-        // SAFETY: kill has no memory preconditions; the pid is our own child, not yet reaped.
-        unsafe { libc::kill(pid, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        let child = &mut self.child;
+        let ended = lockscope_probes::host::terminate(child.id(), Duration::from_secs(10), || {
+            matches!(child.try_wait(), Ok(Some(_)))
+        });
+        if ended == lockscope_probes::host::Ended::Killed {
+            let _ = child.wait();
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
