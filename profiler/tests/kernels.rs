@@ -82,6 +82,15 @@ impl Kernel {
         }
     }
 
+    /// How far futex may be from the demo threads' own measures with every probe recording
+    /// ([`ALL_PROBES_GUEST_TOLERANCE`] in a guest).
+    fn all_probes_tolerance(self) -> (f64, f64) {
+        match self {
+            Kernel::Guest(_) => ALL_PROBES_GUEST_TOLERANCE,
+            Kernel::Host => MATCH_TOLERANCE,
+        }
+    }
+
     /// How far the cpu probe's CPU time of a demo thread may be from the thread's own CPU clock.
     /// Under emulation the two clocks part: with every probe recording under TCG on 6.1 the
     /// spinner's 30 samples (303 ms, its whole 300 ms spin) stood against 250 ms on its own
@@ -158,13 +167,18 @@ fn check_kernel(kernel: Kernel) {
         "futex losses: {:?}",
         futex.metadata.losses
     );
-    assert_demo_answer(&futex, "futex", &results.text("futex.log"));
+    assert_demo_answer(&futex, "futex", &results.text("futex.log"), MATCH_TOLERANCE);
     // The offcpu probe's stacks are taken as the waits begin, in the demo's first milliseconds,
     // before its process table exists: its libc frames are then found through the VMA, which
     // bpf_find_vma cannot lock while the demo's threads are being created (one stack in a few
     // runs is cut there). Their share is in the summary; the waits themselves must be exact.
     let offcpu = results.profile("offcpu");
-    assert_demo_waits(&offcpu, "offcpu", &results.text("offcpu.log"));
+    assert_demo_waits(
+        &offcpu,
+        "offcpu",
+        &results.text("offcpu.log"),
+        MATCH_TOLERANCE,
+    );
     summary.push(format!("stacks futex {}", complete_share(&futex, "futex")));
     summary.push(format!(
         "stacks offcpu {}",
@@ -195,7 +209,12 @@ fn check_kernel(kernel: Kernel) {
     }
     // The stacks too: mutex-hold's uretprobes replace return addresses in libc's lock path
     // with their trampoline's, which the unwinder must see through.
-    assert_demo_answer(&all, "futex", &results.text("all.log"));
+    assert_demo_answer(
+        &all,
+        "futex",
+        &results.text("all.log"),
+        kernel.all_probes_tolerance(),
+    );
     assert_demo_on_cpu(&all, &results.text("all.log"), kernel.on_cpu_tolerance());
 
     // Without tracefs, the futex probe falls back on the generic system call hooks.
@@ -218,7 +237,12 @@ fn check_kernel(kernel: Kernel) {
             hook.contains("sys_enter") && !hook.contains("tracepoint/syscalls"),
             "hooks without tracefs: {hook}"
         );
-        assert_demo_answer(&profile, "futex", &results.text("futex-notracefs.log"));
+        assert_demo_answer(
+            &profile,
+            "futex",
+            &results.text("futex-notracefs.log"),
+            MATCH_TOLERANCE,
+        );
         let with = &futex.metadata.probes[0].hook;
         assert!(
             with.contains("tracepoint/syscalls"),
@@ -235,18 +259,24 @@ fn check_kernel(kernel: Kernel) {
 /// slower under emulation on a loaded host (5.8 ms of 239 measured once). The larger of a share
 /// (the host tests' 5% on the nominal waits) and a floor in milliseconds.
 const MATCH_TOLERANCE: (f64, f64) = (0.05, 5.0);
+/// The same with every probe recording at once in an emulated guest: there the mutex-hold
+/// probe's uprobes on pthread_mutex_lock (each hit an emulated trap) and the cpu probe's samples
+/// (its program and the unwinder, emulated) lengthen what a thread measures around its futex
+/// call: on 6.1 under TCG, 230.2 ms by a mutex waiter's own clock for 208.0 ms in the call.
+const ALL_PROBES_GUEST_TOLERANCE: (f64, f64) = (0.15, 5.0);
 
 /// The demo's 4 mutex waits and 2 condvar waits as `probe` saw them, on stacks complete to the
 /// thread entry (see [`assert_demo_waits`]).
-fn assert_demo_answer(profile: &Profile, probe: &str, log: &str) {
-    assert_demo_waits(profile, probe, log);
+fn assert_demo_answer(profile: &Profile, probe: &str, log: &str, tolerance: (f64, f64)) {
+    assert_demo_waits(profile, probe, log, tolerance);
     assert_demo_stacks(profile, probe);
 }
 
 /// The demo's 4 mutex waits and 2 condvar waits as `probe` saw them: each thread's longest wait
 /// (for futex, its one wait at the demo's site) inside what the thread measured itself (printed in `log`; an emulated kernel stretches
-/// the nominal 200 and 300 ms) and shorter by at most [`MATCH_TOLERANCE`].
-fn assert_demo_waits(profile: &Profile, probe: &str, log: &str) {
+/// the nominal 200 and 300 ms) and shorter by at most `tolerance` (a share, at least some
+/// milliseconds: [`MATCH_TOLERANCE`] but with every probe in a guest).
+fn assert_demo_waits(profile: &Profile, probe: &str, log: &str, tolerance: (f64, f64)) {
     let measured = demo_measures(log);
     assert_eq!(
         measured.len() as u64,
@@ -288,7 +318,7 @@ fn assert_demo_waits(profile: &Profile, probe: &str, log: &str) {
                 "{probe}: waits of {thread} at {site}: {waits:#?}"
             );
         }
-        let tolerance = (demo_ms * MATCH_TOLERANCE.0).max(MATCH_TOLERANCE.1);
+        let tolerance = (demo_ms * tolerance.0).max(tolerance.1);
         // Both clocks are CLOCK_MONOTONIC; the demo prints tenths of a millisecond.
         assert!(
             total_ms <= demo_ms + 0.1 && demo_ms - total_ms <= tolerance,
