@@ -628,7 +628,7 @@ fn stack_cell(group: &serde_json::Value) -> String {
     let headline = user
         .iter()
         .map(name)
-        .find(|n| !crate::sections::is_wait_plumbing(n))
+        .find(|n| !crate::report::sections::is_wait_plumbing(n))
         .or_else(|| user.first().map(name));
     let Some(headline) = headline else {
         let states: Vec<&str> = json_list(group, "locks")

@@ -2,10 +2,17 @@
 //! something to read, with no command-line parsing and no kernel access.
 //!
 //! - [`report`]: the `lockscope report` text and JSON (header, totals per wait kind, top groups
-//!   with stacks and DTrace-style log2 histograms);
-//! - [`fold`]: folded stacks (Brendan Gregg's format), the common input of flamegraph tools;
-//! - [`flamegraph`]: SVG flamegraphs of waits, drawn by inferno;
-//! - [`export`]: `lockscope export` (folded stacks, or the profile as JSON);
+//!   with stacks and DTrace-style log2 histograms), and its sections, one file per section under
+//!   `report/sections/` named as the probe it shows (`offcpu`, `syscall`, `lifecycle`, `klock`,
+//!   `on_cpu` for the cpu probe) or the view (`contention`, `breakdown`, `cpu_saturation`);
+//! - [`fold`]: folded stacks (Brendan Gregg's format), the common input of flamegraph tools, and
+//!   [`wakeup`]: who-woke-whom chains;
+//! - [`flamegraph`] and [`chart`]: SVG flamegraphs (drawn by inferno) and sweep charts;
+//! - [`export`], [`pprof`], [`speedscope`]: `lockscope export`; [`import`]: other tools'
+//!   captures as profiles;
+//! - [`diff`]: two profiles compared site by site; [`sweep`]: a server across concurrency
+//!   levels; [`html`]: one self-contained page of them;
+//! - [`bench`]: the pthread/futex micro-benchmark suite;
 //! - [`histogram`] and [`units`]: the text conventions every output shares (log2 histogram
 //!   layout, `134 ms`-style times).
 //!
@@ -26,7 +33,6 @@ pub mod html;
 pub mod import;
 pub mod pprof;
 pub mod report;
-mod sections;
 pub mod speedscope;
 pub mod sweep;
 pub mod units;

@@ -12,12 +12,14 @@
 //!
 //! A recording with the `cpu` probe beside wait probes keeps the two apart: everything above is
 //! about waits, and the on-CPU samples are CPU time in a section of their own
-//! ([`crate::sections`]), with each thread's CPU time beside its waits under `--by thread`. The
+//! ([`sections`]), with each thread's CPU time beside its waits under `--by thread`. The
 //! `offcpu` probe's intervals of threads waiting for a CPU (run queue, preempted) are CPU
 //! saturation, not waits: they have their section too, and are not among the waits above.
 //!
 //! Times in the text use the convention of [`crate::units`]; the JSON keeps raw nanoseconds and
 //! is documented in `docs/REPORT-JSON.md` (version [`REPORT_JSON_VERSION`]).
+
+pub(crate) mod sections;
 
 use crate::fold::Measure;
 use crate::histogram;
@@ -160,7 +162,7 @@ struct Report {
     groups: Vec<Group>,
     /// Contention apart from idle waits, the time breakdown and the per-probe sections.
     #[serde(skip_serializing_if = "Option::is_none")]
-    sections: Option<crate::sections::Sections>,
+    sections: Option<sections::Sections>,
 }
 
 #[derive(Serialize)]
@@ -508,13 +510,12 @@ impl Report {
                 row.cpu_ns = row.cpu_ns.saturating_add(w.stats.total_ns);
             }
         }
-        let apart = |w: &WaitRecord| {
-            (drop_samples && w.kind.is_sampled()) || crate::sections::is_cpu_wait(w)
-        };
+        let apart =
+            |w: &WaitRecord| (drop_samples && w.kind.is_sampled()) || sections::is_cpu_wait(w);
         let cpu_wait_intervals: u64 = full
             .waits
             .iter()
-            .filter(|w| crate::sections::is_cpu_wait(w))
+            .filter(|w| sections::is_cpu_wait(w))
             .map(|w| w.stats.count)
             .sum();
         let profile = if full.waits.iter().any(apart) {
@@ -729,7 +730,7 @@ impl Report {
             by_kind: kind_rows(&profile.totals_by_kind(), whole),
             groups_total,
             groups,
-            sections: crate::sections::Sections::build(full),
+            sections: sections::Sections::build(full),
         }
     }
 }

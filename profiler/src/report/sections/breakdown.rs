@@ -1,0 +1,141 @@
+//! The breakdown section: where each thread name's wall time went (on CPU, run queue, lock,
+//! condvar, futex, poll, I/O, sleep, other), with context switches.
+
+use super::*;
+
+#[derive(Serialize)]
+pub(super) struct Breakdown {
+    /// Per thread name (threads of one name summed), heaviest wall time first.
+    by_name: Vec<TimeRow>,
+    /// Per thread, heaviest wall time first (at most the top rows).
+    by_thread: Vec<TimeRow>,
+    /// All threads.
+    total: TimeRow,
+}
+
+#[derive(Serialize)]
+pub(super) struct TimeRow {
+    name: String,
+    threads: usize,
+    wall_ns: u64,
+    time_ns: BTreeMap<TimeClass, u64>,
+    voluntary_switches: u64,
+    involuntary_switches: u64,
+    /// Context switches per second of wall time (summed over the row's threads).
+    switches_per_s: f64,
+    /// Involuntary share of the context switches.
+    involuntary_share: f64,
+}
+
+pub(super) fn time_row(name: String, times: &[&ThreadTime]) -> TimeRow {
+    let mut row = TimeRow {
+        name,
+        threads: times.len(),
+        wall_ns: 0,
+        time_ns: BTreeMap::new(),
+        voluntary_switches: 0,
+        involuntary_switches: 0,
+        switches_per_s: 0.0,
+        involuntary_share: 0.0,
+    };
+    for t in times {
+        row.wall_ns = row.wall_ns.saturating_add(t.wall_ns);
+        for (&class, &ns) in &t.time_ns {
+            *row.time_ns.entry(class).or_insert(0) += ns;
+        }
+        row.voluntary_switches += t.voluntary_switches;
+        row.involuntary_switches += t.involuntary_switches;
+    }
+    let switches = row.voluntary_switches + row.involuntary_switches;
+    if row.wall_ns > 0 {
+        // Per second of one thread's wall time, averaged over the row's threads.
+        let seconds = row.wall_ns as f64 / 1e9 / times.len().max(1) as f64;
+        row.switches_per_s = (switches as f64 / seconds * 10.0).round() / 10.0;
+    }
+    if switches > 0 {
+        row.involuntary_share =
+            (row.involuntary_switches as f64 / switches as f64 * 1e4).round() / 1e4;
+    }
+    row
+}
+
+pub(super) fn breakdown(profile: &Profile) -> Option<Breakdown> {
+    if profile.thread_times.is_empty() {
+        return None;
+    }
+    let mut by_name: BTreeMap<String, Vec<&ThreadTime>> = BTreeMap::new();
+    for t in &profile.thread_times {
+        by_name
+            .entry(thread_label(profile, t.pid, t.tid))
+            .or_default()
+            .push(t);
+    }
+    let mut names: Vec<TimeRow> = by_name
+        .into_iter()
+        .map(|(name, times)| time_row(name, &times))
+        .collect();
+    names.sort_by_key(|r| Reverse(r.wall_ns));
+    let mut threads: Vec<TimeRow> = profile
+        .thread_times
+        .iter()
+        .map(|t| {
+            time_row(
+                format!("{} ({})", thread_label(profile, t.pid, t.tid), t.tid),
+                &[t],
+            )
+        })
+        .collect();
+    threads.sort_by_key(|r| Reverse(r.wall_ns));
+    threads.truncate(TOP);
+    let all: Vec<&ThreadTime> = profile.thread_times.iter().collect();
+    Some(Breakdown {
+        by_name: names,
+        by_thread: threads,
+        total: time_row("all threads".to_string(), &all),
+    })
+}
+
+impl Breakdown {
+    pub(super) fn write_text(&self, out: &mut String) {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "Where the time went (share of each row's wall time; a thread's shares add up to 100%)"
+        );
+        let mut header = format!("  {:<24}{:>4}{:>10}", "threads", "n", "wall");
+        for class in TimeClass::ALL {
+            let _ = write!(header, "{:>10}", class.name());
+        }
+        let _ = write!(header, "{:>10}{:>7}", "csw/s", "invol");
+        let _ = writeln!(out, "{header}");
+        let row = |out: &mut String, r: &TimeRow| {
+            let mut line = format!(
+                "  {:<24}{:>4}{:>10}",
+                truncate(&r.name, 23),
+                r.threads,
+                format_ns(r.wall_ns)
+            );
+            for class in TimeClass::ALL {
+                let ns = r.time_ns.get(&class).copied().unwrap_or(0);
+                let _ = write!(line, "{:>10}", format_percent(ns, r.wall_ns));
+            }
+            let _ = write!(
+                line,
+                "{:>10.1}{:>7}",
+                r.switches_per_s,
+                format!("{:.0}%", r.involuntary_share * 100.0)
+            );
+            let _ = writeln!(out, "{line}");
+        };
+        for r in &self.by_name {
+            row(out, r);
+        }
+        row(out, &self.total);
+        if self.by_thread.len() > 1 {
+            let _ = writeln!(out, "  by thread (heaviest wall time first):");
+            for r in &self.by_thread {
+                row(out, r);
+            }
+        }
+    }
+}

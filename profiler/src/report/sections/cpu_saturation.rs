@@ -1,0 +1,145 @@
+//! The CPU saturation section: the `offcpu` probe's intervals of threads waiting for a CPU
+//! (run queue after a wakeup, preempted), kept out of the waits, per site and per thread.
+
+use super::*;
+
+/// Threads waiting for a CPU.
+#[derive(Serialize)]
+pub(super) struct CpuSaturation {
+    cpu_count: u32,
+    /// Time in the run queue after a wakeup, and preempted, summed over threads.
+    run_queue_ns: u64,
+    preempted_ns: u64,
+    /// The target's threads waiting for a CPU, on average over the recording.
+    waiting_threads: f64,
+    /// The target's threads on a CPU, on average (from the per-thread times; absent without).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    running_threads: Option<f64>,
+    /// Heaviest first: `frame` is the site of the sleep a run-queue delay woke from
+    /// (`[preempted]` for preemptions, which have no stack).
+    sites: Vec<SiteRow>,
+    threads: Vec<SaturationThread>,
+}
+
+#[derive(Serialize)]
+pub(super) struct SaturationThread {
+    pid: u32,
+    tid: u32,
+    name: String,
+    run_queue_ns: u64,
+    preempted_ns: u64,
+}
+
+pub(super) fn cpu_saturation(profile: &Profile) -> Option<CpuSaturation> {
+    let waits: Vec<&WaitRecord> = profile.waits.iter().filter(|w| is_cpu_wait(w)).collect();
+    if waits.is_empty() {
+        return None;
+    }
+    let (mut run_queue_ns, mut preempted_ns) = (0u64, 0u64);
+    let mut threads: BTreeMap<(u32, u32), (u64, u64)> = BTreeMap::new();
+    for w in &waits {
+        let entry = threads.entry((w.pid, w.tid)).or_default();
+        if w.operation == "preempted" {
+            preempted_ns += w.stats.total_ns;
+            entry.1 += w.stats.total_ns;
+        } else {
+            run_queue_ns += w.stats.total_ns;
+            entry.0 += w.stats.total_ns;
+        }
+    }
+    let seconds = profile.metadata.duration_ns as f64 / 1e9;
+    let per_second = |ns: u64| {
+        if seconds > 0.0 {
+            (ns as f64 / 1e9 / seconds * 100.0).round() / 100.0
+        } else {
+            0.0
+        }
+    };
+    let on_cpu: u64 = profile
+        .thread_times
+        .iter()
+        .map(|t| t.ns(TimeClass::OnCpu))
+        .sum();
+    let mut sites = site_rows(profile, waits.iter().copied(), TOP);
+    for site in &mut sites {
+        if site.operation == "preempted" {
+            site.frame = "[preempted]".to_string();
+        }
+    }
+    let mut thread_rows: Vec<SaturationThread> = threads
+        .into_iter()
+        .map(
+            |((pid, tid), (run_queue_ns, preempted_ns))| SaturationThread {
+                pid,
+                tid,
+                name: thread_label(profile, pid, tid),
+                run_queue_ns,
+                preempted_ns,
+            },
+        )
+        .collect();
+    thread_rows.sort_by_key(|t| (Reverse(t.run_queue_ns + t.preempted_ns), t.pid, t.tid));
+    thread_rows.truncate(TOP);
+    Some(CpuSaturation {
+        cpu_count: profile.metadata.cpu_count,
+        run_queue_ns,
+        preempted_ns,
+        waiting_threads: per_second(run_queue_ns + preempted_ns),
+        running_threads: (!profile.thread_times.is_empty()).then(|| per_second(on_cpu)),
+        sites,
+        threads: thread_rows,
+    })
+}
+
+impl CpuSaturation {
+    pub(super) fn write_text(&self, out: &mut String) {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "CPU saturation (offcpu): {} waiting for a CPU ({} in the run queue after a wakeup, \
+             {} preempted)",
+            format_ns(self.run_queue_ns + self.preempted_ns),
+            format_ns(self.run_queue_ns),
+            format_ns(self.preempted_ns)
+        );
+        let running = self
+            .running_threads
+            .map_or(String::new(), |r| format!(", {r:.2} running"));
+        let _ = writeln!(
+            out,
+            "  threads of the target on average: {:.2} waiting for a CPU{running}, on {} CPUs",
+            self.waiting_threads, self.cpu_count
+        );
+        let _ = writeln!(
+            out,
+            "  {:<11}{:>8}{:>11}{:>11}  {:<28} threads",
+            "wait", "count", "total", "max", "site (the sleep woken from)"
+        );
+        for r in &self.sites {
+            let _ = writeln!(
+                out,
+                "  {:<11}{:>8}{:>11}{:>11}  {:<28} {}",
+                r.operation,
+                r.count,
+                format_ns(r.total_ns),
+                format_ns(r.max_ns),
+                truncate(&r.frame, 28),
+                r.threads.join(", ")
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  {:<28}{:>12}{:>12}",
+            "thread", "run-queue", "preempted"
+        );
+        for t in &self.threads {
+            let _ = writeln!(
+                out,
+                "  {:<28}{:>12}{:>12}",
+                truncate(&format!("{} (tid {})", t.name, t.tid), 27),
+                format_ns(t.run_queue_ns),
+                format_ns(t.preempted_ns)
+            );
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! The `klock` probe's section: kernel locks by type and address with their caller.
+
+use super::*;
+
+/// Kernel functions that are the lock itself, not its caller (for klock's caller column).
+pub(super) const LOCK_INTERNALS: &[&str] = &[
+    "__mutex_lock",
+    "mutex_lock",
+    "__down",
+    "down_",
+    "rwsem_",
+    "osq_lock",
+    "mutex_spin_on_owner",
+    "queued_",
+    "native_queued",
+    "pv_queued",
+    "pv_wait",
+    "lock_acquire",
+    "_raw_",
+    "do_raw_",
+    "rt_mutex",
+    "rtlock",
+    "percpu_down",
+    "percpu_rwsem",
+    "schedule",
+    "__schedule",
+    "preempt_schedule",
+    "bpf_",
+    "lock_contended",
+    "__traceiter",
+];
+
+#[derive(Serialize)]
+pub(super) struct KlockRow {
+    lock_type: String,
+    address: String,
+    count: u64,
+    total_ns: u64,
+    max_ns: u64,
+    caller: String,
+    threads: Vec<String>,
+}
+
+/// The first frame of a kernel-lock record's kernel stack outside the lock implementation.
+pub(super) fn lock_caller(profile: &Profile, record: &WaitRecord) -> String {
+    profile
+        .stack(record.kernel_stack)
+        .and_then(|stack| {
+            stack.frames.iter().map(|f| f.display_name()).find(|name| {
+                !LOCK_INTERNALS.iter().any(|p| {
+                    name.trim_start_matches('_')
+                        .starts_with(p.trim_start_matches('_'))
+                })
+            })
+        })
+        .unwrap_or_else(|| "[unknown]".to_string())
+}
+
+pub(super) fn klock(profile: &Profile) -> Option<Vec<KlockRow>> {
+    // Per (type, address): stats, time per caller, thread names.
+    type LockAcc = (WaitStats, BTreeMap<String, u64>, Vec<String>);
+    let mut locks: BTreeMap<(&str, u64), LockAcc> = BTreeMap::new();
+    for w in profile.waits.iter().filter(|w| w.probe == "klock") {
+        let entry = locks.entry((w.operation.as_str(), w.object)).or_default();
+        entry.0.merge(&w.stats);
+        *entry.1.entry(lock_caller(profile, w)).or_insert(0) += w.stats.total_ns;
+        let name = thread_label(profile, w.pid, w.tid);
+        if !entry.2.contains(&name) {
+            entry.2.push(name);
+        }
+    }
+    if locks.is_empty() {
+        return None;
+    }
+    let mut rows: Vec<KlockRow> = locks
+        .into_iter()
+        .map(|((kind, address), (stats, callers, threads))| KlockRow {
+            lock_type: kind.to_string(),
+            address: format!("{address:#x}"),
+            count: stats.count,
+            total_ns: stats.total_ns,
+            max_ns: stats.max_ns,
+            caller: callers
+                .into_iter()
+                .max_by_key(|(name, ns)| (*ns, Reverse(name.clone())))
+                .map(|(name, _)| name)
+                .unwrap_or_default(),
+            threads,
+        })
+        .collect();
+    rows.sort_by_key(|r| (Reverse(r.total_ns), Reverse(r.count)));
+    rows.truncate(TOP);
+    Some(rows)
+}
+
+pub(super) fn write_klock(rows: &[KlockRow], out: &mut String) {
+    let _ = writeln!(out);
+    let _ = writeln!(out, "Kernel lock contention (klock)");
+    let _ = writeln!(
+        out,
+        "  {:<20}{:>20}{:>8}{:>11}{:>11}  caller",
+        "type", "lock", "waits", "total", "max"
+    );
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "  {:<20}{:>20}{:>8}{:>11}{:>11}  {}",
+            r.lock_type,
+            r.address,
+            r.count,
+            format_ns(r.total_ns),
+            format_ns(r.max_ns),
+            r.caller
+        );
+    }
+}

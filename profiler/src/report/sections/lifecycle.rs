@@ -1,0 +1,84 @@
+//! The `lifecycle` probe's section: forks, vforks, threads, execs and exits with rates and call
+//! times.
+
+use super::*;
+
+#[derive(Serialize)]
+pub(super) struct LifecycleRow {
+    operation: String,
+    count: u64,
+    per_second: f64,
+    failed: u64,
+    total_ns: u64,
+    mean_ns: u64,
+    max_ns: u64,
+    /// The innermost named user frame of the heaviest caller site.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_site: Option<String>,
+}
+
+pub(super) fn lifecycle(profile: &Profile) -> Option<Vec<LifecycleRow>> {
+    let mut ops: BTreeMap<&str, (WaitStats, u64, u64, Option<String>)> = BTreeMap::new();
+    for w in profile.waits.iter().filter(|w| w.probe == "lifecycle") {
+        let (op, errno) = call_and_errno(&w.operation);
+        let entry = ops.entry(op).or_default();
+        if errno.is_some() {
+            entry.1 += w.stats.count;
+            continue;
+        }
+        entry.0.merge(&w.stats);
+        if w.stats.total_ns >= entry.2 {
+            entry.2 = w.stats.total_ns;
+            entry.3 = Some(site_frame(profile, w));
+        }
+    }
+    if ops.is_empty() {
+        return None;
+    }
+    let seconds = profile.metadata.duration_ns as f64 / 1e9;
+    let mut rows: Vec<LifecycleRow> = ops
+        .into_iter()
+        .map(|(op, (stats, failed, _, site))| LifecycleRow {
+            operation: op.to_string(),
+            count: stats.count,
+            per_second: if seconds > 0.0 {
+                (stats.count as f64 / seconds * 10.0).round() / 10.0
+            } else {
+                0.0
+            },
+            failed,
+            total_ns: stats.total_ns,
+            mean_ns: stats.mean_ns(),
+            max_ns: stats.max_ns,
+            top_site: site,
+        })
+        .collect();
+    rows.sort_by_key(|r| Reverse(r.count));
+    Some(rows)
+}
+
+pub(super) fn write_lifecycle(rows: &[LifecycleRow], out: &mut String) {
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "Process and thread lifecycle (lifecycle); time is the caller's time in the call"
+    );
+    let _ = writeln!(
+        out,
+        "  {:<14}{:>8}{:>9}{:>8}{:>11}{:>11}  heaviest site",
+        "event", "count", "per s", "failed", "mean", "max"
+    );
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "  {:<14}{:>8}{:>9.1}{:>8}{:>11}{:>11}  {}",
+            r.operation,
+            r.count,
+            r.per_second,
+            r.failed,
+            format_ns(r.mean_ns),
+            format_ns(r.max_ns),
+            r.top_site.as_deref().unwrap_or("")
+        );
+    }
+}

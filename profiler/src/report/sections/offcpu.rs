@@ -1,0 +1,129 @@
+//! The `offcpu` probe's section: off-CPU time by state and system call, and the heaviest
+//! waker → sleeper pairs.
+
+use super::*;
+
+#[derive(Serialize)]
+pub(super) struct OffCpu {
+    /// Off-CPU time by state and system call (`sleeping in futex`, `preempted`, `run-queue`).
+    by_operation: Vec<OperationRow>,
+    /// Heaviest waker → sleeper pairs (by thread name).
+    wakeups: Vec<WakeupRow>,
+    /// Why there are no wakeups, when there are none (text report only).
+    #[serde(skip)]
+    no_wakeups: Option<&'static str>,
+}
+
+#[derive(Serialize)]
+pub(super) struct OperationRow {
+    operation: String,
+    count: u64,
+    total_ns: u64,
+    max_ns: u64,
+}
+
+#[derive(Serialize)]
+pub(super) struct WakeupRow {
+    waker: String,
+    sleeper: String,
+    count: u64,
+    total_ns: u64,
+}
+
+pub(super) fn offcpu(profile: &Profile) -> Option<OffCpu> {
+    let records: Vec<&WaitRecord> = profile
+        .waits
+        .iter()
+        .filter(|w| w.probe == "offcpu")
+        .collect();
+    if records.is_empty() && profile.wakeups.is_empty() {
+        return None;
+    }
+    let mut ops: BTreeMap<&str, WaitStats> = BTreeMap::new();
+    for w in &records {
+        ops.entry(w.operation.as_str()).or_default().merge(&w.stats);
+    }
+    let mut by_operation: Vec<OperationRow> = ops
+        .into_iter()
+        .map(|(operation, s)| OperationRow {
+            operation: operation.to_string(),
+            count: s.count,
+            total_ns: s.total_ns,
+            max_ns: s.max_ns,
+        })
+        .collect();
+    by_operation.sort_by_key(|r| Reverse(r.total_ns));
+    by_operation.truncate(TOP);
+    let mut pairs: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
+    for w in &profile.wakeups {
+        let waker = w.waker_name.clone();
+        let entry = pairs
+            .entry((waker, thread_label(profile, w.pid, w.tid)))
+            .or_default();
+        entry.0 += w.stats.count;
+        entry.1 = entry.1.saturating_add(w.stats.total_ns);
+    }
+    let mut wakeups: Vec<WakeupRow> = pairs
+        .into_iter()
+        .map(|((waker, sleeper), (count, total_ns))| WakeupRow {
+            waker,
+            sleeper,
+            count,
+            total_ns,
+        })
+        .collect();
+    wakeups.sort_by_key(|r| Reverse(r.total_ns));
+    wakeups.truncate(TOP);
+    let wakeup_probe = profile.metadata.probes.iter().any(|p| p.probe == "wakeup");
+    let no_wakeups = if !wakeups.is_empty() {
+        None
+    } else if wakeup_probe {
+        Some("none recorded (no sleep of at least --min-block ended)")
+    } else if profile.metadata.backend == "ebpf" {
+        Some("not recorded (the `wakeup` probe takes the wakers' stacks)")
+    } else {
+        Some("not recorded")
+    };
+    Some(OffCpu {
+        by_operation,
+        wakeups,
+        no_wakeups,
+    })
+}
+
+impl OffCpu {
+    pub(super) fn write_text(&self, out: &mut String) {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "Off-CPU time (offcpu), by state and system call");
+        let _ = writeln!(
+            out,
+            "  {:<32}{:>8}{:>11}{:>11}",
+            "state", "count", "total", "max"
+        );
+        for r in &self.by_operation {
+            let _ = writeln!(
+                out,
+                "  {:<32}{:>8}{:>11}{:>11}",
+                r.operation,
+                r.count,
+                format_ns(r.total_ns),
+                format_ns(r.max_ns)
+            );
+        }
+        if let Some(why) = self.no_wakeups {
+            let _ = writeln!(out, "  who woke whom: {why}");
+        } else {
+            let _ = writeln!(out, "  who woke whom (sleep time ended by each waker):");
+            for r in &self.wakeups {
+                let _ = writeln!(
+                    out,
+                    "    {:<24} -> {:<24}{:>8}{:>11}",
+                    r.waker,
+                    r.sleeper,
+                    r.count,
+                    format_ns(r.total_ns)
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! The `cpu` probe's section: its samples as CPU time (never wait time), per thread beside the
+//! thread's wait time, then the top stacks by CPU time.
+
+use super::*;
+
+/// Frames shown per stack in the on-CPU section's text (the JSON has them all).
+pub(super) const ON_CPU_FRAMES: usize = 24;
+
+/// Frames of the hottest stack shown per thread in the on-CPU table.
+pub(super) const HOTTEST_FRAMES: usize = 3;
+/// The `cpu` probe's on-CPU profile.
+#[derive(Serialize)]
+pub(super) struct OnCpu {
+    samples: u64,
+    cpu_ns: u64,
+    /// Every thread sampled on CPU, most CPU time first.
+    threads: Vec<OnCpuThread>,
+    /// Distinct user stacks sampled.
+    stacks_total: usize,
+    /// The top [`TOP`] of them by CPU time.
+    stacks: Vec<OnCpuStack>,
+}
+
+#[derive(Serialize)]
+pub(super) struct OnCpuThread {
+    pid: u32,
+    tid: u32,
+    name: String,
+    samples: u64,
+    cpu_ns: u64,
+    /// The thread's recorded wait time (its records of the wait probes), for comparison.
+    wait_ns: u64,
+    /// The innermost functions of its hottest user stack, leaf first.
+    hottest: Vec<String>,
+}
+
+#[derive(Serialize)]
+pub(super) struct OnCpuStack {
+    samples: u64,
+    cpu_ns: u64,
+    threads: Vec<String>,
+    /// User frames, leaf first (empty when the stack was not captured).
+    user: Vec<String>,
+    /// The unwinder stopped before the thread's entry.
+    truncated: bool,
+    /// The kernel frames of its heaviest kernel stack, leaf first (empty: sampled in user mode).
+    kernel: Vec<String>,
+}
+
+/// Function names of stack `id`, leaf first, inlined functions first within their frame.
+pub(super) fn names_leaf_first(profile: &Profile, id: Option<StackId>) -> Vec<String> {
+    profile.stack(id).map_or_else(Vec::new, |s| {
+        s.frames
+            .iter()
+            .flat_map(|f| {
+                let mut names = f.names_outermost_first();
+                names.reverse();
+                names
+            })
+            .collect()
+    })
+}
+
+pub(super) fn on_cpu(profile: &Profile) -> Option<OnCpu> {
+    let samples: Vec<&WaitRecord> = profile
+        .waits
+        .iter()
+        .filter(|w| w.probe == "cpu" && w.kind == WaitKind::OnCpu)
+        .collect();
+    if samples.is_empty() {
+        return None;
+    }
+    // Per thread: samples, CPU time, CPU time per user stack.
+    type ThreadAcc = (WaitStats, BTreeMap<Option<StackId>, u64>);
+    let mut threads: BTreeMap<(u32, u32), ThreadAcc> = BTreeMap::new();
+    // Per user stack: stats, threads, CPU time per kernel stack.
+    type StackAcc = (WaitStats, Vec<String>, BTreeMap<Option<StackId>, u64>);
+    let mut stacks: BTreeMap<Option<StackId>, StackAcc> = BTreeMap::new();
+    let mut all = WaitStats::default();
+    for w in &samples {
+        all.merge(&w.stats);
+        let thread = threads.entry((w.pid, w.tid)).or_default();
+        thread.0.merge(&w.stats);
+        *thread.1.entry(w.user_stack).or_insert(0) += w.stats.total_ns;
+        let stack = stacks.entry(w.user_stack).or_default();
+        stack.0.merge(&w.stats);
+        let name = thread_label(profile, w.pid, w.tid);
+        if !stack.1.contains(&name) {
+            stack.1.push(name);
+        }
+        *stack.2.entry(w.kernel_stack).or_insert(0) += w.stats.total_ns;
+    }
+    let heaviest = |by: &BTreeMap<Option<StackId>, u64>| {
+        by.iter()
+            .max_by_key(|&(id, ns)| (*ns, Reverse(*id)))
+            .and_then(|(id, _)| *id)
+    };
+    let mut thread_rows: Vec<OnCpuThread> = threads
+        .into_iter()
+        .map(|((pid, tid), (stats, by_stack))| OnCpuThread {
+            pid,
+            tid,
+            name: thread_label(profile, pid, tid),
+            samples: stats.count,
+            cpu_ns: stats.total_ns,
+            wait_ns: profile
+                .waits
+                .iter()
+                .filter(|w| !w.kind.is_sampled() && (w.pid, w.tid) == (pid, tid))
+                .map(|w| w.stats.total_ns)
+                .sum(),
+            hottest: names_leaf_first(profile, heaviest(&by_stack))
+                .into_iter()
+                .take(HOTTEST_FRAMES)
+                .collect(),
+        })
+        .collect();
+    thread_rows.sort_by_key(|t| (Reverse(t.cpu_ns), t.pid, t.tid));
+    let stacks_total = stacks.len();
+    let mut stack_rows: Vec<(Option<StackId>, OnCpuStack)> = stacks
+        .into_iter()
+        .map(|(id, (stats, threads, by_kernel))| {
+            let stack = OnCpuStack {
+                samples: stats.count,
+                cpu_ns: stats.total_ns,
+                threads,
+                user: names_leaf_first(profile, id),
+                truncated: profile.stack(id).is_some_and(|s| s.truncated),
+                kernel: names_leaf_first(profile, heaviest(&by_kernel)),
+            };
+            (id, stack)
+        })
+        .collect();
+    stack_rows.sort_by_key(|(id, s)| (Reverse(s.cpu_ns), *id));
+    stack_rows.truncate(TOP);
+    Some(OnCpu {
+        samples: all.count,
+        cpu_ns: all.total_ns,
+        threads: thread_rows,
+        stacks_total,
+        stacks: stack_rows.into_iter().map(|(_, s)| s).collect(),
+    })
+}
+
+impl OnCpu {
+    pub(super) fn write_text(&self, out: &mut String) {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "On CPU (cpu probe): {} of CPU time in {} samples; CPU time, not wait time",
+            format_ns(self.cpu_ns),
+            self.samples
+        );
+        let _ = writeln!(
+            out,
+            "  {:<28}{:>11}{:>9}{:>11}  hottest stack, leaf first",
+            "thread", "CPU time", "samples", "waits"
+        );
+        for t in &self.threads {
+            let _ = writeln!(
+                out,
+                "  {:<28}{:>11}{:>9}{:>11}  {}",
+                truncate(&format!("{} (tid {})", t.name, t.tid), 27),
+                format_ns(t.cpu_ns),
+                t.samples,
+                if t.wait_ns == 0 {
+                    "-".to_string()
+                } else {
+                    format_ns(t.wait_ns)
+                },
+                if t.hottest.is_empty() {
+                    crate::fold::NO_USER_STACK.to_string()
+                } else {
+                    t.hottest
+                        .iter()
+                        .map(|n| truncate(n, 40))
+                        .collect::<Vec<_>>()
+                        .join(" <- ")
+                }
+            );
+        }
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "  Top {} of {} stacks by CPU time",
+            self.stacks.len(),
+            self.stacks_total
+        );
+        for (i, s) in self.stacks.iter().enumerate() {
+            let _ = writeln!(out);
+            let _ = writeln!(
+                out,
+                "  #{:<3}{} ({} of all CPU time), {} samples, {}",
+                i + 1,
+                format_ns(s.cpu_ns),
+                format_percent(s.cpu_ns, self.cpu_ns),
+                s.samples,
+                s.threads.join(", ")
+            );
+            let no_user = [crate::fold::NO_USER_STACK.to_string()];
+            let user = if s.user.is_empty() {
+                &no_user[..]
+            } else {
+                &s.user[..]
+            };
+            let frames: Vec<String> = s
+                .kernel
+                .iter()
+                .map(|n| format!("{n}  [kernel]"))
+                .chain(user.iter().cloned())
+                .collect();
+            for name in frames.iter().take(ON_CPU_FRAMES) {
+                let _ = writeln!(out, "        {name}");
+            }
+            if frames.len() > ON_CPU_FRAMES {
+                let _ = writeln!(
+                    out,
+                    "        ... {} more frames",
+                    frames.len() - ON_CPU_FRAMES
+                );
+            }
+            if s.truncated {
+                let _ = writeln!(out, "        ... (truncated: the unwinder stopped here)");
+            }
+        }
+    }
+}

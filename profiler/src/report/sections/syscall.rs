@@ -1,0 +1,88 @@
+//! The `syscall` probe's section: per system call, calls, errors by errno, total, mean, max and
+//! a p99 bound.
+
+use super::*;
+
+#[derive(Serialize)]
+pub(super) struct SyscallRow {
+    syscall: String,
+    calls: u64,
+    errors: BTreeMap<String, u64>,
+    total_ns: u64,
+    mean_ns: u64,
+    max_ns: u64,
+    p99_upper_ns: u64,
+    /// The innermost named user frame of the slowest call's site, when its stack was captured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slowest_site: Option<String>,
+}
+
+pub(super) fn syscalls(profile: &Profile) -> Option<Vec<SyscallRow>> {
+    // Per call: stats, errors by errno, the slowest captured call and its site.
+    type CallAcc = (WaitStats, BTreeMap<String, u64>, u64, Option<String>);
+    let mut calls: BTreeMap<&str, CallAcc> = BTreeMap::new();
+    for w in profile.waits.iter().filter(|w| w.probe == "syscall") {
+        let (call, errno) = call_and_errno(&w.operation);
+        let entry = calls.entry(call).or_default();
+        entry.0.merge(&w.stats);
+        if let Some(errno) = errno {
+            *entry.1.entry(errno.to_string()).or_insert(0) += w.stats.count;
+        }
+        if w.user_stack.is_some() && w.stats.max_ns >= entry.2 {
+            entry.2 = w.stats.max_ns;
+            entry.3 = Some(site_frame(profile, w));
+        }
+    }
+    if calls.is_empty() {
+        return None;
+    }
+    let mut rows: Vec<SyscallRow> = calls
+        .into_iter()
+        .map(|(call, (stats, errors, _, site))| SyscallRow {
+            syscall: call.to_string(),
+            calls: stats.count,
+            errors,
+            total_ns: stats.total_ns,
+            mean_ns: stats.mean_ns(),
+            max_ns: stats.max_ns,
+            p99_upper_ns: stats.histogram.quantile_upper_bound(0.99).unwrap_or(0),
+            slowest_site: site,
+        })
+        .collect();
+    rows.sort_by_key(|r| (Reverse(r.total_ns), Reverse(r.calls)));
+    Some(rows)
+}
+
+pub(super) fn write_syscalls(rows: &[SyscallRow], out: &mut String) {
+    let _ = writeln!(out);
+    let _ = writeln!(out, "System calls (syscall), heaviest total first");
+    let _ = writeln!(
+        out,
+        "  {:<18}{:>8}{:>11}{:>11}{:>11}{:>11}  errors / slowest site",
+        "syscall", "calls", "total", "mean", "max", "p99 <"
+    );
+    for r in rows.iter().take(TOP * 2) {
+        let errors: Vec<String> = r.errors.iter().map(|(e, n)| format!("{e} {n}")).collect();
+        let mut tail = errors.join(", ");
+        if let Some(site) = &r.slowest_site {
+            if !tail.is_empty() {
+                tail.push_str("; ");
+            }
+            tail.push_str(&format!("slowest at {site}"));
+        }
+        let _ = writeln!(
+            out,
+            "  {:<18}{:>8}{:>11}{:>11}{:>11}{:>11}  {}",
+            r.syscall,
+            r.calls,
+            format_ns(r.total_ns),
+            format_ns(r.mean_ns),
+            format_ns(r.max_ns),
+            format_ns(r.p99_upper_ns),
+            tail
+        );
+    }
+    if rows.len() > TOP * 2 {
+        let _ = writeln!(out, "  ... and {} more", rows.len() - TOP * 2);
+    }
+}
