@@ -12,7 +12,7 @@
 //!   captures as profiles;
 //! - [`diff`]: two profiles compared site by site; [`sweep`]: a server across concurrency
 //!   levels; [`html`]: one self-contained page of them;
-//! - [`bench`]: the pthread/futex micro-benchmark suite;
+//! - [`bench`](mod@bench): the pthread/futex micro-benchmark suite;
 //! - [`histogram`] and [`units`]: the text conventions every output shares (log2 histogram
 //!   layout, `134 ms`-style times).
 //!

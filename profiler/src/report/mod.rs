@@ -12,7 +12,7 @@
 //!
 //! A recording with the `cpu` probe beside wait probes keeps the two apart: everything above is
 //! about waits, and the on-CPU samples are CPU time in a section of their own
-//! ([`sections`]), with each thread's CPU time beside its waits under `--by thread`. The
+//! (`report/sections/on_cpu.rs`), with each thread's CPU time beside its waits under `--by thread`. The
 //! `offcpu` probe's intervals of threads waiting for a CPU (run queue, preempted) are CPU
 //! saturation, not waits: they have their section too, and are not among the waits above.
 //!
