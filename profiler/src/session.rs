@@ -106,8 +106,8 @@ pub struct Recorded {
 /// State shared between the caller and the backend's thread.
 #[derive(Default)]
 struct Shared {
-    /// Set once the probes are attached.
-    ready: AtomicBool,
+    /// Set once the probes are attached (by the DTrace driver itself: its `began` flag).
+    ready: Arc<AtomicBool>,
     /// The target's pid, once known.
     pid: Mutex<Option<u32>>,
     /// Set by [`Session::stop`], with the reason the profile gives.
@@ -349,25 +349,9 @@ fn record_dtrace(options: SessionOptions, shared: &Shared) -> Result<Recorded> {
     ));
     driver.echo_target_output = options.echo_target_output;
     driver.stop = Arc::clone(&shared.stop_flag);
-    let began = Arc::clone(&driver.began);
-    let driver = Driver::new(driver)?;
-    // The driver says when dtrace has enabled every probe (a second or more): pass it on.
-    let recording = std::thread::scope(|scope| {
-        let running = Arc::new(AtomicBool::new(true));
-        let watching = Arc::clone(&running);
-        scope.spawn(move || {
-            while watching.load(Ordering::Acquire) {
-                if began.load(Ordering::Acquire) {
-                    shared.ready.store(true, Ordering::Release);
-                    return;
-                }
-                std::thread::sleep(READY_POLL);
-            }
-        });
-        let recording = driver.run();
-        running.store(false, Ordering::Release);
-        recording
-    })?;
+    // The driver sets it once dtrace has enabled every probe (a second or more).
+    driver.began = Arc::clone(&shared.ready);
+    let recording = Driver::new(driver)?.run()?;
     Ok(Recorded {
         profile: recording.profile,
         notes: recording
