@@ -329,18 +329,7 @@ fn assert_demo_waits(profile: &Profile, probe: &str, log: &str, tolerance: (f64,
 
 /// Each thread's own measure of its wait, from the demo's output: `(thread, ms)`.
 fn demo_measures(log: &str) -> Vec<(String, f64)> {
-    let Some(list) = log
-        .lines()
-        .find_map(|l| l.strip_prefix("lockscope-demo: waits measured by the threads: "))
-    else {
-        return Vec::new();
-    };
-    list.split(", ")
-        .filter_map(|item| {
-            let (thread, ms) = item.strip_suffix(" ms")?.rsplit_once(' ')?;
-            Some((thread.to_owned(), ms.parse().ok()?))
-        })
-        .collect()
+    demo_thread_measures(log, "lockscope-demo: waits measured by the threads: ")
 }
 
 /// Of `probe`'s wait time with a user stack, the share on stacks complete to the thread entry,

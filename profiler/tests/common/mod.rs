@@ -27,10 +27,13 @@ pub const ON_CPU_TOLERANCE: f64 = 0.15;
 
 /// Each on-CPU thread's own measure of its CPU time, from the demo's output: `(thread, ms)`.
 pub fn demo_cpu_measures(log: &str) -> Vec<(String, f64)> {
-    let Some(list) = log
-        .lines()
-        .find_map(|l| l.strip_prefix("lockscope-demo: CPU time measured by the threads: "))
-    else {
+    demo_thread_measures(log, "lockscope-demo: CPU time measured by the threads: ")
+}
+
+/// The `(thread, ms)` pairs of the demo's output line starting with `prefix` (`thread 123.4 ms`,
+/// comma-separated); empty without that line.
+pub fn demo_thread_measures(log: &str, prefix: &str) -> Vec<(String, f64)> {
+    let Some(list) = log.lines().find_map(|l| l.strip_prefix(prefix)) else {
         return Vec::new();
     };
     list.split(", ")
