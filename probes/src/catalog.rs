@@ -95,6 +95,16 @@ pub const CATALOG: &[ProbeInfo] = &[
         linux_hooks: "tp_btf/sched_waking (with offcpu's hooks)",
     },
     ProbeInfo {
+        name: "preempt",
+        description: "where threads lose the CPU: the user stack each preempted thread was \
+                  running, so that CPU saturation's preempted time has a site; implies offcpu \
+                  and adds one user-stack unwinding per preemption",
+        kinds: &[WaitKind::OffCpu],
+        cost: CostClass::PerContextSwitch,
+        default: false,
+        linux_hooks: "tp_btf/sched_switch (with offcpu's hooks)",
+    },
+    ProbeInfo {
         name: "syscall",
         description: "every system call of the target: count, errors by errno, log2 latency, and \
                   the stacks of slow calls (--syscalls to select some)",

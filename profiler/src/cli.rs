@@ -851,8 +851,8 @@ mod tests {
         let err = validate_probes(&["nosuch".into()]).expect_err("unknown");
         assert_eq!(
             err.to_string(),
-            "unknown probe `nosuch`: known probes are futex, offcpu, wakeup, syscall, lifecycle, \
-             klock, mutex-hold, cpu"
+            "unknown probe `nosuch`: known probes are futex, offcpu, wakeup, preempt, syscall, \
+             lifecycle, klock, mutex-hold, cpu"
         );
     }
 }

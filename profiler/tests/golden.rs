@@ -7,7 +7,7 @@ mod fixtures;
 
 use common::check_golden;
 
-use fixtures::{demo_profile, lossy_profile, on_cpu_profile, saturation_profile};
+use fixtures::{demo_profile, lossy_profile, on_cpu_profile, preempt_profile, saturation_profile};
 use lockscope::export::{write_export, ExportFormat};
 use lockscope::fold::{folded_lines, FoldOptions, Weight};
 use lockscope::report::{write_report, GroupBy, ReportOptions};
@@ -66,6 +66,31 @@ fn report_cpu_saturation() {
         "run-queue time among the waits:\n{kinds}"
     );
     check_golden("report_cpu_saturation.txt", &text);
+}
+
+/// With the `preempt` probe's stacks, the CPU saturation section names the function a preempted
+/// thread was running, its stacks at different pcs merged into one site (12.0 ms, 2 intervals),
+/// apart from the preemptions without a stack; matches its golden file.
+#[test]
+fn report_preempt() {
+    let text = report(&preempt_profile(), &report_options(GroupBy::Stack));
+    let saturation = text
+        .split("\n\n")
+        .find(|s| s.starts_with("CPU saturation"))
+        .unwrap_or_default();
+    let row = saturation
+        .lines()
+        .find(|l| l.contains("spin_until_free"))
+        .unwrap_or_else(|| panic!("no spin_until_free site:\n{saturation}"));
+    assert!(
+        row.contains("preempted") && row.contains(" 2 ") && row.contains("12.0 ms"),
+        "the two preemptions in spin_until_free are not one site: {row}"
+    );
+    assert!(
+        saturation.contains("[preempted]"),
+        "the stackless preemptions lost:\n{saturation}"
+    );
+    check_golden("report_preempt.txt", &text);
 }
 
 /// The default text report (grouped by stack) matches its golden file.

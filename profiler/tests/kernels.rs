@@ -20,10 +20,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The probes of the eBPF backend, as the checks record them one by one.
-const PROBES: [&str; 8] = [
+const PROBES: [&str; 9] = [
     "futex",
     "offcpu",
     "wakeup",
+    "preempt",
     "syscall",
     "lifecycle",
     "klock",

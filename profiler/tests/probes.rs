@@ -7,8 +7,8 @@
 
 mod common;
 
-use common::{bpf_available, lockscope, run_ok};
-use lockscope_probes::Profile;
+use common::{bpf_available, demo_path, lockscope, run_ok};
+use lockscope_probes::{Profile, WaitRecord};
 use std::path::{Path, PathBuf};
 
 /// A probe whose attach fails is `failed` with its reason in the metadata and the report, and
@@ -193,6 +193,66 @@ fn offcpu_stack_of_an_early_sleep_reaches_the_start_code() {
     assert!(
         names.iter().any(|n| n.contains("__libc_start_call_main")),
         "the sleep's stack stops early: {names:?}"
+    );
+}
+
+/// With `preempt`, a preempted thread's time points at the code it was running: the demo's
+/// spinner, pinned to one CPU with the cruncher, is preempted for at least a quarter of its
+/// 300 ms spin, and at least 90% of that time has a user stack through `spin_until_free` and
+/// its caller `acquire_spin_lock`, which the report's CPU saturation section names.
+#[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
+fn preempt_names_where_a_preempted_thread_ran() {
+    if !bpf_available("preempt_names_where_a_preempted_thread_ran") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lsp = dir.path().join("run.lsp");
+    run_ok(
+        lockscope()
+            .args(["record", "--probes", "preempt", "-o"])
+            .arg(&lsp)
+            .args(["--", "taskset", "-c", "0", demo_path()]),
+    );
+    let profile = lockscope_probes::read_profile(&lsp).expect("profile");
+    let spinner: Vec<&WaitRecord> = profile
+        .waits
+        .iter()
+        .filter(|w| {
+            w.operation == "preempted" && profile.thread_name(w.pid, w.tid) == Some("spinner")
+        })
+        .collect();
+    let preempted: u64 = spinner.iter().map(|w| w.stats.total_ns).sum();
+    assert!(
+        preempted >= 75_000_000,
+        "the spinner, sharing one CPU with the cruncher, was preempted for {preempted} ns"
+    );
+    let in_spin: u64 = spinner
+        .iter()
+        .filter(|w| {
+            profile.stack(w.user_stack).is_some_and(|s| {
+                let names: Vec<String> = s.frames.iter().map(|f| f.display_name()).collect();
+                names.iter().any(|n| n.contains("spin_until_free"))
+                    && names.iter().any(|n| n.contains("acquire_spin_lock"))
+            })
+        })
+        .map(|w| w.stats.total_ns)
+        .sum();
+    assert!(
+        in_spin as f64 >= 0.9 * preempted as f64,
+        "{in_spin} of the spinner's {preempted} preempted ns have its spin's stack"
+    );
+    let report = run_ok(lockscope().arg("report").arg(&lsp));
+    let saturation = report
+        .split("\n\n")
+        .find(|s| s.starts_with("CPU saturation"))
+        .unwrap_or_else(|| panic!("no CPU saturation section:\n{report}"));
+    assert!(
+        saturation
+            .lines()
+            // The site column cuts long names: `lockscope_demo::spin_until_…`.
+            .any(|l| l.contains("preempted") && l.contains("spin_until")),
+        "the spin is no preempted site:\n{saturation}"
     );
 }
 

@@ -10,7 +10,8 @@
  * that on-CPU + run-queue + every kind of sleep adds up to the thread's wall time. Intervals of
  * at least `targ_min_block_ns` are also aggregated with their stacks (`offcpu`), and, for the
  * `wakeup` probe (`targ_waker_stacks`), the sleeps among them with their waker's stacks
- * (`wakeups`, offwaketime's idea, aggregated in the kernel).
+ * (`wakeups`, offwaketime's idea, aggregated in the kernel). For the `preempt` probe
+ * (`targ_preempted_stacks`) a preemption takes the user stack the thread was running.
  */
 #include "probe.bpf.h"
 #include "offcpu.h"
@@ -33,6 +34,16 @@ const volatile __u64 targ_min_block_ns = 10000;
 /* Aggregate each sleep with its waker's stacks too (the `wakeup` probe). Off by default: taking
  * the waker's stacks costs as much as the sleeper's, on every wakeup. */
 const volatile bool targ_waker_stacks = false;
+
+/* Take the user stack of a preempted thread too (the `preempt` probe): where it was running when
+ * the scheduler took its CPU away. Off by default: one unwinding per preemption. */
+const volatile bool targ_preempted_stacks = false;
+
+/* Distinct user stacks preemptions may add to the `user_stacks` map every probe shares (a
+ * quarter of it): a CPU-bound thread is preempted at a new pc almost every time. Past it, a
+ * preemption keeps its stack when an earlier event stored the same one, else it has none
+ * (counted as a user stack failure); its time is kept either way. */
+__s64 lks_preempted_stack_budget = LKS_USER_STACK_ENTRIES / 4;
 
 /* CLOCK_MONOTONIC when the probes were attached, written by user space; threads first seen later
  * count from here. */
@@ -152,7 +163,18 @@ static __always_inline void record_interval(struct offcpu_thread *t, __u32 tid,
 	key.object = 0;
 	key.user_stack_id = stacks ? t->user_stack_id : -1;
 	key.kernel_stack_id = stacks ? t->kernel_stack_id : -1;
-	aggregate(&offcpu, &key, ns, task);
+	if (try_aggregate(&offcpu, &key, ns, task) != -E2BIG)
+		return;
+	/* Full: a preemption's stacks make as many keys as the places threads run. Its time is kept
+	 * under the stackless key of its thread rather than lost. */
+	if (state == LKS_STATE_PREEMPTED && key.user_stack_id >= 0) {
+		COUNT(user_stack_failures);
+		key.user_stack_id = -1;
+		key.kernel_stack_id = -1;
+		aggregate(&offcpu, &key, ns, task);
+		return;
+	}
+	COUNT(agg_map_full);
 }
 
 /* task_struct's state field before Linux 5.14 renamed it __state (CO-RE flavor). */
@@ -178,6 +200,7 @@ static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, u
 	struct offcpu_thread *t;
 	struct pt_regs *regs;
 	struct stack_ids ids;
+	bool preempted;
 
 	if (!is_target(tgid))
 		return;
@@ -225,21 +248,30 @@ static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, u
 				t->object = BPF_CORE_READ(regs, di);
 		}
 	}
-	if (prev_state == 0) {
-		/* Preempted: where it ran is a CPU profile's business, and stacks taken there would
-		 * be as many keys as samples (the key map filled in 10 minutes under MariaDB). */
+	preempted = prev_state == 0;
+	if (preempted) {
+		/* Preempted: its user stack only with the `preempt` probe (the registers saved when
+		 * it entered the kernel, at the interrupt or system call where it lost the CPU); its
+		 * kernel stack would be the scheduler's own path. */
 		t->state = LKS_STATE_PREEMPTED;
 		t->involuntary++;
 		t->user_stack_id = -1;
 		t->kernel_stack_id = -1;
-		return;
+		if (!targ_preempted_stacks)
+			return;
 	} else {
 		t->state = LKS_STATE_SLEEPING;
 		t->voluntary++;
 		t->sleep_class = t->syscall < 0 ? LKS_TIME_OTHER : class_of_syscall(t->syscall);
 	}
-	ids = capture_stacks(ctx, compat);
-	count_stack_failures(ids);
+	/* One unwinder call site for both: the program stays half the size. */
+	ids.user = lks_unwind_user_stack_budget(ctx, compat, LKS_UNWIND_SLOT_TASK, true,
+						&lks_preempted_stack_budget, preempted);
+	ids.kernel = preempted ? -1 : bpf_get_stackid(ctx, &kernel_stacks, 0);
+	if (ids.user < 0)
+		COUNT(user_stack_failures);
+	if (ids.kernel < 0 && !preempted)
+		COUNT(kernel_stack_failures);
 	t->user_stack_id = ids.user < 0 ? -1 : ids.user;
 	t->kernel_stack_id = ids.kernel < 0 ? -1 : ids.kernel;
 }

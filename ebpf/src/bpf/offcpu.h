@@ -78,8 +78,9 @@ struct offcpu_key {
 	/* Always 0: not keyed by the futex word (the futex probe has it); kept for the layout. */
 	__u64 object;
 	/* Stacks at a sleep's switch-out; for a run-queue interval (woken until back on a CPU),
-	 * those of the sleep it woke from. -1 when not captured: preempted intervals, a new
-	 * thread's first run-queue delay, failures. */
+	 * those of the sleep it woke from; for a preempted one, with the `preempt` probe, the user
+	 * stack it was running (no kernel stack). -1 when not captured: preempted intervals
+	 * without `preempt`, a new thread's first run-queue delay, failures. */
 	__s32 user_stack_id;
 	__s32 kernel_stack_id;
 };

@@ -50,8 +50,10 @@ static __always_inline void count_stack_failures(struct stack_ids ids)
 }
 
 /* Adds one duration to the entry of `key` in `map` (a hash of key -> struct lks_stats), creating
- * it with the name of `task` (NULL: the current thread). Counts the loss when the map is full. */
-static __always_inline void aggregate(void *map, void *key, __u64 duration, struct task_struct *task)
+ * it with the name of `task` (NULL: the current thread). Returns -E2BIG, counting nothing, when
+ * the map is full (the caller may retry with a coarser key); counts any other loss. */
+static __always_inline long try_aggregate(void *map, void *key, __u64 duration,
+					  struct task_struct *task)
 {
 	struct lks_stats *stats = bpf_map_lookup_elem(map, key);
 	__u64 slot;
@@ -63,7 +65,7 @@ static __always_inline void aggregate(void *map, void *key, __u64 duration, stru
 
 		if (!fresh) {
 			COUNT(dropped);
-			return;
+			return 0;
 		}
 		if (task)
 			bpf_probe_read_kernel_str(fresh->comm, sizeof(fresh->comm), task->comm);
@@ -72,15 +74,14 @@ static __always_inline void aggregate(void *map, void *key, __u64 duration, stru
 		err = bpf_map_update_elem(map, key, fresh, BPF_NOEXIST);
 		if (err && err != -EEXIST) {
 			if (err == -E2BIG)
-				COUNT(agg_map_full);
-			else
-				COUNT(dropped);
-			return;
+				return err;
+			COUNT(dropped);
+			return 0;
 		}
 		stats = bpf_map_lookup_elem(map, key);
 		if (!stats) {
 			COUNT(dropped);
-			return;
+			return 0;
 		}
 	}
 	__sync_fetch_and_add(&stats->count, 1);
@@ -95,6 +96,14 @@ static __always_inline void aggregate(void *map, void *key, __u64 duration, stru
 	/* Racy only between threads sharing a key; a lost max update is within one event. */
 	if (duration > stats->max_ns)
 		stats->max_ns = duration;
+	return 0;
+}
+
+/* try_aggregate, counting the loss when the map is full. */
+static __always_inline void aggregate(void *map, void *key, __u64 duration, struct task_struct *task)
+{
+	if (try_aggregate(map, key, duration, task) == -E2BIG)
+		COUNT(agg_map_full);
 }
 
 #endif /* LOCKSCOPE_PROBE_BPF_H */

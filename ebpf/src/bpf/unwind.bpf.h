@@ -33,6 +33,9 @@
 #ifndef ENOMEM
 #define ENOMEM 12
 #endif
+#ifndef ENOSPC
+#define ENOSPC 28
+#endif
 
 /* The rows of every loaded unwind table; written by user space through mmap. */
 struct {
@@ -673,10 +676,15 @@ static __always_inline bool lks_same_stack(struct user_stack *a, struct user_sta
  * entry (enum unwind_slot). `procs`: whether the process tables may be used; a perf_event program
  * on a kernel before 6.1 may not (its verifier refuses any map that is not preallocated to
  * perf_event programs, and `unwind_procs` is not): it unwinds through the executable's and the
- * VMAs' file tables alone.
+ * VMAs' file tables alone. `budget` (a constant NULL, or a global) with `spend`: how many stacks
+ * not stored yet this caller may still add to `user_stacks` (decremented per addition; at 0 such
+ * a stack is not stored: -ENOSPC), so that a caller with as many distinct stacks as events cannot
+ * fill the map the others share. `spend` may vary at run time; a pointer that may be NULL at
+ * run time would not pass older verifiers.
  */
-static __always_inline __s32 lks_unwind_user_stack_in(void *ctx, const bool compat, __u32 slot,
-						      const bool procs)
+static __always_inline __s32 lks_unwind_user_stack_budget(void *ctx, const bool compat, __u32 slot,
+							  const bool procs, __s64 *budget,
+							  bool spend)
 {
 	__u32 zero = 0, tgid = bpf_get_current_pid_tgid() >> 32, id, key = slot;
 	struct unwind_config *config = bpf_map_lookup_elem(&unwind_config, &zero);
@@ -746,12 +754,26 @@ store:
 		counters->store_failures++;
 		return -EEXIST;
 	}
+	/* Read, then an add whose result is unused (kernels before 5.12 have no atomic fetch): racing
+	 * callers may overdraw the budget by one each, a bound on the order of the map, not a count. */
+	if (budget && spend) {
+		if (*budget <= 0)
+			return -ENOSPC;
+		__sync_fetch_and_add(budget, -1);
+	}
 	err = bpf_map_update_elem(&user_stacks, &id, stack, BPF_NOEXIST);
 	if (err && err != -EEXIST) {
 		counters->store_failures++;
 		return err;
 	}
 	return id;
+}
+
+/* lks_unwind_user_stack_budget without a budget. */
+static __always_inline __s32 lks_unwind_user_stack_in(void *ctx, const bool compat, __u32 slot,
+						      const bool procs)
+{
+	return lks_unwind_user_stack_budget(ctx, compat, slot, procs, NULL, false);
 }
 
 /* lks_unwind_user_stack_in for programs in the thread's context, with the process tables. */

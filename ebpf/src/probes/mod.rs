@@ -1,7 +1,7 @@
 //! The probes of the eBPF backend, one file each, named as the probe's BPF object
-//! (`bpf/NAME.bpf.c`, `bpf/NAME.h`) and its report section: `futex`, `offcpu` (also `wakeup`),
-//! `syscall`, `lifecycle`, `klock`, `mutex_hold` (the `mutex-hold` probe: Rust names take `_` for
-//! `-`), `cpu` (on-CPU samples, not waits).
+//! (`bpf/NAME.bpf.c`, `bpf/NAME.h`) and its report section: `futex`, `offcpu` (also `wakeup`
+//! and `preempt`), `syscall`, `lifecycle`, `klock`, `mutex_hold` (the `mutex-hold` probe: Rust
+//! names take `_` for `-`), `cpu` (on-CPU samples, not waits).
 //!
 //! Each implements [`Probe`]. Most aggregate into one map of `lks_stats` by a key of their own
 //! (probe.bpf.h's `aggregate`) and attach every program by its section: they implement

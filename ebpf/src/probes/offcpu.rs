@@ -1,6 +1,7 @@
-//! The `offcpu` probe (`bpf/offcpu.bpf.c`, `bpf/offcpu.h`), which also serves `wakeup`: every
-//! thread's wall time split by where it went (on CPU, run queue, futex, poll, I/O, sleep, other),
-//! the off-CPU intervals with their stacks, and (for `wakeup`) who woke each sleep, from where.
+//! The `offcpu` probe (`bpf/offcpu.bpf.c`, `bpf/offcpu.h`), which also serves `wakeup` and
+//! `preempt`: every thread's wall time split by where it went (on CPU, run queue, futex, poll,
+//! I/O, sleep, other), the off-CPU intervals with their stacks, (for `wakeup`) who woke each
+//! sleep, from where, and (for `preempt`) the user stack each preempted thread was running.
 
 use super::load_object;
 use crate::error::Error;
@@ -136,16 +137,18 @@ pub(crate) struct OffcpuProbe {
 impl Probe for OffcpuProbe {
     fn info() -> ProbeInfo {
         ProbeInfo {
-            names: &["offcpu", "wakeup"],
+            names: &["offcpu", "wakeup", "preempt"],
             hooks: "tp_btf/sched_switch, tp_btf/sched_waking, tp_btf/sched_wakeup_new",
             needs: &[],
         }
     }
 
-    /// One object serves both names: `wakeup` makes it take its wakers' stacks too.
+    /// One object serves the three names: `wakeup` makes it take its wakers' stacks too,
+    /// `preempt` the user stacks of preempted threads.
     fn load(cx: &LoadContext<'_>) -> Result<Self, String> {
         let min_block = cx.settings.min_block.as_nanos() as u64;
         let waker_stacks = cx.wants("wakeup");
+        let preempted_stacks = cx.wants("preempt");
         let object = load_object(
             OffcpuSkelBuilder::default(),
             cx,
@@ -153,6 +156,7 @@ impl Probe for OffcpuProbe {
                 if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
                     rodata.targ_min_block_ns = min_block;
                     rodata.targ_waker_stacks = waker_stacks;
+                    rodata.targ_preempted_stacks = preempted_stacks;
                     let table = syscall_class_table(rodata.targ_syscall_class.len());
                     rodata.targ_syscall_class.copy_from_slice(&table);
                 }

@@ -15,8 +15,9 @@ pub(super) struct CpuSaturation {
     /// The target's threads on a CPU, on average (from the per-thread times; absent without).
     #[serde(skip_serializing_if = "Option::is_none")]
     running_threads: Option<f64>,
-    /// Heaviest first: `frame` is the site of the sleep a run-queue delay woke from
-    /// (`[preempted]` for preemptions, which have no stack).
+    /// Heaviest first, by wait and frame: `frame` is the site of the sleep a run-queue delay
+    /// woke from, or where a preempted thread was running (`[preempted]` without the `preempt`
+    /// probe's stacks).
     sites: Vec<SiteRow>,
     threads: Vec<SaturationThread>,
 }
@@ -60,12 +61,7 @@ pub(super) fn cpu_saturation(profile: &Profile) -> Option<CpuSaturation> {
         .iter()
         .map(|t| t.ns(TimeClass::OnCpu))
         .sum();
-    let mut sites = site_rows(profile, waits.iter().copied(), TOP);
-    for site in &mut sites {
-        if site.operation == "preempted" {
-            site.frame = "[preempted]".to_string();
-        }
-    }
+    let sites = sites_by_frame(site_rows(profile, waits.iter().copied(), usize::MAX));
     let mut thread_rows: Vec<SaturationThread> = threads
         .into_iter()
         .map(
@@ -91,6 +87,38 @@ pub(super) fn cpu_saturation(profile: &Profile) -> Option<CpuSaturation> {
     })
 }
 
+/// `rows` merged by wait and frame, heaviest first, the first [`TOP`]: a preemption's stack
+/// (the `preempt` probe) differs at almost every pc where threads run, a site is a function.
+/// A preemption without a stack is `[preempted]`.
+fn sites_by_frame(rows: Vec<SiteRow>) -> Vec<SiteRow> {
+    let mut merged: Vec<SiteRow> = Vec::new();
+    for mut row in rows {
+        if row.operation == "preempted" && row.user_stack.is_none() {
+            row.frame = "[preempted]".to_string();
+        }
+        match merged
+            .iter_mut()
+            .find(|m| m.operation == row.operation && m.frame == row.frame)
+        {
+            // `rows` come heaviest first: the first row of a site keeps its stack.
+            Some(site) => {
+                site.count += row.count;
+                site.total_ns += row.total_ns;
+                site.max_ns = site.max_ns.max(row.max_ns);
+                for thread in row.threads {
+                    if !site.threads.contains(&thread) {
+                        site.threads.push(thread);
+                    }
+                }
+            }
+            None => merged.push(row),
+        }
+    }
+    merged.sort_by_key(|r| (Reverse(r.total_ns), Reverse(r.count)));
+    merged.truncate(TOP);
+    merged
+}
+
 impl CpuSaturation {
     pub(super) fn write_text(&self, out: &mut String) {
         let _ = writeln!(out);
@@ -113,7 +141,7 @@ impl CpuSaturation {
         let _ = writeln!(
             out,
             "  {:<11}{:>8}{:>11}{:>11}  {:<28} threads",
-            "wait", "count", "total", "max", "site (the sleep woken from)"
+            "wait", "count", "total", "max", "site (woken from/preempted)"
         );
         for r in &self.sites {
             let _ = writeln!(
