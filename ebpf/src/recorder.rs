@@ -506,7 +506,7 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "unknown probe `nosuch` (the eBPF backend provides: futex, offcpu, wakeup, \
-             syscall, lifecycle, klock, mutex-hold, cpu)"
+             preempt, syscall, lifecycle, klock, mutex-hold, cpu)"
         );
     }
 

@@ -121,8 +121,8 @@ fn record_bad_arguments() {
     let msg = one_line_error(lockscope().args(["record", "--probes", "nosuch", "--", "true"]));
     assert_eq!(
         msg,
-        "unknown probe `nosuch`: known probes are futex, offcpu, wakeup, syscall, lifecycle, \
-         klock, mutex-hold, cpu"
+        "unknown probe `nosuch`: known probes are futex, offcpu, wakeup, preempt, syscall, \
+         lifecycle, klock, mutex-hold, cpu"
     );
     let msg = one_line_error(lockscope().args(["record"]));
     assert_eq!(

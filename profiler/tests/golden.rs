@@ -37,6 +37,40 @@ fn report_on_cpu_by_thread() {
     check_golden("report_on_cpu_by_thread.txt", &text);
 }
 
+/// The On CPU section's waits column leaves out the time a thread waited for a CPU: the
+/// spinner, preempted for 40 ms, still shows no waits beside its CPU time.
+#[test]
+fn on_cpu_waits_leave_out_cpu_saturation() {
+    let mut profile = on_cpu_profile();
+    let spinner = profile
+        .threads
+        .iter()
+        .find(|t| t.name == "spinner")
+        .map(|t| (t.pid, t.tid))
+        .expect("the spinner");
+    profile.waits.push(lockscope_probes::WaitRecord {
+        probe: "offcpu".to_string(),
+        kind: lockscope_probes::WaitKind::OffCpu,
+        pid: spinner.0,
+        tid: spinner.1,
+        object: 0,
+        operation: "preempted".to_string(),
+        user_stack: None,
+        kernel_stack: None,
+        stats: fixtures::stats(&[40_000_000]),
+    });
+    let text = report(&profile, &report_options(GroupBy::Stack));
+    let row = text
+        .lines()
+        .skip_while(|l| !l.starts_with("On CPU"))
+        .find(|l| l.trim_start().starts_with("spinner"))
+        .unwrap_or_else(|| panic!("no spinner row:\n{text}"));
+    assert!(
+        !row.contains("40.0 ms"),
+        "its preemption counted as a wait: {row}"
+    );
+}
+
 /// Folding a recording with the `cpu` probe: the waits alone by default (as without the probe),
 /// the samples in on-CPU nanoseconds with `--probe cpu`; matches its golden file.
 #[test]

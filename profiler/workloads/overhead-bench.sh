@@ -10,7 +10,8 @@
 # Modes: untraced (always run, between the others), lockscope-default (record -p, default
 # probes), lockscope-futex (--probes futex), lockscope-futex-generic (the same with tracefs
 # unmounted, so on the generic sys_enter/sys_exit hooks; only when this script mounted tracefs),
-# lockscope-offcpu (--probes offcpu, when `lockscope probes` lists it), bpftrace-futex,
+# lockscope-offcpu (--probes offcpu, when `lockscope probes` lists it), lockscope-preempt
+# (--probes preempt: offcpu with the stacks of preempted threads), bpftrace-futex,
 # bpftrace-offcpu (the equivalent bpftrace scripts next to this one), perf-lock (perf lock record
 # -p), perf-trace (perf trace -s -p), strace (strace -c -f -p); and the on-CPU profilers at 99 Hz:
 # lockscope-cpu (--probes cpu), perf-cpu (perf record -F 99 --call-graph dwarf -p: perf's 8 KB
@@ -137,6 +138,7 @@ start_tracer() {
         cmd=("$LOCKSCOPE" record -p "$PID" --probes futex -o "$base.lsp") ready="recording pid"
         ;;
     lockscope-offcpu) cmd=("$LOCKSCOPE" record -p "$PID" --probes offcpu -o "$base.lsp") ready="recording pid" ;;
+    lockscope-preempt) cmd=("$LOCKSCOPE" record -p "$PID" --probes preempt -o "$base.lsp") ready="recording pid" ;;
     lockscope-cpu) cmd=("$LOCKSCOPE" record -p "$PID" --probes cpu -o "$base.lsp") ready="recording pid" ;;
     perf-cpu) cmd=(perf record -F 99 --call-graph dwarf -p "$PID" -o "$base.perf.data") ;;
     bpftrace-cpu)

@@ -28,7 +28,8 @@ pub(super) struct OnCpuThread {
     name: String,
     samples: u64,
     cpu_ns: u64,
-    /// The thread's recorded wait time (its records of the wait probes), for comparison.
+    /// The thread's recorded wait time (its records of the wait probes, without the time it
+    /// waited for a CPU: CPU saturation), for comparison.
     wait_ns: u64,
     /// The innermost functions of its hottest user stack, leaf first.
     hottest: Vec<String>,
@@ -106,7 +107,7 @@ pub(super) fn on_cpu(profile: &Profile) -> Option<OnCpu> {
             wait_ns: profile
                 .waits
                 .iter()
-                .filter(|w| !w.kind.is_sampled() && (w.pid, w.tid) == (pid, tid))
+                .filter(|w| !w.kind.is_sampled() && !is_cpu_wait(w) && (w.pid, w.tid) == (pid, tid))
                 .map(|w| w.stats.total_ns)
                 .sum(),
             hottest: names_leaf_first(profile, heaviest(&by_stack))
