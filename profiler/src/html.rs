@@ -37,12 +37,12 @@
 //! Level sections start open: a flamegraph laid out while hidden would have no width to fit its
 //! labels to until the reader opens it (inferno refits them on resize, but open is simplest).
 
+use crate::analysis::fold::{Measure, Weight};
 use crate::chart::{
     histogram_svg, scaling_svg, time_bars_svg, xml_escape, Bucket, ChartOptions, TimeBar,
 };
 use crate::diff::{write_diff_flamegraph, write_diff_json, DiffOptions};
 use crate::flamegraph::{write_flamegraph, FlamegraphOptions};
-use crate::fold::{Measure, Weight};
 use crate::report::{write_report, ReportOptions};
 use crate::sweep::{Sweep, NO_BREAKDOWN};
 use crate::units::{format_fraction, format_ns, format_threads, format_unix_ns};
@@ -638,7 +638,7 @@ fn stack_cell(group: &serde_json::Value) -> String {
             .collect();
         let mut cell = format!(
             "<td><code>{}</code>",
-            xml_escape(crate::fold::NO_USER_STACK)
+            xml_escape(crate::analysis::fold::NO_USER_STACK)
         );
         if !states.is_empty() {
             let _ = write!(
@@ -1447,7 +1447,7 @@ fn sweep_section(out: &mut String, id: &str, path: &str, sweep: &Sweep) {
         );
     }
     out.push_str("</table>\n");
-    let stackless = format!("{};[off-cpu]", crate::fold::NO_USER_STACK);
+    let stackless = format!("{};[off-cpu]", crate::analysis::fold::NO_USER_STACK);
     if sweep
         .levels
         .iter()
@@ -1558,7 +1558,10 @@ fn growth_words(diff: &serde_json::Value, n: usize) -> String {
                 crate::sweep::short_site(stack),
                 from.trim_end_matches(" threads")
             );
-            if stack.ends_with(&format!("{};[off-cpu]", crate::fold::NO_USER_STACK)) {
+            if stack.ends_with(&format!(
+                "{};[off-cpu]",
+                crate::analysis::fold::NO_USER_STACK
+            )) {
                 text.push_str(" [preempted or in the run queue: waiting for a CPU]");
             }
             text
@@ -1681,7 +1684,7 @@ fn run_summary(profile: &Profile) -> Vec<(String, String)> {
     }
     rows.push((measure.noun(2).to_string(), text));
     if measure == Measure::Waits && wall_ns > 0 {
-        let mut sites: Vec<(String, u64)> = crate::diff::canonical_sites(profile)
+        let mut sites: Vec<(String, u64)> = crate::analysis::canonical::canonical_sites(profile)
             .into_iter()
             .map(|(site, stats)| (site, stats.total_ns))
             .collect();
@@ -1695,7 +1698,10 @@ fn run_summary(profile: &Profile) -> Vec<(String, String)> {
                     crate::sweep::short_site(site),
                     format_threads(*ns as f64 / wall_ns as f64)
                 );
-                if site.ends_with(&format!("{};[off-cpu]", crate::fold::NO_USER_STACK)) {
+                if site.ends_with(&format!(
+                    "{};[off-cpu]",
+                    crate::analysis::fold::NO_USER_STACK
+                )) {
                     text.push_str(" [preempted or in the run queue: waiting for a CPU]");
                 }
                 text
@@ -1721,10 +1727,10 @@ fn run_summary(profile: &Profile) -> Vec<(String, String)> {
 fn thread_group_bars(profile: &Profile) -> String {
     let mut groups: Vec<(String, u64, TimeBar)> = Vec::new();
     for time in &profile.thread_times {
-        let name = crate::diff::thread_group(
+        let name = crate::analysis::canonical::thread_group(
             profile
                 .thread_name(time.pid, time.tid)
-                .unwrap_or(crate::fold::UNKNOWN_THREAD),
+                .unwrap_or(crate::analysis::fold::UNKNOWN_THREAD),
         );
         let index = match groups.iter().position(|(n, _, _)| *n == name) {
             Some(i) => i,

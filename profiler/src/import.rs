@@ -39,6 +39,7 @@
 //! those frames and no thread (so exporting it folded gives the same lines back, merged and
 //! sorted). [`ImportOptions::folded_values`] says what the values are ([`FoldedValues`]).
 
+use crate::analysis::fold::{KERNEL_MODULE, KERNEL_SUFFIX, PERF_PROBE_PREFIX};
 use anyhow::{bail, Context};
 use inferno::collapse::perf::{Folder, Options as PerfOptions};
 use inferno::collapse::Collapse;
@@ -48,16 +49,6 @@ use lockscope_probes::{
 };
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
-
-/// Prefix of the probe names of imported perf samples (`perf:cpu-clock`).
-pub const PERF_PROBE_PREFIX: &str = "perf:";
-
-/// Module given to the frames inferno's perf collapser counts as kernel frames (the ones its
-/// `--kernel` option suffixes with `_[k]`).
-pub const KERNEL_MODULE: &str = "[kernel]";
-
-/// Suffix inferno's perf collapser gives kernel frames with `--kernel`.
-const KERNEL_MARK: &str = "_[k]";
 
 /// Formats `lockscope import` reads besides dtrace.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -486,7 +477,7 @@ fn collapse_sample(block: &str, header: &PerfHeader<'_>) -> anyhow::Result<Optio
         .unwrap_or(stack);
     let frames = frames
         .split(';')
-        .map(|name| match name.strip_suffix(KERNEL_MARK) {
+        .map(|name| match name.strip_suffix(KERNEL_SUFFIX) {
             Some(name) => (name.to_string(), true),
             None => (name.to_string(), false),
         })
@@ -681,7 +672,10 @@ mod tests {
         );
         let text = format!("sh 1 1.0: 1 cpu-clock:\n{line}\n\nsh 1 1.0: 1 cpu-clock:  1 caf\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}xy (m)\n");
         let profile = import(&text, "test", &ImportOptions::default()).expect("import");
-        let lines = crate::fold::folded_lines(&profile, &crate::fold::FoldOptions::default());
+        let lines = crate::analysis::fold::folded_lines(
+            &profile,
+            &crate::analysis::fold::FoldOptions::default(),
+        );
         assert_eq!(lines, ["sh;caf?????????xy 1", "sh;caf?_?_sixteen_bytes 1"]);
     }
 

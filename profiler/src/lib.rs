@@ -5,8 +5,10 @@
 //!   with stacks and DTrace-style log2 histograms), and its sections, one file per section under
 //!   `report/sections/` named as the probe it shows (`offcpu`, `syscall`, `lifecycle`, `klock`,
 //!   `on_cpu` for the cpu probe) or the view (`contention`, `breakdown`, `cpu_saturation`);
-//! - [`fold`]: folded stacks (Brendan Gregg's format), the common input of flamegraph tools, and
-//!   [`wakeup`]: who-woke-whom chains;
+//! - [`analysis`]: how every output reads a profile: [`fold`](analysis::fold) (folded stacks,
+//!   Brendan Gregg's format, the common input of flamegraph tools),
+//!   [`wakeup`](analysis::wakeup) (who-woke-whom chains) and [`canonical`](analysis::canonical)
+//!   (OS-neutral stacks, sites and thread groups, for comparing kernels);
 //! - [`flamegraph`] and [`chart`]: SVG flamegraphs (drawn by inferno) and sweep charts;
 //! - [`export`], [`pprof`], [`speedscope`]: `lockscope export`; [`import`]: other tools'
 //!   captures as profiles;
@@ -22,12 +24,12 @@
 //!
 //! [`Profile`]: lockscope_probes::Profile
 
+pub mod analysis;
 pub mod bench;
 pub mod chart;
 pub mod diff;
 pub mod export;
 pub mod flamegraph;
-pub mod fold;
 pub mod histogram;
 pub mod html;
 pub mod import;
@@ -36,4 +38,3 @@ pub mod report;
 pub mod speedscope;
 pub mod sweep;
 pub mod units;
-pub mod wakeup;

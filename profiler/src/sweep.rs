@@ -9,7 +9,7 @@
 //! as `sweep.json` (schema in `docs/SWEEP.md`) beside one profile (`.lsp`, and `.pb.gz`: pprof
 //! labelled with the level's concurrency) and one load output per level:
 //! throughput per level, scaling against the first level (the seed's "Scaling (Concurrency
-//! one=100%)" column), wait time per kind, thread group and canonical site ([`crate::diff`]), where
+//! one=100%)" column), wait time per kind, thread group and canonical site ([`crate::analysis::canonical`]), where
 //! the threads' time went ([`Breakdown`], from the `offcpu` probe), the knee ([`find_knee`]) and
 //! one sentence for a writeup ([`finding`]).
 //!
@@ -18,8 +18,8 @@
 //! time) and, when the level has a breakdown, as a **share of thread time** (wait time over the sum
 //! of the threads' wall times, 0 to 100%).
 
-use crate::diff::{canonical_sites, thread_groups};
-use crate::fold::NO_USER_STACK;
+use crate::analysis::canonical::{canonical_sites, thread_groups};
+use crate::analysis::fold::NO_USER_STACK;
 use crate::units::{format_fraction, format_threads, share};
 use anyhow::{bail, Context};
 use lockscope_probes::{Profile, TimeClass, WaitStats};

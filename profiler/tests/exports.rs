@@ -6,7 +6,7 @@ mod common;
 mod fixtures;
 
 use common::*;
-use lockscope::fold::FoldOptions;
+use lockscope::analysis::fold::FoldOptions;
 use lockscope::pprof::PprofOptions;
 use prost::Message;
 use std::collections::BTreeMap;
@@ -178,7 +178,7 @@ fn pprof_decodes_and_totals_match() {
                 .names_outermost_first()
                 .pop()
                 .expect("a name"),
-            _ => lockscope::fold::NO_USER_STACK.to_string(),
+            _ => lockscope::analysis::fold::NO_USER_STACK.to_string(),
         };
         assert_eq!(s(innermost.name), expected);
         for id in &sample.location_id {
@@ -526,8 +526,8 @@ fn exports_keep_the_wakeups() {
     );
     let fold = FoldOptions::default();
     assert_eq!(
-        lockscope::wakeup::wakeup_lines(&offcpu, &fold),
-        lockscope::wakeup::wakeup_lines(&profile, &fold),
+        lockscope::analysis::wakeup::wakeup_lines(&offcpu, &fold),
+        lockscope::analysis::wakeup::wakeup_lines(&profile, &fold),
         "the chains read the same from the filtered export"
     );
 
@@ -537,7 +537,7 @@ fn exports_keep_the_wakeups() {
     assert!(futex.wakeups.is_empty() && futex.thread_times.is_empty());
 
     let (folded, _) = export_cli(&lsp, &["--format", "folded", "--wakeups"]);
-    let expected: Vec<String> = lockscope::wakeup::wakeup_lines(&profile, &fold);
+    let expected: Vec<String> = lockscope::analysis::wakeup::wakeup_lines(&profile, &fold);
     assert_eq!(folded.lines().collect::<Vec<_>>(), expected);
     assert!(folded.contains(";--;"), "{folded}");
 

@@ -36,7 +36,7 @@ pub fn run(args: &ExportArgs) -> Result<()> {
 fn export_ecosystem(
     args: &ExportArgs,
     profile: &Profile,
-    fold: lockscope::fold::FoldOptions,
+    fold: lockscope::analysis::fold::FoldOptions,
 ) -> Result<()> {
     let pprof = matches!(args.format, ExportFormatArg::Pprof);
     if !profile.wakeups.is_empty() {

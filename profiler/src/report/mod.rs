@@ -21,7 +21,7 @@
 
 pub(crate) mod sections;
 
-use crate::fold::Measure;
+use crate::analysis::fold::Measure;
 use crate::histogram;
 use crate::units::{format_ns, format_percent, format_unix_ns, share};
 use lockscope_probes::{
@@ -502,7 +502,7 @@ impl Report {
         // about the waits: the samples are CPU time, never added to wait time.
         let waits_only;
         let mut on_cpu_by_thread: BTreeMap<(u32, u32), OnCpuRow> = BTreeMap::new();
-        let drop_samples = crate::fold::mixes_samples(full);
+        let drop_samples = crate::analysis::fold::mixes_samples(full);
         if drop_samples {
             for w in full.waits.iter().filter(|w| w.kind == WaitKind::OnCpu) {
                 let row = on_cpu_by_thread.entry((w.pid, w.tid)).or_default();
@@ -1194,7 +1194,7 @@ impl Report {
 /// frames: source location only, their module is always the kernel).
 fn stack_text(out: &mut String, stack: Option<&StackJson>, indent: &str, kernel: bool) {
     let Some(stack) = stack else {
-        put!(out, "{indent}{}", crate::fold::NO_USER_STACK);
+        put!(out, "{indent}{}", crate::analysis::fold::NO_USER_STACK);
         return;
     };
     let mut rows: Vec<(String, String)> = Vec::new();

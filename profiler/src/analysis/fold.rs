@@ -38,6 +38,13 @@ pub const KERNEL_SUFFIX: &str = "_[k]";
 /// Root frame of a thread the profile has no name for.
 pub const UNKNOWN_THREAD: &str = "[unknown thread]";
 
+/// Prefix of the probe names of imported perf samples (`perf:cpu-clock`).
+pub const PERF_PROBE_PREFIX: &str = "perf:";
+
+/// Module given to the frames of imported perf samples that inferno's perf collapser counts as
+/// kernel frames (the ones its `--kernel` option suffixes with [`KERNEL_SUFFIX`]).
+pub const KERNEL_MODULE: &str = "[kernel]";
+
 /// What a folded line's value measures.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Weight {
@@ -341,7 +348,7 @@ fn names_root_first(stack: &Stack) -> impl Iterator<Item = String> + '_ {
 /// is its own command name (`operation`), and its stack is perf's whole call chain, kernel
 /// frames included in place (`crate::import`).
 pub fn is_perf_sample(record: &WaitRecord) -> bool {
-    record.kind.is_sampled() && record.probe.starts_with(crate::import::PERF_PROBE_PREFIX)
+    record.kind.is_sampled() && record.probe.starts_with(PERF_PROBE_PREFIX)
 }
 
 /// The folded stack of an imported perf sample, as inferno's perf collapser folds it: the
@@ -359,7 +366,7 @@ fn fold_perf_sample(profile: &Profile, record: &WaitRecord, options: &FoldOption
     if let Some(stack) = profile.stack(record.user_stack) {
         frames.extend(stack.frames.iter().rev().map(|frame| {
             let name = sanitize_frame(&frame.display_name());
-            let kernel = frame.module.as_deref() == Some(crate::import::KERNEL_MODULE);
+            let kernel = frame.module.as_deref() == Some(KERNEL_MODULE);
             if kernel && options.kernel_stacks {
                 name + KERNEL_SUFFIX
             } else {

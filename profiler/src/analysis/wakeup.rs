@@ -7,10 +7,10 @@
 //! worker-2;start_thread;worker_main;pthread_mutex_lock;__lll_lock_wait;--;__lll_lock_wake;pthread_mutex_unlock;worker_main;start_thread;worker-1 401000000
 //! ```
 //!
-//! Frames are sanitized as [`crate::fold`] does; with [`FoldOptions::kernel_stacks`] the kernel
+//! Frames are sanitized as [`crate::analysis::fold`] does; with [`FoldOptions::kernel_stacks`] the kernel
 //! frames (suffixed `_[k]`) follow the user frames on each side of the delimiter.
 
-use crate::fold::{sanitize_frame, FoldOptions, Weight, KERNEL_SUFFIX, NO_USER_STACK};
+use crate::analysis::fold::{sanitize_frame, FoldOptions, Weight, KERNEL_SUFFIX, NO_USER_STACK};
 use lockscope_probes::{Frame, Profile, StackId, WakeupRecord};
 use std::collections::BTreeMap;
 
