@@ -28,7 +28,7 @@ use crate::analysis::canonical::{
     canonical_site, canonical_stack, canonical_stacks_at, canonical_thread, site_depth, SiteDepth,
 };
 use crate::analysis::fold::{Measure, NO_USER_STACK};
-use crate::units::{format_fraction, format_ns, share};
+use crate::render::units::{format_fraction, format_ns, share};
 use anyhow::{bail, Context};
 use lockscope_probes::{AttachStatus, Profile, StackWalk, WaitKind, WaitRecord, WaitStats};
 use serde::Serialize;
@@ -600,7 +600,7 @@ fn describe_side(label: &str, path: &str, p: &Profile) -> String {
         } else {
             &m.backend
         },
-        crate::units::format_unix_ns(m.start_unix_ns),
+        crate::render::units::format_unix_ns(m.start_unix_ns),
         format_ns(m.duration_ns),
         measure.noun(count)
     )

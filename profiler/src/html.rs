@@ -38,14 +38,13 @@
 //! labels to until the reader opens it (inferno refits them on resize, but open is simplest).
 
 use crate::analysis::fold::{Measure, Weight};
-use crate::chart::{
-    histogram_svg, scaling_svg, time_bars_svg, xml_escape, Bucket, ChartOptions, TimeBar,
-};
+use crate::chart::{scaling_svg, ChartOptions};
 use crate::diff::{write_diff_flamegraph, write_diff_json, DiffOptions};
-use crate::flamegraph::{write_flamegraph, FlamegraphOptions};
+use crate::render::flamegraph::{write_flamegraph, FlamegraphOptions};
+use crate::render::svg::{histogram_svg, time_bars_svg, xml_escape, Bucket, TimeBar};
+use crate::render::units::{format_fraction, format_ns, format_threads, format_unix_ns};
 use crate::report::{write_report, ReportOptions};
 use crate::sweep::{Sweep, NO_BREAKDOWN};
-use crate::units::{format_fraction, format_ns, format_threads, format_unix_ns};
 use anyhow::Context;
 use lockscope_probes::{AttachStatus, Profile, TimeClass};
 use std::fmt::Write as _;

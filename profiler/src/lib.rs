@@ -9,14 +9,16 @@
 //!   Brendan Gregg's format, the common input of flamegraph tools),
 //!   [`wakeup`](analysis::wakeup) (who-woke-whom chains) and [`canonical`](analysis::canonical)
 //!   (OS-neutral stacks, sites and thread groups, for comparing kernels);
-//! - [`flamegraph`] and [`chart`]: SVG flamegraphs (drawn by inferno) and sweep charts;
+//! - [`render`]: how outputs draw: [`units`](render::units) and
+//!   [`histogram`](render::histogram) (the text conventions every output shares: `134 ms`-style
+//!   times, DTrace-style log2 histogram layout), [`flamegraph`](render::flamegraph) (SVG
+//!   flamegraphs drawn by inferno) and [`svg`](render::svg) (the HTML page's small SVG charts);
+//! - [`chart`]: the sweep's scaling chart;
 //! - [`export`], [`pprof`], [`speedscope`]: `lockscope export`; [`import`]: other tools'
 //!   captures as profiles;
 //! - [`diff`]: two profiles compared site by site; [`sweep`]: a server across concurrency
 //!   levels; [`html`]: one self-contained page of them;
-//! - [`bench`](mod@bench): the pthread/futex micro-benchmark suite;
-//! - [`histogram`] and [`units`]: the text conventions every output shares (log2 histogram
-//!   layout, `134 ms`-style times).
+//! - [`bench`](mod@bench): the pthread/futex micro-benchmark suite.
 //!
 //! The binary parses its command line (clap) into the `*Options` structs here; they follow
 //! inferno's pattern: `#[non_exhaustive]`, a `Default`, and every field documented with its
@@ -29,12 +31,10 @@ pub mod bench;
 pub mod chart;
 pub mod diff;
 pub mod export;
-pub mod flamegraph;
-pub mod histogram;
 pub mod html;
 pub mod import;
 pub mod pprof;
+pub mod render;
 pub mod report;
 pub mod speedscope;
 pub mod sweep;
-pub mod units;

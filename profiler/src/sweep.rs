@@ -20,7 +20,7 @@
 
 use crate::analysis::canonical::{canonical_sites, thread_groups};
 use crate::analysis::fold::NO_USER_STACK;
-use crate::units::{format_fraction, format_threads, share};
+use crate::render::units::{format_fraction, format_threads, share};
 use anyhow::{bail, Context};
 use lockscope_probes::{Profile, TimeClass, WaitStats};
 use serde::{Deserialize, Serialize};

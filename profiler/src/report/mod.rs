@@ -8,7 +8,7 @@
 //! 2. totals per wait kind;
 //! 3. the top groups by total wait time, grouped by [`GroupBy`], each with count, total, mean,
 //!    max, kinds, threads, locks, its heaviest stacks (leaf first) and a log2 histogram in the
-//!    layout of DTrace's `quantize()` ([`crate::histogram`]).
+//!    layout of DTrace's `quantize()` ([`crate::render::histogram`]).
 //!
 //! A recording with the `cpu` probe beside wait probes keeps the two apart: everything above is
 //! about waits, and the on-CPU samples are CPU time in a section of their own
@@ -16,14 +16,14 @@
 //! `offcpu` probe's intervals of threads waiting for a CPU (run queue, preempted) are CPU
 //! saturation, not waits: they have their section too, and are not among the waits above.
 //!
-//! Times in the text use the convention of [`crate::units`]; the JSON keeps raw nanoseconds and
+//! Times in the text use the convention of [`crate::render::units`]; the JSON keeps raw nanoseconds and
 //! is documented in `docs/REPORT-JSON.md` (version [`REPORT_JSON_VERSION`]).
 
 pub(crate) mod sections;
 
 use crate::analysis::fold::Measure;
-use crate::histogram;
-use crate::units::{format_ns, format_percent, format_unix_ns, share};
+use crate::render::histogram;
+use crate::render::units::{format_ns, format_percent, format_unix_ns, share};
 use lockscope_probes::{
     AttachStatus, Frame, Log2Histogram, Profile, Stack, StackId, WaitKind, WaitRecord, WaitStats,
 };

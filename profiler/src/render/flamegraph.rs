@@ -8,7 +8,7 @@
 //! intervals together, each leaf marked with what the thread was doing.
 
 use crate::analysis::fold::{check_probe, check_wall, folded_lines, FoldOptions, Measure};
-use crate::units::format_ns;
+use crate::render::units::format_ns;
 use anyhow::{bail, Context};
 use inferno::flamegraph::color::{BasicPalette, MultiPalette, Palette};
 use lockscope_probes::Profile;
