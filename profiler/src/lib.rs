@@ -14,8 +14,9 @@
 //!   times, DTrace-style log2 histogram layout), [`flamegraph`](render::flamegraph) (SVG
 //!   flamegraphs drawn by inferno) and [`svg`](render::svg) (the HTML page's small SVG charts);
 //! - [`chart`]: the sweep's scaling chart;
-//! - [`export`], [`pprof`], [`speedscope`]: `lockscope export`; [`import`]: other tools'
-//!   captures as profiles;
+//! - [`export`]: `lockscope export` (folded stacks, JSON, wakeup chains), with
+//!   [`pprof`](export::pprof) and [`speedscope`](export::speedscope) one file each;
+//!   [`import`]: other tools' captures as profiles;
 //! - [`diff`]: two profiles compared site by site; [`sweep`]: a server across concurrency
 //!   levels; [`html`]: one self-contained page of them;
 //! - [`bench`](mod@bench): the pthread/futex micro-benchmark suite.
@@ -33,8 +34,6 @@ pub mod diff;
 pub mod export;
 pub mod html;
 pub mod import;
-pub mod pprof;
 pub mod render;
 pub mod report;
-pub mod speedscope;
 pub mod sweep;

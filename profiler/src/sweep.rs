@@ -945,12 +945,12 @@ pub fn run_sweep(
         // The level in pprof too, labelled with its concurrency, so that all levels load
         // together into pprof-reading tools and can be told apart there.
         let pprof_path = dir.join(format!("level-{c}.pb.gz"));
-        let pprof_options = crate::pprof::PprofOptions {
+        let pprof_options = crate::export::pprof::PprofOptions {
             concurrency: Some(u64::from(c)),
-            ..crate::pprof::PprofOptions::default()
+            ..crate::export::pprof::PprofOptions::default()
         };
         let mut pprof = Vec::new();
-        crate::pprof::write_pprof(&profile, &pprof_options, &mut pprof)
+        crate::export::pprof::write_pprof(&profile, &pprof_options, &mut pprof)
             .and_then(|()| {
                 std::fs::write(&pprof_path, &pprof)
                     .with_context(|| format!("cannot write `{}`", pprof_path.display()))

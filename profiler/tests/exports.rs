@@ -7,7 +7,7 @@ mod fixtures;
 
 use common::*;
 use lockscope::analysis::fold::FoldOptions;
-use lockscope::pprof::PprofOptions;
+use lockscope::export::pprof::PprofOptions;
 use prost::Message;
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -106,7 +106,7 @@ fn gunzip(bytes: &[u8]) -> Vec<u8> {
 
 fn decode(profile: &lockscope_probes::Profile, options: &PprofOptions) -> PprofProfile {
     let mut gz = Vec::new();
-    lockscope::pprof::write_pprof(profile, options, &mut gz).expect("write pprof");
+    lockscope::export::pprof::write_pprof(profile, options, &mut gz).expect("write pprof");
     PprofProfile::decode(gunzip(&gz).as_slice()).expect("decode profile.proto")
 }
 
@@ -264,10 +264,10 @@ fn pprof_from_the_command_line() {
 fn speedscope_document() {
     let profile = fixtures::demo_profile();
     let mut out = Vec::new();
-    lockscope::speedscope::write_speedscope(&profile, &FoldOptions::default(), &mut out)
+    lockscope::export::speedscope::write_speedscope(&profile, &FoldOptions::default(), &mut out)
         .expect("speedscope");
     let doc: serde_json::Value = serde_json::from_slice(&out).expect("JSON");
-    assert_eq!(doc["$schema"], lockscope::speedscope::SCHEMA);
+    assert_eq!(doc["$schema"], lockscope::export::speedscope::SCHEMA);
     let frames = doc["shared"]["frames"].as_array().expect("frames");
     let profiles = doc["profiles"].as_array().expect("profiles");
     assert_eq!(profiles.len(), 2);

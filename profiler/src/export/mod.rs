@@ -9,6 +9,11 @@
 //!   ([`filter_profile`]); the metadata is unchanged. For aggregated, ranked data use
 //!   `lockscope report --json` instead (`docs/REPORT-JSON.md`).
 //! - [`write_wakeup_chains`]: the wakeups as folded chains (`export --format folded --wakeups`).
+//! - [`pprof`]: pprof's `profile.proto`, gzip-compressed (`export --format pprof`).
+//! - [`speedscope`]: speedscope's JSON file format (`export --format speedscope`).
+
+pub mod pprof;
+pub mod speedscope;
 
 use crate::analysis::fold::{check_probe, folded_lines, selects, FoldOptions};
 use anyhow::Context;
