@@ -1027,7 +1027,7 @@ fn diff_value(values: &serde_json::Value, unit: &str) -> (f64, String) {
     } else {
         (
             normalized,
-            crate::diff::format_normalized(normalized.max(0.0) as u64, unit),
+            crate::render::units::format_normalized(normalized.max(0.0) as u64, unit),
         )
     }
 }
@@ -1048,7 +1048,7 @@ fn diff_change(delta: &serde_json::Value, unit: &str) -> (f64, String) {
             change,
             format!(
                 "{sign}{}",
-                crate::diff::format_normalized(change.abs() as u64, unit)
+                crate::render::units::format_normalized(change.abs() as u64, unit)
             ),
         )
     }

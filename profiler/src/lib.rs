@@ -17,7 +17,8 @@
 //! - [`export`]: `lockscope export` (folded stacks, JSON, wakeup chains), with
 //!   [`pprof`](export::pprof) and [`speedscope`](export::speedscope) one file each;
 //!   [`import`]: other tools' captures as profiles;
-//! - [`diff`]: two profiles compared site by site; [`sweep`]: a server across concurrency
+//! - [`diff`]: two profiles compared site by site (the differential flamegraph, `table.rs`,
+//!   `json.rs`); [`sweep`]: a server across concurrency
 //!   levels; [`html`]: one self-contained page of them;
 //! - [`bench`](mod@bench): the pthread/futex micro-benchmark suite.
 //!
