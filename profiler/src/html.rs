@@ -38,12 +38,12 @@
 //! labels to until the reader opens it (inferno refits them on resize, but open is simplest).
 
 use crate::analysis::fold::{Measure, Weight};
-use crate::chart::{scaling_svg, ChartOptions};
 use crate::diff::{write_diff_flamegraph, write_diff_json, DiffOptions};
 use crate::render::flamegraph::{write_flamegraph, FlamegraphOptions};
 use crate::render::svg::{histogram_svg, time_bars_svg, xml_escape, Bucket, TimeBar};
 use crate::render::units::{format_fraction, format_ns, format_threads, format_unix_ns};
 use crate::report::{write_report, ReportOptions};
+use crate::sweep::chart::{scaling_svg, ChartOptions};
 use crate::sweep::{Sweep, NO_BREAKDOWN};
 use anyhow::Context;
 use lockscope_probes::{AttachStatus, Profile, TimeClass};

@@ -13,13 +13,12 @@
 //!   [`histogram`](render::histogram) (the text conventions every output shares: `134 ms`-style
 //!   times, DTrace-style log2 histogram layout), [`flamegraph`](render::flamegraph) (SVG
 //!   flamegraphs drawn by inferno) and [`svg`](render::svg) (the HTML page's small SVG charts);
-//! - [`chart`]: the sweep's scaling chart;
 //! - [`export`]: `lockscope export` (folded stacks, JSON, wakeup chains), with
 //!   [`pprof`](export::pprof) and [`speedscope`](export::speedscope) one file each;
 //!   [`import`]: other tools' captures as profiles;
 //! - [`diff`]: two profiles compared site by site (the differential flamegraph, `table.rs`,
 //!   `json.rs`); [`sweep`]: a server across concurrency
-//!   levels; [`html`]: one self-contained page of them;
+//!   levels, with its scaling chart ([`chart`](sweep::chart)); [`html`]: one self-contained page of them;
 //! - [`bench`](mod@bench): the pthread/futex micro-benchmark suite.
 //!
 //! The binary parses its command line (clap) into the `*Options` structs here; they follow
@@ -30,7 +29,6 @@
 
 pub mod analysis;
 pub mod bench;
-pub mod chart;
 pub mod diff;
 pub mod export;
 pub mod html;

@@ -17,9 +17,9 @@
 //! [`crate::render::units`]). The SVG uses only generic font families and no external resources, so it
 //! renders the same in a browser, an HTML report ([`crate::html`]) and a paper.
 
+use super::{Sweep, NO_BREAKDOWN};
 use crate::render::svg::{xml_escape, CLASS_COLORS};
 use crate::render::units::{format_fraction, format_threads};
-use crate::sweep::{Sweep, NO_BREAKDOWN};
 use lockscope_probes::TimeClass;
 use std::fmt::Write as _;
 
