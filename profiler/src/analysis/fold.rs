@@ -24,7 +24,7 @@
 //!   thread was doing: `[on-cpu]`, `[run-queue]`, `[preempted]`, or `[off-cpu: ...]` with the wait
 //!   kind of a futex sleep (classified from its user stack) or the system call slept in.
 
-use lockscope_probes::{Frame, Profile, Stack, WaitKind, WaitRecord};
+use lockscope_probes::{Frame, Profile, Stack, WaitKind, WaitRecord, WaitStats};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
@@ -74,9 +74,14 @@ impl Weight {
 
     /// The weight of one record.
     pub fn of(self, record: &WaitRecord) -> u64 {
+        self.of_stats(&record.stats)
+    }
+
+    /// The weight of `stats` (a record's, a wakeup's).
+    pub fn of_stats(self, stats: &WaitStats) -> u64 {
         match self {
-            Weight::Nanoseconds => record.stats.total_ns,
-            Weight::Count => record.stats.count,
+            Weight::Nanoseconds => stats.total_ns,
+            Weight::Count => stats.count,
         }
     }
 }
@@ -418,15 +423,17 @@ fn fold_record(profile: &Profile, record: &WaitRecord, options: &FoldOptions) ->
 
 /// Folds the waits of `profile` into sorted, merged folded-stack lines (no trailing newline).
 pub fn folded_lines(profile: &Profile, options: &FoldOptions) -> Vec<String> {
-    let mut merged: BTreeMap<String, u64> = BTreeMap::new();
-    for record in selected(profile, options) {
+    merged_lines(selected(profile, options).filter_map(|record| {
         let value = options.weight.of(record);
-        if value == 0 {
-            continue;
-        }
-        let entry = merged
-            .entry(fold_record(profile, record, options))
-            .or_default();
+        (value > 0).then(|| (fold_record(profile, record, options), value))
+    }))
+}
+
+/// Folded lines (`stack value`) of `stacks`: identical stacks merged (values added), sorted.
+pub fn merged_lines(stacks: impl IntoIterator<Item = (String, u64)>) -> Vec<String> {
+    let mut merged: BTreeMap<String, u64> = BTreeMap::new();
+    for (stack, value) in stacks {
+        let entry = merged.entry(stack).or_default();
         *entry = entry.saturating_add(value);
     }
     merged

@@ -10,9 +10,10 @@
 //! Frames are sanitized as [`crate::analysis::fold`] does; with [`FoldOptions::kernel_stacks`] the kernel
 //! frames (suffixed `_[k]`) follow the user frames on each side of the delimiter.
 
-use crate::analysis::fold::{sanitize_frame, FoldOptions, Weight, KERNEL_SUFFIX, NO_USER_STACK};
+use crate::analysis::fold::{
+    merged_lines, sanitize_frame, FoldOptions, KERNEL_SUFFIX, NO_USER_STACK,
+};
 use lockscope_probes::{Frame, Profile, StackId, WakeupRecord};
-use std::collections::BTreeMap;
 
 /// The frame between the sleeper's and the waker's stacks.
 pub const CHAIN_DELIMITER: &str = "--";
@@ -69,22 +70,10 @@ fn chain(profile: &Profile, w: &WakeupRecord, options: &FoldOptions) -> String {
 
 /// The wakeups of `profile` as sorted, merged folded lines (no trailing newline).
 pub fn wakeup_lines(profile: &Profile, options: &FoldOptions) -> Vec<String> {
-    let mut merged: BTreeMap<String, u64> = BTreeMap::new();
-    for w in &profile.wakeups {
-        let value = match options.weight {
-            Weight::Nanoseconds => w.stats.total_ns,
-            Weight::Count => w.stats.count,
-        };
-        if value == 0 {
-            continue;
-        }
-        let entry = merged.entry(chain(profile, w, options)).or_default();
-        *entry = entry.saturating_add(value);
-    }
-    merged
-        .into_iter()
-        .map(|(stack, value)| format!("{stack} {value}"))
-        .collect()
+    merged_lines(profile.wakeups.iter().filter_map(|w| {
+        let value = options.weight.of_stats(&w.stats);
+        (value > 0).then(|| (chain(profile, w, options), value))
+    }))
 }
 
 #[cfg(test)]

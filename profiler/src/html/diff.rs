@@ -1,17 +1,17 @@
 //! Comparisons: each run against the first, and a sweep's knee level against its last, as
 //! tables (from `lockscope diff --json`) and the differential flamegraph.
 
-use super::page::iframe_svg;
+use super::page::{breakdown_bars, iframe_svg};
 use super::report::Words;
 use super::run::Run;
 use super::tables::{
     json_cell, json_f64, json_list, json_str, num_cell, table_close, table_open, Cell,
 };
 use crate::diff::{write_diff_flamegraph, write_diff_json, DiffOptions};
-use crate::render::svg::{time_bars_svg, xml_escape, TimeBar};
+use crate::render::svg::xml_escape;
 use crate::render::units::{format_fraction, format_ns, format_threads};
+use crate::sweep::Breakdown;
 use anyhow::Context;
-use lockscope_probes::TimeClass;
 use std::fmt::Write as _;
 
 /// The value of one side of a diff row in the page's unit: average threads waiting (on CPU for
@@ -272,29 +272,13 @@ pub(super) fn sides_time_bars(comparison: &Comparison<'_, '_>) -> String {
         (comparison.labels.0, comparison.a),
         (comparison.labels.1, comparison.b),
     ];
-    let bars: Vec<TimeBar> = sides
+    let breakdowns: Vec<(String, Breakdown)> = sides
         .iter()
-        .filter_map(|(label, run)| {
-            let b = crate::sweep::Breakdown::of(run.profile)?;
-            Some(TimeBar {
-                label: format!(
-                    "{label} ({} alive)",
-                    format_threads(b.avg_threads).trim_end_matches(" threads")
-                ),
-                time_ns: TimeClass::ALL
-                    .iter()
-                    .map(|&class| (class, b.class(class.name()).map_or(0, |c| c.total_ns)))
-                    .collect(),
-                whole_ns: b.thread_ns,
-            })
-        })
+        .filter_map(|(label, run)| Some((label.to_string(), Breakdown::of(run.profile)?)))
         .collect();
-    if bars.is_empty() {
-        return String::new();
-    }
-    format!(
-        "<p class=\"muted\">Where the threads' time went on each side (share of thread time):</p>\n<div class=\"time-bars\">{}</div>\n",
-        time_bars_svg(&bars)
+    breakdown_bars(
+        breakdowns.iter().map(|(label, b)| (label.clone(), b)),
+        "Where the threads' time went on each side (share of thread time):",
     )
 }
 

@@ -1,7 +1,10 @@
 //! The page's skeleton: its styles and its one script, and how a flamegraph's SVG is embedded
 //! (a `data:` URL in an `<iframe>`, so its script and ids stay apart from the page's).
 
-use crate::render::svg::xml_escape;
+use crate::render::svg::{time_bars_svg, xml_escape, TimeBar};
+use crate::render::units::format_threads;
+use crate::sweep::Breakdown;
+use lockscope_probes::TimeClass;
 use std::fmt::Write as _;
 
 pub(super) const STYLE: &str = r#"
@@ -129,6 +132,35 @@ pub(super) fn iframe_svg(out: &mut String, svg: &[u8], title: &str) {
 
 pub(super) fn anchor(prefix: &str, i: usize) -> String {
     format!("{prefix}-{i}")
+}
+
+/// Where the threads' time went, one bar per `(label, breakdown)` stacked by class, each label
+/// followed by its threads alive, under `caption`; empty without any breakdown.
+pub(super) fn breakdown_bars<'a>(
+    breakdowns: impl IntoIterator<Item = (String, &'a Breakdown)>,
+    caption: &str,
+) -> String {
+    let bars: Vec<TimeBar> = breakdowns
+        .into_iter()
+        .map(|(label, b)| TimeBar {
+            label: format!(
+                "{label} ({} alive)",
+                format_threads(b.avg_threads).trim_end_matches(" threads")
+            ),
+            time_ns: TimeClass::ALL
+                .iter()
+                .map(|&class| (class, b.class(class.name()).map_or(0, |c| c.total_ns)))
+                .collect(),
+            whole_ns: b.thread_ns,
+        })
+        .collect();
+    if bars.is_empty() {
+        return String::new();
+    }
+    format!(
+        "<p class=\"muted\">{caption}</p>\n<div class=\"time-bars\">{}</div>\n",
+        time_bars_svg(&bars)
+    )
 }
 
 #[cfg(test)]

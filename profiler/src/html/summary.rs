@@ -2,6 +2,7 @@
 //! a sweep, the first run's waits and where its threads' time went.
 
 use super::diff::{diff_change, diff_unit_header, diff_value, growing_stacks};
+use super::page::breakdown_bars;
 use super::tables::json_str;
 use crate::analysis::fold::Measure;
 use crate::render::svg::{time_bars_svg, xml_escape, TimeBar};
@@ -308,31 +309,12 @@ pub(super) fn losses_row(profiles: &[&Profile], warnings: &[String]) -> (String,
 /// Each level's thread time stacked by class, one bar per level (the chart's bottom panel,
 /// small enough for the summary); empty when no level has a breakdown.
 pub(super) fn level_time_bars(sweep: &Sweep) -> String {
-    let bars: Vec<TimeBar> = sweep
-        .levels
-        .iter()
-        .filter_map(|level| {
+    breakdown_bars(
+        sweep.levels.iter().filter_map(|level| {
             let b = level.breakdown.as_ref()?;
-            Some(TimeBar {
-                label: format!(
-                    "concurrency {} ({} alive)",
-                    level.concurrency,
-                    format_threads(b.avg_threads).trim_end_matches(" threads")
-                ),
-                time_ns: TimeClass::ALL
-                    .iter()
-                    .map(|&class| (class, b.class(class.name()).map_or(0, |c| c.total_ns)))
-                    .collect(),
-                whole_ns: b.thread_ns,
-            })
-        })
-        .collect();
-    if bars.is_empty() {
-        return String::new();
-    }
-    format!(
-        "<p class=\"muted\">Where the threads' time went at each level (share of thread time):</p>\n<div class=\"time-bars\">{}</div>\n",
-        time_bars_svg(&bars)
+            Some((format!("concurrency {}", level.concurrency), b))
+        }),
+        "Where the threads' time went at each level (share of thread time):",
     )
 }
 
