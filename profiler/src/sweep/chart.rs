@@ -202,22 +202,7 @@ pub fn scaling_svg(sweep: &Sweep, options: &ChartOptions) -> String {
         WIDTH - 14.0,
         TOP + plot_h / 2.0
     );
-    // X axis labels.
-    for (i, level) in sweep.levels.iter().enumerate() {
-        let _ = writeln!(
-            svg,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-            x_of(i),
-            TOP + plot_h + 18.0,
-            level.concurrency
-        );
-    }
-    let _ = writeln!(
-        svg,
-        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">concurrency</text>"#,
-        LEFT + plot_w / 2.0,
-        TOP + plot_h + 36.0
-    );
+    x_axis(&mut svg, sweep, &x_of, TOP + plot_h, "concurrency");
     // Knee.
     if let Some(knee) = &sweep.knee {
         if let Some(i) = sweep
@@ -308,6 +293,25 @@ pub fn scaling_svg(sweep: &Sweep, options: &ChartOptions) -> String {
     time_panel(&mut svg, sweep, &x_of);
     svg.push_str("</svg>\n");
     svg
+}
+
+/// A panel's x axis below `bottom`: each level's concurrency under its position, then `title`.
+fn x_axis(svg: &mut String, sweep: &Sweep, x_of: &dyn Fn(usize) -> f64, bottom: f64, title: &str) {
+    for (i, level) in sweep.levels.iter().enumerate() {
+        let _ = writeln!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            x_of(i),
+            bottom + 18.0,
+            level.concurrency
+        );
+    }
+    let _ = writeln!(
+        svg,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{title}</text>"#,
+        LEFT + (WIDTH - LEFT - RIGHT) / 2.0,
+        bottom + 36.0
+    );
 }
 
 /// The bottom panel: each level's thread time stacked by class, as shares of thread time, under
@@ -405,20 +409,12 @@ fn time_panel(svg: &mut String, sweep: &Sweep, x_of: &dyn Fn(usize) -> f64) {
         svg,
         r##"<rect x="{LEFT}" y="{TIME_TOP}" width="{plot_w}" height="{TIME_H}" fill="none" stroke="#999"/>"##
     );
-    for (i, level) in sweep.levels.iter().enumerate() {
-        let _ = writeln!(
-            svg,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-            x_of(i),
-            TIME_TOP + TIME_H + 18.0,
-            level.concurrency
-        );
-    }
-    let _ = writeln!(
+    x_axis(
         svg,
-        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">concurrency (label above a bar: threads alive on average)</text>"#,
-        LEFT + plot_w / 2.0,
-        TIME_TOP + TIME_H + 36.0
+        sweep,
+        x_of,
+        TIME_TOP + TIME_H,
+        "concurrency (label above a bar: threads alive on average)",
     );
     // Legend: the classes in stacking order, on two rows.
     for (k, (class, color)) in TimeClass::ALL.iter().zip(CLASS_COLORS).enumerate() {
