@@ -351,7 +351,7 @@ fn names_root_first(stack: &Stack) -> impl Iterator<Item = String> + '_ {
 
 /// True for a record of imported perf samples (`lockscope import perf-script`): its root frame
 /// is its own command name (`operation`), and its stack is perf's whole call chain, kernel
-/// frames included in place (`crate::import`).
+/// frames included in place (`lockscope import`).
 pub fn is_perf_sample(record: &WaitRecord) -> bool {
     record.kind.is_sampled() && record.probe.starts_with(PERF_PROBE_PREFIX)
 }

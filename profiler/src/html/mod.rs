@@ -2,7 +2,7 @@
 //! sweeps (`sweep.json` or its directory).
 //!
 //! Nothing is fetched from the network: styles are inline, the scaling chart is inline SVG
-//! ([`crate::chart`]), and each flamegraph is inferno's interactive SVG (click to zoom, Ctrl-F
+//! ([`crate::sweep::chart`]), and each flamegraph is inferno's interactive SVG (click to zoom, Ctrl-F
 //! search) embedded as a `data:` URL in an `<iframe>`, so its script and element ids stay apart
 //! from the page's and from the other flamegraphs'.
 //!

@@ -15,7 +15,7 @@
 //!
 //! Wait time summed over threads is never drawn as a percentage of one clock (see
 //! [`crate::render::units`]). The SVG uses only generic font families and no external resources, so it
-//! renders the same in a browser, an HTML report ([`crate::html`]) and a paper.
+//! renders the same in a browser, an HTML report (`lockscope html`) and a paper.
 
 use super::{Sweep, NO_BREAKDOWN};
 use crate::render::svg::{xml_escape, CLASS_COLORS};
