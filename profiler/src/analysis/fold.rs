@@ -340,7 +340,7 @@ pub fn check_probe(profile: &Profile, options: &FoldOptions) -> Result<(), Strin
 }
 
 /// Frame names of `stack`, outermost first, inlined functions expanded, sanitized.
-fn names_root_first(stack: &Stack) -> impl Iterator<Item = String> + '_ {
+pub fn names_root_first(stack: &Stack) -> impl Iterator<Item = String> + '_ {
     stack
         .frames
         .iter()

@@ -11,9 +11,9 @@
 //! frames (suffixed `_[k]`) follow the user frames on each side of the delimiter.
 
 use crate::analysis::fold::{
-    merged_lines, sanitize_frame, FoldOptions, KERNEL_SUFFIX, NO_USER_STACK,
+    merged_lines, names_root_first, sanitize_frame, FoldOptions, KERNEL_SUFFIX, NO_USER_STACK,
 };
-use lockscope_probes::{Frame, Profile, StackId, WakeupRecord};
+use lockscope_probes::{Profile, StackId, WakeupRecord};
 
 /// The frame between the sleeper's and the waker's stacks.
 pub const CHAIN_DELIMITER: &str = "--";
@@ -22,15 +22,7 @@ pub const CHAIN_DELIMITER: &str = "--";
 fn root_first(profile: &Profile, id: Option<StackId>) -> Vec<String> {
     profile
         .stack(id)
-        .map(|stack| {
-            stack
-                .frames
-                .iter()
-                .rev()
-                .flat_map(Frame::names_outermost_first)
-                .map(|name| sanitize_frame(&name))
-                .collect()
-        })
+        .map(|stack| names_root_first(stack).collect())
         .unwrap_or_default()
 }
 
@@ -79,7 +71,7 @@ pub fn wakeup_lines(profile: &Profile, options: &FoldOptions) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lockscope_probes::{AddressSpace, Stack, ThreadInfo, WaitStats};
+    use lockscope_probes::{AddressSpace, Frame, Stack, ThreadInfo, WaitStats};
 
     fn stack(names: &[&str]) -> Stack {
         Stack {
