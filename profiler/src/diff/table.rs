@@ -4,7 +4,7 @@ use super::rows::{grouped, rank_by_change, SideRow};
 use super::{diff_measure, measured, mismatches, DiffOptions};
 use crate::analysis::canonical::{canonical_site, canonical_thread, site_depth};
 use crate::analysis::fold::Measure;
-use crate::render::units::{format_fraction, format_normalized, format_ns};
+use crate::render::units::{format_fraction, format_normalized, format_ns, format_unix_ns};
 use anyhow::Context;
 use lockscope_probes::{Profile, WaitStats};
 use std::fmt::Write as _;
@@ -94,7 +94,7 @@ fn describe_side(label: &str, path: &str, p: &Profile) -> String {
         } else {
             &m.backend
         },
-        crate::render::units::format_unix_ns(m.start_unix_ns),
+        format_unix_ns(m.start_unix_ns),
         format_ns(m.duration_ns),
         measure.noun(count)
     )
