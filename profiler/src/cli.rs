@@ -723,17 +723,17 @@ pub fn parse_duration(text: &str) -> Result<Duration> {
 
 impl WeightArg {
     /// The library's weight.
-    pub fn into_weight(self) -> lockscope::fold::Weight {
+    pub fn into_weight(self) -> lockscope::analysis::fold::Weight {
         match self {
-            WeightArg::Ns => lockscope::fold::Weight::Nanoseconds,
-            WeightArg::Count => lockscope::fold::Weight::Count,
+            WeightArg::Ns => lockscope::analysis::fold::Weight::Nanoseconds,
+            WeightArg::Count => lockscope::analysis::fold::Weight::Count,
         }
     }
 }
 
 impl FoldArgs {
     /// Validated fold options for `profile`.
-    pub fn to_options(&self, profile: &Profile) -> Result<lockscope::fold::FoldOptions> {
+    pub fn to_options(&self, profile: &Profile) -> Result<lockscope::analysis::fold::FoldOptions> {
         if let Some(probe) = &self.probe {
             // An imported capture's probes (`perf:cpu-clock`, `folded`) are not in the catalog.
             if lockscope_probes::catalog::find(probe).is_none()
@@ -745,13 +745,13 @@ impl FoldArgs {
                 );
             }
         }
-        let mut options = lockscope::fold::FoldOptions::default();
+        let mut options = lockscope::analysis::fold::FoldOptions::default();
         let timed = profile.waits.iter().any(|w| w.stats.total_ns > 0);
         let counted = profile.waits.iter().any(|w| w.stats.count > 0);
         options.weight = match self.weight {
             Some(weight) => weight.into_weight(),
-            None if !timed && counted => lockscope::fold::Weight::Count,
-            None => lockscope::fold::Weight::Nanoseconds,
+            None if !timed && counted => lockscope::analysis::fold::Weight::Count,
+            None => lockscope::analysis::fold::Weight::Nanoseconds,
         };
         options.probe = self.probe.clone();
         options.kernel_stacks = self.kernel_stacks;
@@ -759,7 +759,7 @@ impl FoldArgs {
             if matches!(self.weight, Some(WeightArg::Count)) {
                 bail!("--wall weighs by time: samples and intervals do not count alike");
             }
-            options.weight = lockscope::fold::Weight::Nanoseconds;
+            options.weight = lockscope::analysis::fold::Weight::Nanoseconds;
             options.wall = true;
         }
         Ok(options)

@@ -1,20 +1,30 @@
 //! The library half of the `lockscope` binary: everything that turns a recorded [`Profile`] into
 //! something to read, with no command-line parsing and no kernel access.
 //!
+//! One folder per job, in layers that only reach down (a module uses those above it in this
+//! list, never one beside or below it):
+//!
+//! - [`analysis`]: how every output reads a profile: [`fold`](analysis::fold) (folded stacks,
+//!   Brendan Gregg's format, the common input of flamegraph tools),
+//!   [`wakeup`](analysis::wakeup) (who-woke-whom chains) and [`canonical`](analysis::canonical)
+//!   (OS-neutral stacks, sites and thread groups, so that kernels compare frame by frame);
+//! - [`render`]: how outputs draw: [`units`](render::units) and
+//!   [`histogram`](render::histogram) (the text conventions every output shares: `134 ms`-style
+//!   times, DTrace-style log2 histogram layout), [`flamegraph`](render::flamegraph) (SVG
+//!   flamegraphs drawn by inferno) and [`svg`](render::svg) (small SVG charts, XML escaping);
+//! - [`import`]: other tools' captures as profiles (`perf script`, folded stacks);
+//! - [`export`]: `lockscope export` (folded stacks, JSON, wakeup chains), with
+//!   [`pprof`](export::pprof) and [`speedscope`](export::speedscope) one file each;
 //! - [`report`]: the `lockscope report` text and JSON (header, totals per wait kind, top groups
 //!   with stacks and DTrace-style log2 histograms), and its sections, one file per section under
 //!   `report/sections/` named as the probe it shows (`offcpu`, `syscall`, `lifecycle`, `klock`,
 //!   `on_cpu` for the cpu probe) or the view (`contention`, `breakdown`, `cpu_saturation`);
-//! - [`fold`]: folded stacks (Brendan Gregg's format), the common input of flamegraph tools, and
-//!   [`wakeup`]: who-woke-whom chains;
-//! - [`flamegraph`] and [`chart`]: SVG flamegraphs (drawn by inferno) and sweep charts;
-//! - [`export`], [`pprof`], [`speedscope`]: `lockscope export`; [`import`]: other tools'
-//!   captures as profiles;
-//! - [`diff`]: two profiles compared site by site; [`sweep`]: a server across concurrency
-//!   levels; [`html`]: one self-contained page of them;
-//! - [`bench`](mod@bench): the pthread/futex micro-benchmark suite;
-//! - [`histogram`] and [`units`]: the text conventions every output shares (log2 histogram
-//!   layout, `134 ms`-style times).
+//! - [`diff`]: two profiles compared site by site (the differential flamegraph; the table and
+//!   the JSON one file each);
+//! - [`sweep`]: a server across concurrency levels (running it, the load tools' throughput, the
+//!   knee and the finding, the table) and its scaling chart ([`chart`](sweep::chart));
+//! - [`html`]: one self-contained page of runs, diffs and sweeps, one file per part of the page;
+//! - [`bench`](mod@bench): the pthread/futex micro-benchmark suite, apart from all of the above.
 //!
 //! The binary parses its command line (clap) into the `*Options` structs here; they follow
 //! inferno's pattern: `#[non_exhaustive]`, a `Default`, and every field documented with its
@@ -22,18 +32,12 @@
 //!
 //! [`Profile`]: lockscope_probes::Profile
 
+pub mod analysis;
 pub mod bench;
-pub mod chart;
 pub mod diff;
 pub mod export;
-pub mod flamegraph;
-pub mod fold;
-pub mod histogram;
 pub mod html;
 pub mod import;
-pub mod pprof;
+pub mod render;
 pub mod report;
-pub mod speedscope;
 pub mod sweep;
-pub mod units;
-pub mod wakeup;

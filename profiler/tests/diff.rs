@@ -72,7 +72,7 @@ fn same_rate_twice_as_long_diffs_to_zero() {
 #[test]
 fn canonical_stacks_of_the_fixture() {
     let profile = fixtures::demo_profile();
-    let stacks = lockscope::diff::canonical_stacks(&profile);
+    let stacks = lockscope::analysis::canonical::canonical_stacks(&profile);
     let keys: Vec<&String> = stacks.keys().collect();
     assert!(
         keys.iter()
@@ -350,7 +350,7 @@ fn dtrace_and_ebpf_stacks_line_up() {
 /// are the ones the text diff prints.
 #[test]
 fn json_diff_from_the_command_line() {
-    use lockscope::diff::canonical_stacks;
+    use lockscope::analysis::canonical::canonical_stacks;
     let a = fixtures::demo_profile();
     let mut b = a.clone();
     b.metadata.duration_ns *= 2;

@@ -6,8 +6,8 @@ mod common;
 mod fixtures;
 
 use common::*;
-use lockscope::fold::FoldOptions;
-use lockscope::pprof::PprofOptions;
+use lockscope::analysis::fold::FoldOptions;
+use lockscope::export::pprof::PprofOptions;
 use prost::Message;
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -106,7 +106,7 @@ fn gunzip(bytes: &[u8]) -> Vec<u8> {
 
 fn decode(profile: &lockscope_probes::Profile, options: &PprofOptions) -> PprofProfile {
     let mut gz = Vec::new();
-    lockscope::pprof::write_pprof(profile, options, &mut gz).expect("write pprof");
+    lockscope::export::pprof::write_pprof(profile, options, &mut gz).expect("write pprof");
     PprofProfile::decode(gunzip(&gz).as_slice()).expect("decode profile.proto")
 }
 
@@ -178,7 +178,7 @@ fn pprof_decodes_and_totals_match() {
                 .names_outermost_first()
                 .pop()
                 .expect("a name"),
-            _ => lockscope::fold::NO_USER_STACK.to_string(),
+            _ => lockscope::analysis::fold::NO_USER_STACK.to_string(),
         };
         assert_eq!(s(innermost.name), expected);
         for id in &sample.location_id {
@@ -264,10 +264,10 @@ fn pprof_from_the_command_line() {
 fn speedscope_document() {
     let profile = fixtures::demo_profile();
     let mut out = Vec::new();
-    lockscope::speedscope::write_speedscope(&profile, &FoldOptions::default(), &mut out)
+    lockscope::export::speedscope::write_speedscope(&profile, &FoldOptions::default(), &mut out)
         .expect("speedscope");
     let doc: serde_json::Value = serde_json::from_slice(&out).expect("JSON");
-    assert_eq!(doc["$schema"], lockscope::speedscope::SCHEMA);
+    assert_eq!(doc["$schema"], lockscope::export::speedscope::SCHEMA);
     let frames = doc["shared"]["frames"].as_array().expect("frames");
     let profiles = doc["profiles"].as_array().expect("profiles");
     assert_eq!(profiles.len(), 2);
@@ -526,8 +526,8 @@ fn exports_keep_the_wakeups() {
     );
     let fold = FoldOptions::default();
     assert_eq!(
-        lockscope::wakeup::wakeup_lines(&offcpu, &fold),
-        lockscope::wakeup::wakeup_lines(&profile, &fold),
+        lockscope::analysis::wakeup::wakeup_lines(&offcpu, &fold),
+        lockscope::analysis::wakeup::wakeup_lines(&profile, &fold),
         "the chains read the same from the filtered export"
     );
 
@@ -537,7 +537,7 @@ fn exports_keep_the_wakeups() {
     assert!(futex.wakeups.is_empty() && futex.thread_times.is_empty());
 
     let (folded, _) = export_cli(&lsp, &["--format", "folded", "--wakeups"]);
-    let expected: Vec<String> = lockscope::wakeup::wakeup_lines(&profile, &fold);
+    let expected: Vec<String> = lockscope::analysis::wakeup::wakeup_lines(&profile, &fold);
     assert_eq!(folded.lines().collect::<Vec<_>>(), expected);
     assert!(folded.contains(";--;"), "{folded}");
 

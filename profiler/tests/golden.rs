@@ -8,8 +8,8 @@ mod fixtures;
 use common::check_golden;
 
 use fixtures::{demo_profile, lossy_profile, on_cpu_profile, preempt_profile, saturation_profile};
+use lockscope::analysis::fold::{folded_lines, FoldOptions, Weight};
 use lockscope::export::{write_export, ExportFormat};
-use lockscope::fold::{folded_lines, FoldOptions, Weight};
 use lockscope::report::{write_report, GroupBy, ReportOptions};
 use lockscope_probes::Profile;
 

@@ -380,7 +380,7 @@ fn sweep_page_in_chromium() {
     run_ok_stderr(lockscope().arg("html").arg(&sweep_dir).arg("-o").arg(&page));
     let html = std::fs::read_to_string(&page).expect("html");
     assert_document(&html);
-    assert!(html.contains(&lockscope::chart::xml_escape(&sweep.finding)));
+    assert!(html.contains(&lockscope::render::svg::xml_escape(&sweep.finding)));
     assert!(html.contains("<svg xmlns"), "the chart is inline");
     assert!(html.contains("mutex wait: threads waiting (average), share of thread time"));
     assert!(html.contains("<table class=\"time-table\">"));
@@ -485,7 +485,7 @@ fn mariadb_sweep_page() {
     ] {
         assert!(summary.contains(claim), "{claim} missing from {summary}");
     }
-    assert!(html.contains(&lockscope::chart::xml_escape(NO_STACK_NOTE_START)));
+    assert!(html.contains(&lockscope::render::svg::xml_escape(NO_STACK_NOTE_START)));
     assert!(html.contains("What changed across the knee: concurrency 20 → 50"));
 }
 

@@ -4,9 +4,9 @@
 mod fixtures;
 
 use fixtures::demo_profile;
+use lockscope::analysis::fold::{FoldOptions, Weight};
 use lockscope::export::{write_export, ExportFormat};
-use lockscope::flamegraph::{write_flamegraph, FlamegraphOptions};
-use lockscope::fold::{FoldOptions, Weight};
+use lockscope::render::flamegraph::{write_flamegraph, FlamegraphOptions};
 use lockscope::report::{write_report, GroupBy, ReportOptions, REPORT_JSON_VERSION};
 use lockscope_probes::Profile;
 use serde_json::Value;

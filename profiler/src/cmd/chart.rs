@@ -6,15 +6,15 @@ use anyhow::{bail, Result};
 /// Runs `lockscope chart`.
 pub fn run(args: &ChartArgs) -> Result<()> {
     let (sweep, _) = lockscope::sweep::read_sweep(&args.sweep)?;
-    let mut options = lockscope::chart::ChartOptions::default();
+    let mut options = lockscope::sweep::chart::ChartOptions::default();
     options.title = args.title.clone();
     match args.output.extension().and_then(|e| e.to_str()) {
         Some("svg") => {
-            let svg = lockscope::chart::scaling_svg(&sweep, &options);
+            let svg = lockscope::sweep::chart::scaling_svg(&sweep, &options);
             super::write_file(&args.output, |out| Ok(out.write_all(svg.as_bytes())?))
         }
         Some("png") => {
-            let png = lockscope::chart::scaling_png(&sweep, &options)?;
+            let png = lockscope::sweep::chart::scaling_png(&sweep, &options)?;
             super::write_file(&args.output, |out| Ok(out.write_all(&png)?))
         }
         other => bail!(

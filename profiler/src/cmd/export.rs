@@ -36,7 +36,7 @@ pub fn run(args: &ExportArgs) -> Result<()> {
 fn export_ecosystem(
     args: &ExportArgs,
     profile: &Profile,
-    fold: lockscope::fold::FoldOptions,
+    fold: lockscope::analysis::fold::FoldOptions,
 ) -> Result<()> {
     let pprof = matches!(args.format, ExportFormatArg::Pprof);
     if !profile.wakeups.is_empty() {
@@ -54,12 +54,12 @@ fn export_ecosystem(
         "the export",
         |out: &mut dyn Write| {
             if pprof {
-                let mut options = lockscope::pprof::PprofOptions::default();
+                let mut options = lockscope::export::pprof::PprofOptions::default();
                 options.fold = fold.clone();
                 options.concurrency = args.concurrency;
-                lockscope::pprof::write_pprof(profile, &options, out)
+                lockscope::export::pprof::write_pprof(profile, &options, out)
             } else {
-                lockscope::speedscope::write_speedscope(profile, &fold, out)
+                lockscope::export::speedscope::write_speedscope(profile, &fold, out)
             }
         },
     )

@@ -7,11 +7,11 @@ use anyhow::Result;
 pub fn run(args: &FlamegraphArgs) -> Result<()> {
     let profile = super::read(&args.profile)?;
     let fold = args.fold.to_options(&profile)?;
-    let mut options = lockscope::flamegraph::FlamegraphOptions::default();
+    let mut options = lockscope::render::flamegraph::FlamegraphOptions::default();
     options.fold = fold;
     options.title = args.title.clone();
     options.wakeups = args.wakeups;
     super::write_file(&args.output, |out| {
-        lockscope::flamegraph::write_flamegraph(&profile, &options, out)
+        lockscope::render::flamegraph::write_flamegraph(&profile, &options, out)
     })
 }

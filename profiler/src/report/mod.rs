@@ -8,7 +8,7 @@
 //! 2. totals per wait kind;
 //! 3. the top groups by total wait time, grouped by [`GroupBy`], each with count, total, mean,
 //!    max, kinds, threads, locks, its heaviest stacks (leaf first) and a log2 histogram in the
-//!    layout of DTrace's `quantize()` ([`crate::histogram`]).
+//!    layout of DTrace's `quantize()` ([`crate::render::histogram`]).
 //!
 //! A recording with the `cpu` probe beside wait probes keeps the two apart: everything above is
 //! about waits, and the on-CPU samples are CPU time in a section of their own
@@ -16,14 +16,14 @@
 //! `offcpu` probe's intervals of threads waiting for a CPU (run queue, preempted) are CPU
 //! saturation, not waits: they have their section too, and are not among the waits above.
 //!
-//! Times in the text use the convention of [`crate::units`]; the JSON keeps raw nanoseconds and
+//! Times in the text use the convention of [`crate::render::units`]; the JSON keeps raw nanoseconds and
 //! is documented in `docs/REPORT-JSON.md` (version [`REPORT_JSON_VERSION`]).
 
 pub(crate) mod sections;
 
-use crate::fold::Measure;
-use crate::histogram;
-use crate::units::{format_ns, format_percent, format_unix_ns, share};
+use crate::analysis::fold::Measure;
+use crate::render::histogram;
+use crate::render::units::{format_ns, format_percent, format_unix_ns, share};
 use lockscope_probes::{
     AttachStatus, Frame, Log2Histogram, Profile, Stack, StackId, WaitKind, WaitRecord, WaitStats,
 };
@@ -502,7 +502,7 @@ impl Report {
         // about the waits: the samples are CPU time, never added to wait time.
         let waits_only;
         let mut on_cpu_by_thread: BTreeMap<(u32, u32), OnCpuRow> = BTreeMap::new();
-        let drop_samples = crate::fold::mixes_samples(full);
+        let drop_samples = crate::analysis::fold::mixes_samples(full);
         if drop_samples {
             for w in full.waits.iter().filter(|w| w.kind == WaitKind::OnCpu) {
                 let row = on_cpu_by_thread.entry((w.pid, w.tid)).or_default();
@@ -1194,7 +1194,7 @@ impl Report {
 /// frames: source location only, their module is always the kernel).
 fn stack_text(out: &mut String, stack: Option<&StackJson>, indent: &str, kernel: bool) {
     let Some(stack) = stack else {
-        put!(out, "{indent}{}", crate::fold::NO_USER_STACK);
+        put!(out, "{indent}{}", crate::analysis::fold::NO_USER_STACK);
         return;
     };
     let mut rows: Vec<(String, String)> = Vec::new();

@@ -25,7 +25,7 @@
 //! One file per section, named as the section (and, for a probe's, as the probe): this file holds
 //! what they share (the site rows, thread labels, the wait plumbing skipped when naming a site).
 
-use crate::units::{format_ns, format_percent};
+use crate::render::units::{format_ns, format_percent};
 use lockscope_probes::{
     idle_waits, Profile, StackId, ThreadTime, TimeClass, WaitKind, WaitRecord, WaitStats,
 };

@@ -170,7 +170,7 @@ impl OnCpu {
                     format_ns(t.wait_ns)
                 },
                 if t.hottest.is_empty() {
-                    crate::fold::NO_USER_STACK.to_string()
+                    crate::analysis::fold::NO_USER_STACK.to_string()
                 } else {
                     t.hottest
                         .iter()
@@ -198,7 +198,7 @@ impl OnCpu {
                 s.samples,
                 s.threads.join(", ")
             );
-            let no_user = [crate::fold::NO_USER_STACK.to_string()];
+            let no_user = [crate::analysis::fold::NO_USER_STACK.to_string()];
             let user = if s.user.is_empty() {
                 &no_user[..]
             } else {

@@ -19,7 +19,7 @@
 //! - `time_nanos` and `duration_nanos` from the metadata, `period_type` `contentions`/`count`
 //!   with period 1, and comments naming lockscope and the target command.
 
-use crate::fold::{check_probe, selected, FoldOptions, Measure, NO_USER_STACK};
+use crate::analysis::fold::{check_probe, selected, FoldOptions, Measure, NO_USER_STACK};
 use anyhow::Context;
 use flate2::write::GzEncoder;
 use lockscope_probes::{Frame, Profile, WaitRecord};
@@ -191,7 +191,7 @@ impl Builder {
         if options.fold.kernel_stacks {
             if let Some(stack) = profile.stack(record.kernel_stack) {
                 for frame in &stack.frames {
-                    ids.push(self.location(frame, crate::fold::KERNEL_SUFFIX));
+                    ids.push(self.location(frame, crate::analysis::fold::KERNEL_SUFFIX));
                 }
             }
         }
@@ -219,7 +219,7 @@ impl Builder {
         self.label_str(&mut msg, "probe", &record.probe);
         let thread = profile
             .thread_name(record.pid, record.tid)
-            .unwrap_or(crate::fold::UNKNOWN_THREAD)
+            .unwrap_or(crate::analysis::fold::UNKNOWN_THREAD)
             .to_string();
         self.label_str(&mut msg, "thread", &thread);
         self.label_num(&mut msg, "pid", u64::from(record.pid));

@@ -48,6 +48,15 @@ pub fn format_ns(ns: u64) -> String {
     )
 }
 
+/// A normalized value (`lockscope diff`'s rates: per second of wall time or per operation) with
+/// its unit: `827 ms/op`, `1.20 s/s`, `3400 samples/s`.
+pub fn format_normalized(value: u64, unit: &str) -> String {
+    match unit.strip_prefix("ns/") {
+        Some(per) => format!("{}/{per}", format_ns(value)),
+        None => format!("{value} {unit}"),
+    }
+}
+
 /// Formats `part / whole` as a percentage with one decimal (`57.1%`); `0.0%` when `whole` is 0.
 pub fn format_percent(part: u64, whole: u64) -> String {
     if whole == 0 {

@@ -8,11 +8,11 @@
 //! ```
 //!
 //! Each row is labelled with its bucket's lower bound ([`Log2Histogram::slot_lower_bound`]) in the
-//! units of [`crate::units`]. As in DTrace, one empty bucket is shown before and after the
+//! units of [`crate::render::units`]. As in DTrace, one empty bucket is shown before and after the
 //! non-empty range, empty buckets inside the range are shown too, and a bar is the bucket's share
 //! of all observations times 40 `@`, rounded to the nearest `@`.
 
-use crate::units::format_ns;
+use crate::render::units::format_ns;
 use lockscope_probes::hist::SLOTS;
 use lockscope_probes::Log2Histogram;
 use std::fmt::Write as _;

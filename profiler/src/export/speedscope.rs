@@ -7,10 +7,10 @@
 //! waits), so the viewer can switch between them. An imported capture's are named for what it
 //! measures ([`Measure`]): `CPU time` and `samples` for sampled CPU time, and one profile,
 //! `events` or `samples`, for bare counts. Each sample is one folded stack of
-//! [`crate::fold`] (thread name first, then the frames root to leaf, the order speedscope wants),
+//! [`crate::analysis::fold`] (thread name first, then the frames root to leaf, the order speedscope wants),
 //! so speedscope shows the same stacks as the flamegraph. `docs/EXPORTS.md` has an example.
 
-use crate::fold::{check_probe, folded_lines, FoldOptions, Measure, Weight};
+use crate::analysis::fold::{check_probe, folded_lines, FoldOptions, Measure, Weight};
 use anyhow::Context;
 use lockscope_probes::Profile;
 use serde::Serialize;

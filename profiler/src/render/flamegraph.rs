@@ -1,4 +1,4 @@
-//! Flamegraphs of waits, drawn by inferno from the folded stacks of [`crate::fold`].
+//! Flamegraphs of waits, drawn by inferno from the folded stacks of [`crate::analysis::fold`].
 //!
 //! Frame widths are wait time by default (the SVG's tooltips say `ns`) or number of waits
 //! (`waits`). Colors are the blue "io" palette FlameGraph uses for off-CPU time, hashed from the
@@ -7,8 +7,8 @@
 //! FlameGraph's warm colors; the wall-clock view (`--wall`) draws on-CPU samples and off-CPU
 //! intervals together, each leaf marked with what the thread was doing.
 
-use crate::fold::{check_probe, check_wall, folded_lines, FoldOptions, Measure};
-use crate::units::format_ns;
+use crate::analysis::fold::{check_probe, check_wall, folded_lines, FoldOptions, Measure};
+use crate::render::units::format_ns;
 use anyhow::{bail, Context};
 use inferno::flamegraph::color::{BasicPalette, MultiPalette, Palette};
 use lockscope_probes::Profile;
@@ -27,7 +27,7 @@ pub struct FlamegraphOptions {
     /// (``lockscope: futex waits of `demo` (pid 123), 1.20 s``).
     pub title: Option<String>,
     /// Draw the wakeup chains of the `offcpu` probe (waker stacks above sleeper stacks,
-    /// [`crate::wakeup`]) instead of the waits. Default: `false`.
+    /// [`crate::analysis::wakeup`]) instead of the waits. Default: `false`.
     pub wakeups: bool,
 }
 
@@ -117,7 +117,7 @@ pub fn write_flamegraph(
         check_wall(profile).map_err(anyhow::Error::msg)?;
     }
     if options.wakeups {
-        let lines = crate::wakeup::wakeup_lines(profile, &options.fold);
+        let lines = crate::analysis::wakeup::wakeup_lines(profile, &options.fold);
         if lines.is_empty() {
             bail!("no wakeups recorded in this profile (record with --probes wakeup)");
         }

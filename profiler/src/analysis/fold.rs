@@ -24,7 +24,7 @@
 //!   thread was doing: `[on-cpu]`, `[run-queue]`, `[preempted]`, or `[off-cpu: ...]` with the wait
 //!   kind of a futex sleep (classified from its user stack) or the system call slept in.
 
-use lockscope_probes::{Frame, Profile, Stack, WaitKind, WaitRecord};
+use lockscope_probes::{Frame, Profile, Stack, WaitKind, WaitRecord, WaitStats};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
@@ -37,6 +37,13 @@ pub const KERNEL_SUFFIX: &str = "_[k]";
 
 /// Root frame of a thread the profile has no name for.
 pub const UNKNOWN_THREAD: &str = "[unknown thread]";
+
+/// Prefix of the probe names of imported perf samples (`perf:cpu-clock`).
+pub const PERF_PROBE_PREFIX: &str = "perf:";
+
+/// Module given to the frames of imported perf samples that inferno's perf collapser counts as
+/// kernel frames (the ones its `--kernel` option suffixes with [`KERNEL_SUFFIX`]).
+pub const KERNEL_MODULE: &str = "[kernel]";
 
 /// What a folded line's value measures.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -67,9 +74,14 @@ impl Weight {
 
     /// The weight of one record.
     pub fn of(self, record: &WaitRecord) -> u64 {
+        self.of_stats(&record.stats)
+    }
+
+    /// The weight of `stats` (a record's, a wakeup's).
+    pub fn of_stats(self, stats: &WaitStats) -> u64 {
         match self {
-            Weight::Nanoseconds => record.stats.total_ns,
-            Weight::Count => record.stats.count,
+            Weight::Nanoseconds => stats.total_ns,
+            Weight::Count => stats.count,
         }
     }
 }
@@ -328,7 +340,7 @@ pub fn check_probe(profile: &Profile, options: &FoldOptions) -> Result<(), Strin
 }
 
 /// Frame names of `stack`, outermost first, inlined functions expanded, sanitized.
-fn names_root_first(stack: &Stack) -> impl Iterator<Item = String> + '_ {
+pub fn names_root_first(stack: &Stack) -> impl Iterator<Item = String> + '_ {
     stack
         .frames
         .iter()
@@ -339,9 +351,9 @@ fn names_root_first(stack: &Stack) -> impl Iterator<Item = String> + '_ {
 
 /// True for a record of imported perf samples (`lockscope import perf-script`): its root frame
 /// is its own command name (`operation`), and its stack is perf's whole call chain, kernel
-/// frames included in place (`crate::import`).
+/// frames included in place (`lockscope import`).
 pub fn is_perf_sample(record: &WaitRecord) -> bool {
-    record.kind.is_sampled() && record.probe.starts_with(crate::import::PERF_PROBE_PREFIX)
+    record.kind.is_sampled() && record.probe.starts_with(PERF_PROBE_PREFIX)
 }
 
 /// The folded stack of an imported perf sample, as inferno's perf collapser folds it: the
@@ -359,7 +371,7 @@ fn fold_perf_sample(profile: &Profile, record: &WaitRecord, options: &FoldOption
     if let Some(stack) = profile.stack(record.user_stack) {
         frames.extend(stack.frames.iter().rev().map(|frame| {
             let name = sanitize_frame(&frame.display_name());
-            let kernel = frame.module.as_deref() == Some(crate::import::KERNEL_MODULE);
+            let kernel = frame.module.as_deref() == Some(KERNEL_MODULE);
             if kernel && options.kernel_stacks {
                 name + KERNEL_SUFFIX
             } else {
@@ -411,15 +423,17 @@ fn fold_record(profile: &Profile, record: &WaitRecord, options: &FoldOptions) ->
 
 /// Folds the waits of `profile` into sorted, merged folded-stack lines (no trailing newline).
 pub fn folded_lines(profile: &Profile, options: &FoldOptions) -> Vec<String> {
-    let mut merged: BTreeMap<String, u64> = BTreeMap::new();
-    for record in selected(profile, options) {
+    merged_lines(selected(profile, options).filter_map(|record| {
         let value = options.weight.of(record);
-        if value == 0 {
-            continue;
-        }
-        let entry = merged
-            .entry(fold_record(profile, record, options))
-            .or_default();
+        (value > 0).then(|| (fold_record(profile, record, options), value))
+    }))
+}
+
+/// Folded lines (`stack value`) of `stacks`: identical stacks merged (values added), sorted.
+pub fn merged_lines(stacks: impl IntoIterator<Item = (String, u64)>) -> Vec<String> {
+    let mut merged: BTreeMap<String, u64> = BTreeMap::new();
+    for (stack, value) in stacks {
+        let entry = merged.entry(stack).or_default();
         *entry = entry.saturating_add(value);
     }
     merged

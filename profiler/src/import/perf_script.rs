@@ -1,16 +1,12 @@
-//! `lockscope import perf-script` and `import folded`: captures of other tools as profiles, so
-//! they join the same reports, diffs and exports.
-//!
-//! **perf script** (the text `perf script` prints for `perf record`, with or without `-g`): the
-//! stacks are folded by inferno's perf collapser (`inferno::collapse::perf`, a port of
+//! `lockscope import perf-script`: the text `perf script` prints for `perf record`, with or without
+//! `-g`. The stacks are folded by inferno's perf collapser (`inferno::collapse::perf`, a port of
 //! FlameGraph's stackcollapse-perf.pl tested against FlameGraph's own suite), so every header
 //! layout perf has printed (with or without pid/tid, CPU, timestamp and period; event modifiers;
-//! tracepoints; commands with spaces) folds exactly as `inferno-collapse-perf` folds it:
-//! addresses and offsets stripped, argument lists dropped, `[unknown]` frames named after their
-//! module, Java `->` inlined frames marked `_[i]`, kernel frames kept in place. This module only
-//! splits the text into samples (blocks separated by blank lines), reads each header's command,
-//! pid/tid, event and period (the same way the collapser does), and maps each folded sample
-//! into the profile:
+//! tracepoints; commands with spaces) folds exactly as `inferno-collapse-perf` folds it: addresses
+//! and offsets stripped, argument lists dropped, `[unknown]` frames named after their module, Java
+//! `->` inlined frames marked `_[i]`, kernel frames kept in place. This module only splits the text
+//! into samples (blocks separated by blank lines), reads each header's command, pid/tid, event and
+//! period (the same way the collapser does), and maps each folded sample into the profile:
 //!
 //! - only samples of the first event seen are kept (the collapser's default), or those of
 //!   [`ImportOptions::event`];
@@ -34,192 +30,14 @@
 //!   where inferno drops it; a tracepoint's arguments after its event are not read as a
 //!   one-frame stack, so the frames below stay the sample's (jonhoo/inferno#308).
 //!
-//! **folded** (`frame;frame;leaf VALUE` per line, root first, as stackcollapse-* and
-//! `lockscope export --format folded` write): each line becomes a record with a user stack of
-//! those frames and no thread (so exporting it folded gives the same lines back, merged and
-//! sorted). [`ImportOptions::folded_values`] says what the values are ([`FoldedValues`]).
 
+use super::{base_metadata, Builder, Frames, ImportOptions};
+use crate::analysis::fold::{KERNEL_SUFFIX, PERF_PROBE_PREFIX};
 use anyhow::{bail, Context};
 use inferno::collapse::perf::{Folder, Options as PerfOptions};
 use inferno::collapse::Collapse;
-use lockscope_probes::{
-    AddressSpace, Frame, Metadata, Profile, Stack, StackId, ThreadInfo, WaitKind, WaitRecord,
-    WaitStats,
-};
+use lockscope_probes::{Profile, WaitKind};
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
-
-/// Prefix of the probe names of imported perf samples (`perf:cpu-clock`).
-pub const PERF_PROBE_PREFIX: &str = "perf:";
-
-/// Module given to the frames inferno's perf collapser counts as kernel frames (the ones its
-/// `--kernel` option suffixes with `_[k]`).
-pub const KERNEL_MODULE: &str = "[kernel]";
-
-/// Suffix inferno's perf collapser gives kernel frames with `--kernel`.
-const KERNEL_MARK: &str = "_[k]";
-
-/// Formats `lockscope import` reads besides dtrace.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ImportFormat {
-    /// `perf script` output of a `perf record` capture (the default).
-    #[default]
-    PerfScript,
-    /// Folded stacks, one `stack value` per line.
-    Folded,
-}
-
-/// What the values of imported folded stacks measure.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum FoldedValues {
-    /// Numbers of samples (the default; what stackcollapse-* write for sampled profiles):
-    /// records of kind [`WaitKind::Sample`].
-    #[default]
-    Samples,
-    /// Numbers of events (summed perf periods of `cycles`, faults...): kind [`WaitKind::Event`].
-    Events,
-    /// Nanoseconds of wait (lockscope's own `export --format folded`): wait records classified
-    /// from their frames, with a count of 1 per line.
-    WaitNs,
-    /// Nanoseconds of CPU time (folded `cpu-clock` periods): kind [`WaitKind::OnCpu`], with a
-    /// count of 1 per line (folded input does not say how many samples a line sums).
-    CpuNs,
-}
-
-/// How to import a capture.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ImportOptions {
-    /// What the capture is. Default: [`ImportFormat::PerfScript`].
-    pub format: ImportFormat,
-    /// What the values of folded lines measure. Default: [`FoldedValues::Samples`].
-    pub folded_values: FoldedValues,
-    /// The perf event whose samples to keep: its full name as the header prints it
-    /// (`sched:sched_switch`, `cycles:u`) or the name the collapser compares (the part before
-    /// the first `:`, `cycles`). Default: `None`, the first event of the capture.
-    pub event: Option<String>,
-    /// OS to record in the metadata (`linux`). Default: `None` (left empty for folded input,
-    /// `linux` for perf script, which only exists there).
-    pub os: Option<String>,
-}
-
-/// Frames as (name, kernel frame) pairs.
-type Frames = Vec<(String, bool)>;
-
-/// Key of an imported record: (probe, kind, pid, tid, operation, user stack).
-type RecordKey = (String, WaitKind, u32, u32, String, Option<StackId>);
-
-/// Builds the profile: stacks are deduplicated by their frames.
-#[derive(Default)]
-struct Builder {
-    stacks: Vec<Stack>,
-    /// (frame name, kernel frame) lists, leaf first → stack id.
-    stack_ids: HashMap<Vec<(String, bool)>, StackId>,
-    records: BTreeMap<RecordKey, WaitStats>,
-    threads: BTreeMap<(u32, u32), String>,
-}
-
-impl Builder {
-    /// Interns a user-space stack given leaf first as (name, kernel frame) pairs.
-    fn stack(&mut self, frames: Vec<(String, bool)>) -> Option<StackId> {
-        if frames.is_empty() {
-            return None;
-        }
-        if let Some(&id) = self.stack_ids.get(&frames) {
-            return Some(id);
-        }
-        let id = StackId::try_from(self.stacks.len()).ok()?;
-        self.stacks.push(Stack {
-            space: AddressSpace::User,
-            frames: frames
-                .iter()
-                .map(|(name, kernel)| Frame {
-                    function: Some(name.clone()),
-                    module: kernel.then(|| KERNEL_MODULE.to_string()),
-                    ..Frame::unsymbolized(0)
-                })
-                .collect(),
-            truncated: false,
-        });
-        self.stack_ids.insert(frames, id);
-        Some(id)
-    }
-
-    /// Adds `count` things (samples, events, waits) weighing `ns` nanoseconds in all.
-    fn add(&mut self, key: RecordKey, count: u64, ns: u64) {
-        let stats = self.records.entry(key).or_default();
-        stats.count = stats.count.saturating_add(count);
-        stats.total_ns = stats.total_ns.saturating_add(ns);
-        stats.max_ns = stats.max_ns.max(ns);
-        if ns > 0 {
-            stats.histogram.record_n(ns / count.max(1), count);
-        }
-    }
-
-    fn finish(self, metadata: Metadata) -> Profile {
-        let mut events = 0u64;
-        let waits = self
-            .records
-            .into_iter()
-            .map(|((probe, kind, pid, tid, operation, user_stack), stats)| {
-                events = events.saturating_add(stats.count);
-                WaitRecord {
-                    probe,
-                    kind,
-                    pid,
-                    tid,
-                    object: 0,
-                    operation,
-                    user_stack,
-                    kernel_stack: None,
-                    stats,
-                }
-            })
-            .collect();
-        Profile {
-            metadata: Metadata { events, ..metadata },
-            threads: self
-                .threads
-                .into_iter()
-                .map(|((pid, tid), name)| ThreadInfo { pid, tid, name })
-                .collect(),
-            stacks: self.stacks,
-            waits,
-            ..Profile::default()
-        }
-    }
-}
-
-fn base_metadata(backend: &str, os: Option<&str>, source: &str) -> Metadata {
-    Metadata {
-        lockscope_version: env!("CARGO_PKG_VERSION").to_string(),
-        backend: backend.to_string(),
-        os: os.unwrap_or_default().to_string(),
-        end_reason: format!("imported from {source}"),
-        ..Metadata::default()
-    }
-}
-
-/// Imports `text` per `options`; `source` names the input in errors and in the metadata.
-pub fn import(text: &str, source: &str, options: &ImportOptions) -> anyhow::Result<Profile> {
-    match options.format {
-        ImportFormat::PerfScript => import_perf_script(text, source, options),
-        ImportFormat::Folded => import_folded(text, source, options),
-    }
-}
-
-/// Marks the generic records of an imported DTrace capture (an `@[ustack()] = count()`
-/// aggregation and the like: probe `dtrace`, counts without times) as [`WaitKind::Sample`]:
-/// they count probe firings, not waits. lockscope's own records keep their kinds.
-pub fn mark_dtrace_samples(profile: &mut Profile) {
-    for record in &mut profile.waits {
-        // `dtrace` is the probe lockscope_dtrace gives generic records (its GENERIC_PROBE,
-        // which that crate does not export).
-        if record.probe == "dtrace" && record.kind == WaitKind::Wait && record.stats.total_ns == 0 {
-            record.kind = WaitKind::Sample;
-        }
-    }
-}
 
 /// A perf script header, read as inferno's perf collapser reads it.
 #[derive(Debug, PartialEq, Eq)]
@@ -486,7 +304,7 @@ fn collapse_sample(block: &str, header: &PerfHeader<'_>) -> anyhow::Result<Optio
         .unwrap_or(stack);
     let frames = frames
         .split(';')
-        .map(|name| match name.strip_suffix(KERNEL_MARK) {
+        .map(|name| match name.strip_suffix(KERNEL_SUFFIX) {
             Some(name) => (name.to_string(), true),
             None => (name.to_string(), false),
         })
@@ -494,7 +312,7 @@ fn collapse_sample(block: &str, header: &PerfHeader<'_>) -> anyhow::Result<Optio
     Ok(Some((frames, weight)))
 }
 
-fn import_perf_script(
+pub(super) fn import_perf_script(
     text: &str,
     source: &str,
     options: &ImportOptions,
@@ -562,57 +380,10 @@ fn import_perf_script(
     Ok(builder.finish(base_metadata("perf", os, source)))
 }
 
-fn import_folded(text: &str, source: &str, options: &ImportOptions) -> anyhow::Result<Profile> {
-    let mut builder = Builder::default();
-    let mut lines_read = 0;
-    for (number, line) in text.lines().enumerate() {
-        let line = line.trim_end();
-        if line.trim().is_empty() {
-            continue;
-        }
-        let (stack, value) = line
-            .rsplit_once(' ')
-            .with_context(|| format!("{source}:{}: expected `stack value`", number + 1))?;
-        let value: u64 = value.trim().parse().with_context(|| {
-            format!(
-                "{source}:{}: value `{value}` is not a whole number",
-                number + 1
-            )
-        })?;
-        lines_read += 1;
-        if value == 0 {
-            continue;
-        }
-        let frames: Vec<(String, bool)> = stack
-            .split(';')
-            .rev()
-            .map(|name| (name.to_string(), false))
-            .collect();
-        let kind = match options.folded_values {
-            FoldedValues::Samples => WaitKind::Sample,
-            FoldedValues::Events => WaitKind::Event,
-            FoldedValues::CpuNs => WaitKind::OnCpu,
-            FoldedValues::WaitNs => WaitKind::classify_user_wait(
-                frames.iter().map(|(name, _)| name.as_str()),
-                WaitKind::Wait,
-            ),
-        };
-        let user = builder.stack(frames);
-        let key = ("folded".to_string(), kind, 0, 0, String::new(), user);
-        match options.folded_values {
-            FoldedValues::Samples | FoldedValues::Events => builder.add(key, value, 0),
-            FoldedValues::WaitNs | FoldedValues::CpuNs => builder.add(key, 1, value),
-        }
-    }
-    if lines_read == 0 {
-        bail!("no folded stacks in {source}");
-    }
-    Ok(builder.finish(base_metadata("folded", options.os.as_deref(), source)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::import::import;
 
     /// Every header layout perf has printed gives the command, thread, event and period the
     /// collapser reads.
@@ -681,7 +452,10 @@ mod tests {
         );
         let text = format!("sh 1 1.0: 1 cpu-clock:\n{line}\n\nsh 1 1.0: 1 cpu-clock:  1 caf\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}xy (m)\n");
         let profile = import(&text, "test", &ImportOptions::default()).expect("import");
-        let lines = crate::fold::folded_lines(&profile, &crate::fold::FoldOptions::default());
+        let lines = crate::analysis::fold::folded_lines(
+            &profile,
+            &crate::analysis::fold::FoldOptions::default(),
+        );
         assert_eq!(lines, ["sh;caf?????????xy 1", "sh;caf?_?_sixteen_bytes 1"]);
     }
 

@@ -1,6 +1,6 @@
 //! `lockscope export`: a profile in a format other tools read.
 //!
-//! - [`ExportFormat::Folded`]: the folded stacks of [`crate::fold`], one per line, for
+//! - [`ExportFormat::Folded`]: the folded stacks of [`crate::analysis::fold`], one per line, for
 //!   `flamegraph.pl`, inferno, speedscope and friends.
 //! - [`ExportFormat::Json`]: the profile itself as pretty-printed JSON, the same document a `.lsp`
 //!   file holds gzip-compressed (`docs/FORMAT.md`), so nothing is lost. With a probe filter, only
@@ -9,8 +9,13 @@
 //!   ([`filter_profile`]); the metadata is unchanged. For aggregated, ranked data use
 //!   `lockscope report --json` instead (`docs/REPORT-JSON.md`).
 //! - [`write_wakeup_chains`]: the wakeups as folded chains (`export --format folded --wakeups`).
+//! - [`pprof`]: pprof's `profile.proto`, gzip-compressed (`export --format pprof`).
+//! - [`speedscope`]: speedscope's JSON file format (`export --format speedscope`).
 
-use crate::fold::{check_probe, folded_lines, selects, FoldOptions};
+pub mod pprof;
+pub mod speedscope;
+
+use crate::analysis::fold::{check_probe, folded_lines, selects, FoldOptions};
 use anyhow::Context;
 use lockscope_probes::{Profile, StackId};
 use std::collections::BTreeMap;
@@ -127,7 +132,7 @@ pub fn filter_profile(profile: &Profile, fold: &FoldOptions) -> Profile {
 }
 
 /// Writes the wakeup chains of `profile` (the `offcpu` probe's who-woke-whom,
-/// [`crate::wakeup`]) as folded lines, weighted and with kernel frames as `fold` says. A probe
+/// [`crate::analysis::wakeup`]) as folded lines, weighted and with kernel frames as `fold` says. A probe
 /// filter other than `offcpu` selects no wakeups. Fails when there is nothing to write, so an
 /// empty file never passes for a result.
 pub fn write_wakeup_chains(
@@ -136,7 +141,7 @@ pub fn write_wakeup_chains(
     out: &mut dyn std::io::Write,
 ) -> anyhow::Result<()> {
     check_probe(profile, fold).map_err(anyhow::Error::msg)?;
-    let lines = crate::wakeup::wakeup_lines(&filter_profile(profile, fold), fold);
+    let lines = crate::analysis::wakeup::wakeup_lines(&filter_profile(profile, fold), fold);
     if lines.is_empty() {
         anyhow::bail!("no wakeups to export (they are recorded by --probes offcpu)");
     }
@@ -156,7 +161,7 @@ pub fn write_export(
 ) -> anyhow::Result<()> {
     check_probe(profile, fold).map_err(anyhow::Error::msg)?;
     if fold.wall {
-        crate::fold::check_wall(profile).map_err(anyhow::Error::msg)?;
+        crate::analysis::fold::check_wall(profile).map_err(anyhow::Error::msg)?;
     }
     match format {
         ExportFormat::Folded => {

@@ -7,12 +7,13 @@
 //! worker-2;start_thread;worker_main;pthread_mutex_lock;__lll_lock_wait;--;__lll_lock_wake;pthread_mutex_unlock;worker_main;start_thread;worker-1 401000000
 //! ```
 //!
-//! Frames are sanitized as [`crate::fold`] does; with [`FoldOptions::kernel_stacks`] the kernel
+//! Frames are sanitized as [`crate::analysis::fold`] does; with [`FoldOptions::kernel_stacks`] the kernel
 //! frames (suffixed `_[k]`) follow the user frames on each side of the delimiter.
 
-use crate::fold::{sanitize_frame, FoldOptions, Weight, KERNEL_SUFFIX, NO_USER_STACK};
-use lockscope_probes::{Frame, Profile, StackId, WakeupRecord};
-use std::collections::BTreeMap;
+use crate::analysis::fold::{
+    merged_lines, names_root_first, sanitize_frame, FoldOptions, KERNEL_SUFFIX, NO_USER_STACK,
+};
+use lockscope_probes::{Profile, StackId, WakeupRecord};
 
 /// The frame between the sleeper's and the waker's stacks.
 pub const CHAIN_DELIMITER: &str = "--";
@@ -21,15 +22,7 @@ pub const CHAIN_DELIMITER: &str = "--";
 fn root_first(profile: &Profile, id: Option<StackId>) -> Vec<String> {
     profile
         .stack(id)
-        .map(|stack| {
-            stack
-                .frames
-                .iter()
-                .rev()
-                .flat_map(Frame::names_outermost_first)
-                .map(|name| sanitize_frame(&name))
-                .collect()
-        })
+        .map(|stack| names_root_first(stack).collect())
         .unwrap_or_default()
 }
 
@@ -69,28 +62,16 @@ fn chain(profile: &Profile, w: &WakeupRecord, options: &FoldOptions) -> String {
 
 /// The wakeups of `profile` as sorted, merged folded lines (no trailing newline).
 pub fn wakeup_lines(profile: &Profile, options: &FoldOptions) -> Vec<String> {
-    let mut merged: BTreeMap<String, u64> = BTreeMap::new();
-    for w in &profile.wakeups {
-        let value = match options.weight {
-            Weight::Nanoseconds => w.stats.total_ns,
-            Weight::Count => w.stats.count,
-        };
-        if value == 0 {
-            continue;
-        }
-        let entry = merged.entry(chain(profile, w, options)).or_default();
-        *entry = entry.saturating_add(value);
-    }
-    merged
-        .into_iter()
-        .map(|(stack, value)| format!("{stack} {value}"))
-        .collect()
+    merged_lines(profile.wakeups.iter().filter_map(|w| {
+        let value = options.weight.of_stats(&w.stats);
+        (value > 0).then(|| (chain(profile, w, options), value))
+    }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lockscope_probes::{AddressSpace, Stack, ThreadInfo, WaitStats};
+    use lockscope_probes::{AddressSpace, Frame, Stack, ThreadInfo, WaitStats};
 
     fn stack(names: &[&str]) -> Stack {
         Stack {

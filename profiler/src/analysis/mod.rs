@@ -1,0 +1,13 @@
+//! What every output reads a profile through: its records folded into stacks, the same way for
+//! each consumer.
+//!
+//! - [`fold`]: folded stacks (Brendan Gregg's format), the common input of flamegraph tools, and
+//!   the conventions they share (what is folded, how frames are sanitized, what a value
+//!   measures);
+//! - [`wakeup`]: who-woke-whom chains as folded stacks;
+//! - [`canonical`]: canonical stacks, sites and thread groups, OS-neutral so that profiles from
+//!   different kernels line up frame by frame (diffs, sweeps, the HTML page).
+
+pub mod canonical;
+pub mod fold;
+pub mod wakeup;

@@ -1,0 +1,245 @@
+//! `lockscope diff --json` ([`write_diff_json`], schema in `docs/DIFF.md`).
+
+use super::rows::{grouped, rank_by_change, SideRow};
+use super::{diff_measure, mismatches, DiffOptions, Normalization};
+use crate::analysis::canonical::{canonical_stack, site_depth};
+use anyhow::Context;
+use lockscope_probes::{Profile, WaitKind};
+use serde::Serialize;
+
+/// Version of the JSON diff schema (`docs/DIFF.md`); bumped on incompatible changes.
+pub const DIFF_JSON_VERSION: u32 = 1;
+
+// The JSON diff model. Field names are the schema: keep docs/DIFF.md in step.
+
+#[derive(Serialize)]
+struct DiffJson {
+    schema: &'static str,
+    version: u32,
+    a: SideJson,
+    b: SideJson,
+    normalization: NormalizationJson,
+    measure: &'static str,
+    rates: bool,
+    comparable: bool,
+    warnings: Vec<String>,
+    top: usize,
+    by_kind: Vec<KindDiffJson>,
+    stacks_total: usize,
+    stacks: Vec<StackDiffJson>,
+}
+
+#[derive(Serialize)]
+struct SideJson {
+    label: String,
+    path: String,
+    command: Vec<String>,
+    pid: u32,
+    backend: String,
+    os: String,
+    kernel_release: String,
+    start_unix_ns: u64,
+    duration_ns: u64,
+    waits: u64,
+    total_ns: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    operations: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct NormalizationJson {
+    mode: &'static str,
+    unit: &'static str,
+}
+
+#[derive(Serialize)]
+struct ValuesJson {
+    count: u64,
+    total_ns: u64,
+    mean_ns: u64,
+    max_ns: u64,
+    normalized: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    avg_threads: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    share_of_thread_time: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    count_per_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    total_ns_per_s: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct DeltaJson {
+    count: i128,
+    total_ns: i128,
+    normalized: i128,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    count_per_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    total_ns_per_s: Option<i128>,
+}
+
+#[derive(Serialize)]
+struct KindDiffJson {
+    kind: WaitKind,
+    a: ValuesJson,
+    b: ValuesJson,
+    delta: DeltaJson,
+}
+
+#[derive(Serialize)]
+struct StackDiffJson {
+    rank: usize,
+    stack: String,
+    frames: Vec<String>,
+    a: ValuesJson,
+    b: ValuesJson,
+    delta: DeltaJson,
+}
+
+/// Rounds a rate to 4 decimals, as shares are rounded in the JSON report.
+fn round4(value: f64) -> f64 {
+    (value * 1e4).round() / 1e4
+}
+
+/// True when both sides have a duration and the durations differ: only then are per-second
+/// rates printed next to the raw totals.
+fn rates_apply(a: &Profile, b: &Profile) -> bool {
+    let (da, db) = (a.metadata.duration_ns, b.metadata.duration_ns);
+    da > 0 && db > 0 && da != db
+}
+
+fn values_json(row: &SideRow, profile: &Profile, rates: bool) -> ValuesJson {
+    let s = &row.stats;
+    let seconds = profile.metadata.duration_ns as f64 / 1e9;
+    ValuesJson {
+        count: s.count,
+        total_ns: s.total_ns,
+        mean_ns: s.mean_ns(),
+        max_ns: s.max_ns,
+        normalized: row.normalized,
+        avg_threads: row.avg_threads.map(round4),
+        share_of_thread_time: row.share_of_thread_time,
+        count_per_s: rates.then(|| round4(s.count as f64 / seconds)),
+        total_ns_per_s: rates.then(|| (s.total_ns as f64 / seconds).round() as u64),
+    }
+}
+
+/// B - A; the count rate's delta comes from the unrounded rates.
+fn delta_json(a: &ValuesJson, b: &ValuesJson, seconds: (f64, f64)) -> DeltaJson {
+    DeltaJson {
+        count: b.count as i128 - a.count as i128,
+        total_ns: b.total_ns as i128 - a.total_ns as i128,
+        normalized: b.normalized as i128 - a.normalized as i128,
+        count_per_s: a
+            .count_per_s
+            .zip(b.count_per_s)
+            .map(|_| round4(b.count as f64 / seconds.1 - a.count as f64 / seconds.0)),
+        total_ns_per_s: a
+            .total_ns_per_s
+            .zip(b.total_ns_per_s)
+            .map(|(ra, rb)| rb as i128 - ra as i128),
+    }
+}
+
+fn side_json(label: &str, path: &str, profile: &Profile, operations: Option<u64>) -> SideJson {
+    let m = &profile.metadata;
+    SideJson {
+        label: label.to_string(),
+        path: path.to_string(),
+        command: m.target.command.clone(),
+        pid: m.target.pid,
+        backend: m.backend.clone(),
+        os: m.os.clone(),
+        kernel_release: m.kernel_release.clone(),
+        start_unix_ns: m.start_unix_ns,
+        duration_ns: m.duration_ns,
+        waits: profile.waits.iter().map(|w| w.stats.count).sum(),
+        total_ns: profile
+            .waits
+            .iter()
+            .fold(0u64, |sum, w| sum.saturating_add(w.stats.total_ns)),
+        operations,
+    }
+}
+
+/// Writes the diff of A (`paths.0`) and B as one pretty-printed JSON object (schema
+/// `lockscope-diff`, version [`DIFF_JSON_VERSION`], documented in `docs/DIFF.md`): both sides,
+/// the normalization, the mismatch warnings, per-kind rows and the canonical stacks ranked by
+/// absolute normalized change (cut at [`DiffOptions::top`]).
+pub fn write_diff_json(
+    a: &Profile,
+    b: &Profile,
+    paths: (&str, &str),
+    options: &DiffOptions,
+    out: &mut dyn std::io::Write,
+) -> anyhow::Result<()> {
+    options.normalization.validate()?;
+    let n = options.normalization;
+    let rates = rates_apply(a, b);
+    let (ops_a, ops_b) = match n {
+        Normalization::PerSecond => (None, None),
+        Normalization::PerOperation { ops_a, ops_b } => (Some(ops_a), Some(ops_b)),
+    };
+    let row = |ra: &SideRow, rb: &SideRow| {
+        let va = values_json(ra, a, rates);
+        let vb = values_json(rb, b, rates);
+        let seconds = (
+            a.metadata.duration_ns as f64 / 1e9,
+            b.metadata.duration_ns as f64 / 1e9,
+        );
+        let delta = delta_json(&va, &vb, seconds);
+        (va, vb, delta)
+    };
+    let by_kind = grouped(a, b, n, |_, r| r.kind)
+        .into_iter()
+        .map(|(kind, ra, rb)| {
+            let (a, b, delta) = row(&ra, &rb);
+            KindDiffJson { kind, a, b, delta }
+        })
+        .collect();
+    let depth = site_depth(a, b);
+    let mut stacks = grouped(a, b, n, |p, r| canonical_stack(p, r, depth));
+    let stacks_total = rank_by_change(&mut stacks, options.top);
+    let stacks = stacks
+        .into_iter()
+        .enumerate()
+        .map(|(i, (stack, ra, rb))| {
+            let (a, b, delta) = row(&ra, &rb);
+            StackDiffJson {
+                rank: i + 1,
+                frames: stack.split(';').map(str::to_string).collect(),
+                stack,
+                a,
+                b,
+                delta,
+            }
+        })
+        .collect();
+    let warnings = mismatches(a, b, options);
+    let report = DiffJson {
+        schema: "lockscope-diff",
+        version: DIFF_JSON_VERSION,
+        a: side_json(&options.labels.0, paths.0, a, ops_a),
+        b: side_json(&options.labels.1, paths.1, b, ops_b),
+        normalization: NormalizationJson {
+            mode: match n {
+                Normalization::PerSecond => "per-second",
+                Normalization::PerOperation { .. } => "per-operation",
+            },
+            unit: n.unit_of(diff_measure(a, b)),
+        },
+        measure: diff_measure(a, b).name(),
+        rates,
+        comparable: warnings.is_empty(),
+        warnings,
+        top: options.top,
+        by_kind,
+        stacks_total,
+        stacks,
+    };
+    serde_json::to_writer_pretty(&mut *out, &report).context("failed to write the diff as JSON")?;
+    writeln!(out).context("failed to write the diff as JSON")?;
+    Ok(())
+}

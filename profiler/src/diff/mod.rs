@@ -1,0 +1,502 @@
+//! `lockscope diff`: two profiles compared frame by frame, as a differential flamegraph and a
+//! side-by-side table.
+//!
+//! Both profiles are first folded into **canonical stacks** ([`crate::analysis::canonical`]:
+//! thread groups with digits merged, user frames down to the synchronization entry point, then
+//! `[kernel wait]` and the wait kind), so that a DTrace profile from macOS and an eBPF profile
+//! from Linux of the same server line up.
+//!
+//! Values are wait time **normalized** ([`Normalization`]): nanoseconds of wait per second of
+//! wall time (the default), or per operation when the load tool's operation counts are given, so
+//! that a run twice as long at the same rate diffs to zero.
+//!
+//! The differential flamegraph is inferno's: [`inferno::differential`] pairs the two folded
+//! profiles into `stack before after` lines, widths are B's values (A's with
+//! [`DiffOptions::negate`], which swaps the columns and negates inferno's differentials so the
+//! colors keep their meaning), red frames grew from A to B and blue ones shrank.
+//!
+//! The table ([`write_diff_table`]) shows, for each side, the wait kinds, the thread groups and
+//! the top sites (canonical stacks, ranked by the absolute change) with count, total, mean,
+//! p50/p99 (upper bounds from the log2 histograms), the average threads waiting (wait time over
+//! wall time, never a percentage of one clock), the share of thread time (with the `offcpu`
+//! probe's per-thread times) and the normalized value. Imported captures ([`Measure`]: sampled
+//! CPU time, events, samples) are compared by what they hold and never called waits.
+//! Anything that makes the comparison unfair (lost events, different probes, different
+//! workloads) is printed as a `WARNING` line at the top ([`mismatches`]), never silently.
+
+mod json;
+mod rows;
+mod table;
+
+pub use json::{write_diff_json, DIFF_JSON_VERSION};
+pub use rows::thread_time_ns;
+pub use table::write_diff_table;
+
+use crate::analysis::canonical::{canonical_stacks_at, site_depth, SiteDepth};
+use crate::analysis::fold::{Measure, NO_USER_STACK};
+use crate::render::units::format_ns;
+use anyhow::{bail, Context};
+use lockscope_probes::{AttachStatus, Profile, StackWalk, WaitStats};
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+/// What the records of both sides measure: waits, or (both sides imported captures, `lockscope
+/// import`) sampled CPU time, events or samples, which are never called waits.
+pub fn diff_measure(a: &Profile, b: &Profile) -> Measure {
+    Measure::of_records(a.waits.iter().chain(&b.waits))
+}
+
+/// The value compared for `stats`: its time when `measure` is timed (waits, CPU time), else its
+/// count (events, samples).
+fn measured_value(stats: &WaitStats, measure: Measure) -> u64 {
+    if measure.is_timed() {
+        stats.total_ns
+    } else {
+        stats.count
+    }
+}
+
+/// What a normalized value is of, in words (`wait`, `CPU time`, `events`, `samples`).
+fn measured(measure: Measure) -> &'static str {
+    match measure {
+        Measure::Waits => "wait",
+        Measure::OnCpu => "CPU time",
+        Measure::Events => "events",
+        Measure::Samples => "samples",
+    }
+}
+
+/// How the two sides' wait times are made comparable.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Normalization {
+    /// Nanoseconds of wait per second of the recording's wall time (the default).
+    #[default]
+    PerSecond,
+    /// Nanoseconds of wait per operation, given each side's number of operations.
+    PerOperation {
+        /// Operations done during recording A (at least 1).
+        ops_a: u64,
+        /// Operations done during recording B (at least 1).
+        ops_b: u64,
+    },
+}
+
+impl Normalization {
+    /// The unit of a normalized wait time (`ns/s`, `ns/op`).
+    pub fn unit(self) -> &'static str {
+        self.unit_of(Measure::Waits)
+    }
+
+    /// The unit of a normalized value of what `measure` counts: `ns/s` or `ns/op` for times
+    /// (waits, CPU time), `events/s`, `samples/op`... for an imported capture's counts.
+    pub fn unit_of(self, measure: Measure) -> &'static str {
+        match (self, measure.is_timed(), measure) {
+            (Normalization::PerSecond, true, _) => "ns/s",
+            (Normalization::PerOperation { .. }, true, _) => "ns/op",
+            (Normalization::PerSecond, false, Measure::Events) => "events/s",
+            (Normalization::PerOperation { .. }, false, Measure::Events) => "events/op",
+            (Normalization::PerSecond, false, _) => "samples/s",
+            (Normalization::PerOperation { .. }, false, _) => "samples/op",
+        }
+    }
+
+    /// Checks the operation counts.
+    pub fn validate(self) -> anyhow::Result<()> {
+        if let Normalization::PerOperation { ops_a, ops_b } = self {
+            if ops_a == 0 || ops_b == 0 {
+                bail!("invalid operation counts {ops_a},{ops_b}: both must be at least 1");
+            }
+        }
+        Ok(())
+    }
+
+    /// Normalizes `value` (wait nanoseconds, or samples or events for an imported capture)
+    /// recorded by side A (`first`) or B of a profile.
+    fn apply(self, value: u64, profile: &Profile, first: bool) -> u64 {
+        let divisor = match self {
+            Normalization::PerSecond => profile.metadata.duration_ns as f64 / 1e9,
+            Normalization::PerOperation { ops_a, ops_b } => {
+                if first {
+                    ops_a as f64
+                } else {
+                    ops_b as f64
+                }
+            }
+        };
+        if divisor <= 0.0 {
+            return value;
+        }
+        (value as f64 / divisor).round() as u64
+    }
+
+    fn describe(self, a: &Profile, b: &Profile, measure: Measure) -> String {
+        let what = measured(measure);
+        match self {
+            Normalization::PerSecond => format!(
+                "{what} per second of wall time (A {}, B {})",
+                format_ns(a.metadata.duration_ns),
+                format_ns(b.metadata.duration_ns)
+            ),
+            Normalization::PerOperation { ops_a, ops_b } => {
+                format!("{what} per operation (A {ops_a} ops, B {ops_b} ops)")
+            }
+        }
+    }
+}
+
+/// How to compare two profiles.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DiffOptions {
+    /// How values are normalized. Default: [`Normalization::PerSecond`].
+    pub normalization: Normalization,
+    /// Top sites shown in the table, ranked by absolute change; `0` shows all. Default: `10`.
+    pub top: usize,
+    /// Title of the flamegraph. Default: `None`, which names both targets.
+    pub title: Option<String>,
+    /// Draw widths from A instead of B (inferno's negated differentials), so frames that
+    /// vanished in B are visible. Default: `false`.
+    pub negate: bool,
+    /// Names of the two sides in the table and the graph. Default: `("A", "B")`.
+    pub labels: (String, String),
+}
+
+impl Default for DiffOptions {
+    fn default() -> Self {
+        DiffOptions {
+            normalization: Normalization::PerSecond,
+            top: 10,
+            title: None,
+            negate: false,
+            labels: ("A".to_string(), "B".to_string()),
+        }
+    }
+}
+/// Normalized folded lines (`stack value`) of one side, sorted, zero values dropped.
+fn normalized_lines(
+    profile: &Profile,
+    normalization: Normalization,
+    first: bool,
+    depth: SiteDepth,
+    measure: Measure,
+) -> String {
+    let mut text = String::new();
+    for (stack, stats) in canonical_stacks_at(profile, depth) {
+        let value = normalization.apply(measured_value(&stats, measure), profile, first);
+        if value > 0 {
+            let _ = writeln!(text, "{stack} {value}");
+        }
+    }
+    text
+}
+
+/// The differential folded lines (`stack A B`, normalized, sorted), as inferno's differential
+/// mode writes them and its flamegraph reads them.
+pub fn differential_lines(
+    a: &Profile,
+    b: &Profile,
+    options: &DiffOptions,
+) -> anyhow::Result<Vec<String>> {
+    options.normalization.validate()?;
+    let depth = site_depth(a, b);
+    let measure = diff_measure(a, b);
+    let before = normalized_lines(a, options.normalization, true, depth, measure);
+    let after = normalized_lines(b, options.normalization, false, depth, measure);
+    let mut paired = Vec::new();
+    inferno::differential::from_readers(
+        inferno::differential::Options::default(),
+        before.as_bytes(),
+        after.as_bytes(),
+        &mut paired,
+    )
+    .context("failed to pair the folded stacks")?;
+    let text = String::from_utf8(paired).context("paired folded stacks are not UTF-8")?;
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    lines.sort();
+    Ok(lines)
+}
+
+/// Writes the differential flamegraph (SVG) of A → B to `out`.
+pub fn write_diff_flamegraph(
+    a: &Profile,
+    b: &Profile,
+    options: &DiffOptions,
+    out: &mut dyn std::io::Write,
+) -> anyhow::Result<()> {
+    let mut lines = differential_lines(a, b, options)?;
+    if options.negate {
+        // inferno draws the second column's widths: swap the columns so they are A's, and negate
+        // the differentials so red still means more wait in B (Brendan Gregg's `-n` recipe).
+        lines = lines
+            .iter()
+            .filter_map(|line| {
+                let mut parts = line.rsplitn(3, ' ');
+                let (after, before, stack) = (parts.next()?, parts.next()?, parts.next()?);
+                Some(format!("{stack} {after} {before}"))
+            })
+            .collect();
+    }
+    // The drawn widths are the last column (B's, or A's once swapped).
+    let drawn_side_empty = lines
+        .iter()
+        .all(|line| line.rsplit(' ').next().unwrap_or("0") == "0");
+    if lines.is_empty() || drawn_side_empty {
+        let side = if options.negate {
+            &options.labels.0
+        } else {
+            &options.labels.1
+        };
+        bail!(
+            "profile {side} has no {} to draw (try --negate to draw the other side)",
+            diff_measure(a, b).noun(2)
+        );
+    }
+    let mut inferno_options = inferno::flamegraph::Options::default();
+    inferno_options.title = options.title.clone().unwrap_or_else(|| {
+        format!(
+            "lockscope diff: {} → {}",
+            short_command(a),
+            short_command(b)
+        )
+    });
+    let (drawn, other) = if options.negate {
+        (&options.labels.0, &options.labels.1)
+    } else {
+        (&options.labels.1, &options.labels.0)
+    };
+    let measure = diff_measure(a, b);
+    let mut subtitle = format!(
+        "width: {drawn}'s {}; red: more {} in {drawn} than {other}, blue: less",
+        options.normalization.describe(a, b, measure),
+        measured(measure)
+    );
+    let warnings = mismatches(a, b, options);
+    if !warnings.is_empty() {
+        let _ = write!(
+            subtitle,
+            " (WARNING: {} mismatches, see the table)",
+            warnings.len()
+        );
+    }
+    inferno_options.subtitle = Some(subtitle);
+    inferno_options.count_name = options.normalization.unit_of(measure).to_string();
+    inferno_options.negate_differentials = options.negate;
+    inferno_options.hash = true;
+    inferno::flamegraph::from_lines(&mut inferno_options, lines.iter().map(String::as_str), out)
+        .context("failed to render the differential flamegraph")
+}
+
+fn short_command(profile: &Profile) -> String {
+    let command = profile.metadata.target.command.join(" ");
+    if command.chars().count() > 40 {
+        let mut cut: String = command.chars().take(39).collect();
+        cut.push('…');
+        cut
+    } else {
+        command
+    }
+}
+
+/// Probes that delivered data (attached or fell back), sorted.
+fn attached_probes(profile: &Profile) -> BTreeSet<String> {
+    let mut probes: BTreeSet<String> = profile
+        .metadata
+        .probes
+        .iter()
+        .filter(|p| !matches!(p.status, AttachStatus::Failed { .. }))
+        .map(|p| p.probe.clone())
+        .collect();
+    probes.extend(profile.recorded_probes().into_iter().map(str::to_string));
+    probes
+}
+
+/// The basename of a command's program.
+fn program(profile: &Profile) -> Option<&str> {
+    let argv0 = profile.metadata.target.command.first()?;
+    Some(argv0.rsplit('/').next().unwrap_or(argv0))
+}
+
+/// Everything that makes comparing `a` with `b` unfair, one sentence each; empty when the two
+/// recordings are comparable.
+pub fn mismatches(a: &Profile, b: &Profile, options: &DiffOptions) -> Vec<String> {
+    let (la, lb) = (&options.labels.0, &options.labels.1);
+    let mut out = Vec::new();
+    for (label, p) in [(la, a), (lb, b)] {
+        let losses = &p.metadata.losses;
+        if losses.lost_events() > 0 {
+            out.push(format!(
+                "{label} lost {} waits while recording ({} map full, {} dropped): its totals undercount",
+                losses.lost_events(),
+                losses.map_full,
+                losses.dropped
+            ));
+        }
+        let stack_failures = losses.user_stack_failures + losses.kernel_stack_failures;
+        if stack_failures > 0 {
+            out.push(format!(
+                "{label} failed to capture {stack_failures} stacks: those waits fold under `{NO_USER_STACK}`"
+            ));
+        }
+        for probe in &p.metadata.probes {
+            if let AttachStatus::Failed { reason } = &probe.status {
+                out.push(format!(
+                    "{label}: probe `{}` failed to attach ({reason}): its waits are missing",
+                    probe.probe
+                ));
+            }
+        }
+        if p.metadata.duration_ns == 0 && options.normalization == Normalization::PerSecond {
+            out.push(format!(
+                "{label} has no recorded duration: per-second values are raw totals"
+            ));
+        }
+    }
+    let (wa, wb) = (a.metadata.user_stack_walk(), b.metadata.user_stack_walk());
+    if wa != wb {
+        let (fp, other) = if wa == StackWalk::FramePointers {
+            (la, lb)
+        } else {
+            (lb, la)
+        };
+        out.push(format!(
+            "stack depth differs by method, not by code: {fp} walked its user stacks by frame \
+             pointers (DTrace's ustack()), which stop at the first function built without them \
+             (Debian's libc, Rust's default build), {other} unwound them with unwind tables; \
+             wait sites are compared at their leaf frame (where the thread entered the kernel) \
+             and kind"
+        ));
+    }
+    let (ma, mb) = (Measure::of_records(&a.waits), Measure::of_records(&b.waits));
+    if ma != mb && !a.waits.is_empty() && !b.waits.is_empty() {
+        out.push(format!(
+            "different measures: {la} holds {}, {lb} holds {}: their values are not comparable",
+            measured(ma),
+            measured(mb)
+        ));
+    }
+    let (pa, pb) = (attached_probes(a), attached_probes(b));
+    if pa != pb {
+        let list = |s: &BTreeSet<String>| {
+            if s.is_empty() {
+                "none".to_string()
+            } else {
+                s.iter().cloned().collect::<Vec<_>>().join(", ")
+            }
+        };
+        out.push(format!(
+            "different probes: {la} has {}, {lb} has {}",
+            list(&pa),
+            list(&pb)
+        ));
+    }
+    let (ca, cb) = (&a.metadata.target.command, &b.metadata.target.command);
+    if program(a) != program(b) {
+        out.push(format!(
+            "different workloads: {la} ran `{}`, {lb} ran `{}`",
+            ca.join(" "),
+            cb.join(" ")
+        ));
+    } else if ca[1.min(ca.len())..] != cb[1.min(cb.len())..] {
+        out.push(format!(
+            "same program, different arguments: {la} ran `{}`, {lb} ran `{}`",
+            ca.join(" "),
+            cb.join(" ")
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::canonical::canonical_site;
+    use lockscope_probes::{WaitKind, WaitRecord};
+
+    /// One mutex wait of `mutex-waiter-1`, with the user stack `frames` (leaf first), recorded
+    /// by `backend`.
+    fn one_wait(backend: &str, frames: &[&str]) -> Profile {
+        use lockscope_probes::{AddressSpace, Frame, Metadata, Stack, ThreadInfo};
+        Profile {
+            metadata: Metadata {
+                backend: backend.to_string(),
+                duration_ns: 1_000_000_000,
+                ..Metadata::default()
+            },
+            threads: vec![ThreadInfo {
+                pid: 1,
+                tid: 2,
+                name: "mutex-waiter-1".to_string(),
+            }],
+            stacks: vec![Stack {
+                space: AddressSpace::User,
+                frames: frames
+                    .iter()
+                    .map(|f| Frame {
+                        function: Some(f.to_string()),
+                        ..Frame::unsymbolized(0x1000)
+                    })
+                    .collect(),
+                truncated: false,
+            }],
+            waits: vec![WaitRecord {
+                probe: "futex".to_string(),
+                kind: WaitKind::Mutex,
+                pid: 1,
+                tid: 2,
+                object: 0,
+                operation: "FUTEX_WAIT_PRIVATE".to_string(),
+                user_stack: Some(0),
+                kernel_stack: None,
+                stats: WaitStats {
+                    count: 1,
+                    total_ns: 200_000_000,
+                    ..WaitStats::default()
+                },
+            }],
+            ..Profile::default()
+        }
+    }
+
+    /// A full eBPF stack and a DTrace stack cut short by the frame-pointer walk compare at
+    /// their leaf (one site, no phantom change) with the stack-depth warning; two profiles
+    /// walked alike keep whole stacks.
+    #[test]
+    fn stacks_walked_differently_compare_at_the_leaf() {
+        let ebpf = one_wait(
+            "ebpf",
+            &[
+                "__GI___lll_lock_wait",
+                "___pthread_mutex_lock",
+                "take_order_lock",
+                "start_thread",
+            ],
+        );
+        let dtrace = one_wait("dtrace", &["__GI___lll_lock_wait", "start_thread"]);
+        assert_eq!(site_depth(&ebpf, &dtrace), SiteDepth::Leaf);
+        assert_eq!(site_depth(&ebpf, &ebpf), SiteDepth::Full);
+        let site = |p: &Profile, depth| canonical_site(p, &p.waits[0], depth).join(";");
+        assert_eq!(site(&ebpf, SiteDepth::Leaf), "[kernel wait];[mutex]");
+        assert_eq!(site(&dtrace, SiteDepth::Leaf), "[kernel wait];[mutex]");
+        assert_eq!(
+            site(&ebpf, SiteDepth::Full),
+            "start_thread;take_order_lock;pthread_mutex_lock;[kernel wait];[mutex]"
+        );
+        let warnings = mismatches(&ebpf, &dtrace, &DiffOptions::default());
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with("stack depth differs by method, not by code: B walked"),
+            "{warnings:?}"
+        );
+        let mut out = Vec::new();
+        write_diff_table(
+            &ebpf,
+            &dtrace,
+            ("a.lsp", "b.lsp"),
+            &DiffOptions::default(),
+            &mut out,
+        )
+        .expect("table");
+        let table = String::from_utf8(out).expect("utf-8");
+        assert!(table.contains("Top 1 of 1 wait sites"), "{table}");
+    }
+}

@@ -1,0 +1,175 @@
+//! `lockscope diff`'s side-by-side table ([`write_diff_table`]).
+
+use super::rows::{grouped, rank_by_change, SideRow};
+use super::{diff_measure, measured, mismatches, DiffOptions};
+use crate::analysis::canonical::{canonical_site, canonical_thread, site_depth};
+use crate::analysis::fold::Measure;
+use crate::render::units::{format_fraction, format_normalized, format_ns, format_unix_ns};
+use anyhow::Context;
+use lockscope_probes::{Profile, WaitStats};
+use std::fmt::Write as _;
+
+fn quantile(stats: &WaitStats, q: f64) -> String {
+    stats
+        .histogram
+        .quantile_upper_bound(q)
+        .map_or_else(|| "-".to_string(), format_ns)
+}
+
+/// A signed change with its unit, as [`format_normalized`].
+fn signed(value: i128, unit: &str) -> String {
+    let sign = if value < 0 { "-" } else { "+" };
+    let magnitude = value.unsigned_abs().min(u64::MAX as u128) as u64;
+    format!("{sign}{}", format_normalized(magnitude, unit))
+}
+
+/// The header of the side rows, aligned with [`write_rows`]: the count column is named for what
+/// the records count (`waits`, `samples`, `events`).
+fn row_header(measure: Measure) -> String {
+    format!(
+        "    {:<4} {:>7} {:>10} {:>10} {:>8} {:>8} {:>8} {:>11} {:>12} {:>10}",
+        "side",
+        measure.noun(2),
+        "total",
+        "mean",
+        "p50≤",
+        "p99≤",
+        "threads",
+        "thread time",
+        "normalized",
+        "change"
+    )
+}
+
+fn write_rows(out: &mut String, name: &str, rows: [(&str, &SideRow); 2], unit: &str) {
+    let _ = writeln!(out, "  {name}");
+    let change = rows[1].1.normalized as i128 - rows[0].1.normalized as i128;
+    let timed = unit.starts_with("ns/");
+    for (i, (label, row)) in rows.into_iter().enumerate() {
+        let s = &row.stats;
+        let time = |ns: u64| {
+            if timed {
+                format_ns(ns)
+            } else {
+                "-".to_string()
+            }
+        };
+        let _ = write!(
+            out,
+            "    {label:<4} {:>7} {:>10} {:>10} {:>8} {:>8} {:>8} {:>11} {:>12}",
+            s.count,
+            time(s.total_ns),
+            time(s.mean_ns()),
+            if timed { quantile(s, 0.5) } else { "-".into() },
+            if timed { quantile(s, 0.99) } else { "-".into() },
+            row.avg_threads
+                .map_or_else(|| "-".to_string(), |t| format!("{t:.2}")),
+            row.share_of_thread_time
+                .map_or_else(|| "-".to_string(), format_fraction),
+            format_normalized(row.normalized, unit),
+        );
+        if i == 1 {
+            let _ = write!(out, " {:>10}", signed(change, unit));
+        }
+        out.push('\n');
+    }
+}
+
+fn describe_side(label: &str, path: &str, p: &Profile) -> String {
+    let m = &p.metadata;
+    let measure = Measure::of_records(&p.waits);
+    let count: u64 = p.waits.iter().map(|w| w.stats.count).sum();
+    let target = if measure == Measure::Waits {
+        format!("`{}` (pid {})", m.target.command.join(" "), m.target.pid)
+    } else {
+        // An imported capture has no target: say what it holds.
+        format!("imported {}", measured(measure))
+    };
+    format!(
+        "  {label:<4} {path}: {target}, {} {} ({}), {} over {}, {count} {}",
+        if m.os.is_empty() { "unknown-os" } else { &m.os },
+        m.kernel_release,
+        if m.backend.is_empty() {
+            "?"
+        } else {
+            &m.backend
+        },
+        format_unix_ns(m.start_unix_ns),
+        format_ns(m.duration_ns),
+        measure.noun(count)
+    )
+}
+
+/// The legend of the rows' columns under a block title, in the words of `measure`.
+fn columns_legend(measure: Measure, la: &str, lb: &str) -> String {
+    let threads = match measure {
+        Measure::Waits => {
+            "threads: average threads waiting (wait time / wall time); thread time: share of \
+             the threads' time (- without the offcpu probe's per-thread times)"
+        }
+        Measure::OnCpu => "threads: average threads on CPU (CPU time / wall time)",
+        Measure::Events | Measure::Samples => "counts only: no times",
+    };
+    format!("{threads}; change: {lb} - {la}, normalized")
+}
+
+/// Writes the side-by-side table of A (`paths.0`) and B to `out`.
+pub fn write_diff_table(
+    a: &Profile,
+    b: &Profile,
+    paths: (&str, &str),
+    options: &DiffOptions,
+    out: &mut dyn std::io::Write,
+) -> anyhow::Result<()> {
+    options.normalization.validate()?;
+    let n = options.normalization;
+    let measure = diff_measure(a, b);
+    let (la, lb) = (options.labels.0.as_str(), options.labels.1.as_str());
+    let mut text = String::new();
+    let _ = writeln!(text, "lockscope diff");
+    let _ = writeln!(text, "{}", describe_side(la, paths.0, a));
+    let _ = writeln!(text, "{}", describe_side(lb, paths.1, b));
+    let _ = writeln!(text, "  normalized as {}", n.describe(a, b, measure));
+    let warnings = mismatches(a, b, options);
+    if warnings.is_empty() {
+        let _ = writeln!(text, "  comparable: same program and probes, nothing lost");
+    }
+    for warning in &warnings {
+        let _ = writeln!(text, "WARNING: {warning}");
+    }
+    let unit = n.unit_of(measure);
+    let what = if measure == Measure::Waits {
+        "Wait"
+    } else {
+        "Sample"
+    };
+
+    let _ = writeln!(text, "\n{what} kinds ({})", columns_legend(measure, la, lb));
+    let _ = writeln!(text, "{}", row_header(measure));
+    for (kind, ra, rb) in grouped(a, b, n, |_, r| r.kind) {
+        write_rows(&mut text, kind.name(), [(la, &ra), (lb, &rb)], unit);
+    }
+
+    let _ = writeln!(text, "\nThreads (digits in names merged as `*`)");
+    let _ = writeln!(text, "{}", row_header(measure));
+    for (thread, ra, rb) in grouped(a, b, n, canonical_thread) {
+        write_rows(&mut text, &thread, [(la, &ra), (lb, &rb)], unit);
+    }
+
+    let depth = site_depth(a, b);
+    let mut sites = grouped(a, b, n, |p, r| canonical_site(p, r, depth).join(";"));
+    let total_sites = rank_by_change(&mut sites, options.top);
+    let _ = writeln!(
+        text,
+        "\nTop {} of {total_sites} {} sites (canonical stack, root first) by change",
+        sites.len(),
+        what.to_lowercase()
+    );
+    let _ = writeln!(text, "{}", row_header(measure));
+    for (site, ra, rb) in &sites {
+        write_rows(&mut text, site, [(la, ra), (lb, rb)], unit);
+    }
+    out.write_all(text.as_bytes())
+        .context("failed to write the diff table")?;
+    Ok(())
+}

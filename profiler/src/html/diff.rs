@@ -1,0 +1,347 @@
+//! Comparisons: each run against the first, and a sweep's knee level against its last, as
+//! tables (from `lockscope diff --json`) and the differential flamegraph.
+
+use super::page::{breakdown_bars, iframe_svg};
+use super::report::Words;
+use super::run::Run;
+use super::tables::{
+    json_cell, json_f64, json_list, json_str, num_cell, table_close, table_open, Cell,
+};
+use crate::diff::{write_diff_flamegraph, write_diff_json, DiffOptions};
+use crate::render::svg::xml_escape;
+use crate::render::units::{format_fraction, format_ns, format_threads};
+use crate::sweep::Breakdown;
+use anyhow::Context;
+use std::fmt::Write as _;
+
+/// The value of one side of a diff row in the page's unit: average threads waiting (on CPU for
+/// imported CPU time) per second of wall time, else the normalized value with its unit.
+pub(super) fn diff_value(values: &serde_json::Value, unit: &str) -> (f64, String) {
+    let normalized = json_f64(values, "normalized");
+    if unit == "ns/s" {
+        (normalized / 1e9, format_threads(normalized / 1e9))
+    } else if unit == RAW_NS {
+        (normalized, format_ns(normalized.max(0.0) as u64))
+    } else {
+        (
+            normalized,
+            crate::render::units::format_normalized(normalized.max(0.0) as u64, unit),
+        )
+    }
+}
+
+/// The change of a diff row, B − A, in the unit of [`diff_value`].
+pub(super) fn diff_change(delta: &serde_json::Value, unit: &str) -> (f64, String) {
+    let change = json_f64(delta, "normalized");
+    let sign = if change < 0.0 { "−" } else { "+" };
+    if unit == "ns/s" {
+        (
+            change / 1e9,
+            format!("{sign}{}", format_threads(change.abs() / 1e9)),
+        )
+    } else if unit == RAW_NS {
+        (change, format!("{sign}{}", format_ns(change.abs() as u64)))
+    } else {
+        (
+            change,
+            format!(
+                "{sign}{}",
+                crate::render::units::format_normalized(change.abs() as u64, unit)
+            ),
+        )
+    }
+}
+
+/// How a page compares `a` with `b`: every stack, sides named `labels` (`A`, `B`; `at 20`, `at
+/// 50` for sweep levels).
+pub(super) fn page_diff_options(a: &Run<'_>, b: &Run<'_>, labels: (&str, &str)) -> DiffOptions {
+    DiffOptions {
+        top: 0,
+        labels: (labels.0.to_string(), labels.1.to_string()),
+        title: Some(format!("{} → {}", a.label, b.label)),
+        ..DiffOptions::default()
+    }
+}
+
+/// The JSON comparison of `a` with `b` (`lockscope diff --json`, every stack, sides named
+/// `labels`), or why there is none.
+pub(super) fn diff_json(
+    a: &Run<'_>,
+    b: &Run<'_>,
+    labels: (&str, &str),
+) -> anyhow::Result<serde_json::Value> {
+    let options = page_diff_options(a, b, labels);
+    let mut json = Vec::new();
+    write_diff_json(
+        a.profile,
+        b.profile,
+        (&a.label, &b.label),
+        &options,
+        &mut json,
+    )?;
+    serde_json::from_slice(&json).context("the JSON diff does not parse")
+}
+
+/// A diff's unit words: the column header of a side's value.
+pub(super) fn diff_unit_header(diff: &serde_json::Value) -> (String, &'static str) {
+    let mut unit = diff
+        .pointer("/normalization/unit")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("ns/s")
+        .to_string();
+    let no_duration = ["/a/duration_ns", "/b/duration_ns"]
+        .iter()
+        .any(|side| diff.pointer(side).and_then(serde_json::Value::as_u64) == Some(0));
+    if unit == "ns/s" && no_duration {
+        // Per second of nothing: `lockscope diff` then compares raw totals (and warns).
+        unit = RAW_NS.to_string();
+    }
+    let header = match (unit.as_str(), json_str(diff, "measure")) {
+        (RAW_NS, "on-cpu") => "CPU time (total)",
+        (RAW_NS, _) => "wait time (total)",
+        ("ns/s", "on-cpu") => "threads on CPU (average)",
+        ("ns/s", _) => "threads waiting (average)",
+        (_, "events") => "events, normalized",
+        (_, "samples") => "samples, normalized",
+        _ => "wait, normalized",
+    };
+    (unit, header)
+}
+
+/// The unit of a diff's values when a side has no duration: raw nanoseconds.
+pub(super) const RAW_NS: &str = "ns";
+
+/// The canonical stacks of `diff` that grew from A to B, largest growth first.
+pub(super) fn growing_stacks(diff: &serde_json::Value) -> Vec<&serde_json::Value> {
+    let mut rows: Vec<&serde_json::Value> = json_list(diff, "stacks")
+        .iter()
+        .filter(|s| {
+            s.pointer("/delta/normalized")
+                .and_then(serde_json::Value::as_i64)
+                .unwrap_or(0)
+                > 0
+        })
+        .collect();
+    rows.sort_by_key(|s| {
+        std::cmp::Reverse(
+            s.pointer("/delta/normalized")
+                .and_then(serde_json::Value::as_i64)
+                .unwrap_or(0),
+        )
+    });
+    rows
+}
+
+/// A canonical stack cell: its last four frames, with every frame folded behind `<details>`.
+pub(super) fn canonical_stack_cell(stack: &str) -> String {
+    let frames: Vec<&str> = stack.split(';').collect();
+    let mut cell = format!(
+        "<td><details class=\"stack\"><summary><code>{}</code></summary><ol class=\"frames\">",
+        xml_escape(&crate::sweep::short_site(stack))
+    );
+    for frame in frames {
+        let _ = write!(cell, "<li><code>{}</code></li>", xml_escape(frame));
+    }
+    cell.push_str("</ol></details></td>");
+    cell
+}
+
+/// Which rows a diff's site table shows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum SiteRows {
+    /// The top 10 by absolute change.
+    LargestChange,
+    /// The top 10 that grew, largest growth first.
+    Growing,
+}
+
+/// A diff's warnings, its kinds and its sites as tables, in average threads waiting when
+/// normalized per second.
+pub(super) fn diff_tables(out: &mut String, diff: &serde_json::Value, rows: SiteRows) {
+    for warning in json_list(diff, "warnings")
+        .iter()
+        .filter_map(serde_json::Value::as_str)
+    {
+        let _ = writeln!(
+            out,
+            r#"<p class="warning">WARNING: {}</p>"#,
+            xml_escape(warning)
+        );
+    }
+    let (unit, header) = diff_unit_header(diff);
+    let (la, lb) = (
+        diff.pointer("/a/label")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("A"),
+        diff.pointer("/b/label")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("B"),
+    );
+    let noun = Words::of(json_str(diff, "measure")).noun;
+    let row = |out: &mut String, name_cell: String, row: &serde_json::Value| {
+        let (a, b, delta) = (
+            row.get("a").cloned().unwrap_or_default(),
+            row.get("b").cloned().unwrap_or_default(),
+            row.get("delta").cloned().unwrap_or_default(),
+        );
+        let cell = |(v, text): (f64, String)| num_cell(v, &text);
+        let share = |side: &serde_json::Value| match side
+            .get("share_of_thread_time")
+            .and_then(serde_json::Value::as_f64)
+        {
+            Some(f) => num_cell(f, &format_fraction(f)),
+            None => "<td class=\"num muted\">-</td>".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "<tr>{name_cell}{}{}{}{}{}{}{}</tr>",
+            json_cell(&a, "count", Cell::Count),
+            json_cell(&b, "count", Cell::Count),
+            cell(diff_value(&a, &unit)),
+            cell(diff_value(&b, &unit)),
+            share(&a),
+            share(&b),
+            cell(diff_change(&delta, &unit))
+        );
+    };
+    let headers = |what: &str| {
+        vec![
+            what.to_string(),
+            format!("{la} {noun}"),
+            format!("{lb} {noun}"),
+            format!("{la} {header}"),
+            format!("{lb} {header}"),
+            format!("{la} share of thread time"),
+            format!("{lb} share of thread time"),
+            format!("change ({lb} − {la})"),
+        ]
+    };
+    let kinds = json_list(diff, "by_kind");
+    let h = headers("kind");
+    table_open(
+        out,
+        "diff-table",
+        &h.iter().map(String::as_str).collect::<Vec<_>>(),
+        kinds.len(),
+    );
+    for kind in kinds {
+        row(
+            out,
+            format!("<td>{}</td>", xml_escape(json_str(kind, "kind"))),
+            kind,
+        );
+    }
+    table_close(out);
+    let sites: Vec<&serde_json::Value> = match rows {
+        SiteRows::LargestChange => json_list(diff, "stacks").iter().take(10).collect(),
+        SiteRows::Growing => growing_stacks(diff).into_iter().take(10).collect(),
+    };
+    let what = match rows {
+        SiteRows::LargestChange => "site (canonical stack; largest change first)",
+        SiteRows::Growing => "growing site (canonical stack; largest growth first)",
+    };
+    let h = headers(what);
+    table_open(
+        out,
+        "diff-table",
+        &h.iter().map(String::as_str).collect::<Vec<_>>(),
+        sites.len(),
+    );
+    for site in &sites {
+        row(out, canonical_stack_cell(json_str(site, "stack")), site);
+    }
+    table_close(out);
+    if sites.is_empty() {
+        let _ = writeln!(out, "<p class=\"muted\">No site grew.</p>");
+    }
+}
+
+/// Two runs compared, their sides named `labels`.
+pub(super) struct Comparison<'r, 'p> {
+    pub(super) a: &'r Run<'p>,
+    pub(super) b: &'r Run<'p>,
+    pub(super) labels: (&'r str, &'r str),
+    /// Say which run each label names (`A: a.lsp; B: b.lsp`): labels that do not say it.
+    pub(super) name_sides: bool,
+}
+
+/// Where both sides' threads' time went, one stacked bar per side (all threads); empty when
+/// neither side has the offcpu probe's per-thread times.
+pub(super) fn sides_time_bars(comparison: &Comparison<'_, '_>) -> String {
+    let sides = [
+        (comparison.labels.0, comparison.a),
+        (comparison.labels.1, comparison.b),
+    ];
+    let breakdowns: Vec<(String, Breakdown)> = sides
+        .iter()
+        .filter_map(|(label, run)| Some((label.to_string(), Breakdown::of(run.profile)?)))
+        .collect();
+    breakdown_bars(
+        breakdowns.iter().map(|(label, b)| (label.clone(), b)),
+        "Where the threads' time went on each side (share of thread time):",
+    )
+}
+
+/// A comparison of two runs: its tables (from `lockscope diff --json`) and the differential
+/// flamegraph, under an `<h2>` or `<h3>` heading.
+pub(super) fn diff_section(
+    out: &mut String,
+    (id, title, heading): (&str, &str, &str),
+    comparison: &Comparison<'_, '_>,
+    rows: SiteRows,
+) {
+    let Comparison {
+        a,
+        b,
+        labels,
+        name_sides,
+    } = *comparison;
+    let _ = writeln!(
+        out,
+        r#"<{heading} id="{id}">{}</{heading}>"#,
+        xml_escape(title)
+    );
+    if name_sides {
+        let _ = writeln!(
+            out,
+            "<p class=\"muted\">{}: {}; {}: {}.</p>",
+            xml_escape(labels.0),
+            xml_escape(&a.label),
+            xml_escape(labels.1),
+            xml_escape(&b.label)
+        );
+    }
+    out.push_str(&sides_time_bars(comparison));
+    match diff_json(a, b, labels) {
+        Ok(diff) => diff_tables(out, &diff, rows),
+        Err(e) => {
+            let _ = writeln!(
+                out,
+                "<p class=\"muted\">No comparison: {}</p>",
+                xml_escape(&format!("{e:#}"))
+            );
+            return;
+        }
+    }
+    let options = page_diff_options(a, b, labels);
+    let mut svg = Vec::new();
+    match write_diff_flamegraph(a.profile, b.profile, &options, &mut svg) {
+        Ok(()) => {
+            let _ = writeln!(
+                out,
+                "<p class=\"muted\">Differential flamegraph: widths are {}'s, red frames grew from {} to {}, blue ones shrank.</p>",
+                xml_escape(labels.1),
+                xml_escape(labels.0),
+                xml_escape(labels.1)
+            );
+            iframe_svg(out, &svg, "differential flamegraph");
+        }
+        Err(e) => {
+            let _ = writeln!(
+                out,
+                r#"<p class="muted">No differential flamegraph: {}</p>"#,
+                xml_escape(&format!("{e:#}"))
+            );
+        }
+    }
+}

@@ -1,0 +1,336 @@
+//! The page's opening summary: for the first sweep, the knee and what grows across it; without
+//! a sweep, the first run's waits and where its threads' time went.
+
+use super::diff::{diff_change, diff_unit_header, diff_value, growing_stacks};
+use super::page::breakdown_bars;
+use super::tables::json_str;
+use crate::analysis::fold::Measure;
+use crate::render::svg::{time_bars_svg, xml_escape, TimeBar};
+use crate::render::units::{format_fraction, format_ns, format_threads};
+use crate::sweep::{Sweep, NO_BREAKDOWN};
+use lockscope_probes::{Profile, TimeClass};
+use std::fmt::Write as _;
+
+/// The rows every summary starts with: the input, the target, its kernel and machine.
+pub(super) fn summary_head(label: &str, profile: &Profile) -> Vec<(String, String)> {
+    let m = &profile.metadata;
+    let target = if m.target.command.is_empty() {
+        format!("imported ({})", m.end_reason)
+    } else {
+        format!("{} (pid {})", m.target.command.join(" "), m.target.pid)
+    };
+    vec![
+        ("input".into(), label.to_string()),
+        ("target".into(), target),
+        ("kernel".into(), format!("{} {}", m.os, m.kernel_release)),
+        (
+            "machine".into(),
+            format!(
+                "{}, {} CPUs, {}",
+                m.hostname,
+                m.cpu_count,
+                m.libc.clone().unwrap_or_else(|| "libc unknown".into())
+            ),
+        ),
+    ]
+}
+
+/// The largest classes of a breakdown, in words: `run-queue 77.0%, futex 6.8%, poll 5.3%`.
+pub(super) fn largest_classes(breakdown: &crate::sweep::Breakdown, n: usize) -> String {
+    let mut classes: Vec<&crate::sweep::ClassTime> = breakdown.classes.iter().collect();
+    classes.sort_by(|a, b| b.share_of_thread_time.total_cmp(&a.share_of_thread_time));
+    classes
+        .iter()
+        .take(n)
+        .map(|c| format!("{} {}", c.name, format_fraction(c.share_of_thread_time)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The growing sites of a diff, in words: `…;f;[kernel wait];[mutex] +0.92 threads waiting
+/// (0.10 → 1.02)`, the first `n`.
+pub(super) fn growth_words(diff: &serde_json::Value, n: usize) -> String {
+    let (unit, _) = diff_unit_header(diff);
+    let grown: Vec<String> = growing_stacks(diff)
+        .into_iter()
+        .take(n)
+        .map(|s| {
+            let stack = json_str(s, "stack");
+            let (_, from) = diff_value(s.get("a").unwrap_or(&serde_json::Value::Null), &unit);
+            let (_, to) = diff_value(s.get("b").unwrap_or(&serde_json::Value::Null), &unit);
+            let (_, change) =
+                diff_change(s.get("delta").unwrap_or(&serde_json::Value::Null), &unit);
+            let mut text = format!(
+                "{} {change} ({} → {to})",
+                crate::sweep::short_site(stack),
+                from.trim_end_matches(" threads")
+            );
+            if stack.ends_with(&format!(
+                "{};[off-cpu]",
+                crate::analysis::fold::NO_USER_STACK
+            )) {
+                text.push_str(" [preempted or in the run queue: waiting for a CPU]");
+            }
+            text
+        })
+        .collect();
+    if grown.is_empty() {
+        "no site grew".to_string()
+    } else {
+        grown.join("; ")
+    }
+}
+
+/// The summary rows of a sweep: where throughput stops, how the threads' time redistributes
+/// (first level, knee, last level), which sites grow across the knee (`knee_diff`: the knee
+/// level against the last), and the finding.
+pub(super) fn sweep_summary(
+    sweep: &Sweep,
+    knee_diff: Option<&serde_json::Value>,
+) -> Vec<(String, String)> {
+    let mut rows = Vec::new();
+    let (Some(first), Some(last)) = (sweep.levels.first(), sweep.levels.last()) else {
+        return rows;
+    };
+    let unit = &sweep.throughput_unit;
+    rows.push((
+        "throughput stops".into(),
+        match &sweep.knee {
+            Some(knee) => format!(
+                "at concurrency {}: {:.1} {unit}, {:.0}% of concurrency {} (scaling: concurrency {} = 100%); at {}: {:.1} {unit}, {:.0}% of concurrency {}",
+                knee.concurrency,
+                knee.throughput,
+                knee.scaling * 100.0,
+                first.concurrency,
+                first.concurrency,
+                last.concurrency,
+                last.throughput,
+                last.scaling * 100.0,
+                first.concurrency
+            ),
+            None => format!(
+                "it does not: throughput still rises at concurrency {} ({:.1} {unit}, {:.0}% of concurrency {})",
+                last.concurrency,
+                last.throughput,
+                last.scaling * 100.0,
+                first.concurrency
+            ),
+        },
+    ));
+    let knee_level = sweep
+        .knee
+        .as_ref()
+        .and_then(|k| sweep.levels.iter().find(|l| l.concurrency == k.concurrency));
+    let mut shown: Vec<&crate::sweep::Level> = vec![first];
+    shown.extend(knee_level);
+    shown.push(last);
+    shown.dedup_by_key(|l| l.concurrency);
+    let time: Vec<String> = shown
+        .iter()
+        .map(|level| match &level.breakdown {
+            Some(b) => format!(
+                "at {}{} ({} alive): {}",
+                level.concurrency,
+                if knee_level.is_some_and(|k| k.concurrency == level.concurrency) {
+                    " (knee)"
+                } else {
+                    ""
+                },
+                format_threads(b.avg_threads),
+                largest_classes(b, 3)
+            ),
+            None => format!("at {}: {NO_BREAKDOWN}", level.concurrency),
+        })
+        .collect();
+    rows.push((
+        "threads' time (share of thread time)".into(),
+        time.join("; "),
+    ));
+    if let Some(diff) = knee_diff {
+        let from = knee_level.unwrap_or(first).concurrency;
+        rows.push((
+            format!(
+                "grows from {from} to {} (threads waiting)",
+                last.concurrency
+            ),
+            growth_words(diff, 3),
+        ));
+    }
+    rows.push(("finding".into(), sweep.finding.clone()));
+    rows
+}
+
+/// The summary rows of a single run: its records and where its threads' time went.
+pub(super) fn run_summary(profile: &Profile) -> Vec<(String, String)> {
+    let mut rows = Vec::new();
+    let measure = Measure::of_records(&profile.waits);
+    let totals = profile.totals_by_kind();
+    let count: u64 = totals.values().map(|s| s.count).sum();
+    let wall_ns = profile.metadata.duration_ns;
+    let mut kinds: Vec<_> = totals.iter().collect();
+    kinds.sort_by_key(|(_, s)| std::cmp::Reverse(s.total_ns));
+    let mut text = format!(
+        "{count} {} over {}",
+        measure.noun(count),
+        format_ns(wall_ns)
+    );
+    if measure.is_timed() && wall_ns > 0 {
+        let doing = if measure == Measure::Waits {
+            "waiting"
+        } else {
+            "on CPU"
+        };
+        let parts: Vec<String> = kinds
+            .iter()
+            .take(3)
+            .map(|(kind, s)| {
+                format!(
+                    "{kind}: {} {doing} on average",
+                    format_threads(s.total_ns as f64 / wall_ns as f64)
+                )
+            })
+            .collect();
+        let _ = write!(text, "; {}", parts.join(", "));
+    }
+    rows.push((measure.noun(2).to_string(), text));
+    if measure == Measure::Waits && wall_ns > 0 {
+        let mut sites: Vec<(String, u64)> = crate::analysis::canonical::canonical_sites(profile)
+            .into_iter()
+            .map(|(site, stats)| (site, stats.total_ns))
+            .collect();
+        sites.sort_by_key(|(site, ns)| (std::cmp::Reverse(*ns), site.clone()));
+        let top: Vec<String> = sites
+            .iter()
+            .take(3)
+            .map(|(site, ns)| {
+                let mut text = format!(
+                    "{} {}",
+                    crate::sweep::short_site(site),
+                    format_threads(*ns as f64 / wall_ns as f64)
+                );
+                if site.ends_with(&format!(
+                    "{};[off-cpu]",
+                    crate::analysis::fold::NO_USER_STACK
+                )) {
+                    text.push_str(" [preempted or in the run queue: waiting for a CPU]");
+                }
+                text
+            })
+            .collect();
+        rows.push(("top wait sites (threads waiting)".into(), top.join("; ")));
+    }
+    if let Some(b) = crate::sweep::Breakdown::of(profile) {
+        rows.push((
+            "threads' time (share of thread time)".into(),
+            format!(
+                "{} alive on average: {}",
+                format_threads(b.avg_threads),
+                largest_classes(&b, 4)
+            ),
+        ));
+    }
+    rows
+}
+
+/// Where each thread group's time went (threads named alike, digits merged: `worker-*`), as
+/// stacked bars for the summary; empty without the offcpu probe's per-thread times.
+pub(super) fn thread_group_bars(profile: &Profile) -> String {
+    let mut groups: Vec<(String, u64, TimeBar)> = Vec::new();
+    for time in &profile.thread_times {
+        let name = crate::analysis::canonical::thread_group(
+            profile
+                .thread_name(time.pid, time.tid)
+                .unwrap_or(crate::analysis::fold::UNKNOWN_THREAD),
+        );
+        let index = match groups.iter().position(|(n, _, _)| *n == name) {
+            Some(i) => i,
+            None => {
+                groups.push((
+                    name.clone(),
+                    0,
+                    TimeBar {
+                        label: String::new(),
+                        time_ns: TimeClass::ALL.iter().map(|&c| (c, 0)).collect(),
+                        whole_ns: 0,
+                    },
+                ));
+                groups.len() - 1
+            }
+        };
+        let (_, threads, bar) = &mut groups[index];
+        *threads += 1;
+        bar.whole_ns = bar.whole_ns.saturating_add(time.wall_ns);
+        for (class, ns) in &mut bar.time_ns {
+            *ns = ns.saturating_add(time.ns(*class));
+        }
+    }
+    if groups.is_empty() {
+        return String::new();
+    }
+    groups.sort_by_key(|(name, _, bar)| (std::cmp::Reverse(bar.whole_ns), name.clone()));
+    let bars: Vec<TimeBar> = groups
+        .into_iter()
+        .take(8)
+        .map(|(name, threads, mut bar)| {
+            bar.label = match threads {
+                1 => format!("{name} (1 thread)"),
+                n => format!("{name} ({n} threads)"),
+            };
+            bar
+        })
+        .collect();
+    format!(
+        "<p class=\"muted\">Where each thread group's time went (share of thread time):</p>\n<div class=\"time-bars\">{}</div>\n",
+        time_bars_svg(&bars)
+    )
+}
+
+/// The losses row: waits lost and stacks not walked over `profiles`, and the sweep's warnings.
+pub(super) fn losses_row(profiles: &[&Profile], warnings: &[String]) -> (String, String) {
+    let lost: u64 = profiles
+        .iter()
+        .map(|p| p.metadata.losses.lost_events())
+        .sum();
+    let stack_failures: u64 = profiles
+        .iter()
+        .map(|p| p.metadata.losses.user_stack_failures + p.metadata.losses.kernel_stack_failures)
+        .sum();
+    let mut losses = if lost == 0 && stack_failures == 0 {
+        "none".to_string()
+    } else {
+        format!("{lost} waits lost, {stack_failures} stacks not walked")
+    };
+    if !warnings.is_empty() {
+        let _ = write!(losses, "; warnings: {}", warnings.join("; "));
+    }
+    ("losses".into(), losses)
+}
+
+/// Each level's thread time stacked by class, one bar per level (the chart's bottom panel,
+/// small enough for the summary); empty when no level has a breakdown.
+pub(super) fn level_time_bars(sweep: &Sweep) -> String {
+    breakdown_bars(
+        sweep.levels.iter().filter_map(|level| {
+            let b = level.breakdown.as_ref()?;
+            Some((format!("concurrency {}", level.concurrency), b))
+        }),
+        "Where the threads' time went at each level (share of thread time):",
+    )
+}
+
+/// The summary at the top of the page: what a reader of a writeup looks at before anything
+/// else; `after` follows the table (the levels' time bars of a sweep).
+pub(super) fn summary_section(out: &mut String, rows: &[(String, String)], after: &str) {
+    out.push_str("<section class=\"summary\" id=\"summary\">\n<h2>Summary</h2>\n<table class=\"summary-table\">\n");
+    for (key, value) in rows {
+        let _ = writeln!(
+            out,
+            "<tr><th>{}</th><td>{}</td></tr>",
+            xml_escape(key),
+            xml_escape(value)
+        );
+    }
+    out.push_str("</table>\n");
+    out.push_str(after);
+    out.push_str("</section>\n");
+}

@@ -1,0 +1,469 @@
+//! `lockscope sweep`: throughput and waits of a server across concurrency levels, and where it
+//! stops scaling.
+//!
+//! For each level `c`, [`run_sweep`] has the caller start recording the server (a
+//! [`LevelRecorder`]: the `lockscope` binary starts a recording session attached to the server and
+//! returns once its probes are attached), starts the load command (`{c}` replaced by the level)
+//! with `sh -c`, waits for the recording and the load to finish, and parses the load tool's
+//! throughput from its output ([`Throughput`]: built-in parsers for sysbench, ab and wrk, or a regular expression). The result is a [`Sweep`], written
+//! as `sweep.json` (schema in `docs/SWEEP.md`) beside one profile (`.lsp`, and `.pb.gz`: pprof
+//! labelled with the level's concurrency) and one load output per level:
+//! throughput per level, scaling against the first level (the seed's "Scaling (Concurrency
+//! one=100%)" column), wait time per kind, thread group and canonical site ([`crate::analysis::canonical`]), where
+//! the threads' time went ([`Breakdown`], from the `offcpu` probe), the knee ([`find_knee`]) and
+//! one sentence for a writeup ([`finding`]).
+//!
+//! Wait time is given in units a reader can picture, never as a percentage of one clock: as
+//! **average threads waiting** (wait time over wall time: 31.2 is 31.2 threads waiting all the
+//! time) and, when the level has a breakdown, as a **share of thread time** (wait time over the sum
+//! of the threads' wall times, 0 to 100%).
+
+pub mod chart;
+mod finding;
+mod run;
+mod table;
+mod throughput;
+
+pub use finding::finding;
+pub use run::{run_sweep, LevelRecorder, LevelRecording, SweepOptions};
+pub use table::sweep_table;
+pub use throughput::{ParsedThroughput, Throughput};
+
+use crate::analysis::canonical::{canonical_sites, thread_groups};
+use crate::render::units::share;
+use anyhow::{bail, Context};
+use lockscope_probes::{Profile, TimeClass, WaitStats};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Version of the sweep file schema (`docs/SWEEP.md`); bumped on incompatible changes. Version 2
+/// renamed `share_of_wall` to `avg_threads` (the same number, named for what it is) and added
+/// shares of thread time and the per-level breakdown.
+pub const SWEEP_VERSION: u32 = 2;
+
+/// Oldest sweep file version [`read_sweep`] reads: version 1 files are upgraded as they are read
+/// (no breakdown, no shares of thread time, the finding rewritten in today's units).
+pub const OLDEST_SWEEP_VERSION: u32 = 1;
+
+/// File name of the sweep file inside a sweep directory.
+pub const SWEEP_FILE: &str = "sweep.json";
+
+/// A level whose throughput gains less than this over the previous one has stopped rising.
+pub const KNEE_MIN_GAIN: f64 = 0.05;
+
+/// Wait sites and thread groups kept per level, largest first.
+const TOP_PER_LEVEL: usize = 10;
+
+/// What a level without a breakdown says in its place, instead of zeros.
+pub const NO_BREAKDOWN: &str = "no breakdown: recorded without the offcpu probe";
+
+/// Wait time of one kind, thread group or site at one level.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Share {
+    /// Kind (`mutex`), thread group (`worker-*`) or canonical site (`f;g;[kernel wait];[mutex]`).
+    pub name: String,
+    /// Number of waits.
+    pub count: u64,
+    /// Total wait time, nanoseconds.
+    pub total_ns: u64,
+    /// `total_ns` over the recording's wall time: how many threads waited on average (1.0 is one
+    /// thread waiting all the time). Called `share_of_wall` in sweep files of version 1.
+    #[serde(alias = "share_of_wall")]
+    pub avg_threads: f64,
+    /// `total_ns` over the level's thread time ([`Breakdown::thread_ns`]), 0 to 1; `None` when the
+    /// level has no breakdown (recorded without the `offcpu` probe).
+    #[serde(default)]
+    pub share_of_thread_time: Option<f64>,
+}
+
+/// The time all threads together spent in one [`TimeClass`] at one level.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClassTime {
+    /// The class (`on-cpu`, `run-queue`, `lock`, `condvar`, `futex`, `poll`, `io`, `sleep`,
+    /// `other`).
+    pub name: String,
+    /// Time in the class summed over the threads, nanoseconds.
+    pub total_ns: u64,
+    /// `total_ns` over the recording's wall time: how many threads were in the class on average.
+    pub avg_threads: f64,
+    /// `total_ns` over the level's thread time, 0 to 1.
+    pub share_of_thread_time: f64,
+}
+
+/// Where the threads' time went at one level: the per-thread wall-time breakdown of the `offcpu`
+/// probe ([`lockscope_probes::ThreadTime`]), summed over the threads.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Breakdown {
+    /// Threads with a breakdown.
+    pub threads: u64,
+    /// Thread time: the threads' wall times (each the part of the recording it lived through)
+    /// summed, nanoseconds.
+    pub thread_ns: u64,
+    /// `thread_ns` over the recording's wall time: how many threads lived on average.
+    pub avg_threads: f64,
+    /// Every class, in [`TimeClass::ALL`] order (zeros included: they were measured).
+    pub classes: Vec<ClassTime>,
+}
+
+impl Breakdown {
+    /// The breakdown of `profile`'s thread times, or `None` when it has none (no `offcpu` probe).
+    pub fn of(profile: &Profile) -> Option<Breakdown> {
+        if profile.thread_times.is_empty() {
+            return None;
+        }
+        let wall_ns = profile.metadata.duration_ns;
+        let thread_ns = profile
+            .thread_times
+            .iter()
+            .fold(0u64, |a, t| a.saturating_add(t.wall_ns));
+        let classes = TimeClass::ALL
+            .iter()
+            .map(|&class| {
+                let total_ns = profile
+                    .thread_times
+                    .iter()
+                    .fold(0u64, |a, t| a.saturating_add(t.ns(class)));
+                ClassTime {
+                    name: class.name().to_string(),
+                    total_ns,
+                    avg_threads: share(total_ns, wall_ns),
+                    share_of_thread_time: share(total_ns, thread_ns),
+                }
+            })
+            .collect();
+        Some(Breakdown {
+            threads: profile.thread_times.len() as u64,
+            thread_ns,
+            avg_threads: share(thread_ns, wall_ns),
+            classes,
+        })
+    }
+
+    /// The class named `name`.
+    pub fn class(&self, name: &str) -> Option<&ClassTime> {
+        self.classes.iter().find(|c| c.name == name)
+    }
+}
+
+/// One concurrency level of a sweep.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Level {
+    /// The concurrency (`{c}` in the load command).
+    pub concurrency: u32,
+    /// Operations per second the load tool reported.
+    pub throughput: f64,
+    /// `throughput` over the first level's (1.0 = 100%).
+    pub scaling: f64,
+    /// The profile recorded at this level, relative to the sweep file.
+    pub profile: String,
+    /// The load command's standard output, relative to the sweep file.
+    pub load_output: String,
+    /// Wall time of the recording, nanoseconds.
+    pub wall_ns: u64,
+    /// Waits recorded.
+    pub waits: u64,
+    /// Total wait time recorded, nanoseconds.
+    pub wait_ns: u64,
+    /// Waits lost while recording (every share undercounts when non-zero).
+    pub lost_events: u64,
+    /// Wait time per kind, largest first.
+    pub kinds: Vec<Share>,
+    /// Wait time per thread group, largest first (at most 10).
+    pub threads: Vec<Share>,
+    /// Wait time per canonical site, largest first (at most 10).
+    pub top_sites: Vec<Share>,
+    /// Where the threads' time went; `None` when the level was recorded without the `offcpu`
+    /// probe (and in sweep files of version 1).
+    #[serde(default)]
+    pub breakdown: Option<Breakdown>,
+}
+
+/// Where throughput stops rising.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Knee {
+    /// The first level that no later level beats by more than 5%: where throughput stops rising.
+    pub concurrency: u32,
+    /// Its throughput.
+    pub throughput: f64,
+    /// Its scaling against the first level.
+    pub scaling: f64,
+}
+
+/// A whole sweep, as written to `sweep.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sweep {
+    /// Schema version ([`SWEEP_VERSION`]).
+    pub sweep_version: u32,
+    /// The load command, with `{c}` where the level goes.
+    pub load: String,
+    /// The server command lockscope started, if it started one.
+    pub server: Option<String>,
+    /// The recorded process.
+    pub pid: u32,
+    /// Recording time per level, nanoseconds.
+    pub duration_ns: u64,
+    /// Parser that read the throughput (`sysbench`, `ab`, `wrk`, `regex`).
+    pub throughput_parser: String,
+    /// Unit of the throughput (`transactions/s`).
+    pub throughput_unit: String,
+    /// The levels in the order run.
+    pub levels: Vec<Level>,
+    /// The knee, or `None` when throughput rose at every level.
+    pub knee: Option<Knee>,
+    /// One sentence for a writeup: the knee and the waits that grow across it.
+    pub finding: String,
+    /// What makes levels hard to compare (lost events, a level with no waits), one sentence
+    /// each; empty when nothing is wrong.
+    #[serde(default)]
+    pub warnings: Vec<String>,
+    /// The probes every level's recording was asked to attach (`--probes`); `None` when none
+    /// were given (the backend's default probes), and in sweep files older than this field.
+    #[serde(default)]
+    pub probes: Option<Vec<String>>,
+    /// The `--min-block` every level was recorded with, nanoseconds; `None` when none was given
+    /// (the recording's default, 10 µs), and in sweep files older than this field.
+    #[serde(default)]
+    pub min_block_ns: Option<u64>,
+    /// The `--syscalls` every level was recorded with; `None` when none were given (all system
+    /// calls), and in sweep files older than this field.
+    #[serde(default)]
+    pub syscalls: Option<Vec<String>>,
+}
+
+/// Sentences about levels that make the sweep hard to trust: lost events, no waits at all.
+pub fn level_warnings(levels: &[Level]) -> Vec<String> {
+    let mut out = Vec::new();
+    for level in levels {
+        if level.lost_events > 0 {
+            out.push(format!(
+                "level {} lost {} waits while recording: its shares undercount",
+                level.concurrency, level.lost_events
+            ));
+        }
+        if level.waits == 0 {
+            out.push(format!(
+                "level {} recorded no waits while the load ran: the recording may have missed the server",
+                level.concurrency
+            ));
+        }
+    }
+    out
+}
+
+/// `stats` as shares of `wall_ns` and of `thread_ns` (when there is a breakdown), largest first,
+/// the first `keep` (all when 0).
+fn shares(
+    stats: BTreeMap<String, WaitStats>,
+    wall_ns: u64,
+    thread_ns: Option<u64>,
+    keep: usize,
+) -> Vec<Share> {
+    let mut out: Vec<Share> = stats
+        .into_iter()
+        .map(|(name, s)| Share {
+            name,
+            count: s.count,
+            total_ns: s.total_ns,
+            avg_threads: share(s.total_ns, wall_ns),
+            share_of_thread_time: thread_ns.map(|t| share(s.total_ns, t)),
+        })
+        .collect();
+    out.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+    if keep > 0 {
+        out.truncate(keep);
+    }
+    out
+}
+
+/// The level summary of one recorded profile (scaling is filled in later).
+pub fn summarize_level(
+    concurrency: u32,
+    throughput: f64,
+    profile: &Profile,
+    files: (&str, &str),
+) -> Level {
+    let wall_ns = profile.metadata.duration_ns;
+    let kinds = profile
+        .totals_by_kind()
+        .into_iter()
+        .map(|(k, s)| (k.name().to_string(), s))
+        .collect();
+    let breakdown = Breakdown::of(profile);
+    let thread_ns = breakdown.as_ref().map(|b| b.thread_ns);
+    Level {
+        concurrency,
+        throughput,
+        scaling: 1.0,
+        profile: files.0.to_string(),
+        load_output: files.1.to_string(),
+        wall_ns,
+        waits: profile.waits.iter().map(|w| w.stats.count).sum(),
+        wait_ns: profile.waits.iter().map(|w| w.stats.total_ns).sum(),
+        lost_events: profile.metadata.losses.lost_events(),
+        kinds: shares(kinds, wall_ns, thread_ns, 0),
+        threads: shares(thread_groups(profile), wall_ns, thread_ns, TOP_PER_LEVEL),
+        top_sites: shares(canonical_sites(profile), wall_ns, thread_ns, TOP_PER_LEVEL),
+        breakdown,
+    }
+}
+
+/// Fills in each level's scaling against the first level.
+pub fn fill_scaling(levels: &mut [Level]) {
+    let base = levels.first().map_or(0.0, |l| l.throughput);
+    for level in levels {
+        level.scaling = if base > 0.0 {
+            level.throughput / base
+        } else {
+            0.0
+        };
+    }
+}
+
+/// The knee: the first level that no later level beats by more than [`KNEE_MIN_GAIN`], i.e.
+/// where throughput stops rising for good (a dip that later recovers is not a knee). `None` when
+/// throughput still rises at the last level (or there is only one level).
+pub fn find_knee(levels: &[Level]) -> Option<Knee> {
+    levels
+        .iter()
+        .enumerate()
+        .take(levels.len().saturating_sub(1))
+        .find(|(i, here)| {
+            levels[i + 1..]
+                .iter()
+                .all(|later| later.throughput < here.throughput * (1.0 + KNEE_MIN_GAIN))
+        })
+        .map(|(_, here)| Knee {
+            concurrency: here.concurrency,
+            throughput: here.throughput,
+            scaling: here.scaling,
+        })
+}
+
+/// A canonical site cut to its last four frames (`…;f;g;[kernel wait];[mutex]`) for a sentence.
+pub fn short_site(site: &str) -> String {
+    let frames: Vec<&str> = site.split(';').collect();
+    if frames.len() <= 4 {
+        site.to_string()
+    } else {
+        format!("…;{}", frames[frames.len() - 4..].join(";"))
+    }
+}
+
+/// Reads a sweep file, or `sweep.json` inside a sweep directory.
+pub fn read_sweep(path: &Path) -> anyhow::Result<(Sweep, PathBuf)> {
+    let file = if path.is_dir() {
+        path.join(SWEEP_FILE)
+    } else {
+        path.to_path_buf()
+    };
+    let text = std::fs::read_to_string(&file)
+        .with_context(|| format!("cannot read sweep file `{}`", file.display()))?;
+    let mut sweep: Sweep = serde_json::from_str(&text)
+        .with_context(|| format!("`{}` is not a sweep file", file.display()))?;
+    if !(OLDEST_SWEEP_VERSION..=SWEEP_VERSION).contains(&sweep.sweep_version) {
+        bail!(
+            "sweep file `{}` has version {}, this lockscope reads {OLDEST_SWEEP_VERSION} to {SWEEP_VERSION}",
+            file.display(),
+            sweep.sweep_version
+        );
+    }
+    if sweep.sweep_version < SWEEP_VERSION {
+        // Its numbers read as today's (`share_of_wall` is `avg_threads`); only its sentence was
+        // written in the old units (`2039% of wall time`), so it is written again.
+        sweep.finding = finding(&sweep.levels, sweep.knee.as_ref());
+        sweep.sweep_version = SWEEP_VERSION;
+    }
+    let dir = file.parent().unwrap_or(Path::new(".")).to_path_buf();
+    Ok((sweep, dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn level(c: u32, throughput: f64, mutex_share: f64) -> Level {
+        let share = |name: &str, s: f64| Share {
+            name: name.to_string(),
+            count: 1,
+            total_ns: (s * 1e9) as u64,
+            avg_threads: s,
+            share_of_thread_time: None,
+        };
+        Level {
+            concurrency: c,
+            throughput,
+            scaling: 1.0,
+            profile: String::new(),
+            load_output: String::new(),
+            wall_ns: 1_000_000_000,
+            waits: 1,
+            wait_ns: 0,
+            lost_events: 0,
+            kinds: vec![share("mutex", mutex_share), share("condvar", 0.5)],
+            threads: vec![],
+            top_sites: vec![share("row_lock;[kernel wait];[mutex]", mutex_share)],
+            breakdown: None,
+        }
+    }
+
+    /// The seed's MySQL on Mac OS X: 5 connections fell to 25% of one; the knee is level 1.
+    #[test]
+    fn collapse_from_the_first_level() {
+        let mut levels = vec![level(1, 1000.0, 0.1), level(5, 250.0, 3.0)];
+        fill_scaling(&mut levels);
+        assert_eq!(levels[1].scaling, 0.25);
+        let knee = find_knee(&levels).expect("a knee");
+        assert_eq!(knee.concurrency, 1);
+        let sentence = finding(&levels, Some(&knee));
+        assert_eq!(
+            sentence,
+            "Throughput peaks at concurrency 1 and falls to 25% of it at 5; from 1 to 5, \
+             `mutex` wait grows most (0.10 → 3.00 threads waiting on average), led by \
+             `row_lock;[kernel wait];[mutex]`."
+        );
+    }
+
+    /// Linux on the same machine rose to 180% at 5 and stayed there: the knee is 5.
+    #[test]
+    fn rise_then_flat() {
+        let mut levels = vec![
+            level(1, 100.0, 0.1),
+            level(2, 150.0, 0.2),
+            level(5, 180.0, 0.3),
+            level(10, 182.0, 0.9),
+        ];
+        fill_scaling(&mut levels);
+        let knee = find_knee(&levels).expect("a knee");
+        assert_eq!(knee.concurrency, 5);
+        let sentence = finding(&levels, Some(&knee));
+        assert!(
+            sentence.starts_with(
+                "Throughput rises to 180% of concurrency 1 at 5, then stays flat (182% at 10); from 5 to 10, `mutex` wait grows most (0.30 → 0.90 threads waiting on average)"
+            ),
+            "{sentence}"
+        );
+    }
+
+    /// A dip that recovers is not a knee (MariaDB on 2 CPUs: 578, 545, 1157, 1130 tps).
+    #[test]
+    fn dip_then_recovery() {
+        let mut levels = vec![
+            level(1, 578.0, 0.1),
+            level(2, 545.0, 0.1),
+            level(5, 1157.0, 0.1),
+            level(10, 1130.0, 0.1),
+        ];
+        fill_scaling(&mut levels);
+        assert_eq!(find_knee(&levels).map(|k| k.concurrency), Some(5));
+    }
+
+    /// Throughput that rises at every level has no knee.
+    #[test]
+    fn no_knee() {
+        let mut levels = vec![level(1, 100.0, 0.1), level(2, 190.0, 0.1)];
+        fill_scaling(&mut levels);
+        assert_eq!(find_knee(&levels), None);
+        assert!(finding(&levels, None).contains("so there is no knee"));
+    }
+}

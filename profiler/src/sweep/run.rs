@@ -1,0 +1,296 @@
+//! Running a sweep ([`run_sweep`]): per level, the caller's recording ([`LevelRecorder`]), the
+//! load command and its throughput, then `sweep.json`.
+
+use super::{
+    fill_scaling, find_knee, finding, level_warnings, summarize_level, Sweep, Throughput,
+    SWEEP_FILE, SWEEP_VERSION,
+};
+use crate::export::pprof::{write_pprof, PprofOptions};
+use anyhow::{bail, Context};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How to run a sweep.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SweepOptions {
+    /// Concurrency levels, in the order to run them. Default: `[1, 2, 5, 10]`.
+    pub levels: Vec<u32>,
+    /// Load command, run with `sh -c`, `{c}` replaced by the level. Default: empty (required).
+    pub load: String,
+    /// Recording time per level. Default: 20 s.
+    pub duration: Duration,
+    /// How long to wait for the load to finish after the recording. Default: 60 s.
+    pub load_grace: Duration,
+    /// Pause between levels, so one level's stragglers do not count in the next. Default: 1 s.
+    pub settle: Duration,
+    /// Throughput parser. Default: [`Throughput::Auto`].
+    pub throughput: Throughput,
+    /// Directory for the sweep file, profiles and load outputs. Default: `sweep`.
+    pub output_dir: PathBuf,
+    /// Probes every level's recording attaches (catalog names, `lockscope probes`). Default:
+    /// empty, the recording backend's default probes.
+    pub probes: Vec<String>,
+    /// Shortest off-CPU interval every level's `offcpu` probe records (`record --min-block`).
+    /// Default: `None`, the recording's default (10 µs).
+    pub min_block: Option<Duration>,
+    /// System calls every level's `syscall` probe records (`record --syscalls`). Default: empty,
+    /// all of them.
+    pub syscalls: Vec<String>,
+}
+
+impl Default for SweepOptions {
+    fn default() -> Self {
+        SweepOptions {
+            levels: vec![1, 2, 5, 10],
+            load: String::new(),
+            duration: Duration::from_secs(20),
+            load_grace: Duration::from_secs(60),
+            settle: Duration::from_secs(1),
+            throughput: Throughput::Auto,
+            output_dir: PathBuf::from("sweep"),
+            probes: Vec::new(),
+            min_block: None,
+            syscalls: Vec::new(),
+        }
+    }
+}
+
+impl SweepOptions {
+    /// Checks the options before anything runs.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.levels.is_empty() {
+            bail!("no concurrency levels given");
+        }
+        if self.levels.contains(&0) {
+            bail!("concurrency levels must be at least 1");
+        }
+        if !self.load.contains("{c}") {
+            bail!(
+                "the load command `{}` has no `{{c}}` for the concurrency level",
+                self.load
+            );
+        }
+        if let Some(name) = self
+            .probes
+            .iter()
+            .find(|name| lockscope_probes::catalog::find(name).is_none())
+        {
+            bail!("unknown probe `{name}` (`lockscope probes` lists them)");
+        }
+        if self.min_block == Some(Duration::ZERO) {
+            bail!("--min-block must be greater than zero");
+        }
+        self.throughput.validate()
+    }
+}
+
+/// What the caller's recorder is asked to do for one level.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct LevelRecording {
+    /// The concurrency level.
+    pub concurrency: u32,
+    /// Process to record.
+    pub pid: u32,
+    /// How long to record.
+    pub duration: Duration,
+    /// Profile to write.
+    pub output: PathBuf,
+    /// Probes to attach ([`SweepOptions::probes`]); empty means the backend's defaults. Default:
+    /// empty.
+    pub probes: Vec<String>,
+    /// Shortest off-CPU interval the `offcpu` probe records ([`SweepOptions::min_block`]);
+    /// `None` means the recording's default. Default: `None`.
+    pub min_block: Option<Duration>,
+    /// System calls the `syscall` probe records ([`SweepOptions::syscalls`]); empty means all.
+    /// Default: empty.
+    pub syscalls: Vec<String>,
+}
+
+impl LevelRecording {
+    /// Recording `pid` at level `concurrency` for `duration` into `output`, with the backend's
+    /// default probes and settings.
+    pub fn new(concurrency: u32, pid: u32, duration: Duration, output: PathBuf) -> Self {
+        LevelRecording {
+            concurrency,
+            pid,
+            duration,
+            output,
+            probes: Vec::new(),
+            min_block: None,
+            syscalls: Vec::new(),
+        }
+    }
+}
+
+/// Records the server for a sweep, one level at a time.
+pub trait LevelRecorder {
+    /// Starts recording `level`; returns once the probes are attached, so the load that starts
+    /// next is recorded from its first request.
+    fn start(&mut self, level: &LevelRecording) -> anyhow::Result<()>;
+    /// Waits for the recording started last to end (after its duration) and its profile to be
+    /// written.
+    fn finish(&mut self) -> anyhow::Result<()>;
+}
+
+/// Runs a sweep against `pid`: per level, starts the recording (returning once attached), starts
+/// the load, waits for the recording's end and the load's, and parses the throughput. Writes
+/// `sweep.json` into the output directory and returns the sweep. `progress` gets one line per
+/// step.
+pub fn run_sweep(
+    options: &SweepOptions,
+    pid: u32,
+    server: Option<String>,
+    recorder: &mut dyn LevelRecorder,
+    progress: &mut dyn FnMut(&str),
+) -> anyhow::Result<Sweep> {
+    options.validate()?;
+    let dir = &options.output_dir;
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create sweep directory `{}`", dir.display()))?;
+    let mut levels = Vec::new();
+    let mut unit = String::new();
+    let mut parser = options.throughput.name().to_string();
+    for (i, &c) in options.levels.iter().enumerate() {
+        if i > 0 {
+            std::thread::sleep(options.settle);
+        }
+        let command = options.load.replace("{c}", &c.to_string());
+        let profile_name = format!("level-{c}.lsp");
+        let output_name = format!("level-{c}.load.txt");
+        let output_path = dir.join(&output_name);
+        let mut recording = LevelRecording::new(c, pid, options.duration, dir.join(&profile_name));
+        recording.probes = options.probes.clone();
+        recording.min_block = options.min_block;
+        recording.syscalls = options.syscalls.clone();
+        recorder
+            .start(&recording)
+            .with_context(|| format!("failed to start recording level {c}"))?;
+        progress(&format!("level {c}: running `{command}`"));
+        let stdout = std::fs::File::create(&output_path)
+            .with_context(|| format!("cannot write `{}`", output_path.display()))?;
+        let stderr_path = dir.join(format!("level-{c}.load.err"));
+        let stderr = std::fs::File::create(&stderr_path)
+            .with_context(|| format!("cannot write `{}`", stderr_path.display()))?;
+        let load = Command::new("sh")
+            .arg("-c")
+            .arg(&command)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            .spawn()
+            .with_context(|| format!("failed to start load command `{command}`"));
+        let mut load = match load {
+            Ok(load) => load,
+            Err(e) => {
+                let _ = recorder.finish();
+                return Err(e);
+            }
+        };
+        let recorded = recorder.finish();
+        let status = wait_with_deadline(&mut load, options.load_grace)
+            .with_context(|| format!("load command `{command}`"))?;
+        recorded.with_context(|| format!("failed to record level {c}"))?;
+        let text = std::fs::read_to_string(&output_path)
+            .with_context(|| format!("cannot read `{}`", output_path.display()))?;
+        if !status.success() {
+            let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+            let tail: Vec<&str> = err.lines().rev().take(5).collect();
+            bail!(
+                "load command `{command}` failed ({status}): {}",
+                tail.into_iter().rev().collect::<Vec<_>>().join(" / ")
+            );
+        }
+        let parsed = options
+            .throughput
+            .parse(&text)
+            .with_context(|| format!("level {c}: `{}`", output_path.display()))?;
+        unit = parsed.unit.clone();
+        parser = parsed.parser.clone();
+        let profile = lockscope_probes::read_profile(&recording.output)
+            .with_context(|| format!("failed to read profile `{}`", recording.output.display()))?;
+        // The level in pprof too, labelled with its concurrency, so that all levels load
+        // together into pprof-reading tools and can be told apart there.
+        let pprof_path = dir.join(format!("level-{c}.pb.gz"));
+        let pprof_options = PprofOptions {
+            concurrency: Some(u64::from(c)),
+            ..PprofOptions::default()
+        };
+        let mut pprof = Vec::new();
+        write_pprof(&profile, &pprof_options, &mut pprof)
+            .and_then(|()| {
+                std::fs::write(&pprof_path, &pprof)
+                    .with_context(|| format!("cannot write `{}`", pprof_path.display()))
+            })
+            .with_context(|| format!("level {c}: failed to export pprof"))?;
+        progress(&format!(
+            "level {c}: {:.1} {}, {} waits recorded",
+            parsed.value,
+            parsed.unit,
+            profile.waits.iter().map(|w| w.stats.count).sum::<u64>()
+        ));
+        levels.push(summarize_level(
+            c,
+            parsed.value,
+            &profile,
+            (&profile_name, &output_name),
+        ));
+    }
+    fill_scaling(&mut levels);
+    let knee = find_knee(&levels);
+    let finding = finding(&levels, knee.as_ref());
+    let warnings = level_warnings(&levels);
+    for warning in &warnings {
+        progress(&format!("WARNING: {warning}"));
+    }
+    let sweep = Sweep {
+        sweep_version: SWEEP_VERSION,
+        load: options.load.clone(),
+        server,
+        pid,
+        duration_ns: options.duration.as_nanos() as u64,
+        throughput_parser: parser,
+        throughput_unit: unit,
+        levels,
+        knee,
+        finding,
+        warnings,
+        probes: non_empty(&options.probes),
+        min_block_ns: options.min_block.map(|d| d.as_nanos() as u64),
+        syscalls: non_empty(&options.syscalls),
+    };
+    let path = dir.join(SWEEP_FILE);
+    let json = serde_json::to_string_pretty(&sweep).context("failed to encode the sweep")?;
+    std::fs::write(&path, json + "\n")
+        .with_context(|| format!("cannot write sweep file `{}`", path.display()))?;
+    Ok(sweep)
+}
+
+/// `names`, or `None` when there are none (a setting left to the recording's default).
+fn non_empty(names: &[String]) -> Option<Vec<String>> {
+    (!names.is_empty()).then(|| names.to_vec())
+}
+
+/// Waits for `child` up to `grace`; kills it past that.
+fn wait_with_deadline(
+    child: &mut std::process::Child,
+    grace: Duration,
+) -> anyhow::Result<std::process::ExitStatus> {
+    let deadline = Instant::now() + grace;
+    loop {
+        if let Some(status) = child.try_wait().context("failed to wait")? {
+            return Ok(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!(
+                "still running {:.0} s after the recording ended: killed",
+                grace.as_secs_f64()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
