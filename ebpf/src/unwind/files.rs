@@ -7,8 +7,9 @@
 //! (pending), loaded, or unusable (no CFI, unreadable, no room). Files are reference-counted by the
 //! processes whose mapping tables name them ([`super::processes`]): when the last one lets go,
 //! the file's `unwind_files` entry is deleted and, when no other file shares its table, the
-//! table's rows and page index go back to the arrays' free lists for the next table. Files
-//! preloaded for a launched command are pinned: they stay for the recording.
+//! table's rows and page index go back to the arrays' free ranges for the next table (a file
+//! whose table is still being built stays pending until the build ends, which is then dropped).
+//! Files preloaded for a launched command are pinned: they stay for the recording.
 
 use super::builder::BuiltTable;
 use super::elf::LoadSegment;
@@ -53,6 +54,9 @@ struct FileEntry {
     users: u32,
     /// Kept while no process maps it (preloaded for a launched command).
     pinned: bool,
+    /// Pending, and no process maps it any more: the build is dropped when it ends (unless a
+    /// process maps the file again meanwhile).
+    unwanted: bool,
 }
 
 /// A loaded table and how many files use it (several with one build-id).
@@ -163,7 +167,9 @@ impl FileStore {
     /// Marks `key` as being built; false when it is already known (built, pending or unusable):
     /// the caller then submits no build.
     pub fn start_build(&mut self, key: &FileKey) -> bool {
-        if self.files.contains_key(key) {
+        if let Some(entry) = self.files.get_mut(key) {
+            // Wanted again while its build runs: the build is kept.
+            entry.unwanted = false;
             return false;
         }
         self.files.insert(
@@ -172,16 +178,17 @@ impl FileStore {
                 state: FileState::Pending,
                 users: 0,
                 pinned: false,
+                unwanted: false,
             },
         );
         true
     }
 
     /// Takes `key`'s built table (or why there is none), loading it into the arrays unless a
-    /// file with the same build-id already did. The build of a file that was forgotten meanwhile
-    /// (its processes are gone) is dropped, unless `add`: a table built on the caller's thread for
-    /// a file not asked for before (the vDSO, a preloaded file). A file already loaded or found
-    /// unusable keeps what it has.
+    /// file with the same build-id already did. The build of a file that no process maps any more
+    /// is dropped, and the file forgotten, unless `add`: a table built on the caller's thread for a
+    /// file not asked for before or wanted now (the vDSO, a preloaded file). A file already loaded
+    /// or found unusable keeps what it has.
     pub fn finish_build(
         &mut self,
         maps: &mut impl UnwindMaps,
@@ -192,14 +199,16 @@ impl FileStore {
         add: bool,
     ) {
         match self.files.get(key) {
-            Some(FileEntry {
-                state: FileState::Pending,
-                ..
-            }) => {}
+            Some(entry) if !matches!(entry.state, FileState::Pending) => return,
+            Some(entry) if entry.unwanted && entry.users == 0 && !add => {
+                self.files.remove(key);
+                return;
+            }
+            Some(_) => {}
             None if add => {
                 self.start_build(key);
             }
-            _ => return,
+            None => return,
         }
         let state = match result {
             Ok(built) => self.load(maps, key, built, name, elapsed),
@@ -210,6 +219,7 @@ impl FileStore {
         };
         if let Some(entry) = self.files.get_mut(key) {
             entry.state = state;
+            entry.unwanted = false;
         }
     }
 
@@ -217,18 +227,23 @@ impl FileStore {
     pub fn acquire(&mut self, key: &FileKey) {
         if let Some(entry) = self.files.get_mut(key) {
             entry.users += 1;
+            entry.unwanted = false;
         }
     }
 
     /// One process less maps `key`: with none left (and not pinned) the file is forgotten, its
     /// `unwind_files` entry deleted and its table freed unless another file shares it. A build
-    /// under way is dropped when it finishes.
+    /// under way stays pending (it is still running) and is dropped when it ends.
     pub fn release(&mut self, maps: &mut impl UnwindMaps, key: &FileKey) {
         let Some(entry) = self.files.get_mut(key) else {
             return;
         };
         entry.users = entry.users.saturating_sub(1);
         if entry.users > 0 || entry.pinned {
+            return;
+        }
+        if matches!(entry.state, FileState::Pending) {
+            entry.unwanted = true;
             return;
         }
         let Some(entry) = self.files.remove(key) else {

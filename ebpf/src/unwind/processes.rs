@@ -342,7 +342,8 @@ mod tests {
 
     /// A mapping whose table is being built is marked `LKS_UNWIND_TABLE_PENDING` (no rows); once
     /// the build completes, the next refresh points it at the rows. A build that completes after
-    /// its only process is gone is dropped: no rows, no `unwind_files` entry.
+    /// its only process is gone is dropped (no rows, no `unwind_files` entry), unless another
+    /// process mapped the file meanwhile.
     #[test]
     fn pending_tables_become_real_when_built() {
         let mut s = Stores::new();
@@ -362,11 +363,23 @@ mod tests {
         assert!(s.request(&gone));
         s.refresh(2, &[&gone]);
         s.remove(2);
-        assert!(s.files.state(&gone).is_none());
+        // Still being built: counted until the build ends.
+        assert_eq!(s.files.pending_files(), 1);
         s.finish(&gone, 60, None);
         assert!(s.files.state(&gone).is_none());
+        assert_eq!(s.files.pending_files(), 0);
         assert!(!s.in_files_map(&gone));
         assert_eq!(s.rows_used(), 40);
+
+        let back = key(3);
+        assert!(s.request(&back));
+        s.refresh(3, &[&back]);
+        s.remove(3);
+        assert!(!s.request(&back), "a second build of a file being built");
+        s.refresh(4, &[&back]);
+        s.finish(&back, 20, None);
+        assert!(s.refresh(4, &[&back]));
+        assert_eq!(s.proc_tables(4), vec![(s.first_row(&back), 20)]);
     }
 
     /// Rows and page-index entries of a freed table are taken by the next tables that fit in
