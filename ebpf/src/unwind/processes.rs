@@ -214,6 +214,14 @@ mod tests {
             );
         }
 
+        /// The builders found no table for `key`, for `why`.
+        fn fail(&mut self, key: &FileKey, why: &str) {
+            let result = Err(why.to_owned());
+            let name = "test";
+            self.files
+                .finish_build(&mut self.maps, key, result, name, Duration::ZERO, false);
+        }
+
         /// Requests and loads `key`'s table.
         fn load(&mut self, key: &FileKey, rows: u32, build_id: Option<&[u8]>) {
             assert!(self.request(key), "{key:?} already known");
@@ -451,14 +459,7 @@ mod tests {
         let mut s = Stores::new();
         let (broken, preloaded) = (key(1), key(2));
         assert!(s.request(&broken));
-        s.files.finish_build(
-            &mut s.maps,
-            &broken,
-            Err("broken: no ELF".into()),
-            "broken",
-            Duration::ZERO,
-            false,
-        );
+        s.fail(&broken, "broken: no ELF");
         s.files.finish_build(
             &mut s.maps,
             &preloaded,
@@ -480,14 +481,7 @@ mod tests {
             s.request(&broken),
             "an unusable file is forgotten with its process"
         );
-        s.files.finish_build(
-            &mut s.maps,
-            &broken,
-            Err("broken: no ELF".into()),
-            "broken",
-            Duration::ZERO,
-            false,
-        );
+        s.fail(&broken, "broken: no ELF");
         assert_eq!(s.files.failures(), ["broken: no ELF"]);
     }
 }
