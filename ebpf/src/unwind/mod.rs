@@ -229,9 +229,10 @@ pub struct UnwindStats {
     pub store_failures: u64,
     /// Stacks cut at a mapping whose table was still being built (counted in `truncated`).
     pub table_pending: u64,
-    /// ELF images with a loaded table.
+    /// ELF images with a loaded table now (the tables of files no traced process maps any more
+    /// are freed).
     pub tables: usize,
-    /// Table rows loaded, and the capacity.
+    /// Table rows in use now.
     pub rows_used: u32,
     /// Capacity of the row array.
     pub rows_capacity: u32,
