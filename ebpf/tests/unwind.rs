@@ -2,7 +2,8 @@
 //! programs with known call chains (`tests/data/chains.c`, compiled here with
 //! `cc -O2 -fomit-frame-pointer -pthread`, and the `rust_chains` example) are recorded by pid, and
 //! each chain's wait time must be on complete stacks that name, in order, the thread entry, the
-//! chain's functions, the pthread (or std) function and the libc wait frame.
+//! chain's functions, the pthread (or std) function and the libc wait frame. The unwinder's
+//! tables follow the traced processes: an exec or an exit frees those no process maps.
 //!
 //! These tests need root and a BPF-capable kernel, and a C compiler; elsewhere they print
 //! "skipped: <why>" and return. A chain's waits are told apart by futex word (the programs print
@@ -788,4 +789,63 @@ fn pending_table_cuts_stack_and_counts_it() {
         workload.lock("cond"),
         CONDVAR_CHAIN,
     );
+}
+
+/// Polls `recorder` (which refreshes the traced processes' tables) until its unwinder's stats
+/// satisfy `done`; panics after 10 s.
+fn poll_until(recorder: &mut Recorder, done: impl Fn(&UnwindStats) -> bool) -> UnwindStats {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        recorder.poll().expect("poll");
+        let stats = recorder.unwind_stats().expect("unwind stats").unwrap();
+        if done(&stats) {
+            return stats;
+        }
+        assert!(Instant::now() < deadline, "timed out: {stats:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Rows of the tables built for files whose path ends with `suffix`.
+fn rows_of(stats: &UnwindStats, suffix: &str) -> u32 {
+    stats
+        .table_builds
+        .iter()
+        .filter(|build| build.name.ends_with(suffix))
+        .map(|build| build.rows)
+        .sum()
+}
+
+/// A traced process that execs gives back its old image's table (the shell's rows are freed,
+/// the new program's loaded; libc, ld.so and the vDSO stay), and once it is gone every table it
+/// held is freed: nothing it mapped stays in the BPF arrays.
+#[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
+fn exec_and_exit_free_the_tables_no_process_maps() {
+    require_bpf!();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut child = Command::new("/bin/sh")
+        .args(["-c", "read line; exec sleep 30"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The shell runs: spawn returns once exec succeeded.
+    let mut recorder =
+        Recorder::start(RecordOptions::new(TargetSpec::Pid(child.id()))).expect("start recorder");
+    let before = recorder.unwind_stats().unwrap().unwrap();
+    let shell_rows = rows_of(&before, "/dash") + rows_of(&before, "/bash");
+    assert!(shell_rows > 0, "{before:?}");
+    child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+    let after = poll_until(&mut recorder, |stats| rows_of(stats, "/sleep") > 0);
+    assert_eq!(
+        after.rows_used,
+        before.rows_used - shell_rows + rows_of(&after, "/sleep"),
+        "before: {before:?}\nafter: {after:?}"
+    );
+    assert_eq!(after.tables, before.tables, "{after:?}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let gone = poll_until(&mut recorder, |stats| stats.tables == 0);
+    assert_eq!(gone.rows_used, 0, "{gone:?}");
+    assert!(gone.rows_capacity > 0, "{gone:?}");
 }

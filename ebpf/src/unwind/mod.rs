@@ -2,11 +2,22 @@
 //! uses through `capture_stacks()` (`bpf/stacks.bpf.h`).
 //!
 //! User space builds a compact unwind table per ELF file ([`table`], from .eh_frame and
-//! .debug_frame with gimli), shared by every process that maps the file (keyed by build-id, else
-//! by device and inode), and writes its rows into the mmap'ed `unwind_rows` BPF array. Per traced
-//! process, [`Unwinder::refresh`] turns `/proc/PID/maps` into a sorted mapping table (address
-//! range → rows + bias) in `unwind_procs`. In the kernel, `bpf/unwind.bpf.h` walks the stack with
-//! them and stores the pcs, with a `truncated` flag, in `user_stacks`.
+//! .debug_frame with gimli). [`Unwinder`] reads `/proc/PID/maps` and keeps two stores:
+//! - the file store ([`files`]): the tables of the files the traced processes map, keyed by
+//!   device and inode (the vDSO by a hash of its image), shared by every process that maps the
+//!   file and by files with the same build-id; their rows and page indexes are in the mmap'ed
+//!   `unwind_rows` and `unwind_pages` BPF arrays, and each file is in `unwind_files` for the BPF
+//!   file fallback. Files are reference-counted by the processes that map them and freed (rows
+//!   back to the arrays' free ranges, `unwind_files` entry deleted) when none does any more: after
+//!   an exec, or when the process is gone ([`Unwinder::remove_process`]);
+//! - the process store ([`processes`]): per traced process, the sorted mapping table (address
+//!   range → rows + bias) in `unwind_procs`, rewritten by [`Unwinder::refresh`] when the mappings
+//!   change.
+//!
+//! Both write the maps through one trait ([`maps::UnwindMaps`]): the real maps in a recording, an
+//! in-memory fake in the unit tests, which check the bookkeeping without root. In the kernel,
+//! `bpf/unwind.bpf.h` walks the stack with the tables and stores the pcs, with a `truncated`
+//! flag, in `user_stacks`.
 //!
 //! Tables are built on builder threads ([`builder`]: one per CPU, below the target's priority,
 //! the main executable and libc first) and kept in a persistent cache keyed by build-id
@@ -23,6 +34,9 @@
 mod builder;
 mod cache;
 mod elf;
+mod files;
+mod maps;
+mod processes;
 mod table;
 mod x86_64;
 
@@ -30,25 +44,23 @@ use crate::error::Error;
 use crate::procmaps::parse_maps_line;
 use crate::shared::SharedMaps;
 use crate::skel::targets::types::{
-    unwind_config, unwind_constants, unwind_counters, unwind_file, unwind_file_key, unwind_mapping,
-    unwind_proc, unwind_row, unwind_user_stacks,
+    unwind_config, unwind_constants, unwind_counters, unwind_user_stacks,
 };
-use builder::{build_image, builder_nice, Builders, BuiltTable, Done};
+use builder::{build_image, builder_nice, Builders, Done};
 use cache::TableCache;
 use elf::{ElfImage, ElfSource};
+use files::{FileState, FileStore};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
+use maps::{as_bytes, handle, BpfMaps, UnwindMaps};
+use processes::{MappedRange, ProcessStore};
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs::File;
 use std::hash::{Hash, Hasher};
-use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::ptr::NonNull;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-use table::CompactTable;
 
 pub use cache::DEFAULT_MAX_BYTES as DEFAULT_CACHE_MAX_BYTES;
 
@@ -217,9 +229,10 @@ pub struct UnwindStats {
     pub store_failures: u64,
     /// Stacks cut at a mapping whose table was still being built (counted in `truncated`).
     pub table_pending: u64,
-    /// ELF images with a loaded table.
+    /// ELF images with a loaded table now (the tables of files no traced process maps any more
+    /// are freed).
     pub tables: usize,
-    /// Table rows loaded, and the capacity.
+    /// Table rows in use now.
     pub rows_used: u32,
     /// Capacity of the row array.
     pub rows_capacity: u32,
@@ -231,19 +244,6 @@ pub struct UnwindStats {
     pub table_builds: Vec<TableBuild>,
 }
 
-/// What the unwinder knows about one ELF file: where its rows are, and its segments.
-#[derive(Debug)]
-struct LoadedTable {
-    first_row: u32,
-    rows: u32,
-    first_page: u32,
-    pages: u32,
-    base: u64,
-    loads: Vec<elf::LoadSegment>,
-    /// Link-time address minus file offset of the code segment (for the BPF file fallback).
-    code_vaddr_minus_offset: Option<i64>,
-}
-
 /// Identity of a mapped file.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum FileKey {
@@ -253,123 +253,18 @@ pub(crate) enum FileKey {
     Vdso(u64),
 }
 
-/// A BPF_F_MMAPABLE array mapped into this process, filled by appending: `unwind_rows` and
-/// `unwind_pages`. `T` must be the array's value type, 8 bytes (the array's element stride).
-struct Arena<T: Copy> {
-    /// Keeps the map alive while it is mapped.
-    _map: MapHandle,
-    name: &'static str,
-    items: NonNull<T>,
-    capacity: u32,
-    used: u32,
-}
-
-impl<T: Copy> Arena<T> {
-    fn new(map: MapHandle, name: &'static str) -> Result<Self, Error> {
-        let action = || format!("map BPF array `{name}`");
-        if map.value_size() as usize != std::mem::size_of::<T>() || std::mem::size_of::<T>() != 8 {
-            return Err(Error::io(
-                action(),
-                std::io::Error::other("element size is not 8 bytes"),
-            ));
-        }
-        let capacity = map.max_entries();
-        let bytes = capacity as usize * std::mem::size_of::<T>();
-        // SAFETY: maps `bytes` of a BPF_F_MMAPABLE array (the whole array: its elements are 8
-        // bytes, the stride of array maps, so packed) shared with the kernel; unmapped in Drop.
-        let address = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                map.as_fd().as_raw_fd(),
-                0,
-            )
-        };
-        if address == libc::MAP_FAILED {
-            return Err(Error::io(action(), std::io::Error::last_os_error()));
-        }
-        let items = NonNull::new(address.cast::<T>())
-            .ok_or_else(|| Error::io(action(), std::io::Error::other("null mapping")))?;
-        Ok(Arena {
-            _map: map,
-            name,
-            items,
-            capacity,
-            used: 0,
-        })
-    }
-
-    /// Appends `items`; returns the index of the first, or `None` when they do not fit.
-    fn push(&mut self, items: &[T]) -> Option<u32> {
-        let count = u32::try_from(items.len()).ok()?;
-        if count > self.capacity - self.used {
-            return None;
-        }
-        let first = self.used;
-        // SAFETY: [first, first + count) is inside the mapped array (checked above) and no one
-        // else writes it: items are only appended, and BPF programs only read them.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                items.as_ptr(),
-                self.items.as_ptr().add(first as usize),
-                items.len(),
-            );
-        }
-        self.used += count;
-        Some(first)
-    }
-}
-
-impl<T: Copy> Drop for Arena<T> {
-    fn drop(&mut self) {
-        let bytes = self.capacity as usize * std::mem::size_of::<T>();
-        // SAFETY: unmaps exactly the mapping made in `new`; nothing refers to it any more.
-        unsafe { libc::munmap(self.items.as_ptr().cast(), bytes) };
-    }
-}
-
 /// Builds and loads unwind tables for traced processes, and reads the stacks BPF unwound.
 pub struct Unwinder {
-    arena: Arena<unwind_row>,
-    pages: Arena<u64>,
-    procs: MapHandle,
-    files: MapHandle,
+    maps: BpfMaps,
     counters: MapHandle,
-    /// Tables by file identity; `None` when the file has no usable CFI.
-    tables: HashMap<FileKey, Option<Arc<LoadedTable>>>,
-    /// The same tables by build-id, so two copies of one file share rows.
-    by_build_id: HashMap<Vec<u8>, Arc<LoadedTable>>,
-    /// The mapping table last loaded for each process (as comparable tuples).
-    loaded: HashMap<u32, Vec<MappingKey>>,
-    /// Files whose table could not be built, with why (for diagnostics).
-    failures: Vec<String>,
+    /// The tables of the files the processes map.
+    files: FileStore,
+    /// The processes' mapping tables.
+    processes: ProcessStore,
     /// Builder threads (and the cache).
     builders: Builders,
-    /// Files whose table the builders are working on.
-    pending: HashSet<FileKey>,
     background: bool,
     urgent_wait: Duration,
-    /// How each table was obtained.
-    builds: Vec<TableBuild>,
-}
-
-/// Where an executable mapping's table comes from.
-enum TableSource {
-    /// Nowhere (anonymous, JIT code): frame pointers.
-    None,
-    /// The vDSO's table, built on the spot (it is small).
-    Vdso(Option<Arc<LoadedTable>>),
-    /// A file's table: loaded, being built, or found to be unusable.
-    File(FileKey),
-}
-
-/// A `MapHandle` of `map` (a new fd: it outlives the object that declared the map).
-fn handle(map: &impl MapCore, name: &'static str) -> Result<MapHandle, Error> {
-    map.info()
-        .and_then(|info| MapHandle::from_map_id(info.info.id))
-        .map_err(|source| Error::Map { map: name, source })
 }
 
 impl Unwinder {
@@ -392,16 +287,12 @@ impl Unwinder {
                 map: "unwind_config",
                 source,
             })?;
+        let bpf_maps = BpfMaps::new(&maps)?;
         Ok(Unwinder {
-            arena: Arena::new(handle(maps.rows, "unwind_rows")?, "unwind_rows")?,
-            pages: Arena::new(handle(maps.pages, "unwind_pages")?, "unwind_pages")?,
-            procs: handle(maps.procs, "unwind_procs")?,
-            files: handle(maps.files, "unwind_files")?,
+            files: FileStore::new(bpf_maps.row_capacity(), bpf_maps.page_capacity()),
+            maps: bpf_maps,
             counters: handle(maps.counters, "unwind_counters")?,
-            tables: HashMap::new(),
-            by_build_id: HashMap::new(),
-            loaded: HashMap::new(),
-            failures: Vec::new(),
+            processes: ProcessStore::default(),
             builders: Builders::new(
                 options
                     .cache_dir
@@ -409,10 +300,8 @@ impl Unwinder {
                     .map(|dir| TableCache::new(dir, options.cache_max_bytes)),
                 options.builder_threads,
             ),
-            pending: HashSet::new(),
             background: options.background,
             urgent_wait: options.urgent_wait,
-            builds: Vec::new(),
         })
     }
 
@@ -423,8 +312,9 @@ impl Unwinder {
     }
 
     /// Re-reads `pid`'s executable mappings and loads tables for new ones (a library dlopen'ed
-    /// since, an exec); true when the mapping table changed. A process that is gone keeps the
-    /// table it had. With [`UnwindOptions::background`] new tables are only queued here.
+    /// since, an exec); true when the mapping table changed. Files it no longer maps are let go
+    /// of (freed when no other process maps them). A process that is gone keeps the table it
+    /// had. With [`UnwindOptions::background`] new tables are only queued here.
     pub fn refresh(&mut self, pid: u32) -> Result<bool, Error> {
         self.refresh_process(pid, false)
     }
@@ -446,100 +336,52 @@ impl Unwinder {
         };
         let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
         let mut nice = HashMap::new();
-        let mut sources = Vec::new();
+        let mut ranges = Vec::new();
         let mut urgent = Vec::new();
         let mut wanted = Vec::new();
         for line in text.lines().filter_map(parse_maps_line) {
             if !line.executable {
                 continue;
             }
-            let source = if line.path == VDSO {
-                TableSource::Vdso(self.vdso_table(pid, line.start, line.end))
+            let file = if line.path == VDSO {
+                self.vdso_table(pid, line.start, line.end)
             } else if line.inode != 0 && line.path.starts_with('/') {
                 // The main executable and libc first: most waits are in them.
                 let is_urgent = exe.as_deref() == Some(Path::new(line.path)) || is_libc(line.path);
                 let nice = *nice
                     .entry(is_urgent)
                     .or_insert_with(|| builder_nice(pid, is_urgent));
-                match self.request_file(pid, line.start, line.end, line.path, is_urgent, nice) {
-                    Some(key) => {
-                        if is_urgent {
-                            urgent.push(key.clone());
-                        }
-                        wanted.push(key.clone());
-                        TableSource::File(key)
+                let key = self.request_file(pid, line.start, line.end, line.path, is_urgent, nice);
+                if let Some(key) = &key {
+                    if is_urgent {
+                        urgent.push(key.clone());
                     }
-                    None => TableSource::None,
+                    wanted.push(key.clone());
                 }
+                key
             } else {
-                TableSource::None
+                None
             };
-            sources.push((line.start, line.end, line.offset, source));
+            ranges.push(MappedRange {
+                start: line.start,
+                end: line.end,
+                offset: line.offset,
+                file,
+            });
         }
         if !self.background {
             self.wait_for(&wanted, None);
         } else if first {
             self.wait_for(&urgent, Some(Instant::now() + self.urgent_wait));
         }
-        let mut mappings = Vec::new();
-        for (start, end, offset, source) in sources {
-            let mut mapping = unwind_mapping {
-                start,
-                end,
-                ..unwind_mapping::default()
-            };
-            let table = match source {
-                TableSource::None => None,
-                TableSource::Vdso(table) => table,
-                TableSource::File(key) => match self.tables.get(&key) {
-                    Some(table) => table.clone(),
-                    None => {
-                        // Still being built: the BPF walk stops here instead of guessing.
-                        mapping.first_row = TABLE_PENDING;
-                        None
-                    }
-                },
-            };
-            if let Some(table) = table {
-                if let Some(vaddr) = elf::vaddr_of_offset(&table.loads, offset) {
-                    // rel = pc - bias = (pc - start + vaddr at start) - table base
-                    mapping.bias = start.wrapping_sub(vaddr).wrapping_add(table.base);
-                    mapping.first_row = table.first_row;
-                    mapping.rows = table.rows;
-                    mapping.first_page = table.first_page;
-                    mapping.pages = table.pages;
-                }
-            }
-            mappings.push(mapping);
-        }
-        if mappings.is_empty() {
-            return Ok(false);
-        }
-        mappings.sort_by_key(|m| m.start);
-        let mut proc = Box::<unwind_proc>::default();
-        let count = mappings.len().min(proc.mappings.len());
-        proc.mappings[..count].copy_from_slice(&mappings[..count]);
-        proc.count = count as u32;
-        let keys: Vec<MappingKey> = mappings.iter().map(mapping_key).collect();
-        if self.loaded.get(&pid) == Some(&keys) {
-            return Ok(false);
-        }
-        // SAFETY: unwind_proc is a #[repr(C)] struct of integers without padding.
-        let value = unsafe { as_bytes(&*proc) };
-        self.procs
-            .update(&pid.to_ne_bytes(), value, MapFlags::ANY)
-            .map_err(|source| Error::Map {
-                map: "unwind_procs",
-                source,
-            })?;
-        self.loaded.insert(pid, keys);
-        Ok(true)
+        self.processes
+            .refresh(&mut self.maps, &mut self.files, pid, &ranges)
     }
 
     /// Loads finished tables until none of `keys` is pending, or until `deadline` (`None`: no
     /// limit).
     fn wait_for(&mut self, keys: &[FileKey], deadline: Option<Instant>) {
-        while keys.iter().any(|key| self.pending.contains(key)) {
+        while keys.iter().any(|key| self.files.is_pending(key)) {
             // Without a deadline a build always ends (a failure is a result too).
             let until = deadline.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
             match self.builders.next_done(Some(until)) {
@@ -565,45 +407,36 @@ impl Unwinder {
         let file = File::open(format!("/proc/{pid}/map_files/{start:x}-{end:x}"))
             .or_else(|_| File::open(format!("/proc/{pid}/root{path}")))
             .ok()?;
-        let meta = file.metadata().ok()?;
-        let key = FileKey::Inode {
-            dev: meta.dev(),
-            ino: meta.ino(),
-        };
-        if !self.tables.contains_key(&key) && self.pending.insert(key.clone()) {
+        let key = file_key(&file)?;
+        if self.files.start_build(&key) {
             self.builders
                 .submit(u8::from(!urgent), key.clone(), file, path.to_owned(), nice);
         }
         Some(key)
     }
 
-    /// Loads a table the builders finished.
+    /// Loads a table the builders finished (dropped if no process maps its file any more).
     fn finish_build(&mut self, done: Done) {
-        self.pending.remove(&done.key);
-        let loaded = match done.result {
-            Ok(built) => self.load_built(built, &done.name, done.elapsed),
-            Err(err) => {
-                self.failures.push(err);
-                None
-            }
-        };
-        if let (Some(table), FileKey::Inode { dev, ino }) = (&loaded, &done.key) {
-            self.register_file(*dev, *ino, table);
-        }
-        self.tables.insert(done.key, loaded);
+        self.files.finish_build(
+            &mut self.maps,
+            &done.key,
+            done.result,
+            &done.name,
+            done.elapsed,
+            false,
+        );
     }
 
-    /// Forgets a process that is gone (its files' tables stay: other processes may share them).
+    /// Forgets a process that is gone: its mapping table goes, and the tables of the files it
+    /// mapped that no other process maps are freed.
     pub fn remove_process(&mut self, pid: u32) {
-        if self.loaded.remove(&pid).is_some() {
-            // Already absent is fine: the map only has to lose the entry.
-            let _ = self.procs.delete(&pid.to_ne_bytes());
-        }
+        self.processes.remove(&mut self.maps, &mut self.files, pid);
     }
 
     /// What the unwinder did so far: the BPF side's counters and the tables loaded.
     pub fn stats(&self) -> Result<UnwindStats, Error> {
         let c = self.counters()?;
+        let (rows_used, rows_capacity) = self.files.rows_used();
         Ok(UnwindStats {
             stacks: c.stacks,
             complete: c.complete,
@@ -618,12 +451,12 @@ impl Unwinder {
             too_deep: c.too_deep,
             store_failures: c.store_failures,
             table_pending: c.table_pending,
-            tables: self.tables.values().filter(|t| t.is_some()).count(),
-            rows_used: self.arena.used,
-            rows_capacity: self.arena.capacity,
-            table_failures: self.failures.clone(),
-            tables_pending: self.pending.len(),
-            table_builds: self.builds.clone(),
+            tables: self.files.loaded_files(),
+            rows_used,
+            rows_capacity,
+            table_failures: self.files.failures().to_vec(),
+            tables_pending: self.files.pending_files(),
+            table_builds: self.files.builds().to_vec(),
         })
     }
 
@@ -666,69 +499,28 @@ impl Unwinder {
         Ok(sum)
     }
 
-    /// The table of an open ELF file, built on first sight and registered for the BPF file
-    /// fallback.
-    fn open_file_table(&mut self, file: &File, name: &str) -> Option<Arc<LoadedTable>> {
-        let meta = file.metadata().ok()?;
-        let key = FileKey::Inode {
-            dev: meta.dev(),
-            ino: meta.ino(),
+    /// Loads the table of an open ELF file on this thread, unless known, and keeps it while no
+    /// process maps it; true when it has a table.
+    fn preload_file(&mut self, file: &File, name: &str) -> bool {
+        let Some(key) = file_key(file) else {
+            return false;
         };
-        if let Some(known) = self.tables.get(&key) {
-            return known.clone();
-        }
         // A file the builders are on is built here again rather than waited for: the callers
-        // need it now, and the builder's result then finds the table by build-id.
-        let loaded = self.load_image(ElfSource::File(file), name);
-        if let Some(table) = &loaded {
-            self.register_file(meta.dev(), meta.ino(), table);
+        // need it now, and the builder's result is then dropped.
+        if self.files.state(&key).is_none() || self.files.is_pending(&key) {
+            let started = Instant::now();
+            let result = build_image(ElfSource::File(file), name, self.builders.cache());
+            self.files
+                .finish_build(&mut self.maps, &key, result, name, started.elapsed(), true);
         }
-        self.tables.insert(key, loaded.clone());
-        loaded
-    }
-
-    /// Lets the BPF unwinder find `table` through any VMA of file (dev, ino).
-    fn register_file(&mut self, dev: u64, ino: u64, table: &LoadedTable) {
-        let Some(vaddr_minus_offset) = table.code_vaddr_minus_offset else {
-            return;
-        };
-        // The kernel's dev_t (MKDEV: major << 20 | minor), as in super_block.s_dev.
-        let kernel_dev = (u64::from(libc::major(dev)) << 20) | u64::from(libc::minor(dev));
-        let key = unwind_file_key {
-            dev: kernel_dev,
-            ino,
-        };
-        let value = unwind_file {
-            base: table.base,
-            vaddr_minus_offset,
-            text_vaddr: table
-                .loads
-                .iter()
-                .filter(|load| load.executable)
-                .map(|load| load.vaddr)
-                .min()
-                .unwrap_or(0),
-            text_end_vaddr: table
-                .loads
-                .iter()
-                .filter(|load| load.executable)
-                .map(|load| load.vaddr + load.filesz)
-                .max()
-                .unwrap_or(0),
-            first_row: table.first_row,
-            rows: table.rows,
-            first_page: table.first_page,
-            pages: table.pages,
-        };
-        // SAFETY: both are #[repr(C)] structs of integers without padding.
-        let (key, value) = unsafe { (as_bytes(&key), as_bytes(&value)) };
-        // A full map only costs the fallback for this file.
-        let _ = self.files.update(key, value, MapFlags::ANY);
+        self.files.pin(&key);
+        matches!(self.files.state(&key), Some(FileState::Loaded(_)))
     }
 
     /// Builds the tables of a command's executable and of the libraries it needs (DT_NEEDED,
     /// found in the standard directories), before it runs: its first waits then unwind through
-    /// the file fallback, before its process table exists. Returns how many files got a table.
+    /// the file fallback, before its process table exists. They stay for the recording (the
+    /// command maps them once it runs). Returns how many files got a table.
     pub fn preload_command(&mut self, program: &OsStr) -> usize {
         let Some(program) = find_program(program) else {
             return 0;
@@ -743,10 +535,7 @@ impl Unwinder {
             let Ok(file) = File::open(&path) else {
                 continue;
             };
-            if self
-                .open_file_table(&file, &path.to_string_lossy())
-                .is_some()
-            {
+            if self.preload_file(&file, &path.to_string_lossy()) {
                 loaded += 1;
             }
             let Ok(image) = ElfImage::parse(ElfSource::File(&file)) else {
@@ -765,114 +554,32 @@ impl Unwinder {
         loaded
     }
 
-    fn vdso_table(&mut self, pid: u32, start: u64, end: u64) -> Option<Arc<LoadedTable>> {
+    /// The key of `pid`'s vDSO at [start, end), its table built on the spot (it is small) on
+    /// first sight; `None` when its image cannot be read.
+    fn vdso_table(&mut self, pid: u32, start: u64, end: u64) -> Option<FileKey> {
         let mem = File::open(format!("/proc/{pid}/mem")).ok()?;
         let mut image = vec![0; usize::try_from(end - start).ok()?];
         mem.read_exact_at(&mut image, start).ok()?;
         let mut hasher = DefaultHasher::new();
         image.hash(&mut hasher);
         let key = FileKey::Vdso(hasher.finish());
-        if let Some(known) = self.tables.get(&key) {
-            return known.clone();
+        if self.files.state(&key).is_none() {
+            let started = Instant::now();
+            let result = build_image(ElfSource::Memory(&image), VDSO, self.builders.cache());
+            self.files
+                .finish_build(&mut self.maps, &key, result, VDSO, started.elapsed(), true);
         }
-        let loaded = self.load_image(ElfSource::Memory(&image), VDSO);
-        self.tables.insert(key, loaded.clone());
-        loaded
+        Some(key)
     }
+}
 
-    /// Builds (or reads from the cache) and loads the table of one image, on this thread.
-    fn load_image(&mut self, source: ElfSource<'_>, name: &str) -> Option<Arc<LoadedTable>> {
-        let started = Instant::now();
-        match build_image(source, name, self.builders.cache()) {
-            Ok(built) => self.load_built(built, name, started.elapsed()),
-            Err(err) => {
-                self.failures.push(err);
-                None
-            }
-        }
-    }
-
-    /// Loads a built table into the BPF arrays, or finds the same table by build-id.
-    fn load_built(
-        &mut self,
-        built: BuiltTable,
-        name: &str,
-        elapsed: Duration,
-    ) -> Option<Arc<LoadedTable>> {
-        if let Some(known) = built
-            .build_id
-            .as_ref()
-            .and_then(|id| self.by_build_id.get(id))
-        {
-            return Some(known.clone());
-        }
-        let mut stored = self.store(&built.table, built.loads, name)?;
-        stored.code_vaddr_minus_offset = built.code_vaddr_minus_offset;
-        self.builds.push(TableBuild {
-            name: name.to_owned(),
-            rows: stored.rows,
-            bytes: (u64::from(stored.rows) + u64::from(stored.pages)) * 8,
-            elapsed,
-            cached: built.cached,
-        });
-        let loaded = Arc::new(stored);
-        if let Some(id) = built.build_id {
-            self.by_build_id.insert(id, loaded.clone());
-        }
-        Some(loaded)
-    }
-
-    fn store(
-        &mut self,
-        table: &CompactTable,
-        loads: Vec<elf::LoadSegment>,
-        name: &str,
-    ) -> Option<LoadedTable> {
-        if table.rows.is_empty() {
-            return None;
-        }
-        let rows: Vec<unwind_row> = table
-            .rows
-            .iter()
-            .map(|(pc, rule)| unwind_row {
-                pc: *pc,
-                kind: rule.kind as u8,
-                fp_offset8: rule.fp_offset8,
-                cfa_offset: rule.cfa_offset,
-            })
-            .collect();
-        let index = table.page_index();
-        if index.len() > (self.pages.capacity - self.pages.used) as usize {
-            self.failures.push(format!(
-                "{name}: its {} pages do not fit in `{}` ({} of {} used)",
-                index.len(),
-                self.pages.name,
-                self.pages.used,
-                self.pages.capacity
-            ));
-            return None;
-        }
-        let Some(first_row) = self.arena.push(&rows) else {
-            self.failures.push(format!(
-                "{name}: {} rows do not fit in `{}` ({} of {} used)",
-                rows.len(),
-                self.arena.name,
-                self.arena.used,
-                self.arena.capacity
-            ));
-            return None;
-        };
-        let first_page = self.pages.push(&index)?;
-        Some(LoadedTable {
-            first_row,
-            rows: rows.len() as u32,
-            first_page,
-            pages: index.len() as u32,
-            base: table.base,
-            loads,
-            code_vaddr_minus_offset: None,
-        })
-    }
+/// The identity of an open file.
+fn file_key(file: &File) -> Option<FileKey> {
+    let meta = file.metadata().ok()?;
+    Some(FileKey::Inode {
+        dev: meta.dev(),
+        ino: meta.ino(),
+    })
 }
 
 /// True for glibc's libc (`libc.so.6`, `libc-2.31.so`), where nearly every wait is.
@@ -888,31 +595,4 @@ fn find_program(program: &OsStr) -> Option<PathBuf> {
         .into_iter()
         .map(|candidate| PathBuf::from(std::ffi::OsString::from_vec(candidate)))
         .find(|candidate| candidate.is_file())
-}
-
-/// An `unwind_mapping`'s fields (the generated type has no `PartialEq`).
-type MappingKey = (u64, u64, u64, u32, u32, u32, u32);
-
-fn mapping_key(m: &unwind_mapping) -> MappingKey {
-    (
-        m.start,
-        m.end,
-        m.bias,
-        m.first_row,
-        m.rows,
-        m.first_page,
-        m.pages,
-    )
-}
-
-/// The bytes of a plain `#[repr(C)]` value.
-///
-/// # Safety
-/// `T` must have no padding bytes.
-unsafe fn as_bytes<T>(value: &T) -> &[u8] {
-    // SAFETY: `value` is a valid reference to size_of::<T>() initialized bytes (no padding, per
-    // the caller), borrowed for the returned lifetime.
-    unsafe {
-        std::slice::from_raw_parts((value as *const T).cast::<u8>(), std::mem::size_of::<T>())
-    }
 }
