@@ -11,11 +11,16 @@
 //! LOCKSCOPE_REQUIRE_BPF) they fail instead.
 
 mod common;
+// The dtrace crate's test helpers: `real_dtrace` finds (or skips without) the real dtrace alike
+// in both crates' tests.
+#[path = "../../dtrace/tests/common/mod.rs"]
+mod dtrace_common;
 
 use common::{
     bpf_available, demo_cpu_measures, demo_path, lockscope, KillOnDrop, DEMO_ON_CPU,
     ON_CPU_TOLERANCE,
 };
+use dtrace_common::real_dtrace;
 use lockscope_probes::{Profile, WaitKind};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -111,36 +116,6 @@ fn record_through_a_fake_dtrace() {
         report.contains("libsystem_kernel.dylib`__psynch_mutexwait"),
         "{report}"
     );
-}
-
-/// The real dtrace named by LOCKSCOPE_DTRACE, when this test can run it (as root). Otherwise
-/// prints `skipped: <test>: <why>` and returns `None`, or fails when CI=true or
-/// LOCKSCOPE_REQUIRE_BPF is set: there a skip would hide a broken suite.
-fn real_dtrace(test: &str) -> Option<PathBuf> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let euid = unsafe { libc::geteuid() };
-    let dtrace = std::env::var_os("LOCKSCOPE_DTRACE").map(PathBuf::from);
-    let why = match &dtrace {
-        None => Some("LOCKSCOPE_DTRACE is not set (build one with .ci/dtrace)".to_string()),
-        Some(path) if !path.is_file() => {
-            Some(format!("LOCKSCOPE_DTRACE={}: no such file", path.display()))
-        }
-        Some(path) if path.ends_with("fake-dtrace") => Some("LOCKSCOPE_DTRACE is the fake".into()),
-        Some(_) if euid != 0 => Some(format!("needs root, running as uid {euid}")),
-        Some(_) => None,
-    };
-    match why {
-        None => dtrace,
-        Some(why) => {
-            let required = std::env::var("CI").is_ok_and(|v| v == "true")
-                || std::env::var_os("LOCKSCOPE_REQUIRE_BPF").is_some();
-            if required {
-                panic!("{test} cannot run: {why} (CI=true or LOCKSCOPE_REQUIRE_BPF is set)");
-            }
-            let _ = writeln!(std::io::stderr(), "skipped: {test}: {why}");
-            None
-        }
-    }
 }
 
 /// Waits (up to 20 s) until no dtrace of an earlier test is still running: lockscope stops
