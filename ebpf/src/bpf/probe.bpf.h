@@ -49,6 +49,22 @@ static __always_inline void count_stack_failures(struct stack_ids ids)
 		COUNT(kernel_stack_failures);
 }
 
+/* Stores the start of the current thread's event in flight: `start` under its thread id `tid` in
+ * the hash `starts`. When that fails, the event's end will find nothing: it is counted as seen
+ * here, and lost to the full map (or dropped, on any other error). */
+static __always_inline void store_start(void *starts, __u32 *tid, void *start)
+{
+	long err = bpf_map_update_elem(starts, tid, start, BPF_ANY);
+
+	if (err) {
+		COUNT(events);
+		if (err == -E2BIG)
+			COUNT(start_map_full);
+		else
+			COUNT(dropped);
+	}
+}
+
 /* Adds one duration to the entry of `key` in `map` (a hash of key -> struct lks_stats), creating
  * it with the name of `task` (NULL: the current thread). Counts the loss when the map is full. */
 static __always_inline void aggregate(void *map, void *key, __u64 duration, struct task_struct *task)
