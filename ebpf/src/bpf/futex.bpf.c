@@ -151,10 +151,7 @@ static __always_inline int on_wait_end(void *ctx, const bool compat, const bool 
 		stacks.user = lks_unwind_user_stack(ctx, compat);
 		stacks.kernel = 0;
 	}
-	if (stacks.user < 0)
-		COUNT(user_stack_failures);
-	if (stacks.kernel < 0)
-		COUNT(kernel_stack_failures);
+	count_stack_failures(stacks);
 	key.user_stack_id = stacks.user < 0 ? -1 : stacks.user;
 	key.kernel_stack_id = kernel_stack && stacks.kernel >= 0 ? stacks.kernel : -1;
 

@@ -124,7 +124,7 @@ int BPF_PROG(lks_lifecycle_exit, struct pt_regs *regs, long ret)
 	key.tid = tid;
 	key.op = start->op;
 	key.nr = start->nr;
-	key.err = ret < 0 && ret >= -4095 ? -ret : 0;
+	key.err = syscall_errno(ret);
 	key.user_stack_id = start->user_stack_id;
 	key.kernel_stack_id = start->kernel_stack_id;
 	bpf_map_delete_elem(&starts, &tid);

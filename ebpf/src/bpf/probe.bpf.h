@@ -65,6 +65,12 @@ static __always_inline void store_start(void *starts, __u32 *tid, void *start)
 	}
 }
 
+/* The errno of a system call that returned `ret`: -ret for a failure (in [-4095, -1]), else 0. */
+static __always_inline __s32 syscall_errno(long ret)
+{
+	return ret < 0 && ret >= -4095 ? -ret : 0;
+}
+
 /* Adds one duration to the entry of `key` in `map` (a hash of key -> struct lks_stats), creating
  * it with the name of `task` (NULL: the current thread). Counts the loss when the map is full. */
 static __always_inline void aggregate(void *map, void *key, __u64 duration, struct task_struct *task)

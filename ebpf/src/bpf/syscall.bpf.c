@@ -78,7 +78,7 @@ static __always_inline int on_exit(void *ctx, long ret, const bool compat)
 	key.tgid = pid_tgid >> 32;
 	key.tid = tid;
 	key.nr = start->nr;
-	key.err = ret < 0 && ret >= -4095 ? -ret : 0;
+	key.err = syscall_errno(ret);
 	bpf_map_delete_elem(&starts, &tid);
 	COUNT(events);
 	key.user_stack_id = -1;
