@@ -56,6 +56,19 @@ wait_for() {
     done
 }
 
+# Prints the pid in pid file "$1", or exits with status 1 when that process is not running.
+print_pid() {
+    pidfile_alive "$1" || exit 1
+    cat "$1"
+}
+
+# Prints the script's usage (its header comment, up to `set -euo pipefail`) on stderr and exits
+# with status 2.
+usage() {
+    sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+    exit 2
+}
+
 # Sends TERM to the process in pid file "$1", waits up to "$2" seconds, then KILLs it.
 stop_pidfile() {
     local pidfile=$1 seconds=${2:-30} pid
