@@ -35,6 +35,7 @@ use crate::{profile, Error};
 use lockscope_probes::{AttachStatus, Losses, ProbeAttachment, Profile, Target};
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -1236,42 +1237,35 @@ fn read_stdout(stdout: Option<impl Read>, flags: &StdoutFlags, echo: bool) -> Ou
     let mut parser = Parser::new();
     let mut in_end = false;
     if let Some(stdout) = stdout {
-        let mut reader = BufReader::new(stdout);
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            match reader.read_until(b'\n', &mut line) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    let content = line.strip_suffix(b"\n").unwrap_or(&line);
-                    if content.starts_with(b"=== lockscope begin") {
-                        flags.began.store(true, Ordering::Release);
-                    }
-                    in_end |= content.starts_with(b"=== lockscope record")
-                        || content.starts_with(b"=== lockscope done");
-                    // Empty lines are not passed on: dtrace prints one itself when
-                    // interrupted, before END (the command's own empty lines are lost).
-                    if echo
-                        && !in_end
-                        && !content.is_empty()
-                        && flags.began.load(Ordering::Relaxed)
-                        && !content.starts_with(b"=== lockscope begin")
-                    {
-                        let mut out = std::io::stdout().lock();
-                        let _ = std::io::Write::write_all(&mut out, &line);
-                        let _ = std::io::Write::flush(&mut out);
-                        continue;
-                    }
-                    parser.feed_bytes(content);
-                    if content.starts_with(b"=== lockscope done") {
-                        flags.done.store(true, Ordering::Release);
-                        // Nothing comes after it, and the pipe may stay open for seconds
-                        // while the kernel tears dtrace's probes down.
-                        break;
-                    }
-                }
+        for_each_line(stdout, |line| {
+            let content = line.strip_suffix(b"\n").unwrap_or(line);
+            if content.starts_with(b"=== lockscope begin") {
+                flags.began.store(true, Ordering::Release);
             }
-        }
+            in_end |= content.starts_with(b"=== lockscope record")
+                || content.starts_with(b"=== lockscope done");
+            // Empty lines are not passed on: dtrace prints one itself when
+            // interrupted, before END (the command's own empty lines are lost).
+            if echo
+                && !in_end
+                && !content.is_empty()
+                && flags.began.load(Ordering::Relaxed)
+                && !content.starts_with(b"=== lockscope begin")
+            {
+                let mut out = std::io::stdout().lock();
+                let _ = std::io::Write::write_all(&mut out, line);
+                let _ = std::io::Write::flush(&mut out);
+                return ControlFlow::Continue(());
+            }
+            parser.feed_bytes(content);
+            if content.starts_with(b"=== lockscope done") {
+                flags.done.store(true, Ordering::Release);
+                // Nothing comes after it, and the pipe may stay open for seconds
+                // while the kernel tears dtrace's probes down.
+                return ControlFlow::Break(());
+            }
+            ControlFlow::Continue(())
+        });
     }
     parser.finish()
 }
@@ -1282,19 +1276,31 @@ fn read_stderr(stderr: Option<impl Read>, lines: &Mutex<Vec<String>>) {
     let Some(stderr) = stderr else {
         return;
     };
-    let mut reader = BufReader::new(stderr);
+    for_each_line(stderr, |line| {
+        let text = String::from_utf8_lossy(line);
+        let text = text.trim_end_matches(['\n', '\r']);
+        if !text.trim().is_empty() {
+            if let Ok(mut lines) = lines.lock() {
+                lines.push(text.to_string());
+            }
+        }
+        ControlFlow::Continue(())
+    });
+}
+
+/// Calls `each` with every line `reader` gives as it comes (its `\n` included; the last one may
+/// lack it) until the end, a read error (a pipe's reader has nothing better to do), or `each`
+/// breaks.
+fn for_each_line(reader: impl Read, mut each: impl FnMut(&[u8]) -> ControlFlow<()>) {
+    let mut reader = BufReader::new(reader);
     let mut line = Vec::new();
     loop {
         line.clear();
         match reader.read_until(b'\n', &mut line) {
             Ok(0) | Err(_) => break,
             Ok(_) => {
-                let text = String::from_utf8_lossy(&line);
-                let text = text.trim_end_matches(['\n', '\r']);
-                if !text.trim().is_empty() {
-                    if let Ok(mut lines) = lines.lock() {
-                        lines.push(text.to_string());
-                    }
+                if each(&line).is_break() {
+                    break;
                 }
             }
         }

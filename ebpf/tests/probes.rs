@@ -6,9 +6,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-use lockscope_ebpf::{check_environment, RecordOptions, Recorder, TargetSpec};
+mod common;
+
+use common::{helper_argv, poll_until_exit, require_bpf};
+use lockscope_ebpf::{RecordOptions, Recorder, TargetSpec};
 use lockscope_probes::{AttachStatus, Profile, TimeClass, WaitKind, WaitRecord};
-use std::ffi::OsString;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -25,41 +27,6 @@ const SLEEP: Duration = Duration::from_millis(500);
 /// How long each CPU hog of the run-queue workload spins.
 const SPIN: Duration = Duration::from_millis(600);
 
-fn skip_reason() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root".into());
-    }
-    check_environment().err().map(|e| e.to_string())
-}
-
-macro_rules! require_bpf {
-    () => {
-        if let Some(why) = skip_reason() {
-            // CI sets it: there a skip would hide a broken suite.
-            assert!(
-                std::env::var_os("LOCKSCOPE_REQUIRE_BPF").is_none(),
-                "cannot run: {why} (LOCKSCOPE_REQUIRE_BPF is set)"
-            );
-            eprintln!("skipped: {why}");
-            return;
-        }
-    };
-}
-
-/// argv that re-runs this test binary as the helper test `name`.
-fn helper_argv(name: &str) -> Vec<OsString> {
-    let exe = std::env::current_exe().expect("current_exe");
-    vec![
-        exe.into(),
-        name.into(),
-        "--exact".into(),
-        "--ignored".into(),
-        "--nocapture".into(),
-        "--test-threads=1".into(),
-    ]
-}
-
 /// Records helper `name` with `probes` until it exits.
 fn record(name: &str, probes: &[&str]) -> Profile {
     record_with(name, probes, &[])
@@ -72,11 +39,7 @@ fn record_with(name: &str, probes: &[&str], syscalls: &[&str]) -> Profile {
     options.probes = probes.iter().map(|p| p.to_string()).collect();
     options.probe_settings.syscalls = syscalls.iter().map(|s| s.to_string()).collect();
     let mut recorder = Recorder::start(options).expect("start");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !recorder.poll().expect("poll").target_exited {
-        assert!(Instant::now() < deadline, "helper did not exit in a minute");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    poll_until_exit(&mut recorder);
     let profile = recorder.finish("target exited").expect("finish");
     for probe in &profile.metadata.probes {
         assert_eq!(probe.status, AttachStatus::Attached, "{probe:?}");

@@ -7,7 +7,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-use lockscope_ebpf::{check_environment, RecordOptions, Recorder, TargetSpec};
+mod common;
+
+use common::{helper_argv, poll_until_exit, require_bpf};
+use lockscope_ebpf::{RecordOptions, Recorder, TargetSpec};
 use lockscope_probes::{AttachStatus, Log2Histogram, Profile, WaitRecord};
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -15,7 +18,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::sync::atomic::AtomicU32;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The recorder tests inspect this process's descriptors: run them one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -24,28 +27,6 @@ const LONG_WAIT: Duration = Duration::from_millis(200);
 const SHORT_WAIT: Duration = Duration::from_millis(100);
 /// Operation of the timed wait below (absolute CLOCK_REALTIME deadline: std never uses it).
 const TIMED_WAIT_OP: &str = "FUTEX_WAIT_BITSET_PRIVATE|FUTEX_CLOCK_REALTIME";
-
-fn skip_reason() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root".into());
-    }
-    check_environment().err().map(|e| e.to_string())
-}
-
-macro_rules! require_bpf {
-    () => {
-        if let Some(why) = skip_reason() {
-            // CI sets it: there a skip would hide a broken suite.
-            assert!(
-                std::env::var_os("LOCKSCOPE_REQUIRE_BPF").is_none(),
-                "cannot run: {why} (LOCKSCOPE_REQUIRE_BPF is set)"
-            );
-            eprintln!("skipped: {why}");
-            return;
-        }
-    };
-}
 
 /// The nice value of thread `tid` (0: the calling thread).
 fn thread_nice(tid: u32) -> i32 {
@@ -106,31 +87,6 @@ fn relative_futex_wait(wait: Duration) {
             &timeout as *const libc::timespec,
         )
     };
-}
-
-/// argv that re-runs this test binary as the helper test `name`.
-fn helper_argv(name: &str) -> Vec<OsString> {
-    let exe = std::env::current_exe().expect("current_exe");
-    vec![
-        exe.into(),
-        name.into(),
-        "--exact".into(),
-        "--ignored".into(),
-        "--nocapture".into(),
-        "--test-threads=1".into(),
-    ]
-}
-
-/// Polls until the target exited (or a minute passed), as the profiler would.
-fn poll_until_exit(recorder: &mut Recorder) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline {
-        if recorder.poll().expect("poll").target_exited {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("target did not exit within a minute");
 }
 
 /// Descriptors of this process that refer to BPF objects, and the ids of its BPF programs.

@@ -11,9 +11,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-use lockscope_ebpf::{
-    check_environment, RecordOptions, Recorder, TargetSpec, UnwindOptions, UnwindStats,
-};
+mod common;
+
+use common::require_bpf;
+use lockscope_ebpf::{RecordOptions, Recorder, TargetSpec, UnwindOptions, UnwindStats};
 use lockscope_probes::Profile;
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};
@@ -31,32 +32,15 @@ const PLUGIN_C: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/plugin.c
 /// Share of each chain's wait time that must be on its complete, ordered stack.
 const REQUIRED_SHARE: f64 = 0.99;
 
+/// Why these tests cannot run here: no BPF (see [`common::bpf_skip_reason`]) or no C compiler.
 fn skip_reason() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root".into());
-    }
-    if let Err(e) = check_environment() {
-        return Some(e.to_string());
-    }
-    if Command::new("cc").arg("--version").output().is_err() {
-        return Some("no C compiler (`cc`)".into());
-    }
-    None
-}
-
-macro_rules! require_bpf {
-    () => {
-        if let Some(why) = skip_reason() {
-            // CI sets it: there a skip would hide a broken suite.
-            assert!(
-                std::env::var_os("LOCKSCOPE_REQUIRE_BPF").is_none(),
-                "cannot run: {why} (LOCKSCOPE_REQUIRE_BPF is set)"
-            );
-            eprintln!("skipped: {why}");
-            return;
-        }
-    };
+    common::bpf_skip_reason().or_else(|| {
+        Command::new("cc")
+            .arg("--version")
+            .output()
+            .is_err()
+            .then(|| "no C compiler (`cc`)".to_string())
+    })
 }
 
 /// Compiles `source` with the flags of a distribution build without frame pointers.
@@ -305,7 +289,7 @@ fn assert_c_chains(profile: &Profile, workload: &Workload) {
 #[test]
 #[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn c_chains_unwind_without_frame_pointers() {
-    require_bpf!();
+    require_bpf!(skip_reason());
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let binary = dir.path().join("chains");
@@ -319,7 +303,7 @@ fn c_chains_unwind_without_frame_pointers() {
 #[test]
 #[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn rust_chains_unwind_without_frame_pointers() {
-    require_bpf!();
+    require_bpf!(skip_reason());
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let example = example_path("rust_chains");
     if !example.exists() {
@@ -364,7 +348,7 @@ fn rust_chains_unwind_without_frame_pointers() {
 #[test]
 #[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn chains_in_a_private_mount_namespace() {
-    require_bpf!();
+    require_bpf!(skip_reason());
     if Command::new("unshare").arg("--version").output().is_err() {
         eprintln!("skipped: no unshare(1)");
         return;
@@ -430,7 +414,7 @@ fn start_chains_with_plugin(dir: &Path, ms: &str) -> Workload {
 #[test]
 #[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn library_dlopened_after_attach_unwinds() {
-    require_bpf!();
+    require_bpf!(skip_reason());
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let workload = start_chains_with_plugin(dir.path(), "100");
@@ -470,7 +454,7 @@ fn library_dlopened_after_attach_unwinds() {
 #[test]
 #[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn chains_with_cfi_only_in_debug_frame() {
-    require_bpf!();
+    require_bpf!(skip_reason());
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let binary = dir.path().join("chains-debug-frame");
@@ -489,7 +473,7 @@ fn chains_with_cfi_only_in_debug_frame() {
 #[test]
 #[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn waits_in_signal_handlers_unwind_through_the_signal_frame() {
-    require_bpf!();
+    require_bpf!(skip_reason());
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let binary = dir.path().join("signal");
@@ -516,7 +500,7 @@ fn waits_in_signal_handlers_unwind_through_the_signal_frame() {
 #[test]
 #[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn stripped_binaries_unwind_and_fall_back_to_dynsym_then_offsets() {
-    require_bpf!();
+    require_bpf!(skip_reason());
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let exported = dir.path().join("chains-dynsym");
@@ -624,7 +608,7 @@ fn lockscope_functions(
 #[test]
 #[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn functions_match_perf_dwarf_unwinding() {
-    require_bpf!();
+    require_bpf!(skip_reason());
     if Command::new("perf").arg("--version").output().is_err() {
         eprintln!("skipped: perf not installed (Debian: linux-perf)");
         return;
@@ -698,7 +682,7 @@ fn background(cache: Option<&Path>, builder_threads: Option<usize>) -> UnwindOpt
 #[test]
 #[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn background_tables_and_cache_reuse() {
-    require_bpf!();
+    require_bpf!(skip_reason());
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let binary = dir.path().join("chains");
@@ -746,7 +730,7 @@ fn background_tables_and_cache_reuse() {
 #[test]
 #[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn pending_table_cuts_stack_and_counts_it() {
-    require_bpf!();
+    require_bpf!(skip_reason());
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let workload = start_chains_with_plugin(dir.path(), "50");

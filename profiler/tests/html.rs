@@ -204,11 +204,11 @@ fn chart_of_a_sweep() {
     assert!(String::from_utf8_lossy(&out.stderr).contains(".svg or .png (got .gif)"));
 }
 
-/// Runs headless Chromium on `page`: returns its stderr, or `None` (printing why) when there is
-/// no Chromium here.
-fn chromium(page: &Path, screenshot: &Path) -> Option<String> {
+/// Headless Chromium (for two minutes at most, with a throwaway profile and a 1280×2200 window)
+/// on the page `page`, with the `extra` arguments; its output, or why it could not start.
+fn run_chromium(page: &Path, extra: &[String]) -> std::io::Result<std::process::Output> {
     let profile_dir = tempfile::tempdir().expect("tempdir");
-    let out = Command::new("timeout")
+    Command::new("timeout")
         .arg("120")
         .arg("chromium")
         .args([
@@ -219,14 +219,25 @@ fn chromium(page: &Path, screenshot: &Path) -> Option<String> {
             "--disable-background-networking",
             "--disable-component-update",
             "--disable-sync",
-            "--enable-logging=stderr",
-            "--v=0",
             "--window-size=1280,2200",
         ])
+        .args(extra)
         .arg(format!("--user-data-dir={}", profile_dir.path().display()))
-        .arg(format!("--screenshot={}", screenshot.display()))
         .arg(format!("file://{}", page.display()))
-        .output();
+        .output()
+}
+
+/// Runs headless Chromium on `page`: returns its stderr, or `None` (printing why) when there is
+/// no Chromium here.
+fn chromium(page: &Path, screenshot: &Path) -> Option<String> {
+    let out = run_chromium(
+        page,
+        &[
+            "--enable-logging=stderr".to_string(),
+            "--v=0".to_string(),
+            format!("--screenshot={}", screenshot.display()),
+        ],
+    );
     match out {
         Ok(out) if out.status.success() => Some(String::from_utf8_lossy(&out.stderr).into_owned()),
         Ok(out) => {
@@ -268,25 +279,7 @@ fn rendered_sizes(page: &Path, selectors: &[&str]) -> Option<Vec<String>> {
     );
     let measured = page.with_extension("measured.html");
     std::fs::write(&measured, html.replace("</body>", &(script + "</body>"))).expect("write");
-    let profile_dir = tempfile::tempdir().expect("tempdir");
-    let out = Command::new("timeout")
-        .arg("120")
-        .arg("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--window-size=1280,2200",
-            "--dump-dom",
-        ])
-        .arg(format!("--user-data-dir={}", profile_dir.path().display()))
-        .arg(format!("file://{}", measured.display()))
-        .output();
-    let dom = match out {
+    let dom = match run_chromium(&measured, &["--dump-dom".to_string()]) {
         Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).into_owned(),
         other => {
             eprintln!("skipped: rendered sizes: chromium did not run: {other:?}");

@@ -4,9 +4,10 @@
 mod common;
 
 use common::*;
-use lockscope_probes::read_profile;
+use lockscope_probes::{read_profile, Profile};
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::{ChildStderr, Command, Stdio};
 
 /// Mounts tracefs for the life of the guard when it is not mounted (unmounting it again after).
 struct TracefsMount {
@@ -68,14 +69,8 @@ fn futex_probe_uses_syscall_tracepoints_with_tracefs() {
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let lsp = dir.path().join("demo.lsp");
-    run_ok(
-        lockscope()
-            .args(["record", "--probes", "futex", "-o"])
-            .arg(&lsp)
-            .arg("--")
-            .arg(demo_path()),
-    );
-    let profile = read_profile(&lsp).expect("read the recorded profile");
+    record_demo(&lsp, &["--probes", "futex"]);
+    let profile = read_lossless(&lsp);
     let futex = profile
         .metadata
         .probes
@@ -90,11 +85,6 @@ fn futex_probe_uses_syscall_tracepoints_with_tracefs() {
         "futex hooks: {}",
         futex.hook
     );
-    assert!(
-        profile.metadata.losses.is_zero(),
-        "losses: {:?}",
-        profile.metadata.losses
-    );
     assert_demo_known_answer(&profile, "futex");
 }
 
@@ -104,34 +94,23 @@ fn futex_probe_uses_syscall_tracepoints_with_tracefs() {
 #[test]
 #[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn demo_waits_match_the_known_answer() {
-    if !bpf_available("demo_waits_match_the_known_answer") {
+    let Some(dir) = bpf_scratch("demo_waits_match_the_known_answer") else {
         return;
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
+    };
     let lsp = dir.path().join("demo.lsp");
-    let out = lockscope()
-        .arg("record")
-        .arg("-o")
-        .arg(&lsp)
-        .arg("--")
-        .arg(demo_path())
-        .output()
-        .expect("run lockscope record");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "record failed: {stderr}");
+    let (stdout, stderr) = record_demo(&lsp, &[]);
     // Whatever hooks this machine offers (with or without tracefs), libbpf has nothing to say.
     assert!(!stderr.contains("libbpf:"), "libbpf noise: {stderr}");
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("lockscope-demo: held the order lock"),
+        stdout.contains("lockscope-demo: held the order lock"),
         "the demo's own output passes through"
     );
 
-    let profile = read_profile(&lsp).expect("read the recorded profile");
+    let profile = read_lossless(&lsp);
     let meta = &profile.metadata;
     assert_eq!(meta.end_reason, "target exited");
     assert!(meta.target.launched);
     assert_eq!(meta.target.command[0], demo_path());
-    assert!(meta.losses.is_zero(), "losses: {:?}", meta.losses);
     assert_demo_known_answer(&profile, "futex");
 
     assert_demo_stacks(&profile, "futex");
@@ -178,40 +157,15 @@ fn demo_waits_match_the_known_answer() {
 #[test]
 #[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn cpu_probe_measures_the_demo_on_cpu() {
-    if !bpf_available("cpu_probe_measures_the_demo_on_cpu") {
+    let Some(dir) = bpf_scratch("cpu_probe_measures_the_demo_on_cpu") else {
         return;
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
+    };
     let lsp = dir.path().join("demo.lsp");
-    let out = lockscope()
-        // 997 Hz: on a busy machine the threads share their CPUs, and which slices a sample
-        // lands in is chance; ten times the samples make the estimate three times as close.
-        .args([
-            "record",
-            "--probes",
-            "cpu,futex",
-            "--frequency",
-            "997",
-            "-o",
-        ])
-        .arg(&lsp)
-        .arg("--")
-        .arg(demo_path())
-        .output()
-        .expect("run lockscope record");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "record failed: {stderr}");
-    let profile = read_profile(&lsp).expect("read the recorded profile");
-    assert!(
-        profile.metadata.losses.is_zero(),
-        "losses: {:?}",
-        profile.metadata.losses
-    );
-    assert_demo_on_cpu(
-        &profile,
-        &String::from_utf8_lossy(&out.stdout),
-        ON_CPU_TOLERANCE,
-    );
+    // 997 Hz: on a busy machine the threads share their CPUs, and which slices a sample
+    // lands in is chance; ten times the samples make the estimate three times as close.
+    let (stdout, _) = record_demo(&lsp, &["--probes", "cpu,futex", "--frequency", "997"]);
+    let profile = read_lossless(&lsp);
+    assert_demo_on_cpu(&profile, &stdout, ON_CPU_TOLERANCE);
     assert_demo_known_answer(&profile, "futex");
     let cpu_ns: u64 = profile
         .waits
@@ -283,6 +237,41 @@ fn cpu_probe_measures_the_demo_on_cpu() {
     assert!(svg.contains("checksum_round") && svg.contains("spin_until_free"));
 }
 
+/// `lockscope record ARGS -o LSP -- lockscope-demo`, failing the test unless it succeeds; returns
+/// its stdout (the demo's own output among it) and stderr.
+fn record_demo(lsp: &Path, args: &[&str]) -> (String, String) {
+    let out = lockscope()
+        .arg("record")
+        .args(args)
+        .arg("-o")
+        .arg(lsp)
+        .arg("--")
+        .arg(demo_path())
+        .output()
+        .expect("run lockscope record");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "record failed: {stderr}");
+    (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
+}
+
+/// The recorded profile at `lsp`, failing the test if the recording lost anything.
+fn read_lossless(lsp: &Path) -> Profile {
+    let profile = read_profile(lsp).expect("read the recorded profile");
+    assert!(
+        profile.metadata.losses.is_zero(),
+        "losses: {:?}",
+        profile.metadata.losses
+    );
+    profile
+}
+
+/// Waits for a recorder started by [`start_recording_pid`] to end, failing the test (`what`
+/// failed, with its stderr) unless it succeeded.
+fn wait_success(mut recorder: KillOnDrop, stderr: BufReader<ChildStderr>, what: &str) {
+    let status = recorder.0.wait().expect("wait for lockscope");
+    assert!(status.success(), "{what} failed: {}", rest_of(stderr));
+}
+
 /// A demo started with `--wait-for-stdin`, its stdin and stdout held by the test.
 struct HeldDemo {
     child: KillOnDrop,
@@ -348,17 +337,15 @@ fn start_recording_pid(
 #[test]
 #[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn attach_by_pid_records_threads_created_later() {
-    if !bpf_available("attach_by_pid_records_threads_created_later") {
+    let Some(dir) = bpf_scratch("attach_by_pid_records_threads_created_later") else {
         return;
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
+    };
     let lsp = dir.path().join("attach.lsp");
     let mut demo = HeldDemo::start();
-    let (mut recorder, stderr) = start_recording_pid(demo.pid(), &lsp);
+    let (recorder, stderr) = start_recording_pid(demo.pid(), &lsp);
     demo.run_workload();
     demo.let_exit();
-    let status = recorder.0.wait().expect("wait for lockscope");
-    assert!(status.success(), "record -p failed: {}", rest_of(stderr));
+    wait_success(recorder, stderr, "record -p");
 
     let profile = read_profile(&lsp).expect("read profile");
     assert_eq!(profile.metadata.end_reason, "target exited");
@@ -382,7 +369,7 @@ fn signals_end_recording_with_complete_profile() {
         // Another lockscope may be recording on this machine: only the programs that appear
         // with this recorder are its own.
         let before = loaded_lockscope_program_ids();
-        let (mut recorder, stderr) = start_recording_pid(demo.pid(), &lsp);
+        let (recorder, stderr) = start_recording_pid(demo.pid(), &lsp);
         let ours: Vec<u64> = loaded_lockscope_program_ids()
             .difference(&before)
             .copied()
@@ -395,12 +382,7 @@ fn signals_end_recording_with_complete_profile() {
         // SAFETY: kill has no memory-safety preconditions; the pid is our live child's.
         let rc = unsafe { libc::kill(recorder.0.id() as libc::pid_t, signal) };
         assert_eq!(rc, 0, "kill {name}");
-        let status = recorder.0.wait().expect("wait for lockscope");
-        assert!(
-            status.success(),
-            "record ended by {name} failed: {}",
-            rest_of(stderr)
-        );
+        wait_success(recorder, stderr, &format!("record ended by {name}"));
 
         let profile = read_profile(&lsp).expect("profile written after the signal");
         assert_eq!(profile.metadata.end_reason, format!("interrupted ({name})"));

@@ -11,15 +11,20 @@
 //! LOCKSCOPE_REQUIRE_BPF) they fail instead.
 
 mod common;
+// The dtrace crate's test helpers: `real_dtrace` finds (or skips without) the real dtrace alike
+// in both crates' tests.
+#[path = "../../dtrace/tests/common/mod.rs"]
+mod dtrace_common;
 
 use common::{
     bpf_available, demo_cpu_measures, demo_path, lockscope, KillOnDrop, DEMO_ON_CPU,
     ON_CPU_TOLERANCE,
 };
+use dtrace_common::real_dtrace;
 use lockscope_probes::{Profile, WaitKind};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStderr, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn dtrace_tests() -> PathBuf {
@@ -113,36 +118,6 @@ fn record_through_a_fake_dtrace() {
     );
 }
 
-/// The real dtrace named by LOCKSCOPE_DTRACE, when this test can run it (as root). Otherwise
-/// prints `skipped: <test>: <why>` and returns `None`, or fails when CI=true or
-/// LOCKSCOPE_REQUIRE_BPF is set: there a skip would hide a broken suite.
-fn real_dtrace(test: &str) -> Option<PathBuf> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let euid = unsafe { libc::geteuid() };
-    let dtrace = std::env::var_os("LOCKSCOPE_DTRACE").map(PathBuf::from);
-    let why = match &dtrace {
-        None => Some("LOCKSCOPE_DTRACE is not set (build one with .ci/dtrace)".to_string()),
-        Some(path) if !path.is_file() => {
-            Some(format!("LOCKSCOPE_DTRACE={}: no such file", path.display()))
-        }
-        Some(path) if path.ends_with("fake-dtrace") => Some("LOCKSCOPE_DTRACE is the fake".into()),
-        Some(_) if euid != 0 => Some(format!("needs root, running as uid {euid}")),
-        Some(_) => None,
-    };
-    match why {
-        None => dtrace,
-        Some(why) => {
-            let required = std::env::var("CI").is_ok_and(|v| v == "true")
-                || std::env::var_os("LOCKSCOPE_REQUIRE_BPF").is_some();
-            if required {
-                panic!("{test} cannot run: {why} (CI=true or LOCKSCOPE_REQUIRE_BPF is set)");
-            }
-            let _ = writeln!(std::io::stderr(), "skipped: {test}: {why}");
-            None
-        }
-    }
-}
-
 /// Waits (up to 20 s) until no dtrace of an earlier test is still running: lockscope stops
 /// waiting for dtrace once it has printed everything, and the kernel then spends seconds
 /// tearing its probes down, which would skew the next test's timings on a small machine.
@@ -186,6 +161,51 @@ fn dtrace_record(dtrace: &Path, output: &Path) -> Command {
         .arg(output)
         .env("LOCKSCOPE_DTRACE", dtrace);
     cmd
+}
+
+/// What a live test holds: the real dtrace, a temporary directory for its profiles, and a quiet
+/// machine after it (see [`QuietAfter`]).
+struct Live {
+    dtrace: PathBuf,
+    tmp: tempfile::TempDir,
+    _quiet: QuietAfter,
+}
+
+impl Live {
+    /// The live test `test`'s setup, or `None` when it cannot run (see [`real_dtrace`]).
+    fn start(test: &str) -> Option<Live> {
+        let dtrace = real_dtrace(test)?;
+        Some(Live {
+            _quiet: QuietAfter(dtrace.clone()),
+            tmp: tempfile::tempdir().expect("tempdir"),
+            dtrace,
+        })
+    }
+
+    /// The profile `name` in the test's temporary directory.
+    fn profile(&self, name: &str) -> PathBuf {
+        self.tmp.path().join(name)
+    }
+
+    /// [`dtrace_record`] with this test's dtrace.
+    fn record(&self, output: &Path) -> Command {
+        dtrace_record(&self.dtrace, output)
+    }
+
+    /// `record -o OUTPUT -- sleep 30`, its stderr piped, `setup` applied before it starts;
+    /// returns it once its probes are enabled, with the rest of its stderr.
+    fn record_sleep(
+        &self,
+        output: &Path,
+        setup: impl FnOnce(&mut Command),
+    ) -> (KillOnDrop, BufReader<ChildStderr>) {
+        let mut cmd = self.record(output);
+        cmd.args(["--", "sleep", "30"]).stderr(Stdio::piped());
+        setup(&mut cmd);
+        let mut recorder = KillOnDrop(cmd.spawn().expect("run lockscope"));
+        let rest = wait_for_probes(&mut recorder.0);
+        (recorder, rest)
+    }
 }
 
 fn read(path: &Path) -> Profile {
@@ -297,6 +317,30 @@ fn end_target(pid: u32) {
     }
 }
 
+/// Waits for the recorder to end and fails the test unless it succeeded; returns the rest of its
+/// stderr.
+fn wait_success(recorder: &mut KillOnDrop, rest: BufReader<ChildStderr>) -> Vec<String> {
+    let status = recorder.0.wait().expect("wait for lockscope");
+    let stderr: Vec<String> = rest.lines().map_while(Result::ok).collect();
+    assert!(status.success(), "{stderr:?}");
+    stderr
+}
+
+/// The recording ended on SIGINT, and the command it launched with it (`dtrace -c` leaves it
+/// running).
+fn assert_interrupted(profile: &Profile) {
+    let target = profile.metadata.target.pid;
+    assert!(
+        ended(target),
+        "the launched command {target} is still running"
+    );
+    assert!(
+        profile.metadata.end_reason.starts_with("interrupted"),
+        "{}",
+        profile.metadata.end_reason
+    );
+}
+
 /// `record --backend dtrace --probes cpu` with the real dtrace (profile-997): the demo's spinner
 /// and cruncher as on-CPU records under their own threads, each thread's CPU time within 15% of
 /// what its thread clock measured, some of its samples in the demo's function. DTrace's ustack()
@@ -304,13 +348,12 @@ fn end_target(pid: u32) {
 /// demo's function names it (the eBPF probe's stacks are checked complete instead).
 #[test]
 fn live_cpu_probe_samples_the_demo() {
-    let Some(dtrace) = real_dtrace("live_cpu_probe_samples_the_demo") else {
+    let Some(live) = Live::start("live_cpu_probe_samples_the_demo") else {
         return;
     };
-    let _quiet = QuietAfter(dtrace.clone());
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let lsp = tmp.path().join("cpu.lsp");
-    let out = dtrace_record(&dtrace, &lsp)
+    let lsp = live.profile("cpu.lsp");
+    let out = live
+        .record(&lsp)
         .args(["--probes", "cpu", "--", demo_path()])
         .output()
         .expect("run lockscope");
@@ -355,15 +398,14 @@ fn live_cpu_probe_samples_the_demo() {
 /// ends when the demo exits.
 #[test]
 fn live_record_command_known_answer() {
-    let Some(dtrace) = real_dtrace("live_record_command_known_answer") else {
+    let Some(live) = Live::start("live_record_command_known_answer") else {
         return;
     };
-    let _quiet = QuietAfter(dtrace.clone());
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let lsp = tmp.path().join("dtrace.lsp");
+    let lsp = live.profile("dtrace.lsp");
     record_known_answer(&lsp, "dtrace", || {
         let started = Instant::now();
-        let out = dtrace_record(&dtrace, &lsp)
+        let out = live
+            .record(&lsp)
             .args(["--", demo_path()])
             .output()
             .expect("run lockscope");
@@ -417,12 +459,10 @@ fn live_record_command_known_answer() {
 /// still alive, and ends by the duration.
 #[test]
 fn live_record_pid_duration() {
-    let Some(dtrace) = real_dtrace("live_record_pid_duration") else {
+    let Some(live) = Live::start("live_record_pid_duration") else {
         return;
     };
-    let _quiet = QuietAfter(dtrace.clone());
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let lsp = tmp.path().join("pid.lsp");
+    let lsp = live.profile("pid.lsp");
     let mut demo = KillOnDrop(
         Command::new(demo_path())
             .arg("--wait-for-stdin")
@@ -432,7 +472,7 @@ fn live_record_pid_duration() {
             .expect("start the demo"),
     );
     let mut recorder = KillOnDrop(
-        dtrace_record(&dtrace, &lsp)
+        live.record(&lsp)
             .args(["-p", &demo.0.id().to_string(), "-d", "10s"])
             .stderr(Stdio::piped())
             .spawn()
@@ -441,9 +481,7 @@ fn live_record_pid_duration() {
     let rest = wait_for_probes(&mut recorder.0);
     let mut stdin = demo.0.stdin.take().expect("demo stdin");
     writeln!(stdin).expect("start the demo");
-    let status = recorder.0.wait().expect("wait for lockscope");
-    let stderr: Vec<String> = rest.lines().map_while(Result::ok).collect();
-    assert!(status.success(), "{stderr:?}");
+    wait_success(&mut recorder, rest);
     assert!(
         demo.0.try_wait().expect("demo state").is_none(),
         "the demo outlives the recording"
@@ -462,18 +500,16 @@ fn live_record_pid_duration() {
 /// changes.
 #[test]
 fn live_backends_agree() {
-    let Some(dtrace) = real_dtrace("live_backends_agree") else {
+    let Some(live) = Live::start("live_backends_agree") else {
         return;
     };
-    let _quiet = QuietAfter(dtrace.clone());
     if !bpf_available("live_backends_agree") {
         return;
     }
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let ebpf = tmp.path().join("ebpf.lsp");
-    let dt = tmp.path().join("dtrace.lsp");
+    let ebpf = live.profile("ebpf.lsp");
+    let dt = live.profile("dtrace.lsp");
     record_known_answer(&ebpf, "ebpf", || {
-        wait_for_earlier_dtraces(&dtrace);
+        wait_for_earlier_dtraces(&live.dtrace);
         common::run_ok(
             lockscope()
                 .args(["record", "--backend", "ebpf", "-o"])
@@ -482,7 +518,7 @@ fn live_backends_agree() {
         );
     });
     record_known_answer(&dt, "dtrace", || {
-        common::run_ok(dtrace_record(&dtrace, &dt).args(["--", demo_path()]));
+        common::run_ok(live.record(&dt).args(["--", demo_path()]));
     });
     let diff = common::run_ok(lockscope().arg("diff").arg(&ebpf).arg(&dt));
     assert!(
@@ -529,15 +565,11 @@ fn live_backends_agree() {
 /// still ends on SIGINT with a complete profile: dtrace gets its SIGINT back.
 #[test]
 fn live_sigint_from_a_background_job() {
-    let Some(dtrace) = real_dtrace("live_sigint_from_a_background_job") else {
+    let Some(live) = Live::start("live_sigint_from_a_background_job") else {
         return;
     };
-    let _quiet = QuietAfter(dtrace.clone());
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let lsp = tmp.path().join("bg.lsp");
-    let mut cmd = dtrace_record(&dtrace, &lsp);
-    cmd.args(["--", "sleep", "30"]).stderr(Stdio::piped());
-    {
+    let lsp = live.profile("bg.lsp");
+    let (mut recorder, _rest) = live.record_sleep(&lsp, |cmd| {
         use std::os::unix::process::CommandExt;
         // SAFETY: signal is async-signal-safe; it only changes this child's disposition.
         unsafe {
@@ -546,9 +578,7 @@ fn live_sigint_from_a_background_job() {
                 Ok(())
             });
         }
-    }
-    let mut recorder = KillOnDrop(cmd.spawn().expect("run lockscope"));
-    let _rest = wait_for_probes(&mut recorder.0);
+    });
     let interrupted = Instant::now();
     // SAFETY: kill has no memory preconditions; the pid is our child's.
     unsafe { libc::kill(recorder.0.id() as libc::pid_t, libc::SIGINT) };
@@ -559,37 +589,17 @@ fn live_sigint_from_a_background_job() {
         "{:?}",
         interrupted.elapsed()
     );
-    let profile = read(&lsp);
-    let target = profile.metadata.target.pid;
-    // The launched command does not outlive the recording (dtrace -c leaves it running).
-    assert!(
-        ended(target),
-        "the launched command {target} is still running"
-    );
-    assert!(
-        profile.metadata.end_reason.starts_with("interrupted"),
-        "{}",
-        profile.metadata.end_reason
-    );
+    assert_interrupted(&read(&lsp));
 }
 
 /// A dtrace killed while recording leaves a profile that says it is partial.
 #[test]
 fn live_killed_dtrace_leaves_a_partial_profile() {
-    let Some(dtrace) = real_dtrace("live_killed_dtrace_leaves_a_partial_profile") else {
+    let Some(live) = Live::start("live_killed_dtrace_leaves_a_partial_profile") else {
         return;
     };
-    let _quiet = QuietAfter(dtrace.clone());
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let lsp = tmp.path().join("killed.lsp");
-    let mut recorder = KillOnDrop(
-        dtrace_record(&dtrace, &lsp)
-            .args(["--", "sleep", "30"])
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run lockscope"),
-    );
-    let rest = wait_for_probes(&mut recorder.0);
+    let lsp = live.profile("killed.lsp");
+    let (mut recorder, rest) = live.record_sleep(&lsp, |_| {});
     let lockscope_pid = recorder.0.id();
     let dtrace_pid = std::fs::read_dir(format!("/proc/{lockscope_pid}/task"))
         .expect("lockscope's tasks")
@@ -601,9 +611,7 @@ fn live_killed_dtrace_leaves_a_partial_profile() {
         .expect("dtrace is lockscope's child");
     // SAFETY: kill has no memory preconditions; the pid is dtrace, lockscope's child.
     unsafe { libc::kill(dtrace_pid, libc::SIGKILL) };
-    let status = recorder.0.wait().expect("wait for lockscope");
-    let stderr: Vec<String> = rest.lines().map_while(Result::ok).collect();
-    assert!(status.success(), "{stderr:?}");
+    let stderr = wait_success(&mut recorder, rest);
     assert!(
         stderr.iter().any(|l| l.contains("profile is partial")),
         "{stderr:?}"
@@ -622,39 +630,21 @@ fn live_killed_dtrace_leaves_a_partial_profile() {
 /// exit without printing).
 #[test]
 fn live_ctrl_c_at_the_terminal() {
-    let Some(dtrace) = real_dtrace("live_ctrl_c_at_the_terminal") else {
+    let Some(live) = Live::start("live_ctrl_c_at_the_terminal") else {
         return;
     };
-    let _quiet = QuietAfter(dtrace.clone());
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let lsp = tmp.path().join("ctrl-c.lsp");
-    let mut cmd = dtrace_record(&dtrace, &lsp);
-    cmd.args(["--", "sleep", "30"]).stderr(Stdio::piped());
-    {
+    let lsp = live.profile("ctrl-c.lsp");
+    let (mut recorder, rest) = live.record_sleep(&lsp, |cmd| {
         use std::os::unix::process::CommandExt;
         // Its own process group, standing in for the terminal's foreground group.
         cmd.process_group(0);
-    }
-    let mut recorder = KillOnDrop(cmd.spawn().expect("run lockscope"));
-    let rest = wait_for_probes(&mut recorder.0);
+    });
     // SAFETY: kill has no memory preconditions; the group is the one lockscope leads.
     unsafe { libc::kill(-(recorder.0.id() as libc::pid_t), libc::SIGINT) };
-    let status = recorder.0.wait().expect("wait for lockscope");
-    let stderr: Vec<String> = rest.lines().map_while(Result::ok).collect();
-    assert!(status.success(), "{stderr:?}");
+    let stderr = wait_success(&mut recorder, rest);
     assert!(
         !stderr.iter().any(|l| l.contains("before printing")),
         "dtrace did not print its aggregations: {stderr:?}"
     );
-    let profile = read(&lsp);
-    let target = profile.metadata.target.pid;
-    assert!(
-        ended(target),
-        "the launched command {target} is still running"
-    );
-    assert!(
-        profile.metadata.end_reason.starts_with("interrupted"),
-        "{}",
-        profile.metadata.end_reason
-    );
+    assert_interrupted(&read(&lsp));
 }

@@ -24,7 +24,10 @@ fn workload(script: &str) -> PathBuf {
 /// A workload script run with its own port and state directory; stopped when dropped.
 struct Workload {
     script: PathBuf,
+    /// The script's settings: the test's own and LOCKSCOPE_WORKLOAD_DIR, the state directory.
     env: Vec<(String, String)>,
+    /// The server's state (data, prefix, pid file), removed once the server is stopped.
+    state: tempfile::TempDir,
 }
 
 impl Workload {
@@ -37,11 +40,22 @@ impl Workload {
         cmd
     }
 
-    /// Starts the server; `None` (after printing why) when it cannot start here.
-    fn start(script: &str, env: Vec<(String, String)>, test: &str) -> Option<Workload> {
+    /// Starts the server of `script` with the settings `env` (its port among them) and a state
+    /// directory of its own; `None` (after printing why) when it cannot start here.
+    fn start(script: &str, env: &[(&str, &str)], test: &str) -> Option<Workload> {
+        let state = tempfile::tempdir().expect("tempdir");
+        let mut env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        env.push((
+            "LOCKSCOPE_WORKLOAD_DIR".to_string(),
+            state.path().display().to_string(),
+        ));
         let workload = Workload {
             script: workload(script),
             env,
+            state,
         };
         let out = workload
             .command(&["start"])
@@ -62,11 +76,21 @@ impl Workload {
         assert!(out.status.success(), "server not running");
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
+
+    /// The sweep's `--load`: the script's load at `{c}` connections for 2 s.
+    fn load(&self) -> String {
+        format!("bash {} run {{c}} 2", self.script.display())
+    }
+
+    /// Stops the server (its state directory stays until the workload is dropped).
+    fn stop(&self) {
+        let _ = self.command(&["stop"]).output();
+    }
 }
 
 impl Drop for Workload {
     fn drop(&mut self) {
-        let _ = self.command(&["stop"]).output();
+        self.stop();
     }
 }
 
@@ -154,24 +178,17 @@ fn nginx_under_ab() {
     if !bpf_available("nginx_under_ab") {
         return;
     }
-    let state = tempfile::tempdir().expect("tempdir");
-    let env = vec![
-        ("NGINX_PORT".to_string(), "8397".to_string()),
-        (
-            "LOCKSCOPE_WORKLOAD_DIR".to_string(),
-            state.path().display().to_string(),
-        ),
-    ];
-    let Some(nginx) = Workload::start("nginx.sh", env.clone(), "nginx_under_ab") else {
+    let Some(nginx) = Workload::start("nginx.sh", &[("NGINX_PORT", "8397")], "nginx_under_ab")
+    else {
         return;
     };
     let pid = nginx.pid();
-    let load = format!("bash {} run {{c}} 2", workload("nginx.sh").display());
+    let load = nginx.load();
     let out = tempfile::tempdir().expect("tempdir");
     let dir = out.path().join("nginx");
     let (result, table) = sweep(
         &dir,
-        &env,
+        &nginx.env,
         &[
             "--levels", "1,2,5,10", "--load", &load, "-p", &pid, "-d", "2s", "--settle", "300ms",
         ],
@@ -179,10 +196,10 @@ fn nginx_under_ab() {
     assert_eq!(result.throughput_parser, "ab");
     assert_eq!(result.throughput_unit, "requests/s");
     check_sweep(&dir, &result, &table, &[1, 2, 5, 10]);
-    drop(nginx);
+    nginx.stop();
 
     // The same nginx, started by lockscope (it runs in the foreground: daemon off).
-    let prefix = state.path().join("nginx");
+    let prefix = nginx.state.path().join("nginx");
     let server = format!(
         "nginx -p {} -c {}/nginx.conf",
         prefix.display(),
@@ -192,7 +209,7 @@ fn nginx_under_ab() {
     let dir = out.path().join("nginx-server");
     let (result, table) = sweep(
         &dir,
-        &env,
+        &nginx.env,
         &[
             "--levels",
             "1,4",
@@ -224,25 +241,17 @@ fn mariadb_under_sysbench() {
     if !bpf_available("mariadb_under_sysbench") {
         return;
     }
-    let state = tempfile::tempdir().expect("tempdir");
-    let env = vec![
-        ("MARIADB_PORT".to_string(), "3397".to_string()),
-        ("MARIADB_TABLE_SIZE".to_string(), "2000".to_string()),
-        (
-            "LOCKSCOPE_WORKLOAD_DIR".to_string(),
-            state.path().display().to_string(),
-        ),
-    ];
-    let Some(mariadb) = Workload::start("mariadb.sh", env.clone(), "mariadb_under_sysbench") else {
+    let env = [("MARIADB_PORT", "3397"), ("MARIADB_TABLE_SIZE", "2000")];
+    let Some(mariadb) = Workload::start("mariadb.sh", &env, "mariadb_under_sysbench") else {
         return;
     };
     let pid = mariadb.pid();
-    let load = format!("bash {} run {{c}} 2", workload("mariadb.sh").display());
+    let load = mariadb.load();
     let out = tempfile::tempdir().expect("tempdir");
     let dir = out.path().join("mariadb");
     let (result, table) = sweep(
         &dir,
-        &env,
+        &mariadb.env,
         &[
             "--levels",
             "1,2,5,10",
@@ -294,25 +303,40 @@ impl lockscope::sweep::LevelRecorder for FakeRecorder {
     }
 }
 
-/// Every level's recording is asked for the sweep's probes; the library refuses an unknown
-/// probe before it creates the sweep directory.
-#[test]
-fn every_level_records_the_sweep_probes() {
-    let dir = tempfile::tempdir().expect("tempdir");
+/// A sweep of levels 1 and 3, 10 ms each and no settling, whose load says `{c}00` requests/s at
+/// once, into `output_dir`, recording with `probes`.
+fn quick_options(output_dir: PathBuf, probes: &[&str]) -> lockscope::sweep::SweepOptions {
     let mut options = lockscope::sweep::SweepOptions::default();
     options.levels = vec![1, 3];
     options.load = "echo 'Requests/sec: {c}00'".to_string();
     options.throughput = lockscope::sweep::Throughput::Wrk;
     options.duration = std::time::Duration::from_millis(10);
     options.settle = std::time::Duration::ZERO;
-    options.output_dir = dir.path().join("sweep");
-    options.probes = vec!["futex".to_string(), "offcpu".to_string()];
+    options.output_dir = output_dir;
+    options.probes = probes.iter().map(|p| p.to_string()).collect();
+    options
+}
+
+/// Runs the sweep `options` (of pid 4242) with a [`FakeRecorder`]; returns the sweep and what
+/// each level's recording was asked for.
+fn fake_sweep(
+    options: &lockscope::sweep::SweepOptions,
+) -> (Sweep, Vec<lockscope::sweep::LevelRecording>) {
     let mut recorder = FakeRecorder::default();
-    let sweep = lockscope::sweep::run_sweep(&options, 4242, None, &mut recorder, &mut |_| {})
+    let sweep = lockscope::sweep::run_sweep(options, 4242, None, &mut recorder, &mut |_| {})
         .expect("sweep");
+    (sweep, recorder.asked)
+}
+
+/// Every level's recording is asked for the sweep's probes; the library refuses an unknown
+/// probe before it creates the sweep directory.
+#[test]
+fn every_level_records_the_sweep_probes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut options = quick_options(dir.path().join("sweep"), &["futex", "offcpu"]);
+    let (sweep, asked) = fake_sweep(&options);
     assert_eq!(sweep.levels.len(), 2);
-    let asked: Vec<(u32, Vec<String>)> = recorder
-        .asked
+    let asked: Vec<(u32, Vec<String>)> = asked
         .iter()
         .map(|l| (l.concurrency, l.probes.clone()))
         .collect();
@@ -414,20 +438,11 @@ fn sweep_refuses_bad_probe_settings_before_starting() {
 #[test]
 fn sweep_json_records_the_probes_and_settings() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut options = lockscope::sweep::SweepOptions::default();
-    options.levels = vec![1, 3];
-    options.load = "echo 'Requests/sec: {c}00'".to_string();
-    options.throughput = lockscope::sweep::Throughput::Wrk;
-    options.duration = std::time::Duration::from_millis(10);
-    options.settle = std::time::Duration::ZERO;
-    options.output_dir = dir.path().join("given");
-    options.probes = vec!["offcpu".to_string(), "syscall".to_string()];
+    let mut options = quick_options(dir.path().join("given"), &["offcpu", "syscall"]);
     options.min_block = Some(std::time::Duration::from_micros(250));
     options.syscalls = vec!["read".to_string(), "write".to_string()];
-    let mut recorder = FakeRecorder::default();
-    lockscope::sweep::run_sweep(&options, 4242, None, &mut recorder, &mut |_| {}).expect("sweep");
-    let asked: Vec<_> = recorder
-        .asked
+    let (_, asked) = fake_sweep(&options);
+    let asked: Vec<_> = asked
         .iter()
         .map(|l| (l.concurrency, l.min_block, l.syscalls.clone()))
         .collect();
@@ -453,10 +468,8 @@ fn sweep_json_records_the_probes_and_settings() {
     options.probes.clear();
     options.min_block = None;
     options.syscalls.clear();
-    let mut recorder = FakeRecorder::default();
-    lockscope::sweep::run_sweep(&options, 4242, None, &mut recorder, &mut |_| {}).expect("sweep");
-    assert!(recorder
-        .asked
+    let (_, asked) = fake_sweep(&options);
+    assert!(asked
         .iter()
         .all(|l| l.probes.is_empty() && l.min_block.is_none() && l.syscalls.is_empty()));
     let text = std::fs::read_to_string(options.output_dir.join("sweep.json")).expect("read");

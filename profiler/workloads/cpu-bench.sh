@@ -21,33 +21,18 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 reps=3
 frequencies="99 997 9973"
-lockscope_bin="$REPO_DIR/target/release/lockscope"
+lockscope_bin=$LOCKSCOPE_RELEASE
 out="/tmp/lockscope-cpu-bench-$(date +%Y%m%d-%H%M%S)"
-while [ $# -gt 0 ]; do
-    case "$1" in
-    --reps) reps=$2 ;;
-    --frequencies) frequencies=$2 ;;
-    --lockscope) lockscope_bin=$2 ;;
-    --out) out=$2 ;;
-    *) die "unknown argument $1 (see the header of $0)" ;;
-    esac
-    shift 2
-done
+parse_options "reps frequencies lockscope=lockscope_bin out" "$@"
 need_root
-[ -x "$lockscope_bin" ] || die "no lockscope at $lockscope_bin: cargo build --release -p lockscope"
 command -v bpftool >/dev/null || die "no bpftool (apt-get install bpftool)"
-mkdir -p "$out"
-LOCKSCOPE="$out/lockscope"
-cp "$lockscope_bin" "$LOCKSCOPE"
+copy_lockscope "$lockscope_bin" "$out"
 stats_before=$(sysctl -n kernel.bpf_stats_enabled)
 data=$(mktemp /dev/shm/lockscope-cpu-bench.XXXXXX)
 trap 'rm -f "$data"; sysctl -qw kernel.bpf_stats_enabled="$stats_before"' EXIT
 sysctl -qw kernel.bpf_stats_enabled=1
 head -c 1G /dev/zero >"$data"
-{
-    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(uname -sr), $(nproc) CPUs"
-    echo "load average at start: $(cat /proc/loadavg)"
-} >"$out/environment.txt"
+environment_start "$out/environment.txt"
 
 # The workload, timing itself into the file $1 (ns): only what runs once the probe is attached.
 printf '%s\n' 'start=$(date +%s%N)' "sha256sum $data >/dev/null" \
@@ -77,7 +62,7 @@ for rep in $(seq 1 "$reps"); do
     done
     log "repetition $rep done"
 done
-echo "load average at end: $(cat /proc/loadavg)" >>"$out/environment.txt"
+environment_end "$out/environment.txt"
 
 python3 - "$out" "$frequencies" "$LOCKSCOPE" >"$out/table.md" <<'PY'
 import glob, json, os, subprocess, sys

@@ -15,13 +15,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 dir=${1:?usage: cpu-stacks.sh DIR [--lockscope BIN]}
 shift
 lockscope_bin="$dir/lockscope"
-while [ $# -gt 0 ]; do
-    case "$1" in
-    --lockscope) lockscope_bin=$2 ;;
-    *) die "unknown argument $1 (see the header of $0)" ;;
-    esac
-    shift 2
-done
+parse_options "lockscope=lockscope_bin" "$@"
 
 # perf script's outermost frame of each sample (the last line of its block), with the sample's
 # weight 1; one line per sample: "FRAME".

@@ -17,7 +17,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-lockscope_bin="$REPO_DIR/target/release/lockscope"
+lockscope_bin=$LOCKSCOPE_RELEASE
 threads=50
 cases=()
 while [ $# -gt 0 ]; do
@@ -33,16 +33,11 @@ done
 
 need_root
 install_missing mariadb-server sysbench bpftool time
-[ -x "$lockscope_bin" ] || die "no lockscope at $lockscope_bin: cargo build --release -p lockscope"
+need_lockscope "$lockscope_bin"
 
-export MARIADB_PORT=${FAULTS_PORT:-3309}
-LOCKSCOPE_WORKLOAD_DIR=$(mktemp -d /tmp/lockscope-faults.XXXXXX)
-export LOCKSCOPE_WORKLOAD_DIR
-MARIADB="$WORKLOADS_DIR/mariadb.sh"
+private_mariadb "${FAULTS_PORT:-3309}" lockscope-faults
 WORK="$LOCKSCOPE_WORKLOAD_DIR/work"
-mkdir -p "$WORK"
-LOCKSCOPE="$WORK/lockscope"
-cp "$lockscope_bin" "$LOCKSCOPE"
+copy_lockscope "$lockscope_bin" "$WORK"
 
 load_pid=
 recorder_pid=

@@ -56,6 +56,19 @@ wait_for() {
     done
 }
 
+# Prints the pid in pid file "$1", or exits with status 1 when that process is not running.
+print_pid() {
+    pidfile_alive "$1" || exit 1
+    cat "$1"
+}
+
+# Prints the script's usage (its header comment, up to `set -euo pipefail`) on stderr and exits
+# with status 2.
+usage() {
+    sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+    exit 2
+}
+
 # Sends TERM to the process in pid file "$1", waits up to "$2" seconds, then KILLs it.
 stop_pidfile() {
     local pidfile=$1 seconds=${2:-30} pid
@@ -71,4 +84,77 @@ stop_pidfile() {
         fi
     fi
     rm -f "$pidfile"
+}
+
+# Sets variables from the "--NAME VALUE" pairs "${@:2}": each word of "$1" is an option NAME,
+# whose variable is NAME with dashes as underscores, or NAME=VARIABLE. Any other argument, or an
+# option without its value, is a usage error that points at the script's header.
+parse_options() {
+    local spec=$1 word option var
+    shift
+    while [ $# -gt 0 ]; do
+        option=${1#--}
+        var=
+        if [ "$option" != "$1" ]; then
+            for word in $spec; do
+                case "$word" in
+                "$option") var=${option//-/_} ;;
+                "$option="*) var=${word#*=} ;;
+                esac
+            done
+        fi
+        [ -n "$var" ] || die "unknown argument $1 (see the header of $0)"
+        [ $# -ge 2 ] || die "$1 needs a value (see the header of $0)"
+        printf -v "$var" '%s' "$2"
+        shift 2
+    done
+}
+
+# The lockscope binary the scripts run unless told otherwise (--lockscope BIN).
+# shellcheck disable=SC2034 # for the scripts that source this file
+LOCKSCOPE_RELEASE="$REPO_DIR/target/release/lockscope"
+
+# Fails unless "$1" is a lockscope binary that can run.
+need_lockscope() {
+    [ -x "$1" ] || die "no lockscope at $1: cargo build --release -p lockscope"
+}
+
+# Copies the lockscope binary "$1" into directory "$2" (created) and names the copy LOCKSCOPE:
+# a rebuild while the script runs changes nothing.
+copy_lockscope() {
+    need_lockscope "$1"
+    mkdir -p "$2"
+    LOCKSCOPE="$2/lockscope"
+    cp "$1" "$LOCKSCOPE"
+}
+
+# Writes the date, the kernel and the CPUs to file "$1", then the lines "${@:2}", then the load
+# average at the start of the run; environment_end adds the load average at its end.
+environment_start() {
+    local file=$1
+    shift
+    {
+        echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(uname -sr), $(nproc) CPUs"
+        [ $# -eq 0 ] || printf '%s\n' "$@"
+        echo "load average at start: $(cat /proc/loadavg)"
+    } >"$file"
+}
+environment_end() {
+    echo "load average at end: $(cat /proc/loadavg)" >>"$1"
+}
+
+# Sets MARIADB to mariadb.sh for a server of the script's own: on port "$1", with its state in a
+# new temporary directory /tmp/"$2".XXXXXX (LOCKSCOPE_WORKLOAD_DIR, for the caller's cleanup to
+# remove).
+private_mariadb() {
+    export MARIADB_PORT=$1
+    LOCKSCOPE_WORKLOAD_DIR=$(mktemp -d "/tmp/$2.XXXXXX")
+    export LOCKSCOPE_WORKLOAD_DIR
+    # shellcheck disable=SC2034 # for the scripts that source this file
+    MARIADB="$WORKLOADS_DIR/mariadb.sh"
+}
+
+# The value of field "$2" in the `/usr/bin/time -v` output file "$1".
+time_field() {
+    sed -n "s/^[[:space:]]*$2: //p" "$1"
 }

@@ -100,10 +100,7 @@ tps)
     [ -n "$tps" ] || die "no TPS in sysbench's output: $out"
     echo "$tps"
     ;;
-pid)
-    pidfile_alive "$PIDFILE" || exit 1
-    cat "$PIDFILE"
-    ;;
+pid) print_pid "$PIDFILE" ;;
 connection-tids)
     pidfile_alive "$PIDFILE" || die "mariadbd is not running"
     mariadb --no-defaults --socket="$SOCKET" -uroot --batch --skip-column-names \
@@ -115,8 +112,5 @@ clean)
     stop_pidfile "$PIDFILE" 60
     rm -rf "$STATE"
     ;;
-*)
-    sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
-    exit 2
-    ;;
+*) usage ;;
 esac

@@ -102,17 +102,11 @@ rps)
     [ -n "$rps" ] || die "no requests per second in ab's output: $out"
     echo "$rps"
     ;;
-pid)
-    pidfile_alive "$PIDFILE" || exit 1
-    cat "$PIDFILE"
-    ;;
+pid) print_pid "$PIDFILE" ;;
 stop) stop_pidfile "$PIDFILE" 10 ;;
 clean)
     stop_pidfile "$PIDFILE" 10
     rm -rf "$PREFIX"
     ;;
-*)
-    sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
-    exit 2
-    ;;
+*) usage ;;
 esac

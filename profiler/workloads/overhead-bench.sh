@@ -37,29 +37,15 @@ threads_list="20 50"
 reps=3
 seconds=20
 modes="lockscope-default lockscope-futex lockscope-futex-generic lockscope-offcpu bpftrace-futex bpftrace-offcpu perf-lock perf-trace strace"
-lockscope_bin="$REPO_DIR/target/release/lockscope"
+lockscope_bin=$LOCKSCOPE_RELEASE
 out="/tmp/lockscope-overhead-$(date +%Y%m%d-%H%M%S)"
-while [ $# -gt 0 ]; do
-    case "$1" in
-    --threads) threads_list=$2 ;;
-    --reps) reps=$2 ;;
-    --seconds) seconds=$2 ;;
-    --modes) modes=$2 ;;
-    --lockscope) lockscope_bin=$2 ;;
-    --out) out=$2 ;;
-    *) die "unknown argument $1 (see the header of $0)" ;;
-    esac
-    shift 2
-done
+parse_options "threads=threads_list reps seconds modes lockscope=lockscope_bin out" "$@"
 # Seconds between a tracer's start and sysbench's, for tracers that do not say they are ready.
 SETTLE=2
 
 need_root
 install_missing mariadb-server sysbench bpftrace linux-perf strace time bpftool
-[ -x "$lockscope_bin" ] || die "no lockscope at $lockscope_bin: cargo build --release -p lockscope"
-mkdir -p "$out"
-LOCKSCOPE="$out/lockscope"
-cp "$lockscope_bin" "$LOCKSCOPE"
+copy_lockscope "$lockscope_bin" "$out"
 MARIADB="$WORKLOADS_DIR/mariadb.sh"
 
 started_mariadb=
@@ -187,11 +173,6 @@ stop_tracer() {
     tracer_pid=
     # lockscope-futex-generic unmounted it for its run.
     ensure_tracefs
-}
-
-# Value of the /usr/bin/time -v field "$2" in file "$1".
-time_field() {
-    sed -n "s/^[[:space:]]*$2: //p" "$1"
 }
 
 run_one() {

@@ -15,29 +15,13 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 reps=3
 sets="futex offcpu wakeup syscall lifecycle klock"
 only="null-call,stat,ctx-2thread,mutex-handoff,mmap-1mib,fork+exit,fork+exec"
-lockscope_bin="$REPO_DIR/target/release/lockscope"
+lockscope_bin=$LOCKSCOPE_RELEASE
 out="/tmp/lockscope-probe-bench-$(date +%Y%m%d-%H%M%S)"
-while [ $# -gt 0 ]; do
-    case "$1" in
-    --reps) reps=$2 ;;
-    --sets) sets=$2 ;;
-    --only) only=$2 ;;
-    --lockscope) lockscope_bin=$2 ;;
-    --out) out=$2 ;;
-    *) die "unknown argument $1 (see the header of $0)" ;;
-    esac
-    shift 2
-done
+parse_options "reps sets only lockscope=lockscope_bin out" "$@"
 need_root
-[ -x "$lockscope_bin" ] || die "no lockscope at $lockscope_bin: cargo build --release -p lockscope"
-mkdir -p "$out"
-LOCKSCOPE="$out/lockscope"
-cp "$lockscope_bin" "$LOCKSCOPE"
-{
-    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(uname -sr), $(nproc) CPUs"
-    echo "tracefs mounted: $(mountpoint -q /sys/kernel/tracing && echo yes || echo no)"
-    echo "load average at start: $(cat /proc/loadavg)"
-} >"$out/environment.txt"
+copy_lockscope "$lockscope_bin" "$out"
+environment_start "$out/environment.txt" \
+    "tracefs mounted: $(mountpoint -q /sys/kernel/tracing && echo yes || echo no)"
 
 for rep in $(seq 1 "$reps"); do
     "$LOCKSCOPE" bench --quick --json --only "$only" >"$out/untraced-r$rep.json"
@@ -48,7 +32,7 @@ for rep in $(seq 1 "$reps"); do
     done
     log "repetition $rep done"
 done
-echo "load average at end: $(cat /proc/loadavg)" >>"$out/environment.txt"
+environment_end "$out/environment.txt"
 
 python3 - "$out" untraced $sets >"$out/table.md" <<'PY'
 import json, sys, glob, os

@@ -12,15 +12,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 seconds=20
 threads_list="1 2 5 10 20 35 50"
 concurrency_list="5 20 50 100 150"
-while [ $# -gt 0 ]; do
-    case "$1" in
-    --seconds) seconds=$2 ;;
-    --threads) threads_list=$2 ;;
-    --concurrency) concurrency_list=$2 ;;
-    *) die "unknown argument $1 (see the header of $0)" ;;
-    esac
-    shift 2
-done
+parse_options "seconds threads=threads_list concurrency=concurrency_list" "$@"
 need_root
 MARIADB="$WORKLOADS_DIR/mariadb.sh"
 NGINX="$WORKLOADS_DIR/nginx.sh"

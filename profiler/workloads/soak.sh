@@ -16,30 +16,14 @@ seconds=600
 threads=50
 interval=10
 probes=
-lockscope_bin="$REPO_DIR/target/release/lockscope"
+lockscope_bin=$LOCKSCOPE_RELEASE
 out="/tmp/lockscope-soak-$(date +%Y%m%d-%H%M%S)"
-while [ $# -gt 0 ]; do
-    case "$1" in
-    --seconds) seconds=$2 ;;
-    --threads) threads=$2 ;;
-    --interval) interval=$2 ;;
-    --probes) probes=$2 ;;
-    --lockscope) lockscope_bin=$2 ;;
-    --out) out=$2 ;;
-    *) die "unknown argument $1 (see the header of $0)" ;;
-    esac
-    shift 2
-done
+parse_options "seconds threads interval probes lockscope=lockscope_bin out" "$@"
 
 need_root
 install_missing mariadb-server sysbench time
-[ -x "$lockscope_bin" ] || die "no lockscope at $lockscope_bin: cargo build --release -p lockscope"
-mkdir -p "$out"
-cp "$lockscope_bin" "$out/lockscope"
-export MARIADB_PORT=${SOAK_PORT:-3310}
-LOCKSCOPE_WORKLOAD_DIR=$(mktemp -d /tmp/lockscope-soak-state.XXXXXX)
-export LOCKSCOPE_WORKLOAD_DIR
-MARIADB="$WORKLOADS_DIR/mariadb.sh"
+copy_lockscope "$lockscope_bin" "$out"
+private_mariadb "${SOAK_PORT:-3310}" lockscope-soak-state
 
 load_pid=
 recorder_pid=
@@ -58,7 +42,7 @@ probe_args=()
 [ -n "$probes" ] && probe_args=(--probes "$probes")
 : >"$out/record.err"
 # Under /usr/bin/time -v for the peak RSS of the whole run, symbolization at the end included.
-/usr/bin/time -v -o "$out/time.txt" "$out/lockscope" record -p "$("$MARIADB" pid)" \
+/usr/bin/time -v -o "$out/time.txt" "$LOCKSCOPE" record -p "$("$MARIADB" pid)" \
     "${probe_args[@]}" -o "$out/soak.lsp" 2>"$out/record.err" &
 time_pid=$!
 wait_for 30 grep -q "recording pid" "$out/record.err" || die "lockscope did not start: $(cat "$out/record.err")"
@@ -89,6 +73,8 @@ awk -F'\t' 'NR == 2 {first = $2} NR > 1 {last = $2; if ($3 > max) max = $3; cpu 
     END {share = (t > 0) ? 100 * cpu / t : 0
         printf "lockscope while recording: RSS %.1f MB after start, %.1f MB at %d s, peak %.1f MB; CPU %.1f s (%.2f%% of one CPU)\n",
         first / 1024, last / 1024, t, max / 1024, cpu, share}' "$out/samples.tsv"
-echo "lockscope whole run (finish and symbolization included): peak RSS $(sed -n 's/^[[:space:]]*Maximum resident set size (kbytes): //p' "$out/time.txt") kB," \
-    "CPU $(sed -n 's/^[[:space:]]*User time (seconds): //p' "$out/time.txt") s user + $(sed -n 's/^[[:space:]]*System time (seconds): //p' "$out/time.txt") s system"
+echo "lockscope whole run (finish and symbolization included):" \
+    "peak RSS $(time_field "$out/time.txt" "Maximum resident set size (kbytes)") kB," \
+    "CPU $(time_field "$out/time.txt" "User time (seconds)") s user" \
+    "+ $(time_field "$out/time.txt" "System time (seconds)") s system"
 log "results in $out"

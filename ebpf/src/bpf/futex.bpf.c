@@ -80,7 +80,6 @@ static __always_inline int on_sys_enter(long id, __u64 arg0, __u64 arg1)
 	struct futex_wait_start start = {};
 	__u64 pid_tgid;
 	__u32 tid;
-	long err;
 
 	pid_tgid = bpf_get_current_pid_tgid();
 	if (!is_target(pid_tgid >> 32))
@@ -115,15 +114,7 @@ static __always_inline int on_sys_enter(long id, __u64 arg0, __u64 arg1)
 	}
 
 	start.start_ns = bpf_ktime_get_ns();
-	err = bpf_map_update_elem(&starts, &tid, &start, BPF_ANY);
-	if (err) {
-		/* The wait's exit will find nothing: count it as seen here. */
-		COUNT(events);
-		if (err == -E2BIG)
-			COUNT(start_map_full);
-		else
-			COUNT(dropped);
-	}
+	store_start(&starts, &tid, &start);
 	return 0;
 }
 
@@ -160,10 +151,7 @@ static __always_inline int on_wait_end(void *ctx, const bool compat, const bool 
 		stacks.user = lks_unwind_user_stack(ctx, compat);
 		stacks.kernel = 0;
 	}
-	if (stacks.user < 0)
-		COUNT(user_stack_failures);
-	if (stacks.kernel < 0)
-		COUNT(kernel_stack_failures);
+	count_stack_failures(stacks);
 	key.user_stack_id = stacks.user < 0 ? -1 : stacks.user;
 	key.kernel_stack_id = kernel_stack && stacks.kernel >= 0 ? stacks.kernel : -1;
 

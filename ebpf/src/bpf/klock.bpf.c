@@ -46,10 +46,7 @@ int BPF_PROG(lks_klock_begin, void *lock, unsigned int flags)
 	fresh.start_ns = bpf_ktime_get_ns();
 	fresh.lock = (__u64)lock;
 	fresh.flags = flags;
-	if (bpf_map_update_elem(&starts, &tid, &fresh, BPF_ANY) != 0) {
-		COUNT(events);
-		COUNT(start_map_full);
-	}
+	store_start(&starts, &tid, &fresh);
 	return 0;
 }
 

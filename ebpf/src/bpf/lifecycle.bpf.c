@@ -89,10 +89,7 @@ static __always_inline int on_enter(void *ctx, struct pt_regs *regs, long id, co
 	start.user_stack_id = ids.user < 0 ? -1 : ids.user;
 	start.kernel_stack_id = ids.kernel < 0 ? -1 : ids.kernel;
 	start.start_ns = bpf_ktime_get_ns();
-	if (bpf_map_update_elem(&starts, &tid, &start, BPF_ANY) != 0) {
-		COUNT(events);
-		COUNT(start_map_full);
-	}
+	store_start(&starts, &tid, &start);
 	return 0;
 }
 
@@ -127,7 +124,7 @@ int BPF_PROG(lks_lifecycle_exit, struct pt_regs *regs, long ret)
 	key.tid = tid;
 	key.op = start->op;
 	key.nr = start->nr;
-	key.err = ret < 0 && ret >= -4095 ? -ret : 0;
+	key.err = syscall_errno(ret);
 	key.user_stack_id = start->user_stack_id;
 	key.kernel_stack_id = start->kernel_stack_id;
 	bpf_map_delete_elem(&starts, &tid);

@@ -49,6 +49,28 @@ static __always_inline void count_stack_failures(struct stack_ids ids)
 		COUNT(kernel_stack_failures);
 }
 
+/* Stores the start of the current thread's event in flight: `start` under its thread id `tid` in
+ * the hash `starts`. When that fails, the event's end will find nothing: it is counted as seen
+ * here, and lost to the full map (or dropped, on any other error). */
+static __always_inline void store_start(void *starts, __u32 *tid, void *start)
+{
+	long err = bpf_map_update_elem(starts, tid, start, BPF_ANY);
+
+	if (err) {
+		COUNT(events);
+		if (err == -E2BIG)
+			COUNT(start_map_full);
+		else
+			COUNT(dropped);
+	}
+}
+
+/* The errno of a system call that returned `ret`: -ret for a failure (in [-4095, -1]), else 0. */
+static __always_inline __s32 syscall_errno(long ret)
+{
+	return ret < 0 && ret >= -4095 ? -ret : 0;
+}
+
 /* Adds one duration to the entry of `key` in `map` (a hash of key -> struct lks_stats), creating
  * it with the name of `task` (NULL: the current thread). Returns -E2BIG, counting nothing, when
  * the map is full (the caller may retry with a coarser key); counts any other loss. */

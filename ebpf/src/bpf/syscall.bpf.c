@@ -45,7 +45,6 @@ int BPF_PROG(lks_syscall_enter, struct pt_regs *regs, long id)
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct syscall_start start = {};
 	__u32 tid = (__u32)pid_tgid, nr = (__u32)id;
-	long err;
 
 	if (!is_target(pid_tgid >> 32) || id < 0)
 		return 0;
@@ -57,14 +56,7 @@ int BPF_PROG(lks_syscall_enter, struct pt_regs *regs, long id)
 	}
 	start.start_ns = bpf_ktime_get_ns();
 	start.nr = id;
-	err = bpf_map_update_elem(&starts, &tid, &start, BPF_ANY);
-	if (err) {
-		COUNT(events);
-		if (err == -E2BIG)
-			COUNT(start_map_full);
-		else
-			COUNT(dropped);
-	}
+	store_start(&starts, &tid, &start);
 	return 0;
 }
 
@@ -86,7 +78,7 @@ static __always_inline int on_exit(void *ctx, long ret, const bool compat)
 	key.tgid = pid_tgid >> 32;
 	key.tid = tid;
 	key.nr = start->nr;
-	key.err = ret < 0 && ret >= -4095 ? -ret : 0;
+	key.err = syscall_errno(ret);
 	bpf_map_delete_elem(&starts, &tid);
 	COUNT(events);
 	key.user_stack_id = -1;

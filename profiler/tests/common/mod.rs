@@ -249,6 +249,12 @@ pub fn bpf_available(test: &str) -> bool {
     }
 }
 
+/// A scratch directory for the root+BPF test `test`, or `None` when it cannot load BPF (see
+/// [`bpf_available`]: the skip is printed, or fails the test under CI); the test then returns.
+pub fn bpf_scratch(test: &str) -> Option<tempfile::TempDir> {
+    bpf_available(test).then(|| tempfile::tempdir().expect("tempdir"))
+}
+
 /// Reads the recorder's stderr until its "recording pid N" line; returns all lines read.
 pub fn wait_until_recording(stderr: &mut BufReader<ChildStderr>) -> Vec<String> {
     let mut lines = Vec::new();

@@ -1,0 +1,70 @@
+//! Helpers shared by the eBPF backend's integration tests: skipping loudly where BPF cannot load,
+//! re-running the test binary as one of its `helper_*` tests, and waiting for a recorded target.
+#![allow(dead_code)]
+
+use lockscope_ebpf::{check_environment, Recorder};
+use std::ffi::OsString;
+use std::time::{Duration, Instant};
+
+/// Why this process cannot load lockscope's BPF programs (not root, or the kernel lacks what the
+/// backend needs); `None` when it can.
+pub fn bpf_skip_reason() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root".into());
+    }
+    check_environment().err().map(|e| e.to_string())
+}
+
+/// True, after printing `skipped: <why>`, when `why` says the test cannot run; fails the test
+/// instead when LOCKSCOPE_REQUIRE_BPF is set (CI sets it: there a skip would hide a broken suite).
+pub fn skipped(why: Option<String>) -> bool {
+    let Some(why) = why else {
+        return false;
+    };
+    assert!(
+        std::env::var_os("LOCKSCOPE_REQUIRE_BPF").is_none(),
+        "cannot run: {why} (LOCKSCOPE_REQUIRE_BPF is set)"
+    );
+    eprintln!("skipped: {why}");
+    true
+}
+
+/// Returns from the calling test when it cannot run here (see [`skipped`]): `require_bpf!()` for
+/// a test that needs BPF ([`bpf_skip_reason`]), `require_bpf!(WHY)` with a reason of its own.
+macro_rules! require_bpf {
+    () => {
+        require_bpf!(crate::common::bpf_skip_reason())
+    };
+    ($why:expr) => {
+        if crate::common::skipped($why) {
+            return;
+        }
+    };
+}
+pub(crate) use require_bpf;
+
+/// argv that re-runs this test binary as the helper test `name`.
+pub fn helper_argv(name: &str) -> Vec<OsString> {
+    let exe = std::env::current_exe().expect("current_exe");
+    vec![
+        exe.into(),
+        name.into(),
+        "--exact".into(),
+        "--ignored".into(),
+        "--nocapture".into(),
+        "--test-threads=1".into(),
+    ]
+}
+
+/// Polls until the target exited (or a minute passed, failing the test), as the profiler would.
+pub fn poll_until_exit(recorder: &mut Recorder) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if recorder.poll().expect("poll").target_exited {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("target did not exit within a minute");
+}
