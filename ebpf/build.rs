@@ -1,7 +1,8 @@
-//! Compiles the BPF programs under `src/bpf/` and generates their Rust skeletons into `OUT_DIR`,
-//! one loop over every object (`OBJECTS`); `src/skel.rs` includes each as a module of its name.
-//! The skeletons carry the types of the structs and enums of each object's `NAME.h` that its
-//! maps and globals use: the Rust side takes them from there, never re-declared.
+//! Compiles every BPF program under `src/bpf/` (each `NAME.bpf.c`) and generates its Rust
+//! skeleton into `OUT_DIR/NAME.skel.rs`, and `OUT_DIR/skeletons.rs`, the module list that
+//! `src/skel.rs` includes: a new object is one more `.bpf.c` file, found here by its name. The
+//! skeletons carry the types of the structs and enums of each object's `NAME.h` that its maps
+//! and globals use: the Rust side takes them from there, never re-declared.
 //!
 //! The kernel's types come from the vendored `src/bpf/vmlinux/x86_64/vmlinux.h` (as libbpf-tools
 //! and libbpf-bootstrap do): the build needs neither kernel BTF nor bpftool, and gives the same
@@ -13,18 +14,6 @@ use libbpf_cargo::SkeletonBuilder;
 use std::env;
 use std::path::{Path, PathBuf};
 
-/// Every BPF object (`src/bpf/NAME.bpf.c` -> `OUT_DIR/NAME.skel.rs`): the shared-maps owner
-/// (`targets`) and the probes.
-const OBJECTS: &[&str] = &[
-    "targets",
-    "futex",
-    "offcpu",
-    "syscall",
-    "lifecycle",
-    "klock",
-    "mutex_hold",
-    "cpu",
-];
 /// Where the BPF sources and their headers are.
 const BPF_DIR: &str = "src/bpf";
 /// The vendored kernel types, for the target architecture.
@@ -34,9 +23,34 @@ fn main() {
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     // Any header may be included by any object: rebuild on any change in the directory.
     println!("cargo:rerun-if-changed={BPF_DIR}");
-    for name in OBJECTS {
+    let objects = objects();
+    let mut modules = String::new();
+    for name in &objects {
         build_skeleton(name, &out_dir);
+        modules.push_str(&format!(
+            "#[doc = \"`bpf/{name}.bpf.c`.\"]\npub mod {name} {{\n    \
+             include!(concat!(env!(\"OUT_DIR\"), \"/{name}.skel.rs\"));\n}}\n"
+        ));
     }
+    let list = out_dir.join("skeletons.rs");
+    if let Err(err) = std::fs::write(&list, modules) {
+        panic!("failed to write `{}`: {err}", list.display());
+    }
+}
+
+/// The names of the BPF objects: every `src/bpf/NAME.bpf.c`, sorted (the shared-maps owner
+/// `targets` and the probes).
+fn objects() -> Vec<String> {
+    let entries = std::fs::read_dir(BPF_DIR)
+        .unwrap_or_else(|err| panic!("failed to list `{BPF_DIR}`: {err}"));
+    let mut names: Vec<String> = entries
+        .filter_map(|entry| {
+            let file = entry.ok()?.file_name().into_string().ok()?;
+            file.strip_suffix(".bpf.c").map(str::to_string)
+        })
+        .collect();
+    names.sort();
+    names
 }
 
 /// Compiles `src/bpf/NAME.bpf.c` and writes its skeleton to `OUT_DIR/NAME.skel.rs`.

@@ -12,8 +12,9 @@
 //! loader `src/probes/NAME.rs` (an implementation of the `Probe` trait of `probe.rs`), and its
 //! report section in the profiler. The `ProbeSet` holds the requested probes as a list
 //! of `Box<dyn Probe>`: it loads, attaches, detaches, counts and drains them alike; futex is one
-//! of them (`probe_set.rs`). Adding a probe: one `.bpf.c`, one `.h`, one Rust file implementing `Probe` (listed
-//! in `probes::all`), its name in build.rs's `OBJECTS` and `skel.rs`.
+//! of them (`probe_set.rs`). Adding a probe: one `.bpf.c` and one `.h` (build.rs compiles every
+//! `.bpf.c` and lists its skeleton in `skel.rs`), one Rust file implementing `Probe` (listed in
+//! `probes::all`), and its entry in the OS-neutral catalog.
 //!
 //! Every object shares the maps of the `targets` object (`shared.rs`: the target set, which also
 //! follows forks, the stack maps and the in-kernel user-stack unwinder's tables, filled by

@@ -1,6 +1,7 @@
-//! The generated skeletons of every BPF object (built by build.rs from `bpf/NAME.bpf.c` into
+//! The generated skeletons of every BPF object (built by build.rs from each `bpf/NAME.bpf.c` into
 //! `OUT_DIR/NAME.skel.rs`), one module each, named as the object: `targets` (the shared-maps
-//! owner) and the probes' objects. The list is build.rs's `OBJECTS`.
+//! owner) and the probes' objects. build.rs writes the module list (`OUT_DIR/skeletons.rs`)
+//! from the `.bpf.c` files it finds.
 
 #![allow(
     unused_imports,
@@ -10,16 +11,5 @@
     missing_docs
 )]
 
-/// One module per object, including its generated skeleton.
-macro_rules! skeletons {
-    ($($name:ident),* $(,)?) => {
-        $(
-            #[doc = concat!("`bpf/", stringify!($name), ".bpf.c`.")]
-            pub mod $name {
-                include!(concat!(env!("OUT_DIR"), "/", stringify!($name), ".skel.rs"));
-            }
-        )*
-    };
-}
-
-skeletons!(targets, futex, offcpu, syscall, lifecycle, klock, mutex_hold, cpu);
+// One module per object, including its generated skeleton.
+include!(concat!(env!("OUT_DIR"), "/skeletons.rs"));

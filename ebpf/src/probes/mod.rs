@@ -6,8 +6,8 @@
 //! Each implements [`Probe`]. Most aggregate into one map of `lks_stats` by a key of their own
 //! (probe.bpf.h's `aggregate`) and attach every program by its section: they implement
 //! [`AggregationKey`] for their key, and [`Aggregating`] is their [`Probe`]. Adding a probe: its
-//! `.bpf.c` and `.h`, its name in build.rs's `OBJECTS` and `skel.rs`, its file here, and a line
-//! in [`all`].
+//! `.bpf.c` and `.h` (build.rs finds the `.bpf.c` and makes its skeleton module), its file here
+//! with a line in [`all`], and its entry in the OS-neutral catalog (`lockscope_probes::CATALOG`).
 
 mod cpu;
 mod futex;
