@@ -127,6 +127,37 @@ fn report_preempt() {
     check_golden("report_preempt.txt", &text);
 }
 
+/// With the `cpu` probe beside `offcpu`, the time breakdown shows each row's sampled CPU time
+/// beside the scheduler's on-CPU share: worker-1's 5 samples (50.5 ms of 1.204 s, 4.2%) next to
+/// its 41.5%, and no sampled time for worker-2; matches its golden file.
+#[test]
+fn report_breakdown_sampled() {
+    let mut profile = saturation_profile();
+    let on_cpu = on_cpu_profile();
+    profile.waits.extend(
+        on_cpu
+            .waits
+            .iter()
+            .filter(|w| w.probe == "cpu" && w.user_stack != Some(on_cpu.stacks.len() as u32 - 1))
+            .cloned(),
+    );
+    let text = report(&profile, &report_options(GroupBy::Stack));
+    let breakdown = text
+        .split("\n\n")
+        .find(|s| s.starts_with("Where the time went"))
+        .unwrap_or_else(|| panic!("no breakdown:\n{text}"));
+    assert!(breakdown.contains("sampled"), "{breakdown}");
+    let worker = breakdown
+        .lines()
+        .find(|l| l.trim_start().starts_with("worker-1 ("))
+        .unwrap_or_else(|| panic!("no worker-1 row:\n{breakdown}"));
+    assert!(
+        worker.contains("41.5%") && worker.contains("4.2%"),
+        "worker-1's on-cpu and sampled shares: {worker}"
+    );
+    check_golden("report_breakdown_sampled.txt", &text);
+}
+
 /// The default text report (grouped by stack) matches its golden file.
 #[test]
 fn report_by_stack() {

@@ -16,10 +16,10 @@ uname -r >"$OUT/kernel"
 "$LOCKSCOPE" probes >"$OUT/probes.txt" 2>&1
 echo $? >"$OUT/probes.rc"
 
-for probe in futex offcpu wakeup syscall lifecycle klock mutex-hold cpu; do
+for probe in futex offcpu wakeup preempt syscall lifecycle klock mutex-hold cpu; do
     record "$probe" --probes "$probe"
 done
-record all --probes futex,offcpu,wakeup,syscall,lifecycle,klock,mutex-hold,cpu
+record all --probes futex,offcpu,wakeup,preempt,syscall,lifecycle,klock,mutex-hold,cpu
 
 if [ "${TOGGLE_TRACEFS:-0}" = 1 ]; then
     # The futex probe's generic hooks: without tracefs, its per-syscall events do not exist.

@@ -1,5 +1,8 @@
 //! The breakdown section: where each thread name's wall time went (on CPU, run queue, lock,
-//! condvar, futex, poll, I/O, sleep, other), with context switches.
+//! condvar, futex, poll, I/O, sleep, other), with context switches. With the `cpu` probe, each
+//! row's on-CPU share (the scheduler's own accounting, switch-in to switch-out) stands beside
+//! the CPU time its samples give (`sampled`), so the two measures check each other and the On
+//! CPU section says where that time went.
 
 use super::*;
 
@@ -25,6 +28,33 @@ pub(super) struct TimeRow {
     switches_per_s: f64,
     /// Involuntary share of the context switches.
     involuntary_share: f64,
+    /// The `cpu` probe's CPU time of the row's threads (samples x period); absent without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sampled_cpu_ns: Option<u64>,
+}
+
+/// The `cpu` probe's CPU time per thread, `None` when it recorded nothing.
+type SampledCpu = Option<BTreeMap<(u32, u32), u64>>;
+
+fn sampled_cpu(profile: &Profile) -> SampledCpu {
+    let mut by_thread: BTreeMap<(u32, u32), u64> = BTreeMap::new();
+    for w in profile.waits.iter().filter(|w| w.kind == WaitKind::OnCpu) {
+        let ns = by_thread.entry((w.pid, w.tid)).or_default();
+        *ns = ns.saturating_add(w.stats.total_ns);
+    }
+    (!by_thread.is_empty()).then_some(by_thread)
+}
+
+/// [`time_row`] with the row's sampled CPU time when the `cpu` probe recorded.
+fn sampled_row(name: String, times: &[&ThreadTime], sampled: &SampledCpu) -> TimeRow {
+    let mut row = time_row(name, times);
+    row.sampled_cpu_ns = sampled.as_ref().map(|by_thread| {
+        times
+            .iter()
+            .filter_map(|t| by_thread.get(&(t.pid, t.tid)))
+            .sum()
+    });
+    row
 }
 
 pub(super) fn time_row(name: String, times: &[&ThreadTime]) -> TimeRow {
@@ -37,6 +67,7 @@ pub(super) fn time_row(name: String, times: &[&ThreadTime]) -> TimeRow {
         involuntary_switches: 0,
         switches_per_s: 0.0,
         involuntary_share: 0.0,
+        sampled_cpu_ns: None,
     };
     for t in times {
         row.wall_ns = row.wall_ns.saturating_add(t.wall_ns);
@@ -63,6 +94,7 @@ pub(super) fn breakdown(profile: &Profile) -> Option<Breakdown> {
     if profile.thread_times.is_empty() {
         return None;
     }
+    let sampled = sampled_cpu(profile);
     let mut by_name: BTreeMap<String, Vec<&ThreadTime>> = BTreeMap::new();
     for t in &profile.thread_times {
         by_name
@@ -72,16 +104,17 @@ pub(super) fn breakdown(profile: &Profile) -> Option<Breakdown> {
     }
     let mut names: Vec<TimeRow> = by_name
         .into_iter()
-        .map(|(name, times)| time_row(name, &times))
+        .map(|(name, times)| sampled_row(name, &times, &sampled))
         .collect();
     names.sort_by_key(|r| Reverse(r.wall_ns));
     let mut threads: Vec<TimeRow> = profile
         .thread_times
         .iter()
         .map(|t| {
-            time_row(
+            sampled_row(
                 format!("{} ({})", thread_label(profile, t.pid, t.tid), t.tid),
                 &[t],
+                &sampled,
             )
         })
         .collect();
@@ -91,20 +124,30 @@ pub(super) fn breakdown(profile: &Profile) -> Option<Breakdown> {
     Some(Breakdown {
         by_name: names,
         by_thread: threads,
-        total: time_row("all threads".to_string(), &all),
+        total: sampled_row("all threads".to_string(), &all, &sampled),
     })
 }
 
 impl Breakdown {
     pub(super) fn write_text(&self, out: &mut String) {
+        let sampled = self.total.sampled_cpu_ns.is_some();
         let _ = writeln!(out);
         let _ = writeln!(
             out,
             "Where the time went (share of each row's wall time; a thread's shares add up to 100%)"
         );
+        if sampled {
+            let _ = writeln!(
+                out,
+                "  (sampled: the cpu probe's CPU time beside the scheduler's on-cpu, not in the 100%)"
+            );
+        }
         let mut header = format!("  {:<24}{:>4}{:>10}", "threads", "n", "wall");
         for class in TimeClass::ALL {
             let _ = write!(header, "{:>10}", class.name());
+            if sampled && class == TimeClass::OnCpu {
+                let _ = write!(header, "{:>10}", "sampled");
+            }
         }
         let _ = write!(header, "{:>10}{:>7}", "csw/s", "invol");
         let _ = writeln!(out, "{header}");
@@ -118,6 +161,9 @@ impl Breakdown {
             for class in TimeClass::ALL {
                 let ns = r.time_ns.get(&class).copied().unwrap_or(0);
                 let _ = write!(line, "{:>10}", format_percent(ns, r.wall_ns));
+                if let (Some(ns), TimeClass::OnCpu) = (r.sampled_cpu_ns, class) {
+                    let _ = write!(line, "{:>10}", format_percent(ns, r.wall_ns));
+                }
             }
             let _ = write!(
                 line,

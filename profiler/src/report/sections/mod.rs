@@ -10,7 +10,7 @@
 //! - **breakdown**: per thread name (threads of one name summed) and in total, the share of wall
 //!   time on CPU, in the run queue, in lock, condvar and other futex waits, in poll, I/O, sleep and
 //!   other sleeps (the shares of one thread add up to 100%), with context switches per second and
-//!   the involuntary share;
+//!   the involuntary share, and with the `cpu` probe the CPU time its samples give beside on-CPU;
 //! - **offcpu**: off-CPU time by state and system call, and the heaviest waker → sleeper pairs;
 //! - **syscall**: per system call: calls, errors by errno, total, mean, max and a p99 bound;
 //! - **lifecycle**: forks, vforks, threads, execs and exits with rates and call times;
