@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{helper_argv, poll_until_exit, require_bpf};
+use common::{helper_argv, is_helper_run, poll_until_exit, require_bpf};
 use lockscope_ebpf::{RecordOptions, Recorder, TargetSpec};
 use lockscope_probes::{AttachStatus, Profile, TimeClass, WaitKind, WaitRecord};
 use std::sync::Mutex;
@@ -217,6 +217,9 @@ fn klock_shows_mmap_lock_contention() {
 #[test]
 #[ignore = "helper process of lifecycle_counts_forks_and_execs"]
 fn helper_forks_and_execs() {
+    if !is_helper_run("helper_forks_and_execs") {
+        return;
+    }
     for _ in 0..FORKS {
         // SAFETY: the child only calls _exit, which is async-signal-safe.
         let pid = unsafe { libc::fork() };
@@ -241,6 +244,9 @@ fn helper_forks_and_execs() {
 #[test]
 #[ignore = "helper process of offcpu_shows_a_sleep"]
 fn helper_sleeps() {
+    if !is_helper_run("helper_sleeps") {
+        return;
+    }
     std::thread::spawn(|| std::thread::sleep(SLEEP))
         .join()
         .expect("join");
@@ -261,6 +267,9 @@ fn pin_to_cpu0() {
 #[test]
 #[ignore = "helper process of offcpu_shows_run_queue_delay"]
 fn helper_pinned_hogs() {
+    if !is_helper_run("helper_pinned_hogs") {
+        return;
+    }
     let hogs: Vec<_> = (0..2)
         .map(|_| {
             std::thread::spawn(|| {
@@ -283,6 +292,9 @@ fn helper_pinned_hogs() {
 #[test]
 #[ignore = "helper process of syscall_counts_errno"]
 fn helper_failing_syscalls() {
+    if !is_helper_run("helper_failing_syscalls") {
+        return;
+    }
     for _ in 0..FAILED_RMDIRS {
         // SAFETY: a NUL-terminated path; rmdir only reads it.
         let rc = unsafe { libc::rmdir(c"/nonexistent-lockscope-test/dir".as_ptr()) };
@@ -296,6 +308,9 @@ fn helper_failing_syscalls() {
 #[test]
 #[ignore = "helper process of klock_shows_mmap_lock_contention"]
 fn helper_mmap_storm() {
+    if !is_helper_run("helper_mmap_storm") {
+        return;
+    }
     let threads: Vec<_> = (0..4)
         .map(|_| {
             std::thread::spawn(|| {
@@ -416,6 +431,9 @@ fn contend(hold: impl FnOnce() + Send + 'static, wait: impl FnOnce()) {
 #[test]
 #[ignore = "helper process of futex_waits_are_classified"]
 fn helper_sync_primitives() {
+    if !is_helper_run("helper_sync_primitives") {
+        return;
+    }
     use std::sync::atomic::Ordering;
     // SAFETY (whole function): the pthread objects are statically initialized and live forever;
     // every lock is unlocked by the thread that took it.
@@ -580,6 +598,9 @@ fn mutex_hold_times() {
 #[test]
 #[ignore = "helper process of mutex_hold_times"]
 fn helper_holds_a_mutex() {
+    if !is_helper_run("helper_holds_a_mutex") {
+        return;
+    }
     for _ in 0..3 {
         // SAFETY: pthread calls on statically initialized objects that live forever.
         unsafe { libc::pthread_mutex_lock(MUTEX.ptr()) };

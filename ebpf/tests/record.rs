@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{helper_argv, poll_until_exit, require_bpf};
+use common::{helper_argv, is_helper_run, poll_until_exit, require_bpf};
 use lockscope_ebpf::{RecordOptions, Recorder, TargetSpec};
 use lockscope_probes::{AttachStatus, Log2Histogram, Profile, WaitRecord};
 use std::collections::BTreeSet;
@@ -384,6 +384,9 @@ fn start_errors() {
 #[test]
 #[ignore = "helper process of records_launched_command_and_its_children"]
 fn helper_launched() {
+    if !is_helper_run("helper_launched") {
+        return;
+    }
     std::thread::sleep(Duration::from_millis(300));
     realtime_futex_wait(LONG_WAIT);
     let argv = helper_argv("helper_forked_child");
@@ -398,6 +401,9 @@ fn helper_launched() {
 #[test]
 #[ignore = "helper process of records_launched_command_and_its_children"]
 fn helper_forked_child() {
+    if !is_helper_run("helper_forked_child") {
+        return;
+    }
     std::thread::sleep(Duration::from_millis(300));
     relative_futex_wait(SHORT_WAIT);
 }
@@ -406,6 +412,9 @@ fn helper_forked_child() {
 #[test]
 #[ignore = "helper process of records_threads_created_after_pid_attach"]
 fn helper_pid_attach() {
+    if !is_helper_run("helper_pid_attach") {
+        return;
+    }
     let mut line = String::new();
     std::io::stdin().read_line(&mut line).expect("read go");
     let threads: Vec<_> = (0..2)
@@ -420,6 +429,9 @@ fn helper_pid_attach() {
 #[test]
 #[ignore = "helper process of records_wait_ended_by_exit"]
 fn helper_exit_while_waiting() {
+    if !is_helper_run("helper_exit_while_waiting") {
+        return;
+    }
     std::thread::spawn(|| relative_futex_wait(Duration::from_secs(3600)));
     std::thread::sleep(Duration::from_millis(300));
     std::process::exit(0);

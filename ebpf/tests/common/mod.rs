@@ -44,6 +44,14 @@ macro_rules! require_bpf {
 }
 pub(crate) use require_bpf;
 
+/// True when this process was started by [`helper_argv`] to run helper `name`. A helper run
+/// any other way (`--include-ignored` without `--skip helper_`) returns at once: the helpers
+/// wait on stdin, or exit the process.
+pub fn is_helper_run(name: &str) -> bool {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter().any(|a| a == name) && args.iter().any(|a| a == "--exact")
+}
+
 /// argv that re-runs this test binary as the helper test `name`.
 pub fn helper_argv(name: &str) -> Vec<OsString> {
     let exe = std::env::current_exe().expect("current_exe");
