@@ -139,45 +139,13 @@ fn libc_name() -> String {
     UNKNOWN.to_string()
 }
 
-/// Formats a time as `YYYY-MM-DDTHH:MM:SSZ` (UTC), without a date library.
+/// Formats a time as `YYYY-MM-DDTHH:MM:SSZ` (UTC), as recordings do.
 pub(crate) fn iso8601_utc(time: SystemTime) -> String {
-    let seconds = time
+    let ns = time
         .duration_since(UNIX_EPOCH)
-        .map(|since| since.as_secs())
+        .map(|since| u64::try_from(since.as_nanos()).unwrap_or(u64::MAX))
         .unwrap_or(0);
-    let days = i64::try_from(seconds / 86_400).unwrap_or(0);
-    let of_day = seconds % 86_400;
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        of_day / 3600,
-        of_day % 3600 / 60,
-        of_day % 60
-    )
-}
-
-/// Proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 {
-        month_index + 3
-    } else {
-        month_index - 9
-    };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    // day is in 1..=31 and month in 1..=12, so the conversions cannot fail.
-    (
-        year,
-        u32::try_from(month).unwrap_or(1),
-        u32::try_from(day).unwrap_or(1),
-    )
+    crate::render::units::format_unix_ns(ns)
 }
 
 #[cfg(test)]
