@@ -83,6 +83,15 @@ impl Kernel {
         }
     }
 
+    /// How far a probe recording alone may be from the demo threads' own measures
+    /// ([`GUEST_MATCH_TOLERANCE`] in a guest).
+    fn match_tolerance(self) -> (f64, f64) {
+        match self {
+            Kernel::Guest(_) => GUEST_MATCH_TOLERANCE,
+            Kernel::Host => MATCH_TOLERANCE,
+        }
+    }
+
     /// How far futex may be from the demo threads' own measures with every probe recording
     /// ([`ALL_PROBES_GUEST_TOLERANCE`] in a guest).
     fn all_probes_tolerance(self) -> (f64, f64) {
@@ -168,7 +177,12 @@ fn check_kernel(kernel: Kernel) {
         "futex losses: {:?}",
         futex.metadata.losses
     );
-    assert_demo_answer(&futex, "futex", &results.text("futex.log"), MATCH_TOLERANCE);
+    assert_demo_answer(
+        &futex,
+        "futex",
+        &results.text("futex.log"),
+        kernel.match_tolerance(),
+    );
     // The offcpu probe's stacks are taken as the waits begin, in the demo's first milliseconds,
     // before its process table exists: its libc frames are then found through the VMA, which
     // bpf_find_vma cannot lock while the demo's threads are being created (one stack in a few
@@ -178,7 +192,7 @@ fn check_kernel(kernel: Kernel) {
         &offcpu,
         "offcpu",
         &results.text("offcpu.log"),
-        MATCH_TOLERANCE,
+        kernel.match_tolerance(),
     );
     summary.push(format!("stacks futex {}", complete_share(&futex, "futex")));
     summary.push(format!(
@@ -242,7 +256,7 @@ fn check_kernel(kernel: Kernel) {
             &profile,
             "futex",
             &results.text("futex-notracefs.log"),
-            MATCH_TOLERANCE,
+            kernel.match_tolerance(),
         );
         let with = &futex.metadata.probes[0].hook;
         assert!(
@@ -260,6 +274,10 @@ fn check_kernel(kernel: Kernel) {
 /// slower under emulation on a loaded host (5.8 ms of 239 measured once). The larger of a share
 /// (the host tests' 5% on the nominal waits) and a floor in milliseconds.
 const MATCH_TOLERANCE: (f64, f64) = (0.05, 5.0);
+/// The same for one probe alone in an emulated guest, where the code around the call (first runs
+/// of the lock path are translated by TCG as they execute) takes milliseconds: on 6.12, 227.3 ms
+/// by a mutex waiter's own clock for 213.8 ms in the call, with futex alone on a quiet host.
+const GUEST_MATCH_TOLERANCE: (f64, f64) = (0.05, 15.0);
 /// The same with every probe recording at once in an emulated guest: there the mutex-hold
 /// probe's uprobes on pthread_mutex_lock (each hit an emulated trap) and the cpu probe's samples
 /// (its program and the unwinder, emulated) lengthen what a thread measures around its futex
@@ -276,7 +294,7 @@ fn assert_demo_answer(profile: &Profile, probe: &str, log: &str, tolerance: (f64
 /// The demo's 4 mutex waits and 2 condvar waits as `probe` saw them: each thread's longest wait
 /// (for futex, its one wait at the demo's site) inside what the thread measured itself (printed in `log`; an emulated kernel stretches
 /// the nominal 200 and 300 ms) and shorter by at most `tolerance` (a share, at least some
-/// milliseconds: [`MATCH_TOLERANCE`] but with every probe in a guest).
+/// milliseconds: [`MATCH_TOLERANCE`], wider in a guest).
 fn assert_demo_waits(profile: &Profile, probe: &str, log: &str, tolerance: (f64, f64)) {
     let measured = demo_measures(log);
     assert_eq!(
