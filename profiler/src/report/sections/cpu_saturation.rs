@@ -92,14 +92,14 @@ pub(super) fn cpu_saturation(profile: &Profile) -> Option<CpuSaturation> {
 /// A preemption without a stack is `[preempted]`.
 fn sites_by_frame(rows: Vec<SiteRow>) -> Vec<SiteRow> {
     let mut merged: Vec<SiteRow> = Vec::new();
+    // Site (wait, frame) -> its index in `merged`: a preempt recording has thousands of rows.
+    let mut index: BTreeMap<(String, String), usize> = BTreeMap::new();
     for mut row in rows {
         if row.operation == "preempted" && row.user_stack.is_none() {
             row.frame = "[preempted]".to_string();
         }
-        match merged
-            .iter_mut()
-            .find(|m| m.operation == row.operation && m.frame == row.frame)
-        {
+        let key = (row.operation.clone(), row.frame.clone());
+        match index.get(&key).map(|&i| &mut merged[i]) {
             // `rows` come heaviest first: the first row of a site keeps its stack.
             Some(site) => {
                 site.count += row.count;
@@ -111,7 +111,10 @@ fn sites_by_frame(rows: Vec<SiteRow>) -> Vec<SiteRow> {
                     }
                 }
             }
-            None => merged.push(row),
+            None => {
+                index.insert(key, merged.len());
+                merged.push(row);
+            }
         }
     }
     merged.sort_by_key(|r| (Reverse(r.total_ns), Reverse(r.count)));
