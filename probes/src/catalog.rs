@@ -105,6 +105,18 @@ pub const CATALOG: &[ProbeInfo] = &[
         linux_hooks: "tp_btf/sched_switch (with offcpu's hooks)",
     },
     ProbeInfo {
+        name: "waitfor",
+        description: "who each wait waited for: every off-CPU interval of the target's threads \
+                      with who ended it (a thread of the program, one outside it, an interrupt) \
+                      and the lock word's owner, streamed to the wait-for analysis that follows \
+                      each wait down to its root (`lockscope why`); implies offcpu",
+        kinds: &[WaitKind::OffCpu],
+        cost: CostClass::PerContextSwitch,
+        default: false,
+        linux_hooks: "tp_btf/sched_switch, tp_btf/sched_waking (with offcpu's hooks), a ring \
+                      buffer read at every poll",
+    },
+    ProbeInfo {
         name: "syscall",
         description: "every system call of the target: count, errors by errno, log2 latency, and \
                   the stacks of slow calls (--syscalls to select some)",
@@ -154,6 +166,31 @@ pub const CATALOG: &[ProbeInfo] = &[
         linux_hooks: "perf_event software cpu-clock, one per CPU",
     },
 ];
+
+/// A named set of probes, selected on the command line like one probe.
+#[derive(Clone, Copy, Debug)]
+pub struct ProbeSetInfo {
+    /// Name used on the command line (`bottleneck`).
+    pub name: &'static str,
+    /// What it is for, one line.
+    pub description: &'static str,
+    /// Its probes, in catalog order.
+    pub probes: &'static [&'static str],
+}
+
+/// Every probe set, in listing order.
+pub const SETS: &[ProbeSetInfo] = &[ProbeSetInfo {
+    name: "bottleneck",
+    description: "what `lockscope why` needs to follow every wait to its root: off-CPU \
+                  intervals with who ended them, the wakers' stacks, where threads were \
+                  preempted, and on-CPU samples of what the threads others waited on ran",
+    probes: &["offcpu", "wakeup", "preempt", "waitfor", "cpu"],
+}];
+
+/// Looks a probe set up by name.
+pub fn find_set(name: &str) -> Option<&'static ProbeSetInfo> {
+    SETS.iter().find(|s| s.name == name)
+}
 
 /// Looks a probe up by name.
 pub fn find(name: &str) -> Option<&'static ProbeInfo> {

@@ -126,6 +126,11 @@ pub fn read_profile_from(reader: impl Read) -> Result<Profile, FormatError> {
 }
 
 /// Writes `profile` to the file at `path`, atomically: a partial file never replaces a good one.
+///
+/// The file is readable by its owner only (mode 0600, as perf writes perf.data): a profile holds
+/// command lines, paths and addresses. It is written to a new temporary file in the same
+/// directory (created exclusively, so a link planted there is never followed) and renamed over
+/// `path`, which replaces a link at `path` rather than writing through it.
 pub fn write_profile(profile: &Profile, path: &Path) -> Result<(), FormatError> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -134,19 +139,15 @@ pub fn write_profile(profile: &Profile, path: &Path) -> Result<(), FormatError> 
     let file_name = path
         .file_name()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file name"))?;
-    let tmp = dir.join(format!(".{}.tmp", file_name.to_string_lossy()));
-    let result = std::fs::File::create(&tmp)
-        .map_err(FormatError::from)
-        .and_then(|file| {
-            write_profile_to(profile, &file)?;
-            file.sync_all()?;
-            Ok(())
-        })
-        .and_then(|()| std::fs::rename(&tmp, path).map_err(FormatError::from));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    // tempfile creates it with O_EXCL and mode 0600, and removes it if anything below fails.
+    let temp = tempfile::Builder::new()
+        .prefix(&format!(".{}.", file_name.to_string_lossy()))
+        .suffix(".tmp")
+        .tempfile_in(dir)?;
+    write_profile_to(profile, temp.as_file())?;
+    temp.as_file().sync_all()?;
+    temp.persist(path).map_err(|e| FormatError::from(e.error))?;
+    Ok(())
 }
 
 /// Reads the profile file at `path`.
@@ -186,6 +187,7 @@ mod tests {
                     pid: 42,
                     command: vec!["demo".into(), "--fast".into()],
                     launched: true,
+                    ..Target::default()
                 },
                 start_unix_ns: 1_700_000_000_000_000_000,
                 duration_ns: 1_000_000_000,
@@ -203,6 +205,9 @@ mod tests {
                     ..Losses::default()
                 },
                 end_reason: "target exited".into(),
+                warnings: vec![
+                    "pid 42 (demo) has 1 descendant process that is not recorded".into(),
+                ],
             },
             threads: vec![ThreadInfo {
                 pid: 42,
@@ -223,12 +228,23 @@ mod tests {
                 operation: "FUTEX_WAIT_PRIVATE".into(),
                 user_stack: Some(0),
                 kernel_stack: None,
+                woken_by: None,
                 stats: WaitStats {
                     count: 1,
                     total_ns: 200_000_000,
                     max_ns: 200_000_000,
                     histogram,
                 },
+            }],
+            processes: vec![ProcessInfo {
+                pid: 42,
+                parent: Some(1),
+                name: "demo".into(),
+                command: vec!["demo".into(), "--fast".into()],
+                cgroup: Some("/system.slice/demo.service".into()),
+                start_unix_ns: Some(1_699_999_999_000_000_000),
+                exit_unix_ns: Some(1_700_000_000_900_000_000),
+                kernel_thread: false,
             }],
             ..Profile::default()
         }
@@ -259,6 +275,53 @@ mod tests {
             leftovers.len(),
             1,
             "temporary file left behind: {leftovers:?}"
+        );
+    }
+
+    /// A profile is written 0600 whatever the umask, and a link planted at its path (or an
+    /// existing file) is replaced, never written through.
+    #[test]
+    fn private_and_never_through_a_link() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"keep me").expect("write victim");
+        let path = dir.path().join("run.lsp");
+        std::os::unix::fs::symlink(&victim, &path).expect("plant a link");
+        write_profile(&sample(), &path).expect("write over the link");
+        assert_eq!(std::fs::read(&victim).expect("victim"), b"keep me");
+        let meta = std::fs::symlink_metadata(&path).expect("written");
+        assert!(
+            meta.file_type().is_file(),
+            "the link was replaced by the profile"
+        );
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert_eq!(read_profile(&path).expect("read"), sample());
+        // An existing world-readable profile becomes private too.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        write_profile(&sample(), &path).expect("write again");
+        let mode = std::fs::metadata(&path).expect("meta").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    /// A profile written before the process table and the warnings existed (neither field in
+    /// its JSON) reads with both empty; one with them writes them.
+    #[test]
+    fn process_table_is_optional() {
+        let mut old = sample();
+        old.processes.clear();
+        old.metadata.warnings.clear();
+        let json = serde_json::to_string(&old).expect("json");
+        assert!(
+            !json.contains("processes") && !json.contains("warnings"),
+            "{json}"
+        );
+        let back: Profile = serde_json::from_str(&json).expect("old profile reads");
+        assert_eq!(back, old);
+        let json = serde_json::to_string(&sample()).expect("json");
+        assert!(
+            json.contains("\"processes\":[{\"pid\":42,\"parent\":1"),
+            "{json}"
         );
     }
 

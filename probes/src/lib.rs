@@ -8,32 +8,46 @@
 //! - [`wait`]: the wait taxonomy (mutex, condvar, rwlock, ...), one set of names for every OS;
 //! - [`hist`]: log2 latency histograms, bucketed exactly like DTrace's `quantize()`;
 //! - [`profile`]: the profile data model (metadata, threads, interned stacks, wait records);
+//! - [`overlap`]: the sleeps two probes saw (futex and offcpu), counted once;
 //! - [`sched`]: per-thread wall-time breakdown and wakeups (the `offcpu` probe);
+//! - [`waitfor`]: the wait-for analysis (the `waitfor` probe): who each wait waited for, down to
+//!   the root of its chain, from a stream of off-CPU intervals;
 //! - [`format`]: the versioned on-disk profile format (`.lsp`);
 //! - [`host`]: the two things both backends ask of the host, written once: `uname`, and ending
 //!   a launched process (SIGTERM, then SIGKILL);
 //! - [`symbols`] (Linux): what both backends' Linux symbolizers share (blazesym symbols as
-//!   frames, `/proc/PID/maps` lines).
+//!   frames, `/proc/PID/maps` lines);
+//! - [`procfs`] (Linux): what both backends read of the processes in `/proc` (a `stat` line,
+//!   every process, the descendants of some).
 //!
-//! Apart from [`host`]'s POSIX calls and [`symbols`]' Linux formats, nothing here is specific
+//! Apart from [`host`]'s POSIX calls and [`symbols`]' and [`procfs`]' Linux formats, nothing here is specific
 //! to an OS: the model never talks to a kernel.
 
 pub mod catalog;
 pub mod format;
 pub mod hist;
 pub mod host;
+pub mod overlap;
+#[cfg(target_os = "linux")]
+pub mod procfs;
 pub mod profile;
 pub mod sched;
 #[cfg(target_os = "linux")]
 pub mod symbols;
 pub mod wait;
+pub mod waitfor;
 
 pub use catalog::{CostClass, ProbeInfo, CATALOG};
 pub use format::{read_profile, version_of, write_profile, FormatError, FORMAT_VERSION};
 pub use hist::Log2Histogram;
+pub use overlap::SeenTwice;
 pub use profile::{
-    AddressSpace, AttachStatus, Frame, InlinedFrame, Losses, Metadata, ProbeAttachment, Profile,
-    Stack, StackId, StackInterner, StackWalk, Target, ThreadInfo, WaitRecord, WaitStats,
+    AddressSpace, AttachStatus, Frame, InlinedFrame, Losses, Metadata, ProbeAttachment,
+    ProcessInfo, Profile, Stack, StackId, StackInterner, StackWalk, Target, ThreadInfo, WaitRecord,
+    WaitStats,
 };
-pub use sched::{idle_waits, ThreadTime, TimeClass, WakeupRecord};
+pub use sched::{
+    idle_waits, is_role_candidate, wait_roles, RoleBasis, RoleOf, ThreadTime, TimeClass, WaitRole,
+    WakeupRecord,
+};
 pub use wait::WaitKind;

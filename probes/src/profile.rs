@@ -8,6 +8,7 @@
 use crate::hist::Log2Histogram;
 use crate::sched::{ThreadTime, WakeupRecord};
 use crate::wait::WaitKind;
+use crate::waitfor::{WaitFor, WokenBy};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -32,6 +33,62 @@ pub struct Profile {
     /// Who woke whom (the `offcpu` probe); empty without it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub wakeups: Vec<WakeupRecord>,
+    /// The wait-for analysis (the `waitfor` probe): where the time of every wait ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waitfor: Option<WaitFor>,
+    /// The processes recorded, sorted by pid: every process of the target set (the processes
+    /// given, their descendants, a cgroup's, or all), whether it waited or not. Empty in profiles
+    /// of versions before it, and in imported captures.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<ProcessInfo>,
+}
+
+/// One process of a recording's target set.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessInfo {
+    /// Process id.
+    pub pid: u32,
+    /// Parent process id when known (`None` for the processes without one, such as pid 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<u32>,
+    /// Name (`comm` on Linux, at most 15 bytes): the program's, or a kernel thread's.
+    pub name: String,
+    /// Command line, argv[0] first; empty for a kernel thread, or for a process that exited
+    /// before it could be read (`name` is then all there is).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// Its cgroup (v2) path from the hierarchy's root (`/system.slice/apache2.service`), when
+    /// known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<String>,
+    /// When it started, nanoseconds since the Unix epoch (clock-tick precision for a process
+    /// that existed before the recording), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_unix_ns: Option<u64>,
+    /// When it exited, nanoseconds since the Unix epoch; `None` while it still ran at the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_unix_ns: Option<u64>,
+    /// True for a kernel thread (Linux: PF_KTHREAD).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kernel_thread: bool,
+}
+
+impl ProcessInfo {
+    /// The name a person reads for this process: argv[0]'s file name, else its `name`, else
+    /// `[pid N]`.
+    pub fn display_name(&self) -> String {
+        let argv0 = self
+            .command
+            .first()
+            .map(|a| a.rsplit('/').next().unwrap_or(a))
+            .filter(|a| !a.is_empty());
+        match argv0 {
+            Some(argv0) => argv0.to_string(),
+            None if !self.name.is_empty() && self.kernel_thread => format!("[{}]", self.name),
+            None if !self.name.is_empty() => self.name.clone(),
+            None => format!("[pid {}]", self.pid),
+        }
+    }
 }
 
 /// Where, when and how a profile was recorded.
@@ -65,6 +122,10 @@ pub struct Metadata {
     pub losses: Losses,
     /// Why the recording ended (`target exited`, `duration elapsed`, `interrupted (SIGINT)`).
     pub end_reason: String,
+    /// What the recording could not do as asked, for the reader (`pid 41 has 2 child processes
+    /// that were not recorded: ...`); empty when there is nothing to say.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// How a profile's user stacks were walked, which bounds how complete they can be. Not stored:
@@ -103,15 +164,61 @@ impl Metadata {
     }
 }
 
-/// The process a profile was recorded from.
+/// What a profile was recorded from: a launched command, running processes (`pid` and
+/// `pids`, with `tree` their descendants too), a cgroup's processes, or every process (`all`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Target {
-    /// Process id (of the launched command, or the one attached to).
+    /// Process id (of the launched command, or the first one attached to); 0 for a cgroup or
+    /// all processes.
     pub pid: u32,
-    /// Its command line, argv[0] first.
+    /// Its command line, argv[0] first (empty for a cgroup or all processes).
     pub command: Vec<String>,
     /// True when lockscope launched it, false when it attached to a running process.
     pub launched: bool,
+    /// Every process given (`-p 12,34`), `pid` first; empty when only `pid` was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pids: Vec<u32>,
+    /// The descendants of the processes given were recorded too (`--tree`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tree: bool,
+    /// The cgroup (v2) whose processes were recorded, its path from the hierarchy's root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<String>,
+    /// Every process of the machine was recorded (`-a`), lockscope's own left out.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all: bool,
+}
+
+impl Target {
+    /// What was recorded, in words: `` `CMD` (pid N) ``, `pids 12, 34 and their descendants`,
+    /// `cgroup /system.slice/x.service`, `all processes`.
+    pub fn describe(&self) -> String {
+        if self.all {
+            return "all processes".to_string();
+        }
+        if let Some(cgroup) = &self.cgroup {
+            return format!("cgroup {cgroup}");
+        }
+        let tree = if self.tree {
+            " and its descendants"
+        } else {
+            ""
+        };
+        if self.pids.len() > 1 {
+            let pids: Vec<String> = self.pids.iter().map(u32::to_string).collect();
+            let tree = if self.tree {
+                " and their descendants"
+            } else {
+                ""
+            };
+            return format!("pids {}{tree}", pids.join(", "));
+        }
+        if self.command.is_empty() {
+            format!("pid {}{tree}", self.pid)
+        } else {
+            format!("`{}` (pid {}){tree}", self.command.join(" "), self.pid)
+        }
+    }
 }
 
 /// What became of one probe.
@@ -331,6 +438,10 @@ pub struct WaitRecord {
     /// Kernel stack, when captured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_stack: Option<StackId>,
+    /// Who ended these sleeps (`offcpu` records; for a run-queue record, the sleep it woke
+    /// from), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub woken_by: Option<WokenBy>,
     /// Counts, times and histogram.
     #[serde(flatten)]
     pub stats: WaitStats,
@@ -390,10 +501,10 @@ impl Profile {
         Ok(())
     }
 
-    /// Total statistics per wait kind.
+    /// Total statistics per wait kind, each sleep counted once ([`Profile::counted_waits`]).
     pub fn totals_by_kind(&self) -> BTreeMap<WaitKind, WaitStats> {
         let mut totals: BTreeMap<WaitKind, WaitStats> = BTreeMap::new();
-        for w in &self.waits {
+        for w in self.counted_waits() {
             totals.entry(w.kind).or_default().merge(&w.stats);
         }
         totals
@@ -410,7 +521,9 @@ pub struct StackInterner {
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct StackKey {
     space: AddressSpace,
-    addresses: Vec<u64>,
+    /// Each frame's address and where it is (module and offset): processes that map different
+    /// files at the same addresses (two non-PIE programs) have different stacks there.
+    frames: Vec<(u64, Option<String>, Option<u64>)>,
     truncated: bool,
 }
 
@@ -421,11 +534,15 @@ impl StackInterner {
     }
 
     /// Returns the id of `stack`, adding it if it is new. Stacks are equal when they have the
-    /// same address space, addresses and truncation.
+    /// same address space, addresses in the same modules at the same offsets, and truncation.
     pub fn intern(&mut self, stack: Stack) -> StackId {
         let key = StackKey {
             space: stack.space,
-            addresses: stack.frames.iter().map(|f| f.address).collect(),
+            frames: stack
+                .frames
+                .iter()
+                .map(|f| (f.address, f.module.clone(), f.module_offset))
+                .collect(),
             truncated: stack.truncated,
         };
         if let Some(&id) = self.index.get(&key) {

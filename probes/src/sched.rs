@@ -1,10 +1,13 @@
 //! Scheduler-level data of a profile: where each thread's wall time went ([`ThreadTime`], per
 //! [`TimeClass`]) and who woke whom ([`WakeupRecord`]), recorded by the `offcpu` probe and absent
-//! (empty) in profiles without it; and the idle-versus-contended split of waits
-//! ([`idle_waits`]), which works on any profile.
+//! (empty) in profiles without it; and what each wait was ([`wait_roles`]): contention (waiting
+//! on another thread of the program) or idle (waiting for something outside it), by who ended
+//! its sleeps where the profile says, by a rule of thumb on any other profile.
 
+use crate::overlap::{futex_wakers, offcpu_call, SeenTwice, Wakers};
 use crate::profile::{Profile, StackId, WaitRecord, WaitStats};
 use crate::wait::WaitKind;
+use crate::waitfor::WokenBy;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -92,6 +95,10 @@ pub struct ThreadTime {
     pub voluntary_switches: u64,
     /// Times the thread was preempted (involuntary context switches).
     pub involuntary_switches: u64,
+    /// Nanoseconds asleep (any class but on-cpu and run-queue) by who ended the sleeps; the
+    /// sleeps no wakeup was seen for are missing (so the values add up to at most the sleeps).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub woken_ns: BTreeMap<WokenBy, u64>,
 }
 
 impl ThreadTime {
@@ -144,12 +151,14 @@ pub struct WakeupRecord {
     pub stats: WaitStats,
 }
 
-/// A thread is idle at a wait site when that one site holds at least this share of its window.
+/// Without who ended its sleeps, a thread is idle at a wait site when that one site holds at
+/// least this share of its window.
 pub const IDLE_SHARE: f64 = 0.5;
 
 /// True for waits that can be a thread waiting for work rather than for another thread's lock:
 /// condition variables, semaphores, unclassified futex waits, and off-CPU sleeps in poll, epoll,
-/// select, reads and receives, accept, nanosleep and signal waits.
+/// select, reads and receives, accept, nanosleep and signal waits. The rule of thumb for
+/// profiles that do not say who ended their sleeps ([`wait_roles`]).
 pub fn may_be_idle(record: &WaitRecord) -> bool {
     match record.kind {
         WaitKind::Condvar | WaitKind::Semaphore | WaitKind::Wait => true,
@@ -177,20 +186,202 @@ pub fn may_be_idle(record: &WaitRecord) -> bool {
                 "io_getevents",
                 "io_uring_enter",
             ];
-            record
-                .operation
-                .strip_prefix("sleeping in ")
-                .is_some_and(|call| IDLE_CALLS.contains(&call))
+            offcpu_call(record).is_some_and(|call| IDLE_CALLS.contains(&call))
         }
         _ => false,
     }
 }
 
-/// Indexes (into `profile.waits`) of the idle waits: a thread spent at least [`IDLE_SHARE`] of its
-/// window (its wall time when the profile has per-thread times, else the recording) in one site
-/// (probe, kind, operation and user stack) of a kind that [`may_be_idle`]. What remains of the
-/// mutex, rwlock and kernel-lock waits is contention on the threads' work path.
-pub fn idle_waits(profile: &Profile) -> BTreeSet<usize> {
+/// What a wait was, told by who ended it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WaitRole {
+    /// Waiting on another thread of the program: for a lock, or in any sleep another thread of
+    /// the program ended (a futex, a semaphore, a latch on an eventfd or a pipe, `epoll_wait`, a
+    /// signal): a dependency on that thread, contention.
+    Contention,
+    /// Waiting for something outside the program: a sleep a client, another process, a timer or
+    /// the network ended (not disk I/O), or, without who ended it, a thread parked most of its
+    /// window at one site that may be idle.
+    Idle,
+}
+
+impl WaitRole {
+    /// Its name in reports (`contention`, `idle`).
+    pub fn name(self) -> &'static str {
+        match self {
+            WaitRole::Contention => "contention",
+            WaitRole::Idle => "idle",
+        }
+    }
+}
+
+/// How a wait's [`WaitRole`] was told.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RoleBasis {
+    /// By who ended its sleeps (the `offcpu` probe's wakeups): the program's threads (at least
+    /// half of the time whose waker is known) or something outside.
+    Waker,
+    /// By its kind: a mutex, rwlock or kernel-lock wait ends when another thread releases the
+    /// lock.
+    Lock,
+    /// Without who ended it (profiles without the `offcpu` probe, old profiles, DTrace): a wait
+    /// that [`may_be_idle`] at a site holding at least [`IDLE_SHARE`] of its thread's window.
+    Window,
+    /// A sleep through at least [`IDLE_SHARE`] of its thread's window at the site, whoever ended
+    /// it: a thread parked for the recording (a pool released at shutdown, a supervisor woken
+    /// when a child exits) waited on nobody while it lasted.
+    Parked,
+    /// By where the wait-for analysis (the `waitfor` probe: [`crate::waitfor`]) followed its
+    /// time, thread to thread: idle when at least half of it ends in a sleep something outside the
+    /// program ended (a pool waiting for tasks from threads that wait for their clients), else
+    /// contention (a thread on a CPU or waiting for one, a cycle, disk I/O down the chain).
+    Chain,
+}
+
+impl RoleBasis {
+    /// Its name in reports (`waker`, `lock`, `window`, `parked`, `chain`).
+    pub fn name(self) -> &'static str {
+        match self {
+            RoleBasis::Waker => "waker",
+            RoleBasis::Lock => "lock",
+            RoleBasis::Window => "window",
+            RoleBasis::Parked => "parked",
+            RoleBasis::Chain => "chain",
+        }
+    }
+}
+
+/// The role of one wait record, how it was told, and who ended its sleeps where known.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoleOf {
+    /// Contention or idle.
+    pub role: WaitRole,
+    /// How it was told.
+    pub basis: RoleBasis,
+    /// Nanoseconds of its sleeps by who ended them (the record's own for an `offcpu` sleep; the
+    /// `offcpu` probe's futex sleeps at its thread and stack for a futex wait); empty when not
+    /// known.
+    pub woken_ns: BTreeMap<WokenBy, u64>,
+}
+
+/// File system calls: a sleep in one that something outside the program ended is I/O, not
+/// idleness.
+const FILE_IO_CALLS: &[&str] = &[
+    "fsync",
+    "fdatasync",
+    "sync_file_range",
+    "pread64",
+    "pwrite64",
+    "preadv",
+    "pwritev",
+    "preadv2",
+    "pwritev2",
+    "openat",
+    "io_getevents",
+];
+
+/// True for a sleep in disk or file I/O: a file system call, or `io_schedule` (how the kernel
+/// waits for block I/O and page locks) on its kernel stack.
+fn is_io_sleep(profile: &Profile, record: &WaitRecord) -> bool {
+    offcpu_call(record).is_some_and(|call| FILE_IO_CALLS.contains(&call))
+        || profile
+            .stack(record.kernel_stack)
+            .is_some_and(has_io_schedule)
+}
+
+/// True for the records [`wait_roles`] tells apart: waits for something (locks, condvars,
+/// semaphores, joins, futex words, kernel locks) and sleeps off the CPU, but not the intervals of
+/// threads waiting for a CPU (`run-queue`, `preempted`), sleeps with neither a system call nor a
+/// stack (one already going on when the recording began), hold times, system-call durations,
+/// lifecycle events or samples.
+pub fn is_role_candidate(record: &WaitRecord) -> bool {
+    let waits = matches!(
+        record.kind,
+        WaitKind::Mutex
+            | WaitKind::Condvar
+            | WaitKind::RwlockRead
+            | WaitKind::RwlockWrite
+            | WaitKind::Semaphore
+            | WaitKind::Join
+            | WaitKind::Wait
+            | WaitKind::KernelLock
+            | WaitKind::OffCpu
+    );
+    // A sleep with neither a system call nor a stack says nothing of what it waited for: the
+    // offcpu probe's record of a sleep already going on when the recording began.
+    let unknown = record.operation == "sleeping"
+        && record.user_stack.is_none()
+        && record.kernel_stack.is_none();
+    waits
+        && !unknown
+        && record.probe != "mutex-hold"
+        && !matches!(record.operation.as_str(), "run-queue" | "preempted")
+}
+
+/// The role of each record of `profile.waits` (by index; `None`: neither, or not a wait this
+/// tells apart, or a sleep another probe's record counts: [`SeenTwice`]):
+///
+/// 1. a mutex, rwlock or kernel-lock wait is contention ([`RoleBasis::Lock`]);
+/// 2. else, where who ended its sleeps is known ([`RoleBasis::Waker`]): contention when threads
+///    of the program ended at least half of that time, else idle, unless it is disk or file I/O
+///    (a file system call, `io_schedule` on its kernel stack), which is neither; but a site with
+///    one sleep through at least [`IDLE_SHARE`] of its thread's window is idle whoever ended it
+///    ([`RoleBasis::Parked`]: a pool parked for the recording and released at its end, a
+///    supervisor woken when a child exits);
+/// 3. but where the wait-for analysis followed the time (the `waitfor` probe), where it ended
+///    decides ([`RoleBasis::Chain`], after the I/O and parked cases of 2, before the rest): a
+///    pool waiting for tasks from threads that wait for their clients is idle, a backend waiting
+///    for a lock's holder on a CPU is contention;
+/// 4. else (profiles without the `offcpu` probe's wakeups: old ones, futex alone, DTrace) the
+///    rule of thumb ([`RoleBasis::Window`]): idle when a thread spent at least [`IDLE_SHARE`] of
+///    its window (its wall time when the profile has per-thread times, else the recording) at
+///    one site (probe, kind, operation and user stack) of a kind that [`may_be_idle`].
+///
+/// Who ended the sleeps is told per thread and site (probe, kind, operation, user stack), so
+/// that the few sleeps of a lock wait that a timeout cut short go with the rest: for `offcpu`
+/// sleeps, their records' [`WaitRecord::woken_by`] at that site; for a futex wait, the `offcpu`
+/// probe's futex sleeps at the same thread and user stack ([`futex_wakers`]). A record's
+/// [`RoleOf::woken_ns`] is its own time split that way (an `offcpu` record's own waker when
+/// known).
+pub fn wait_roles(profile: &Profile) -> Vec<Option<RoleOf>> {
+    let twice = SeenTwice::of(profile);
+    let candidate = |w: &WaitRecord| is_role_candidate(w) && !twice.contains(w);
+    let futex = futex_wakers(profile);
+    // Who ended the sleeps at each offcpu site, for the records whose wakeup was not seen.
+    let mut offcpu_sites: BTreeMap<Site<'_>, Wakers> = BTreeMap::new();
+    for w in profile
+        .waits
+        .iter()
+        .filter(|w| w.probe == "offcpu" && candidate(w))
+    {
+        let ns = offcpu_sites
+            .entry(site(w))
+            .or_default()
+            .entry(w.woken_by)
+            .or_default();
+        *ns = ns.saturating_add(w.stats.total_ns);
+    }
+    let chains = chain_ends(profile);
+    let woken: Vec<BTreeMap<WokenBy, u64>> = profile
+        .waits
+        .iter()
+        .map(|w| {
+            let total = w.stats.total_ns;
+            match (candidate(w), w.probe == "offcpu", w.woken_by) {
+                (false, ..) => BTreeMap::new(),
+                (true, true, Some(by)) => BTreeMap::from([(by, total)]),
+                (true, true, None) => offcpu_sites
+                    .get(&site(w))
+                    .map_or_else(BTreeMap::new, |d| split(total, d)),
+                (true, false, _) => futex
+                    .get(&(w.pid, w.tid, w.user_stack))
+                    .map_or_else(BTreeMap::new, |d| split(total, d)),
+            }
+        })
+        .collect();
+    // The rule of thumb's sites: time per (thread, site) of the waits with no waker known.
     let window = |pid: u32, tid: u32| {
         profile
             .thread_times
@@ -198,32 +389,192 @@ pub fn idle_waits(profile: &Profile) -> BTreeSet<usize> {
             .find(|t| t.pid == pid && t.tid == tid)
             .map_or(profile.metadata.duration_ns, |t| t.wall_ns)
     };
-    type Site<'a> = (u32, u32, &'a str, WaitKind, &'a str, Option<StackId>);
-    let mut sites: BTreeMap<Site<'_>, (u64, Vec<usize>)> = BTreeMap::new();
-    for (i, w) in profile.waits.iter().enumerate() {
-        if !may_be_idle(w) {
+    let mut parked: BTreeMap<Site<'_>, u64> = BTreeMap::new();
+    // Every candidate site's longest sleep, for the sleeps that lasted the recording.
+    let mut longest: BTreeMap<Site<'_>, u64> = BTreeMap::new();
+    for (w, by) in profile.waits.iter().zip(&woken) {
+        if !candidate(w) {
             continue;
         }
-        let site = (
-            w.pid,
-            w.tid,
-            w.probe.as_str(),
-            w.kind,
-            w.operation.as_str(),
-            w.user_stack,
-        );
-        let entry = sites.entry(site).or_default();
-        entry.0 = entry.0.saturating_add(w.stats.total_ns);
-        entry.1.push(i);
-    }
-    let mut idle = BTreeSet::new();
-    for ((pid, tid, ..), (total, indexes)) in sites {
-        let window = window(pid, tid);
-        if window > 0 && total as f64 >= IDLE_SHARE * window as f64 {
-            idle.extend(indexes);
+        let max = longest.entry(site(w)).or_default();
+        *max = (*max).max(w.stats.max_ns);
+        if by.is_empty() && may_be_idle(w) {
+            let ns = parked.entry(site(w)).or_default();
+            *ns = ns.saturating_add(w.stats.total_ns);
         }
     }
-    idle
+    let holds_window = |w: &WaitRecord, ns: u64| {
+        let window = window(w.pid, w.tid);
+        window > 0 && ns as f64 >= IDLE_SHARE * window as f64
+    };
+    let parked_once =
+        |w: &WaitRecord| holds_window(w, longest.get(&site(w)).copied().unwrap_or_default());
+    profile
+        .waits
+        .iter()
+        .zip(woken)
+        .map(|(w, woken_ns)| {
+            if !candidate(w) {
+                return None;
+            }
+            // The site decides, not each sleep: a lock wait that a timeout cut short (a
+            // deadlock check every second) is still a wait for the lock's holder.
+            let (known, program) = if w.probe == "offcpu" {
+                let site = offcpu_sites.get(&site(w));
+                let of = |by: Option<WokenBy>| site.and_then(|d| d.get(&by)).copied().unwrap_or(0);
+                let known = [WokenBy::Program, WokenBy::Outside, WokenBy::Interrupt]
+                    .into_iter()
+                    .map(|by| of(Some(by)))
+                    .sum::<u64>();
+                (known, of(Some(WokenBy::Program)))
+            } else {
+                (
+                    woken_ns.values().sum(),
+                    woken_ns.get(&WokenBy::Program).copied().unwrap_or(0),
+                )
+            };
+            let (role, basis) = if matches!(
+                w.kind,
+                WaitKind::Mutex
+                    | WaitKind::RwlockRead
+                    | WaitKind::RwlockWrite
+                    | WaitKind::KernelLock
+            ) {
+                (WaitRole::Contention, RoleBasis::Lock)
+            } else if known > 0 {
+                let by_program = program.saturating_mul(2) >= known;
+                let chained = chains
+                    .get(&(w.pid, w.tid, w.user_stack))
+                    .filter(|&&(c, i)| c + i > 0);
+                if !by_program && is_io_sleep(profile, w) {
+                    return None;
+                } else if parked_once(w) {
+                    (WaitRole::Idle, RoleBasis::Parked)
+                } else if let Some(&(contended, idle)) = chained {
+                    if idle >= contended {
+                        (WaitRole::Idle, RoleBasis::Chain)
+                    } else {
+                        (WaitRole::Contention, RoleBasis::Chain)
+                    }
+                } else if by_program {
+                    (WaitRole::Contention, RoleBasis::Waker)
+                } else {
+                    (WaitRole::Idle, RoleBasis::Waker)
+                }
+            } else {
+                let at_site = parked.get(&site(w)).copied().unwrap_or(0);
+                if may_be_idle(w) && holds_window(w, at_site) {
+                    (WaitRole::Idle, RoleBasis::Window)
+                } else {
+                    return None;
+                }
+            };
+            Some(RoleOf {
+                role,
+                basis,
+                woken_ns,
+            })
+        })
+        .collect()
+}
+
+/// Where the wait-for analysis followed the time each (pid, tid, user stack) slept ended, as
+/// nanoseconds (contention, idle): contention when the chain ends at a thread on a CPU or waiting
+/// for one, in a cycle, at the depth limit, or in another thread's sleep in disk or file I/O;
+/// idle when it ends in a sleep (the thread's own, or one further down the chain) something
+/// outside the program ended, not disk I/O. Time whose end is unknown, and the thread's own disk
+/// I/O, count in neither. Empty without the analysis.
+fn chain_ends(profile: &Profile) -> BTreeMap<(u32, u32, Option<StackId>), (u64, u64)> {
+    use crate::waitfor::{RootKind, WaitPart};
+    let mut out: BTreeMap<(u32, u32, Option<StackId>), (u64, u64)> = BTreeMap::new();
+    let Some(waitfor) = &profile.waitfor else {
+        return out;
+    };
+    for b in waitfor.blame.iter().filter(|b| b.part == WaitPart::Asleep) {
+        let root = &b.root;
+        let contended = match root.kind {
+            RootKind::Cpu | RootKind::CpuSaturation | RootKind::Cycle | RootKind::DepthLimit => {
+                true
+            }
+            RootKind::Blocked => {
+                let io = root
+                    .call
+                    .as_deref()
+                    .is_some_and(|c| FILE_IO_CALLS.contains(&c))
+                    || profile
+                        .stack(root.kernel_stack)
+                        .is_some_and(has_io_schedule);
+                match (io, b.depth, root.woken_by) {
+                    // Disk I/O of another thread this one waited for: a dependency.
+                    (true, 1.., _) => true,
+                    // Its own disk I/O: neither (the rules of `wait_roles` say so).
+                    (true, 0, _) => continue,
+                    (false, _, Some(WokenBy::Outside | WokenBy::Interrupt)) => false,
+                    _ => continue,
+                }
+            }
+            _ => continue,
+        };
+        let entry = out
+            .entry((b.thread.pid, b.thread.tid, b.user_stack))
+            .or_default();
+        if contended {
+            entry.0 = entry.0.saturating_add(b.total_ns);
+        } else {
+            entry.1 = entry.1.saturating_add(b.total_ns);
+        }
+    }
+    out
+}
+
+/// True when `stack` waits for block I/O or a page lock (`io_schedule*`).
+fn has_io_schedule(stack: &crate::profile::Stack) -> bool {
+    stack.frames.iter().any(|f| {
+        f.function
+            .as_deref()
+            .is_some_and(|n| n.starts_with("io_schedule"))
+    })
+}
+
+/// A thread's wait site: (pid, tid, probe, kind, operation, user stack).
+type Site<'a> = (u32, u32, &'a str, WaitKind, &'a str, Option<StackId>);
+
+fn site(w: &WaitRecord) -> Site<'_> {
+    (
+        w.pid,
+        w.tid,
+        w.probe.as_str(),
+        w.kind,
+        w.operation.as_str(),
+        w.user_stack,
+    )
+}
+
+/// `total_ns` split in the proportions of `wakers` (the part whose waker is unknown left out).
+fn split(total_ns: u64, wakers: &Wakers) -> BTreeMap<WokenBy, u64> {
+    let all: u64 = wakers.values().sum();
+    if all == 0 {
+        return BTreeMap::new();
+    }
+    wakers
+        .iter()
+        .filter_map(|(by, &ns)| {
+            let part = (total_ns as u128 * ns as u128 / all as u128) as u64;
+            Some(((*by)?, part)).filter(|_| part > 0)
+        })
+        .collect()
+}
+
+/// Indexes (into `profile.waits`) of the idle waits ([`wait_roles`]): sleeps something outside
+/// the program ended, or without who ended them, a thread parked most of its window at one site
+/// that may be idle. What remains of the waits is contention or neither.
+pub fn idle_waits(profile: &Profile) -> BTreeSet<usize> {
+    wait_roles(profile)
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.as_ref().is_some_and(|r| r.role == WaitRole::Idle))
+        .map(|(i, _)| i)
+        .collect()
 }
 
 #[cfg(test)]
@@ -249,7 +600,11 @@ mod tests {
 
     fn wait(tid: u32, kind: WaitKind, operation: &str, total_ns: u64) -> WaitRecord {
         WaitRecord {
-            probe: "futex".into(),
+            probe: if kind == WaitKind::OffCpu {
+                "offcpu".into()
+            } else {
+                "futex".into()
+            },
             kind,
             pid: 1,
             tid,
@@ -257,12 +612,21 @@ mod tests {
             operation: operation.into(),
             user_stack: None,
             kernel_stack: None,
+            woken_by: None,
             stats: WaitStats {
                 count: 1,
                 total_ns,
+                max_ns: total_ns,
                 ..WaitStats::default()
             },
         }
+    }
+
+    /// `record` as `count` sleeps of equal length.
+    fn times(mut record: WaitRecord, count: u64) -> WaitRecord {
+        record.stats.count = count;
+        record.stats.max_ns = record.stats.total_ns / count;
+        record
     }
 
     /// A pool thread parked in one condvar site for most of the window is idle; a mutex wait,
@@ -279,5 +643,175 @@ mod tests {
             wait(6, WaitKind::OffCpu, "sleeping in futex", 800),
         ];
         assert_eq!(idle_waits(&profile), BTreeSet::from([0, 3]));
+    }
+
+    fn woken(mut record: WaitRecord, by: Option<WokenBy>) -> WaitRecord {
+        record.woken_by = by;
+        record
+    }
+
+    /// Where the profile says who ended a sleep, that decides, per thread and site: a latch in
+    /// epoll_wait set by another thread of the program is contention however long the thread
+    /// sat there (and so is its sleep a timeout cut short), one a client or a timer ended is
+    /// idle (and so is the sleep of that site a thread of the program ended), a condvar wait takes the waker of the offcpu futex
+    /// sleeps at its stack (which count once, as the futex wait), a disk wait is neither, and
+    /// an offcpu sleep whose wakeup was not seen takes its site's; a mutex wait is contention.
+    #[test]
+    fn roles_by_waker() {
+        use WokenBy::*;
+        let mut profile = Profile::default();
+        profile.metadata.duration_ns = 1000;
+        let mut fsync = woken(
+            wait(7, WaitKind::OffCpu, "sleeping in fsync", 500),
+            Some(Interrupt),
+        );
+        fsync.user_stack = Some(9);
+        let unseen = wait(2, WaitKind::OffCpu, "sleeping in epoll_wait", 10);
+        let mut condvar = times(wait(3, WaitKind::Condvar, "FUTEX_WAIT_PRIVATE", 600), 2);
+        condvar.user_stack = Some(4);
+        let mut condvar_sleep = woken(
+            wait(3, WaitKind::OffCpu, "sleeping in futex", 590),
+            Some(Program),
+        );
+        condvar_sleep.user_stack = Some(4);
+        profile.waits = vec![
+            times(
+                woken(
+                    wait(2, WaitKind::OffCpu, "sleeping in epoll_wait", 800),
+                    Some(Program),
+                ),
+                8,
+            ),
+            woken(
+                wait(2, WaitKind::OffCpu, "sleeping in epoll_wait", 20),
+                Some(Interrupt),
+            ),
+            unseen,
+            woken(
+                wait(5, WaitKind::OffCpu, "sleeping in poll", 100),
+                Some(Outside),
+            ),
+            woken(
+                wait(5, WaitKind::OffCpu, "sleeping in poll", 30),
+                Some(Program),
+            ),
+            condvar,
+            condvar_sleep,
+            fsync,
+            wait(8, WaitKind::Mutex, "FUTEX_WAIT_PRIVATE", 5),
+            woken(
+                wait(9, WaitKind::OffCpu, "sleeping in poll", 900),
+                Some(Program),
+            ),
+        ];
+        let roles: Vec<Option<(WaitRole, RoleBasis)>> = wait_roles(&profile)
+            .into_iter()
+            .map(|r| r.map(|r| (r.role, r.basis)))
+            .collect();
+        use RoleBasis::*;
+        use WaitRole::*;
+        assert_eq!(
+            roles,
+            [
+                Some((Contention, Waker)),
+                Some((Contention, Waker)),
+                Some((Contention, Waker)),
+                Some((Idle, Waker)),
+                Some((Idle, Waker)),
+                Some((Contention, Waker)),
+                None,
+                None,
+                Some((Contention, Lock)),
+                Some((Idle, Parked)),
+            ]
+        );
+        let condvar = wait_roles(&profile)[5].clone().expect("a role");
+        assert_eq!(condvar.woken_ns, BTreeMap::from([(Program, 600)]));
+        assert_eq!(idle_waits(&profile), BTreeSet::from([3, 4, 9]));
+    }
+
+    /// With the wait-for analysis, where the time ended decides: a pool's sleeps ended by a
+    /// thread that was itself waiting for a client are idle; a backend's sleeps ended by a lock
+    /// holder on a CPU are contention, and so are sleeps whose chain ends in disk I/O.
+    #[test]
+    fn roles_by_chain() {
+        use crate::waitfor::{Blame, Root, RootKind, ThreadRef, WaitFor, WaitPart};
+        let blame = |tid: u32, kind: RootKind, call: Option<&str>, woken_by, ns: u64| Blame {
+            thread: ThreadRef { pid: 1, tid },
+            part: WaitPart::Asleep,
+            call: Some("epoll_wait".into()),
+            object: 0,
+            user_stack: Some(1),
+            kernel_stack: None,
+            woken_by: Some(WokenBy::Program),
+            waker: Some(ThreadRef { pid: 1, tid: 9 }),
+            root: Root {
+                kind,
+                thread: ThreadRef { pid: 1, tid: 9 },
+                call: call.map(str::to_string),
+                user_stack: None,
+                kernel_stack: None,
+                woken_by,
+                waker_name: None,
+                holder: None,
+                holder_name: None,
+            },
+            depth: 1,
+            chain: Vec::new(),
+            waits: 1,
+            total_ns: ns,
+        };
+        let site = |tid: u32| {
+            let mut w = woken(
+                wait(tid, WaitKind::OffCpu, "sleeping in epoll_wait", 400),
+                Some(WokenBy::Program),
+            );
+            w.user_stack = Some(1);
+            w.stats.count = 4;
+            w
+        };
+        let mut profile = Profile::default();
+        profile.metadata.duration_ns = 1000;
+        profile.waits = vec![site(2), site(3), site(4)];
+        profile.waitfor = Some(WaitFor {
+            blame: vec![
+                blame(
+                    2,
+                    RootKind::Blocked,
+                    Some("recvfrom"),
+                    Some(WokenBy::Outside),
+                    300,
+                ),
+                blame(2, RootKind::Cpu, None, None, 100),
+                blame(3, RootKind::Cpu, None, None, 250),
+                blame(
+                    3,
+                    RootKind::Blocked,
+                    Some("poll"),
+                    Some(WokenBy::Interrupt),
+                    150,
+                ),
+                blame(
+                    4,
+                    RootKind::Blocked,
+                    Some("fdatasync"),
+                    Some(WokenBy::Interrupt),
+                    400,
+                ),
+            ],
+            ..WaitFor::default()
+        });
+        let roles: Vec<Option<(WaitRole, RoleBasis)>> = wait_roles(&profile)
+            .into_iter()
+            .map(|r| r.map(|r| (r.role, r.basis)))
+            .collect();
+        assert_eq!(
+            roles,
+            [
+                Some((WaitRole::Idle, RoleBasis::Chain)),
+                Some((WaitRole::Contention, RoleBasis::Chain)),
+                Some((WaitRole::Contention, RoleBasis::Chain)),
+            ]
+        );
     }
 }

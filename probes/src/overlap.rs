@@ -1,0 +1,244 @@
+//! Sleeps two probes saw. With the `futex` and `offcpu` probes recorded together, one futex sleep
+//! is both a futex probe wait (from the system call's entry to its return, classified by its
+//! user stack, with its futex word) and an `offcpu` interval (`sleeping in futex`, from the
+//! switch-out to the wakeup, with who ended it). Every total, share, ranking and flamegraph
+//! counts it once, as the futex probe's wait, and keeps the `offcpu` probe's sleeps in every other
+//! system call ([`Profile::counted_waits`]); so is the `offcpu` run-queue delay after such a
+//! sleep, which lies inside the futex wait (it lasts until the system call returns). The `offcpu` records stay in the profile: their
+//! [`WaitRecord::woken_by`] says who ended the futex waits ([`futex_wakers`]).
+//!
+//! A thread's `offcpu` futex sleeps are the futex probe's waits when the futex probe recorded
+//! that thread: the futex probe sees every futex wait of the threads it traces, so a traced
+//! thread's futex sleeps are all among its waits. The `offcpu` futex sleeps of a thread the
+//! futex probe has no record of (it ran before the futex probe's hooks were in, or the probe was
+//! not asked for) are kept. Linux only: the sleeps are told by their system call (`sleeping in
+//! futex` from the eBPF backend, `futex` from DTrace for Linux's `offcpu`).
+
+use crate::profile::{Profile, StackId, WaitRecord, WaitStats};
+use crate::waitfor::WokenBy;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The system calls whose sleeps the futex probe records as its waits.
+const FUTEX_CALLS: [&str; 3] = ["futex", "futex_waitv", "futex_wait"];
+
+/// The system call an `offcpu` record slept in, when it names one: `sleeping in CALL` (eBPF),
+/// or the call itself (DTrace for Linux).
+pub fn offcpu_call(record: &WaitRecord) -> Option<&str> {
+    if record.probe != "offcpu" {
+        return None;
+    }
+    let op = record.operation.as_str();
+    match op.strip_prefix("sleeping in ") {
+        Some(call) => Some(call),
+        None if !matches!(op, "sleeping" | "preempted" | "run-queue" | "") => Some(op),
+        None => None,
+    }
+}
+
+/// True for an `offcpu` sleep in a futex system call.
+pub fn is_offcpu_futex_sleep(record: &WaitRecord) -> bool {
+    offcpu_call(record).is_some_and(|call| FUTEX_CALLS.contains(&call))
+}
+
+/// The records of a profile whose time the futex probe's waits already hold: the `offcpu`
+/// probe's futex sleeps of the threads the `futex` probe recorded, and the `offcpu` run-queue
+/// delays that followed them (a run-queue interval carries the user stack of the sleep it woke
+/// from; a futex wait lasts until its system call returns, so the delay is inside it).
+#[derive(Clone, Debug, Default)]
+pub struct SeenTwice {
+    /// Threads (pid, tid) with futex probe records.
+    futex_threads: BTreeSet<(u32, u32)>,
+    /// (pid, tid, user stack) of the futex probe's waits.
+    futex_sites: BTreeSet<(u32, u32, StackId)>,
+}
+
+impl SeenTwice {
+    /// The records of `profile` seen twice.
+    pub fn of(profile: &Profile) -> SeenTwice {
+        let futex = || profile.waits.iter().filter(|w| w.probe == "futex");
+        SeenTwice {
+            futex_threads: futex().map(|w| (w.pid, w.tid)).collect(),
+            futex_sites: futex()
+                .filter_map(|w| Some((w.pid, w.tid, w.user_stack?)))
+                .collect(),
+        }
+    }
+
+    /// True when `record` is an `offcpu` futex sleep that the futex probe recorded too.
+    pub fn is_sleep(&self, record: &WaitRecord) -> bool {
+        is_offcpu_futex_sleep(record) && self.futex_threads.contains(&(record.pid, record.tid))
+    }
+
+    /// True when `record` is an `offcpu` run-queue delay after a futex sleep the futex probe
+    /// recorded (its thread and user stack are a futex wait's).
+    pub fn is_run_queue_tail(&self, record: &WaitRecord) -> bool {
+        record.probe == "offcpu"
+            && record.operation == "run-queue"
+            && record
+                .user_stack
+                .is_some_and(|id| self.futex_sites.contains(&(record.pid, record.tid, id)))
+    }
+
+    /// True when the futex probe's waits hold `record`'s time: [`SeenTwice::is_sleep`] or
+    /// [`SeenTwice::is_run_queue_tail`].
+    pub fn contains(&self, record: &WaitRecord) -> bool {
+        self.is_sleep(record) || self.is_run_queue_tail(record)
+    }
+
+    /// What was merged in `profile`: the `offcpu` sleeps (and run-queue delays after them) left
+    /// out, their threads, and the futex probe's waits that stand for them.
+    pub fn merged(&self, profile: &Profile) -> Option<Merged> {
+        let mut merged = Merged::default();
+        let mut threads = BTreeSet::new();
+        for w in &profile.waits {
+            if self.is_sleep(w) {
+                merged.offcpu.merge(&w.stats);
+                threads.insert((w.pid, w.tid));
+            } else if self.is_run_queue_tail(w) {
+                merged.run_queue.merge(&w.stats);
+            }
+        }
+        merged.threads = threads.len();
+        for w in &profile.waits {
+            if w.probe == "futex" && threads.contains(&(w.pid, w.tid)) {
+                merged.futex.merge(&w.stats);
+            }
+        }
+        (merged.offcpu.count > 0).then_some(merged)
+    }
+}
+
+/// What [`SeenTwice::merged`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Merged {
+    /// Threads whose futex sleeps both probes saw.
+    pub threads: usize,
+    /// Their `offcpu` futex sleeps, left out of the totals.
+    pub offcpu: WaitStats,
+    /// The `offcpu` run-queue delays after them (inside the futex waits).
+    pub run_queue: WaitStats,
+    /// Their futex probe waits, which count instead.
+    pub futex: WaitStats,
+}
+
+impl Profile {
+    /// The records every total counts: all but the `offcpu` records whose time the futex
+    /// probe's waits hold ([`SeenTwice`]).
+    pub fn counted_waits(&self) -> impl Iterator<Item = &WaitRecord> + '_ {
+        let twice = SeenTwice::of(self);
+        self.waits.iter().filter(move |w| !twice.contains(w))
+    }
+}
+
+/// Who ended a thread's futex sleeps at one user stack: nanoseconds asleep per waker class
+/// (`None`: no wakeup seen), from the `offcpu` probe's futex sleeps.
+pub type Wakers = BTreeMap<Option<WokenBy>, u64>;
+
+/// Who ended the futex sleeps of each (pid, tid, user stack), from the `offcpu` probe's futex
+/// sleeps; empty without them. The futex probe's waits at the same thread and stack are those
+/// sleeps (both probes take the user stack from the same registers, and equal stacks share an
+/// id).
+pub fn futex_wakers(profile: &Profile) -> BTreeMap<(u32, u32, Option<StackId>), Wakers> {
+    let mut out: BTreeMap<(u32, u32, Option<StackId>), Wakers> = BTreeMap::new();
+    for w in profile.waits.iter().filter(|w| is_offcpu_futex_sleep(w)) {
+        let ns = out
+            .entry((w.pid, w.tid, w.user_stack))
+            .or_default()
+            .entry(w.woken_by)
+            .or_default();
+        *ns = ns.saturating_add(w.stats.total_ns);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wait::WaitKind;
+
+    fn record(probe: &str, tid: u32, operation: &str, total_ns: u64) -> WaitRecord {
+        WaitRecord {
+            probe: probe.into(),
+            kind: if probe == "offcpu" {
+                WaitKind::OffCpu
+            } else {
+                WaitKind::Mutex
+            },
+            pid: 1,
+            tid,
+            object: 0,
+            operation: operation.into(),
+            user_stack: Some(0),
+            kernel_stack: None,
+            woken_by: None,
+            stats: WaitStats {
+                count: 1,
+                total_ns,
+                max_ns: total_ns,
+                ..WaitStats::default()
+            },
+        }
+    }
+
+    /// A futex-traced thread's offcpu futex sleeps, and the run-queue delay after one (at a
+    /// futex wait's stack), are left out; its other sleeps and delays, and the futex sleeps of a
+    /// thread the futex probe has no record of, are counted.
+    #[test]
+    fn futex_sleeps_count_once() {
+        let profile = Profile {
+            waits: vec![
+                record("futex", 2, "FUTEX_WAIT_PRIVATE", 100),
+                record("offcpu", 2, "sleeping in futex", 95),
+                record("offcpu", 2, "sleeping in epoll_wait", 40),
+                record("offcpu", 3, "sleeping in futex", 70),
+                record("offcpu", 2, "futex", 5),
+                record("offcpu", 2, "preempted", 7),
+                record("offcpu", 2, "run-queue", 3),
+                WaitRecord {
+                    user_stack: Some(1),
+                    ..record("offcpu", 2, "run-queue", 11)
+                },
+            ],
+            ..Profile::default()
+        };
+        let counted: Vec<u64> = profile.counted_waits().map(|w| w.stats.total_ns).collect();
+        assert_eq!(counted, [100, 40, 70, 7, 11]);
+        let merged = SeenTwice::of(&profile).merged(&profile).expect("merged");
+        assert_eq!(merged.threads, 1);
+        assert_eq!(merged.offcpu.total_ns, 100);
+        assert_eq!(merged.run_queue.total_ns, 3);
+        assert_eq!(merged.futex.total_ns, 100);
+        let alone = Profile {
+            waits: profile.waits[1..].to_vec(),
+            ..Profile::default()
+        };
+        assert_eq!(alone.counted_waits().count(), 7);
+        assert!(SeenTwice::of(&alone).merged(&alone).is_none());
+    }
+
+    /// Who ended the futex sleeps, per thread and stack, by waker class.
+    #[test]
+    fn wakers_of_futex_sleeps() {
+        let mut by_program = record("offcpu", 2, "sleeping in futex", 60);
+        by_program.woken_by = Some(WokenBy::Program);
+        let mut by_timer = record("offcpu", 2, "sleeping in futex", 30);
+        by_timer.woken_by = Some(WokenBy::Interrupt);
+        let profile = Profile {
+            waits: vec![
+                by_program,
+                by_timer,
+                record("offcpu", 2, "sleeping in poll", 9),
+            ],
+            ..Profile::default()
+        };
+        let wakers = futex_wakers(&profile);
+        assert_eq!(
+            wakers.get(&(1, 2, Some(0))),
+            Some(&BTreeMap::from([
+                (Some(WokenBy::Program), 60),
+                (Some(WokenBy::Interrupt), 30)
+            ]))
+        );
+        assert_eq!(wakers.len(), 1);
+    }
+}
