@@ -9,16 +9,10 @@ use std::io;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The process lacks the capabilities that loading BPF programs needs.
-    #[error(
-        "missing capabilities {}: run lockscope as root (sudo) or grant them with \
-         `setcap cap_bpf,cap_perfmon,cap_sys_ptrace=ep <path>`",
-        .missing.join(", ")
-    )]
-    MissingCapabilities {
-        /// Names of the missing capabilities (`CAP_BPF`, `CAP_PERFMON`).
-        missing: Vec<&'static str>,
-    },
+    /// The process lacks capabilities the recording needs: each with what needs it and why,
+    /// and the setcap line that grants what the recording uses.
+    #[error("{0}")]
+    MissingCapabilities(crate::environment::MissingCapabilities),
     /// The kernel exposes no BTF, which CO-RE programs need.
     #[error(
         "kernel BTF not found at {path}: lockscope needs a kernel built with \
@@ -31,6 +25,17 @@ pub enum Error {
     /// The pid to attach to does not exist.
     #[error("no process with pid {0}")]
     NoSuchProcess(u32),
+    /// The cgroup to record is not a cgroup v2 this host has.
+    #[error("cannot record cgroup `{cgroup}`: {reason}")]
+    Cgroup {
+        /// The cgroup as given.
+        cgroup: String,
+        /// Why (`no such cgroup in the v2 hierarchy mounted at /sys/fs/cgroup`).
+        reason: String,
+    },
+    /// No process was given to record.
+    #[error("no process to record")]
+    NoTargets,
     /// The command line to launch is empty.
     #[error("no command to launch")]
     EmptyCommand,

@@ -1,7 +1,9 @@
 //! Linux eBPF backend of lockscope.
 //!
-//! [`Recorder`] records a target process (all its threads, including threads created later, and
-//! the processes it forks while recorded) with the selected probes. Waits are aggregated in the
+//! [`Recorder`] records a target set ([`TargetSpec`]: processes by pid, with their descendants on
+//! request, a cgroup's processes, every process, or a launched command; all their threads,
+//! including threads created later, and the processes they fork while recorded) with the
+//! selected probes. Waits are aggregated in the
 //! kernel into log2 histograms per key; nothing streams to user space while recording.
 //! [`Recorder::finish`] drains the maps once, symbolizes the stacks with blazesym (user stacks
 //! from `/proc/PID/maps` snapshots, so a target that already exited still symbolizes) and
@@ -17,7 +19,8 @@
 //! `probes::all`), and its entry in the OS-neutral catalog.
 //!
 //! Every object shares the maps of the `targets` object (`shared.rs`: the target set, which also
-//! follows forks, the stack maps and the in-kernel user-stack unwinder's tables, filled by
+//! follows forks and streams the forks, execs and exits of its processes to `targets.rs`'s
+//! process table, the stack maps and the in-kernel user-stack unwinder's tables, filled by
 //! `unwind/`); `object.rs` is the lifetime of one loaded object (links, skeleton, storage). At
 //! the end, `resolve.rs` turns every probe's drained records into the profile in one step, with
 //! one stack interner: a stack captured by two probes is stored once.
@@ -28,15 +31,26 @@
 //! (with the verifier's reason, captured by `libbpf_log`) or are absent (a kernel feature a probe
 //! needs is missing). docs/KERNELS.md has what older kernels lack and what replaces it.
 //!
+//! Before anything is loaded, `environment` checks what the requested probes and target need
+//! against this process's capabilities ([`check_privileges`]: root, or CAP_BPF and CAP_PERFMON
+//! and what a probe or target adds, asked of the kernel; docs/PRIVILEGES.md). The files a traced
+//! process maps are its own, possibly hostile: they are opened inside its root
+//! (`procmaps::open_mapped_file`), and the table builder and the symbolizer bound what any of them
+//! can cost to its own table and symbols (the `fuzzing` feature exposes that path to `fuzz/`).
+//!
 //! Configuration comes in through [`RecordOptions`], [`ProbeSettings`] and [`UnwindOptions`]:
 //! this library reads no environment variable (the `lockscope` binary reads
-//! `LOCKSCOPE_FAIL_ATTACH`, `LOCKSCOPE_BPF_PROGRAMS` and `LOCKSCOPE_USER_STACKS` into them).
+//! `LOCKSCOPE_FAIL_ATTACH`, `LOCKSCOPE_BPF_PROGRAMS`, `LOCKSCOPE_USER_STACKS` and
+//! `LOCKSCOPE_STACK_MEMO` into them).
 //! `launch` starts a command only once the probes are attached; `procmaps` and `symbolize` turn
 //! addresses into frames. The `cpu` probe (`probes/cpu.rs`) samples on-CPU time with per-CPU
 //! cpu-clock perf events; its records are on-CPU time, never waits.
 
 mod environment;
 mod error;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod launch;
 mod libbpf_log;
 mod object;
@@ -51,14 +65,22 @@ mod shared;
 mod skel;
 mod symbolize;
 mod syscalls;
+mod targets;
 mod unwind;
 mod variant;
+mod waitfor;
 
-pub use environment::{check_environment, check_kernel_btf, KERNEL_BTF};
+pub use environment::{
+    check_environment, check_kernel_btf, check_privileges, Capability, MissingCapabilities, Need,
+    KERNEL_BTF,
+};
 pub use error::Error;
 pub use probe::{syscall_numbers, ProbeSettings};
 pub use probe_set::{probe_support, ProbeSupport};
 pub use probes::{DEFAULT_FREQUENCY_HZ, MAX_FREQUENCY_HZ};
-pub use recorder::{RecordOptions, Recorder, RecorderStatus, TargetSpec};
-pub use unwind::{TableBuild, UnwindOptions, UnwindStats, UserStacks, DEFAULT_CACHE_MAX_BYTES};
+pub use recorder::{Finished, RecordOptions, Recorder, RecorderStatus};
+pub use targets::{target_processes, TargetSpec};
+pub use unwind::{
+    StackMemo, TableBuild, UnwindOptions, UnwindStats, UserStacks, DEFAULT_CACHE_MAX_BYTES,
+};
 pub use variant::ProgramVariant;

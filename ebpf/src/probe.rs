@@ -11,6 +11,7 @@ use crate::object::Counters;
 use crate::shared::SharedMaps;
 use crate::syscalls::syscall_number;
 use crate::variant::ProgramVariant;
+use lockscope_probes::waitfor::{EngineCounts, EngineLimits, RawBlame, RawSampled, WokenBy};
 use lockscope_probes::{AttachStatus, ThreadTime, WaitKind, WaitStats};
 use std::time::Duration;
 
@@ -115,6 +116,19 @@ fn kernel_has_tracepoint(name: &str) -> bool {
     })
 }
 
+/// A kind of hook the kernel guards with more than CAP_BPF and CAP_PERFMON, or with
+/// something else (`environment.rs` checks them before anything is loaded).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PrivilegedHook {
+    /// Uprobes: CAP_SYS_ADMIN on kernels that reserve them to it (Linux 6.16 and the stable
+    /// kernels that took its fix), CAP_PERFMON before.
+    Uprobes,
+    /// tracefs's per-syscall tracepoints, preferred when tracefs is mounted: reading their ids
+    /// needs access to tracefs (mode 0700 by default: CAP_DAC_READ_SEARCH); without it the
+    /// probe takes the generic system-call hooks.
+    TracefsTracepoints,
+}
+
 /// What a probe is, before it is loaded.
 pub(crate) struct ProbeInfo {
     /// Catalog names it serves, the first its own (`offcpu` also serves `wakeup`).
@@ -123,6 +137,8 @@ pub(crate) struct ProbeInfo {
     pub hooks: &'static str,
     /// What the kernel must have.
     pub needs: &'static [KernelFeature],
+    /// Hooks it attaches to that need more than CAP_BPF and CAP_PERFMON.
+    pub privileged: &'static [PrivilegedHook],
 }
 
 /// What a probe's loader gets.
@@ -145,10 +161,12 @@ impl LoadContext<'_> {
 
 /// What a probe attaches to.
 pub(crate) struct AttachContext {
-    /// The target process (tgid). Tracepoint probes record the processes in the shared
-    /// `targets` set, whatever this is; uprobes go into this process's files; per-CPU events
-    /// open one per online CPU and filter by `targets` in BPF.
-    pub pid: u32,
+    /// The one process recorded (tgid), or `None` when the target set is several processes, a
+    /// cgroup or all of them. Tracepoint probes record the processes in the shared `targets`
+    /// set, whatever this is; uprobes go into this process's files (into every process's,
+    /// filtered by `targets` in BPF, without one); per-CPU events open one per online CPU and
+    /// filter by `targets` in BPF.
+    pub pid: Option<u32>,
     /// The variant that was loaded.
     pub variant: ProgramVariant,
     /// The `cpu` probe's sampling frequency ([`ProbeSettings::frequency_hz`]).
@@ -241,6 +259,8 @@ pub(crate) struct RawRecord {
     pub user_stack_id: i32,
     pub kernel_stack_id: i32,
     pub comm: String,
+    /// Who ended the sleeps (`offcpu`), when known.
+    pub woken_by: Option<WokenBy>,
     pub stats: WaitStats,
     /// An off-CPU sleep in a futex call: its user stack classifies futex time.
     pub futex_sleep: bool,
@@ -270,12 +290,22 @@ pub(crate) struct RawThreadTime {
     pub time: ThreadTime,
 }
 
+/// The wait-for engine's result (`waitfor`), stacks still as BPF stack ids and calls as system
+/// call numbers.
+pub(crate) struct DrainedWaitFor {
+    pub limits: EngineLimits,
+    pub counts: EngineCounts,
+    pub blame: Vec<RawBlame<i32>>,
+    pub sampled: Vec<RawSampled<i32>>,
+}
+
 /// Everything the probes of a set recorded.
 #[derive(Default)]
 pub(crate) struct Drained {
     pub records: Vec<RawRecord>,
     pub wakeups: Vec<RawWakeup>,
     pub threads: Vec<RawThreadTime>,
+    pub waitfor: Option<DrainedWaitFor>,
 }
 
 /// An error with its causes, `: `-separated.

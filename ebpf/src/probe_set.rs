@@ -77,9 +77,9 @@ impl ProbeSet {
         }
     }
 
-    /// Attaches every loaded probe to process `pid`; one that fails is kept as failed and
-    /// detached.
-    pub fn attach(&mut self, pid: u32) {
+    /// Attaches every loaded probe to process `pid` (`None`: the processes of the `targets` set,
+    /// whichever they are); one that fails is kept as failed and detached.
+    pub fn attach(&mut self, pid: Option<u32>) {
         let cx = AttachContext {
             pid,
             variant: self.variant,
@@ -188,7 +188,7 @@ pub enum ProbeSupport {
 /// alone, then all together. A probe loads when both did; else the first reason.
 pub fn probe_support(settings: &ProbeSettings) -> Vec<(&'static str, ProbeSupport)> {
     let all_names = probe_names();
-    let shared = match SharedMaps::load() {
+    let shared = match SharedMaps::load(None) {
         Ok(shared) => shared,
         Err(e) => {
             let reason = error_chain(&e);

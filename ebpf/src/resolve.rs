@@ -7,10 +7,12 @@
 
 use crate::error::Error;
 use crate::probe::Drained;
-use crate::probe::RawThreadTime;
+use crate::probe::{DrainedWaitFor, RawThreadTime};
 use crate::procmaps::MapsCache;
 use crate::shared::{KernelStack, SharedMaps, UnwoundStack};
 use crate::symbolize::{user_stack_complete, StackSymbolizer};
+use crate::syscalls::syscall_name;
+use lockscope_probes::waitfor::{Blame, Hop, Root, SampledCpu, WaitFor};
 use lockscope_probes::{
     AddressSpace, Stack, StackId, StackInterner, ThreadInfo, ThreadTime, TimeClass, WaitKind,
     WaitRecord, WakeupRecord,
@@ -46,6 +48,9 @@ pub(crate) struct Resolved {
     pub stacks: Vec<Stack>,
     pub thread_times: Vec<ThreadTime>,
     pub wakeups: Vec<WakeupRecord>,
+    pub waitfor: Option<WaitFor>,
+    /// Files whose symbols could not be read, with why (their frames are addresses).
+    pub symbol_failures: Vec<String>,
 }
 
 /// An interned user stack and its function names, leaf first (for classification).
@@ -221,15 +226,19 @@ pub(crate) fn resolve(
             operation: r.operation,
             user_stack: user.map(|(id, _)| id),
             kernel_stack: kernel,
+            woken_by: r.woken_by,
             stats: r.stats,
         });
     }
     let mut wakeups = Vec::new();
     for mut w in drained.wakeups {
         let waker_kernel = resolver.kernel(w.waker_kernel_stack_id)?;
-        if waker_kernel
-            .and_then(|id| resolver.kernel_names(id))
-            .is_some_and(|names| names.iter().any(|n| is_interrupt_frame(n)))
+        // The probe tells interrupt context itself (waker 0); older recordings' wakers only by
+        // the handler's frames.
+        if (w.waker_pid == 0 && w.waker_tid == 0)
+            || waker_kernel
+                .and_then(|id| resolver.kernel_names(id))
+                .is_some_and(|names| names.iter().any(|n| is_interrupt_frame(n)))
         {
             // Woken from interrupt context: `current` was whoever the interrupt found running.
             w.waker_pid = 0;
@@ -274,15 +283,93 @@ pub(crate) fn resolve(
         thread_times.push(time);
     }
     thread_times.sort_by_key(|t| (t.pid, t.tid));
+    let waitfor = drained
+        .waitfor
+        .map(|w| resolve_waitfor(w, &mut resolver))
+        .transpose()?;
     Ok(Resolved {
         waits,
         threads: threads
             .into_iter()
             .map(|((pid, tid), name)| ThreadInfo { pid, tid, name })
             .collect(),
+        symbol_failures: resolver.symbolizer.failures().to_vec(),
         stacks: resolver.interner.into_stacks(),
         thread_times,
         wakeups,
+        waitfor,
+    })
+}
+
+/// The wait-for engine's blame with its stacks symbolized and interned and its calls named.
+fn resolve_waitfor(drained: DrainedWaitFor, resolver: &mut Resolver<'_>) -> Result<WaitFor, Error> {
+    let call = |nr: i32| (nr >= 0).then(|| syscall_name(nr));
+    let mut blame = Vec::with_capacity(drained.blame.len());
+    for b in drained.blame {
+        let mut chain = Vec::with_capacity(b.chain.len());
+        for (thread, stack) in b.chain {
+            chain.push(Hop {
+                thread,
+                user_stack: resolver
+                    .user(thread.pid, stack.unwrap_or(-1))?
+                    .map(|(id, _)| id),
+            });
+        }
+        let root = &b.root;
+        blame.push(Blame {
+            thread: b.thread,
+            part: b.part,
+            call: call(b.call),
+            object: b.object,
+            user_stack: resolver
+                .user(b.thread.pid, b.user_stack.unwrap_or(-1))?
+                .map(|(id, _)| id),
+            kernel_stack: resolver.kernel(b.kernel_stack.unwrap_or(-1))?,
+            woken_by: b.woken_by,
+            waker: b.waker,
+            root: Root {
+                kind: root.kind,
+                thread: root.thread,
+                call: call(root.call),
+                user_stack: resolver
+                    .user(root.thread.pid, root.user_stack.unwrap_or(-1))?
+                    .map(|(id, _)| id),
+                kernel_stack: resolver.kernel(root.kernel_stack.unwrap_or(-1))?,
+                woken_by: root.woken_by,
+                waker_name: b.root.waker_name.clone(),
+                holder: root.holder,
+                holder_name: b.root.holder_name.clone(),
+            },
+            depth: b.depth,
+            chain,
+            waits: b.waits,
+            total_ns: b.total_ns,
+        });
+    }
+    blame.sort_by_key(|b| std::cmp::Reverse(b.total_ns));
+    let mut sampled = Vec::with_capacity(drained.sampled.len());
+    for s in drained.sampled {
+        let pid = s.thread.pid;
+        sampled.push(SampledCpu {
+            role: s.role,
+            thread: s.thread,
+            end_stack: resolver
+                .user(pid, s.end_stack.unwrap_or(-1))?
+                .map(|(id, _)| id),
+            user_stack: resolver.user(pid, s.stack.unwrap_or(-1))?.map(|(id, _)| id),
+            weight: s.weight,
+        });
+    }
+    sampled.sort_by_key(|s| std::cmp::Reverse(s.weight));
+    Ok(WaitFor {
+        max_depth: drained.limits.max_depth,
+        history_ns: drained.limits.history_ns,
+        intervals: drained.counts.intervals,
+        lost_intervals: drained.counts.lost_intervals,
+        spurious_wakeups: drained.counts.spurious_wakeups,
+        spurious_wakeup_ns: drained.counts.spurious_wakeup_ns,
+        blame,
+        sampled,
     })
 }
 
@@ -369,6 +456,7 @@ mod tests {
             user_stack_id,
             kernel_stack_id: -1,
             comm: "t".into(),
+            woken_by: None,
             stats: WaitStats {
                 count: 1,
                 total_ns: 10,
@@ -404,6 +492,7 @@ mod tests {
                 stats: record("offcpu", 2, 7).stats,
             }],
             threads: Vec::new(),
+            waitfor: None,
         };
         let resolved = resolve(drained, &stacks, &maps).expect("resolve");
         assert_eq!(resolved.stacks.len(), 1, "{:?}", resolved.stacks);

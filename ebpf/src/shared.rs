@@ -6,7 +6,7 @@
 //! maps are declared in `bpf/common.bpf.h` and the headers it includes (`stacks.bpf.h`, and
 //! through it the unwinder's `unwind.bpf.h`), so every object declares identical copies.
 //! [`SharedMaps::load`] loads the small `targets` object first (`bpf/targets.bpf.c`: it also
-//! follows forks), keeps a handle on each of its maps, and [`SharedMaps::reuse_in`] makes every
+//! follows forks, execs and exits, into `process_events`), keeps a handle on each of its maps, and [`SharedMaps::reuse_in`] makes every
 //! later object use those maps instead of creating its own (libbpf `reuse_fd`, before load).
 //!
 //! Adding a shared map (for example a new unwinder table): declare it in `common.bpf.h` or a
@@ -20,18 +20,93 @@
 use crate::error::Error;
 use crate::libbpf_log;
 use crate::object::LoadedObject;
-use crate::skel::targets::types::{user_stack, user_stack_flags as Flags};
+use crate::skel::targets::types::{
+    lks_targets_config, process_event, process_event_flags, process_event_kind, user_stack,
+    user_stack_flags as Flags,
+};
 use crate::skel::targets::{TargetsSkel, TargetsSkelBuilder};
 use libbpf_rs::skel::Skel;
-use libbpf_rs::{MapCore, MapFlags, MapHandle, OpenObject};
+use libbpf_rs::{MapCore, MapFlags, MapHandle, OpenObject, RingBuffer, RingBufferBuilder};
 use std::collections::BTreeMap;
 use std::os::fd::AsFd;
+use std::sync::{Arc, Mutex};
 
 /// The shared maps, owned by the `targets` object, which also follows forks.
 pub(crate) struct SharedMaps {
-    // Field order is drop order: the maps' extra handles, then the object.
+    // Field order is drop order: the ring buffer and the maps' extra handles, then the object.
+    events: RingBuffer<'static>,
+    /// What the ring buffer's callback decoded since the last [`SharedMaps::process_events`].
+    received: Arc<Mutex<Vec<ProcessEvent>>>,
     maps: BTreeMap<String, MapHandle>,
     object: LoadedObject<TargetsSkel<'static>>,
+}
+
+/// What happened to a recorded process (`bpf/targets.h`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ProcessEventKind {
+    /// `pid` was forked by `parent`.
+    Fork {
+        /// The forking process.
+        parent: u32,
+        /// Its unwind table was copied to the child in the kernel.
+        unwind_copied: bool,
+    },
+    /// `pid` executed a new program.
+    Exec,
+    /// The last thread of `pid` exited, with this wait(2) status.
+    Exit {
+        /// `status << 8`, or the signal that killed it.
+        code: u32,
+    },
+}
+
+/// A fork, exec or exit of a recorded process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ProcessEvent {
+    /// CLOCK_MONOTONIC, nanoseconds.
+    pub time_ns: u64,
+    /// The process.
+    pub pid: u32,
+    pub kind: ProcessEventKind,
+    /// Its name (at a fork, the parent's).
+    pub comm: String,
+    /// A kernel thread.
+    pub kernel_thread: bool,
+}
+
+/// Decodes a `struct process_event`; `None` for short or unknown records.
+pub(crate) fn decode_process_event(bytes: &[u8]) -> Option<ProcessEvent> {
+    if bytes.len() < std::mem::size_of::<process_event>() {
+        return None;
+    }
+    // SAFETY: at least size_of bytes; process_event is plain integers, a #[repr(transparent)]
+    // u32 enum and a char array, valid for any bits.
+    let event: process_event = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast()) };
+    let has = |flag: process_event_flags| event.flags & flag.0 != 0;
+    let kind = match event.kind {
+        process_event_kind::LKS_PROCESS_FORK => ProcessEventKind::Fork {
+            parent: event.parent,
+            unwind_copied: has(process_event_flags::LKS_PROCESS_UNWIND_COPIED),
+        },
+        process_event_kind::LKS_PROCESS_EXEC => ProcessEventKind::Exec,
+        process_event_kind::LKS_PROCESS_EXIT => ProcessEventKind::Exit {
+            code: event.exit_code,
+        },
+        _ => return None,
+    };
+    let comm: Vec<u8> = event
+        .comm
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    Some(ProcessEvent {
+        time_ns: event.time_ns,
+        pid: event.pid,
+        kind,
+        comm: String::from_utf8_lossy(&comm).into_owned(),
+        kernel_thread: has(process_event_flags::LKS_PROCESS_KTHREAD),
+    })
 }
 
 /// An unwound user stack, as stored by the BPF unwinder.
@@ -54,10 +129,16 @@ pub(crate) struct KernelStack {
 }
 
 impl SharedMaps {
-    /// Loads the owner object and takes a handle on each of its maps (except its own globals).
-    pub fn load() -> Result<Self, Error> {
-        let (object, reason) =
-            libbpf_log::capture(|| LoadedObject::load(TargetsSkelBuilder::default(), |_| Ok(())));
+    /// Loads the owner object and takes a handle on each of its maps (except its own globals);
+    /// `events_bytes` sizes the wait-for stream's ring buffer (`waitfor_events`, a power of two
+    /// of at least a page), or leaves its one page when `None`.
+    pub fn load(events_bytes: Option<u32>) -> Result<Self, Error> {
+        let (object, reason) = libbpf_log::capture(|| {
+            LoadedObject::load(TargetsSkelBuilder::default(), |open| match events_bytes {
+                Some(bytes) => open.maps.waitfor_events.set_max_entries(bytes),
+                None => Ok(()),
+            })
+        });
         let object = object.map_err(|source| Error::Load {
             object: "targets",
             reason,
@@ -76,7 +157,33 @@ impl SharedMaps {
             })?;
             maps.insert(name, handle);
         }
-        Ok(SharedMaps { maps, object })
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let events = {
+            let received = Arc::clone(&received);
+            let error = |source| Error::Map {
+                map: "process_events",
+                source,
+            };
+            let mut builder = RingBufferBuilder::new();
+            builder
+                .add(&object.skel().maps.process_events, move |bytes: &[u8]| {
+                    if let Some(event) = decode_process_event(bytes) {
+                        received
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .push(event);
+                    }
+                    0
+                })
+                .map_err(error)?;
+            builder.build().map_err(error)?
+        };
+        Ok(SharedMaps {
+            events,
+            received,
+            maps,
+            object,
+        })
     }
 
     /// Makes the maps of an opened (not yet loaded) object that share a name with a shared map
@@ -96,27 +203,83 @@ impl SharedMaps {
         self.maps.get(name)
     }
 
-    /// Starts following forks: children of a target become targets. Attach before the probes.
+    /// Starts following the targets: children of a target become targets, and their forks,
+    /// execs and exits go to [`SharedMaps::process_events`]. Attach before the probes.
     pub fn follow_forks(&mut self) -> Result<(), Error> {
         if !self.object.attached() {
-            let link = self
-                .object
-                .skel()
-                .progs
-                .lks_follow_fork
-                .attach()
-                .map_err(|source| Error::Attach {
-                    hook: "sched_process_fork",
-                    source,
-                })?;
-            self.object.keep([link]);
+            let progs = &self.object.skel().progs;
+            let mut links = Vec::new();
+            for (program, hook) in [
+                (&progs.lks_follow_fork, "sched_process_fork"),
+                (&progs.lks_follow_exec, "sched_process_exec"),
+                (&progs.lks_follow_exit, "sched_process_exit"),
+            ] {
+                links.push(
+                    program
+                        .attach()
+                        .map_err(|source| Error::Attach { hook, source })?,
+                );
+            }
+            self.object.keep(links);
         }
         Ok(())
     }
 
-    /// Stops following forks.
+    /// Stops following the targets.
     pub fn detach(&mut self) {
         self.object.detach();
+    }
+
+    /// Makes every process a target but `exclude` (lockscope's own), kernel threads included.
+    pub fn record_all(&self, exclude: u32) -> Result<(), Error> {
+        let config = lks_targets_config {
+            all: 1,
+            exclude_tgid: exclude,
+        };
+        // SAFETY: two u32s: no padding.
+        let value = unsafe {
+            std::slice::from_raw_parts(
+                (&config as *const lks_targets_config).cast::<u8>(),
+                std::mem::size_of::<lks_targets_config>(),
+            )
+        };
+        self.object
+            .skel()
+            .maps
+            .targets_config
+            .update(&0u32.to_ne_bytes(), value, MapFlags::ANY)
+            .map_err(|source| Error::Map {
+                map: "targets_config",
+                source,
+            })
+    }
+
+    /// The forks, execs and exits of recorded processes since the last call, oldest first.
+    pub fn process_events(&self) -> Vec<ProcessEvent> {
+        // Consuming only runs the callback; an error leaves the records for the next call.
+        let _ = self.events.consume();
+        std::mem::take(
+            &mut *self
+                .received
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    /// Process events the ring buffer had no room for.
+    pub fn process_events_lost(&self) -> u64 {
+        self.object
+            .skel()
+            .maps
+            .bss_data
+            .as_ref()
+            .map_or(0, |bss| bss.lks_process_events_lost)
+    }
+
+    /// Takes a process (tgid) out of the recorded set (gone, or out of the recorded cgroup).
+    pub fn remove_target(&self, tgid: u32) {
+        // Absent already: nothing to do.
+        let _ = self.object.skel().maps.targets.delete(&tgid.to_ne_bytes());
     }
 
     /// Adds a process (tgid) to the recorded set of every probe.

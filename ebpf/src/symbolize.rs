@@ -3,14 +3,21 @@
 //! Kernel stacks go through kallsyms. User stacks never go through the live process: each
 //! address is resolved with the `/proc/PID/maps` snapshots of [`MapsCache`] into a mapped file and
 //! a file offset, and symbolized from that file (kept open by the cache), so stacks of a target
-//! that exited before the recording ended still get their names.
+//! that exited before the recording ended still get their names. Those files are the traced
+//! program's: blazesym reads them on a guarded worker thread, where one that makes it fail or
+//! hang costs its own symbols only (`GuardedFiles`).
 
 use crate::procmaps::MapsCache;
 use blazesym::symbolize::source::{Kernel, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use blazesym::MaybeDefault;
-use lockscope_probes::symbols::{file_frame, frame_from_sym};
+use lockscope_probes::symbols::{frame_from_sym, try_file_frame};
 use lockscope_probes::Frame;
+use std::collections::HashSet;
+use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::time::Duration;
 
 /// Module name of kernel frames.
 const KERNEL_MODULE: &str = "[kernel]";
@@ -39,10 +46,135 @@ const USER_STACK_ROOTS: &[&str] = &[
     "thread_start",
 ];
 
+/// Longest a file's symbols may take to look up one address (the first lookup parses the
+/// file's symbol tables and DWARF: seconds for a large binary with debug information).
+const FILE_DEADLINE: Duration = Duration::from_secs(30);
+
 /// Symbolizes stacks for one recording.
 pub struct StackSymbolizer {
     symbolizer: Symbolizer,
     kernel: Source<'static>,
+    /// Looks up user frames in the traced processes' files.
+    files: GuardedFiles,
+}
+
+/// blazesym behind a guard, for the files a traced process maps, which it controls: each lookup
+/// runs on a worker thread, and a file that makes blazesym panic, or take longer than
+/// [`FILE_DEADLINE`] (a hostile debug link can name a FIFO, which blocks its open), costs only
+/// its own symbols. Its frames stay addresses (module and offset), it is named in
+/// [`GuardedFiles::failures`], and the next lookup gets a fresh worker (a stuck one is left
+/// behind: a thread cannot be stopped).
+struct GuardedFiles {
+    worker: Option<Worker>,
+    /// Files given up on, by path: their frames are not looked up again.
+    failed: HashSet<PathBuf>,
+    failures: Vec<String>,
+}
+
+/// A lookup: the file, the frame's address, its module and offset in the file, whether it is
+/// a return address.
+struct Lookup {
+    path: PathBuf,
+    address: u64,
+    module: Option<String>,
+    file_offset: u64,
+    is_return: bool,
+}
+
+struct Worker {
+    lookups: Sender<Lookup>,
+    /// A frame, or why the file cannot be read (blazesym's error, or its panic).
+    frames: Receiver<Result<Frame, String>>,
+}
+
+impl Worker {
+    fn start() -> Option<Worker> {
+        let (lookups, inbox) = channel::<Lookup>();
+        let (outbox, frames) = channel();
+        std::thread::Builder::new()
+            .name("lks-symbolize".into())
+            .spawn(move || {
+                let mut symbolizer = Symbolizer::new();
+                for lookup in inbox {
+                    let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        try_file_frame(
+                            &symbolizer,
+                            &lookup.path,
+                            lookup.address,
+                            lookup.module.clone(),
+                            lookup.file_offset,
+                            lookup.is_return,
+                        )
+                    }))
+                    .unwrap_or_else(|panic| {
+                        // Whatever it cached of that file may be half-built.
+                        symbolizer = Symbolizer::new();
+                        Err(format!(
+                            "the symbolizer failed on it ({})",
+                            panic_message(&*panic)
+                        ))
+                    });
+                    if outbox.send(result).is_err() {
+                        return;
+                    }
+                }
+            })
+            .ok()?;
+        Some(Worker { lookups, frames })
+    }
+}
+
+/// What a panic said.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".to_owned())
+}
+
+impl GuardedFiles {
+    fn new() -> Self {
+        GuardedFiles {
+            worker: None,
+            failed: HashSet::new(),
+            failures: Vec::new(),
+        }
+    }
+
+    /// The frame of `lookup`, or `None` when its file failed (now or before).
+    fn frame(&mut self, lookup: Lookup, name: &str) -> Option<Frame> {
+        if self.failed.contains(&lookup.path) {
+            return None;
+        }
+        if self.worker.is_none() {
+            self.worker = Worker::start();
+        }
+        let worker = self.worker.as_ref()?;
+        let path = lookup.path.clone();
+        let why = match worker.lookups.send(lookup) {
+            Err(_) => "the symbolizer's thread is gone".to_owned(),
+            Ok(()) => match worker.frames.recv_timeout(FILE_DEADLINE) {
+                Ok(Ok(frame)) => return Some(frame),
+                Ok(Err(why)) => why,
+                Err(RecvTimeoutError::Timeout) => {
+                    // Left behind, still stuck: its answer would come for the wrong lookup.
+                    self.worker = None;
+                    format!(
+                        "the symbolizer took more than {} s on one address",
+                        FILE_DEADLINE.as_secs()
+                    )
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.worker = None;
+                    "the symbolizer's thread is gone".to_owned()
+                }
+            },
+        };
+        self.failed.insert(path);
+        self.failures.push(format!("{name}: {why}"));
+        None
+    }
 }
 
 impl Default for StackSymbolizer {
@@ -63,7 +195,14 @@ impl StackSymbolizer {
         Self {
             symbolizer: Symbolizer::new(),
             kernel: Source::Kernel(kernel),
+            files: GuardedFiles::new(),
         }
+    }
+
+    /// Files whose symbols could not be read (blazesym failed on them, or took too long), with
+    /// why: their frames are addresses.
+    pub fn failures(&self) -> &[String] {
+        &self.files.failures
     }
 
     /// Kernel frames of `addresses` (leaf first), without the BPF tracing machinery's frames.
@@ -88,7 +227,7 @@ impl StackSymbolizer {
     }
 
     /// User frames of `addresses` (leaf first) of process `pid`.
-    pub fn user_frames(&self, maps: &MapsCache, pid: u32, addresses: &[u64]) -> Vec<Frame> {
+    pub fn user_frames(&mut self, maps: &MapsCache, pid: u32, addresses: &[u64]) -> Vec<Frame> {
         addresses
             .iter()
             .enumerate()
@@ -96,7 +235,7 @@ impl StackSymbolizer {
             .collect()
     }
 
-    fn user_frame(&self, maps: &MapsCache, pid: u32, address: u64, is_return: bool) -> Frame {
+    fn user_frame(&mut self, maps: &MapsCache, pid: u32, address: u64, is_return: bool) -> Frame {
         let mut frame = Frame::unsymbolized(address);
         let Some(mapping) = maps.resolve(pid, address) else {
             return frame;
@@ -107,14 +246,14 @@ impl StackSymbolizer {
         let Some(path) = mapping.readable_path() else {
             return frame;
         };
-        file_frame(
-            &self.symbolizer,
-            &path,
+        let lookup = Lookup {
+            path,
             address,
-            frame.module,
-            module_offset,
+            module: frame.module.clone(),
+            file_offset: module_offset,
             is_return,
-        )
+        };
+        self.files.frame(lookup, &mapping.path).unwrap_or(frame)
     }
 }
 
@@ -150,7 +289,9 @@ mod tests {
         let pid = std::process::id();
         assert!(maps.snapshot(pid));
         let address = marker_function_for_symbolization as fn() -> u64 as usize as u64;
-        let frames = StackSymbolizer::new().user_frames(&maps, pid, &[address + 1]);
+        let mut symbolizer = StackSymbolizer::new();
+        let frames = symbolizer.user_frames(&maps, pid, &[address + 1]);
+        assert!(symbolizer.failures().is_empty());
         let function = frames[0].function.as_deref().expect("symbolized");
         assert!(
             function.ends_with("marker_function_for_symbolization"),

@@ -16,7 +16,10 @@
 #include <bpf/bpf_core_read.h>
 #include "stacks.bpf.h"
 
-#define LKS_MAX_TARGETS 1024
+#include "common.h"
+
+/* Processes of the target set: 100 servers' worth of worker processes, and a build's. */
+#define LKS_MAX_TARGETS 8192
 
 /* errno values (vmlinux.h has no macros). */
 #ifndef E2BIG
@@ -26,7 +29,8 @@
 #define EEXIST 17
 #endif
 
-/* Process ids (tgid) being recorded: the target, and every process it forks while recorded. */
+/* Process ids (tgid) being recorded: the targets given (pids, a process tree, a cgroup's
+ * processes, a launched command), and every process they fork while recorded. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, LKS_MAX_TARGETS);
@@ -34,9 +38,54 @@ struct {
 	__type(value, __u8);
 } targets SEC(".maps");
 
+/* The wait-for analysis' records (enum lks_event_type), from the `offcpu` and `cpu` objects;
+ * sized by user space when it streams (one page otherwise). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} waitfor_events SEC(".maps");
+
+/* Whether every process is a target (`record -a`): one `struct lks_targets_config`. An array,
+ * whose lookup the verifier inlines: a process outside the set costs one hash lookup and this. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lks_targets_config);
+} targets_config SEC(".maps");
+
+/* True when every process is a target. */
+static __always_inline bool all_targets(void)
+{
+	struct lks_targets_config *config;
+	__u32 zero = 0;
+
+	config = bpf_map_lookup_elem(&targets_config, &zero);
+	return config && config->all;
+}
+
+/* True when process `tgid` is recorded: in `targets`, or every process is. */
 static __always_inline bool is_target(__u32 tgid)
 {
-	return bpf_map_lookup_elem(&targets, &tgid) != NULL;
+	struct lks_targets_config *config;
+	__u32 zero = 0;
+
+	if (bpf_map_lookup_elem(&targets, &tgid))
+		return true;
+	config = bpf_map_lookup_elem(&targets_config, &zero);
+	/* tgid 0 is the idle tasks: no process, never a target. */
+	return config && config->all && tgid != 0 && tgid != config->exclude_tgid;
+}
+
+#define LKS_PF_KTHREAD 0x00200000
+
+/* True when the current task is a kernel thread: it has no user stack, so none is missing.
+ * (bpf_get_current_task, not its BTF variant: 5.10 has only this one.) */
+static __always_inline bool current_is_kernel_thread(void)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+
+	return BPF_CORE_READ(task, flags) & LKS_PF_KTHREAD;
 }
 
 /* Bit length of v (0 for 0): the histogram slot, as probes::hist::Log2Histogram::slot_of. */

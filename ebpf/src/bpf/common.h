@@ -37,4 +37,32 @@ struct lks_counters {
 	__u64 dropped;
 };
 
+/* Records of the shared `waitfor_events` ring buffer (the `waitfor` probe), told apart by their
+ * first field. */
+enum lks_event_type {
+	/* struct offcpu_interval (offcpu.h): an off-CPU interval of a target thread. */
+	LKS_EVENT_INTERVAL = 1,
+	/* struct lks_cpu_sample: a `cpu` probe sample of a target thread. */
+	LKS_EVENT_CPU_SAMPLE = 2,
+};
+
+/* A sample of a target thread on a CPU, with the time it was taken: the wait-for analysis reads
+ * what a thread others waited for was running. */
+struct lks_cpu_sample {
+	enum lks_event_type type;
+	__u32 tgid;
+	__u32 tid;
+	/* Its user stack (the `cpu` probe's unwinding), -1 when not captured. */
+	__s32 user_stack_id;
+	__u64 time_ns;
+};
+
+/* What the `targets` set holds besides its tgids (`targets_config`'s one entry). */
+struct lks_targets_config {
+	/* Non-zero: every process is a target (`record -a`), kernel threads included. */
+	__u32 all;
+	/* With `all`: the process left out (lockscope's own). */
+	__u32 exclude_tgid;
+};
+
 #endif /* LOCKSCOPE_COMMON_H */

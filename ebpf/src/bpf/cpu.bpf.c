@@ -6,7 +6,8 @@
  * stack with the in-kernel unwinder (through FP-less code), takes its kernel stack when it
  * interrupted the kernel, and is aggregated here per (thread, user stack, kernel stack): count =
  * samples, total_ns = the sum of their periods (cpu-clock periods are nanoseconds). Nothing is
- * copied to user space per sample.
+ * copied to user space per sample, except for the wait-for analysis (`targ_stream`): then each
+ * sample also goes to the shared `waitfor_events` ring with its time.
  *
  * The program runs in hard interrupt context, where it can interrupt a tracepoint or raw_tp
  * program of another probe in the middle of its unwinding: it walks in the interrupt slot of the
@@ -18,6 +19,9 @@
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 #define MAX_CPU_KEYS 16384
+
+/* Also send each sample, with its time, to the wait-for analysis (the `waitfor` probe). */
+const volatile bool targ_stream = false;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -41,7 +45,7 @@ static __always_inline int on_sample(struct bpf_perf_event_data *ctx, const bool
 	key.tgid = pid_tgid >> 32;
 	key.tid = (__u32)pid_tgid;
 	id = lks_unwind_user_stack_in(ctx, compat, LKS_UNWIND_SLOT_INTERRUPT, !compat);
-	if (id < 0)
+	if (id < 0 && !current_is_kernel_thread())
 		COUNT(user_stack_failures);
 	key.user_stack_id = id < 0 ? -1 : id;
 	key.kernel_stack_id = -1;
@@ -52,6 +56,20 @@ static __always_inline int on_sample(struct bpf_perf_event_data *ctx, const bool
 		key.kernel_stack_id = id < 0 ? -1 : id;
 	}
 	aggregate(&samples, &key, ctx->sample_period, NULL);
+	if (targ_stream) {
+		struct lks_cpu_sample *e = bpf_ringbuf_reserve(&waitfor_events, sizeof(*e), 0);
+
+		if (!e) {
+			COUNT(dropped);
+			return 0;
+		}
+		e->type = LKS_EVENT_CPU_SAMPLE;
+		e->tgid = key.tgid;
+		e->tid = key.tid;
+		e->user_stack_id = key.user_stack_id;
+		e->time_ns = bpf_ktime_get_ns();
+		bpf_ringbuf_submit(e, 0);
+	}
 	return 0;
 }
 

@@ -120,10 +120,11 @@ static __always_inline int on_sys_enter(long id, __u64 arg0, __u64 arg1)
 
 /* Ends the current thread's wait in flight, if it has one: from the futex system calls' exit, and
  * from the thread's exit (a wait ended by exit_group never returns). `compat`: see
- * capture_stacks. `kernel_stack`: false in the per-syscall tracepoints' programs, whose context
- * holds the system call's user registers on older kernels (on 6.1 every kernel stack failed
- * there); at a futex call's exit the kernel stack is the return path anyway, the same for every
- * wait. */
+ * capture_stacks. `kernel_stack`: only at the thread's exit. At a futex call's exit the kernel
+ * stack is the return path, the same for every wait: taking it there cost ~0.5 µs a wait for
+ * nothing (docs/BENCHMARKS.md), and the per-syscall tracepoints' programs could not anyway
+ * (their context holds the system call's user registers on older kernels; on 6.1 every kernel
+ * stack failed there), so a wait records the same key on either hook. */
 static __always_inline int on_wait_end(void *ctx, const bool compat, const bool kernel_stack)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
@@ -180,7 +181,7 @@ static __always_inline int on_exit_btf(void *ctx, struct pt_regs *regs, const bo
 {
 	if (!is_futex_syscall(regs->orig_ax))
 		return 0;
-	return on_wait_end(ctx, compat, true);
+	return on_wait_end(ctx, compat, false);
 }
 
 SEC("tp_btf/sys_exit")
@@ -220,7 +221,7 @@ static __always_inline int on_exit_raw(void *ctx, struct pt_regs *regs, const bo
 {
 	if (!is_futex_syscall(BPF_CORE_READ(regs, orig_ax)))
 		return 0;
-	return on_wait_end(ctx, compat, true);
+	return on_wait_end(ctx, compat, false);
 }
 
 SEC("raw_tp/sys_exit")

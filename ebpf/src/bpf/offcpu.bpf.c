@@ -11,7 +11,15 @@
  * at least `targ_min_block_ns` are also aggregated with their stacks (`offcpu`), and, for the
  * `wakeup` probe (`targ_waker_stacks`), the sleeps among them with their waker's stacks
  * (`wakeups`, offwaketime's idea, aggregated in the kernel). For the `preempt` probe
- * (`targ_preempted_stacks`) a preemption takes the user stack the thread was running.
+ * (`targ_preempted_stacks`) a preemption takes the user stack the thread was running. For the
+ * `waitfor` probe (`targ_intervals`) every interval goes to user space as it ends (the shared
+ * `waitfor_events` ring buffer),
+ * with who woke it: the wait-for analysis follows each wait to what the waker was doing.
+ *
+ * Every sleep's waker is classed (enum waker_class): a thread of the program, one outside it,
+ * or interrupt context (where `current` is just the thread the interrupt happened to land on),
+ * told by hooks on interrupt handlers, softirqs and hrtimer callbacks. Futex sleeps also read the
+ * lock word's owner at switch-out.
  */
 #include "probe.bpf.h"
 #include "offcpu.h"
@@ -38,6 +46,9 @@ const volatile bool targ_waker_stacks = false;
 /* Take the user stack of a preempted thread too (the `preempt` probe): where it was running when
  * the scheduler took its CPU away. Off by default: one unwinding per preemption. */
 const volatile bool targ_preempted_stacks = false;
+
+/* Stream every interval to `intervals` (the `waitfor` probe). */
+const volatile bool targ_intervals = false;
 
 /* Distinct user stacks preemptions may add to the `user_stacks` map every probe shares (a
  * quarter of it): a CPU-bound thread is preempted at a new pc almost every time. Past it, a
@@ -75,6 +86,10 @@ struct {
 	__type(value, struct lks_stats);
 } wakeups SEC(".maps");
 
+/* Never read: makes the skeleton generate the Rust type of the ring buffer's records (it does
+ * only for the types of maps and globals). */
+struct offcpu_interval lks_offcpu_interval_type = {};
+
 /* Template for new `threads` entries (bigger than the BPF stack allows comfortably). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -94,6 +109,117 @@ static __always_inline enum time_class class_of_syscall(__s32 nr)
 	if (nr < 0 || nr >= LKS_SYSCALL_CLASS_SLOTS)
 		return LKS_TIME_OTHER;
 	return targ_syscall_class[nr];
+}
+
+/* Interrupt handlers, softirqs and hrtimer callbacks running on each CPU, nested: sched_waking
+ * from one of them has an interrupt, not `current`, as its waker. (The CPU's preempt count would
+ * tell without hooks, but reading a per-CPU variable takes its address from kallsyms, which
+ * kernels without CONFIG_KALLSYMS_ALL do not list.) */
+struct interrupt_nesting {
+	__u32 depth;
+	__u32 pad;
+	/* When the outermost one began. */
+	__u64 since_ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct interrupt_nesting);
+} interrupt_depth SEC(".maps");
+
+/* No handler, softirq or hrtimer callback runs this long (softirqs yield to ksoftirqd within 2
+ * ms): a nesting older than this lost its exit (the hooks attaching between an entry and its
+ * exit) and is forgotten. */
+#define LKS_INTERRUPT_MAX_NS 20000000ULL
+
+static __always_inline int enter_interrupt(void)
+{
+	__u32 zero = 0;
+	struct interrupt_nesting *n = bpf_map_lookup_elem(&interrupt_depth, &zero);
+
+	if (!n)
+		return 0;
+	if (!n->depth)
+		n->since_ns = bpf_ktime_get_ns();
+	n->depth++;
+	return 0;
+}
+
+/* An exit whose entry came before the attach finds 0: nothing to undo. */
+static __always_inline int exit_interrupt(void)
+{
+	__u32 zero = 0;
+	struct interrupt_nesting *n = bpf_map_lookup_elem(&interrupt_depth, &zero);
+
+	if (n && n->depth)
+		n->depth--;
+	return 0;
+}
+
+/* The exits come first: attached in this order, no entry is counted before its exit can be. */
+SEC("tp_btf/irq_handler_exit")
+int BPF_PROG(lks_offcpu_irq_exit) { return exit_interrupt(); }
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(lks_offcpu_softirq_exit) { return exit_interrupt(); }
+SEC("tp_btf/hrtimer_expire_exit")
+int BPF_PROG(lks_offcpu_hrtimer_exit) { return exit_interrupt(); }
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(lks_offcpu_irq_entry) { return enter_interrupt(); }
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(lks_offcpu_softirq_entry) { return enter_interrupt(); }
+SEC("tp_btf/hrtimer_expire_entry")
+int BPF_PROG(lks_offcpu_hrtimer_entry) { return enter_interrupt(); }
+
+/* True inside an interrupt handler, a softirq or an hrtimer callback on this CPU. */
+static __always_inline bool in_interrupt_context(__u64 now)
+{
+	__u32 zero = 0;
+	struct interrupt_nesting *n = bpf_map_lookup_elem(&interrupt_depth, &zero);
+
+	if (!n || !n->depth)
+		return false;
+	if (now - n->since_ns > LKS_INTERRUPT_MAX_NS) {
+		n->depth = 0;
+		return false;
+	}
+	return true;
+}
+
+/* FUTEX_* commands whose word holds the owner's thread id (PI futexes). */
+#define LKS_FUTEX_CMD_MASK 0x7f
+#define LKS_FUTEX_WAIT 0
+#define LKS_FUTEX_LOCK_PI 6
+#define LKS_FUTEX_WAIT_BITSET 9
+#define LKS_FUTEX_LOCK_PI2 13
+#define LKS_FUTEX_TID_MASK 0x3fffffff
+/* Offset of glibc's pthread_mutex_t.__owner from its futex word (__lock) on every 64-bit ABI. */
+#define LKS_GLIBC_MUTEX_OWNER_OFFSET 8
+
+/* The owner of the lock a futex sleep at `uaddr` (op `op`) waits for, as the word says: a PI
+ * word holds it; for a plain wait, glibc's mutex keeps it beside the word (user space uses that
+ * only for waits its stack shows in pthread_mutex_lock). 0 when unread. Reads the current
+ * thread's memory: at switch-out the sleeper is current. */
+static __always_inline __u32 futex_owner(__u64 uaddr, __u64 op)
+{
+	__u32 word = 0;
+
+	switch (op & LKS_FUTEX_CMD_MASK) {
+	case LKS_FUTEX_LOCK_PI:
+	case LKS_FUTEX_LOCK_PI2:
+		if (bpf_probe_read_user(&word, sizeof(word), (void *)uaddr))
+			return 0;
+		return word & LKS_FUTEX_TID_MASK;
+	case LKS_FUTEX_WAIT:
+	case LKS_FUTEX_WAIT_BITSET:
+		if (bpf_probe_read_user(&word, sizeof(word),
+					(void *)(uaddr + LKS_GLIBC_MUTEX_OWNER_OFFSET)))
+			return 0;
+		return word;
+	default:
+		return 0;
+	}
 }
 
 static __always_inline __u64 start_ns(__u64 now)
@@ -120,11 +246,17 @@ static __always_inline struct offcpu_thread *thread_entry(__u32 tid, __u32 tgid,
 	t->state = state;
 	t->first_ns = since;
 	t->since_ns = since;
+	t->out_ns = since;
 	t->wakeup_ns = since;
+	t->interval_state = state == LKS_STATE_SLEEPING ? LKS_STATE_SLEEPING : LKS_STATE_RUN_QUEUE;
+	t->owner_tid = 0;
 	t->syscall = -1;
 	t->sleep_class = LKS_TIME_OTHER;
 	t->user_stack_id = -1;
 	t->kernel_stack_id = -1;
+	t->woken_by = LKS_WOKEN_UNKNOWN;
+	t->waker_user_stack_id = -1;
+	t->waker_kernel_stack_id = -1;
 	err = bpf_map_update_elem(&threads, &tid, t, BPF_NOEXIST);
 	if (err && err != -EEXIST) {
 		COUNT(start_map_full);
@@ -145,7 +277,75 @@ static __always_inline void add_time(struct offcpu_thread *t, enum time_class cl
 	t->time_ns[i & 7] += ns;
 }
 
-/* Aggregates one off-CPU interval of `t` that ended after `ns`. */
+/* Forgets the last sleep's waker (a new interval begins). */
+static __always_inline void forget_waker(struct offcpu_thread *t)
+{
+	t->woken_by = LKS_WOKEN_UNKNOWN;
+	t->waker_tgid = 0;
+	t->waker_tid = 0;
+	t->waker_user_stack_id = -1;
+	t->waker_kernel_stack_id = -1;
+	t->waker_comm[0] = 0;
+}
+
+/* Streams the off-CPU interval of `t` that ends at `now` (`targ_intervals`), where `prev` gave
+ * it the CPU. Numbered even when not streamed or lost, so that user space sees a gap where one is
+ * missing. */
+static __always_inline void stream_interval(struct offcpu_thread *t, __u32 tid,
+					    struct task_struct *prev, __u64 now)
+{
+	struct offcpu_interval *e;
+	__u32 seq = t->interval_seq++;
+
+	if (!targ_intervals)
+		return;
+	e = bpf_ringbuf_reserve(&waitfor_events, sizeof(*e), 0);
+	if (!e) {
+		COUNT(dropped);
+		return;
+	}
+	e->type = LKS_EVENT_INTERVAL;
+	e->pad = 0;
+	e->start_ns = t->out_ns;
+	switch (t->interval_state) {
+	case LKS_STATE_PREEMPTED:
+		e->wakeup_ns = t->out_ns;
+		break;
+	case LKS_STATE_SLEEPING:
+		/* Woken (state RUN_QUEUE since), or back on a CPU without a wakeup seen. */
+		e->wakeup_ns = t->state == LKS_STATE_RUN_QUEUE ? t->wakeup_ns : now;
+		break;
+	default:
+		e->wakeup_ns = t->wakeup_ns;
+		break;
+	}
+	if (e->wakeup_ns < e->start_ns)
+		e->wakeup_ns = e->start_ns;
+	if (e->wakeup_ns > now)
+		e->wakeup_ns = now;
+	e->end_ns = now;
+	e->object = t->object;
+	e->tgid = t->tgid;
+	e->tid = tid;
+	e->seq = seq;
+	e->state = t->interval_state;
+	e->syscall = t->syscall;
+	e->woken_by = t->woken_by;
+	e->waker_tgid = t->waker_tgid;
+	e->waker_tid = t->waker_tid;
+	e->user_stack_id = t->user_stack_id;
+	e->kernel_stack_id = t->kernel_stack_id;
+	e->waker_user_stack_id = t->waker_user_stack_id;
+	e->waker_kernel_stack_id = t->waker_kernel_stack_id;
+	e->owner_tid = t->owner_tid;
+	e->holder_tgid = prev->tgid;
+	e->holder_tid = prev->pid;
+	__builtin_memcpy(e->waker_comm, t->waker_comm, sizeof(e->waker_comm));
+	bpf_probe_read_kernel_str(e->holder_comm, sizeof(e->holder_comm), prev->comm);
+	bpf_ringbuf_submit(e, 0);
+}
+
+
 static __always_inline void record_interval(struct offcpu_thread *t, __u32 tid,
 					    enum offcpu_state state, __u64 ns, bool stacks,
 					    struct task_struct *task)
@@ -163,6 +363,7 @@ static __always_inline void record_interval(struct offcpu_thread *t, __u32 tid,
 	key.object = 0;
 	key.user_stack_id = stacks ? t->user_stack_id : -1;
 	key.kernel_stack_id = stacks ? t->kernel_stack_id : -1;
+	key.woken_by = state == LKS_STATE_PREEMPTED ? LKS_WOKEN_UNKNOWN : t->woken_by;
 	if (try_aggregate(&offcpu, &key, ns, task) != -E2BIG)
 		return;
 	/* Full: a preemption's stacks make as many keys as the places threads run. Its time is kept
@@ -235,8 +436,11 @@ static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, u
 		return;
 	}
 	bpf_get_current_comm(t->comm, sizeof(t->comm));
+	t->out_ns = now;
 	t->syscall = -1;
 	t->object = 0;
+	t->owner_tid = 0;
+	forget_waker(t);
 	regs = lks_task_pt_regs(prev);
 	if (regs) {
 		long orig_ax = BPF_CORE_READ(regs, orig_ax);
@@ -244,11 +448,14 @@ static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, u
 
 		if (orig_ax >= 0 && ax == -ENOSYS) {
 			t->syscall = orig_ax;
-			if (orig_ax == 202)
+			if (orig_ax == 202) {
 				t->object = BPF_CORE_READ(regs, di);
+				t->owner_tid = futex_owner(t->object, BPF_CORE_READ(regs, si));
+			}
 		}
 	}
 	preempted = prev_state == 0;
+	t->interval_state = preempted ? LKS_STATE_PREEMPTED : LKS_STATE_SLEEPING;
 	if (preempted) {
 		/* Preempted: its user stack only with the `preempt` probe (the registers saved when
 		 * it entered the kernel, at the interrupt or system call where it lost the CPU); its
@@ -268,7 +475,7 @@ static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, u
 	ids.user = lks_unwind_user_stack_budget(ctx, compat, LKS_UNWIND_SLOT_TASK, true,
 						&lks_preempted_stack_budget, preempted);
 	ids.kernel = preempted ? -1 : bpf_get_stackid(ctx, &kernel_stacks, 0);
-	if (ids.user < 0)
+	if (ids.user < 0 && !current_is_kernel_thread())
 		COUNT(user_stack_failures);
 	if (ids.kernel < 0 && !preempted)
 		COUNT(kernel_stack_failures);
@@ -276,7 +483,8 @@ static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, u
 	t->kernel_stack_id = ids.kernel < 0 ? -1 : ids.kernel;
 }
 
-static __always_inline void on_switch_in(struct task_struct *next, __u64 now)
+static __always_inline void on_switch_in(struct task_struct *next, struct task_struct *prev,
+					 __u64 now)
 {
 	__u32 tgid = next->tgid, tid = next->pid;
 	struct offcpu_thread *t;
@@ -294,6 +502,8 @@ static __always_inline void on_switch_in(struct task_struct *next, __u64 now)
 	if (now < t->since_ns)
 		now = t->since_ns;
 	ns = now - t->since_ns;
+	if (t->state != LKS_STATE_ON_CPU && t->state != LKS_STATE_DEAD)
+		stream_interval(t, tid, prev, now);
 	switch (t->state) {
 	case LKS_STATE_SLEEPING:
 		/* Woken without a sched_waking seen (or racing it): all of it was the sleep. */
@@ -333,7 +543,7 @@ static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct
 	__u64 now = bpf_ktime_get_ns();
 
 	on_switch_out(ctx, prev, switch_state(preempt, prev), now, compat);
-	on_switch_in(next, now);
+	on_switch_in(next, prev, now);
 	return 0;
 }
 
@@ -375,24 +585,43 @@ static __always_inline int on_waking(void *ctx, struct task_struct *p, const boo
 	t->state = LKS_STATE_RUN_QUEUE;
 	t->since_ns = now;
 	t->wakeup_ns = now;
+	/* From interrupt context (a timer expiring, I/O completing) `current` is just the
+	 * interrupted thread: no waker thread then. */
+	if (in_interrupt_context(now)) {
+		t->woken_by = LKS_WOKEN_BY_INTERRUPT;
+	} else {
+		pid_tgid = bpf_get_current_pid_tgid();
+		t->waker_tgid = pid_tgid >> 32;
+		t->waker_tid = (__u32)pid_tgid;
+		t->woken_by = is_target(t->waker_tgid) ? LKS_WOKEN_BY_PROGRAM : LKS_WOKEN_BY_OUTSIDE;
+		bpf_get_current_comm(t->waker_comm, sizeof(t->waker_comm));
+	}
+	t->woken_ns[t->woken_by & 3] += ns;
 	if (ns < targ_min_block_ns)
 		return 0;
+	if (targ_waker_stacks) {
+		/* In interrupt context the user stack would be the interrupted thread's: only the
+		 * handler's kernel stack says anything. */
+		if (t->woken_by == LKS_WOKEN_BY_INTERRUPT) {
+			ids.user = -1;
+			ids.kernel = bpf_get_stackid(ctx, &kernel_stacks, 0);
+		} else {
+			ids = capture_stacks(ctx, compat);
+		}
+		t->waker_user_stack_id = ids.user < 0 ? -1 : ids.user;
+		t->waker_kernel_stack_id = ids.kernel < 0 ? -1 : ids.kernel;
+	}
 	record_interval(t, tid, LKS_STATE_SLEEPING, ns, true, p);
 	if (!targ_waker_stacks)
 		return 0;
-
-	/* From interrupt context (a timer expiring, I/O completing) `current` is just the
-	 * interrupted thread: user space tells those wakeups by the kernel stack (the handler). */
-	pid_tgid = bpf_get_current_pid_tgid();
-	ids = capture_stacks(ctx, compat);
 	key.tgid = tgid;
 	key.tid = tid;
-	key.waker_tgid = pid_tgid >> 32;
-	key.waker_tid = (__u32)pid_tgid;
+	key.waker_tgid = t->waker_tgid;
+	key.waker_tid = t->waker_tid;
 	key.user_stack_id = t->user_stack_id;
 	key.kernel_stack_id = t->kernel_stack_id;
-	key.waker_user_stack_id = ids.user < 0 ? -1 : ids.user;
-	key.waker_kernel_stack_id = ids.kernel < 0 ? -1 : ids.kernel;
+	key.waker_user_stack_id = t->waker_user_stack_id;
+	key.waker_kernel_stack_id = t->waker_kernel_stack_id;
 	key.syscall = t->syscall;
 	aggregate(&wakeups, &key, ns, NULL);
 	return 0;
@@ -424,15 +653,20 @@ int BPF_PROG(lks_offcpu_wakeup_new, struct task_struct *p)
 		/* A reused thread id: start over. */
 		if (t->state == LKS_STATE_DEAD) {
 			__builtin_memset(t->time_ns, 0, sizeof(t->time_ns));
+			__builtin_memset(t->woken_ns, 0, sizeof(t->woken_ns));
 			t->first_ns = now;
 			t->voluntary = 0;
 			t->involuntary = 0;
 		}
 		t->state = LKS_STATE_RUN_QUEUE;
 		t->since_ns = now;
+		t->out_ns = now;
 		t->wakeup_ns = now;
+		t->interval_state = LKS_STATE_RUN_QUEUE;
 		t->syscall = -1;
 		t->object = 0;
+		t->owner_tid = 0;
+		forget_waker(t);
 		/* No sleep to point at: its first run-queue delay has no stack. */
 		t->user_stack_id = -1;
 		t->kernel_stack_id = -1;

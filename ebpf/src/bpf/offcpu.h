@@ -39,6 +39,20 @@ enum time_class {
 	LKS_TIME_CLASSES = 7,
 };
 
+/* Who ended a sleep, as sched_waking's context tells. */
+enum waker_class {
+	/* No wakeup seen: the sleep ended at its switch-in without one (a missed or racing
+	 * sched_waking), or the interval is no sleep (preempted, a new thread). */
+	LKS_WOKEN_UNKNOWN = 0,
+	/* A thread of the recorded program, in task context: the sleep waited for that thread. */
+	LKS_WOKEN_BY_PROGRAM = 1,
+	/* A thread outside the recorded program in task context (a client, a kernel thread). */
+	LKS_WOKEN_BY_OUTSIDE = 2,
+	/* Interrupt context (hardirq, softirq, NMI): a timer, a device, the network. */
+	LKS_WOKEN_BY_INTERRUPT = 3,
+	LKS_WAKER_CLASSES = 4,
+};
+
 /* Entries of the system call class table (targ_syscall_class, by system call number). */
 #define LKS_SYSCALL_CLASS_SLOTS 512
 
@@ -50,10 +64,14 @@ struct offcpu_thread {
 	__u64 first_ns;
 	/* Start of the current state; for a dead thread, the end of its accounting. */
 	__u64 since_ns;
+	/* Start of the current off-CPU interval: its switch-out, or a new thread's creation. */
+	__u64 out_ns;
 	/* When a sleeping thread was woken (state RUN_QUEUE after SLEEPING). */
 	__u64 wakeup_ns;
 	/* Nanoseconds per enum time_class. */
 	__u64 time_ns[LKS_TIME_CLASSES];
+	/* Nanoseconds asleep (any class) per enum waker_class: who ended the sleeps. */
+	__u64 woken_ns[LKS_WAKER_CLASSES];
 	/* Context switches: blocking (voluntary) and preemptions (involuntary). */
 	__u64 voluntary;
 	__u64 involuntary;
@@ -63,6 +81,22 @@ struct offcpu_thread {
 	__u64 object;
 	__s32 user_stack_id;
 	__s32 kernel_stack_id;
+	/* The thread id the current futex sleep's lock word names as its owner (0: none read). */
+	__u32 owner_tid;
+	/* Who woke the current sleep (once woken), with the waker's stacks (the `wakeup` probe;
+	 * -1 otherwise) and name. */
+	enum waker_class woken_by;
+	__u32 waker_tgid;
+	__u32 waker_tid;
+	__s32 waker_user_stack_id;
+	__s32 waker_kernel_stack_id;
+	char waker_comm[LKS_COMM_LEN];
+	/* Intervals streamed so far (`targ_intervals`), lost ones included: a gap in the stream's
+	 * numbers tells user space which thread's timeline has a hole. */
+	__u32 interval_seq;
+	/* What the current off-CPU interval is, as streamed: LKS_STATE_SLEEPING, LKS_STATE_PREEMPTED,
+	 * or LKS_STATE_RUN_QUEUE (a new thread, or one first seen runnable). */
+	enum offcpu_state interval_state;
 	char comm[LKS_COMM_LEN];
 };
 
@@ -77,6 +111,10 @@ struct offcpu_key {
 	__s32 syscall;
 	/* Always 0: not keyed by the futex word (the futex probe has it); kept for the layout. */
 	__u64 object;
+	/* Who ended the sleep (for a run-queue interval, the sleep it woke from); unknown for a
+	 * preemption. */
+	enum waker_class woken_by;
+	__u32 pad;
 	/* Stacks at a sleep's switch-out; for a run-queue interval (woken until back on a CPU),
 	 * those of the sleep it woke from; for a preempted one, with the `preempt` probe, the user
 	 * stack it was running (no kernel stack). -1 when not captured: preempted intervals
@@ -99,6 +137,47 @@ struct wakeup_key {
 	/* System call the sleeper was in, -1 when none. */
 	__s32 syscall;
 	__u32 pad;
+};
+
+/* One off-CPU interval of a target thread, streamed to user space for the wait-for analysis
+ * (`targ_intervals`, the `waitfor` probe): switched out at start_ns, woken at wakeup_ns (equal to
+ * start_ns when it was preempted: runnable all along), back on a CPU at end_ns. Between one
+ * interval's end and the thread's next start it was on a CPU. */
+struct offcpu_interval {
+	/* LKS_EVENT_INTERVAL: the first field of every `waitfor_events` record. */
+	enum lks_event_type type;
+	__u32 pad;
+	__u64 start_ns;
+	__u64 wakeup_ns;
+	__u64 end_ns;
+	/* Futex word of a futex sleep, else 0. */
+	__u64 object;
+	__u32 tgid;
+	__u32 tid;
+	/* The thread's interval number (offcpu_thread.interval_seq). */
+	__u32 seq;
+	/* LKS_STATE_SLEEPING (a sleep), LKS_STATE_PREEMPTED, or LKS_STATE_RUN_QUEUE (a new thread's
+	 * first wait for a CPU: start_ns is its creation). */
+	enum offcpu_state state;
+	/* System call the sleep was in, -1 when none. */
+	__s32 syscall;
+	enum waker_class woken_by;
+	__u32 waker_tgid;
+	__u32 waker_tid;
+	/* The sleeper's stacks at switch-out (a preemption's user stack with `preempt`), and the
+	 * waker's at the wakeup (with `wakeup`); -1 when not taken. */
+	__s32 user_stack_id;
+	__s32 kernel_stack_id;
+	__s32 waker_user_stack_id;
+	__s32 waker_kernel_stack_id;
+	/* offcpu_thread.owner_tid at the switch-out. */
+	__u32 owner_tid;
+	/* The task that had the CPU until this one got it back (the idle task, pid 0, when the CPU
+	 * was idle): for a thread waiting for a CPU, who held it. */
+	__u32 holder_tgid;
+	__u32 holder_tid;
+	char waker_comm[LKS_COMM_LEN];
+	char holder_comm[LKS_COMM_LEN];
 };
 
 #endif /* LOCKSCOPE_OFFCPU_H */

@@ -40,10 +40,10 @@ static __always_inline struct lks_counters *this_cpu_counters(void)
 			c->field++;                             \
 	} while (0)
 
-/* Counts the stack captures that failed. */
+/* Counts the stack captures that failed (a kernel thread's user stack is none, not a failure). */
 static __always_inline void count_stack_failures(struct stack_ids ids)
 {
-	if (ids.user < 0)
+	if (ids.user < 0 && !current_is_kernel_thread())
 		COUNT(user_stack_failures);
 	if (ids.kernel < 0)
 		COUNT(kernel_stack_failures);

@@ -36,6 +36,9 @@
 #ifndef ENOSPC
 #define ENOSPC 28
 #endif
+#ifndef EBUSY
+#define EBUSY 16
+#endif
 
 /* The rows of every loaded unwind table; written by user space through mmap. */
 struct {
@@ -89,6 +92,50 @@ struct {
 	__type(value, struct user_stack);
 } user_stacks SEC(".maps");
 
+/* Memos kept (see lks_memo_check), and per thread: a thread that waits at a few sites in turn
+ * (a condition variable's wait, then its mutex) keeps one for each, by a hash of pc and sp. */
+#define LKS_UNWIND_MAX_MEMOS 16384
+#define LKS_MEMO_WAY_BITS 4
+
+struct unwind_memo_key {
+	__u32 tid;
+	__u32 way;
+};
+
+/* The last walks of each thread, by thread id and way. Not preallocated: a deleted value is freed
+ * after an RCU grace period, never reused under a reader (an LRU map would hand an evicted
+ * element to another thread at once). Only the thread itself reads and writes its entries, from
+ * its own CPU; user space deletes those of threads that are gone. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, LKS_UNWIND_MAX_MEMOS);
+	__type(key, struct unwind_memo_key);
+	__type(value, struct unwind_memo);
+} unwind_memos SEC(".maps");
+
+/* The stack memory a memo's check reads, per CPU (8 bytes more than the span: a word may start
+ * at any offset below it). */
+struct unwind_memo_buf {
+	__u8 bytes[LKS_MEMO_SPAN + 8];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct unwind_memo_buf);
+} unwind_memo_buf SEC(".maps");
+
+/* Generation of the unwind tables: user space adds one after every change to `unwind_procs`,
+ * `unwind_files`, `unwind_rows` or `unwind_pages` (after the change: see lks_memo_lookup). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} unwind_generation SEC(".maps");
+
 /* How a walk ended. */
 enum unwind_end {
 	LKS_WALK_GOING = 0,
@@ -125,6 +172,17 @@ struct unwind_scratch {
 	__u64 uretprobe_trampoline;
 	__u64 return_instance;
 	struct unwind_fallback fallback;
+	/* The walk being recorded for the thread's memo, and whether it still may be (cleared by
+	 * whatever the memo's check would not see: a signal frame, the file fallback, a failed
+	 * read, more words or a wider span than a memo holds). */
+	struct unwind_memo memo;
+	__u32 memo_ok;
+	/* enum unwind_memo_fp: where the current FP value came from (see lks_memo_use_fp). */
+	__u32 memo_fp;
+	__u64 memo_fp_addr;
+	__u64 memo_fp_value;
+	/* A walk is in progress in this entry (see lks_unwind_user_stack_budget). */
+	__u32 busy;
 };
 
 /*
@@ -452,6 +510,68 @@ static __always_inline long lks_walk_truncated(struct unwind_scratch *s)
 	return 1;
 }
 
+/* A read that the memo's check could not repeat: this walk is not memoized. */
+static __always_inline long lks_walk_unrepeatable(struct unwind_scratch *s)
+{
+	s->memo_ok = 0;
+	return lks_walk_truncated(s);
+}
+
+/* Records for the memo that the walk read `value` at `addr`. */
+static __always_inline void lks_memo_note(struct unwind_scratch *s, __u64 addr, __u64 value)
+{
+	struct unwind_memo *m = &s->memo;
+	__u32 n = m->words;
+	__u64 offset = addr - m->sp;
+
+	if (!s->memo_ok)
+		return;
+	if (addr < m->sp || offset > LKS_MEMO_SPAN - sizeof(__u64) || n >= LKS_MEMO_WORDS) {
+		s->memo_ok = 0;
+		return;
+	}
+	m->offsets[n & (LKS_MEMO_WORDS - 1)] = offset;
+	m->values[n & (LKS_MEMO_WORDS - 1)] = value;
+	m->words = n + 1;
+	if (offset + sizeof(__u64) > m->span)
+		m->span = offset + sizeof(__u64);
+}
+
+/*
+ * The frame pointer is a general register in code built without frame pointers: its saved
+ * values are often loop counters or pointers that change from one wait to the next without
+ * changing the stack. A walk depends on an FP value only where a frame's rule uses it (CFA from
+ * FP, or a frame-pointer frame), so the word it came from is recorded then, not when it is read:
+ * the last FP read is kept pending (memo_fp: LKS_MEMO_FP_WORD), or the FP register the walk
+ * started from (LKS_MEMO_FP_REGISTER: then the memo compares the register, memo.fp_used).
+ */
+enum unwind_memo_fp {
+	/* The current FP value is recorded already (or needs no record). */
+	LKS_MEMO_FP_RECORDED = 0,
+	/* It is the starting register. */
+	LKS_MEMO_FP_REGISTER = 1,
+	/* It is the word at memo_fp_addr. */
+	LKS_MEMO_FP_WORD = 2,
+};
+
+/* The walk read the FP value `value` at `addr`: pending until a rule uses it. */
+static __always_inline void lks_memo_fp_read(struct unwind_scratch *s, __u64 addr, __u64 value)
+{
+	s->memo_fp = LKS_MEMO_FP_WORD;
+	s->memo_fp_addr = addr;
+	s->memo_fp_value = value;
+}
+
+/* A rule uses the current FP value: the memo must compare where it came from. */
+static __always_inline void lks_memo_use_fp(struct unwind_scratch *s)
+{
+	if (s->memo_fp == LKS_MEMO_FP_WORD)
+		lks_memo_note(s, s->memo_fp_addr, s->memo_fp_value);
+	else if (s->memo_fp == LKS_MEMO_FP_REGISTER)
+		s->memo.fp_used = 1;
+	s->memo_fp = LKS_MEMO_FP_RECORDED;
+}
+
 /* One frame: records the current pc, then computes the caller's registers; 1 when the walk
  * ended. `compat`: the program runs where bpf_find_vma does not exist. */
 static __always_inline long lks_unwind_frame(struct unwind_walk *w, const bool compat)
@@ -468,7 +588,7 @@ static __always_inline long lks_unwind_frame(struct unwind_walk *w, const bool c
 
 	if (depth >= LKS_MAX_USER_FRAMES) {
 		counters->too_deep++;
-		return lks_walk_truncated(s);
+		return lks_walk_unrepeatable(s);
 	}
 	stack->pcs[depth] = pc;
 	stack->depth = depth + 1;
@@ -486,7 +606,9 @@ static __always_inline long lks_unwind_frame(struct unwind_walk *w, const bool c
 	}
 	if (!mapping) {
 		/* Code mapped since the last refresh (dlopen, exec), JIT code, or a bad return
-		 * address: use the file's table if the VMA has one loaded. */
+		 * address: use the file's table if the VMA has one loaded. The VMAs are not among
+		 * what a memo's check sees. */
+		s->memo_ok = 0;
 		if (w->proc)
 			counters->unknown_mapping++;
 		if (compat ? lks_fallback_mapping_compat(lookup, w->slot)
@@ -502,7 +624,7 @@ static __always_inline long lks_unwind_frame(struct unwind_walk *w, const bool c
 		 * through code built without them, so the stack ends here, flagged and counted. */
 		stack->flags |= LKS_STACK_TABLE_PENDING;
 		counters->table_pending++;
-		return lks_walk_truncated(s);
+		return lks_walk_unrepeatable(s);
 	}
 	if (mapping && mapping->rows)
 		row = lks_find_row(mapping, lookup - mapping->bias);
@@ -516,6 +638,8 @@ static __always_inline long lks_unwind_frame(struct unwind_walk *w, const bool c
 		s->end = LKS_WALK_COMPLETE;
 		return 1;
 	case LKS_CFA_SIGNAL:
+		/* The signal frame's words are not recorded: such a walk is not memoized. */
+		s->memo_ok = 0;
 		if (!lks_signal_frame_regs(&s->regs)) {
 			counters->read_failures++;
 			return lks_walk_truncated(s);
@@ -526,14 +650,17 @@ static __always_inline long lks_unwind_frame(struct unwind_walk *w, const bool c
 		cfa = s->regs.sp + row->cfa_offset;
 		break;
 	case LKS_CFA_FP:
+		lks_memo_use_fp(s);
 		cfa = fp + row->cfa_offset;
 		break;
 	case LKS_CFA_NONE:
 		/* No CFI: a frame-pointer frame, if FP plausibly points into this stack. */
+		lks_memo_use_fp(s);
 		if (fp < s->regs.sp || fp - s->regs.sp > (8 << 20))
 			return lks_walk_truncated(s);
 		stack->flags |= LKS_STACK_FP_USED;
 		counters->fp_frames++;
+		s->memo.fp_frames++;
 		cfa = fp + LKS_FP_FRAME_SIZE;
 		fp_offset8 = -LKS_FP_FRAME_SIZE / 8;
 		break;
@@ -548,19 +675,25 @@ static __always_inline long lks_unwind_frame(struct unwind_walk *w, const bool c
 
 		if (bpf_probe_read_user(pair, sizeof(pair), (void *)(cfa + LKS_RA_CFA_OFFSET - 8))) {
 			counters->read_failures++;
-			return lks_walk_truncated(s);
+			return lks_walk_unrepeatable(s);
 		}
 		fp = pair[0];
 		ra = pair[1];
+		lks_memo_note(s, cfa + LKS_RA_CFA_OFFSET, ra);
+		lks_memo_fp_read(s, cfa + LKS_RA_CFA_OFFSET - 8, fp);
 	} else {
 		if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa + LKS_RA_CFA_OFFSET))) {
 			counters->read_failures++;
-			return lks_walk_truncated(s);
+			return lks_walk_unrepeatable(s);
 		}
-		if (fp_offset8 &&
-		    bpf_probe_read_user(&fp, sizeof(fp), (void *)(cfa + (__s64)fp_offset8 * 8))) {
-			counters->read_failures++;
-			return lks_walk_truncated(s);
+		lks_memo_note(s, cfa + LKS_RA_CFA_OFFSET, ra);
+		if (fp_offset8) {
+			if (bpf_probe_read_user(&fp, sizeof(fp),
+						(void *)(cfa + (__s64)fp_offset8 * 8))) {
+				counters->read_failures++;
+				return lks_walk_unrepeatable(s);
+			}
+			lks_memo_fp_read(s, cfa + (__s64)fp_offset8 * 8, fp);
 		}
 	}
 	if (ra == s->uretprobe_trampoline && s->return_instance) {
@@ -669,84 +802,144 @@ static __always_inline bool lks_same_stack(struct user_stack *a, struct user_sta
 }
 
 /*
- * Unwinds the current thread's user stack from the registers saved at kernel entry (or at the
- * interrupt that entered the kernel from user mode) and stores it in `user_stacks`; returns its
- * id, or a negative errno when nothing could be stored.
- * `compat`: for kernels without bpf_loop and bpf_find_vma (before 5.17). `slot`: the scratch
- * entry (enum unwind_slot). `procs`: whether the process tables may be used; a perf_event program
- * on a kernel before 6.1 may not (its verifier refuses any map that is not preallocated to
- * perf_event programs, and `unwind_procs` is not): it unwinds through the executable's and the
- * VMAs' file tables alone. `budget` (a constant NULL, or a global) with `spend`: how many stacks
- * not stored yet this caller may still add to `user_stacks` (decremented per addition; at 0 such
- * a stack is not stored: -ENOSPC), so that a caller with as many distinct stacks as events cannot
- * fill the map the others share. `spend` may vary at run time; a pointer that may be NULL at
- * run time would not pass older verifiers.
+ * The memo: a thread's stack recognised without unwinding it again.
+ *
+ * A walk (lks_unwind_frame, from lks_user_regs's registers) is a function of
+ *   (1) the registers it starts from: pc, sp and fp are the only ones it reads (x86_64 keeps
+ *       every return address on the stack; an architecture with a link register would add it);
+ *   (2) the process's mapping table (by tgid) and the rows and page indexes it points to;
+ *   (3) the user-memory words it reads, at addresses computed from (1), (2) and earlier words:
+ *       every return address, and the saved FP values that a later frame's rule uses (a saved
+ *       FP no rule uses, like the starting fp when no rule uses it, changes nothing: see
+ *       lks_memo_use_fp);
+ *   (4) and, where used, the VMAs and executable of the file fallback, signal frames and the
+ *       kernel's uretprobe records.
+ * A walk that used none of (4) and read its words within LKS_MEMO_SPAN bytes above sp (at most
+ * LKS_MEMO_WORDS words) is kept in `unwind_memos`, as its thread's memo for a hash of its pc and
+ * sp (one of 1 << LKS_MEMO_WAY_BITS per thread): its tgid, the tables' generation when it
+ * started, (1), every (offset above sp, value) of (3), and the id of the stack it stored. A
+ * later walk of the same thread starting from the same pc and sp (and fp, if a rule used it), in
+ * the same process, with the same generation (user space bumps it after every table change, so the
+ * same generation means the same tables, or a change made during that walk, which a walk
+ * started at the old generation could have seen as well) and no uretprobe pending, reads the
+ * memo's span of its stack in one copy and compares every recorded word. All equal: by
+ * induction on the frames the walk would look up the same rows for the same pcs, compute the
+ * same addresses, use the same values and end the same way, so it would find the same stack,
+ * which is the memo's id: user_stacks entries are never replaced or deleted while recording.
+ * Any word differing (a return, another call, a changed saved register), any other register,
+ * an exec (another mapping table comes with a new generation), a tid reused by another process
+ * (another tgid), new tables, or a failed read: the stack is unwound as without the memo.
+ * Words a walk did not read (below sp, between slots) cannot change what it finds.
+ * LKS_MEMO_VERIFY unwinds every stack anyway and counts memo answers that differ.
  */
-static __always_inline __s32 lks_unwind_user_stack_budget(void *ctx, const bool compat, __u32 slot,
-							  const bool procs, __s64 *budget,
-							  bool spend)
+
+/* The key of the memo for the walk described in `m` (its registers) of thread `tid`. */
+static __always_inline struct unwind_memo_key lks_memo_key(__u32 tid, struct unwind_memo *m)
 {
-	__u32 zero = 0, tgid = bpf_get_current_pid_tgid() >> 32, id, key = slot;
-	struct unwind_config *config = bpf_map_lookup_elem(&unwind_config, &zero);
-	struct unwind_scratch *s = lks_unwind_scratch(slot);
-	struct unwind_walk walk = {};
-	struct user_stack *stack, *stored;
-	struct unwind_counters *counters;
+	struct unwind_memo_key key = { .tid = tid };
+
+	key.way = ((m->pc ^ (m->sp >> 4)) * 0x9e3779b97f4a7c15ULL) >> (64 - LKS_MEMO_WAY_BITS);
+	return key;
+}
+
+/* Global (verified once, on its own, like lks_fallback_mapping; no pointer arguments for
+ * kernels before 5.12): the id the current thread's memo gives for the walk described in the
+ * task scratch's `memo` header (tgid, generation, registers), or -1. On a hit, copies the memo's
+ * depth, flags and frame-pointer frames into that header for the counters. */
+__noinline int lks_memo_check(__u32 tid)
+{
+	struct unwind_scratch *s = lks_unwind_scratch(LKS_UNWIND_SLOT_TASK);
+	struct unwind_memo_buf *buf;
+	struct unwind_memo_key key;
+	struct unwind_memo *m;
+	__u32 zero = 0, words;
+	__u64 span, sp;
+
+	if (!s)
+		return -1;
+	key = lks_memo_key(tid, &s->memo);
+	m = bpf_map_lookup_elem(&unwind_memos, &key);
+	if (!m || m->id < 0 || m->tgid != s->memo.tgid || m->generation != s->memo.generation ||
+	    m->pc != s->memo.pc || m->sp != s->memo.sp || (m->fp_used && m->fp != s->memo.fp))
+		return -1;
+	span = m->span;
+	words = m->words;
+	sp = m->sp;
+	if (span == 0 || span > LKS_MEMO_SPAN || words > LKS_MEMO_WORDS)
+		return -1;
+	buf = bpf_map_lookup_elem(&unwind_memo_buf, &zero);
+	if (!buf || bpf_probe_read_user(buf->bytes, span, (void *)sp))
+		return -1;
+	for (int i = 0; i < LKS_MEMO_WORDS; i++) {
+		__u32 offset;
+
+		if (i >= words)
+			break;
+		offset = m->offsets[i] & (LKS_MEMO_SPAN - 1);
+		if (*(__u64 *)(buf->bytes + offset) != m->values[i])
+			return -1;
+	}
+	s->memo.depth = m->depth;
+	s->memo.flags = m->flags;
+	s->memo.fp_frames = m->fp_frames;
+	return m->id;
+}
+
+/* Global, as lks_memo_check: keeps the walk just recorded in the task scratch as the current
+ * thread's memo, with the id of the stack it stored. */
+__noinline int lks_memo_store(__u32 tid, __s32 id)
+{
+	struct unwind_scratch *s = lks_unwind_scratch(LKS_UNWIND_SLOT_TASK);
+	struct unwind_memo_key key;
+	struct unwind_memo *m;
+	__u32 words;
+
+	if (!s)
+		return 0;
+	s->memo.id = id;
+	s->memo.depth = s->stack.depth;
+	s->memo.flags = s->stack.flags;
+	key = lks_memo_key(tid, &s->memo);
+	m = bpf_map_lookup_elem(&unwind_memos, &key);
+	if (!m)
+		return bpf_map_update_elem(&unwind_memos, &key, &s->memo, BPF_ANY) == 0;
+	/* In place: nothing else reads this thread's entry meanwhile (see unwind_memos). The id
+	 * first, so that a memo is never whole with another walk's words. */
+	words = s->memo.words;
+	if (words > LKS_MEMO_WORDS)
+		return 0;
+	m->id = -1;
+	for (int i = 0; i < LKS_MEMO_WORDS; i++) {
+		if (i >= words)
+			break;
+		m->offsets[i] = s->memo.offsets[i];
+		m->values[i] = s->memo.values[i];
+	}
+	m->tgid = s->memo.tgid;
+	m->words = words;
+	m->generation = s->memo.generation;
+	m->pc = s->memo.pc;
+	m->sp = s->memo.sp;
+	m->fp = s->memo.fp;
+	m->fp_used = s->memo.fp_used;
+	m->depth = s->memo.depth;
+	m->fp_frames = s->memo.fp_frames;
+	m->flags = s->memo.flags;
+	m->span = s->memo.span;
+	m->id = id;
+	return 1;
+}
+
+/* Stores `stack` in `user_stacks` (see lks_unwind_user_stack_budget for `budget` and `spend`):
+ * its id, or a negative errno. */
+static __always_inline __s32 lks_store_stack(struct user_stack *stack,
+					     struct unwind_counters *counters, __s64 *budget,
+					     bool spend)
+{
+	struct user_stack *stored;
+	__u32 id = lks_stack_hash(stack);
 	long err;
 
-	counters = bpf_map_lookup_elem(&unwind_counters, &key);
-	if (!s || !counters || !config)
-		return -ENOMEM;
-	if (config->user_stacks == LKS_USER_STACKS_NONE)
-		return -ENOENT;
-	stack = &s->stack;
-	stack->depth = 0;
-	stack->flags = 0;
-	s->end = LKS_WALK_GOING;
-	s->after_signal = 0;
-	s->fallback.vma_found = 0;
-	s->fallback.exe_found = 0;
-	lks_pending_uretprobes(s);
-	if (config->user_stacks == LKS_USER_STACKS_FRAME_POINTERS) {
-		err = bpf_get_stack(ctx, stack->pcs, sizeof(stack->pcs), BPF_F_USER_STACK);
-		if (err < 0)
-			return err;
-		stack->depth = err / sizeof(stack->pcs[0]);
-		stack->flags = LKS_STACK_FP_USED;
-		s->end = stack->depth < LKS_MAX_USER_FRAMES ? LKS_WALK_COMPLETE : LKS_WALK_TRUNCATED;
-		goto store;
-	}
-	if (!lks_user_regs(&s->regs))
-		return -ENOENT;
-	if (procs) {
-		walk.proc = bpf_map_lookup_elem(&unwind_procs, &tgid);
-		if (!walk.proc)
-			counters->unknown_process++;
-	}
-	if (compat) {
-		for (int i = 0; i < LKS_COMPAT_CALLS; i++) {
-			if (procs ? lks_unwind_frames_compat(tgid)
-				  : lks_unwind_frames_compat_interrupt(tgid))
-				break;
-		}
-	} else {
-		walk.s = s;
-		walk.counters = counters;
-		walk.slot = slot;
-		walk.no_procs = !procs;
-		bpf_loop(LKS_MAX_USER_FRAMES + 1, lks_unwind_step, &walk, 0);
-	}
-
-store:
-	counters->stacks++;
-	if (s->end == LKS_WALK_COMPLETE) {
-		counters->complete++;
-	} else {
-		stack->flags |= LKS_STACK_TRUNCATED;
-		counters->truncated++;
-	}
-
-	id = lks_stack_hash(stack);
 	stored = bpf_map_lookup_elem(&user_stacks, &id);
 	if (stored) {
 		if (lks_same_stack(stored, stack))
@@ -766,6 +959,166 @@ store:
 		counters->store_failures++;
 		return err;
 	}
+	return id;
+}
+
+/* Counts a stack with `flags` (LKS_STACK_TRUNCATED or not) as taken. */
+static __always_inline void lks_count_stack(struct unwind_counters *counters, __u32 flags)
+{
+	counters->stacks++;
+	if (flags & LKS_STACK_TRUNCATED)
+		counters->truncated++;
+	else
+		counters->complete++;
+}
+
+/* lks_unwind_user_stack_budget once its scratch entry `s` is reserved. `memo`: a constant, true
+ * where the memo may be used (the task slot with the process tables). */
+static __always_inline __s32 lks_unwind_user_stack_reserved(void *ctx, const bool compat,
+							    __u32 slot, const bool procs,
+							    __s64 *budget, bool spend,
+							    struct unwind_scratch *s,
+							    struct unwind_counters *counters,
+							    struct unwind_config *config,
+							    const bool memo)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid(), *generation;
+	__u32 zero = 0, tgid = pid_tgid >> 32, tid = (__u32)pid_tgid;
+	struct unwind_walk walk = {};
+	struct user_stack *stack, *remembered;
+	__s32 id, hit = -1;
+	bool use_memo = false;
+	long err;
+
+	stack = &s->stack;
+	stack->depth = 0;
+	stack->flags = 0;
+	s->end = LKS_WALK_GOING;
+	s->after_signal = 0;
+	s->fallback.vma_found = 0;
+	s->fallback.exe_found = 0;
+	s->memo_ok = 0;
+	lks_pending_uretprobes(s);
+	if (config->user_stacks == LKS_USER_STACKS_FRAME_POINTERS) {
+		err = bpf_get_stack(ctx, stack->pcs, sizeof(stack->pcs), BPF_F_USER_STACK);
+		if (err < 0)
+			return err;
+		stack->depth = err / sizeof(stack->pcs[0]);
+		stack->flags = LKS_STACK_FP_USED;
+		s->end = stack->depth < LKS_MAX_USER_FRAMES ? LKS_WALK_COMPLETE : LKS_WALK_TRUNCATED;
+		goto store;
+	}
+	if (!lks_user_regs(&s->regs))
+		return -ENOENT;
+	if (procs) {
+		walk.proc = bpf_map_lookup_elem(&unwind_procs, &tgid);
+		if (!walk.proc)
+			counters->unknown_process++;
+	}
+	if (memo && config->memo != LKS_MEMO_OFF && walk.proc && !s->return_instance) {
+		generation = bpf_map_lookup_elem(&unwind_generation, &zero);
+		/* ~0: user space could not publish a change (src/unwind/maps.rs): no memo. */
+		if (generation && *generation != ~0ULL) {
+			use_memo = true;
+			s->memo.tgid = tgid;
+			s->memo.generation = *generation;
+			s->memo.pc = s->regs.pc;
+			s->memo.sp = s->regs.sp;
+			s->memo.fp = s->regs.fp;
+			s->memo.words = 0;
+			s->memo.span = 0;
+			s->memo.fp_frames = 0;
+			s->memo.fp_used = 0;
+			hit = lks_memo_check(tid);
+			if (hit >= 0 && config->memo == LKS_MEMO_ON) {
+				lks_count_stack(counters, s->memo.flags);
+				counters->frames += s->memo.depth;
+				counters->fp_frames += s->memo.fp_frames;
+				counters->memo_hits++;
+				return hit;
+			}
+			s->memo.fp_frames = 0;
+			s->memo_ok = 1;
+			s->memo_fp = LKS_MEMO_FP_REGISTER;
+		}
+	}
+	if (compat) {
+		for (int i = 0; i < LKS_COMPAT_CALLS; i++) {
+			if (procs ? lks_unwind_frames_compat(tgid)
+				  : lks_unwind_frames_compat_interrupt(tgid))
+				break;
+		}
+	} else {
+		walk.s = s;
+		walk.counters = counters;
+		walk.slot = slot;
+		walk.no_procs = !procs;
+		bpf_loop(LKS_MAX_USER_FRAMES + 1, lks_unwind_step, &walk, 0);
+	}
+
+store:
+	if (s->end != LKS_WALK_COMPLETE)
+		stack->flags |= LKS_STACK_TRUNCATED;
+	lks_count_stack(counters, stack->flags);
+	id = lks_store_stack(stack, counters, budget, spend);
+	if (!use_memo)
+		return id;
+	if (hit >= 0) {
+		/* LKS_MEMO_VERIFY: the memo's answer against the walk's. */
+		counters->memo_hits++;
+		remembered = bpf_map_lookup_elem(&user_stacks, &hit);
+		if (!remembered || !lks_same_stack(remembered, stack))
+			counters->memo_mismatches++;
+	}
+	if (id >= 0 && s->memo_ok && s->end != LKS_WALK_GOING && lks_memo_store(tid, id))
+		counters->memo_stores++;
+	return id;
+}
+
+/*
+ * Unwinds the current thread's user stack from the registers saved at kernel entry (or at the
+ * interrupt that entered the kernel from user mode) and stores it in `user_stacks`; returns its
+ * id, or a negative errno when nothing could be stored. A stack the thread's memo shows unchanged
+ * is not unwound again (see lks_memo_check).
+ * `compat`: for kernels without bpf_loop and bpf_find_vma (before 5.17). `slot`: the scratch
+ * entry (enum unwind_slot). `procs`: whether the process tables may be used; a perf_event program
+ * on a kernel before 6.1 may not (its verifier refuses any map that is not preallocated to
+ * perf_event programs, and `unwind_procs` is not): it unwinds through the executable's and the
+ * VMAs' file tables alone. `budget` (a constant NULL, or a global) with `spend`: how many stacks
+ * not stored yet this caller may still add to `user_stacks` (decremented per addition; at 0 such
+ * a stack is not stored: -ENOSPC), so that a caller with as many distinct stacks as events cannot
+ * fill the map the others share. `spend` may vary at run time; a pointer that may be NULL at
+ * run time would not pass older verifiers.
+ * A program that interrupts another's walk on the same CPU and slot (tracepoint programs run
+ * with interrupts enabled: a wakeup from a hard interrupt during a system call's program) gets
+ * no user stack (-EBUSY, counted) rather than overwrite the walk under way; nesting is LIFO on
+ * one CPU, so a flag set before the scratch is touched and cleared after is enough.
+ */
+static __always_inline __s32 lks_unwind_user_stack_budget(void *ctx, const bool compat, __u32 slot,
+							  const bool procs, __s64 *budget,
+							  bool spend)
+{
+	__u32 zero = 0, key = slot;
+	struct unwind_config *config = bpf_map_lookup_elem(&unwind_config, &zero);
+	struct unwind_scratch *s = lks_unwind_scratch(slot);
+	struct unwind_counters *counters;
+	__s32 id;
+
+	counters = bpf_map_lookup_elem(&unwind_counters, &key);
+	if (!s || !counters || !config)
+		return -ENOMEM;
+	if (config->user_stacks == LKS_USER_STACKS_NONE)
+		return -ENOENT;
+	if (s->busy) {
+		counters->busy++;
+		return -EBUSY;
+	}
+	s->busy = 1;
+	asm volatile("" ::: "memory");
+	id = lks_unwind_user_stack_reserved(ctx, compat, slot, procs, budget, spend, s, counters,
+					    config, slot == LKS_UNWIND_SLOT_TASK && procs);
+	asm volatile("" ::: "memory");
+	s->busy = 0;
 	return id;
 }
 

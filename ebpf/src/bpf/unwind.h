@@ -115,10 +115,57 @@ enum unwind_user_stacks {
 	LKS_USER_STACKS_NONE = 2,
 };
 
+/* Whether a thread's stack that a memo shows unchanged is taken from it instead of unwound
+ * again (unwind_config.memo; the memo is described in unwind.bpf.h). */
+enum unwind_memo_mode {
+	/* Use the memo: the default. */
+	LKS_MEMO_ON = 0,
+	/* Unwind every stack (for measuring what the memo saves). */
+	LKS_MEMO_OFF = 1,
+	/* Unwind every stack and compare it with the memo's answer where there is one
+	 * (unwind_counters.memo_mismatches): for tests. */
+	LKS_MEMO_VERIFY = 2,
+};
+
 /* Settings of the unwinder, written by user space (one entry). */
 struct unwind_config {
 	enum unwind_user_stacks user_stacks;
-	__u32 pad;
+	enum unwind_memo_mode memo;
+};
+
+/* Stack-memory words one memo holds, and the bytes above the stack pointer they may span (the
+ * memo's check reads that much in one copy). */
+#define LKS_MEMO_WORDS 128
+#define LKS_MEMO_SPAN 16384
+
+/*
+ * A thread's last walk, for the memo (unwind.bpf.h): what the walk depended on and what it found.
+ * offsets[i] (bytes above sp) held values[i] when the walk read it; nothing else the walk read
+ * changed what it found.
+ */
+struct unwind_memo {
+	/* The process whose mapping table the walk used, and the tables' generation. */
+	__u32 tgid;
+	/* Words recorded. */
+	__u32 words;
+	__u64 generation;
+	/* The registers the walk started from (the only ones it uses). */
+	__u64 pc;
+	__u64 sp;
+	__u64 fp;
+	/* The stack found: its id in user_stacks; depth, frames found by frame pointer and flags
+	 * for the counters. */
+	__s32 id;
+	__u32 depth;
+	__u32 fp_frames;
+	/* enum user_stack_flags */
+	__u32 flags;
+	/* Bytes from sp that cover every word. */
+	__u32 span;
+	/* The walk used the fp it started from (else fp may differ). */
+	__u32 fp_used;
+	__u16 offsets[LKS_MEMO_WORDS];
+	__u64 values[LKS_MEMO_WORDS];
 };
 
 /* Bits of user_stack.flags (an enum so that the Rust loader gets them from the skeleton). */
@@ -168,6 +215,15 @@ struct unwind_counters {
 	__u64 store_failures;
 	/* Stacks cut at a mapping whose table was still being built (LKS_STACK_TABLE_PENDING). */
 	__u64 table_pending;
+	/* Stacks (of `stacks`) taken from the thread's memo instead of unwound. */
+	__u64 memo_hits;
+	/* With LKS_MEMO_VERIFY: memo answers that differed from the walk (must stay 0). */
+	__u64 memo_mismatches;
+	/* Walks recorded in a memo. */
+	__u64 memo_stores;
+	/* Stacks not taken: the unwinder was interrupted on its CPU by a program that wanted a
+	 * stack in the same slot (a wakeup from a hard interrupt during a system call's program). */
+	__u64 busy;
 };
 
 #endif /* LOCKSCOPE_UNWIND_H */

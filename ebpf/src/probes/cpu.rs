@@ -15,7 +15,7 @@ use super::{load_object, AggregationKey};
 use crate::object::{LoadedObject, Plain};
 use crate::probe::{AttachContext, LoadContext, ProbeInfo};
 use crate::skel::cpu::types::cpu_key;
-use crate::skel::cpu::{CpuSkel, CpuSkelBuilder};
+use crate::skel::cpu::{CpuSkel, CpuSkelBuilder, OpenCpuSkel};
 use crate::variant::ProgramVariant;
 use libbpf_rs::libbpf_sys::{
     perf_event_attr, PERF_COUNT_SW_CPU_CLOCK, PERF_FLAG_FD_CLOEXEC, PERF_TYPE_SOFTWARE,
@@ -52,6 +52,7 @@ impl AggregationKey for cpu_key {
             names: &["cpu"],
             hooks: "perf_event software cpu-clock on each CPU",
             needs: &[],
+            privileged: &[],
         }
     }
 
@@ -63,7 +64,14 @@ impl AggregationKey for cpu_key {
                 "sampling frequency {hz} Hz is not between 1 and {MAX_FREQUENCY_HZ}"
             ));
         }
-        let loaded = load_object(CpuSkelBuilder::default(), cx, |_| {});
+        // With the wait-for analysis, every sample also goes to its stream.
+        let stream = cx.wants("waitfor");
+        let configure = |open: &mut OpenCpuSkel<'static>| {
+            if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
+                rodata.targ_stream = stream;
+            }
+        };
+        let loaded = load_object(CpuSkelBuilder::default(), cx, configure);
         if loaded.is_ok() || cx.variant == ProgramVariant::Compat {
             return loaded;
         }
@@ -74,7 +82,7 @@ impl AggregationKey for cpu_key {
             variant: ProgramVariant::Compat,
             requested: cx.requested,
         };
-        load_object(CpuSkelBuilder::default(), &compat, |_| {}).or(loaded)
+        load_object(CpuSkelBuilder::default(), &compat, configure).or(loaded)
     }
 
     /// Opens the cpu-clock event of every online CPU and attaches the loaded program to each

@@ -11,7 +11,8 @@ use crate::object::{
     comm, entries, read_counters, wait_stats, Counters, LksStats, LoadedObject, Plain,
 };
 use crate::probe::{
-    error_chain, AttachContext, DrainContext, Drained, LoadContext, Probe, ProbeInfo, RawRecord,
+    error_chain, AttachContext, DrainContext, Drained, LoadContext, PrivilegedHook, Probe,
+    ProbeInfo, RawRecord,
 };
 use crate::skel::futex::types::{futex_wait_key, futex_wait_op as Op};
 use crate::skel::futex::{FutexProgs, FutexSkel, FutexSkelBuilder};
@@ -149,6 +150,7 @@ impl Probe for FutexProbe {
             hooks: "tracepoint/syscalls/sys_{enter,exit}_futex (else tp_btf or raw_tp sys_enter, \
                     sys_exit), sched_process_exit",
             needs: &[],
+            privileged: &[PrivilegedHook::TracefsTracepoints],
         }
     }
 
@@ -233,6 +235,7 @@ impl Probe for FutexProbe {
                 user_stack_id: key.user_stack_id,
                 kernel_stack_id: key.kernel_stack_id,
                 comm: comm(&value.comm),
+                woken_by: None,
                 stats: wait_stats(&value),
                 futex_sleep: false,
             });
@@ -401,7 +404,7 @@ mod tests {
             eprintln!("skipped: {why}");
             return;
         }
-        let shared = SharedMaps::load().expect("load the shared maps");
+        let shared = SharedMaps::load(None).expect("load the shared maps");
         let settings = crate::probe::ProbeSettings::default();
         let variant = settings.variant();
         let cx = LoadContext {
@@ -416,7 +419,7 @@ mod tests {
         shared.add_target(std::process::id()).expect("add target");
         object
             .attach(&AttachContext {
-                pid: std::process::id(),
+                pid: Some(std::process::id()),
                 variant,
                 frequency_hz: crate::DEFAULT_FREQUENCY_HZ,
             })

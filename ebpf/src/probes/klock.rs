@@ -28,6 +28,7 @@ impl AggregationKey for klock_key {
                 name: "contention_begin",
                 since: "5.19",
             }],
+            privileged: &[],
         }
     }
 

@@ -25,6 +25,7 @@ impl AggregationKey for lifecycle_key {
             names: &["lifecycle"],
             hooks: "tp_btf/sys_enter, tp_btf/sys_exit, tp_btf/sched_process_exit",
             needs: &[],
+            privileged: &[],
         }
     }
 

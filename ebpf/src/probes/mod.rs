@@ -32,6 +32,7 @@ use libbpf_rs::MapCore;
 use lockscope_probes::WaitKind;
 
 pub use cpu::{DEFAULT_FREQUENCY_HZ, MAX_FREQUENCY_HZ};
+pub(crate) use offcpu::interval as offcpu_interval;
 
 /// Every probe, in catalog order.
 pub(crate) fn all() -> Vec<Registered> {
@@ -175,6 +176,7 @@ impl<K: AggregationKey> Probe for Aggregating<K> {
                 user_stack_id,
                 kernel_stack_id,
                 comm: comm(&v.comm),
+                woken_by: None,
                 stats: wait_stats(&v),
                 futex_sleep: false,
             });

@@ -5,7 +5,7 @@
 
 use super::{load_object, AggregationKey};
 use crate::object::{LoadedObject, Plain};
-use crate::probe::{AttachContext, LoadContext, ProbeInfo};
+use crate::probe::{AttachContext, LoadContext, PrivilegedHook, ProbeInfo};
 use crate::skel::mutex_hold::types::{hold_acquire as How, hold_key};
 use crate::skel::mutex_hold::{MutexHoldSkel, MutexHoldSkelBuilder};
 use crate::variant::ProgramVariant;
@@ -36,6 +36,7 @@ impl AggregationKey for hold_key {
             names: &["mutex-hold"],
             hooks: HOOKS,
             needs: &[],
+            privileged: &[PrivilegedHook::Uprobes],
         }
     }
 
@@ -43,7 +44,7 @@ impl AggregationKey for hold_key {
         load_object(MutexHoldSkelBuilder::default(), cx, |_| {})
     }
 
-    /// Attaches into `cx.pid`, after measuring what the uprobes cost: the same probes attached
+    /// Attaches into `cx.pid` (every process without one), after measuring what the uprobes cost: the same probes attached
     /// to this process (not a target: each hit returns after one lookup) slow a lock+unlock pair
     /// of its own by the cost of three uprobe hits, shown in the probe's hooks.
     fn attach(
@@ -56,8 +57,10 @@ impl AggregationKey for hold_key {
             drop(links);
             (traced - baseline).max(0.0)
         });
-        let links = links(object.skel(), cx.variant, cx.pid as i32)
-            .map_err(|e| format!("failed to attach: {e}"))?;
+        // Without one process, every process's C library (-1), filtered by `targets` in BPF.
+        let pid = cx.pid.map_or(-1, |pid| pid as i32);
+        let links =
+            links(object.skel(), cx.variant, pid).map_err(|e| format!("failed to attach: {e}"))?;
         object.keep(links);
         Ok(cost
             .ok()

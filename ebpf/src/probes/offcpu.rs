@@ -1,7 +1,9 @@
-//! The `offcpu` probe (`bpf/offcpu.bpf.c`, `bpf/offcpu.h`), which also serves `wakeup` and
-//! `preempt`: every thread's wall time split by where it went (on CPU, run queue, futex, poll,
-//! I/O, sleep, other), the off-CPU intervals with their stacks, (for `wakeup`) who woke each
-//! sleep, from where, and (for `preempt`) the user stack each preempted thread was running.
+//! The `offcpu` probe (`bpf/offcpu.bpf.c`, `bpf/offcpu.h`), which also serves `wakeup`,
+//! `preempt` and `waitfor`: every thread's wall time split by where it went (on CPU, run queue,
+//! futex, poll, I/O, sleep, other) and by who ended its sleeps, the off-CPU intervals with their
+//! stacks and who ended them, (for `wakeup`) who woke each sleep, from where, (for `preempt`) the
+//! user stack each preempted thread was running, and (for `waitfor`) every interval streamed to
+//! the wait-for analysis (`crate::waitfor`) as the recording goes.
 
 use super::load_object;
 use crate::error::Error;
@@ -13,10 +15,12 @@ use crate::probe::{
     RawThreadTime, RawWakeup,
 };
 use crate::skel::offcpu::types::{
-    offcpu_key, offcpu_state as State, offcpu_thread, time_class, wakeup_key,
+    offcpu_interval, offcpu_key, offcpu_state as State, offcpu_thread, time_class, waker_class,
+    wakeup_key,
 };
 use crate::skel::offcpu::{OffcpuSkel, OffcpuSkelBuilder, OpenOffcpuSkel};
 use crate::syscalls::{syscall_name, syscall_number};
+use lockscope_probes::waitfor::{Interval, IntervalKind, ThreadRef, WokenBy};
 use lockscope_probes::{ThreadTime, TimeClass, WaitKind};
 use std::collections::{BTreeMap, HashSet};
 
@@ -27,6 +31,8 @@ unsafe impl Plain for offcpu_key {}
 unsafe impl Plain for offcpu_thread {}
 // SAFETY: as above.
 unsafe impl Plain for wakeup_key {}
+// SAFETY: as above.
+unsafe impl Plain for offcpu_interval {}
 
 /// The system calls whose sleeps are not `other` time, by class. The loader turns them into
 /// the BPF program's table by number (`targ_syscall_class`), and the threads that never ran are
@@ -134,21 +140,69 @@ pub(crate) struct OffcpuProbe {
     object: LoadedObject<OffcpuSkel<'static>>,
 }
 
+/// A streamed interval in the wait-for engine's terms.
+pub(crate) fn interval(e: &offcpu_interval) -> Interval<i32> {
+    let stack = |id: i32| (id >= 0).then_some(id);
+    let woken_by = woken_by(e.woken_by);
+    Interval {
+        thread: ThreadRef {
+            pid: e.tgid,
+            tid: e.tid,
+        },
+        seq: Some(e.seq),
+        start_ns: e.start_ns,
+        wakeup_ns: e.wakeup_ns,
+        end_ns: e.end_ns,
+        kind: match e.state {
+            State::LKS_STATE_PREEMPTED => IntervalKind::Preempted,
+            State::LKS_STATE_RUN_QUEUE => IntervalKind::New,
+            _ => IntervalKind::Sleep,
+        },
+        call: e.syscall,
+        object: e.object,
+        woken_by,
+        waker: (woken_by == Some(WokenBy::Program)).then_some(ThreadRef {
+            pid: e.waker_tgid,
+            tid: e.waker_tid,
+        }),
+        user_stack: stack(e.user_stack_id),
+        kernel_stack: stack(e.kernel_stack_id),
+        waker_user_stack: stack(e.waker_user_stack_id),
+        holder: Some(ThreadRef {
+            pid: e.holder_tgid,
+            tid: e.holder_tid,
+        }),
+    }
+}
+
+/// Who ended a sleep, in profile terms.
+pub(crate) fn woken_by(class: waker_class) -> Option<WokenBy> {
+    match class {
+        waker_class::LKS_WOKEN_BY_PROGRAM => Some(WokenBy::Program),
+        waker_class::LKS_WOKEN_BY_OUTSIDE => Some(WokenBy::Outside),
+        waker_class::LKS_WOKEN_BY_INTERRUPT => Some(WokenBy::Interrupt),
+        _ => None,
+    }
+}
+
 impl Probe for OffcpuProbe {
     fn info() -> ProbeInfo {
         ProbeInfo {
-            names: &["offcpu", "wakeup", "preempt"],
-            hooks: "tp_btf/sched_switch, tp_btf/sched_waking, tp_btf/sched_wakeup_new",
+            names: &["offcpu", "wakeup", "preempt", "waitfor"],
+            hooks: "tp_btf/sched_switch, tp_btf/sched_waking, tp_btf/sched_wakeup_new, \
+                    tp_btf/{irq_handler,softirq,hrtimer_expire}_{entry,exit}",
             needs: &[],
+            privileged: &[],
         }
     }
 
-    /// One object serves the three names: `wakeup` makes it take its wakers' stacks too,
-    /// `preempt` the user stacks of preempted threads.
+    /// One object serves the four names: `wakeup` makes it take its wakers' stacks too,
+    /// `preempt` the user stacks of preempted threads, `waitfor` stream every interval.
     fn load(cx: &LoadContext<'_>) -> Result<Self, String> {
         let min_block = cx.settings.min_block.as_nanos() as u64;
         let waker_stacks = cx.wants("wakeup");
         let preempted_stacks = cx.wants("preempt");
+        let stream = cx.wants("waitfor");
         let object = load_object(
             OffcpuSkelBuilder::default(),
             cx,
@@ -157,6 +211,7 @@ impl Probe for OffcpuProbe {
                     rodata.targ_min_block_ns = min_block;
                     rodata.targ_waker_stacks = waker_stacks;
                     rodata.targ_preempted_stacks = preempted_stacks;
+                    rodata.targ_intervals = stream;
                     let table = syscall_class_table(rodata.targ_syscall_class.len());
                     rodata.targ_syscall_class.copy_from_slice(&table);
                 }
@@ -199,6 +254,7 @@ impl Probe for OffcpuProbe {
                 user_stack_id: k.user_stack_id,
                 kernel_stack_id: k.kernel_stack_id,
                 comm: comm(&v.comm),
+                woken_by: woken_by(k.woken_by),
                 stats: wait_stats(&v),
                 futex_sleep: k.state == State::LKS_STATE_SLEEPING
                     && class_of_syscall(k.syscall) == time_class::LKS_TIME_FUTEX,
@@ -280,6 +336,7 @@ fn never_ran(targets: &[u32], seen: &HashSet<u32>, wall_ns: u64) -> Vec<RawThrea
                     time_ns: BTreeMap::from([(class, wall_ns)]),
                     voluntary_switches: 0,
                     involuntary_switches: 0,
+                    woken_ns: BTreeMap::new(),
                 },
             });
         }
@@ -326,6 +383,13 @@ fn thread_time(tid: u32, t: &offcpu_thread, now: u64) -> RawThreadTime {
             time_ns,
             voluntary_switches: t.voluntary,
             involuntary_switches: t.involuntary,
+            woken_ns: t
+                .woken_ns
+                .iter()
+                .enumerate()
+                .filter(|(_, &ns)| ns > 0)
+                .filter_map(|(class, &ns)| Some((woken_by(waker_class(class as u32))?, ns)))
+                .collect(),
         },
     }
 }

@@ -27,6 +27,7 @@ impl AggregationKey for syscall_key {
             names: &["syscall"],
             hooks: "tp_btf/sys_enter, tp_btf/sys_exit",
             needs: &[],
+            privileged: &[],
         }
     }
 

@@ -11,6 +11,7 @@ use super::elf::{ElfImage, ElfSource, LoadSegment};
 use super::table::{build_table, CompactTable};
 use super::FileKey;
 use crate::priority::{process_nice, set_thread_nice, MAX_NICE};
+use crate::probe::error_chain;
 use std::collections::BinaryHeap;
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
@@ -53,8 +54,28 @@ fn cache_key(build_id: Option<&[u8]>, file: &File, name: &str) -> Option<CacheKe
 }
 
 /// The table of an ELF image: from the cache if it has it, else built with gimli (and cached).
-/// A cache that cannot be written costs only the next attach's time.
+/// A cache that cannot be written costs only the next attach's time. The image is the traced
+/// program's word: whatever it holds costs at most its own table, an error naming it (a panic
+/// in the parsers is one too: it must not take the builder thread, or the recording, with it).
 pub(crate) fn build_image(
+    source: ElfSource<'_>,
+    name: &str,
+    cache: Option<&TableCache>,
+) -> Result<BuiltTable, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        build_image_unguarded(source, name, cache)
+    }))
+    .unwrap_or_else(|panic| {
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(format!("{name}: the table builder failed on it ({why})"))
+    })
+}
+
+fn build_image_unguarded(
     source: ElfSource<'_>,
     name: &str,
     cache: Option<&TableCache>,
@@ -75,7 +96,7 @@ pub(crate) fn build_image(
     let table = match loaded {
         Some(table) => table,
         None => {
-            let table = build_table(&image).map_err(|e| format!("{name}: {e}"))?;
+            let table = build_table(&image).map_err(|e| format!("{name}: {}", error_chain(&e)))?;
             if let Some((cache, key)) = cache.zip(key.as_ref()) {
                 let _ = cache.store(key, &table);
             }

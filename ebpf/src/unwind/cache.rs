@@ -10,10 +10,17 @@
 //! another recorder) sees a whole entry or none. A hit touches the entry's modification time,
 //! and after every write the oldest entries go until the directory is within its size bound
 //! (least-recently-used eviction).
+//!
+//! A recorder runs as root: what it reads and writes here never goes through a link someone
+//! else planted. The directory is created 0700 and used only while it is this user's and
+//! writable by no one else; an entry is read only if it is a regular file of a sane size
+//! (opened without following a link or blocking on a FIFO), and written by a rename, which
+//! replaces whatever is at its name.
 
 use super::table::{CfaKind, CompactTable, Rule};
 use std::fs::{File, FileTimes};
 use std::io::{self, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
@@ -33,6 +40,9 @@ const STALE_TEMP: Duration = Duration::from_secs(3600);
 const ROW_BYTES: usize = 8;
 /// Default size bound of the cache directory.
 pub const DEFAULT_MAX_BYTES: u64 = 256 << 20;
+/// Largest entry read: the rows of a table that fills `unwind_rows` (LKS_UNWIND_ROWS of
+/// `bpf/unwind.h`), and its key; a file that claims more is not an entry of ours.
+const MAX_ENTRY_BYTES: u64 = (1 << 21) * ROW_BYTES as u64 + (1 << 20);
 
 /// What a table is cached under.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -95,6 +105,12 @@ fn hex(bytes: &[u8]) -> String {
 /// Why an entry could not be written.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum CacheError {
+    /// The directory is another user's, or others can write it.
+    #[error("unwind-table cache `{dir}` is not this user's alone (owner, or group/other write)")]
+    NotPrivate {
+        /// The directory.
+        dir: PathBuf,
+    },
     /// The directory or the entry could not be written.
     #[error("failed to write unwind-table cache entry `{path}`")]
     Write {
@@ -125,10 +141,39 @@ impl TableCache {
 
     /// The table cached under `key`, if there is a valid entry; an invalid one is removed.
     pub fn load(&self, key: &CacheKey) -> Option<CompactTable> {
+        if !self.dir_is_private() {
+            return None;
+        }
         let path = self.path(key);
-        let mut file = File::open(&path).ok()?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes).ok()?;
+        // Not through a link, not blocking on a FIFO: only a regular file of at most
+        // MAX_ENTRY_BYTES is read. Anything else under the name is removed (the name, not what
+        // a link points to).
+        let file = File::options()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(&path);
+        let mut file = match file {
+            Ok(file) => file,
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                let _ = std::fs::remove_file(&path);
+                return None;
+            }
+            Err(_) => return None,
+        };
+        let size = file
+            .metadata()
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.len());
+        let Some(size) = size.filter(|&size| size <= MAX_ENTRY_BYTES) else {
+            let _ = std::fs::remove_file(&path);
+            return None;
+        };
+        let mut bytes = Vec::with_capacity(size as usize);
+        Read::by_ref(&mut file)
+            .take(MAX_ENTRY_BYTES)
+            .read_to_end(&mut bytes)
+            .ok()?;
         match decode(&bytes, key) {
             Some(table) => {
                 // The modification time is the eviction's recency; failing to touch it only
@@ -152,7 +197,18 @@ impl TableCache {
             path: path.clone(),
             source,
         };
-        std::fs::create_dir_all(&self.dir).map_err(error)?;
+        // Created for this user alone; an existing one must be this user's and writable by no
+        // one else, or it is not used (another user could plant entries or links in it).
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)
+            .map_err(error)?;
+        if !self.dir_is_private() {
+            return Err(CacheError::NotPrivate {
+                dir: self.dir.clone(),
+            });
+        }
         let mut temp = tempfile::Builder::new()
             .prefix(TEMP_PREFIX)
             .tempfile_in(&self.dir)
@@ -163,6 +219,15 @@ impl TableCache {
         temp.persist(&path).map_err(|e| error(e.error))?;
         self.evict();
         Ok(())
+    }
+
+    /// Whether the cache directory is a directory (not a link to one) of this user's that no
+    /// one else can write: only then are its entries trusted to be this user's writing.
+    fn dir_is_private(&self) -> bool {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let euid = unsafe { libc::geteuid() };
+        std::fs::symlink_metadata(&self.dir)
+            .is_ok_and(|m| m.is_dir() && m.uid() == euid && m.mode() & 0o022 == 0)
     }
 
     /// Removes the least recently used entries until the directory holds at most `max_bytes`,
@@ -290,6 +355,20 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The cache's part of the fuzz target: an entry of any table decodes to that table.
+#[cfg(feature = "fuzzing")]
+pub(crate) mod fuzzing {
+    use super::*;
+
+    /// Encodes `table` as an entry and decodes it back: the same table.
+    pub(crate) fn round_trip(table: &CompactTable) {
+        let key = CacheKey::BuildId(vec![1; 20]);
+        let back = decode(&encode(&key, table), &key).expect("an entry decodes");
+        assert_eq!(back.base, table.base);
+        assert_eq!(back.rows, table.rows);
+    }
+}
+
 /// The directory's entries.
 #[cfg(test)]
 fn entries(dir: &std::path::Path) -> Vec<PathBuf> {
@@ -412,6 +491,82 @@ mod tests {
         );
         assert!(cache.load(&build_id(0)).is_some());
         assert!(cache.load(&build_id(2)).is_some());
+    }
+
+    /// What someone else planted under an entry's name is never followed: a link there is
+    /// replaced by the next store (its target untouched), a link or FIFO is not read (a FIFO
+    /// would block, a link to /dev/zero never end) and goes, and an oversized file is not read.
+    #[test]
+    fn planted_links_and_files_are_not_followed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = TableCache::new(dir.path().join("cache"), DEFAULT_MAX_BYTES);
+        let key = build_id(4);
+        cache.store(&key, &table(10)).expect("create the directory");
+        let path = cache.path(&key);
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"keep me").expect("victim");
+
+        std::fs::remove_file(&path).expect("remove");
+        std::os::unix::fs::symlink(&victim, &path).expect("plant a link");
+        assert!(cache.load(&key).is_none(), "a link is not an entry");
+        assert!(
+            std::fs::symlink_metadata(&path).is_err(),
+            "the link is removed"
+        );
+        std::os::unix::fs::symlink("/dev/zero", &path).expect("plant a link");
+        assert!(cache.load(&key).is_none());
+        std::os::unix::fs::symlink(&victim, &path).expect("plant a link");
+        cache.store(&key, &table(10)).expect("store over the link");
+        assert!(std::fs::symlink_metadata(&path).expect("entry").is_file());
+        assert_eq!(std::fs::read(&victim).expect("victim"), b"keep me");
+        assert_eq!(cache.load(&key).expect("the stored entry").rows.len(), 10);
+
+        std::fs::remove_file(&path).expect("remove");
+        let fifo = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
+        // SAFETY: mkfifo reads a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        assert!(
+            cache.load(&key).is_none(),
+            "a FIFO is not read (nor waited on)"
+        );
+        assert!(
+            std::fs::symlink_metadata(&path).is_err(),
+            "the FIFO is removed"
+        );
+
+        let big = File::create(&path).expect("create");
+        big.set_len(MAX_ENTRY_BYTES + 1).expect("grow");
+        assert!(cache.load(&key).is_none(), "an oversized file is not read");
+        assert!(!path.exists());
+    }
+
+    /// A cache directory another user could write is not used: no entry is read from it or
+    /// stored in it (a new one is created 0700).
+    #[test]
+    fn shared_directory_is_not_used() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = TableCache::new(dir.path().join("cache"), DEFAULT_MAX_BYTES);
+        cache.store(&build_id(5), &table(10)).expect("store");
+        let meta = std::fs::metadata(dir.path().join("cache")).expect("created");
+        assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+        std::fs::set_permissions(
+            dir.path().join("cache"),
+            std::fs::Permissions::from_mode(0o777),
+        )
+        .expect("chmod");
+        assert!(cache.load(&build_id(5)).is_none(), "not read from");
+        assert!(matches!(
+            cache.store(&build_id(6), &table(10)),
+            Err(CacheError::NotPrivate { .. })
+        ));
+        let link = TableCache::new(dir.path().join("link"), DEFAULT_MAX_BYTES);
+        std::os::unix::fs::symlink(dir.path().join("cache"), dir.path().join("link"))
+            .expect("link");
+        assert!(
+            link.load(&build_id(5)).is_none(),
+            "a link to a directory is not used"
+        );
     }
 
     /// Two writers storing the same entry at once (two recorders) leave one whole entry, and a

@@ -1,6 +1,11 @@
 //! Just enough ELF64 (little-endian) reading for unwind tables: program headers (to map file
 //! offsets to link-time addresses), named sections (.eh_frame, .debug_frame, .text) and the GNU
 //! build-id. Sections are read on demand, so a large binary is never read whole.
+//!
+//! Every file is the traced program's word, and a hostile program controls its bytes: no
+//! offset or size read from a header is trusted before it is checked against the image's size
+//! (a section that claims 4 GiB in a file of 4 KiB is an error, not an allocation), and nothing
+//! here panics on any input (`fuzz/`, target `unwind_table`).
 
 use std::fs::File;
 use std::io;
@@ -15,7 +20,7 @@ const SHT_NOBITS: u32 = 8;
 const SHT_NOTE: u32 = 7;
 const SHF_COMPRESSED: u64 = 0x800;
 const NT_GNU_BUILD_ID: u32 = 3;
-/// Refuse section header tables or sections larger than this (a corrupt or hostile file).
+/// Refuse section header tables or sections larger than this, even in a file that large.
 const MAX_SECTION_BYTES: u64 = 1 << 30;
 
 /// Where the bytes of an ELF image come from.
@@ -27,12 +32,29 @@ pub(crate) enum ElfSource<'a> {
 }
 
 impl ElfSource<'_> {
-    fn read(&self, offset: u64, len: u64) -> io::Result<Vec<u8>> {
+    /// Bytes of the image: what no header may claim to reach beyond.
+    fn size(&self) -> io::Result<u64> {
+        match self {
+            // A FIFO or device has no size: nothing is read from it.
+            ElfSource::File(file) => Ok(file.metadata()?.len()),
+            ElfSource::Memory(bytes) => Ok(bytes.len() as u64),
+        }
+    }
+
+    /// `len` bytes at `offset` (`what` names them in errors). Checked against the image's size
+    /// before anything is allocated: a header is the file's word, and a hostile file claims
+    /// gigabytes.
+    fn read(&self, what: &str, offset: u64, len: u64) -> io::Result<Vec<u8>> {
+        let size = self.size()?;
+        if offset.checked_add(len).is_none_or(|end| end > size) {
+            return Err(invalid(&format!(
+                "{what} claims {len} bytes at offset {offset}, beyond the image's {size}"
+            )));
+        }
         if len > MAX_SECTION_BYTES {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "section too large",
-            ));
+            return Err(invalid(&format!(
+                "{what} is {len} bytes, more than the {MAX_SECTION_BYTES} read of one section"
+            )));
         }
         match self {
             ElfSource::File(file) => {
@@ -72,7 +94,10 @@ const PAGE_SIZE: u64 = 4096;
 pub(crate) fn vaddr_of_offset(loads: &[LoadSegment], offset: u64) -> Option<u64> {
     loads
         .iter()
-        .filter(|l| l.offset & !(PAGE_SIZE - 1) <= offset && offset < l.offset + l.filesz.max(1))
+        .filter(|l| {
+            l.offset & !(PAGE_SIZE - 1) <= offset
+                && offset < l.offset.saturating_add(l.filesz.max(1))
+        })
         .max_by_key(|l| (l.executable, l.offset))
         .map(|l| l.vaddr.wrapping_add(offset).wrapping_sub(l.offset))
 }
@@ -114,7 +139,7 @@ fn invalid(what: &str) -> io::Error {
 impl<'a> ElfImage<'a> {
     /// Reads the ELF header, program headers and section headers.
     pub fn parse(source: ElfSource<'a>) -> io::Result<Self> {
-        let header = source.read(0, 64)?;
+        let header = source.read("the ELF header", 0, 64)?;
         if &header[..4] != ELF_MAGIC || header[4] != ELFCLASS64 || header[5] != ELFDATA2LSB {
             return Err(invalid("not a little-endian ELF64 image"));
         }
@@ -129,7 +154,7 @@ impl<'a> ElfImage<'a> {
 
         let mut loads = Vec::new();
         if phnum > 0 && phentsize >= 56 {
-            let table = source.read(phoff, phentsize * phnum)?;
+            let table = source.read("the program header table", phoff, phentsize * phnum)?;
             for i in 0..phnum as usize {
                 let at = i * phentsize as usize;
                 if u32_at(&table, at) != Some(PT_LOAD) {
@@ -146,7 +171,7 @@ impl<'a> ElfImage<'a> {
 
         let mut sections = Vec::new();
         if shnum > 0 && shentsize >= 64 && shoff != 0 {
-            let table = source.read(shoff, shentsize * shnum)?;
+            let table = source.read("the section header table", shoff, shentsize * shnum)?;
             let raw: Vec<(u32, Section)> = (0..shnum as usize)
                 .filter_map(|i| {
                     let at = i * shentsize as usize;
@@ -165,7 +190,7 @@ impl<'a> ElfImage<'a> {
                 .collect();
             let names = raw
                 .get(shstrndx as usize)
-                .map(|(_, s)| source.read(s.offset, s.size))
+                .map(|(_, s)| source.read("the section name table", s.offset, s.size))
                 .transpose()?
                 .unwrap_or_default();
             for (name_offset, mut section) in raw {
@@ -194,9 +219,11 @@ impl<'a> ElfImage<'a> {
     /// The bytes of section `name` with its address; `None` when absent or compressed.
     pub fn section_data(&self, name: &str) -> io::Result<Option<(Vec<u8>, u64)>> {
         match self.section(name) {
-            Some(s) if s.flags & SHF_COMPRESSED == 0 => {
-                Ok(Some((self.source.read(s.offset, s.size)?, s.addr)))
-            }
+            Some(s) if s.flags & SHF_COMPRESSED == 0 => Ok(Some((
+                self.source
+                    .read(&format!("section `{name}`"), s.offset, s.size)?,
+                s.addr,
+            ))),
             _ => Ok(None),
         }
     }
@@ -236,7 +263,7 @@ impl<'a> ElfImage<'a> {
             .iter()
             .filter(|s| s.kind == SHT_NOTE && s.size < 1 << 16)
             .find_map(|s| {
-                let notes = self.source.read(s.offset, s.size).ok()?;
+                let notes = self.source.read("a note section", s.offset, s.size).ok()?;
                 let mut at = 0usize;
                 while at + 12 <= notes.len() {
                     let namesz = u32_at(&notes, at)? as usize;

@@ -307,7 +307,7 @@ impl FileStore {
         &self.builds
     }
 
-    fn fail(&mut self, why: String) {
+    pub fn fail(&mut self, why: String) {
         // A file forgotten and mapped again fails again: say it once.
         if !self.failures.contains(&why) {
             self.failures.push(why);

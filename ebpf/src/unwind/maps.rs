@@ -5,7 +5,9 @@
 //! tested without root.
 //!
 //! Where rows go is the file store's decision (it allocates ranges of the arrays); the maps only
-//! write where they are told.
+//! write where they are told. After every write [`BpfMaps`] adds one to the tables' generation
+//! (`unwind_generation`): a thread's stack memo is only used under the generation its walk
+//! started in (`bpf/unwind.bpf.h`), so no memo outlives a change to the tables it was made with.
 
 use super::StackMaps;
 use crate::error::Error;
@@ -40,17 +42,40 @@ pub(crate) struct BpfMaps {
     pages: MmapArray<u64>,
     procs: MapHandle,
     files: MapHandle,
+    /// `unwind_generation`, and its value.
+    generation_map: MapHandle,
+    generation: u64,
 }
 
 impl BpfMaps {
     /// Handles on the maps of a loaded object, the two arrays mapped into this process.
-    pub fn new<M: MapCore>(maps: &StackMaps<'_, M>) -> Result<Self, Error> {
+    pub fn new(maps: &StackMaps<'_>) -> Result<Self, Error> {
         Ok(BpfMaps {
             rows: MmapArray::new(handle(maps.rows, "unwind_rows")?, "unwind_rows")?,
             pages: MmapArray::new(handle(maps.pages, "unwind_pages")?, "unwind_pages")?,
             procs: handle(maps.procs, "unwind_procs")?,
             files: handle(maps.files, "unwind_files")?,
+            generation_map: handle(maps.generation, "unwind_generation")?,
+            generation: 0,
         })
+    }
+
+    /// Ends a change to the tables (after it, never before: a walk that read the old generation
+    /// may have seen the tables before the change). Should the update fail, the memos are
+    /// turned off for good rather than trusted: the BPF side uses none under generation
+    /// `u64::MAX`, which counting never reaches.
+    fn changed(&mut self) {
+        self.generation += 1;
+        let zero = 0u32.to_ne_bytes();
+        if self
+            .generation_map
+            .update(&zero, &self.generation.to_ne_bytes(), MapFlags::ANY)
+            .is_err()
+        {
+            let _ = self
+                .generation_map
+                .update(&zero, &u64::MAX.to_ne_bytes(), MapFlags::ANY);
+        }
     }
 }
 
@@ -64,22 +89,29 @@ impl UnwindMaps for BpfMaps {
     }
 
     fn write_rows(&mut self, first: u32, rows: &[unwind_row]) -> Result<(), Error> {
-        self.rows.write(first, rows)
+        let written = self.rows.write(first, rows);
+        self.changed();
+        written
     }
 
     fn write_pages(&mut self, first: u32, pages: &[u64]) -> Result<(), Error> {
-        self.pages.write(first, pages)
+        let written = self.pages.write(first, pages);
+        self.changed();
+        written
     }
 
     fn put_file(&mut self, key: &unwind_file_key, file: &unwind_file) -> Result<(), Error> {
         // SAFETY: both are #[repr(C)] structs of integers without padding.
         let (key, value) = unsafe { (as_bytes(key), as_bytes(file)) };
-        self.files
+        let written = self
+            .files
             .update(key, value, MapFlags::ANY)
             .map_err(|source| Error::Map {
                 map: "unwind_files",
                 source,
-            })
+            });
+        self.changed();
+        written
     }
 
     fn delete_file(&mut self, key: &unwind_file_key) {
@@ -87,30 +119,35 @@ impl UnwindMaps for BpfMaps {
         let key = unsafe { as_bytes(key) };
         // Already absent is fine: the map only has to lose the entry.
         let _ = self.files.delete(key);
+        self.changed();
     }
 
     fn put_proc(&mut self, pid: u32, proc: &unwind_proc) -> Result<(), Error> {
         // SAFETY: unwind_proc is a #[repr(C)] struct of integers without padding.
         let value = unsafe { as_bytes(proc) };
-        self.procs
+        let written = self
+            .procs
             .update(&pid.to_ne_bytes(), value, MapFlags::ANY)
             .map_err(|source| Error::Map {
                 map: "unwind_procs",
                 source,
-            })
+            });
+        self.changed();
+        written
     }
 
     fn delete_proc(&mut self, pid: u32) {
         // Already absent is fine: the map only has to lose the entry.
         let _ = self.procs.delete(&pid.to_ne_bytes());
+        self.changed();
     }
 }
 
-/// A `MapHandle` of `map` (a new fd: it outlives the object that declared the map).
-pub(crate) fn handle(map: &impl MapCore, name: &'static str) -> Result<MapHandle, Error> {
-    map.info()
-        .and_then(|info| MapHandle::from_map_id(info.info.id))
-        .map_err(|source| Error::Map { map: name, source })
+/// A `MapHandle` of `map`: a duplicate of its fd, so it outlives the object that declared the
+/// map. Not by the map's id: `BPF_MAP_GET_FD_BY_ID` needs CAP_SYS_ADMIN, which a recorder with
+/// only CAP_BPF and CAP_PERFMON lacks.
+pub(crate) fn handle(map: &MapHandle, name: &'static str) -> Result<MapHandle, Error> {
+    MapHandle::try_from(map).map_err(|source| Error::Map { map: name, source })
 }
 
 /// A BPF_F_MMAPABLE array mapped into this process: `unwind_rows` and `unwind_pages`. `T` must

@@ -17,7 +17,10 @@
 //! Both write the maps through one trait ([`maps::UnwindMaps`]): the real maps in a recording, an
 //! in-memory fake in the unit tests, which check the bookkeeping without root. In the kernel,
 //! `bpf/unwind.bpf.h` walks the stack with the tables and stores the pcs, with a `truncated`
-//! flag, in `user_stacks`.
+//! flag, in `user_stacks`; a thread's stack that its memo of an earlier walk shows unchanged (the
+//! same registers, stack words and table generation) is not walked again ([`StackMemo`]). Every
+//! write to the tables bumps their generation ([`maps`]); [`Unwinder::prune_memos`] deletes the
+//! memos of threads that are gone.
 //!
 //! Tables are built on builder threads ([`builder`]: one per CPU, below the target's priority,
 //! the main executable and libc first) and kept in a persistent cache keyed by build-id
@@ -35,16 +38,18 @@ mod builder;
 mod cache;
 mod elf;
 mod files;
+#[cfg(feature = "fuzzing")]
+pub(crate) mod fuzzing;
 mod maps;
 mod processes;
 mod table;
 mod x86_64;
 
 use crate::error::Error;
-use crate::procmaps::parse_maps_line;
+use crate::procmaps::{open_mapped_file, parse_maps_line, MapsLine};
 use crate::shared::SharedMaps;
 use crate::skel::targets::types::{
-    unwind_config, unwind_constants, unwind_counters, unwind_user_stacks,
+    unwind_config, unwind_constants, unwind_counters, unwind_memo_mode, unwind_user_stacks,
 };
 use builder::{build_image, builder_nice, Builders, Done};
 use cache::TableCache;
@@ -80,27 +85,34 @@ const LIBRARY_DIRS: &[&str] = &[
 ];
 /// Most files [`Unwinder::preload_command`] loads (a bound on a runaway dependency walk).
 const MAX_PRELOADED_FILES: usize = 256;
+/// Largest vDSO image read (the kernel's is 8 KiB on x86_64).
+const MAX_VDSO_BYTES: u64 = 1 << 20;
+/// How often [`Unwinder::prune_memos`] looks for the stack memos of threads that are gone.
+const MEMO_PRUNE_INTERVAL: Duration = Duration::from_secs(5);
 /// Pseudo-path of the vDSO in `/proc/PID/maps`.
 const VDSO: &str = "[vdso]";
 
-/// The unwinder's maps in a loaded BPF object (see `bpf/unwind.bpf.h`): a skeleton's maps, or
-/// handles on shared ones.
-pub struct StackMaps<'a, M: MapCore> {
+/// The unwinder's maps among the shared maps of a recording (see `bpf/unwind.bpf.h`).
+pub struct StackMaps<'a> {
     /// `unwind_rows`.
-    pub rows: &'a M,
+    pub rows: &'a MapHandle,
     /// `unwind_pages`.
-    pub pages: &'a M,
+    pub pages: &'a MapHandle,
     /// `unwind_procs`.
-    pub procs: &'a M,
+    pub procs: &'a MapHandle,
     /// `unwind_files`.
-    pub files: &'a M,
+    pub files: &'a MapHandle,
     /// `unwind_config`.
-    pub config: &'a M,
+    pub config: &'a MapHandle,
     /// `unwind_counters`.
-    pub counters: &'a M,
+    pub counters: &'a MapHandle,
+    /// `unwind_generation`.
+    pub generation: &'a MapHandle,
+    /// `unwind_memos`.
+    pub memos: &'a MapHandle,
 }
 
-impl<'a> StackMaps<'a, MapHandle> {
+impl<'a> StackMaps<'a> {
     /// The unwinder's maps among the maps every probe object shares; `None` if one is missing.
     pub fn from_shared(shared: &'a SharedMaps) -> Option<Self> {
         Some(StackMaps {
@@ -110,6 +122,8 @@ impl<'a> StackMaps<'a, MapHandle> {
             files: shared.map("unwind_files")?,
             config: shared.map("unwind_config")?,
             counters: shared.map("unwind_counters")?,
+            generation: shared.map("unwind_generation")?,
+            memos: shared.map("unwind_memos")?,
         })
     }
 }
@@ -141,6 +155,36 @@ pub struct UnwindOptions {
     /// How user stacks are captured, to measure what unwinding costs. Default:
     /// [`UserStacks::Cfi`].
     pub user_stacks: UserStacks,
+    /// Whether a thread's stack that its memo shows unchanged is taken from the memo instead of
+    /// unwound again (`bpf/unwind.bpf.h`). Default: [`StackMemo::On`].
+    pub stack_memo: StackMemo,
+}
+
+/// Whether the BPF unwinder takes a stack from the thread's memo of its last walk when the
+/// registers and every stack word that walk read are unchanged (the same stack, proven so in
+/// `bpf/unwind.bpf.h`), instead of unwinding it again.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StackMemo {
+    /// Use the memo.
+    #[default]
+    On,
+    /// Unwind every stack: to measure what the memo saves.
+    Off,
+    /// Unwind every stack and compare it with the memo's answer where there is one
+    /// ([`UnwindStats::memo_mismatches`], 0 unless the memo is wrong): for tests.
+    Verify,
+}
+
+impl StackMemo {
+    /// The mode named `on`, `off` or `verify` (how `LOCKSCOPE_STACK_MEMO` names them).
+    pub fn from_name(name: &str) -> Option<StackMemo> {
+        match name {
+            "on" => Some(StackMemo::On),
+            "off" => Some(StackMemo::Off),
+            "verify" => Some(StackMemo::Verify),
+            _ => None,
+        }
+    }
 }
 
 /// How user stacks are captured.
@@ -177,6 +221,7 @@ impl Default for UnwindOptions {
             urgent_wait: DEFAULT_URGENT_WAIT,
             builder_threads: None,
             user_stacks: UserStacks::Cfi,
+            stack_memo: StackMemo::On,
         }
     }
 }
@@ -229,6 +274,17 @@ pub struct UnwindStats {
     pub store_failures: u64,
     /// Stacks cut at a mapping whose table was still being built (counted in `truncated`).
     pub table_pending: u64,
+    /// Stacks (of `stacks`) that the thread's memo gave without unwinding; with
+    /// [`StackMemo::Verify`], the memo answers checked against a walk.
+    pub memo_hits: u64,
+    /// With [`StackMemo::Verify`]: memo answers that differed from the walk (0 unless the memo
+    /// is wrong).
+    pub memo_mismatches: u64,
+    /// Walks kept as their thread's memo.
+    pub memo_stores: u64,
+    /// Stacks not taken because the unwinder was busy on that CPU: a wakeup in a hard
+    /// interrupt that came during another program's walk.
+    pub busy: u64,
     /// ELF images with a loaded table now (the tables of files no traced process maps any more
     /// are freed).
     pub tables: usize,
@@ -257,6 +313,9 @@ pub(crate) enum FileKey {
 pub struct Unwinder {
     maps: BpfMaps,
     counters: MapHandle,
+    /// `unwind_memos`, and when [`Unwinder::prune_memos`] last went through it.
+    memos: MapHandle,
+    memos_pruned: Instant,
     /// The tables of the files the processes map.
     files: FileStore,
     /// The processes' mapping tables.
@@ -269,17 +328,22 @@ pub struct Unwinder {
 
 impl Unwinder {
     /// An unwinder over the maps of a loaded object; no process is known yet.
-    pub fn new<M: MapCore>(maps: StackMaps<'_, M>, options: &UnwindOptions) -> Result<Self, Error> {
+    pub fn new(maps: StackMaps<'_>, options: &UnwindOptions) -> Result<Self, Error> {
         let mode = match options.user_stacks {
             UserStacks::Cfi => unwind_user_stacks::LKS_USER_STACKS_CFI,
             UserStacks::FramePointers => unwind_user_stacks::LKS_USER_STACKS_FRAME_POINTERS,
             UserStacks::None => unwind_user_stacks::LKS_USER_STACKS_NONE,
         };
+        let memo = match options.stack_memo {
+            StackMemo::On => unwind_memo_mode::LKS_MEMO_ON,
+            StackMemo::Off => unwind_memo_mode::LKS_MEMO_OFF,
+            StackMemo::Verify => unwind_memo_mode::LKS_MEMO_VERIFY,
+        };
         let config = unwind_config {
             user_stacks: mode,
-            pad: 0,
+            memo,
         };
-        // SAFETY: unwind_config is a u32 enum and a u32: no padding.
+        // SAFETY: unwind_config is two u32 enums: no padding.
         let value = unsafe { as_bytes(&config) };
         maps.config
             .update(&0u32.to_ne_bytes(), value, MapFlags::ANY)
@@ -292,6 +356,8 @@ impl Unwinder {
             files: FileStore::new(bpf_maps.row_capacity(), bpf_maps.page_capacity()),
             maps: bpf_maps,
             counters: handle(maps.counters, "unwind_counters")?,
+            memos: handle(maps.memos, "unwind_memos")?,
+            memos_pruned: Instant::now(),
             processes: ProcessStore::default(),
             builders: Builders::new(
                 options
@@ -317,6 +383,26 @@ impl Unwinder {
     /// had. With [`UnwindOptions::background`] new tables are only queued here.
     pub fn refresh(&mut self, pid: u32) -> Result<bool, Error> {
         self.refresh_process(pid, false)
+    }
+
+    /// Gives `child`, which `parent` forked, its parent's mapping table (the same address
+    /// space until it execs): the table the kernel copied at the fork (`bpf/targets.bpf.c`),
+    /// now held by the store, or written when the kernel could not copy it. False when the
+    /// parent has no table.
+    pub fn inherit(&mut self, child: u32, parent: u32) -> Result<bool, Error> {
+        let Some(ranges) = self.processes.ranges(parent) else {
+            return Ok(false);
+        };
+        self.processes
+            .refresh(&mut self.maps, &mut self.files, child, &ranges)
+            .map(|_| true)
+    }
+
+    /// `pid` executed a new program: the kernel dropped its table (`bpf/targets.bpf.c`); it is
+    /// written anew from its mappings now (if it still runs).
+    pub fn exec(&mut self, pid: u32) -> Result<bool, Error> {
+        self.processes.dropped(pid);
+        self.refresh(pid)
     }
 
     /// Loads the tables the builders finished since the last call; true when there were any
@@ -351,7 +437,7 @@ impl Unwinder {
                 let nice = *nice
                     .entry(is_urgent)
                     .or_insert_with(|| builder_nice(pid, is_urgent));
-                let key = self.request_file(pid, line.start, line.end, line.path, is_urgent, nice);
+                let key = self.request_file(pid, &line, is_urgent, nice);
                 if let Some(key) = &key {
                     if is_urgent {
                         urgent.push(key.clone());
@@ -391,22 +477,23 @@ impl Unwinder {
         }
     }
 
-    /// The identity of the file mapped at [start, end) of `pid`, with its table loaded, queued
-    /// for the builders or known to be unusable; `None` when the file cannot be opened.
+    /// The identity of the file `pid` maps in `line`, with its table loaded, queued for the
+    /// builders or known to be unusable; `None` when the file cannot be opened (counted as a
+    /// failure, with why).
     fn request_file(
         &mut self,
         pid: u32,
-        start: u64,
-        end: u64,
-        path: &str,
+        line: &MapsLine<'_>,
         urgent: bool,
         nice: i32,
     ) -> Option<FileKey> {
-        // map_files opens the very file mapped (also deleted, or in another mount namespace).
-        let path = path.strip_suffix(" (deleted)").unwrap_or(path);
-        let file = File::open(format!("/proc/{pid}/map_files/{start:x}-{end:x}"))
-            .or_else(|_| File::open(format!("/proc/{pid}/root{path}")))
-            .ok()?;
+        let path = line.path.strip_suffix(" (deleted)").unwrap_or(line.path);
+        let Some(file) = open_mapped_file(pid, line.start, line.end, path, line.inode) else {
+            self.files.fail(format!(
+                "{path}: cannot be opened as pid {pid} maps it (gone, replaced, or not readable)"
+            ));
+            return None;
+        };
         let key = file_key(&file)?;
         if self.files.start_build(&key) {
             self.builders
@@ -433,6 +520,31 @@ impl Unwinder {
         self.processes.remove(&mut self.maps, &mut self.files, pid);
     }
 
+    /// Deletes the stack memos of threads that are gone (at most every few seconds; the BPF side
+    /// keeps one per thread and way, and a map full of dead threads' memos would leave new
+    /// threads without). A memo is only ever used by its own thread, so one deleted by mistake
+    /// costs one walk, and a tid reused meanwhile proves itself against the memo like any walk.
+    pub fn prune_memos(&mut self) {
+        if self.memos_pruned.elapsed() < MEMO_PRUNE_INTERVAL {
+            return;
+        }
+        self.memos_pruned = Instant::now();
+        let gone: Vec<Vec<u8>> = self
+            .memos
+            .keys()
+            .filter(|key| {
+                // struct unwind_memo_key: the thread id first.
+                key.get(..4)
+                    .and_then(|tid| tid.try_into().ok())
+                    .map(u32::from_ne_bytes)
+                    .is_some_and(|tid| !Path::new(&format!("/proc/{tid}")).exists())
+            })
+            .collect();
+        for key in gone {
+            let _ = self.memos.delete(&key);
+        }
+    }
+
     /// What the unwinder did so far: the BPF side's counters and the tables loaded.
     pub fn stats(&self) -> Result<UnwindStats, Error> {
         let c = self.counters()?;
@@ -451,6 +563,10 @@ impl Unwinder {
             too_deep: c.too_deep,
             store_failures: c.store_failures,
             table_pending: c.table_pending,
+            memo_hits: c.memo_hits,
+            memo_mismatches: c.memo_mismatches,
+            memo_stores: c.memo_stores,
+            busy: c.busy,
             tables: self.files.loaded_files(),
             rows_used,
             rows_capacity,
@@ -495,6 +611,10 @@ impl Unwinder {
             sum.too_deep += c.too_deep;
             sum.store_failures += c.store_failures;
             sum.table_pending += c.table_pending;
+            sum.memo_hits += c.memo_hits;
+            sum.memo_mismatches += c.memo_mismatches;
+            sum.memo_stores += c.memo_stores;
+            sum.busy += c.busy;
         }
         Ok(sum)
     }
@@ -557,6 +677,10 @@ impl Unwinder {
     /// The key of `pid`'s vDSO at [start, end), its table built on the spot (it is small) on
     /// first sight; `None` when its image cannot be read.
     fn vdso_table(&mut self, pid: u32, start: u64, end: u64) -> Option<FileKey> {
+        // The kernel's image, a few pages; a larger "[vdso]" is not read.
+        if end.checked_sub(start)? > MAX_VDSO_BYTES {
+            return None;
+        }
         let mem = File::open(format!("/proc/{pid}/mem")).ok()?;
         let mut image = vec![0; usize::try_from(end - start).ok()?];
         mem.read_exact_at(&mut image, start).ok()?;

@@ -30,6 +30,8 @@ pub(crate) struct MappedRange {
 struct ProcessEntry {
     mappings: Vec<MappingKey>,
     files: HashSet<FileKey>,
+    /// The ranges it was written from: a child forked since maps the same.
+    ranges: Vec<MappedRange>,
 }
 
 /// The mapping tables of the traced processes (see the module docs).
@@ -77,6 +79,7 @@ impl ProcessStore {
         let entry = ProcessEntry {
             mappings: keys,
             files: used,
+            ranges: ranges.to_vec(),
         };
         if let Some(old) = self.processes.insert(pid, entry) {
             for key in &old.files {
@@ -86,9 +89,24 @@ impl ProcessStore {
         Ok(changed)
     }
 
-    /// Forgets a process that is gone: deletes its mapping table, then lets go of its files.
+    /// The kernel dropped `pid`'s table (at an exec): the next refresh writes the table
+    /// whatever the store wrote before.
+    pub fn dropped(&mut self, pid: u32) {
+        if let Some(entry) = self.processes.get_mut(&pid) {
+            entry.mappings.clear();
+        }
+    }
+
+    /// The ranges `pid`'s table was last written from.
+    pub fn ranges(&self, pid: u32) -> Option<Vec<MappedRange>> {
+        self.processes.get(&pid).map(|p| p.ranges.clone())
+    }
+
+    /// Forgets a process that is gone: deletes its mapping table (also one the kernel copied
+    /// from its parent at its fork, which the store never wrote), then lets go of its files.
     pub fn remove(&mut self, maps: &mut impl UnwindMaps, files: &mut FileStore, pid: u32) {
         let Some(old) = self.processes.remove(&pid) else {
+            maps.delete_proc(pid);
             return;
         };
         maps.delete_proc(pid);

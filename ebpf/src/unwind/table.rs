@@ -91,30 +91,90 @@ pub(crate) enum TableError {
     /// The CFI spans more than 4 GiB (row addresses are 32-bit).
     #[error("unwind information spans more than 4 GiB")]
     TooLarge,
+    /// More rows than the BPF unwinder's array holds.
+    #[error("unwind information has more than {MAX_ROWS} rows")]
+    TooManyRows,
+    /// Evaluating the CFI took more steps than its size justifies (a CIE whose instructions
+    /// every FDE replays, FDEs that point back at a huge CIE).
+    #[error("unwind information takes more than {0} steps to evaluate")]
+    TooMuchWork(u64),
+}
+
+/// Most rows of one table: `unwind_rows` holds no more (LKS_UNWIND_ROWS of `bpf/unwind.h`).
+const MAX_ROWS: usize = 1 << 21;
+/// Steps (CFI bytes replayed, rows made) allowed per byte of CFI, and on top: a real file's
+/// CIEs are a few bytes that each FDE replays once, so it takes about 2 steps a byte; a hostile
+/// one that makes every FDE replay a large CIE runs out of steps instead of time.
+const STEPS_PER_BYTE: u64 = 16;
+const BASE_STEPS: u64 = 1 << 20;
+
+/// What evaluating one image's CFI may still do.
+struct Budget {
+    steps_left: u64,
+    limit: u64,
+    rows: usize,
+}
+
+impl Budget {
+    fn new(cfi_bytes: u64) -> Budget {
+        let limit = cfi_bytes
+            .saturating_mul(STEPS_PER_BYTE)
+            .saturating_add(BASE_STEPS);
+        Budget {
+            steps_left: limit,
+            limit,
+            rows: 0,
+        }
+    }
+
+    fn spend(&mut self, steps: u64) -> Result<(), TableError> {
+        self.steps_left = self
+            .steps_left
+            .checked_sub(steps)
+            .ok_or(TableError::TooMuchWork(self.limit))?;
+        Ok(())
+    }
+
+    fn add_row(&mut self) -> Result<(), TableError> {
+        self.spend(1)?;
+        self.rows += 1;
+        if self.rows > MAX_ROWS {
+            return Err(TableError::TooManyRows);
+        }
+        Ok(())
+    }
 }
 
 /// Builds the table of `image`. An image without CFI gives an empty table; FDEs that fail to
-/// parse are skipped (their addresses fall back to frame pointers).
+/// parse are skipped (their addresses fall back to frame pointers). Time and memory are bounded
+/// by the size of the CFI ([`Budget`]), whatever it says.
 pub(crate) fn build_table(image: &ElfImage<'_>) -> Result<CompactTable, TableError> {
     let text = image.section(".text").map_or(0, |s| s.addr);
+    let eh_frame = image.section_data(".eh_frame")?;
+    let debug_frame = image.section_data(".debug_frame")?;
+    let cfi_bytes = [&eh_frame, &debug_frame]
+        .iter()
+        .filter_map(|s| s.as_ref().map(|(bytes, _)| bytes.len() as u64))
+        .sum();
+    let mut budget = Budget::new(cfi_bytes);
     let mut fdes = Vec::new();
-    if let Some((bytes, addr)) = image.section_data(".eh_frame")? {
-        let mut section = EhFrame::new(&bytes, LittleEndian);
+    if let Some((bytes, addr)) = &eh_frame {
+        let mut section = EhFrame::new(bytes, LittleEndian);
         section.set_address_size(8);
-        let mut bases = BaseAddresses::default().set_eh_frame(addr).set_text(text);
+        let mut bases = BaseAddresses::default().set_eh_frame(*addr).set_text(text);
         if let Some(hdr) = image.section(".eh_frame_hdr") {
             bases = bases.set_eh_frame_hdr(hdr.addr);
         }
         if let Some(got) = image.section(".got") {
             bases = bases.set_got(got.addr);
         }
-        collect_fdes(&section, &bases, &mut fdes);
+        collect_fdes(&section, &bases, &mut fdes, &mut budget)?;
     }
     let eh_frame_fdes = fdes.len();
-    if let Some((bytes, _)) = image.section_data(".debug_frame")? {
-        let mut section = DebugFrame::new(&bytes, LittleEndian);
+    if let Some((bytes, _)) = &debug_frame {
+        let mut section = DebugFrame::new(bytes, LittleEndian);
         section.set_address_size(8);
-        collect_fdes(&section, &BaseAddresses::default(), &mut fdes);
+        collect_fdes(&section, &BaseAddresses::default(), &mut fdes, &mut budget)?;
     }
     // .eh_frame wins where both describe an address: it is what the program itself unwinds with.
     let mut ordered: Vec<(usize, FdeRows)> = fdes.into_iter().enumerate().collect();
@@ -122,7 +182,12 @@ pub(crate) fn build_table(image: &ElfImage<'_>) -> Result<CompactTable, TableErr
     merge(ordered.into_iter().map(|(_, f)| f))
 }
 
-fn collect_fdes<'a, S>(section: &S, bases: &BaseAddresses, out: &mut Vec<FdeRows>)
+fn collect_fdes<'a, S>(
+    section: &S,
+    bases: &BaseAddresses,
+    out: &mut Vec<FdeRows>,
+    budget: &mut Budget,
+) -> Result<(), TableError>
 where
     S: UnwindSection<gimli::EndianSlice<'a, LittleEndian>>,
 {
@@ -131,11 +196,15 @@ where
     // An error in the entry list itself ends the walk: later offsets cannot be trusted.
     while let Ok(Some(entry)) = entries.next() {
         let CieOrFde::Fde(partial) = entry else {
+            budget.spend(1)?;
             continue;
         };
         let Ok(fde) = partial.parse(S::cie_from_offset) else {
+            budget.spend(1)?;
             continue;
         };
+        // Parsing the FDE parsed its CIE again, and its rows replay the CIE's instructions.
+        budget.spend(2 * fde.cie().entry_len() as u64 + fde.entry_len() as u64)?;
         let (start, end) = (fde.initial_address(), fde.end_address());
         if start >= end {
             continue;
@@ -147,12 +216,16 @@ where
         let mut rows = Vec::new();
         loop {
             match table.next_row() {
-                Ok(Some(row)) => rows.push((row.start_address(), x86_64::rule_of(row, signal))),
+                Ok(Some(row)) => {
+                    budget.add_row()?;
+                    rows.push((row.start_address(), x86_64::rule_of(row, signal)));
+                }
                 Ok(None) => break,
                 Err(_) => {
                     // Rows up to the bad instruction are right; the rest of the FDE is unknown.
+                    budget.add_row()?;
                     rows.push((
-                        rows.last().map_or(start, |r| r.0 + 1),
+                        rows.last().map_or(start, |r| r.0.saturating_add(1)),
                         Rule::of_kind(CfaKind::Unsupported),
                     ));
                     break;
@@ -161,6 +234,7 @@ where
         }
         out.push(FdeRows { start, end, rows });
     }
+    Ok(())
 }
 
 /// Merges FDEs sorted by start into one table: overlapping FDEs are dropped, equal consecutive
@@ -184,6 +258,8 @@ fn merge(fdes: impl Iterator<Item = FdeRows>) -> Result<CompactTable, TableError
                 break;
             }
             match absolute.last_mut() {
+                // A row before the last one (DW_CFA_set_loc going back) would unsort the table.
+                Some(last) if address < last.0 => {}
                 Some(last) if last.0 == address => last.1 = rule,
                 Some(last) if last.1 == rule => {}
                 _ => absolute.push((address, rule)),

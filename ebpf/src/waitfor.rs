@@ -1,0 +1,120 @@
+//! The wait-for stream: the shared `waitfor_events` ring buffer (`bpf/common.bpf.h`), into which
+//! the `offcpu` object writes every off-CPU interval of the target's threads and the `cpu` object
+//! every sample, read at each poll of the recorder into the OS-neutral wait-for [`Engine`]
+//! (`lockscope_probes::waitfor`), which analyses them as the recording goes.
+
+use crate::error::Error;
+use crate::object::{comm, read_plain, Plain};
+use crate::probe::DrainedWaitFor;
+use crate::probes::offcpu_interval;
+use crate::shared::SharedMaps;
+use crate::skel::offcpu::types::{offcpu_interval as Interval, waker_class};
+use crate::skel::targets::types::{lks_cpu_sample, lks_event_type};
+use lockscope_probes::waitfor::{Engine, EngineLimits, ThreadRef};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// Size of the ring buffer: at 200,000 switches a second (two busy CPUs) 100 ms between polls
+/// fill 2.6 MB of it.
+pub(crate) const EVENTS_BYTES: u32 = 32 << 20;
+
+// SAFETY: a generated #[repr(C)] struct of integers and a #[repr(transparent)] u32 enum: valid
+// for every bit pattern.
+unsafe impl Plain for lks_cpu_sample {}
+
+/// A record of the ring, decoded.
+enum Event {
+    Interval(Interval),
+    Sample(lks_cpu_sample),
+}
+
+/// The ring buffer's reader and the engine it feeds.
+pub(crate) struct WaitForStream {
+    ring: libbpf_rs::RingBuffer<'static>,
+    /// What the ring's callback decoded since the last poll.
+    received: Rc<RefCell<Vec<Event>>>,
+    engine: Engine<i32>,
+}
+
+impl WaitForStream {
+    /// Reads the shared ring from now on, for a recording that starts at `start_ns`.
+    pub fn open(shared: &SharedMaps, start_ns: u64) -> Result<Self, Error> {
+        let map_error = |source| Error::Map {
+            map: "waitfor_events",
+            source,
+        };
+        let map = shared.map("waitfor_events").ok_or_else(|| {
+            map_error(libbpf_rs::Error::from(std::io::Error::from(
+                std::io::ErrorKind::NotFound,
+            )))
+        })?;
+        let received: Rc<RefCell<Vec<Event>>> = Rc::default();
+        let sink = Rc::clone(&received);
+        let mut builder = libbpf_rs::RingBufferBuilder::new();
+        builder
+            .add(map, move |bytes: &[u8]| {
+                let kind = read_plain::<u32>(bytes).map(lks_event_type);
+                let event = match kind {
+                    Some(lks_event_type::LKS_EVENT_INTERVAL) => {
+                        read_plain::<Interval>(bytes).map(Event::Interval)
+                    }
+                    Some(lks_event_type::LKS_EVENT_CPU_SAMPLE) => {
+                        read_plain::<lks_cpu_sample>(bytes).map(Event::Sample)
+                    }
+                    _ => None,
+                };
+                if let Some(event) = event {
+                    sink.borrow_mut().push(event);
+                }
+                0
+            })
+            .map_err(map_error)?;
+        Ok(WaitForStream {
+            ring: builder.build().map_err(map_error)?,
+            received,
+            engine: Engine::new(start_ns, EngineLimits::default()),
+        })
+    }
+
+    /// Feeds what the ring holds into the engine and lets it analyse up to `now_ns`.
+    pub fn consume(&mut self, now_ns: u64) -> Result<(), Error> {
+        self.ring.consume().map_err(|source| Error::Map {
+            map: "waitfor_events",
+            source,
+        })?;
+        for event in self.received.borrow_mut().drain(..) {
+            match event {
+                Event::Interval(e) => {
+                    let waker = (e.woken_by == waker_class::LKS_WOKEN_BY_OUTSIDE)
+                        .then(|| comm(&e.waker_comm));
+                    let holder = comm(&e.holder_comm);
+                    self.engine
+                        .push(offcpu_interval(&e), waker.as_deref(), Some(holder.as_str()));
+                }
+                Event::Sample(s) => self.engine.push_sample(
+                    ThreadRef {
+                        pid: s.tgid,
+                        tid: s.tid,
+                    },
+                    s.time_ns,
+                    (s.user_stack_id >= 0).then_some(s.user_stack_id),
+                ),
+            }
+        }
+        self.engine.advance(now_ns);
+        Ok(())
+    }
+
+    /// Reads what is left (call after the probes are detached) and ends the analysis.
+    pub fn finish(mut self, now_ns: u64) -> Result<DrainedWaitFor, Error> {
+        self.consume(now_ns)?;
+        let limits = self.engine.limits();
+        let (counts, blame, sampled) = self.engine.finish();
+        Ok(DrainedWaitFor {
+            limits,
+            counts,
+            blame,
+            sampled,
+        })
+    }
+}
