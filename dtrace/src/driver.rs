@@ -58,6 +58,19 @@ pub enum DriverTarget {
     /// Launch a command, argv[0] first. With [`Launcher::Dtrace`] it goes to `dtrace -c CMD`,
     /// which splits its string on white space, so no argument may contain any.
     Command(Vec<String>),
+    /// Running processes, without `-p` ([`ScriptTarget::Pids`]: a pid set extended by
+    /// `proc:::create`, or `progenyof()` with `tree`). Their frames are symbolized by dtrace
+    /// itself (the Linux driver reads one target's mappings only), and the recording ends with
+    /// its duration or a stop, not when they exit.
+    Pids {
+        /// The processes.
+        pids: Vec<u32>,
+        /// Their descendants too.
+        tree: bool,
+    },
+    /// Every process ([`ScriptTarget::All`]): no pid predicate; ends with its duration or a
+    /// stop.
+    All,
 }
 
 /// Who starts a [`DriverTarget::Command`].
@@ -254,11 +267,54 @@ struct TargetWatch {
     /// Every executable mapping seen while it lived.
     #[cfg(target_os = "linux")]
     maps: crate::symbolize::MapsSnapshot,
+    /// Without one target (several processes, every process): which processes to watch.
+    many: Option<Many>,
+    /// ... and each one's mappings seen while it lived, by pid (Linux).
+    #[cfg(target_os = "linux")]
+    processes: std::collections::BTreeMap<u32, crate::symbolize::MapsSnapshot>,
+    /// When they were last scanned.
+    last_scan: Option<Instant>,
 }
+
+/// The processes a recording without one target watches (on Linux, for their mappings).
+#[derive(Clone, Debug)]
+enum Many {
+    /// These and their descendants (the script follows the children they fork).
+    Pids(std::collections::BTreeSet<u32>),
+    /// Every process.
+    All,
+}
+
+/// How often the processes of a recording without one target are scanned for their mappings.
+const SCAN_INTERVAL: Duration = Duration::from_millis(250);
 
 impl TargetWatch {
     /// Refreshes what is known about the target; `dtrace_pid` finds a `-c` child.
     fn poll(&mut self, dtrace_pid: u32) {
+        if let Some(many) = &self.many {
+            #[cfg(target_os = "linux")]
+            if self
+                .last_scan
+                .is_none_or(|at| at.elapsed() >= SCAN_INTERVAL)
+            {
+                let pids: Vec<u32> = match many {
+                    Many::Pids(given) => given
+                        .iter()
+                        .copied()
+                        .chain(lockscope_probes::procfs::descendants(given))
+                        .collect(),
+                    Many::All => lockscope_probes::procfs::all_processes(),
+                };
+                let own = std::process::id();
+                for pid in pids.into_iter().filter(|&p| p != own && p != dtrace_pid) {
+                    self.processes.entry(pid).or_default().refresh(pid);
+                }
+                self.last_scan = Some(Instant::now());
+            }
+            #[cfg(not(target_os = "linux"))]
+            let _ = many;
+            return;
+        }
         if self.child_of_dtrace && self.pid == 0 {
             self.pid = first_child(dtrace_pid).unwrap_or(0);
             self.start_time = start_time(self.pid);
@@ -342,6 +398,11 @@ impl Driver {
         let mut self_launch = false;
         options.script.target = match &options.target {
             DriverTarget::Pid(pid) => ScriptTarget::Pid(*pid),
+            DriverTarget::Pids { pids, tree } => ScriptTarget::Pids {
+                pids: pids.clone(),
+                tree: *tree,
+            },
+            DriverTarget::All => ScriptTarget::All,
             DriverTarget::Command(argv) => {
                 self_launch = match options.launcher {
                     Launcher::Driver => true,
@@ -443,6 +504,8 @@ impl Driver {
                 args.push("-c".into());
                 args.push(argv.join(" ").into());
             }
+            // The script's predicates say which processes: dtrace traces system-wide.
+            DriverTarget::Pids { .. } | DriverTarget::All => {}
         }
         args
     }
@@ -645,6 +708,10 @@ impl Driver {
             (_, Some(pid)) => watch.pid = pid,
             (DriverTarget::Pid(pid), None) => watch.pid = *pid,
             (DriverTarget::Command(_), None) => watch.child_of_dtrace = true,
+            (DriverTarget::Pids { pids, .. }, None) => {
+                watch.many = Some(Many::Pids(pids.iter().copied().collect()));
+            }
+            (DriverTarget::All, None) => watch.many = Some(Many::All),
         }
         let supervised = self.supervise(&mut child, started, &flags, launched, &mut watch);
         if supervised.is_err() {
@@ -784,6 +851,7 @@ impl Driver {
                 pid: *pid,
                 command: Vec::new(),
                 launched: false,
+                ..Target::default()
             },
             DriverTarget::Command(argv) => Target {
                 // dtrace -c does not say the pid: dtrace's child, else the records do.
@@ -792,6 +860,21 @@ impl Driver {
                     .unwrap_or_else(|| profile.threads.first().map_or(0, |t| t.pid)),
                 command: argv.clone(),
                 launched: true,
+                ..Target::default()
+            },
+            DriverTarget::Pids { pids, tree } => Target {
+                pid: pids.first().copied().unwrap_or(0),
+                pids: if pids.len() > 1 {
+                    pids.clone()
+                } else {
+                    Vec::new()
+                },
+                tree: *tree,
+                ..Target::default()
+            },
+            DriverTarget::All => Target {
+                all: true,
+                ..Target::default()
             },
         };
         let selected = self.options.script.selected_probes().unwrap_or_default();
@@ -979,6 +1062,8 @@ impl Driver {
                      (the default launcher does for plockstat), or leave out the plockstat and \
                      mutex-hold probes"
                 ),
+                // The plockstat probes are refused for these targets before dtrace runs.
+                DriverTarget::Pids { .. } | DriverTarget::All => String::new(),
             };
         }
         if message.contains("plockstat") {
@@ -1051,7 +1136,26 @@ fn resolve_user_frames(
     watch: &TargetWatch,
     output: &mut Output,
 ) -> std::collections::HashMap<String, lockscope_probes::Frame> {
-    if os != TargetOs::Linux || watch.maps.is_empty() {
+    if os != TargetOs::Linux {
+        return Default::default();
+    }
+    if watch.many.is_some() {
+        // Each process's frames with its own mappings; a frame text seen in two processes
+        // (the same library at the same address, as in a forked child) keeps the first.
+        let mut resolved = std::collections::HashMap::new();
+        for (pid, maps) in &watch.processes {
+            if maps.is_empty() {
+                continue;
+            }
+            let frames =
+                crate::symbolize::UserSymbolizer::new(maps).resolve_records(output, Some(*pid));
+            for (text, frame) in frames {
+                resolved.entry(text).or_insert(frame);
+            }
+        }
+        return resolved;
+    }
+    if watch.maps.is_empty() {
         return Default::default();
     }
     crate::symbolize::UserSymbolizer::new(&watch.maps).resolve_output(output)

@@ -57,6 +57,20 @@ pub enum Error {
         /// Comma-separated names valid on that OS.
         known: String,
     },
+    /// The wait-for analysis (`waitfor`, `--probes bottleneck`), which the DTrace backend does
+    /// not record.
+    #[error(
+        "`{probe}` is not recorded by the DTrace backend on {os}: the wait-for analysis that \
+         `lockscope why` reads follows every sleep to the thread that woke it, which the D \
+         scripts do not stream yet (where the sched provider has a wakeup probe it could); record \
+         with the eBPF backend on Linux"
+    )]
+    NoWaitFor {
+        /// The name asked for.
+        probe: String,
+        /// The OS the script is for.
+        os: TargetOs,
+    },
     /// An option outside its valid range.
     #[error("invalid option `{option}`: {reason}")]
     InvalidOption {

@@ -233,6 +233,7 @@ pub fn to_profile_with(
                     operation,
                     user_stack,
                     kernel_stack,
+                    woken_by: None,
                     stats,
                 });
             }
@@ -296,6 +297,7 @@ fn generic_wait(r: &GenericRecord, interner: &mut TextInterner) -> WaitRecord {
         operation: r.keys.join(" "),
         user_stack: user.map(|f| interner.intern(AddressSpace::User, f, None, &|_| None)),
         kernel_stack: kernel.map(|f| interner.intern(AddressSpace::Kernel, f, None, &|_| None)),
+        woken_by: None,
         stats,
     }
 }

@@ -44,6 +44,61 @@ pub enum ScriptTarget {
     Pid(u32),
     /// A command that dtrace launches (`dtrace -c CMD`).
     Command,
+    /// Running processes, without `-p`: every clause tests them in place of `pid == $target`.
+    /// Without `tree` it is a global set of pids, which `proc:::create` extends with the
+    /// children they fork; with `tree`, `progenyof()` of each (the process and every
+    /// descendant, existing or new). The per-process providers (`pid$target`,
+    /// `plockstat$target`) cannot be named: their probes are refused.
+    Pids {
+        /// The processes.
+        pids: Vec<u32>,
+        /// Their descendants too.
+        tree: bool,
+    },
+    /// Every process: the clauses have no pid predicate. The per-process providers are refused
+    /// as for [`ScriptTarget::Pids`].
+    All,
+}
+
+impl ScriptTarget {
+    /// True for one process (`-p`, `-c`): the script may use `$target`.
+    fn is_one_process(&self) -> bool {
+        matches!(self, ScriptTarget::Pid(_) | ScriptTarget::Command)
+    }
+
+    /// The predicate that stands for `pid == $target`; `None` for every process.
+    fn predicate(&self) -> Option<String> {
+        match self {
+            ScriptTarget::Pid(_) | ScriptTarget::Command => Some("pid == $target".to_string()),
+            ScriptTarget::Pids { tree: false, .. } => Some("lockscope_traced[pid]".to_string()),
+            ScriptTarget::Pids { pids, tree: true } => Some(
+                pids.iter()
+                    .map(|p| format!("progenyof({p})"))
+                    .collect::<Vec<_>>()
+                    .join(" || "),
+            ),
+            ScriptTarget::All => None,
+        }
+    }
+}
+
+/// True when probe `name`'s clauses for `options` name a per-process provider (`$target`) even
+/// once retargeted: it can record one process only.
+fn needs_one_process(name: &str, options: &ScriptOptions) -> bool {
+    let mut clauses = String::new();
+    emit_probe(&mut clauses, &mut Vec::new(), name, options);
+    retarget(&clauses, &options.target).contains("$target")
+}
+
+/// The clauses of `text`, written for one process (`pid == $target`), rewritten for `target`.
+fn retarget(text: &str, target: &ScriptTarget) -> String {
+    match target.predicate() {
+        _ if target.is_one_process() => text.to_string(),
+        None => text
+            .replace("/pid == $target/\n", "")
+            .replace("/pid == $target && ", "/"),
+        Some(predicate) => text.replace("pid == $target", &format!("({predicate})")),
+    }
 }
 
 /// Options of [`generate_script`]. Build with [`ScriptOptions::new`] and set fields.
@@ -101,12 +156,31 @@ impl ScriptOptions {
     }
 
     /// The catalog probes these options select, in catalog order, after validation.
+    /// The eBPF backend's wait-for analysis has no D version yet: asked for, it is refused by name
+    /// ([`Error::NoWaitFor`]).
     pub fn selected_probes(&self) -> Result<Vec<&'static catalog::DtraceProbe>, Error> {
+        if let ScriptTarget::Pids { pids, .. } = &self.target {
+            if pids.is_empty() {
+                return Err(Error::InvalidOption {
+                    option: "target",
+                    reason: "no process given".into(),
+                });
+            }
+        }
         let launched = self.target == ScriptTarget::Command;
         if self.probes.is_empty() {
-            return Ok(catalog::defaults_for(self.os, launched).collect());
+            // Of several processes, the defaults that need one process's provider are left out.
+            return Ok(catalog::defaults_for(self.os, launched)
+                .filter(|p| self.target.is_one_process() || !needs_one_process(p.name, self))
+                .collect());
         }
         for name in &self.probes {
+            if WAIT_FOR_PROBES.contains(&name.as_str()) {
+                return Err(Error::NoWaitFor {
+                    probe: name.clone(),
+                    os: self.os,
+                });
+            }
             let known = catalog::find(name)
                 .is_some_and(|p| p.supports(self.os) || p.absent_on(self.os).is_some());
             if !known {
@@ -299,6 +373,9 @@ fn tick_clause(duration: Duration) -> String {
 
 /// Writes the D script for one recording.
 ///
+/// The probe and the probe set of the eBPF backend's wait-for analysis (`lockscope why`).
+const WAIT_FOR_PROBES: &[&str] = &["waitfor", "bottleneck"];
+
 /// Errors: [`Error::UnknownProbe`] for a probe that does not exist on `options.os`,
 /// [`Error::InvalidOption`] for out-of-range sizes or a zero duration.
 pub fn generate_script(options: &ScriptOptions) -> Result<String, Error> {
@@ -307,11 +384,24 @@ pub fn generate_script(options: &ScriptOptions) -> Result<String, Error> {
     let os = options.os;
     let mut out = String::new();
     let names: Vec<&str> = probes.iter().map(|p| p.name).collect();
-    let target = match options.target {
+    let list = |pids: &[u32]| {
+        pids.iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let target = match &options.target {
         ScriptTarget::Pid(pid) => format!("process {pid} (dtrace -p)"),
         ScriptTarget::Command => {
             "a launched command (dtrace -c, or -p once lockscope has started it)".to_string()
         }
+        ScriptTarget::Pids { pids, tree: false } => {
+            format!("processes {} and the children they fork", list(pids))
+        }
+        ScriptTarget::Pids { pids, tree: true } => {
+            format!("processes {} and their descendants (progenyof)", list(pids))
+        }
+        ScriptTarget::All => "every process".to_string(),
     };
     let _ = writeln!(
         out,
@@ -357,6 +447,22 @@ pub fn generate_script(options: &ScriptOptions) -> Result<String, Error> {
         let _ = writeln!(out, "#pragma D option switchrate=10ms");
     }
     let _ = writeln!(out);
+    if let ScriptTarget::Pids { pids, tree: false } = &options.target {
+        // The set of traced pids: the ones given, and each child a traced process forks.
+        let _ = writeln!(out, "dtrace:::BEGIN\n{{");
+        for pid in pids {
+            let _ = writeln!(out, "\tlockscope_traced[{pid}] = 1;");
+        }
+        let child = if os == TargetOs::FreeBsd {
+            "args[0]->p_pid"
+        } else {
+            "args[0]->pr_pid"
+        };
+        let _ = writeln!(
+            out,
+            "}}\n\nproc:::create\n/lockscope_traced[pid]/\n{{\n\tlockscope_traced[{child}] = 1;\n}}\n"
+        );
+    }
     let _ = writeln!(
         out,
         "dtrace:::BEGIN\n{{\n\tprintf(\"=== lockscope begin os={os} format={FORMAT_VERSION}\\n\");\n}}\n"
@@ -365,7 +471,21 @@ pub fn generate_script(options: &ScriptOptions) -> Result<String, Error> {
     let mut families: Vec<Family> = Vec::new();
     for probe in &probes {
         let _ = writeln!(out, "/* {}: {} */", probe.name, probe.description);
-        emit_probe(&mut out, &mut families, probe.name, options);
+        let mut clauses = String::new();
+        emit_probe(&mut clauses, &mut families, probe.name, options);
+        let clauses = retarget(&clauses, &options.target);
+        if !options.target.is_one_process() && clauses.contains("$target") {
+            return Err(Error::InvalidOption {
+                option: "probes",
+                reason: format!(
+                    "probe `{}` needs the per-process provider of one process ($target), which \
+                     D names only for `dtrace -p PID` or `-c CMD`: record one process, or leave \
+                     the probe out",
+                    probe.name
+                ),
+            });
+        }
+        out.push_str(&clauses);
     }
 
     if let Some(duration) = options.duration {
@@ -382,7 +502,12 @@ pub fn generate_script(options: &ScriptOptions) -> Result<String, Error> {
 fn emit_probe(out: &mut String, families: &mut Vec<Family>, name: &str, options: &ScriptOptions) {
     let os = options.os;
     match name {
-        "futex" => emit_linux_futex(out, families, options.libc_entry_points),
+        // The libc entry points are pid$target probes: one process only.
+        "futex" => emit_linux_futex(
+            out,
+            families,
+            options.libc_entry_points && options.target.is_one_process(),
+        ),
         "offcpu" if os == TargetOs::Linux => emit_linux_offcpu(out, families),
         "psynch" => {
             let family = Family {

@@ -147,11 +147,20 @@ impl<'a> UserSymbolizer<'a> {
     /// and returns the frames lockscope resolved, by frame text (for
     /// [`crate::to_profile_with`]).
     pub fn resolve_output(&self, output: &mut Output) -> HashMap<String, Frame> {
+        self.resolve_records(output, None)
+    }
+
+    /// [`UserSymbolizer::resolve_output`] for the records of process `pid` alone (`None`:
+    /// every record): the maps are that process's.
+    pub fn resolve_records(&self, output: &mut Output, pid: Option<u32>) -> HashMap<String, Frame> {
         let mut resolved: HashMap<String, Frame> = HashMap::new();
         for record in &mut output.records {
             let Record::Lockscope(record) = record else {
                 continue;
             };
+            if pid.is_some_and(|pid| record.pid != pid) {
+                continue;
+            }
             self.cut_stray_frames(&mut record.user_stack);
             for (i, frame) in record.user_stack.iter().enumerate() {
                 if resolved.contains_key(&frame.text) {

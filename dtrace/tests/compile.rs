@@ -11,17 +11,26 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 /// Scripts that cannot compile on Linux, with what the compiler says and why.
-const CANNOT_COMPILE_HERE: &[(&str, &str, &str)] = &[(
-    "freebsd-all-command.d",
-    "td_wmesg is not a member of struct task_struct",
-    "FreeBSD's offcpu probe reads curthread->td_wmesg, a member of FreeBSD's struct thread; on \
-     Linux curthread is a task_struct (the D is otherwise the same as freebsd-defaults-pid.d, \
-     which compiles)",
-)];
+const CANNOT_COMPILE_HERE: &[(&str, &str, &str)] = &[
+    (
+        "freebsd-all-command.d",
+        "td_wmesg is not a member of struct task_struct",
+        "FreeBSD's offcpu probe reads curthread->td_wmesg, a member of FreeBSD's struct thread; \
+         on Linux curthread is a task_struct (the D is otherwise the same as \
+         freebsd-defaults-pid.d, which compiles)",
+    ),
+    (
+        "freebsd-defaults-pids.d",
+        "translator does not define conversion for member: p_pid",
+        "FreeBSD's proc:::create passes the child as its `struct proc` (whose pid is p_pid); \
+         Linux's passes a psinfo_t (pr_pid), as linux-defaults-pids.d uses",
+    ),
+];
 
-/// Each golden script (macOS, FreeBSD, illumos, Linux; defaults by pid and every probe for a
-/// command) compiles with a real dtrace, except those listed with their reason, which fail
-/// exactly as listed; the Linux ones also without `-Z` (every description matches a probe).
+/// Each golden script (macOS, FreeBSD, illumos, Linux; defaults by pid and by a pid set, every
+/// probe for a command) compiles with a real dtrace, except those listed with their reason,
+/// which fail exactly as listed; the Linux ones also without `-Z` (every description matches a
+/// probe).
 #[test]
 fn golden_scripts_compile_under_a_real_dtrace() {
     let Some(dtrace) = common::real_dtrace("golden_scripts_compile_under_a_real_dtrace") else {
@@ -35,7 +44,7 @@ fn golden_scripts_compile_under_a_real_dtrace() {
         .filter(|p| p.extension().is_some_and(|e| e == "d"))
         .collect();
     scripts.sort();
-    assert_eq!(scripts.len(), 8, "4 OSes × 2 probe sets: {scripts:?}");
+    assert_eq!(scripts.len(), 12, "4 OSes × 3 scripts: {scripts:?}");
     let mut target = Command::new("sleep")
         .arg("60")
         .stdout(Stdio::null())

@@ -324,3 +324,109 @@ fn linux_absent_probes_are_named() {
     assert!(!bare.contains("pid$target::"));
     assert!(bare.contains("strjoin(\"/\", \"0\")"));
 }
+
+/// The eBPF backend's wait-for analysis (`waitfor`, the `bottleneck` set) is refused on every OS
+/// by name, saying what it needs and which backend records it.
+#[test]
+fn wait_for_analysis_is_refused_by_name() {
+    for os in [
+        TargetOs::MacOs,
+        TargetOs::FreeBsd,
+        TargetOs::Illumos,
+        TargetOs::Linux,
+    ] {
+        for probe in ["waitfor", "bottleneck"] {
+            let mut options = ScriptOptions::new(os);
+            options.probes = vec![probe.to_string()];
+            let err = generate_script(&options).expect_err("no wait-for analysis in D");
+            let text = err.to_string();
+            assert!(
+                text.starts_with(&format!("`{probe}` is not recorded by the DTrace backend"))
+                    && text.contains("eBPF backend"),
+                "{text}"
+            );
+        }
+    }
+}
+
+/// Several processes, a tree and every process: each OS's default probes validate with the
+/// target's predicate in place of `pid == $target` and no `$target` left; a pid set is filled in
+/// BEGIN and extended by proc:::create (FreeBSD's `struct proc` names the child `p_pid`); a
+/// tree is `progenyof()` of each pid (comments aside: a probe's description may name the
+/// providers it uses with one process); every process has no pid predicate; a probe of a
+/// per-process provider (plockstat$target) is refused for them, naming it.
+#[test]
+fn targets_of_several_processes() {
+    let code = |script: &str| -> String {
+        script
+            .lines()
+            .filter(|l| !l.starts_with("/*") && !l.starts_with(" *"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    for os in TargetOs::ALL {
+        let mut pids = ScriptOptions::new(os);
+        pids.target = ScriptTarget::Pids {
+            pids: vec![12, 34],
+            tree: false,
+        };
+        let script = generate_script(&pids).expect("pids");
+        validate(&script, os);
+        assert!(!code(&script).contains("$target"), "{os}: {script}");
+        assert!(
+            script.contains("/(lockscope_traced[pid])"),
+            "{os}: {script}"
+        );
+        assert!(script.contains("\tlockscope_traced[12] = 1;\n\tlockscope_traced[34] = 1;"));
+        let child = if os == TargetOs::FreeBsd {
+            "p_pid"
+        } else {
+            "pr_pid"
+        };
+        assert!(
+            script.contains(&format!(
+                "proc:::create\n/lockscope_traced[pid]/\n{{\n\tlockscope_traced[args[0]->{child}] = 1;"
+            )),
+            "{os}: {script}"
+        );
+        check_golden(&format!("{}-defaults-pids.d", os.name()), &script);
+
+        let mut tree = ScriptOptions::new(os);
+        tree.target = ScriptTarget::Pids {
+            pids: vec![12, 34],
+            tree: true,
+        };
+        let script = generate_script(&tree).expect("tree");
+        validate(&script, os);
+        assert!(!code(&script).contains("$target") && !script.contains("lockscope_traced"));
+        assert!(
+            script.contains("/(progenyof(12) || progenyof(34))"),
+            "{os}: {script}"
+        );
+
+        let mut all = ScriptOptions::new(os);
+        all.target = ScriptTarget::All;
+        let script = generate_script(&all).expect("all");
+        validate(&script, os);
+        assert!(
+            !code(&script).contains("$target") && !script.contains("pid == "),
+            "{os}: {script}"
+        );
+        assert!(script.contains("target every process"));
+    }
+    let mut options = ScriptOptions::new(TargetOs::Illumos);
+    options.target = ScriptTarget::All;
+    options.probes = vec!["plockstat".into()];
+    let err = generate_script(&options).expect_err("plockstat of every process");
+    assert!(
+        err.to_string()
+            .contains("probe `plockstat` needs the per-process provider of one process"),
+        "{err}"
+    );
+    let mut options = ScriptOptions::new(TargetOs::Linux);
+    options.target = ScriptTarget::Pids {
+        pids: Vec::new(),
+        tree: false,
+    };
+    assert!(generate_script(&options).is_err());
+}
