@@ -21,10 +21,14 @@ pub struct Cli {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Record the futex waits of a command or a running process into a profile.
+    /// Record the waits of a command, running processes, a cgroup or the whole machine into a
+    /// profile.
     Record(RecordArgs),
     /// Print a profile's top wait sites with their log2 histograms.
     Report(ReportArgs),
+    /// Name what the threads' waiting comes down to, best first: the causes behind the waits of a
+    /// profile recorded with `--probes bottleneck`.
+    Why(WhyArgs),
     /// Write a flamegraph (SVG) of a profile's waits.
     Flamegraph(FlamegraphArgs),
     /// Export a profile as folded stacks or JSON.
@@ -187,9 +191,9 @@ pub struct RecordArgs {
     #[arg(short, long, value_name = "FILE", default_value = "lockscope.lsp")]
     pub output: PathBuf,
 
-    /// Attach to this running process (all its threads, including threads created later).
-    #[arg(short, long, value_name = "PID", conflicts_with = "command")]
-    pub pid: Option<u32>,
+    /// What to attach to (a command after `--` is the other way).
+    #[command(flatten)]
+    pub target: TargetArgs,
 
     /// Stop after this long (`30s`, `500ms`, `2m`; a bare number is seconds). Default: until the
     /// target exits, or Ctrl-C / SIGTERM.
@@ -231,8 +235,48 @@ pub struct RecordArgs {
     pub no_cache: bool,
 
     /// Command to launch and record until it exits (after `--`).
-    #[arg(last = true, value_name = "CMD")]
+    #[arg(last = true, value_name = "CMD", conflicts_with_all = ["pid", "cgroup", "all"])]
     pub command: Vec<OsString>,
+}
+
+/// What `record` and `sweep` attach to: running processes, a cgroup, or every process.
+#[derive(Debug, Args)]
+pub struct TargetArgs {
+    /// Attach to these running processes, comma-separated or repeated (`-p 12,34 -p 56`): all
+    /// their threads, including threads created later, and the children they fork while
+    /// recorded.
+    #[arg(
+        short,
+        long,
+        value_name = "PID",
+        value_delimiter = ',',
+        value_parser = parse_pid
+    )]
+    pub pid: Vec<u32>,
+
+    /// With -p: the processes' existing descendants too, the whole process tree (children
+    /// forked while recording are recorded either way).
+    #[arg(long, requires = "pid")]
+    pub tree: bool,
+
+    /// Record every process of this cgroup (v2) and of its descendant cgroups, now and later: a
+    /// path (`/sys/fs/cgroup/system.slice/nginx.service`), a path from the hierarchy's root
+    /// (`/system.slice/nginx.service`, as /proc/PID/cgroup says) or a unit's name
+    /// (`nginx.service`).
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["pid", "all"])]
+    pub cgroup: Option<PathBuf>,
+
+    /// Record every process of the machine, kernel threads included (for the offcpu, cpu and
+    /// klock probes), lockscope's own left out; for -d or until Ctrl-C.
+    #[arg(short = 'a', long, conflicts_with = "pid")]
+    pub all: bool,
+}
+
+impl TargetArgs {
+    /// The session target these flags name; `None` when none was given.
+    pub fn session_target(&self) -> Option<crate::session::SessionTarget> {
+        session_target(&self.pid, self.tree, self.cgroup.as_deref(), self.all)
+    }
 }
 
 /// Settings of the offcpu and syscall probes: `record` takes them, and `sweep` passes them on to
@@ -269,6 +313,8 @@ pub enum GroupByArg {
     Thread,
     /// One row per lock (waited-on address and operation).
     Lock,
+    /// One row per process (with its command line).
+    Process,
 }
 
 /// `lockscope report`.
@@ -293,6 +339,49 @@ pub struct ReportArgs {
     /// Also print kernel stacks.
     #[arg(long)]
     pub kernel_stacks: bool,
+
+    /// Only this probe's records (`--probe cpu`: the on-CPU samples alone, ranked by CPU time,
+    /// in a recording of waits and samples). Default: all probes.
+    #[arg(long, value_name = "PROBE")]
+    pub probe: Option<String>,
+}
+
+/// `lockscope why`.
+#[derive(Debug, Args)]
+pub struct WhyArgs {
+    /// Profile to read (recorded with `--probes bottleneck`).
+    #[arg(value_name = "FILE")]
+    pub profile: PathBuf,
+
+    /// Threads to analyse: names as globs (`worker-*`) or thread ids, comma-separated. Default:
+    /// the groups that did the work (threads that wait on each other form a group; the groups
+    /// with at least a tenth of the busiest group's CPU time).
+    #[arg(long, value_name = "PATTERN")]
+    pub threads: Option<String>,
+
+    /// Only the waits whose stack has a frame containing this (a function name).
+    #[arg(long, value_name = "FUNCTION")]
+    pub site: Option<String>,
+
+    /// How many causes to show, best first (0: all).
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub top: usize,
+
+    /// Print JSON instead of text (schema in docs/WHY-JSON.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl WhyArgs {
+    /// The validated options.
+    pub fn to_options(&self) -> lockscope::why::WhyOptions {
+        let mut options = lockscope::why::WhyOptions::default();
+        options.threads = self.threads.clone();
+        options.site = self.site.clone().filter(|s| !s.is_empty());
+        options.top = self.top;
+        options.json = self.json;
+        options
+    }
 }
 
 /// What a flamegraph or folded stack is weighted by.
@@ -325,6 +414,12 @@ pub struct FoldArgs {
     /// (recorded with --probes cpu,offcpu).
     #[arg(long, conflicts_with = "probe")]
     pub wall: bool,
+
+    /// Begin each stack with its process (`apache2-1234`: name and pid, as
+    /// stackcollapse-perf.pl --pid), above the thread: the processes of a recording of many
+    /// apart.
+    #[arg(long)]
+    pub process: bool,
 }
 
 /// `lockscope flamegraph`.
@@ -562,13 +657,13 @@ pub struct SweepArgs {
     #[arg(long, value_name = "CMD")]
     pub load: String,
 
-    /// Record this running server process.
-    #[arg(short, long, value_name = "PID", conflicts_with = "server")]
-    pub pid: Option<u32>,
+    /// What every level records, as `record` takes it.
+    #[command(flatten)]
+    pub target: TargetArgs,
 
-    /// Start this server command (`sh -c 'exec CMD'`) before the first level, record it, and
-    /// stop it (SIGTERM) after the last.
-    #[arg(long, value_name = "CMD")]
+    /// Start this server command (`sh -c 'exec CMD'`) before the first level, record it with
+    /// its whole process tree (or --cgroup, -a), and stop it (SIGTERM) after the last.
+    #[arg(long, value_name = "CMD", conflicts_with = "pid")]
     pub server: Option<String>,
 
     /// How long to wait after starting --server before the first level.
@@ -620,8 +715,9 @@ impl SweepArgs {
     /// Validated sweep options.
     pub fn to_options(&self) -> Result<lockscope::sweep::SweepOptions> {
         use lockscope::sweep::Throughput;
-        if self.pid.is_none() && self.server.is_none() {
-            bail!("nothing to record: give -p PID or --server CMD");
+        let t = &self.target;
+        if t.pid.is_empty() && self.server.is_none() && t.cgroup.is_none() && !t.all {
+            bail!("nothing to record: give -p PID, --cgroup PATH, -a or --server CMD");
         }
         let mut options = lockscope::sweep::SweepOptions::default();
         options.levels = self.levels.clone();
@@ -697,6 +793,41 @@ pub struct ChartArgs {
     pub title: Option<String>,
 }
 
+/// Parses one process id of `-p`: a positive number.
+pub fn parse_pid(text: &str) -> Result<u32> {
+    let text = text.trim();
+    match text.parse::<u32>() {
+        Ok(0) => bail!("pid 0 is no process: -a records every process"),
+        Ok(pid) => Ok(pid),
+        Err(_) => bail!("invalid pid `{text}`: expected a process id (a positive number)"),
+    }
+}
+
+/// What `record` and `sweep` are told to record, from their target flags.
+fn session_target(
+    pids: &[u32],
+    tree: bool,
+    cgroup: Option<&std::path::Path>,
+    all: bool,
+) -> Option<crate::session::SessionTarget> {
+    use crate::session::SessionTarget;
+    if all {
+        Some(SessionTarget::All)
+    } else if let Some(cgroup) = cgroup {
+        Some(SessionTarget::Cgroup(cgroup.to_path_buf()))
+    } else if !pids.is_empty() {
+        let mut unique: Vec<u32> = Vec::new();
+        for &pid in pids {
+            if !unique.contains(&pid) {
+                unique.push(pid);
+            }
+        }
+        Some(SessionTarget::Pids { pids: unique, tree })
+    } else {
+        None
+    }
+}
+
 /// Parses `30s`, `500ms`, `2m`, `1h`, `1.5s` or a bare number of seconds.
 pub fn parse_duration(text: &str) -> Result<Duration> {
     let text = text.trim();
@@ -755,6 +886,7 @@ impl FoldArgs {
         };
         options.probe = self.probe.clone();
         options.kernel_stacks = self.kernel_stacks;
+        options.process = self.process;
         if self.wall {
             if matches!(self.weight, Some(WeightArg::Count)) {
                 bail!("--wall weighs by time: samples and intervals do not count alike");
@@ -774,10 +906,12 @@ impl ReportArgs {
             GroupByArg::Stack => lockscope::report::GroupBy::Stack,
             GroupByArg::Thread => lockscope::report::GroupBy::Thread,
             GroupByArg::Lock => lockscope::report::GroupBy::Lock,
+            GroupByArg::Process => lockscope::report::GroupBy::Process,
         };
         options.top = self.top;
         options.json = self.json;
         options.show_kernel_stacks = self.kernel_stacks;
+        options.probe = self.probe.as_ref().map(|p| p.trim().to_string());
         Ok(options)
     }
 }
@@ -792,25 +926,30 @@ pub fn validate_probes(names: &[String]) -> Result<Vec<String>> {
     let mut out: Vec<String> = Vec::new();
     for name in names {
         let name = name.trim();
-        if lockscope_probes::catalog::find(name).is_none() {
-            bail!(
+        let expanded: Vec<&str> = match lockscope_probes::catalog::find_set(name) {
+            Some(set) => set.probes.to_vec(),
+            None if lockscope_probes::catalog::find(name).is_some() => vec![name],
+            None => bail!(
                 "unknown probe `{name}`: known probes are {}",
                 known_probe_names()
-            );
-        }
-        if !out.iter().any(|n| n == name) {
-            out.push(name.to_string());
+            ),
+        };
+        for name in expanded {
+            if !out.iter().any(|n| n == name) {
+                out.push(name.to_string());
+            }
         }
     }
     Ok(out)
 }
 
+/// The catalog's probes, then its probe sets (`bottleneck`).
 fn known_probe_names() -> String {
-    lockscope_probes::CATALOG
-        .iter()
-        .map(|p| p.name)
-        .collect::<Vec<_>>()
-        .join(", ")
+    let probes = lockscope_probes::CATALOG.iter().map(|p| p.name);
+    let sets = lockscope_probes::catalog::SETS.iter().map(|s| s.name);
+    let probes = probes.collect::<Vec<_>>().join(", ");
+    let sets = sets.collect::<Vec<_>>().join(", ");
+    format!("{probes} (sets: {sets})")
 }
 
 #[cfg(test)]
@@ -844,6 +983,35 @@ mod tests {
         Cli::command().debug_assert();
     }
 
+    /// Pids come comma-separated or repeated; a bad one is refused naming it.
+    #[test]
+    fn pid_lists() {
+        let cli = Cli::try_parse_from(["lockscope", "record", "-p", "12,34", "-p", "56", "--tree"])
+            .expect("parses");
+        let Command::Record(args) = cli.command else {
+            panic!("not record");
+        };
+        assert_eq!(args.target.pid, [12, 34, 56]);
+        assert!(args.target.tree);
+        let err = Cli::try_parse_from(["lockscope", "record", "-p", "12,abc"]).expect_err("abc");
+        assert!(
+            err.to_string()
+                .contains("invalid pid `abc`: expected a process id (a positive number)"),
+            "{err}"
+        );
+        let err = Cli::try_parse_from(["lockscope", "record", "-p", "0"]).expect_err("0");
+        assert!(err.to_string().contains("pid 0 is no process"), "{err}");
+        let err = Cli::try_parse_from(["lockscope", "record", "--tree"]).expect_err("tree alone");
+        assert!(err.to_string().contains("--pid"), "{err}");
+        for conflicting in [
+            &["lockscope", "record", "-a", "-p", "1"][..],
+            &["lockscope", "record", "-a", "--cgroup", "/"][..],
+            &["lockscope", "record", "-a", "--", "ls"][..],
+        ] {
+            assert!(Cli::try_parse_from(conflicting).is_err(), "{conflicting:?}");
+        }
+    }
+
     /// Probe names are checked against the catalog, and none means the defaults.
     #[test]
     fn probe_validation() {
@@ -851,8 +1019,17 @@ mod tests {
         let err = validate_probes(&["nosuch".into()]).expect_err("unknown");
         assert_eq!(
             err.to_string(),
-            "unknown probe `nosuch`: known probes are futex, offcpu, wakeup, preempt, syscall, \
-             lifecycle, klock, mutex-hold, cpu"
+            "unknown probe `nosuch`: known probes are futex, offcpu, wakeup, preempt, waitfor, \
+             syscall, lifecycle, klock, mutex-hold, cpu (sets: bottleneck)"
+        );
+        // A set selects its probes, once each.
+        assert_eq!(
+            validate_probes(&["offcpu".into(), "bottleneck".into()]).ok(),
+            Some(
+                ["offcpu", "wakeup", "preempt", "waitfor", "cpu"]
+                    .map(String::from)
+                    .to_vec()
+            )
         );
     }
 }

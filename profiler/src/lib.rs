@@ -19,6 +19,8 @@
 //!   with stacks and DTrace-style log2 histograms), and its sections, one file per section under
 //!   `report/sections/` named as the probe it shows (`offcpu`, `syscall`, `lifecycle`, `klock`,
 //!   `on_cpu` for the cpu probe) or the view (`contention`, `breakdown`, `cpu_saturation`);
+//! - [`why`]: `lockscope why`, the causes behind the waits of a profile with the wait-for
+//!   analysis (`--probes bottleneck`), best first, as text and JSON;
 //! - [`diff`]: two profiles compared site by site (the differential flamegraph; the table and
 //!   the JSON one file each);
 //! - [`sweep`]: a server across concurrency levels (running it, the load tools' throughput, the
@@ -41,3 +43,4 @@ pub mod import;
 pub mod render;
 pub mod report;
 pub mod sweep;
+pub mod why;

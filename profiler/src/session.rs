@@ -24,10 +24,20 @@ const POLL_INTERVAL: Duration = Duration::from_millis(100);
 const READY_POLL: Duration = Duration::from_millis(10);
 
 /// What a session records.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SessionTarget {
-    /// A running process (all its threads, including later ones).
-    Pid(u32),
+    /// Running processes (all their threads, including later ones, and the children they
+    /// fork); with `tree`, their existing descendants too.
+    Pids {
+        /// The processes, in the order given.
+        pids: Vec<u32>,
+        /// Their existing descendants too.
+        tree: bool,
+    },
+    /// Every process of a cgroup (v2) and its descendant cgroups, now and later (eBPF).
+    Cgroup(PathBuf),
+    /// Every process (lockscope's own left out).
+    All,
     /// A command to launch and record until it exits.
     Command(Vec<OsString>),
 }
@@ -110,6 +120,10 @@ struct Shared {
     ready: Arc<AtomicBool>,
     /// The target's pid, once known.
     pid: Mutex<Option<u32>>,
+    /// What is recorded, in words, once the recording started (eBPF).
+    description: Mutex<Option<String>>,
+    /// What the user should know of the target set from the start (eBPF).
+    warnings: Mutex<Vec<String>>,
     /// Set by [`Session::stop`], with the reason the profile gives.
     stop: Mutex<Option<String>>,
     /// The same request as a flag, as the DTrace driver takes it.
@@ -154,6 +168,18 @@ impl Session {
     /// The pid being recorded (a launched command's, once known).
     pub fn target_pid(&self) -> Option<u32> {
         *lock(&self.shared.pid)
+    }
+
+    /// What is recorded, in words (`pids 12, 34 and their descendants (5 processes)`), once
+    /// known (eBPF).
+    pub fn target_description(&self) -> Option<String> {
+        lock(&self.shared.description).clone()
+    }
+
+    /// What the user should know of the target set as the recording starts (descendants not
+    /// recorded, an empty cgroup); the profile carries them too.
+    pub fn warnings(&self) -> Vec<String> {
+        lock(&self.shared.warnings).clone()
     }
 
     /// How far the recording is.
@@ -201,6 +227,11 @@ const PROGRAM_VARIANT_ENV: &str = "LOCKSCOPE_BPF_PROGRAMS";
 /// costs: `cfi` (the default), `frame-pointers` or `none`.
 #[cfg(target_os = "linux")]
 const USER_STACKS_ENV: &str = "LOCKSCOPE_USER_STACKS";
+/// Environment variable turning the unwinder's per-thread stack memo `on` (the default), `off`
+/// (every stack unwound: to measure what the memo saves) or to `verify` (every stack unwound and
+/// compared with the memo's answer: for tests).
+#[cfg(target_os = "linux")]
+const STACK_MEMO_ENV: &str = "LOCKSCOPE_STACK_MEMO";
 
 /// The eBPF probes' settings that enter through the environment (tests and measurements),
 /// read here: the libraries read none.
@@ -232,6 +263,17 @@ fn user_stacks_from_env() -> Result<lockscope_ebpf::UserStacks> {
     })
 }
 
+/// The stack memo's mode, from the environment (default: on).
+#[cfg(target_os = "linux")]
+fn stack_memo_from_env() -> Result<lockscope_ebpf::StackMemo> {
+    let Some(mode) = std::env::var_os(STACK_MEMO_ENV) else {
+        return Ok(lockscope_ebpf::StackMemo::default());
+    };
+    let mode = mode.to_string_lossy();
+    lockscope_ebpf::StackMemo::from_name(&mode)
+        .with_context(|| format!("{STACK_MEMO_ENV}: `{mode}` is not one of on, off, verify"))
+}
+
 /// The eBPF backend on the session's thread: start, poll until the end, finish.
 #[cfg(target_os = "linux")]
 fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recorded> {
@@ -239,7 +281,9 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recorded> {
     use std::time::Instant;
 
     let mut record = RecordOptions::new(match options.target {
-        SessionTarget::Pid(pid) => TargetSpec::Pid(pid),
+        SessionTarget::Pids { pids, tree } => TargetSpec::Pids { pids, tree },
+        SessionTarget::Cgroup(path) => TargetSpec::Cgroup(path),
+        SessionTarget::All => TargetSpec::All,
         SessionTarget::Command(argv) => TargetSpec::Command(argv),
     });
     record.probes = options.probes;
@@ -256,9 +300,48 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recorded> {
     record.unwind.background = true;
     probe_settings_from_env(&mut record.probe_settings);
     record.unwind.user_stacks = user_stacks_from_env()?;
+    record.unwind.stack_memo = stack_memo_from_env()?;
+    let stack_memo = record.unwind.stack_memo;
     let mut recorder = Recorder::start(record)?;
     let started = Instant::now();
-    *lock(&shared.pid) = Some(recorder.target_pid());
+    let target = recorder.target();
+    if target.pid != 0 {
+        *lock(&shared.pid) = Some(recorder.target_pid());
+    }
+    let processes = recorder.processes_recorded();
+    let counted = format!(
+        "{processes} {}",
+        if processes == 1 {
+            "process"
+        } else {
+            "processes"
+        }
+    );
+    // `recording pid N` as before for one process: scripts wait for that line.
+    let description = match (&target.cgroup, target.all, target.tree, target.pids.len()) {
+        (_, true, _, _) => format!("all processes ({counted})"),
+        (Some(cgroup), _, _, _) => format!("cgroup {cgroup} ({counted})"),
+        (None, false, tree, n) if tree || n > 1 => {
+            let pids: Vec<String> = if n > 1 {
+                target.pids.iter().map(u32::to_string).collect()
+            } else {
+                vec![target.pid.to_string()]
+            };
+            format!(
+                "{} {}{} ({counted})",
+                if n > 1 { "pids" } else { "pid" },
+                pids.join(", "),
+                match (tree, n > 1) {
+                    (false, _) => "",
+                    (true, false) => " and its descendants",
+                    (true, true) => " and their descendants",
+                }
+            )
+        }
+        _ => format!("pid {}", target.pid),
+    };
+    *lock(&shared.description) = Some(description);
+    *lock(&shared.warnings) = recorder.warnings().to_vec();
     shared.ready.store(true, Ordering::Release);
 
     let reason = loop {
@@ -297,15 +380,21 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recorded> {
             break target_exit_reason(recorder.target_exit_status());
         }
     };
-    let notes = match recorder.unwind_stats() {
-        Ok(Some(stats)) => unwind_summary(&stats).into_iter().collect(),
-        _ => Vec::new(),
-    };
-    let profile = recorder
-        .finish(&reason)
+    let mut notes: Vec<String> = recorder
+        .warnings()
+        .iter()
+        .map(|w| format!("warning: {w}"))
+        .collect();
+    let finished = recorder
+        .finish_reporting(&reason)
         .context("failed to finish the recording")?;
+    notes.extend(unwind_summary(
+        finished.unwind.as_ref(),
+        &finished.symbol_failures,
+        stack_memo,
+    ));
     Ok(Recorded {
-        profile,
+        profile: finished.profile,
         notes,
         failure: None,
     })
@@ -326,10 +415,13 @@ fn record_dtrace(options: SessionOptions, shared: &Shared) -> Result<Recorded> {
     script.probes = options.probes;
     script.duration = options.duration;
     let target = match options.target {
-        SessionTarget::Pid(pid) => {
-            *lock(&shared.pid) = Some(pid);
-            DriverTarget::Pid(pid)
+        SessionTarget::Pids { pids, tree: false } if pids.len() == 1 => {
+            *lock(&shared.pid) = Some(pids[0]);
+            DriverTarget::Pid(pids[0])
         }
+        SessionTarget::Pids { pids, tree } => DriverTarget::Pids { pids, tree },
+        SessionTarget::All => DriverTarget::All,
+        SessionTarget::Cgroup(_) => bail!("{DTRACE_NO_CGROUP}"),
         SessionTarget::Command(argv) => DriverTarget::Command(
             argv.into_iter()
                 .map(|a| {
@@ -362,6 +454,12 @@ fn record_dtrace(options: SessionOptions, shared: &Shared) -> Result<Recorded> {
         failure: None,
     })
 }
+
+/// Why the dtrace backend refuses `--cgroup`.
+pub const DTRACE_NO_CGROUP: &str = "--cgroup needs the ebpf backend: D has no variable for a \
+    process's cgroup (neither DTrace on macOS, FreeBSD and illumos, whose kernels have none of \
+    Linux's cgroups, nor Oracle's DTrace for Linux names one), so a predicate cannot select a \
+    cgroup's processes";
 
 /// The OS to write the D script for: the one given, else this host's.
 pub fn dtrace_os(os: Option<lockscope_dtrace::TargetOs>) -> Result<lockscope_dtrace::TargetOs> {
@@ -408,27 +506,93 @@ fn signal_name(signal: i32) -> Option<&'static str> {
 }
 
 /// One line on the user stacks: how many were cut short, and how many of those at a file whose
-/// unwind table was still being built (the first moments of an attach), and where the tables
-/// came from. `None` when nothing was unwound.
+/// unwind table was still being built (the first moments of an attach), how many the threads'
+/// stack memos gave (with `LOCKSCOPE_STACK_MEMO=verify`: checked, and how many differed), how
+/// many an interrupted unwinder could not take, where the tables came from and how many files
+/// have none; then one line per file the unwinder or the symbolizer could not use (a traced
+/// program's broken or hostile file costs its own table or symbols, named here). Nothing when
+/// nothing was unwound or looked up.
 #[cfg(target_os = "linux")]
-fn unwind_summary(stats: &lockscope_ebpf::UnwindStats) -> Option<String> {
-    if stats.stacks == 0 && stats.table_builds.is_empty() {
-        return None;
+fn unwind_summary(
+    stats: Option<&lockscope_ebpf::UnwindStats>,
+    symbol_failures: &[String],
+    stack_memo: lockscope_ebpf::StackMemo,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(stats) = stats.filter(|s| s.stacks > 0 || !s.table_builds.is_empty()) {
+        let cached = stats.table_builds.iter().filter(|b| b.cached).count();
+        let without = match stats.table_failures.len() {
+            0 => String::new(),
+            1 => "; 1 file without a table".to_owned(),
+            n => format!("; {n} files without a table"),
+        };
+        let memo = match stack_memo {
+            lockscope_ebpf::StackMemo::Verify => format!(
+                "{} checked against the stack memo, {} differed",
+                stats.memo_hits, stats.memo_mismatches
+            ),
+            _ => format!("{} from the stack memo", stats.memo_hits),
+        };
+        let busy = if stats.busy > 0 {
+            format!(", {} not taken (unwinder busy)", stats.busy)
+        } else {
+            String::new()
+        };
+        lines.push(format!(
+            "unwinding: {} user stacks ({memo}), {} cut short ({} at a file whose table was still being built){busy}; {} tables ({cached} from the cache), {} still building{without}",
+            stats.stacks,
+            stats.truncated,
+            stats.table_pending,
+            stats.table_builds.len(),
+            stats.tables_pending,
+        ));
     }
-    let cached = stats.table_builds.iter().filter(|b| b.cached).count();
-    Some(format!(
-        "unwinding: {} user stacks, {} cut short ({} at a file whose table was still being built); {} tables ({cached} from the cache), {} still building",
-        stats.stacks,
-        stats.truncated,
-        stats.table_pending,
-        stats.table_builds.len(),
-        stats.tables_pending,
-    ))
+    for failure in stats.map_or(&[][..], |s| &s.table_failures) {
+        lines.push(format!(
+            "  without an unwind table (frame pointers only): {failure}"
+        ));
+    }
+    for failure in symbol_failures {
+        lines.push(format!(
+            "  without symbols (frames are addresses): {failure}"
+        ));
+    }
+    lines
 }
 
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
+
+    /// The summary counts the files without a table and names each, and each file without
+    /// symbols; with nothing unwound it says nothing (but still names files without symbols).
+    #[test]
+    fn unwind_summary_names_unusable_files() {
+        let mut stats = lockscope_ebpf::UnwindStats::default();
+        stats.stacks = 12;
+        stats.truncated = 1;
+        stats.table_failures = vec!["/opt/x/libbad.so: failed to read the ELF image".into()];
+        stats.memo_hits = 7;
+        let on = lockscope_ebpf::StackMemo::On;
+        let lines = unwind_summary(
+            Some(&stats),
+            &["/opt/x/libbad.so: invalid offset".into()],
+            on,
+        );
+        assert_eq!(
+            lines,
+            [
+                "unwinding: 12 user stacks (7 from the stack memo), 1 cut short (0 at a file \
+                 whose table was still being built); 0 tables (0 from the cache), 0 still \
+                 building; 1 file without a table",
+                "  without an unwind table (frame pointers only): /opt/x/libbad.so: failed to \
+                 read the ELF image",
+                "  without symbols (frames are addresses): /opt/x/libbad.so: invalid offset",
+            ]
+        );
+        assert!(unwind_summary(Some(&lockscope_ebpf::UnwindStats::default()), &[], on).is_empty());
+        assert!(unwind_summary(None, &[], on).is_empty());
+    }
 
     /// A launched target's end says how it ended; an attached one (no status) just exited.
     #[cfg(target_os = "linux")]

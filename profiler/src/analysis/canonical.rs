@@ -178,13 +178,14 @@ pub fn canonical_thread(profile: &Profile, record: &WaitRecord) -> String {
     sanitize_frame(&thread_group(name))
 }
 
-/// Wait statistics merged per key of their records, raw (not normalized).
+/// Wait statistics merged per key of their records, each sleep once
+/// ([`Profile::counted_waits`]), raw (not normalized).
 fn stats_by(
     profile: &Profile,
     key: impl Fn(&Profile, &WaitRecord) -> String,
 ) -> BTreeMap<String, WaitStats> {
     let mut out: BTreeMap<String, WaitStats> = BTreeMap::new();
-    for record in &profile.waits {
+    for record in profile.counted_waits() {
         out.entry(key(profile, record))
             .or_default()
             .merge(&record.stats);

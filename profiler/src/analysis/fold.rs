@@ -8,6 +8,9 @@
 //!
 //! - the first frame is the thread name (`comm`), so threads of the same name merge; a record
 //!   with neither pid nor tid (an imported capture keyed by stack alone) has no thread frame;
+//!   with [`FoldOptions::process`], a frame naming the process comes before it
+//!   (`apache2-1234`: the process's name and pid, as `stackcollapse-perf.pl --pid` writes
+//!   them), so the processes of a recording of many are told apart;
 //! - then the user frames, outermost to leaf, with inlined functions expanded into frames of their
 //!   own ([`Frame::names_outermost_first`]); a record without a user stack gets its kernel stack
 //!   instead (unsuffixed: it stands alone), or one [`NO_USER_STACK`] frame when it has neither;
@@ -19,12 +22,14 @@
 //! - identical stacks are merged (weights added), lines are sorted, and zero weights are dropped;
 //! - a recording that has both waits and the `cpu` probe's on-CPU samples folds its waits unless
 //!   `--probe cpu` selects the samples ([`selected`]): CPU time is never added to wait time;
+//! - a futex sleep that both the futex and offcpu probes recorded folds once, as the futex
+//!   probe's wait ([`SeenTwice`]), unless `--probe offcpu` asks for that probe's view alone;
 //! - the wall-clock view ([`FoldOptions::wall`]) folds the `cpu` probe's samples and the `offcpu`
 //!   probe's intervals together, in nanoseconds, each stack topped by a frame saying what the
 //!   thread was doing: `[on-cpu]`, `[run-queue]`, `[preempted]`, or `[off-cpu: ...]` with the wait
 //!   kind of a futex sleep (classified from its user stack) or the system call slept in.
 
-use lockscope_probes::{Frame, Profile, Stack, WaitKind, WaitRecord, WaitStats};
+use lockscope_probes::{Frame, Profile, SeenTwice, Stack, WaitKind, WaitRecord, WaitStats};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
@@ -212,6 +217,22 @@ pub struct FoldOptions {
     /// intervals of the same threads, weighted by time, each leaf marked with what the thread
     /// was doing ([`wall_state`]). Default: `false`.
     pub wall: bool,
+    /// Begin each stack with its process (`NAME-PID`, [`process_frame`]), above the thread.
+    /// Default: `false`.
+    pub process: bool,
+}
+
+/// The root frame of process `pid` with [`FoldOptions::process`]: its name (argv[0]'s file name
+/// from the process table, else its main thread's name) and pid, `apache2-1234`.
+pub fn process_frame(profile: &Profile, pid: u32) -> String {
+    let name = profile
+        .processes
+        .iter()
+        .find(|p| p.pid == pid)
+        .map(|p| p.display_name())
+        .or_else(|| profile.thread_name(pid, pid).map(str::to_string))
+        .unwrap_or_else(|| "[unknown process]".to_string());
+    format!("{}-{pid}", sanitize_frame(&name))
 }
 
 /// The leaf frame of an on-CPU sample in the wall-clock view.
@@ -286,19 +307,25 @@ pub fn mixes_samples(profile: &Profile) -> bool {
         && profile.waits.iter().any(|w| !w.kind.is_sampled())
 }
 
-/// The records of `profile` that `options` selects: those of its probe; with no probe named, in
-/// a profile that [`mixes_samples`], the waits alone (the samples are CPU time, not waits: they
-/// are shown with `--probe cpu`), else every record.
+/// The records of `profile` that `options` selects: those of its probe; with no probe named,
+/// each sleep once (the offcpu probe's futex sleeps that the futex probe recorded too are the
+/// futex probe's waits: [`SeenTwice`]) and, in a profile that [`mixes_samples`], the waits
+/// alone (the samples are CPU time, not waits: they are shown with `--probe cpu`).
 pub fn selected<'a>(
     profile: &'a Profile,
     options: &'a FoldOptions,
 ) -> impl Iterator<Item = &'a WaitRecord> + 'a {
     let waits_only = options.probe.is_none() && mixes_samples(profile);
+    let twice = if options.probe.is_none() && !options.wall {
+        SeenTwice::of(profile)
+    } else {
+        SeenTwice::default()
+    };
     profile.waits.iter().filter(move |r| {
         if options.wall {
             return (r.probe == "cpu" && r.kind == WaitKind::OnCpu) || r.probe == "offcpu";
         }
-        selects(options, r) && !(waits_only && r.kind.is_sampled())
+        selects(options, r) && !(waits_only && r.kind.is_sampled()) && !twice.contains(r)
     })
 }
 
@@ -388,6 +415,9 @@ fn fold_record(profile: &Profile, record: &WaitRecord, options: &FoldOptions) ->
         return fold_perf_sample(profile, record, options);
     }
     let mut frames = Vec::new();
+    if options.process && record.pid != 0 {
+        frames.push(process_frame(profile, record.pid));
+    }
     // A record with no process or thread at all (an imported `@[ustack()] = count()` capture
     // keys by stack alone) folds to its frames only, exactly as stackcollapse.pl folds it.
     if record.pid != 0 || record.tid != 0 {
@@ -464,6 +494,7 @@ mod tests {
             operation: "FUTEX_WAIT_PRIVATE".to_string(),
             user_stack,
             kernel_stack: None,
+            woken_by: None,
             stats: WaitStats {
                 count,
                 total_ns,
@@ -518,6 +549,27 @@ mod tests {
                 "worker;main;lock 150",
             ]
         );
+        // With the process first: named from the process table, else by its main thread.
+        let mut with_table = profile.clone();
+        with_table.processes = vec![lockscope_probes::ProcessInfo {
+            pid: 1,
+            name: "srv".to_string(),
+            command: vec!["/usr/sbin/server".to_string(), "-x".to_string()],
+            ..lockscope_probes::ProcessInfo::default()
+        }];
+        let options = FoldOptions {
+            process: true,
+            ..FoldOptions::default()
+        };
+        assert_eq!(
+            folded_lines(&with_table, &options),
+            [
+                "server-1;[unknown thread];[no user stack] 5",
+                "server-1;worker;[no user stack] 7",
+                "server-1;worker;main;lock 150",
+            ]
+        );
+        assert_eq!(process_frame(&profile, 1), "[unknown process]-1");
         let by_count = FoldOptions {
             weight: Weight::Count,
             ..FoldOptions::default()

@@ -6,8 +6,11 @@
 //!   measures);
 //! - [`wakeup`]: who-woke-whom chains as folded stacks;
 //! - [`canonical`]: canonical stacks, sites and thread groups, OS-neutral so that profiles from
-//!   different kernels line up frame by frame (diffs, sweeps, the HTML page).
+//!   different kernels line up frame by frame (diffs, sweeps, the HTML page);
+//! - [`processes`]: the processes of a profile grouped by command, so recordings of many
+//!   processes compare by what runs, not by pid.
 
 pub mod canonical;
 pub mod fold;
+pub mod processes;
 pub mod wakeup;

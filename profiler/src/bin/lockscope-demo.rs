@@ -8,25 +8,32 @@
 //! 2. then 2 threads named `cond-waiter-N` wait [`CONDVAR_WAIT`] (300 ms) on a condition
 //!    variable each, in `await_shipment` → `wait_for_signal` → `pthread_cond_wait`, until the
 //!    main thread signals them;
-//! 3. then on CPU, never entering the kernel: a thread named `spinner` spins for
-//!    [`SPIN_HOLD`] (300 ms) on a user-space spinlock in `acquire_spin_lock` → `spin_until_free`
-//!    while `lock-holder` holds it (asleep), and a thread named `cruncher` computes in
-//!    `crunch_numbers` → `checksum_round` until it has used [`CRUNCH_TIME`] (300 ms) of CPU.
+//! 3. then on CPU, never entering the kernel: a thread named `spinner` spins on a user-space
+//!    spinlock in `acquire_spin_lock` → `spin_until_free` while `lock-holder` holds it (asleep)
+//!    until the spinner has used [`SPIN_HOLD`] (300 ms) of CPU, and a thread named `cruncher`
+//!    computes in `crunch_numbers` → `checksum_round` until it has used [`CRUNCH_TIME`] (300 ms)
+//!    of CPU. Both are CPU time, not wall time, so a stalled or starved process (a tracer that
+//!    stops it, an emulated or loaded machine) still spins and computes that long.
 //!
 //! So a recording must show 4 mutex waits of about 200 ms (800 ms in all) and 2 condvar waits of
-//! about 300 ms (600 ms in all); each thread also prints the wait it measured itself, which a
-//! recording must match where the machine's speed shifts the waits (an emulated kernel), and
-//! the CPU time the spinner and the cruncher used by their own thread CPU clocks (a line of its
-//! own, after the waits'). Each condvar waiter has its own mutex, so no waiter contends for a
-//! mutex after its wake-up and the counts are exact. The main thread's own waits (joining the
-//! threads) come on top, under its own name.
+//! about 300 ms (600 ms in all). Where the machine's speed shifts the waits (an emulated kernel),
+//! the demo prints two bounds of each wait that no probe may cross: the wait each thread measured
+//! itself (from just before it asked for the lock to just after it got it: the kernel's wait lies
+//! inside), and on Linux how long the main thread knew it was asleep in the kernel before the
+//! release (from when `/proc` showed it switched out in `futex` to just before the unlock or the
+//! signal: the kernel's wait covers that), with how long of that the main thread itself was
+//! awake (on a CPU or waiting for one: its CPU clock and its schedstat's run delay). It also prints the CPU time the
+//! spinner and the cruncher used by their own thread CPU clocks (a line of its own, after the
+//! waits'). Each condvar waiter
+//! has its own mutex, so no waiter contends for a mutex after its wake-up and the counts are
+//! exact. The main thread's own waits (joining the threads) come on top, under its own name.
 //!
 //! With `--wait-for-stdin` it reads one line from standard input before it starts, so a test can
 //! attach to its pid before any of its threads exist, and once it has printed its summary it waits
 //! for the end of standard input before it exits, so a test can stop a recording while it lives.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -38,7 +45,7 @@ const CONDVAR_WAIT: Duration = Duration::from_millis(300);
 const MUTEX_WAITERS: usize = 4;
 /// Threads waiting on a condition variable.
 const CONDVAR_WAITERS: usize = 2;
-/// How long `lock-holder` holds the spinlock `spinner` spins on.
+/// The CPU time `spinner` spins on the spinlock `lock-holder` holds.
 const SPIN_HOLD: Duration = Duration::from_millis(300);
 /// The CPU time `cruncher` computes for.
 const CRUNCH_TIME: Duration = Duration::from_millis(300);
@@ -94,6 +101,55 @@ impl Shipment {
 static ORDER_LOCK: PthreadMutex = PthreadMutex::new();
 static SHIPMENTS: [Shipment; CONDVAR_WAITERS] = [Shipment::new(), Shipment::new()];
 static READY: AtomicUsize = AtomicUsize::new(0);
+
+/// What a waiter tells the main thread before it blocks: its thread id and how many times it had
+/// blocked so far, so the main thread can see when it has gone to sleep in the kernel.
+struct Announcement {
+    tid: AtomicI32,
+    voluntary_switches: AtomicI64,
+}
+
+impl Announcement {
+    const fn new() -> Self {
+        Announcement {
+            tid: AtomicI32::new(0),
+            voluntary_switches: AtomicI64::new(0),
+        }
+    }
+
+    /// Records the calling thread, then counts it ready.
+    fn announce(&self) {
+        let (tid, switches) = own_thread_and_switches();
+        self.tid.store(tid, Ordering::SeqCst);
+        self.voluntary_switches.store(switches, Ordering::SeqCst);
+        READY.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// One announcement per waiter: the mutex waiters', then the condvar waiters'.
+static ANNOUNCEMENTS: [Announcement; MUTEX_WAITERS + CONDVAR_WAITERS] =
+    [const { Announcement::new() }; MUTEX_WAITERS + CONDVAR_WAITERS];
+
+/// The calling thread's id and the times it has blocked so far (its voluntary context switches),
+/// -1 when unknown.
+#[cfg(target_os = "linux")]
+fn own_thread_and_switches() -> (i32, i64) {
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    // SAFETY: an all-zero rusage is a valid value, and getrusage only writes to it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid out pointer.
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) } != 0 {
+        return (tid, -1);
+    }
+    (tid, usage.ru_nvcsw)
+}
+
+/// Elsewhere nothing tells when a thread is asleep: unknown.
+#[cfg(not(target_os = "linux"))]
+fn own_thread_and_switches() -> (i32, i64) {
+    (0, -1)
+}
 /// A user-space spinlock: true while held. Taking it never enters the kernel.
 static SPIN_LOCK: AtomicBool = AtomicBool::new(false);
 
@@ -104,8 +160,8 @@ fn take_order_lock() {
 
 /// Returns how long this thread waited for the lock, as it measured it.
 #[inline(never)]
-fn place_order() -> Duration {
-    READY.fetch_add(1, Ordering::SeqCst);
+fn place_order(announcement: &Announcement) -> Duration {
+    announcement.announce();
     let start = Instant::now();
     take_order_lock();
     let waited = start.elapsed();
@@ -126,9 +182,9 @@ fn wait_for_signal(shipment: &Shipment) {
 
 /// Returns how long this thread waited for the signal, as it measured it.
 #[inline(never)]
-fn await_shipment(shipment: &Shipment) -> Duration {
+fn await_shipment(shipment: &Shipment, announcement: &Announcement) -> Duration {
     shipment.mutex.lock();
-    READY.fetch_add(1, Ordering::SeqCst);
+    announcement.announce();
     let start = Instant::now();
     wait_for_signal(shipment);
     let waited = start.elapsed();
@@ -149,13 +205,19 @@ fn deliver(shipment: &Shipment) {
 
 /// The CPU time this thread has used (CLOCK_THREAD_CPUTIME_ID).
 fn thread_cpu_time() -> Duration {
+    clock_time(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// The time of `clock`.
+fn clock_time(clock: libc::clockid_t) -> Duration {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: `ts` is a valid out pointer; the clock exists on every Linux.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
+    // SAFETY: `ts` is a valid out pointer; the clock is this thread's CPU clock or another live
+    // thread's (see `cpu_clock_of`).
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime({clock}) failed");
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
@@ -182,10 +244,35 @@ fn acquire_spin_lock() -> Duration {
     spun
 }
 
-/// Holds the spinlock for `hold` (asleep: the spinner's time is all its own).
-fn hold_spin_lock(hold: Duration) {
-    thread::sleep(hold);
+/// Holds the spinlock (asleep: the spinner's time is all its own) until the spinner has used
+/// `hold` of CPU by `spinner_cpu` (its CPU clock, where the OS has one), else for `hold`.
+fn hold_spin_lock(hold: Duration, spinner_cpu: Option<libc::clockid_t>) {
+    match spinner_cpu {
+        Some(clock) => {
+            let start = clock_time(clock);
+            while clock_time(clock).saturating_sub(start) < hold {
+                thread::sleep(Duration::from_millis(2));
+            }
+        }
+        None => thread::sleep(hold),
+    }
     SPIN_LOCK.store(false, Ordering::Release);
+}
+
+/// The CPU clock of `thread`, where the OS has one (Linux; macOS has none).
+#[cfg(target_os = "linux")]
+fn cpu_clock_of<T>(thread: &thread::JoinHandle<T>) -> Option<libc::clockid_t> {
+    use std::os::unix::thread::JoinHandleExt;
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: the thread is alive until joined (we hold its handle); `clock` is a valid out
+    // pointer.
+    let rc = unsafe { libc::pthread_getcpuclockid(thread.as_pthread_t(), &mut clock) };
+    (rc == 0).then_some(clock)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn cpu_clock_of<T>(_thread: &thread::JoinHandle<T>) -> Option<libc::clockid_t> {
+    None
 }
 
 /// One round of arithmetic that the optimizer cannot remove.
@@ -224,6 +311,70 @@ fn wait_until_ready(count: usize) {
     }
 }
 
+/// Waits until every thread of `announcements` is asleep in the kernel in `futex` (switched out
+/// since it announced itself, as `/proc` shows); `false` when `/proc` cannot tell (then the
+/// caller only knows the threads are about to block).
+fn wait_until_asleep(announcements: &[Announcement]) -> bool {
+    for announcement in announcements {
+        let tid = announcement.tid.load(Ordering::SeqCst);
+        let before = announcement.voluntary_switches.load(Ordering::SeqCst);
+        loop {
+            match asleep_in_futex(tid, before) {
+                Some(true) => break,
+                Some(false) => thread::sleep(Duration::from_micros(200)),
+                None => return false,
+            }
+        }
+    }
+    true
+}
+
+/// Whether thread `tid` of this process sleeps in `futex` after blocking at least once since it
+/// had blocked `before` times (so it is switched out, not about to be); `None` when `/proc` cannot
+/// tell.
+fn asleep_in_futex(tid: i32, before: i64) -> Option<bool> {
+    if before < 0 {
+        return None;
+    }
+    let status = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::trim)
+    };
+    let sleeping = field("State:")?.starts_with('S');
+    let switches: i64 = field("voluntary_ctxt_switches:")?.parse().ok()?;
+    // The system call it is in: its number first, `running` while it runs.
+    let syscall = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")).ok()?;
+    // x86_64's and aarch64's numbers of futex, the only system calls these threads sleep in.
+    let futex = if cfg!(target_arch = "aarch64") {
+        "98"
+    } else {
+        "202"
+    };
+    let in_futex = syscall.split(' ').next() == Some(futex);
+    Some(sleeping && switches > before && in_futex)
+}
+
+/// How long this thread has been awake: on a CPU (its CPU clock, which counts the slice it runs
+/// now; schedstat's first field is brought up to date only at ticks and switches, so it misses
+/// the stretch from the last switch-in to the read) plus runnable, waiting for one (schedstat's
+/// run delay, added at each switch-in); `None` where the kernel does not say.
+fn awake_ns() -> Option<u64> {
+    let schedstat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let run_delay: u64 = schedstat.split_whitespace().nth(1)?.parse().ok()?;
+    let on_cpu = u64::try_from(thread_cpu_time().as_nanos()).ok()?;
+    Some(on_cpu + run_delay)
+}
+
+/// How long before `release` each thread was known asleep, floored to the 0.1 ms the demo prints
+/// (a lower bound of its wait in the kernel).
+fn asleep_for(asleep_at: Instant, release: Instant) -> String {
+    let ms = release.saturating_duration_since(asleep_at).as_secs_f64() * 1e3;
+    format!("{:.1} ms", (ms * 10.0).floor() / 10.0)
+}
+
 /// Parses `[--wait-for-stdin] [--hold-ms N]`: whether to wait for standard input, and how long
 /// the main thread holds the order lock (default [`MUTEX_HOLD`]).
 fn parse_args(mut args: impl Iterator<Item = String>) -> Result<(bool, Duration), String> {
@@ -239,7 +390,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<(bool, Duration)
                 let ms: u64 = value
                     .parse()
                     .map_err(|_| format!("invalid --hold-ms `{value}`: expected milliseconds"))?;
-                // The hold includes a 5 ms settling sleep (see below), so it cannot be shorter.
+                // The waiters must be seen asleep within the hold (a few ms; see below).
                 if ms < 10 {
                     return Err(format!("--hold-ms {ms} is too short: at least 10"));
                 }
@@ -274,22 +425,40 @@ fn main() {
 
     // Part 1: a convoy on one mutex.
     ORDER_LOCK.lock();
-    let mutex_waiters: Vec<_> = (1..=MUTEX_WAITERS)
-        .map(|i| {
+    let (mutex_announcements, cond_announcements) = ANNOUNCEMENTS.split_at(MUTEX_WAITERS);
+    let mutex_waiters: Vec<_> = mutex_announcements
+        .iter()
+        .enumerate()
+        .map(|(i, announcement)| {
             thread::Builder::new()
-                .name(format!("mutex-waiter-{i}"))
-                .spawn(place_order)
+                .name(format!("mutex-waiter-{}", i + 1))
+                .spawn(move || place_order(announcement))
                 .expect("spawn mutex waiter")
         })
         .collect();
     wait_until_ready(MUTEX_WAITERS);
-    // The waiters announced themselves just before blocking; give them a moment to reach the
-    // kernel so that the hold below is all wait time for them.
-    thread::sleep(Duration::from_millis(5));
     let hold_start = Instant::now();
-    thread::sleep(mutex_hold.saturating_sub(Duration::from_millis(5)));
+    // The waiters announced themselves just before blocking: the hold is all wait time for them
+    // once they are asleep (or, where /proc cannot tell, after a moment to reach the kernel).
+    // The holder's time awake is read before the instant the waiters' known sleep starts from
+    // and after the one it ends at, so it covers all of it.
+    let mut asleep_known = wait_until_asleep(mutex_announcements);
+    let awake_before = awake_ns();
+    if !asleep_known {
+        thread::sleep(Duration::from_millis(5));
+    }
+    let asleep_at = Instant::now();
+    thread::sleep(mutex_hold.saturating_sub(hold_start.elapsed()));
+    let release = Instant::now();
+    let awake_after = awake_ns();
     ORDER_LOCK.unlock();
-    let held = hold_start.elapsed() + Duration::from_millis(5);
+    let awake_during_hold = awake_before
+        .zip(awake_after)
+        .map(|(before, after)| after.saturating_sub(before));
+    let held = release - hold_start;
+    let mut asleep: Vec<String> = (1..=MUTEX_WAITERS)
+        .map(|i| format!("mutex-waiter-{i} {}", asleep_for(asleep_at, release)))
+        .collect();
     // Each thread's own measure of its wait: the answer a recording must match where the
     // machine's speed shifts the waits away from the nominal ones (an emulated kernel).
     let mut measured = Vec::new();
@@ -306,11 +475,12 @@ fn main() {
     READY.store(0, Ordering::SeqCst);
     let cond_waiters: Vec<_> = SHIPMENTS
         .iter()
+        .zip(cond_announcements)
         .enumerate()
-        .map(|(i, shipment)| {
+        .map(|(i, (shipment, announcement))| {
             thread::Builder::new()
                 .name(format!("cond-waiter-{}", i + 1))
-                .spawn(move || await_shipment(shipment))
+                .spawn(move || await_shipment(shipment, announcement))
                 .expect("spawn condvar waiter")
         })
         .collect();
@@ -321,10 +491,17 @@ fn main() {
         shipment.mutex.lock();
         shipment.mutex.unlock();
     }
+    asleep_known &= wait_until_asleep(cond_announcements);
+    let asleep_at = Instant::now();
     thread::sleep(CONDVAR_WAIT);
+    let release = Instant::now();
     for shipment in &SHIPMENTS {
         deliver(shipment);
     }
+    asleep.extend(
+        (1..=CONDVAR_WAITERS)
+            .map(|i| format!("cond-waiter-{i} {}", asleep_for(asleep_at, release))),
+    );
     for (i, t) in cond_waiters.into_iter().enumerate() {
         let waited = t.join().expect("condvar waiter panicked");
         measured.push(format!(
@@ -334,17 +511,18 @@ fn main() {
         ));
     }
 
-    // Part 3: on CPU. The holder takes the spinlock before the spinner starts, so the spinner's
-    // CPU time is all spent spinning while the holder sleeps.
+    // Part 3: on CPU. The spinlock is taken before the spinner starts, and the holder releases
+    // it once the spinner has spun SPIN_HOLD of CPU, so its CPU time is all spent spinning.
     SPIN_LOCK.store(true, Ordering::Release);
-    let holder = thread::Builder::new()
-        .name("lock-holder".to_owned())
-        .spawn(|| hold_spin_lock(SPIN_HOLD))
-        .expect("spawn lock holder");
     let spinner = thread::Builder::new()
         .name("spinner".to_owned())
         .spawn(acquire_spin_lock)
         .expect("spawn spinner");
+    let spinner_cpu = cpu_clock_of(&spinner);
+    let holder = thread::Builder::new()
+        .name("lock-holder".to_owned())
+        .spawn(move || hold_spin_lock(SPIN_HOLD, spinner_cpu))
+        .expect("spawn lock holder");
     let cruncher = thread::Builder::new()
         .name("cruncher".to_owned())
         .spawn(|| crunch_numbers(CRUNCH_TIME))
@@ -364,6 +542,22 @@ fn main() {
         "lockscope-demo: waits measured by the threads: {}",
         measured.join(", ")
     );
+    // Only where /proc told when the waiters were asleep (Linux).
+    if asleep_known {
+        println!(
+            "lockscope-demo: waits known asleep before the release: {}",
+            asleep.join(", ")
+        );
+        // The part of that time the main thread, the holder, was not asleep itself (on a CPU,
+        // or waiting for one after its sleep ended), rounded up: what a wait-for analysis
+        // charges to its CPU or to the CPUs' saturation, not to its sleep under the lock.
+        if let Some(awake) = awake_during_hold {
+            println!(
+                "lockscope-demo: the main thread awake while the mutex waiters slept: {:.1} ms",
+                (awake as f64 / 1e5).ceil() / 10.0
+            );
+        }
+    }
     println!(
         "lockscope-demo: CPU time measured by the threads: spinner {:.1} ms, cruncher {:.1} ms",
         spun.as_secs_f64() * 1e3,

@@ -13,6 +13,7 @@ mod probes;
 pub(crate) mod record;
 mod report;
 mod sweep;
+mod why;
 
 use crate::cli::{Cli, Command};
 use anyhow::{Context, Result};
@@ -25,6 +26,7 @@ pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Record(args) => record::run(&args),
         Command::Report(args) => report::run(&args),
+        Command::Why(args) => why::run(&args),
         Command::Flamegraph(args) => flamegraph::run(&args),
         Command::Export(args) => export::run(&args),
         Command::Import(args) => import::run(&args),

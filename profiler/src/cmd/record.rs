@@ -57,16 +57,10 @@ pub(crate) fn check_output_writable(path: &Path) -> Result<()> {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let probe = dir.join(format!(
-        ".{}.lockscope-write-check",
-        path.file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    ));
-    std::fs::File::create(&probe)
+    // An unnamed file (O_TMPFILE), gone when closed: no name someone could have planted a link
+    // at, nothing left behind.
+    tempfile::tempfile_in(dir)
         .with_context(|| format!("cannot write profile `{}`", path.display()))?;
-    // Removing our own empty probe file cannot lose data; a failure only leaves it behind.
-    let _ = std::fs::remove_file(&probe);
     Ok(())
 }
 
@@ -111,11 +105,20 @@ impl StatusLine {
 }
 
 fn record_target(args: &RecordArgs) -> Result<SessionTarget> {
-    match (args.pid, args.command.is_empty()) {
-        (Some(pid), true) => Ok(SessionTarget::Pid(pid)),
+    // clap checks `requires` only without a trailing command: checked here for both.
+    if args.target.tree && args.target.pid.is_empty() {
+        bail!("--tree records the descendants of the processes of -p PID: give -p");
+    }
+    let target = args.target.session_target();
+    match (target, args.command.is_empty()) {
+        (Some(target), true) => Ok(target),
         (None, false) => Ok(SessionTarget::Command(args.command.clone())),
-        (Some(_), false) => bail!("give either -p PID or a command after `--`, not both"),
-        (None, true) => bail!("nothing to record: give -p PID or a command after `--`"),
+        (Some(_), false) => {
+            bail!("give either what to attach to or a command after `--`, not both")
+        }
+        (None, true) => {
+            bail!("nothing to record: give -p PID, --cgroup PATH, -a or a command after `--`")
+        }
     }
 }
 
@@ -171,8 +174,11 @@ fn print_script(args: &RecordArgs, target: SessionTarget) -> Result<()> {
     script.probes = args.probes.iter().map(|p| p.trim().to_string()).collect();
     script.duration = args.duration;
     script.target = match target {
-        SessionTarget::Pid(pid) => ScriptTarget::Pid(pid),
+        SessionTarget::Pids { pids, tree: false } if pids.len() == 1 => ScriptTarget::Pid(pids[0]),
         SessionTarget::Command(_) => ScriptTarget::Command,
+        SessionTarget::Pids { pids, tree } => ScriptTarget::Pids { pids, tree },
+        SessionTarget::All => ScriptTarget::All,
+        SessionTarget::Cgroup(_) => bail!("{}", crate::session::DTRACE_NO_CGROUP),
     };
     let text = lockscope_dtrace::generate_script(&script)?;
     let mut out = std::io::stdout().lock();
@@ -186,10 +192,15 @@ fn print_script(args: &RecordArgs, target: SessionTarget) -> Result<()> {
 /// too.
 pub fn record(options: SessionOptions, output: &Path) -> Result<()> {
     let backend = options.backend;
-    // Missing privileges first: for someone without them, that is the one thing to fix.
+    // Missing privileges first: for someone without them, that is the one thing to fix (the
+    // recorder checks again, and says what an optional capability would add).
     #[cfg(target_os = "linux")]
     if backend == BackendArg::Ebpf {
-        lockscope_ebpf::check_environment()?;
+        let pids = match &options.target {
+            SessionTarget::Pids { pids, .. } => pids.as_slice(),
+            SessionTarget::Cgroup(_) | SessionTarget::All | SessionTarget::Command(_) => &[],
+        };
+        lockscope_ebpf::check_privileges(&options.probes, pids)?;
     }
     check_output_writable(output)?;
     // Handlers go in before the target starts, so a Ctrl-C during start-up is not lost.
@@ -206,12 +217,22 @@ pub fn record(options: SessionOptions, output: &Path) -> Result<()> {
     let session = Session::start(options)?;
     // Always said, terminal or not: scripts and tests wait for this line before loading the
     // target (with dtrace, once it has enabled every probe, which takes a second or more).
-    match (os, session.target_pid()) {
-        (Some(os), _) => eprintln!("lockscope: recording with dtrace on {os} (probes enabled)"),
-        (None, Some(pid)) => {
+    for warning in session.warnings() {
+        eprintln!("lockscope: warning: {warning}");
+    }
+    match (os, session.target_description(), session.target_pid()) {
+        (Some(os), _, _) => {
+            eprintln!("lockscope: recording with dtrace on {os} (probes enabled)");
+        }
+        (None, Some(target), _) => {
+            eprintln!("lockscope: recording {target} with probes {probe_list}; Ctrl-C to stop");
+        }
+        (None, None, Some(pid)) => {
             eprintln!("lockscope: recording pid {pid} with probes {probe_list}; Ctrl-C to stop");
         }
-        (None, None) => eprintln!("lockscope: recording with probes {probe_list}; Ctrl-C to stop"),
+        (None, None, None) => {
+            eprintln!("lockscope: recording with probes {probe_list}; Ctrl-C to stop");
+        }
     }
     let mut status_line = StatusLine::new(backend == BackendArg::Ebpf);
     while !session.ended() {

@@ -4,6 +4,7 @@
 use crate::cli::{BackendArg, SweepArgs};
 use crate::session::{Session, SessionOptions, SessionTarget};
 use anyhow::{bail, Context, Result};
+use lockscope::sweep::SweepTarget;
 use std::time::Duration;
 
 /// A server lockscope started for a sweep; stopped (SIGTERM, then SIGKILL) when dropped.
@@ -13,10 +14,14 @@ struct Server {
 
 impl Server {
     fn start(command: &str, startup: Duration) -> Result<Server> {
+        use std::os::unix::process::CommandExt;
         let child = std::process::Command::new("sh")
             .arg("-c")
             .arg(format!("exec {command}"))
             .stdin(std::process::Stdio::null())
+            // A process group of its own: Apache's prefork parent ends its children by sending
+            // SIGTERM to its whole group when it stops, which would end the sweep with them.
+            .process_group(0)
             .spawn()
             .with_context(|| format!("failed to start server `{command}`"))?;
         let mut server = Server { child };
@@ -59,7 +64,7 @@ impl SessionRecorder {
     /// The session options that record `level`: the sweep's probes and settings, else the
     /// recording's defaults, the unwind-table cache as `record` uses it.
     fn options(level: &lockscope::sweep::LevelRecording) -> Result<SessionOptions> {
-        let mut options = SessionOptions::new(SessionTarget::Pid(level.pid));
+        let mut options = SessionOptions::new(session_target(&level.target));
         options.duration = Some(level.duration);
         options.probes = match options.backend {
             BackendArg::Ebpf => crate::cli::validate_probes(&level.probes)?,
@@ -78,9 +83,12 @@ impl lockscope::sweep::LevelRecorder for SessionRecorder {
         let options = Self::options(level)?;
         let probes = options.probes.join(",");
         let session = Session::start(options)?;
+        let target = session
+            .target_description()
+            .unwrap_or_else(|| level.target.describe());
         eprintln!(
-            "lockscope: recording pid {} with probes {probes} for level {}",
-            level.pid, level.concurrency
+            "lockscope: recording {target} with probes {probes} for level {}",
+            level.concurrency
         );
         self.running = Some((session, level.output.clone()));
         Ok(())
@@ -96,6 +104,29 @@ impl lockscope::sweep::LevelRecorder for SessionRecorder {
         }
         super::record::save(&recorded.profile, &output)?;
         recorded.failure.map_or(Ok(()), Err)
+    }
+
+    #[cfg(target_os = "linux")]
+    fn target_processes(&mut self, target: &SweepTarget) -> Option<usize> {
+        use lockscope_ebpf::TargetSpec;
+        lockscope_ebpf::target_processes(&match session_target(target) {
+            SessionTarget::Pids { pids, tree } => TargetSpec::Pids { pids, tree },
+            SessionTarget::Cgroup(path) => TargetSpec::Cgroup(path),
+            SessionTarget::All => TargetSpec::All,
+            SessionTarget::Command(argv) => TargetSpec::Command(argv),
+        })
+    }
+}
+
+/// The session target of a sweep's target.
+fn session_target(target: &SweepTarget) -> SessionTarget {
+    match target {
+        SweepTarget::Pids { pids, tree } => SessionTarget::Pids {
+            pids: pids.clone(),
+            tree: *tree,
+        },
+        SweepTarget::Cgroup(path) => SessionTarget::Cgroup(path.into()),
+        SweepTarget::All => SessionTarget::All,
     }
 }
 
@@ -117,14 +148,27 @@ pub fn run(args: &SweepArgs) -> Result<()> {
         Some(command) => Some(Server::start(command, args.server_startup)?),
         None => None,
     };
-    let pid = match (&server, args.pid) {
-        (Some(server), _) => server.pid(),
-        (None, Some(pid)) => pid,
-        (None, None) => bail!("nothing to record: give -p PID or --server CMD"),
+    // A server lockscope started is recorded with its whole tree (its workers), unless a
+    // cgroup or every process is asked for.
+    let t = &args.target;
+    let target = match (&server, &t.cgroup, t.all, t.pid.as_slice()) {
+        (_, _, true, _) => SweepTarget::All,
+        (_, Some(cgroup), _, _) => SweepTarget::Cgroup(cgroup.display().to_string()),
+        (Some(server), None, false, _) => SweepTarget::Pids {
+            pids: vec![server.pid()],
+            tree: true,
+        },
+        (None, None, false, []) => {
+            bail!("nothing to record: give -p PID, --cgroup PATH, -a or --server CMD")
+        }
+        (None, None, false, pids) => SweepTarget::Pids {
+            pids: pids.to_vec(),
+            tree: t.tree,
+        },
     };
     let sweep = lockscope::sweep::run_sweep(
         &options,
-        pid,
+        target,
         args.server.clone(),
         &mut SessionRecorder::default(),
         &mut |line| eprintln!("lockscope: sweep: {line}"),
@@ -152,12 +196,18 @@ mod tests {
     fn level_sessions_carry_the_sweep_settings() {
         let mut level = lockscope::sweep::LevelRecording::new(
             5,
-            4242,
+            SweepTarget::pid(4242),
             Duration::from_millis(1500),
             "sweep/level-5.lsp".into(),
         );
         let options = SessionRecorder::options(&level).expect("options");
-        assert!(matches!(options.target, SessionTarget::Pid(4242)));
+        assert_eq!(
+            options.target,
+            SessionTarget::Pids {
+                pids: vec![4242],
+                tree: false
+            }
+        );
         assert_eq!(options.duration, Some(Duration::from_millis(1500)));
         let defaults = crate::cli::validate_probes(&[]).expect("defaults");
         assert_eq!(options.probes, defaults);

@@ -3,6 +3,7 @@
 use super::rows::{grouped, rank_by_change, SideRow};
 use super::{diff_measure, mismatches, DiffOptions, Normalization};
 use crate::analysis::canonical::{canonical_stack, site_depth};
+use crate::analysis::processes::{command_groups, command_of};
 use anyhow::Context;
 use lockscope_probes::{Profile, WaitKind};
 use serde::Serialize;
@@ -25,6 +26,10 @@ struct DiffJson {
     warnings: Vec<String>,
     top: usize,
     by_kind: Vec<KindDiffJson>,
+    /// Per command, when either side recorded several processes (matched by command: pids
+    /// differ between recordings).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    by_command: Vec<CommandDiffJson>,
     stacks_total: usize,
     stacks: Vec<StackDiffJson>,
 }
@@ -83,6 +88,16 @@ struct DeltaJson {
 #[derive(Serialize)]
 struct KindDiffJson {
     kind: WaitKind,
+    a: ValuesJson,
+    b: ValuesJson,
+    delta: DeltaJson,
+}
+
+#[derive(Serialize)]
+struct CommandDiffJson {
+    command: String,
+    /// Processes of this command in A's and B's process tables.
+    processes: [usize; 2],
     a: ValuesJson,
     b: ValuesJson,
     delta: DeltaJson,
@@ -155,10 +170,9 @@ fn side_json(label: &str, path: &str, profile: &Profile, operations: Option<u64>
         kernel_release: m.kernel_release.clone(),
         start_unix_ns: m.start_unix_ns,
         duration_ns: m.duration_ns,
-        waits: profile.waits.iter().map(|w| w.stats.count).sum(),
+        waits: profile.counted_waits().map(|w| w.stats.count).sum(),
         total_ns: profile
-            .waits
-            .iter()
+            .counted_waits()
             .fold(0u64, |sum, w| sum.saturating_add(w.stats.total_ns)),
         operations,
     }
@@ -199,6 +213,29 @@ pub fn write_diff_json(
             KindDiffJson { kind, a, b, delta }
         })
         .collect();
+    let by_command = if super::many_processes(a) || super::many_processes(b) {
+        let count = |p: &Profile, command: &str| {
+            command_groups(p)
+                .into_iter()
+                .find(|g| g.command == command)
+                .map_or(0, |g| g.processes)
+        };
+        grouped(a, b, n, |p, r| command_of(p, r.pid))
+            .into_iter()
+            .map(|(command, ra, rb)| {
+                let (va, vb, delta) = row(&ra, &rb);
+                CommandDiffJson {
+                    processes: [count(a, &command), count(b, &command)],
+                    command,
+                    a: va,
+                    b: vb,
+                    delta,
+                }
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let depth = site_depth(a, b);
     let mut stacks = grouped(a, b, n, |p, r| canonical_stack(p, r, depth));
     let stacks_total = rank_by_change(&mut stacks, options.top);
@@ -236,6 +273,7 @@ pub fn write_diff_json(
         warnings,
         top: options.top,
         by_kind,
+        by_command,
         stacks_total,
         stacks,
     };

@@ -316,6 +316,17 @@ fn program(profile: &Profile) -> Option<&str> {
     Some(argv0.rsplit('/').next().unwrap_or(argv0))
 }
 
+/// True when `profile` recorded several processes (its process table, or its records' pids):
+/// then the diff compares them by command too.
+pub(crate) fn many_processes(profile: &Profile) -> bool {
+    if profile.processes.len() > 1 {
+        return true;
+    }
+    let mut pids = profile.waits.iter().map(|w| w.pid);
+    pids.next()
+        .is_some_and(|first| pids.any(|pid| pid != first))
+}
+
 /// Everything that makes comparing `a` with `b` unfair, one sentence each; empty when the two
 /// recordings are comparable.
 pub fn mismatches(a: &Profile, b: &Profile, options: &DiffOptions) -> Vec<String> {
@@ -389,6 +400,34 @@ pub fn mismatches(a: &Profile, b: &Profile, options: &DiffOptions) -> Vec<String
             list(&pb)
         ));
     }
+    let (ta, tb) = (&a.metadata.target, &b.metadata.target);
+    if (ta.all, &ta.cgroup, ta.tree) != (tb.all, &tb.cgroup, tb.tree) {
+        out.push(format!(
+            "different targets: {la} recorded {}, {lb} recorded {}",
+            ta.describe(),
+            tb.describe()
+        ));
+    }
+    if many_processes(a) || many_processes(b) {
+        // Processes are matched by command (their pids differ between recordings): one whose
+        // waits are on one side only is a different set of processes, not a change.
+        let waits_by_command = |p: &Profile| -> BTreeSet<String> {
+            crate::analysis::processes::command_groups(p)
+                .into_iter()
+                .filter(|g| g.waits.count > 0)
+                .map(|g| g.command)
+                .collect()
+        };
+        let (wa, wb) = (waits_by_command(a), waits_by_command(b));
+        for (label, only, other) in [(la, wa.difference(&wb), lb), (lb, wb.difference(&wa), la)] {
+            for command in only {
+                out.push(format!(
+                    "only {label} has waits of processes running `{command}`: {other} did not \
+                     record them"
+                ));
+            }
+        }
+    }
     let (ca, cb) = (&a.metadata.target.command, &b.metadata.target.command);
     if program(a) != program(b) {
         out.push(format!(
@@ -447,6 +486,7 @@ mod tests {
                 operation: "FUTEX_WAIT_PRIVATE".to_string(),
                 user_stack: Some(0),
                 kernel_stack: None,
+                woken_by: None,
                 stats: WaitStats {
                     count: 1,
                     total_ns: 200_000_000,

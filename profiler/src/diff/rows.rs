@@ -100,7 +100,7 @@ pub(super) fn grouped<K: Ord + Clone>(
     let (side_a, side_b) = (side(a, true), side(b, false));
     let mut sums: BTreeMap<K, [WaitStats; 2]> = BTreeMap::new();
     for (i, profile) in [a, b].into_iter().enumerate() {
-        for record in &profile.waits {
+        for record in profile.counted_waits() {
             sums.entry(key(profile, record)).or_default()[i].merge(&record.stats);
         }
     }

@@ -4,6 +4,7 @@ use super::rows::{grouped, rank_by_change, SideRow};
 use super::{diff_measure, measured, mismatches, DiffOptions};
 use crate::analysis::canonical::{canonical_site, canonical_thread, site_depth};
 use crate::analysis::fold::Measure;
+use crate::analysis::processes::{command_groups, command_of};
 use crate::render::units::{format_fraction, format_normalized, format_ns, format_unix_ns};
 use anyhow::Context;
 use lockscope_probes::{Profile, WaitStats};
@@ -78,9 +79,9 @@ fn write_rows(out: &mut String, name: &str, rows: [(&str, &SideRow); 2], unit: &
 fn describe_side(label: &str, path: &str, p: &Profile) -> String {
     let m = &p.metadata;
     let measure = Measure::of_records(&p.waits);
-    let count: u64 = p.waits.iter().map(|w| w.stats.count).sum();
+    let count: u64 = p.counted_waits().map(|w| w.stats.count).sum();
     let target = if measure == Measure::Waits {
-        format!("`{}` (pid {})", m.target.command.join(" "), m.target.pid)
+        m.target.describe()
     } else {
         // An imported capture has no target: say what it holds.
         format!("imported {}", measured(measure))
@@ -148,6 +149,34 @@ pub fn write_diff_table(
     let _ = writeln!(text, "{}", row_header(measure));
     for (kind, ra, rb) in grouped(a, b, n, |_, r| r.kind) {
         write_rows(&mut text, kind.name(), [(la, &ra), (lb, &rb)], unit);
+    }
+
+    if super::many_processes(a) || super::many_processes(b) {
+        let groups = |p: &Profile| -> std::collections::BTreeMap<String, (usize, usize)> {
+            command_groups(p)
+                .into_iter()
+                .map(|g| (g.command, (g.processes, g.threads)))
+                .collect()
+        };
+        let (ga, gb) = (groups(a), groups(b));
+        let _ = writeln!(
+            text,
+            "\nProcesses by command (matched by command, not pid: {la} {} processes, {lb} {})",
+            ga.values().map(|g| g.0).sum::<usize>(),
+            gb.values().map(|g| g.0).sum::<usize>()
+        );
+        let _ = writeln!(text, "{}", row_header(measure));
+        for (command, ra, rb) in grouped(a, b, n, |p, r| command_of(p, r.pid)) {
+            let count = |g: &std::collections::BTreeMap<String, (usize, usize)>| {
+                g.get(&command).map_or(0, |c| c.0)
+            };
+            let name = format!(
+                "{command} ({la}: {}, {lb}: {} processes)",
+                count(&ga),
+                count(&gb)
+            );
+            write_rows(&mut text, &name, [(la, &ra), (lb, &rb)], unit);
+        }
     }
 
     let _ = writeln!(text, "\nThreads (digits in names merged as `*`)");

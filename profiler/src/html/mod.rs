@@ -12,9 +12,10 @@
 //! 0. a summary: for the first sweep, the target, kernel and machine, where throughput stops (the
 //!    knee, with scaling against the first level), how the threads' time redistributes (the
 //!    largest classes of thread time at the first level, the knee and the last), which sites grow
-//!    across the knee (in average threads waiting), the finding and the losses; without a sweep,
-//!    the first run's waits in threads waiting, where its threads' time went and what grew in the
-//!    second run;
+//!    across the knee (in average threads waiting), what `lockscope why` traces the working
+//!    threads' waits back to at those levels (when recorded with `waitfor`), the finding and the
+//!    losses; without a sweep, the first run's waits in threads waiting, where its threads' time
+//!    went, its causes by `lockscope why` (with `waitfor`) and what grew in the second run;
 //! 1. per sweep: the finding, the scaling chart (with where the threads' time went beneath), a
 //!    table per level (throughput, scaling, threads alive, per wait kind the average threads
 //!    waiting and the share of thread time, the top site, losses), the table of where the

@@ -217,6 +217,13 @@ pub(super) fn histogram_cell(group: &serde_json::Value, noun: &str) -> String {
     )
 }
 
+/// What the contention tables' "ended by" column means.
+const ENDED_BY_NOTE: &str = "Ended by: who ended the sleeps, as a share of the time whose waker \
+    is known: program = another thread of the program (so a latch, a semaphore or epoll_wait \
+    another thread ended is contention), outside = another process, interrupt = a timer, a \
+    device or the network; holder = a lock's wait, ended by its release (who ended it not \
+    recorded); parked = a thread parked most of its window at one site.";
+
 /// A run's report as a document (from `report --json`, so the page shows `lockscope report`'s
 /// numbers): the records by kind, the top sites with their distributions as small SVG bar charts
 /// and their stacks folded behind `<details>`, then every section the profile has data for
@@ -274,6 +281,21 @@ pub(super) fn report_tables(
     }
     columns.push(("share", &share, Cell::Fraction));
     json_table(out, "report-table", &columns, json_list(&report, "by_kind"));
+    // What the probes saw, and the sleeps two probes saw counted once.
+    for (key, label) in [("coverage", "Seen"), ("merged_sleeps", "Merged")] {
+        let Some(part) = report.pointer(&format!("/header/{key}")) else {
+            continue;
+        };
+        let mut text = json_str(part, "text").to_string();
+        if let Some(suggestion) = part.get("suggestion").and_then(serde_json::Value::as_str) {
+            text = format!("{text}; {suggestion}");
+        }
+        let _ = writeln!(
+            out,
+            "<p class=\"note\"><b>{label}:</b> {}</p>",
+            xml_escape(&text)
+        );
+    }
 
     let groups = json_list(&report, "groups");
     let _ = writeln!(
@@ -350,23 +372,36 @@ pub(super) fn section_tables(out: &mut String, sections: &serde_json::Value, hea
             ("count", "waits", Cell::Count),
             ("total_ns", "total", Cell::Ns),
             ("max_ns", "max", Cell::Ns),
+            ("ended_by", "ended by", Cell::Text),
             ("threads", "threads", Cell::List),
         ];
-        let _ = writeln!(out, "<{heading}>Lock contention</{heading}>");
-        json_table(
+        let _ = writeln!(
             out,
-            "section-table",
-            &columns,
-            json_list(contention, "sites"),
+            "<{heading}>Contention: waits on other threads of the program</{heading}>"
         );
+        let sites = json_list(contention, "sites");
+        if sites.is_empty() {
+            let _ = writeln!(
+                out,
+                "<p class=\"muted\">No waits on other threads of the program{}.</p>",
+                if contention.get("wakers_known") == Some(&serde_json::Value::Bool(true)) {
+                    ""
+                } else {
+                    " told: no mutex, rwlock or kernel-lock waits, and who ended the other sleeps was not recorded"
+                }
+            );
+        } else {
+            json_table(out, "section-table", &columns, sites);
+        }
         let idle = json_list(contention, "idle");
         if !idle.is_empty() {
             let _ = writeln!(
                 out,
-                "<p class=\"muted\">Idle waits, apart: a thread parked most of its window at one site (a pool waiting for work).</p>"
+                "<p class=\"muted\">Idle waits, apart: waiting for something outside the program (a client, a timer), or a thread parked most of its window at one site.</p>"
             );
             json_table(out, "section-table", &columns, idle);
         }
+        let _ = writeln!(out, "<p class=\"note\">{}</p>", xml_escape(ENDED_BY_NOTE));
     }
     if let Some(breakdown) = sections.get("breakdown") {
         let _ = writeln!(
@@ -404,8 +439,12 @@ pub(super) fn section_tables(out: &mut String, sections: &serde_json::Value, hea
             "<div class=\"time-bars\">{}</div>",
             time_bars_svg(&bars)
         );
+        let woken = rows.iter().any(|r| r.get("woken_ns").is_some());
         let mut headers = vec!["thread group", "threads", "thread time"];
         headers.extend(TimeClass::ALL.iter().map(|c| c.name()));
+        if woken {
+            headers.extend(["asleep on the program", "asleep for outside"]);
+        }
         headers.extend(["switches/s", "involuntary"]);
         table_open(out, "section-table breakdown-table", &headers, rows.len());
         for (row, bar) in rows.iter().zip(&bars) {
@@ -424,6 +463,21 @@ pub(super) fn section_tables(out: &mut String, sections: &serde_json::Value, hea
                 };
                 out.push_str(&num_cell(fraction, &format_fraction(fraction)));
             }
+            if woken {
+                let by = |name: &str| {
+                    row.pointer(&format!("/woken_ns/{name}"))
+                        .and_then(serde_json::Value::as_u64)
+                        .unwrap_or(0)
+                };
+                for ns in [by("program"), by("outside") + by("interrupt")] {
+                    let fraction = if bar.whole_ns == 0 {
+                        0.0
+                    } else {
+                        ns as f64 / bar.whole_ns as f64
+                    };
+                    out.push_str(&num_cell(fraction, &format_fraction(fraction)));
+                }
+            }
             let _ = writeln!(
                 out,
                 "{}{}</tr>",
@@ -432,6 +486,12 @@ pub(super) fn section_tables(out: &mut String, sections: &serde_json::Value, hea
             );
         }
         table_close(out);
+        if woken {
+            let _ = writeln!(
+                out,
+                "<p class=\"note\">The classes add up to the thread time, sleeps by system call; the two columns after them split the time asleep by who ended the sleeps, whatever they slept in: another thread of the program (waiting on it: a latch in <code>epoll_wait</code> is as much a wait on another thread as a mutex), or something outside it (another process, a timer, a device, the network: idle, or I/O).</p>"
+            );
+        }
     }
     if let Some(offcpu) = sections.get("offcpu") {
         let _ = writeln!(

@@ -51,7 +51,7 @@ pub(super) fn metadata_table(out: &mut String, profile: &Profile) {
         ),
         ("threads seen", profile.threads.len().to_string()),
         ("events", {
-            let count = profile.waits.iter().map(|w| w.stats.count).sum::<u64>();
+            let count = profile.counted_waits().map(|w| w.stats.count).sum::<u64>();
             let noun = Measure::of_records(&profile.waits).noun(count);
             format!("{} seen, {count} {noun} recorded", m.events)
         }),

@@ -7,9 +7,13 @@ use super::tables::json_str;
 use crate::analysis::fold::Measure;
 use crate::render::svg::{time_bars_svg, xml_escape, TimeBar};
 use crate::render::units::{format_fraction, format_ns, format_threads};
-use crate::sweep::{Sweep, NO_BREAKDOWN};
+use crate::sweep::{LevelWhy, Sweep, NO_BREAKDOWN};
 use lockscope_probes::{Profile, TimeClass};
 use std::fmt::Write as _;
+
+/// The summary row of `lockscope why`'s causes (profiles and levels recorded with `waitfor`).
+const WHY_ROW: &str =
+    "what the waits come down to (lockscope why, share of the working threads' time)";
 
 /// The rows every summary starts with: the input, the target, its kernel and machine.
 pub(super) fn summary_head(label: &str, profile: &Profile) -> Vec<(String, String)> {
@@ -45,6 +49,28 @@ pub(super) fn largest_classes(breakdown: &crate::sweep::Breakdown, n: usize) -> 
         .map(|c| format!("{} {}", c.name, format_fraction(c.share_of_thread_time)))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// A breakdown's contention and idle waits, in words: `waiting on other threads of the program
+/// 59.9% (mostly in epoll_wait), for something outside it 23.7%`; `None` when the profile does
+/// not say who ended its sleeps.
+pub(super) fn woken_words(breakdown: &crate::sweep::Breakdown) -> Option<String> {
+    use lockscope_probes::WaitRole;
+    let program = breakdown.role_share(WaitRole::Contention)?;
+    let outside = breakdown.role_share(WaitRole::Idle).unwrap_or(0.0);
+    let mut text = format!(
+        "waiting on other threads of the program {}",
+        format_fraction(program)
+    );
+    if let Some(call) = breakdown.program_calls.first() {
+        let _ = write!(text, " (mostly in {})", call.name);
+    }
+    let _ = write!(
+        text,
+        ", for something outside it (clients, timers, devices) {}",
+        format_fraction(outside)
+    );
+    Some(text)
 }
 
 /// The growing sites of a diff, in words: `…;f;[kernel wait];[mutex] +0.92 threads waiting
@@ -117,10 +143,7 @@ pub(super) fn sweep_summary(
             ),
         },
     ));
-    let knee_level = sweep
-        .knee
-        .as_ref()
-        .and_then(|k| sweep.levels.iter().find(|l| l.concurrency == k.concurrency));
+    let knee_level = crate::sweep::knee_level(&sweep.levels, sweep.knee.as_ref());
     let mut shown: Vec<&crate::sweep::Level> = vec![first];
     shown.extend(knee_level);
     shown.push(last);
@@ -146,6 +169,29 @@ pub(super) fn sweep_summary(
         "threads' time (share of thread time)".into(),
         time.join("; "),
     ));
+    let woken: Vec<String> = shown
+        .iter()
+        .filter_map(|level| {
+            let words = woken_words(level.breakdown.as_ref()?)?;
+            Some(format!("at {}: {words}", level.concurrency))
+        })
+        .collect();
+    if !woken.is_empty() {
+        rows.push(("waits, by who ended them".into(), woken.join("; ")));
+    }
+    let why: Vec<String> = shown
+        .iter()
+        .filter_map(|level| {
+            Some(format!(
+                "at {}: {}",
+                level.concurrency,
+                level.why.as_ref()?.words()
+            ))
+        })
+        .collect();
+    if !why.is_empty() {
+        rows.push((WHY_ROW.into(), why.join("; ")));
+    }
     if let Some(diff) = knee_diff {
         let from = knee_level.unwrap_or(first).concurrency;
         rows.push((
@@ -228,6 +274,12 @@ pub(super) fn run_summary(profile: &Profile) -> Vec<(String, String)> {
                 largest_classes(&b, 4)
             ),
         ));
+        if let Some(words) = woken_words(&b) {
+            rows.push(("waits, by who ended them".into(), words));
+        }
+    }
+    if let Some(why) = LevelWhy::of(profile) {
+        rows.push((WHY_ROW.into(), why.words()));
     }
     rows
 }

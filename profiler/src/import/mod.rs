@@ -132,6 +132,7 @@ impl Builder {
                     operation,
                     user_stack,
                     kernel_stack: None,
+                    woken_by: None,
                     stats,
                 }
             })

@@ -3,8 +3,10 @@
 //! Both outputs come from one report value, so they always carry the same data:
 //!
 //! 1. a header: target command and pid, when and how long, why the recording ended, host, threads
-//!    seen, each probe with its attach status, events, and loss counters (flagged with `WARNING`
-//!    when any is non-zero, since then every total undercounts);
+//!    seen, each probe with its attach status, events, how much of the threads' wall time the
+//!    probes saw (`report/coverage.rs`, with what to record when they missed most of it), the
+//!    sleeps two probes saw and that count once, and loss counters (flagged with `WARNING` when
+//!    any is non-zero, since then every total undercounts);
 //! 2. totals per wait kind;
 //! 3. the top groups by total wait time, grouped by [`GroupBy`], each with count, total, mean,
 //!    max, kinds, threads, locks, its heaviest stacks (leaf first) and a log2 histogram in the
@@ -14,18 +16,22 @@
 //! about waits, and the on-CPU samples are CPU time in a section of their own
 //! (`report/sections/on_cpu.rs`), with each thread's CPU time beside its waits under `--by thread`. The
 //! `offcpu` probe's intervals of threads waiting for a CPU (run queue, preempted) are CPU
-//! saturation, not waits: they have their section too, and are not among the waits above.
+//! saturation, not waits: they have their section too, and are not among the waits above. With
+//! the `futex` and `offcpu` probes together, a futex sleep is both probes' record: it counts once,
+//! as the futex probe's wait ([`lockscope_probes::SeenTwice`]), in every total, kind and group.
 //!
 //! Times in the text use the convention of [`crate::render::units`]; the JSON keeps raw nanoseconds and
 //! is documented in `docs/REPORT-JSON.md` (version [`REPORT_JSON_VERSION`]).
 
+mod coverage;
 pub(crate) mod sections;
 
 use crate::analysis::fold::Measure;
 use crate::render::histogram;
 use crate::render::units::{format_ns, format_percent, format_unix_ns, share};
 use lockscope_probes::{
-    AttachStatus, Frame, Log2Histogram, Profile, Stack, StackId, WaitKind, WaitRecord, WaitStats,
+    AttachStatus, Frame, Log2Histogram, Profile, SeenTwice, Stack, StackId, WaitKind, WaitRecord,
+    WaitStats,
 };
 use serde::Serialize;
 use std::cmp::Reverse;
@@ -42,6 +48,8 @@ const MAX_STACKS_PER_GROUP: usize = 3;
 const MAX_THREADS_LISTED: usize = 4;
 /// Locks named per group in the text before "and N more".
 const MAX_LOCKS_LISTED: usize = 3;
+/// Most characters of a process's command line in the text (`--by process`).
+const MAX_COMMAND_CHARS: usize = 160;
 /// Widest function-name column in a text stack; longer names push their location right.
 const MAX_NAME_COLUMN: usize = 40;
 /// Indentation of a group's detail lines, and width of their labels.
@@ -58,6 +66,9 @@ pub enum GroupBy {
     Thread,
     /// Waited-on object address and operation (and pid): what was waited for.
     Lock,
+    /// Process (pid, with its command from the profile's process table): which program of a
+    /// recording of many.
+    Process,
 }
 
 impl GroupBy {
@@ -67,6 +78,7 @@ impl GroupBy {
             GroupBy::Stack => "stack",
             GroupBy::Thread => "thread",
             GroupBy::Lock => "lock",
+            GroupBy::Process => "process",
         }
     }
 
@@ -75,6 +87,7 @@ impl GroupBy {
             GroupBy::Stack => "wait sites (stack and kind)",
             GroupBy::Thread => "threads",
             GroupBy::Lock => "locks (object and operation)",
+            GroupBy::Process => "processes",
         }
     }
 }
@@ -93,8 +106,9 @@ impl FromStr for GroupBy {
             "stack" => Ok(GroupBy::Stack),
             "thread" => Ok(GroupBy::Thread),
             "lock" => Ok(GroupBy::Lock),
+            "process" => Ok(GroupBy::Process),
             other => Err(format!(
-                "unknown grouping `{other}` (expected `stack`, `thread` or `lock`)"
+                "unknown grouping `{other}` (expected `stack`, `thread`, `lock` or `process`)"
             )),
         }
     }
@@ -112,6 +126,9 @@ pub struct ReportOptions {
     pub json: bool,
     /// Show the kernel stack under each user stack (text and JSON). Default: `false`.
     pub show_kernel_stacks: bool,
+    /// Only this probe's records (`cpu`: the on-CPU samples alone, ranked by CPU time).
+    /// Default: `None`, every probe.
+    pub probe: Option<String>,
 }
 
 impl Default for ReportOptions {
@@ -121,6 +138,7 @@ impl Default for ReportOptions {
             top: 10,
             json: false,
             show_kernel_stacks: false,
+            probe: None,
         }
     }
 }
@@ -131,6 +149,22 @@ pub fn write_report(
     options: &ReportOptions,
     out: &mut dyn std::io::Write,
 ) -> std::io::Result<()> {
+    let selected;
+    let profile = match &options.probe {
+        Some(probe) => {
+            selected = Profile {
+                waits: profile
+                    .waits
+                    .iter()
+                    .filter(|w| &w.probe == probe)
+                    .cloned()
+                    .collect(),
+                ..profile.clone()
+            };
+            &selected
+        }
+        None => profile,
+    };
     let report = Report::build(profile, options);
     if options.json {
         serde_json::to_writer_pretty(&mut *out, &report)?;
@@ -160,6 +194,10 @@ struct Report {
     by_kind: Vec<KindRow>,
     groups_total: usize,
     groups: Vec<Group>,
+    /// `group_by` `process` of a recording with kernel threads (`record -a`): what they did
+    /// together.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel_threads: Option<KernelThreads>,
     /// Contention apart from idle waits, the time breakdown and the per-probe sections.
     #[serde(skip_serializing_if = "Option::is_none")]
     sections: Option<sections::Sections>,
@@ -170,6 +208,23 @@ struct Header {
     command: Vec<String>,
     pid: u32,
     launched: bool,
+    /// What was recorded, in words (`cgroup /system.slice/x.service`, `all processes`).
+    target: String,
+    /// Processes of the target set (the profile's process table; 0 in profiles without one).
+    #[serde(skip_serializing_if = "is_zero_usize")]
+    processes: usize,
+    /// ... that had exited by the end.
+    #[serde(skip_serializing_if = "is_zero_usize")]
+    processes_exited: usize,
+    /// ... that are kernel threads.
+    #[serde(skip_serializing_if = "is_zero_usize")]
+    kernel_threads: usize,
+    /// What the recording could not do as asked.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<String>,
+    /// An imported capture (no target at all), for the text's first line.
+    #[serde(skip)]
+    imported: bool,
     start_unix_ns: u64,
     duration_ns: u64,
     end_reason: String,
@@ -194,6 +249,28 @@ struct Header {
     /// Waits whose user stack the unwinder cut short; absent when there are none.
     #[serde(skip_serializing_if = "Option::is_none")]
     truncated_stacks: Option<TruncatedRow>,
+    /// The futex sleeps both the futex and offcpu probes saw, counted once; absent when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    merged_sleeps: Option<MergedRow>,
+    /// How much of the threads' wall time the probes saw; absent for imported captures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    coverage: Option<coverage::Coverage>,
+}
+
+/// Futex sleeps that the futex and offcpu probes both recorded: the futex probe's waits count,
+/// the offcpu probe's sleeps in futex are left out of every total, kind and group.
+#[derive(Serialize)]
+struct MergedRow {
+    /// Threads whose futex sleeps both probes saw.
+    threads: usize,
+    /// The offcpu probe's futex sleeps of those threads, left out.
+    offcpu_sleeps: u64,
+    offcpu_ns: u64,
+    /// The futex probe's waits of those threads, which count.
+    futex_waits: u64,
+    futex_ns: u64,
+    /// The text report's sentence.
+    text: String,
 }
 
 /// Waits recorded on user stacks that stop before the thread's entry point.
@@ -329,6 +406,21 @@ struct Group {
     on_cpu: Option<OnCpuRow>,
 }
 
+/// The kernel threads of a recording, together.
+#[derive(Serialize)]
+struct KernelThreads {
+    /// Kernel threads in the process table.
+    recorded: usize,
+    /// ... with records.
+    with_records: usize,
+    /// Their records' statistics (waits, or samples and CPU time), and the share of all.
+    #[serde(flatten)]
+    stats: Stats,
+    /// Their `cpu` probe samples beside their waits (a recording of both).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    on_cpu: Option<OnCpuRow>,
+}
+
 /// A thread's samples of the `cpu` probe.
 #[derive(Serialize, Clone, Copy, Default)]
 struct OnCpuRow {
@@ -337,6 +429,10 @@ struct OnCpuRow {
 }
 
 fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_zero_usize(n: &usize) -> bool {
     *n == 0
 }
 
@@ -356,6 +452,17 @@ enum GroupKey {
         pid: u32,
         object: String,
         operation: String,
+    },
+    Process {
+        pid: u32,
+        /// argv[0]'s file name, else the process's name.
+        process: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        parent: Option<u32>,
+        /// Its command line (empty: unknown, or a kernel thread).
+        command: Vec<String>,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        kernel_thread: bool,
     },
 }
 
@@ -433,6 +540,7 @@ enum Key {
     Stack(Option<StackId>, WaitKind),
     Thread(u32, u32),
     Lock(u32, u64, String),
+    Process(u32),
 }
 
 #[derive(Default)]
@@ -510,8 +618,11 @@ impl Report {
                 row.cpu_ns = row.cpu_ns.saturating_add(w.stats.total_ns);
             }
         }
-        let apart =
-            |w: &WaitRecord| (drop_samples && w.kind.is_sampled()) || sections::is_cpu_wait(w);
+        // A futex sleep both the futex and offcpu probes saw counts once, as the futex wait.
+        let twice = SeenTwice::of(full);
+        let apart = |w: &WaitRecord| {
+            (drop_samples && w.kind.is_sampled()) || sections::is_cpu_wait(w) || twice.contains(w)
+        };
         let cpu_wait_intervals: u64 = full
             .waits
             .iter()
@@ -542,6 +653,7 @@ impl Report {
                 GroupBy::Stack => Key::Stack(w.user_stack, w.kind),
                 GroupBy::Thread => Key::Thread(w.pid, w.tid),
                 GroupBy::Lock => Key::Lock(w.pid, w.object, w.operation.clone()),
+                GroupBy::Process => Key::Process(w.pid),
             };
             let acc = accs.entry(key).or_default();
             acc.stats.merge(&w.stats);
@@ -582,6 +694,13 @@ impl Report {
             .map(|(i, (key, acc))| {
                 let on_cpu = match key {
                     Key::Thread(pid, tid) => on_cpu_by_thread.get(&(pid, tid)).copied(),
+                    Key::Process(pid) => on_cpu_by_thread
+                        .range((pid, 0)..=(pid, u32::MAX))
+                        .map(|(_, row)| *row)
+                        .reduce(|a, b| OnCpuRow {
+                            samples: a.samples + b.samples,
+                            cpu_ns: a.cpu_ns.saturating_add(b.cpu_ns),
+                        }),
                     _ => None,
                 };
                 let key = match key {
@@ -596,6 +715,24 @@ impl Report {
                         object: hex(object),
                         operation,
                     },
+                    Key::Process(pid) => {
+                        let info = profile.processes.iter().find(|p| p.pid == pid);
+                        GroupKey::Process {
+                            pid,
+                            process: info.map_or_else(
+                                || {
+                                    // No table (older profiles): the main thread's name.
+                                    profile
+                                        .thread_name(pid, pid)
+                                        .map_or_else(|| format!("[pid {pid}]"), str::to_string)
+                                },
+                                |p| p.display_name(),
+                            ),
+                            parent: info.and_then(|p| p.parent),
+                            command: info.map(|p| p.command.clone()).unwrap_or_default(),
+                            kernel_thread: info.is_some_and(|p| p.kernel_thread),
+                        }
+                    }
                 };
                 let group_whole = Whole::of(&acc.stats, measure);
                 let stacks_total = acc.stacks.len();
@@ -669,6 +806,39 @@ impl Report {
             })
             .collect();
 
+        let kernel_threads = (options.group_by == GroupBy::Process)
+            .then(|| {
+                let kernel: BTreeSet<u32> = full
+                    .processes
+                    .iter()
+                    .filter(|p| p.kernel_thread)
+                    .map(|p| p.pid)
+                    .collect();
+                if kernel.is_empty() {
+                    return None;
+                }
+                let mut stats = WaitStats::default();
+                let mut with_records = BTreeSet::new();
+                for w in profile.waits.iter().filter(|w| kernel.contains(&w.pid)) {
+                    stats.merge(&w.stats);
+                    with_records.insert(w.pid);
+                }
+                let mut cpu = OnCpuRow::default();
+                for (&(pid, _), row) in &on_cpu_by_thread {
+                    if kernel.contains(&pid) {
+                        cpu.samples += row.samples;
+                        cpu.cpu_ns = cpu.cpu_ns.saturating_add(row.cpu_ns);
+                        with_records.insert(pid);
+                    }
+                }
+                Some(KernelThreads {
+                    recorded: kernel.len(),
+                    with_records: with_records.len(),
+                    stats: Stats::new(&stats, whole),
+                    on_cpu: (cpu.samples > 0).then_some(cpu),
+                })
+            })
+            .flatten();
         let probes = meta
             .probes
             .iter()
@@ -699,6 +869,16 @@ impl Report {
                 command: meta.target.command.clone(),
                 pid: meta.target.pid,
                 launched: meta.target.launched,
+                target: meta.target.describe(),
+                processes: full.processes.len(),
+                processes_exited: full
+                    .processes
+                    .iter()
+                    .filter(|p| p.exit_unix_ns.is_some())
+                    .count(),
+                kernel_threads: full.processes.iter().filter(|p| p.kernel_thread).count(),
+                warnings: meta.warnings.clone(),
+                imported: meta.target == lockscope_probes::Target::default(),
                 start_unix_ns: meta.start_unix_ns,
                 duration_ns: meta.duration_ns,
                 end_reason: meta.end_reason.clone(),
@@ -723,6 +903,33 @@ impl Report {
                     dropped: losses.dropped,
                 },
                 truncated_stacks: TruncatedRow::of(profile, all.total_ns),
+                coverage: if measure == Measure::Waits {
+                    coverage::Coverage::of(full, all.total_ns, profile.threads.len())
+                } else {
+                    None
+                },
+                merged_sleeps: twice.merged(full).map(|m| MergedRow {
+                    threads: m.threads,
+                    offcpu_sleeps: m.offcpu.count,
+                    offcpu_ns: m.offcpu.total_ns,
+                    futex_waits: m.futex.count,
+                    futex_ns: m.futex.total_ns,
+                    text: format!(
+                        "futex and offcpu both saw {} of {} ({}): counted once, as {} {} \
+                         futex {} ({}); offcpu's sleeps in other system calls are kept",
+                        plural(m.offcpu.count, "futex sleep", "futex sleeps"),
+                        plural(m.threads as u64, "thread", "threads"),
+                        format_ns(m.offcpu.total_ns),
+                        if m.threads == 1 {
+                            "that thread's"
+                        } else {
+                            "those threads'"
+                        },
+                        m.futex.count,
+                        if m.futex.count == 1 { "wait" } else { "waits" },
+                        format_ns(m.futex.total_ns)
+                    ),
+                }),
             },
             measure: measure.name(),
             measure_kind: measure,
@@ -730,6 +937,7 @@ impl Report {
             by_kind: kind_rows(&profile.totals_by_kind(), whole),
             groups_total,
             groups,
+            kernel_threads,
             sections: sections::Sections::build(full),
         }
     }
@@ -778,7 +986,7 @@ impl Report {
         let h = &self.header;
         let label = |name: &str| format!("  {name:<11}");
         let m = self.measure_kind;
-        if m != Measure::Waits && h.command.is_empty() {
+        if m != Measure::Waits && h.imported {
             // An imported capture has no target: say what it holds and where it came from.
             put!(
                 out,
@@ -795,17 +1003,27 @@ impl Report {
                 }
             );
         } else {
-            put!(
-                out,
-                "lockscope report: `{}` (pid {}, {})",
-                h.command.join(" "),
-                h.pid,
-                if h.launched {
-                    "launched by lockscope"
-                } else {
-                    "attached"
-                }
-            );
+            if h.command.is_empty() || h.target.starts_with("pids ") {
+                // Several processes, a cgroup, or all of them: said as such.
+                put!(out, "lockscope report: {} (attached)", h.target);
+            } else {
+                put!(
+                    out,
+                    "lockscope report: `{}` (pid {}, {}){}",
+                    h.command.join(" "),
+                    h.pid,
+                    if h.launched {
+                        "launched by lockscope"
+                    } else {
+                        "attached"
+                    },
+                    if h.target.ends_with(" and its descendants") {
+                        " and its descendants"
+                    } else {
+                        ""
+                    }
+                );
+            }
             put!(
                 out,
                 "{}{} for {}, ended: {}",
@@ -828,7 +1046,35 @@ impl Report {
         }
         host.push_str(&format!(", backend {}", h.backend));
         put!(out, "{}{host}", label("host"));
+        if h.processes > 0 {
+            let mut parts = Vec::new();
+            if h.processes_exited > 0 {
+                parts.push(format!("{} exited before the end", h.processes_exited));
+            }
+            if h.kernel_threads > 0 {
+                parts.push(plural(
+                    h.kernel_threads as u64,
+                    "kernel thread",
+                    "kernel threads",
+                ));
+            }
+            put!(
+                out,
+                "{}{} recorded{}",
+                label("processes"),
+                h.processes,
+                if parts.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", parts.join(", "))
+                }
+            );
+        }
         put!(out, "{}{} seen", label("threads"), h.threads_seen);
+        for (i, warning) in h.warnings.iter().enumerate() {
+            let name = if i == 0 { label("warnings") } else { label("") };
+            put!(out, "{name}WARNING: {warning}");
+        }
         if h.probes.is_empty() {
             put!(out, "{}none", label("probes"));
         }
@@ -874,6 +1120,12 @@ impl Report {
                 label(""),
                 plural(h.cpu_wait_intervals, "interval", "intervals")
             );
+        }
+        if let Some(c) = &h.coverage {
+            c.write_text(out, &label);
+        }
+        if let Some(m) = &h.merged_sleeps {
+            put!(out, "{}{}", label("merged"), m.text);
         }
         let l = &h.losses;
         if l.complete {
@@ -1018,6 +1270,32 @@ impl Report {
                 Measure::Samples => "samples",
             }
         );
+        if let Some(k) = &self.kernel_threads {
+            let what = match m {
+                Measure::Waits => format!(
+                    "{} waits, {} ({} of all)",
+                    k.stats.count,
+                    format_ns(k.stats.total_ns),
+                    format_percent(k.stats.total_ns, self.totals.total_ns)
+                ),
+                Measure::OnCpu => format!(
+                    "{} on CPU ({:.1}% of all) in {}",
+                    format_ns(k.stats.total_ns),
+                    k.stats.share * 100.0,
+                    plural(k.stats.count, "sample", "samples")
+                ),
+                _ => format!("{} ({:.1}% of all)", k.stats.count, k.stats.share * 100.0),
+            };
+            let cpu = k.on_cpu.map_or(String::new(), |c| {
+                format!(", and {} on CPU (cpu probe)", format_ns(c.cpu_ns))
+            });
+            put!(
+                out,
+                "  kernel threads: {} of the {} recorded have records: {what}{cpu}",
+                k.with_records,
+                k.recorded
+            );
+        }
         let label = |name: &str| format!("{INDENT}{name:<LABEL_WIDTH$}");
         let whole = self.totals.total_ns;
         for g in &self.groups {
@@ -1039,8 +1317,33 @@ impl Report {
                     object,
                     operation,
                 } => format!("lock {object} {operation} (pid {pid})"),
+                GroupKey::Process {
+                    pid,
+                    process,
+                    parent,
+                    ..
+                } => match parent {
+                    Some(parent) => format!("process {process} (pid {pid}, parent {parent})"),
+                    None => format!("process {process} (pid {pid})"),
+                },
             };
             put!(out, "#{:<3}{title}", g.rank);
+            if let GroupKey::Process {
+                command,
+                kernel_thread,
+                ..
+            } = &g.key
+            {
+                if *kernel_thread {
+                    put!(out, "{}kernel thread", label("command"));
+                } else if !command.is_empty() {
+                    // A compiler's command line runs to pages: the JSON has it whole.
+                    let line = command.join(" ");
+                    let shown: String = line.chars().take(MAX_COMMAND_CHARS).collect();
+                    let cut = if shown.len() < line.len() { "…" } else { "" };
+                    put!(out, "{}{shown}{cut}", label("command"));
+                }
+            }
             let s = &g.stats;
             match m {
                 Measure::Waits => put!(

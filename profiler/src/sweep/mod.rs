@@ -10,8 +10,9 @@
 //! labelled with the level's concurrency) and one load output per level:
 //! throughput per level, scaling against the first level (the seed's "Scaling (Concurrency
 //! one=100%)" column), wait time per kind, thread group and canonical site ([`crate::analysis::canonical`]), where
-//! the threads' time went ([`Breakdown`], from the `offcpu` probe), the knee ([`find_knee`]) and
-//! one sentence for a writeup ([`finding`]).
+//! the threads' time went ([`Breakdown`], from the `offcpu` probe), what the working threads'
+//! waits come down to ([`LevelWhy`]: `lockscope why`'s first causes, for levels recorded with the
+//! `waitfor` probe), the knee ([`find_knee`]) and one sentence for a writeup ([`finding`]).
 //!
 //! Wait time is given in units a reader can picture, never as a percentage of one clock: as
 //! **average threads waiting** (wait time over wall time: 31.2 is 31.2 threads waiting all the
@@ -25,16 +26,20 @@ mod table;
 mod throughput;
 
 pub use finding::finding;
-pub use run::{run_sweep, LevelRecorder, LevelRecording, SweepOptions};
+pub use run::{run_sweep, LevelRecorder, LevelRecording, SweepOptions, SweepTarget};
 pub use table::sweep_table;
 pub use throughput::{ParsedThroughput, Throughput};
 
 use crate::analysis::canonical::{canonical_sites, thread_groups};
-use crate::render::units::share;
+use crate::render::units::{format_fraction, share};
+use crate::why::{Why, WhyOptions};
 use anyhow::{bail, Context};
-use lockscope_probes::{Profile, TimeClass, WaitStats};
+use lockscope_probes::overlap::offcpu_call;
+use lockscope_probes::waitfor::WokenBy;
+use lockscope_probes::{wait_roles, Profile, RoleBasis, TimeClass, WaitRole, WaitStats};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// Version of the sweep file schema (`docs/SWEEP.md`); bumped on incompatible changes. Version 2
@@ -104,7 +109,26 @@ pub struct Breakdown {
     pub avg_threads: f64,
     /// Every class, in [`TimeClass::ALL`] order (zeros included: they were measured).
     pub classes: Vec<ClassTime>,
+    /// The threads' time asleep by who ended the sleeps, whatever they slept in: `program`
+    /// (another thread of the program: waiting on it), `outside` (another process), `interrupt`
+    /// (a timer, a device, the network); empty when the profile does not say (recorded before
+    /// lockscope kept it, or in sweep files older than this field).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub woken: Vec<ClassTime>,
+    /// The threads' waits as the report tells them where who ended their sleeps is known
+    /// (`lockscope_probes::wait_roles`): `contention` (waiting on other threads of the program,
+    /// whatever the call) and `idle` (waiting for something outside it); empty when the profile
+    /// does not say who ended its sleeps.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roles: Vec<ClassTime>,
+    /// The system calls the `contention` waits slept in, largest first (at most 3): what the
+    /// threads waited on each other in (`epoll_wait`, `futex`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub program_calls: Vec<ClassTime>,
 }
+
+/// The names of [`Breakdown::woken`], in order.
+pub const WOKEN_BY: [WokenBy; 3] = [WokenBy::Program, WokenBy::Outside, WokenBy::Interrupt];
 
 impl Breakdown {
     /// The breakdown of `profile`'s thread times, or `None` when it has none (no `offcpu` probe).
@@ -132,17 +156,185 @@ impl Breakdown {
                 }
             })
             .collect();
+        let time = |name: &str, total_ns: u64| ClassTime {
+            name: name.to_string(),
+            total_ns,
+            avg_threads: share(total_ns, wall_ns),
+            share_of_thread_time: share(total_ns, thread_ns),
+        };
+        let knows_wakers = profile.thread_times.iter().any(|t| !t.woken_ns.is_empty());
+        let woken = if knows_wakers {
+            WOKEN_BY
+                .iter()
+                .map(|&by| {
+                    let ns = profile.thread_times.iter().fold(0u64, |a, t| {
+                        a.saturating_add(t.woken_ns.get(&by).copied().unwrap_or(0))
+                    });
+                    time(by.name(), ns)
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        // The report's contention and idle waits (`wait_roles`), where who ended them is known,
+        // and the calls the contention slept in.
+        let mut roles: BTreeMap<WaitRole, u64> = BTreeMap::new();
+        let mut calls: BTreeMap<&str, u64> = BTreeMap::new();
+        let told = wait_roles(profile);
+        if told
+            .iter()
+            .flatten()
+            .any(|r| !matches!(r.basis, RoleBasis::Lock | RoleBasis::Window))
+        {
+            for (w, role) in profile.waits.iter().zip(&told) {
+                let Some(role) = role else { continue };
+                *roles.entry(role.role).or_default() += w.stats.total_ns;
+                if role.role == WaitRole::Contention {
+                    let call =
+                        offcpu_call(w).unwrap_or(if w.probe == "futex" { "futex" } else { "" });
+                    if !call.is_empty() {
+                        *calls.entry(call).or_default() += w.stats.total_ns;
+                    }
+                }
+            }
+        }
+        let roles = if roles.is_empty() {
+            Vec::new()
+        } else {
+            [WaitRole::Contention, WaitRole::Idle]
+                .iter()
+                .map(|role| time(role.name(), roles.get(role).copied().unwrap_or(0)))
+                .collect()
+        };
+        let mut program_calls: Vec<ClassTime> =
+            calls.into_iter().map(|(call, ns)| time(call, ns)).collect();
+        program_calls.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+        program_calls.truncate(3);
         Some(Breakdown {
             threads: profile.thread_times.len() as u64,
             thread_ns,
             avg_threads: share(thread_ns, wall_ns),
             classes,
+            woken,
+            roles,
+            program_calls,
         })
+    }
+
+    /// The share of thread time in the report's `contention` or `idle` waits
+    /// ([`Breakdown::roles`]), `None` when unknown.
+    pub fn role_share(&self, role: WaitRole) -> Option<f64> {
+        self.roles
+            .iter()
+            .find(|c| c.name == role.name())
+            .map(|c| c.share_of_thread_time)
+    }
+
+    /// The share of thread time asleep by `by` ([`Breakdown::woken`]), `None` when unknown.
+    pub fn woken_share(&self, by: WokenBy) -> Option<f64> {
+        self.woken
+            .iter()
+            .find(|c| c.name == by.name())
+            .map(|c| c.share_of_thread_time)
     }
 
     /// The class named `name`.
     pub fn class(&self, name: &str) -> Option<&ClassTime> {
         self.classes.iter().find(|c| c.name == name)
+    }
+}
+
+/// Causes kept per level ([`LevelWhy::causes`]).
+pub const WHY_PER_LEVEL: usize = 3;
+
+/// Frames kept of a cause's stack ([`LevelCause::stack`]).
+const WHY_FRAMES: usize = 4;
+
+/// What a level's waits come down to: `lockscope why`'s first causes for the threads that did
+/// the work ([`crate::why`]), for levels recorded with the `waitfor` probe.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LevelWhy {
+    /// The analysed thread groups (`one_connection*`), as `why` chose them.
+    pub groups: Vec<String>,
+    /// Their first causes, best first (at most [`WHY_PER_LEVEL`]; idle left out).
+    pub causes: Vec<LevelCause>,
+}
+
+/// One cause of a [`LevelWhy`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LevelCause {
+    /// Its kind, as `lockscope why` names it (`cpu`, `cpu-saturation`, `sleep`, `io`, `cycle`,
+    /// `depth-limit`, `unknown`; `docs/WHY-JSON.md`).
+    pub kind: String,
+    /// The root's user stack by function, leaf first, its first few frames (empty when unknown).
+    pub stack: Vec<String>,
+    /// The system call the root slept in (`sleep`, `io`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
+    /// Share of the analysed threads' wall time, 0 to 1.
+    pub share: f64,
+    /// The root threads' groups, heaviest first (at most three).
+    pub threads: Vec<String>,
+}
+
+impl LevelWhy {
+    /// `lockscope why`'s answer for `profile` with its default choice of threads, or `None` when
+    /// the profile has no wait-for analysis.
+    pub fn of(profile: &Profile) -> Option<LevelWhy> {
+        let options = WhyOptions {
+            top: WHY_PER_LEVEL,
+            ..WhyOptions::default()
+        };
+        let why = Why::build(profile, &options).ok()?;
+        Some(LevelWhy {
+            groups: why
+                .analysed
+                .groups
+                .iter()
+                .map(|g| g.group.clone())
+                .collect(),
+            causes: why
+                .causes
+                .iter()
+                .map(|c| LevelCause {
+                    kind: c.kind.name().to_string(),
+                    stack: c.stack.iter().take(WHY_FRAMES).cloned().collect(),
+                    call: c.call.clone(),
+                    share: c.share,
+                    threads: c.threads.iter().take(3).map(|t| t.name.clone()).collect(),
+                })
+                .collect(),
+        })
+    }
+
+    /// Its causes in words, for the HTML summary: `` request-*: `cpu` at `f <- g` 41.7%,
+    /// `cpu-saturation` at `...` 0.4% ``.
+    pub fn words(&self) -> String {
+        let causes: Vec<String> = self
+            .causes
+            .iter()
+            .map(|c| format!("{} {}", c.words(), format_fraction(c.share)))
+            .collect();
+        let causes = if causes.is_empty() {
+            "no cause in the program".to_string()
+        } else {
+            causes.join(", ")
+        };
+        format!("{}: {causes}", self.groups.join(", "))
+    }
+}
+
+impl LevelCause {
+    /// The cause in words: `` `cpu` at `f <- g <- h` `` or `` `io` in `fdatasync` at `...` ``.
+    pub fn words(&self) -> String {
+        let mut text = format!("`{}`", self.kind);
+        if let Some(call) = &self.call {
+            let _ = write!(text, " in `{call}`");
+        }
+        if !self.stack.is_empty() {
+            let _ = write!(text, " at `{}`", self.stack.join(" <- "));
+        }
+        text
     }
 }
 
@@ -177,6 +369,37 @@ pub struct Level {
     /// probe (and in sweep files of version 1).
     #[serde(default)]
     pub breakdown: Option<Breakdown>,
+    /// Processes the level recorded (its profile's process table); `None` in sweep files older
+    /// than this field, and for profiles without a table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<u64>,
+    /// Processes the target had once the level's recording ran; `None` when the recorder cannot
+    /// tell (and in older sweep files). More than [`Level::processes`] is a warning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_processes: Option<u64>,
+    /// Wait time per command of the recorded processes (matched by command, not pid), when the
+    /// level recorded several processes; largest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<CommandShare>,
+    /// What the level's waits come down to (`lockscope why`), when it was recorded with the
+    /// `waitfor` probe (`--probes bottleneck`); `None` otherwise and in older sweep files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<LevelWhy>,
+}
+
+/// The processes of one command at one level.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CommandShare {
+    /// The command line (`/usr/sbin/apache2 -DFOREGROUND`, `[kworker/u*:*]`).
+    pub command: String,
+    /// Processes with it.
+    pub processes: u64,
+    /// Their threads with records.
+    pub threads: u64,
+    /// Their wait time, nanoseconds.
+    pub total_ns: u64,
+    /// `total_ns` over the recording's wall time.
+    pub avg_threads: f64,
 }
 
 /// Where throughput stops rising.
@@ -199,8 +422,12 @@ pub struct Sweep {
     pub load: String,
     /// The server command lockscope started, if it started one.
     pub server: Option<String>,
-    /// The recorded process.
+    /// The recorded process (the first one given; 0 for a cgroup or all processes).
     pub pid: u32,
+    /// What every level recorded, in words (`pid 12 and its descendants`, `cgroup X`); `None`
+    /// in sweep files older than this field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
     /// Recording time per level, nanoseconds.
     pub duration_ns: u64,
     /// Parser that read the throughput (`sysbench`, `ab`, `wrk`, `regex`).
@@ -240,6 +467,20 @@ pub fn level_warnings(levels: &[Level]) -> Vec<String> {
                 "level {} lost {} waits while recording: its shares undercount",
                 level.concurrency, level.lost_events
             ));
+        }
+        if let (Some(recorded), Some(has)) = (level.processes, level.target_processes) {
+            if recorded < has {
+                out.push(format!(
+                    "level {} recorded {recorded} {} of the {has} the target has: its waits \
+                     are not the whole server's (record the process tree: --tree, or its cgroup)",
+                    level.concurrency,
+                    if recorded == 1 {
+                        "process"
+                    } else {
+                        "processes"
+                    }
+                ));
+            }
         }
         if level.waits == 0 {
             out.push(format!(
@@ -298,14 +539,39 @@ pub fn summarize_level(
         profile: files.0.to_string(),
         load_output: files.1.to_string(),
         wall_ns,
-        waits: profile.waits.iter().map(|w| w.stats.count).sum(),
-        wait_ns: profile.waits.iter().map(|w| w.stats.total_ns).sum(),
+        waits: profile.counted_waits().map(|w| w.stats.count).sum(),
+        wait_ns: profile.counted_waits().map(|w| w.stats.total_ns).sum(),
         lost_events: profile.metadata.losses.lost_events(),
         kinds: shares(kinds, wall_ns, thread_ns, 0),
         threads: shares(thread_groups(profile), wall_ns, thread_ns, TOP_PER_LEVEL),
         top_sites: shares(canonical_sites(profile), wall_ns, thread_ns, TOP_PER_LEVEL),
         breakdown,
+        processes: (!profile.processes.is_empty()).then_some(profile.processes.len() as u64),
+        target_processes: None,
+        commands: command_shares(profile, wall_ns),
+        why: LevelWhy::of(profile),
     }
+}
+
+/// Wait time per command of a profile of several processes, largest first (empty for one).
+fn command_shares(profile: &Profile, wall_ns: u64) -> Vec<CommandShare> {
+    let groups = crate::analysis::processes::command_groups(profile);
+    if groups.iter().map(|g| g.processes).sum::<usize>() < 2 {
+        return Vec::new();
+    }
+    let mut out: Vec<CommandShare> = groups
+        .into_iter()
+        .map(|g| CommandShare {
+            avg_threads: share(g.waits.total_ns, wall_ns),
+            command: g.command,
+            processes: g.processes as u64,
+            threads: g.threads as u64,
+            total_ns: g.waits.total_ns,
+        })
+        .collect();
+    out.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.command.cmp(&b.command)));
+    out.truncate(TOP_PER_LEVEL);
+    out
 }
 
 /// Fills in each level's scaling against the first level.
@@ -318,6 +584,12 @@ pub fn fill_scaling(levels: &mut [Level]) {
             0.0
         };
     }
+}
+
+/// The level of `levels` that `knee` names, `None` without a knee.
+pub fn knee_level<'a>(levels: &'a [Level], knee: Option<&Knee>) -> Option<&'a Level> {
+    let knee = knee?;
+    levels.iter().find(|l| l.concurrency == knee.concurrency)
 }
 
 /// The knee: the first level that no later level beats by more than [`KNEE_MIN_GAIN`], i.e.
@@ -404,7 +676,77 @@ mod tests {
             threads: vec![],
             top_sites: vec![share("row_lock;[kernel wait];[mutex]", mutex_share)],
             breakdown: None,
+            processes: None,
+            target_processes: None,
+            commands: Vec::new(),
+            why: None,
         }
+    }
+
+    /// A level that recorded fewer processes than its target has is a warning; one that
+    /// recorded them all, or cannot tell, is not.
+    #[test]
+    fn fewer_processes_than_the_target_warns() {
+        let mut partial = level(5, 100.0, 0.1);
+        partial.processes = Some(1);
+        partial.target_processes = Some(3);
+        let mut whole = level(50, 100.0, 0.1);
+        whole.processes = Some(4);
+        whole.target_processes = Some(3);
+        let unknown = level(150, 100.0, 0.1);
+        let warnings = level_warnings(&[partial, whole, unknown]);
+        assert_eq!(
+            warnings,
+            [
+                "level 5 recorded 1 process of the 3 the target has: its waits are not the whole \
+              server's (record the process tree: --tree, or its cgroup)"
+            ]
+        );
+    }
+
+    /// With a wait-for analysis at the knee and at the last level, the finding ends with what
+    /// `why` traces the working threads' time back to at both; without one it says nothing of it.
+    #[test]
+    fn finding_says_what_why_traces_back_to() {
+        let why = |kind: &str, share: f64| LevelWhy {
+            groups: vec!["one_connection*".to_string()],
+            causes: vec![LevelCause {
+                kind: kind.to_string(),
+                stack: vec!["JOIN::exec".to_string(), "do_command".to_string()],
+                call: None,
+                share,
+                threads: vec!["one_connection*".to_string()],
+            }],
+        };
+        let mut levels = vec![
+            level(1, 100.0, 0.1),
+            level(5, 300.0, 0.2),
+            level(50, 290.0, 0.9),
+        ];
+        fill_scaling(&mut levels);
+        let knee = find_knee(&levels).expect("a knee");
+        assert_eq!(knee.concurrency, 5);
+        assert!(!finding(&levels, Some(&knee)).contains("lockscope why"));
+        levels[1].why = Some(why("cpu", 0.4));
+        levels[2].why = Some(why("cpu-saturation", 0.62));
+        let sentence = finding(&levels, Some(&knee));
+        assert!(
+            sentence.ends_with(
+                ". At the knee (concurrency 5), `lockscope why` traces 40% of the working \
+                 threads' time (one_connection*) to `cpu` at `JOIN::exec <- do_command`; at 50, \
+                 62% to `cpu-saturation` at `JOIN::exec <- do_command`."
+            ),
+            "{sentence}"
+        );
+        levels[1].why = None;
+        let sentence = finding(&levels, Some(&knee));
+        assert!(
+            sentence.ends_with(
+                ". At concurrency 50, `lockscope why` traces 62% of the working threads' time \
+                 (one_connection*) to `cpu-saturation` at `JOIN::exec <- do_command`."
+            ),
+            "{sentence}"
+        );
     }
 
     /// The seed's MySQL on Mac OS X: 5 connections fell to 25% of one; the knee is level 1.
@@ -465,5 +807,66 @@ mod tests {
         fill_scaling(&mut levels);
         assert_eq!(find_knee(&levels), None);
         assert!(finding(&levels, None).contains("so there is no knee"));
+    }
+
+    /// A breakdown whose threads spent `poll` of their time in poll-like calls, `program` of it
+    /// asleep until another thread of the program woke them and `outside` until a client did.
+    fn latch_breakdown(poll: f64, program: f64, outside: f64) -> Breakdown {
+        let time = |name: &str, share: f64| ClassTime {
+            name: name.to_string(),
+            total_ns: (share * 1e10) as u64,
+            avg_threads: share * 10.0,
+            share_of_thread_time: share,
+        };
+        Breakdown {
+            threads: 10,
+            thread_ns: 10_000_000_000,
+            avg_threads: 10.0,
+            classes: TimeClass::ALL
+                .iter()
+                .map(|c| match c {
+                    TimeClass::Poll => time("poll", poll),
+                    TimeClass::OnCpu => time("on-cpu", 1.0 - poll),
+                    other => time(other.name(), 0.0),
+                })
+                .collect(),
+            woken: vec![
+                time("program", program),
+                time("outside", outside),
+                time("interrupt", 0.0),
+            ],
+            roles: vec![time("contention", program), time("idle", outside)],
+            program_calls: vec![time("epoll_wait", program)],
+        }
+    }
+
+    /// A process-per-connection database whose backends queue for one row in `epoll_wait` until
+    /// the lock's holder sets their latch: the finding says the threads wait on each other (the
+    /// share of their time asleep on the program grows most, mostly in `epoll_wait`), not that
+    /// poll grows; the same levels without who ended the sleeps fall back on the classes.
+    #[test]
+    fn finding_names_waits_on_each_other() {
+        let mut levels = vec![level(1, 1000.0, 0.0), level(16, 700.0, 0.0)];
+        levels[0].breakdown = Some(latch_breakdown(0.60, 0.05, 0.55));
+        levels[1].breakdown = Some(latch_breakdown(0.86, 0.80, 0.06));
+        fill_scaling(&mut levels);
+        let knee = find_knee(&levels);
+        let sentence = finding(&levels, knee.as_ref());
+        assert!(
+            sentence.ends_with(
+                "of the threads' time, waiting on other threads of the program grows most \
+                 (5.0% → 80.0%, mostly in `epoll_wait`): the threads wait on each other."
+            ),
+            "{sentence}"
+        );
+        assert!(!sentence.contains("poll grows most"), "{sentence}");
+        for level in &mut levels {
+            if let Some(b) = level.breakdown.as_mut() {
+                b.woken.clear();
+                b.roles.clear();
+            }
+        }
+        let old = finding(&levels, knee.as_ref());
+        assert!(old.ends_with("poll grows most (60.0% → 86.0%)."), "{old}");
     }
 }

@@ -86,14 +86,71 @@ impl SweepOptions {
     }
 }
 
+/// What every level of a sweep records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SweepTarget {
+    /// Running processes; with `tree`, their descendants too (a server lockscope started is
+    /// recorded with its whole tree).
+    Pids {
+        /// The processes, the server's first.
+        pids: Vec<u32>,
+        /// Their descendants too.
+        tree: bool,
+    },
+    /// Every process of a cgroup (v2) and its descendant cgroups (a path as `record --cgroup`
+    /// takes it).
+    Cgroup(String),
+    /// Every process.
+    All,
+}
+
+impl SweepTarget {
+    /// One process (without its descendants).
+    pub fn pid(pid: u32) -> Self {
+        SweepTarget::Pids {
+            pids: vec![pid],
+            tree: false,
+        }
+    }
+
+    /// The first process given, 0 for a cgroup or all processes.
+    pub fn first_pid(&self) -> u32 {
+        match self {
+            SweepTarget::Pids { pids, .. } => pids.first().copied().unwrap_or(0),
+            SweepTarget::Cgroup(_) | SweepTarget::All => 0,
+        }
+    }
+
+    /// In words: `pid 12`, `pids 12, 34 and their descendants`, `cgroup X`, `all processes`.
+    pub fn describe(&self) -> String {
+        match self {
+            SweepTarget::Pids { pids, tree } => {
+                let list: Vec<String> = pids.iter().map(u32::to_string).collect();
+                format!(
+                    "{} {}{}",
+                    if pids.len() == 1 { "pid" } else { "pids" },
+                    list.join(", "),
+                    match (tree, pids.len() == 1) {
+                        (false, _) => "",
+                        (true, true) => " and its descendants",
+                        (true, false) => " and their descendants",
+                    }
+                )
+            }
+            SweepTarget::Cgroup(path) => format!("cgroup {path}"),
+            SweepTarget::All => "all processes".to_string(),
+        }
+    }
+}
+
 /// What the caller's recorder is asked to do for one level.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct LevelRecording {
     /// The concurrency level.
     pub concurrency: u32,
-    /// Process to record.
-    pub pid: u32,
+    /// What to record.
+    pub target: SweepTarget,
     /// How long to record.
     pub duration: Duration,
     /// Profile to write.
@@ -110,12 +167,12 @@ pub struct LevelRecording {
 }
 
 impl LevelRecording {
-    /// Recording `pid` at level `concurrency` for `duration` into `output`, with the backend's
-    /// default probes and settings.
-    pub fn new(concurrency: u32, pid: u32, duration: Duration, output: PathBuf) -> Self {
+    /// Recording `target` at level `concurrency` for `duration` into `output`, with the
+    /// backend's default probes and settings.
+    pub fn new(concurrency: u32, target: SweepTarget, duration: Duration, output: PathBuf) -> Self {
         LevelRecording {
             concurrency,
-            pid,
+            target,
             duration,
             output,
             probes: Vec::new(),
@@ -133,15 +190,22 @@ pub trait LevelRecorder {
     /// Waits for the recording started last to end (after its duration) and its profile to be
     /// written.
     fn finish(&mut self) -> anyhow::Result<()>;
+
+    /// How many processes the target has now (the processes given and their descendants, a
+    /// cgroup's processes, every process), asked once a level's recording runs, to compare
+    /// with those the level recorded; `None` when the recorder cannot tell. Default: `None`.
+    fn target_processes(&mut self, _target: &SweepTarget) -> Option<usize> {
+        None
+    }
 }
 
-/// Runs a sweep against `pid`: per level, starts the recording (returning once attached), starts
-/// the load, waits for the recording's end and the load's, and parses the throughput. Writes
-/// `sweep.json` into the output directory and returns the sweep. `progress` gets one line per
-/// step.
+/// Runs a sweep against `target`: per level, starts the recording (returning once attached),
+/// starts the load, waits for the recording's end and the load's, and parses the throughput.
+/// Writes `sweep.json` into the output directory and returns the sweep. `progress` gets one line
+/// per step.
 pub fn run_sweep(
     options: &SweepOptions,
-    pid: u32,
+    target: SweepTarget,
     server: Option<String>,
     recorder: &mut dyn LevelRecorder,
     progress: &mut dyn FnMut(&str),
@@ -161,13 +225,18 @@ pub fn run_sweep(
         let profile_name = format!("level-{c}.lsp");
         let output_name = format!("level-{c}.load.txt");
         let output_path = dir.join(&output_name);
-        let mut recording = LevelRecording::new(c, pid, options.duration, dir.join(&profile_name));
+        let mut recording =
+            LevelRecording::new(c, target.clone(), options.duration, dir.join(&profile_name));
         recording.probes = options.probes.clone();
         recording.min_block = options.min_block;
         recording.syscalls = options.syscalls.clone();
         recorder
             .start(&recording)
             .with_context(|| format!("failed to start recording level {c}"))?;
+        // Counted once the recording runs: every process the target has then must be recorded
+        // (those it forks later are followed; those forked once the recording ended are not
+        // the level's).
+        let target_processes = recorder.target_processes(&target);
         progress(&format!("level {c}: running `{command}`"));
         let stdout = std::fs::File::create(&output_path)
             .with_context(|| format!("cannot write `{}`", output_path.display()))?;
@@ -231,12 +300,9 @@ pub fn run_sweep(
             parsed.unit,
             profile.waits.iter().map(|w| w.stats.count).sum::<u64>()
         ));
-        levels.push(summarize_level(
-            c,
-            parsed.value,
-            &profile,
-            (&profile_name, &output_name),
-        ));
+        let mut level = summarize_level(c, parsed.value, &profile, (&profile_name, &output_name));
+        level.target_processes = target_processes.map(|n| n as u64);
+        levels.push(level);
     }
     fill_scaling(&mut levels);
     let knee = find_knee(&levels);
@@ -249,7 +315,8 @@ pub fn run_sweep(
         sweep_version: SWEEP_VERSION,
         load: options.load.clone(),
         server,
-        pid,
+        pid: target.first_pid(),
+        target: Some(target.describe()),
         duration_ns: options.duration.as_nanos() as u64,
         throughput_parser: parser,
         throughput_unit: unit,

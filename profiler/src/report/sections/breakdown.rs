@@ -1,5 +1,8 @@
 //! The breakdown section: where each thread name's wall time went (on CPU, run queue, lock,
-//! condvar, futex, poll, I/O, sleep, other), with context switches. With the `cpu` probe, each
+//! condvar, futex, poll, I/O, sleep, other: asleep classes by system call), with context
+//! switches, and where the profile says, its time asleep by who ended the sleeps: another thread
+//! of the program (waiting on it, whatever the call: a latch in `epoll_wait` is as much a wait
+//! on another thread as a mutex) or something outside it (idle, or I/O). With the `cpu` probe, each
 //! row's on-CPU share (the scheduler's own accounting, switch-in to switch-out) stands beside
 //! the CPU time its samples give (`sampled`), so the two measures check each other and the On
 //! CPU section says where that time went.
@@ -31,6 +34,22 @@ pub(super) struct TimeRow {
     /// The `cpu` probe's CPU time of the row's threads (samples x period); absent without it.
     #[serde(skip_serializing_if = "Option::is_none")]
     sampled_cpu_ns: Option<u64>,
+    /// The row's time asleep by who ended the sleeps (`program`, `outside`, `interrupt`); the
+    /// sleeps no wakeup was seen for are missing. Absent in profiles without it.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    woken_ns: BTreeMap<WokenBy, u64>,
+}
+
+impl TimeRow {
+    /// Asleep waiting on the program (sleeps another thread of the program ended) and for
+    /// something outside it (another process, a timer, a device, the network).
+    fn program_and_outside(&self) -> (u64, u64) {
+        let of = |by| self.woken_ns.get(&by).copied().unwrap_or(0);
+        (
+            of(WokenBy::Program),
+            of(WokenBy::Outside).saturating_add(of(WokenBy::Interrupt)),
+        )
+    }
 }
 
 /// The `cpu` probe's CPU time per thread, `None` when it recorded nothing.
@@ -68,11 +87,15 @@ pub(super) fn time_row(name: String, times: &[&ThreadTime]) -> TimeRow {
         switches_per_s: 0.0,
         involuntary_share: 0.0,
         sampled_cpu_ns: None,
+        woken_ns: BTreeMap::new(),
     };
     for t in times {
         row.wall_ns = row.wall_ns.saturating_add(t.wall_ns);
         for (&class, &ns) in &t.time_ns {
             *row.time_ns.entry(class).or_insert(0) += ns;
+        }
+        for (&by, &ns) in &t.woken_ns {
+            *row.woken_ns.entry(by).or_insert(0) += ns;
         }
         row.voluntary_switches += t.voluntary_switches;
         row.involuntary_switches += t.involuntary_switches;
@@ -131,6 +154,8 @@ pub(super) fn breakdown(profile: &Profile) -> Option<Breakdown> {
 impl Breakdown {
     pub(super) fn write_text(&self, out: &mut String) {
         let sampled = self.total.sampled_cpu_ns.is_some();
+        // Who ended the sleeps, when the profile says: beside the classes, not in the 100%.
+        let woken = !self.total.woken_ns.is_empty();
         let _ = writeln!(out);
         let _ = writeln!(
             out,
@@ -142,12 +167,23 @@ impl Breakdown {
                 "  (sampled: the cpu probe's CPU time beside the scheduler's on-cpu, not in the 100%)"
             );
         }
+        if woken {
+            let _ = writeln!(
+                out,
+                "  (after |: the time asleep by who ended the sleeps, whatever they slept in: program = \
+                 another thread of the program (waiting on it), outside = another process, a timer, \
+                 a device or the network (idle, or I/O))"
+            );
+        }
         let mut header = format!("  {:<24}{:>4}{:>10}", "threads", "n", "wall");
         for class in TimeClass::ALL {
             let _ = write!(header, "{:>10}", class.name());
             if sampled && class == TimeClass::OnCpu {
                 let _ = write!(header, "{:>10}", "sampled");
             }
+        }
+        if woken {
+            let _ = write!(header, "  |{:>9}{:>9}", "program", "outside");
         }
         let _ = write!(header, "{:>10}{:>7}", "csw/s", "invol");
         let _ = writeln!(out, "{header}");
@@ -165,6 +201,15 @@ impl Breakdown {
                     let _ = write!(line, "{:>10}", format_percent(ns, r.wall_ns));
                 }
             }
+            if woken {
+                let (program, outside) = r.program_and_outside();
+                let _ = write!(
+                    line,
+                    "  |{:>9}{:>9}",
+                    format_percent(program, r.wall_ns),
+                    format_percent(outside, r.wall_ns)
+                );
+            }
             let _ = write!(
                 line,
                 "{:>10.1}{:>7}",
@@ -177,6 +222,16 @@ impl Breakdown {
             row(out, r);
         }
         row(out, &self.total);
+        if woken {
+            let (program, outside) = self.total.program_and_outside();
+            let _ = writeln!(
+                out,
+                "  all threads: {} of their time asleep waiting on other threads of the program, {} \
+                 asleep for something outside it",
+                format_percent(program, self.total.wall_ns),
+                format_percent(outside, self.total.wall_ns)
+            );
+        }
         if self.by_thread.len() > 1 {
             let _ = writeln!(out, "  by thread (heaviest wall time first):");
             for r in &self.by_thread {

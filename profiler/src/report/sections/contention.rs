@@ -1,85 +1,164 @@
-//! The contention section: mutex, rwlock and kernel-lock waits ranked on their own, the idle
-//! waits (a pool parked waiting for work) listed apart.
+//! The contention section: the waits on other threads of the program ranked on their own, the
+//! idle waits (waiting for something outside the program: a client, a timer) listed apart, as
+//! [`wait_roles`] tells them: by who ended each sleep where the profile says, else by the rule
+//! of thumb (locks are contention, a thread parked most of its window at one site that may be
+//! idle is idle).
 
 use super::*;
 
 #[derive(Serialize)]
 pub(super) struct Contention {
-    /// Contended sites: kind, operation and user stack, heaviest first.
+    /// Waits on other threads of the program: sites by kind, operation and user stack,
+    /// heaviest first.
     sites: Vec<SiteRow>,
-    /// Idle sites: a thread parked most of its window there.
+    /// Idle sites: sleeps something outside the program ended, or (without who ended them) a
+    /// thread parked most of its window there.
     idle: Vec<SiteRow>,
+    /// True when the profile says who ended some of its sleeps (the `offcpu` probe's wakeups);
+    /// false when every role comes from the rule of thumb.
+    wakers_known: bool,
+    /// Why it does not, when it does not (text only).
+    #[serde(skip)]
+    no_wakers: &'static str,
 }
 
 pub(super) fn contention(profile: &Profile) -> Option<Contention> {
-    let idle = idle_waits(profile);
-    // `mutex-hold` records are hold times, not waits.
-    let contended = profile.waits.iter().enumerate().filter(|(i, w)| {
-        !idle.contains(i)
-            && w.probe != "mutex-hold"
-            && matches!(
-                w.kind,
-                WaitKind::Mutex
-                    | WaitKind::RwlockRead
-                    | WaitKind::RwlockWrite
-                    | WaitKind::KernelLock
-            )
-    });
-    let sites = site_rows(profile, contended.map(|(_, w)| w), TOP);
-    let idle_rows = site_rows(
-        profile,
-        idle.iter().filter_map(|&i| profile.waits.get(i)),
-        TOP,
-    );
-    (!sites.is_empty() || !idle_rows.is_empty()).then_some(Contention {
+    let roles = wait_roles(profile);
+    let with = |wanted: WaitRole| {
+        profile
+            .waits
+            .iter()
+            .zip(&roles)
+            .filter_map(move |(w, r)| match r {
+                Some(r) if r.role == wanted => Some((w, Some(r))),
+                _ => None,
+            })
+    };
+    let sites = site_rows(profile, with(WaitRole::Contention), TOP);
+    let mut idle = site_rows(profile, with(WaitRole::Idle), TOP);
+    // Ended by the program, but idle down the chain: say so rather than `program 100%`.
+    for row in idle
+        .iter_mut()
+        .filter(|r| r.basis == Some(RoleBasis::Chain))
+    {
+        row.ended_by = Some("chain: outside".to_string());
+    }
+    let wakers_known = roles
+        .iter()
+        .flatten()
+        .any(|r| r.basis == RoleBasis::Waker || !r.woken_ns.is_empty());
+    // Present whenever the profile has waits to tell apart, so that it says why none is.
+    let any = profile
+        .waits
+        .iter()
+        .any(lockscope_probes::is_role_candidate);
+    any.then_some(Contention {
         sites,
-        idle: idle_rows,
+        idle,
+        wakers_known,
+        no_wakers: no_wakers_reason(profile),
     })
+}
+
+/// A site row of the contention section: kind, count, total, max, who ended it, site, threads
+/// (and, for an idle site, the operation).
+fn write_row(out: &mut String, r: &SiteRow, operation: bool) {
+    let mut threads = r.threads.join(", ");
+    if operation {
+        threads.push_str(&format!(" ({})", r.operation));
+    }
+    let _ = writeln!(
+        out,
+        "  {:<13}{:>8}{:>11}{:>11}  {:<17}{:<28} {}",
+        r.kind.name(),
+        r.count,
+        format_ns(r.total_ns),
+        format_ns(r.max_ns),
+        r.ended_by.as_deref().unwrap_or("-"),
+        r.frame,
+        threads
+    );
 }
 
 impl Contention {
     pub(super) fn write_text(&self, out: &mut String) {
         let _ = writeln!(out);
-        let _ = writeln!(out, "Lock contention (idle waits excluded)");
-        if self.sites.is_empty() {
-            let _ = writeln!(out, "  (no mutex, rwlock or kernel-lock waits)");
-        } else {
+        let _ = writeln!(
+            out,
+            "Contention: waits on other threads of the program (idle waits apart)"
+        );
+        let header = format!(
+            "  {:<13}{:>8}{:>11}{:>11}  {:<17}{:<28} threads",
+            "kind", "waits", "total", "max", "ended by", "site"
+        );
+        if self.sites.is_empty() && self.wakers_known {
+            let _ = writeln!(out, "  (no waits on other threads of the program)");
+        } else if self.sites.is_empty() {
             let _ = writeln!(
                 out,
-                "  {:<13}{:>8}{:>11}{:>11}  {:<28} threads",
-                "kind", "waits", "total", "max", "site"
+                "  (no mutex, rwlock or kernel-lock waits; the other waits cannot be told apart \
+                 here, see below)"
             );
+        } else {
+            let _ = writeln!(out, "{header}");
             for r in &self.sites {
-                let _ = writeln!(
-                    out,
-                    "  {:<13}{:>8}{:>11}{:>11}  {:<28} {}",
-                    r.kind.name(),
-                    r.count,
-                    format_ns(r.total_ns),
-                    format_ns(r.max_ns),
-                    r.frame,
-                    r.threads.join(", ")
-                );
+                write_row(out, r, false);
             }
         }
         if !self.idle.is_empty() {
             let _ = writeln!(out);
             let _ = writeln!(
                 out,
-                "Idle waits (a thread parked most of its window in one site: waiting for work)"
+                "Idle waits (waiting for something outside the program: a client, a timer)"
             );
+            let _ = writeln!(out, "{header}");
             for r in &self.idle {
-                let _ = writeln!(
-                    out,
-                    "  {:<13}{:>8}{:>11}  {:<28} {} ({})",
-                    r.kind.name(),
-                    r.count,
-                    format_ns(r.total_ns),
-                    r.frame,
-                    r.threads.join(", "),
-                    r.operation
-                );
+                write_row(out, r, true);
             }
+        }
+        if self.wakers_known {
+            let _ = writeln!(
+                out,
+                "  ended by: who ended the sleeps (share of the time whose waker is known): \
+                 program = another thread of the program, outside = another process, interrupt = \
+                 a timer, a device or the network"
+            );
+            // The other words of the column, where some row uses them.
+            let used = |word: &str| {
+                self.sites
+                    .iter()
+                    .chain(&self.idle)
+                    .any(|r| r.ended_by.as_deref() == Some(word))
+            };
+            let words: Vec<&str> = [
+                ("holder", "holder = a lock's wait, ended by its release"),
+                (
+                    "parked",
+                    "parked = a thread parked most of its window there (in one sleep, or with \
+                     who ended it not recorded)",
+                ),
+                (
+                    "chain: outside",
+                    "chain: outside = ended by the program, but the wait-for analysis followed \
+                     it to threads waiting for something outside",
+                ),
+            ]
+            .into_iter()
+            .filter(|(word, _)| used(word))
+            .map(|(_, meaning)| meaning)
+            .collect();
+            if !words.is_empty() {
+                let _ = writeln!(out, "  {}", words.join("; "));
+            }
+        } else {
+            let _ = writeln!(
+                out,
+                "  who ended the sleeps: {}; so contention is told by the kind (holder: a mutex, \
+                 rwlock or kernel lock), idle by a thread parked most of its window at one site \
+                 (parked), and a latch, a semaphore or epoll_wait that another thread ended is \
+                 neither",
+                self.no_wakers
+            );
         }
     }
 }

@@ -61,7 +61,11 @@ pub(super) fn cpu_saturation(profile: &Profile) -> Option<CpuSaturation> {
         .iter()
         .map(|t| t.ns(TimeClass::OnCpu))
         .sum();
-    let sites = sites_by_frame(site_rows(profile, waits.iter().copied(), usize::MAX));
+    let sites = sites_by_frame(site_rows(
+        profile,
+        waits.iter().map(|&w| (w, None)),
+        usize::MAX,
+    ));
     let mut thread_rows: Vec<SaturationThread> = threads
         .into_iter()
         .map(

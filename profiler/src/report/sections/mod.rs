@@ -1,16 +1,21 @@
-//! The report sections after the top groups: lock contention apart from idle waits, where each
+//! The report sections after the top groups: contention apart from idle waits, where each
 //! thread's wall time went, and one section per probe beyond futex (offcpu, syscall, lifecycle,
 //! klock). Each section appears only when the profile has its data, in text and in JSON
 //! (`sections` in `docs/REPORT-JSON.md`).
 //!
-//! - **contention**: mutex, rwlock and kernel-lock waits ranked on their own, with the idle waits
-//!   ([`lockscope_probes::idle_waits`]: a thread parked most of its window in one condvar, poll or
-//!   similar site, a pool waiting for work) listed apart, so that an idle pool never buries the
-//!   contention on the request path;
+//! - **contention**: the waits on other threads of the program ranked on their own, the idle
+//!   waits listed apart ([`lockscope_probes::wait_roles`]): a sleep another thread of the program
+//!   ended is contention whatever it slept in (a futex, a semaphore, an eventfd or pipe latch,
+//!   `epoll_wait`, a signal), one something outside ended (a client, a timer) is idle; without who
+//!   ended them (no `offcpu` probe, old profiles, DTrace), mutex, rwlock and kernel-lock waits are
+//!   contention and a thread parked most of its window at one condvar, poll or similar site is
+//!   idle, so that an idle pool never buries the contention on the request path;
 //! - **breakdown**: per thread name (threads of one name summed) and in total, the share of wall
 //!   time on CPU, in the run queue, in lock, condvar and other futex waits, in poll, I/O, sleep and
 //!   other sleeps (the shares of one thread add up to 100%), with context switches per second and
-//!   the involuntary share, and with the `cpu` probe the CPU time its samples give beside on-CPU;
+//!   the involuntary share, with the `cpu` probe the CPU time its samples give beside on-CPU, and
+//!   where the profile says, the time asleep by who ended the sleeps (another thread of the
+//!   program, or something outside it);
 //! - **offcpu**: off-CPU time by state and system call, and the heaviest waker → sleeper pairs;
 //! - **syscall**: per system call: calls, errors by errno, total, mean, max and a p99 bound;
 //! - **lifecycle**: forks, vforks, threads, execs and exits with rates and call times;
@@ -26,8 +31,10 @@
 //! what they share (the site rows, thread labels, the wait plumbing skipped when naming a site).
 
 use crate::render::units::{format_ns, format_percent};
+use lockscope_probes::waitfor::WokenBy;
 use lockscope_probes::{
-    idle_waits, Profile, StackId, ThreadTime, TimeClass, WaitKind, WaitRecord, WaitStats,
+    wait_roles, Profile, RoleBasis, RoleOf, StackId, ThreadTime, TimeClass, WaitKind, WaitRecord,
+    WaitRole, WaitStats,
 };
 use serde::Serialize;
 use std::cmp::Reverse;
@@ -95,6 +102,42 @@ struct SiteRow {
     frame: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     user_stack: Option<StackId>,
+    /// How its role (contention, idle) was told, by its heaviest records (contention and idle
+    /// rows only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    basis: Option<RoleBasis>,
+    /// Nanoseconds of its waits by who ended their sleeps, where known (contention and idle rows
+    /// only).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    woken_ns: BTreeMap<WokenBy, u64>,
+    /// Who ended its sleeps in words, as the text's column says it ([`SiteRow::ended_by`];
+    /// contention and idle rows only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ended_by: Option<String>,
+}
+
+impl SiteRow {
+    /// Who ended the site's sleeps, in words for a column: `program 98%` (the largest share of
+    /// the time whose waker is known), else `holder` for a lock told by its kind; `parked` for a
+    /// thread parked most of its window there (one sleep, or no waker known).
+    fn ended_by(&self) -> String {
+        let known: u64 = self.woken_ns.values().sum();
+        match self
+            .woken_ns
+            .iter()
+            .max_by_key(|&(by, ns)| (*ns, Reverse(*by)))
+        {
+            _ if self.basis == Some(RoleBasis::Parked) => "parked".to_string(),
+            Some((by, ns)) if known > 0 => {
+                format!("{} {}", by.name(), format_percent(*ns, known))
+            }
+            _ => match self.basis {
+                Some(RoleBasis::Lock) => "holder".to_string(),
+                Some(RoleBasis::Window) => "parked".to_string(),
+                _ => "-".to_string(),
+            },
+        }
+    }
 }
 
 /// Prefixes (after leading underscores and glibc's `GI_`) of the library frames between a wait
@@ -152,6 +195,17 @@ fn site_frame(profile: &Profile, record: &WaitRecord) -> String {
     };
     user.or_else(kernel)
         .unwrap_or_else(|| "[no stack]".to_string())
+}
+
+/// Why a profile does not say who ended its sleeps, and what would.
+pub(crate) fn no_wakers_reason(profile: &Profile) -> &'static str {
+    let offcpu = profile.waits.iter().any(|w| w.probe == "offcpu")
+        || profile.metadata.probes.iter().any(|p| p.probe == "offcpu");
+    match (profile.metadata.backend.as_str(), offcpu) {
+        ("dtrace", _) => "the DTrace backend does not record who ended a sleep",
+        (_, true) => "not in this profile: its offcpu records predate who ended each sleep",
+        _ => "not recorded: record with --probes futex,offcpu",
+    }
 }
 
 fn thread_label(profile: &Profile, pid: u32, tid: u32) -> String {
@@ -216,38 +270,68 @@ impl Sections {
 /// Sites keyed by (probe, kind, operation, user stack).
 type SiteKey = (String, WaitKind, String, Option<StackId>);
 
+/// What [`site_rows`] gathers per site.
+#[derive(Default)]
+struct SiteAcc {
+    stats: WaitStats,
+    threads: Vec<String>,
+    frame: String,
+    basis_ns: BTreeMap<RoleBasis, u64>,
+    woken_ns: BTreeMap<WokenBy, u64>,
+}
+
+/// `records` (each with its role, when it has one) merged per site, heaviest first, the first
+/// `limit`.
 fn site_rows<'a>(
     profile: &Profile,
-    records: impl Iterator<Item = &'a WaitRecord>,
+    records: impl Iterator<Item = (&'a WaitRecord, Option<&'a RoleOf>)>,
     limit: usize,
 ) -> Vec<SiteRow> {
-    let mut sites: BTreeMap<SiteKey, (WaitStats, Vec<String>, String)> = BTreeMap::new();
-    for w in records {
+    let mut sites: BTreeMap<SiteKey, SiteAcc> = BTreeMap::new();
+    for (w, role) in records {
         let key = (w.probe.clone(), w.kind, w.operation.clone(), w.user_stack);
-        let entry = sites
-            .entry(key)
-            .or_insert_with(|| (WaitStats::default(), Vec::new(), site_frame(profile, w)));
-        entry.0.merge(&w.stats);
+        let entry = sites.entry(key).or_insert_with(|| SiteAcc {
+            frame: site_frame(profile, w),
+            ..SiteAcc::default()
+        });
+        entry.stats.merge(&w.stats);
         let name = thread_label(profile, w.pid, w.tid);
-        if !entry.1.contains(&name) {
-            entry.1.push(name);
+        if !entry.threads.contains(&name) {
+            entry.threads.push(name);
+        }
+        if let Some(role) = role {
+            *entry.basis_ns.entry(role.basis).or_default() += w.stats.total_ns;
+            for (&by, &ns) in &role.woken_ns {
+                *entry.woken_ns.entry(by).or_default() += ns;
+            }
         }
     }
     let mut rows: Vec<SiteRow> = sites
         .into_iter()
-        .map(
-            |((probe, kind, operation, user_stack), (stats, threads, frame))| SiteRow {
-                kind,
-                probe,
-                operation,
-                count: stats.count,
-                total_ns: stats.total_ns,
-                max_ns: stats.max_ns,
-                threads,
-                frame,
-                user_stack,
-            },
-        )
+        .map(|((probe, kind, operation, user_stack), acc)| SiteRow {
+            kind,
+            probe,
+            operation,
+            count: acc.stats.count,
+            total_ns: acc.stats.total_ns,
+            max_ns: acc.stats.max_ns,
+            threads: acc.threads,
+            frame: acc.frame,
+            user_stack,
+            basis: acc
+                .basis_ns
+                .iter()
+                .max_by_key(|&(basis, ns)| (*ns, Reverse(*basis)))
+                .map(|(basis, _)| *basis),
+            woken_ns: acc.woken_ns,
+            ended_by: None,
+        })
+        .map(|mut row| {
+            if row.basis.is_some() {
+                row.ended_by = Some(row.ended_by());
+            }
+            row
+        })
         .collect();
     rows.sort_by_key(|r| (Reverse(r.total_ns), Reverse(r.count)));
     rows.truncate(limit);

@@ -12,6 +12,10 @@ pub(super) struct OffCpu {
     /// Why there are no wakeups, when there are none (text report only).
     #[serde(skip)]
     no_wakeups: Option<&'static str>,
+    /// True when some of its futex sleeps are the futex probe's waits, which count them (text
+    /// report only).
+    #[serde(skip)]
+    futex_seen_twice: bool,
 }
 
 #[derive(Serialize)]
@@ -84,10 +88,12 @@ pub(super) fn offcpu(profile: &Profile) -> Option<OffCpu> {
     } else {
         Some("not recorded")
     };
+    let twice = lockscope_probes::SeenTwice::of(profile);
     Some(OffCpu {
         by_operation,
         wakeups,
         no_wakeups,
+        futex_seen_twice: records.iter().any(|w| twice.is_sleep(w)),
     })
 }
 
@@ -108,6 +114,13 @@ impl OffCpu {
                 r.count,
                 format_ns(r.total_ns),
                 format_ns(r.max_ns)
+            );
+        }
+        if self.futex_seen_twice {
+            let _ = writeln!(
+                out,
+                "  (its futex sleeps of the threads the futex probe traced are that probe's waits \
+                 above, counted there once)"
             );
         }
         if let Some(why) = self.no_wakeups {

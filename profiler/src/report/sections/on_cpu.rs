@@ -105,8 +105,7 @@ pub(super) fn on_cpu(profile: &Profile) -> Option<OnCpu> {
             samples: stats.count,
             cpu_ns: stats.total_ns,
             wait_ns: profile
-                .waits
-                .iter()
+                .counted_waits()
                 .filter(|w| !w.kind.is_sampled() && !is_cpu_wait(w) && (w.pid, w.tid) == (pid, tid))
                 .map(|w| w.stats.total_ns)
                 .sum(),

@@ -1,0 +1,180 @@
+//! How much of the threads' wall time a profile's probes saw, and what to record when they
+//! missed most of it.
+//!
+//! With the `offcpu` probe every thread's wall time is accounted for (on a CPU, waiting for a
+//! CPU, asleep by system call: `thread_times`), and, in profiles that have it, who ended its
+//! sleeps. Without it, the probes see only what they hook: the futex probe a futex wait, the cpu
+//! probe its samples. A process-per-connection server whose backends queue for a row lock in
+//! `epoll_wait` spends 85% of its time there and the futex probe sees the 4.5% under its
+//! semaphores: the report says so, and what to add, with the cost docs/BENCHMARKS.md measured.
+
+use lockscope_probes::{Profile, TimeClass, WaitKind};
+use serde::Serialize;
+
+/// Below this share of the threads' wall time seen, the report says what to record instead.
+pub(crate) const MOSTLY_MISSED: f64 = 0.5;
+
+/// What the `offcpu` probe costs, as docs/BENCHMARKS.md measured it ("Every probe, before and
+/// after": +0.9 µs a ctx-2thread hop, +1.8 µs a mutex hand-off; "Against the targets": MariaDB
+/// under sysbench).
+const OFFCPU_COST: &str = "about 1-2 µs per blocking context switch; MariaDB under sysbench kept \
+                           0.99 of its throughput at 50 threads, 0.92 at 20";
+
+/// What `bottleneck` adds to `offcpu`, as docs/BENCHMARKS.md measured it (`offcpu,wakeup` +1.88
+/// µs a mutex hand-off against offcpu's +1.76; `preempt` +839 ns a switch on MariaDB; the
+/// interval stream of the wait-for analysis is not measured there yet).
+const BOTTLENECK_COST: &str = "the wakers' stacks about 0.1 µs more per blocking switch, \
+                               preemption stacks about 0.8 µs per switch on MariaDB";
+
+/// The share of the threads' wall time the probes saw.
+#[derive(Serialize)]
+pub(crate) struct Coverage {
+    /// `thread-times`: the `offcpu` probe's per-thread times (every thread's wall time, all of it
+    /// seen); `recording`: no per-thread times, each thread seen waiting taken to live through
+    /// the whole recording.
+    basis: &'static str,
+    /// Threads counted.
+    threads: usize,
+    /// Their wall time summed, nanoseconds.
+    thread_ns: u64,
+    /// The part the probes saw: all of it with per-thread times; else the waits (each sleep
+    /// once) and the `cpu` probe's CPU time.
+    seen_ns: u64,
+    /// `seen_ns / thread_ns`, 0 to 1.
+    share: f64,
+    /// Without per-thread times: the `cpu` probe's CPU time among `seen_ns` (absent without
+    /// its samples).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sampled_cpu_ns: Option<u64>,
+    /// With per-thread times: their time asleep, and the part of it whose waker is known (the
+    /// sleeps no wakeup was seen for, and every sleep in profiles recorded before lockscope kept
+    /// who ended them, are not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    asleep_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    waker_known_ns: Option<u64>,
+    /// What to record to see the rest, when the probes missed most of it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    suggestion: Option<String>,
+    /// The text report's sentence.
+    text: String,
+}
+
+impl Coverage {
+    /// The coverage of `profile`, whose waits (each sleep once, imported samples and CPU waits
+    /// apart) total `wait_ns` over `threads_seen` threads; `None` for an imported capture or a
+    /// profile with no threads.
+    pub(crate) fn of(profile: &Profile, wait_ns: u64, threads_seen: usize) -> Option<Coverage> {
+        if !profile.thread_times.is_empty() {
+            let times = &profile.thread_times;
+            let thread_ns = times.iter().fold(0u64, |a, t| a.saturating_add(t.wall_ns));
+            let asleep_ns = times.iter().fold(0u64, |a, t| {
+                let awake = t.ns(TimeClass::OnCpu) + t.ns(TimeClass::RunQueue);
+                a.saturating_add(t.accounted_ns().saturating_sub(awake))
+            });
+            let waker_known_ns = times.iter().fold(0u64, |a, t| {
+                a.saturating_add(t.woken_ns.values().fold(0u64, |x, &y| x.saturating_add(y)))
+            });
+            return Some(
+                Coverage {
+                    basis: "thread-times",
+                    threads: times.len(),
+                    thread_ns,
+                    seen_ns: thread_ns,
+                    share: if thread_ns == 0 { 0.0 } else { 1.0 },
+                    sampled_cpu_ns: None,
+                    asleep_ns: Some(asleep_ns),
+                    waker_known_ns: Some(waker_known_ns),
+                    suggestion: None,
+                    text: String::new(),
+                }
+                .with_text(),
+            );
+        }
+        let duration = profile.metadata.duration_ns;
+        if threads_seen == 0 || duration == 0 || profile.metadata.target.command.is_empty() {
+            return None;
+        }
+        let cpu_ns: u64 = profile
+            .waits
+            .iter()
+            .filter(|w| w.probe == "cpu" && w.kind == WaitKind::OnCpu)
+            .map(|w| w.stats.total_ns)
+            .sum();
+        let thread_ns = duration.saturating_mul(threads_seen as u64);
+        let seen_ns = wait_ns.saturating_add(cpu_ns).min(thread_ns);
+        let share = seen_ns as f64 / thread_ns as f64;
+        Some(
+            Coverage {
+                basis: "recording",
+                threads: threads_seen,
+                thread_ns,
+                seen_ns,
+                share: (share * 1e4).round() / 1e4,
+                sampled_cpu_ns: (cpu_ns > 0).then_some(cpu_ns),
+                asleep_ns: None,
+                waker_known_ns: None,
+                suggestion: (share < MOSTLY_MISSED).then(|| suggestion(profile)),
+                text: String::new(),
+            }
+            .with_text(),
+        )
+    }
+
+    /// The header's `seen` line (and the suggestion under it), after `label`.
+    pub(crate) fn write_text(&self, out: &mut String, label: &dyn Fn(&str) -> String) {
+        use std::fmt::Write as _;
+        let _ = writeln!(out, "{}{}", label("seen"), self.text);
+        if let Some(suggestion) = &self.suggestion {
+            let _ = writeln!(out, "{}{suggestion}", label(""));
+        }
+    }
+
+    /// `self` with its sentence.
+    fn with_text(mut self) -> Coverage {
+        use crate::render::units::{format_ns, format_percent};
+        self.text =
+            match (self.asleep_ns, self.waker_known_ns) {
+                (Some(asleep), Some(known)) => format!(
+                "all of the threads' wall time ({} of {} threads, offcpu: on a CPU, waiting for \
+                 one, asleep); who ended their sleeps: {}",
+                format_ns(self.thread_ns),
+                self.threads,
+                if known == 0 && asleep > 0 {
+                    "not in this profile (recorded before lockscope kept it)".to_string()
+                } else {
+                    format!("known for {} of the time asleep", format_percent(known, asleep))
+                }
+            ),
+                _ => format!(
+                "{} of the threads' wall time ({} of waits{}; {} threads x the {} recording, at \
+                 most their wall time); the rest is on a CPU or asleep where these probes do not \
+                 look",
+                format_percent(self.seen_ns, self.thread_ns),
+                format_ns(self.seen_ns),
+                if self.sampled_cpu_ns.is_some_and(|ns| ns > 0) {
+                    " and sampled CPU time"
+                } else {
+                    ""
+                },
+                self.threads,
+                format_ns(self.thread_ns / self.threads.max(1) as u64)
+            ),
+            };
+        self
+    }
+}
+
+/// What to record to see every thread's time, with what it costs.
+fn suggestion(profile: &Profile) -> String {
+    if profile.metadata.backend == "ebpf" {
+        format!(
+            "most of it unseen: --probes futex,offcpu sees every sleep, whatever the call, who \
+             ended it, and the time on a CPU ({OFFCPU_COST}; docs/BENCHMARKS.md); --probes \
+             bottleneck adds what `lockscope why` needs ({BOTTLENECK_COST})"
+        )
+    } else {
+        "most of it unseen: the offcpu probe sees every sleep (--probes with offcpu added)"
+            .to_string()
+    }
+}

@@ -1,0 +1,251 @@
+//! The text of a [`Why`]: the analysed threads, their causes best first, idle, coverage.
+
+use super::{Cause, CauseKind, GroupRow, NamedTime, Site, Why};
+use crate::render::units::{format_ns, format_percent};
+use lockscope_probes::waitfor::WaitPart;
+use std::fmt::Write as _;
+
+/// Names listed before "and N more".
+const MAX_NAMES: usize = 4;
+/// Sites listed per cause.
+const MAX_SITES: usize = 3;
+/// Root stack frames shown.
+const MAX_FRAMES: usize = 8;
+
+pub(super) fn render(why: &Why) -> String {
+    let mut out = String::new();
+    let h = &why.header;
+    let a = &why.analysed;
+    let _ = writeln!(
+        out,
+        "lockscope why: `{}` (pid {}), {} on {} CPUs, linux {}",
+        h.command.join(" "),
+        h.pid,
+        format_ns(h.duration_ns),
+        h.cpu_count,
+        h.kernel_release
+    );
+    let chosen = match a.selection {
+        "asked" => format!(
+            "{} threads matching `{}`",
+            a.threads,
+            a.pattern.as_deref().unwrap_or("")
+        ),
+        _ => format!(
+            "{} threads of the groups that did the work (threads that wait on each other, with at \
+             least a tenth of the busiest group's CPU time)",
+            a.threads
+        ),
+    };
+    let _ = writeln!(out, "  analysed   {chosen}: {}", groups(&a.groups));
+    if !a.left_out.is_empty() {
+        let first = &a.left_out[0].group;
+        let _ = writeln!(
+            out,
+            "  left out   {} threads: {} (--threads '{first}' to ask about them)",
+            a.left_out.iter().map(|g| g.threads).sum::<usize>(),
+            groups(&a.left_out),
+        );
+    }
+    if let Some(site) = &a.site {
+        let _ = writeln!(out, "  site       only waits at frames containing `{site}`");
+    }
+    let idle_ns: u64 = why.idle.iter().map(|c| c.total_ns).sum();
+    let _ = writeln!(
+        out,
+        "  their time {}: on a CPU {}, waiting {} (for the causes below {}, idle {}), not \
+         analysed {}",
+        format_ns(a.wall_ns),
+        format_percent(a.on_cpu_ns, a.wall_ns),
+        format_percent(a.waits_ns, a.wall_ns),
+        format_percent(a.waits_ns.saturating_sub(idle_ns), a.wall_ns),
+        format_percent(idle_ns, a.wall_ns),
+        format_percent(why.coverage.unfinished_ns, a.wall_ns),
+    );
+    out.push('\n');
+    if why.causes.is_empty() {
+        out.push_str("No cause: the analysed threads waited for nothing in the program.\n");
+    } else {
+        let _ = writeln!(
+            out,
+            "Causes of their waiting, best first ({} of {})",
+            why.causes.len(),
+            why.causes_total
+        );
+        for cause in &why.causes {
+            write_cause(&mut out, cause);
+        }
+    }
+    if !why.idle.is_empty() {
+        out.push('\n');
+        out.push_str("Idle: waiting for work from outside the program (not a bottleneck)\n");
+        for cause in &why.idle {
+            write_cause(&mut out, cause);
+        }
+    }
+    let c = &why.coverage;
+    out.push('\n');
+    let _ = writeln!(
+        out,
+        "Coverage: {} intervals analysed, {} lost, {} spurious wakeups; not followed {}; chains \
+         followed {} threads deep over {} of history",
+        c.intervals,
+        c.lost_intervals,
+        c.spurious_wakeups,
+        format_percent(c.unexplained_ns, a.wall_ns),
+        c.max_depth,
+        format_ns(c.history_ns),
+    );
+    out
+}
+
+fn groups(rows: &[GroupRow]) -> String {
+    let mut names: Vec<String> = rows
+        .iter()
+        .take(MAX_NAMES)
+        .map(|g| format!("{} ({})", g.group, g.threads))
+        .collect();
+    if rows.len() > MAX_NAMES {
+        names.push(format!("and {} more", rows.len() - MAX_NAMES));
+    }
+    names.join(", ")
+}
+
+fn names(rows: &[NamedTime]) -> String {
+    let mut names: Vec<String> = rows
+        .iter()
+        .take(MAX_NAMES)
+        .map(|r| format!("{} ({})", r.name, format_ns(r.total_ns)))
+        .collect();
+    if rows.len() > MAX_NAMES {
+        names.push(format!("and {} more", rows.len() - MAX_NAMES));
+    }
+    names.join(", ")
+}
+
+/// What a cause is, in words.
+fn what(cause: &Cause) -> &'static str {
+    match cause.kind {
+        CauseKind::Cpu => "on a CPU",
+        CauseKind::CpuSaturation => "waiting for a CPU",
+        CauseKind::Sleep => "asleep on purpose while others waited",
+        CauseKind::Io => "in I/O",
+        CauseKind::Cycle => "waiting in a cycle",
+        CauseKind::DepthLimit => "past the depth followed",
+        CauseKind::Unknown => "not known",
+        CauseKind::Idle => "waiting for outside input",
+    }
+}
+
+fn write_cause(out: &mut String, cause: &Cause) {
+    let call = cause
+        .call
+        .as_deref()
+        .map(|c| format!(" in {c}"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "  #{} {}{call}: {:.1}% of their time ({}), in {} waits",
+        cause.rank,
+        cause.kind.name(),
+        cause.share * 100.0,
+        format_ns(cause.total_ns),
+        cause.waits,
+    );
+    let _ = writeln!(out, "     {}: {}", what(cause), names(&cause.threads));
+    if cause.stack.is_empty() {
+        out.push_str("       [no stack]\n");
+    }
+    for frame in cause.stack.iter().take(MAX_FRAMES) {
+        let _ = writeln!(out, "       {frame}");
+    }
+    if cause.stack.len() > MAX_FRAMES {
+        let _ = writeln!(out, "       ... {} more", cause.stack.len() - MAX_FRAMES);
+    }
+    if cause.kind == CauseKind::CpuSaturation && !cause.ran_at.is_empty() {
+        out.push_str("     (the stack is what held the CPUs, from the cpu probe's samples)\n");
+    }
+    if cause.ran_at.len() > 1 {
+        let others: Vec<String> = cause.ran_at[1..]
+            .iter()
+            .map(|r| {
+                let at: Vec<&str> = r.stack.iter().take(2).map(String::as_str).collect();
+                let at = if at.is_empty() {
+                    "[no stack]".to_owned()
+                } else {
+                    at.join(" <- ")
+                };
+                format!("{at} {:.0}%", r.share * 100.0)
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "     ran there {:.0}% of the samples; elsewhere: {}",
+            cause.ran_at[0].share * 100.0,
+            others.join(", ")
+        );
+    }
+    if !cause.ran_at.is_empty() && cause.kind == CauseKind::Cpu {
+        if let Some(end) = cause.ended_at.first() {
+            let _ = writeln!(
+                out,
+                "     until it woke them at: {}",
+                end.stack
+                    .iter()
+                    .take(3)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(" <- ")
+            );
+        }
+    }
+    if !cause.holders.is_empty() {
+        let _ = writeln!(out, "     CPUs held by: {}", names(&cause.holders));
+    }
+    if !cause.ended_by.is_empty() {
+        let _ = writeln!(out, "     ended by: {}", names(&cause.ended_by));
+    }
+    out.push_str("     explains:\n");
+    for site in cause.sites.iter().take(MAX_SITES) {
+        let _ = writeln!(out, "       {}", site_line(site));
+    }
+    if cause.sites.len() > MAX_SITES {
+        let _ = writeln!(
+            out,
+            "       and {} more sites",
+            cause.sites.len() - MAX_SITES
+        );
+    }
+    let chain: Vec<String> = cause
+        .chain
+        .iter()
+        .map(|hop| match hop.stack.first() {
+            Some(frame) => format!("{} at {frame}", hop.thread),
+            None => hop.thread.clone(),
+        })
+        .collect();
+    let _ = writeln!(out, "     chain: {}", chain.join(" -> "));
+}
+
+fn site_line(site: &Site) -> String {
+    let what = match (site.part, &site.call) {
+        (WaitPart::Runnable, _) => "runnable".to_owned(),
+        (_, Some(call)) if !call.starts_with("futex") => call.clone(),
+        _ => site.kind.to_string(),
+    };
+    let object = site
+        .object
+        .as_deref()
+        .map(|o| format!(" {o}"))
+        .unwrap_or_default();
+    let at = if site.stack.is_empty() {
+        "[no stack]".to_owned()
+    } else {
+        site.stack.join(" <- ")
+    };
+    format!(
+        "{what}{object} at {at}: {} ({})",
+        site.threads.join(", "),
+        format_ns(site.total_ns)
+    )
+}
