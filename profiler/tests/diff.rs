@@ -308,6 +308,7 @@ fn dtrace_and_ebpf_stacks_line_up() {
             operation: String::new(),
             user_stack: Some(0),
             kernel_stack: None,
+            woken_by: None,
             stats: WaitStats {
                 count: 10,
                 total_ns,
@@ -467,6 +468,7 @@ fn demo_and_busier_demo() -> (Profile, Profile) {
             time_ns: Default::default(),
             voluntary_switches: 0,
             involuntary_switches: 0,
+            woken_ns: Default::default(),
         })
         .collect();
     (a, b)
@@ -591,4 +593,73 @@ fn imported_captures_are_not_waits() {
         assert_eq!(json["normalization"]["unit"], unit, "{capture}");
         assert!(json["by_kind"][0]["a"]["normalized"].as_u64() > Some(0));
     }
+}
+
+/// The same server recorded twice, its processes under other pids: the diff matches them by
+/// command (one row for the workers' command, their counts per side), calls the recordings
+/// comparable, and flags a command whose waits only one side recorded.
+#[test]
+fn processes_compare_by_command() {
+    let a = fixtures::server_profile();
+    let mut b = a.clone();
+    for p in &mut b.processes {
+        if !p.kernel_thread {
+            p.pid += 100;
+            p.parent = p
+                .parent
+                .map(|parent| if parent > 1 { parent + 100 } else { parent });
+        }
+    }
+    for w in &mut b.waits {
+        if w.pid != 40 {
+            w.pid += 100;
+            w.stats.total_ns *= 2;
+        }
+    }
+    for t in &mut b.threads {
+        if t.pid != 40 {
+            t.pid += 100;
+        }
+    }
+    let options = DiffOptions::default();
+    assert_eq!(mismatches(&a, &b, &options), Vec::<String>::new());
+    let mut out = Vec::new();
+    lockscope::diff::write_diff_table(&a, &b, ("a.lsp", "b.lsp"), &options, &mut out)
+        .expect("table");
+    let table = String::from_utf8(out).expect("utf-8");
+    assert!(
+        table.contains("Processes by command (matched by command, not pid: A 5 processes, B 5)"),
+        "{table}"
+    );
+    assert!(
+        table.contains("  /usr/sbin/apache2 -DFOREGROUND (A: 4, B: 4 processes)"),
+        "{table}"
+    );
+    let mut json = Vec::new();
+    lockscope::diff::write_diff_json(&a, &b, ("a.lsp", "b.lsp"), &options, &mut json)
+        .expect("json");
+    let json: serde_json::Value = serde_json::from_slice(&json).expect("json");
+    let by_command = json["by_command"].as_array().expect("by_command");
+    let apache = by_command
+        .iter()
+        .find(|c| c["command"] == "/usr/sbin/apache2 -DFOREGROUND")
+        .expect("the workers' command");
+    assert_eq!(apache["processes"], serde_json::json!([4, 4]));
+    assert_eq!(
+        apache["b"]["total_ns"].as_u64().expect("B's total"),
+        2 * apache["a"]["total_ns"].as_u64().expect("A's total")
+    );
+
+    // A worker command B never recorded waits of: a different set of processes.
+    let mut c = b.clone();
+    c.waits.retain(|w| w.pid == 40);
+    let warnings = mismatches(&a, &c, &options);
+    assert!(
+        warnings.contains(
+            &"only A has waits of processes running `/usr/sbin/apache2 -DFOREGROUND`: B did \
+              not record them"
+                .to_string()
+        ),
+        "{warnings:?}"
+    );
 }

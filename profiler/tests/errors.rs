@@ -121,14 +121,33 @@ fn record_bad_arguments() {
     let msg = one_line_error(lockscope().args(["record", "--probes", "nosuch", "--", "true"]));
     assert_eq!(
         msg,
-        "unknown probe `nosuch`: known probes are futex, offcpu, wakeup, preempt, syscall, \
-         lifecycle, klock, mutex-hold, cpu"
+        "unknown probe `nosuch`: known probes are futex, offcpu, wakeup, preempt, waitfor, \
+         syscall, lifecycle, klock, mutex-hold, cpu (sets: bottleneck)"
     );
     let msg = one_line_error(lockscope().args(["record"]));
     assert_eq!(
         msg,
-        "nothing to record: give -p PID or a command after `--`"
+        "nothing to record: give -p PID, --cgroup PATH, -a or a command after `--`"
     );
+    let msg = one_line_error(lockscope().args(["record", "--tree", "--", "true"]));
+    assert_eq!(
+        msg,
+        "--tree records the descendants of the processes of -p PID: give -p"
+    );
+    for (pid, why) in [
+        (
+            "12,abc",
+            "invalid pid `abc`: expected a process id (a positive number)",
+        ),
+        ("0", "pid 0 is no process: -a records every process"),
+    ] {
+        let out = lockscope()
+            .args(["record", "-p", pid])
+            .output()
+            .expect("run lockscope");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(why), "{stderr}");
+    }
     let msg = one_line_error(lockscope().args(["record", "--frequency", "49", "--", "true"]));
     assert_eq!(
         msg,

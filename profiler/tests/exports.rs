@@ -422,6 +422,7 @@ fn profile_with_wakeups() -> lockscope_probes::Profile {
         operation: "sleeping in futex".to_string(),
         user_stack: Some(2),
         kernel_stack: Some(wake),
+        woken_by: None,
         stats: stats(1, 300_000_000),
     });
     profile.wakeups = vec![
@@ -461,6 +462,7 @@ fn profile_with_wakeups() -> lockscope_probes::Profile {
             time_ns: BTreeMap::from([(TimeClass::OnCpu, profile.metadata.duration_ns)]),
             voluntary_switches: 3,
             involuntary_switches: 1,
+            woken_ns: Default::default(),
         })
         .collect();
     profile.validate().expect("the test profile is consistent");

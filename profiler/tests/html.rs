@@ -38,6 +38,7 @@ fn thread_times(
                 .collect(),
             voluntary_switches: 10,
             involuntary_switches: 1,
+            woken_ns: Default::default(),
         })
         .collect()
 }
@@ -79,6 +80,7 @@ fn write_sweep(dir: &Path) -> Sweep {
         load: "sysbench oltp_read_only --threads={c} run".to_string(),
         server: None,
         pid: 4242,
+        target: None,
         duration_ns: 2_000_000_000,
         throughput_parser: "sysbench".to_string(),
         throughput_unit: "transactions/s".to_string(),
@@ -485,6 +487,25 @@ fn mariadb_sweep_page() {
 /// The start of the note that explains off-CPU time without a user stack.
 const NO_STACK_NOTE_START: &str =
     "Off-CPU time with no user stack is threads preempted or waiting in the run queue for a CPU";
+
+/// The page of a recording with the wait-for analysis (the two-lock program) says in its summary
+/// what `lockscope why` traces the working threads' waits back to: the request lock's critical
+/// section, not the background lock that has the most wait time.
+#[test]
+fn recording_page_says_why() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("twolocks.lsp");
+    lockscope_probes::write_profile(&fixtures::waitfor_profile(), &run).expect("write");
+    let page = dir.path().join("run.html");
+    run_ok_stderr(lockscope().arg("html").arg(&run).arg("-o").arg(&page));
+    let html = std::fs::read_to_string(&page).expect("html");
+    let summary = &html[html.find("<section class=\"summary\"").expect("summary")..];
+    let summary = &summary[..summary.find("</section>").expect("summary ends")];
+    let row = "<th>what the waits come down to (lockscope why, share of the working threads&#39; \
+               time)</th><td>request-*: `cpu` at `__lll_lock_wake &lt;- pthread_mutex_unlock \
+               &lt;- request_critical_section &lt;- request_loop` 41.7%";
+    assert!(summary.contains(row), "{row} missing from {summary}");
+}
 
 /// The page of a single recording (the demo profile, with the offcpu probe's per-thread
 /// times): the summary gives its waits and top sites in threads waiting and where its threads'

@@ -20,11 +20,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The probes of the eBPF backend, as the checks record them one by one.
-const PROBES: [&str; 9] = [
+const PROBES: [&str; 10] = [
     "futex",
     "offcpu",
     "wakeup",
     "preempt",
+    "waitfor",
     "syscall",
     "lifecycle",
     "klock",
@@ -80,24 +81,6 @@ impl Kernel {
         match self {
             Kernel::Guest(series) => series,
             Kernel::Host => "host",
-        }
-    }
-
-    /// How far a probe recording alone may be from the demo threads' own measures
-    /// ([`GUEST_MATCH_TOLERANCE`] in a guest).
-    fn match_tolerance(self) -> (f64, f64) {
-        match self {
-            Kernel::Guest(_) => GUEST_MATCH_TOLERANCE,
-            Kernel::Host => MATCH_TOLERANCE,
-        }
-    }
-
-    /// How far futex may be from the demo threads' own measures with every probe recording
-    /// ([`ALL_PROBES_GUEST_TOLERANCE`] in a guest).
-    fn all_probes_tolerance(self) -> (f64, f64) {
-        match self {
-            Kernel::Guest(_) => ALL_PROBES_GUEST_TOLERANCE,
-            Kernel::Host => MATCH_TOLERANCE,
         }
     }
 
@@ -177,23 +160,13 @@ fn check_kernel(kernel: Kernel) {
         "futex losses: {:?}",
         futex.metadata.losses
     );
-    assert_demo_answer(
-        &futex,
-        "futex",
-        &results.text("futex.log"),
-        kernel.match_tolerance(),
-    );
+    assert_demo_answer(&futex, "futex", &results.text("futex.log"));
     // The offcpu probe's stacks are taken as the waits begin, in the demo's first milliseconds,
     // before its process table exists: its libc frames are then found through the VMA, which
     // bpf_find_vma cannot lock while the demo's threads are being created (one stack in a few
     // runs is cut there). Their share is in the summary; the waits themselves must be exact.
     let offcpu = results.profile("offcpu");
-    assert_demo_waits(
-        &offcpu,
-        "offcpu",
-        &results.text("offcpu.log"),
-        kernel.match_tolerance(),
-    );
+    assert_demo_waits(&offcpu, "offcpu", &results.text("offcpu.log"));
     summary.push(format!("stacks futex {}", complete_share(&futex, "futex")));
     summary.push(format!(
         "stacks offcpu {}",
@@ -224,13 +197,24 @@ fn check_kernel(kernel: Kernel) {
     }
     // The stacks too: mutex-hold's uretprobes replace return addresses in libc's lock path
     // with their trampoline's, which the unwinder must see through.
-    assert_demo_answer(
-        &all,
-        "futex",
-        &results.text("all.log"),
-        kernel.all_probes_tolerance(),
-    );
+    assert_demo_answer(&all, "futex", &results.text("all.log"));
     assert_demo_on_cpu(&all, &results.text("all.log"), kernel.on_cpu_tolerance());
+
+    // The wait-for analysis (--probes bottleneck): the mutex waiters' time ends in the main
+    // thread's sleep under the order lock, with nothing lost from the stream.
+    assert_eq!(
+        results.rc("bottleneck"),
+        0,
+        "{}",
+        results.text("bottleneck.log")
+    );
+    let bottleneck = results.profile("bottleneck");
+    let waitfor = bottleneck.waitfor.as_ref().expect("the wait-for analysis");
+    assert_eq!(waitfor.lost_intervals, 0, "{waitfor:?}");
+    assert_demo_waits_end_in_the_hold(
+        &results.dir.join("bottleneck.lsp"),
+        &results.text("bottleneck.log"),
+    );
 
     // Without tracefs, the futex probe falls back on the generic system call hooks.
     if let Kernel::Guest(_) = kernel {
@@ -252,12 +236,7 @@ fn check_kernel(kernel: Kernel) {
             hook.contains("sys_enter") && !hook.contains("tracepoint/syscalls"),
             "hooks without tracefs: {hook}"
         );
-        assert_demo_answer(
-            &profile,
-            "futex",
-            &results.text("futex-notracefs.log"),
-            kernel.match_tolerance(),
-        );
+        assert_demo_answer(&profile, "futex", &results.text("futex-notracefs.log"));
         let with = &futex.metadata.probes[0].hook;
         assert!(
             with.contains("tracepoint/syscalls"),
@@ -268,87 +247,69 @@ fn check_kernel(kernel: Kernel) {
     std::fs::write(out.join("summary.txt"), summary.join("\n") + "\n").expect("write summary.txt");
 }
 
-/// How much shorter than the thread's own measure a wait as `probe` measured it may be: the
-/// kernel's interval sits inside the thread's, which adds the lock's fast path and the system
-/// call's entry and exit (and, for an off-CPU sleep, the time from the wakeup to the CPU), each
-/// slower under emulation on a loaded host (5.8 ms of 239 measured once). The larger of a share
-/// (the host tests' 5% on the nominal waits) and a floor in milliseconds.
-const MATCH_TOLERANCE: (f64, f64) = (0.05, 5.0);
-/// The same for one probe alone in an emulated guest, where the code around the call (first runs
-/// of the lock path are translated by TCG as they execute) takes milliseconds: on 6.12, 227.3 ms
-/// by a mutex waiter's own clock for 213.8 ms in the call, with futex alone on a quiet host.
-const GUEST_MATCH_TOLERANCE: (f64, f64) = (0.05, 15.0);
-/// The same with every probe recording at once in an emulated guest: there the mutex-hold
-/// probe's uprobes on pthread_mutex_lock (each hit an emulated trap) and the cpu probe's samples
-/// (its program and the unwinder, emulated) lengthen what a thread measures around its futex
-/// call: on 6.1 under TCG, 230.2 ms by a mutex waiter's own clock for 208.0 ms in the call.
-const ALL_PROBES_GUEST_TOLERANCE: (f64, f64) = (0.15, 5.0);
+/// `why` of the demo recorded with `--probes bottleneck`, asked about the mutex waiters: their
+/// first cause is the main thread's sleep while it held the order lock (in `main`, at
+/// `clock_nanosleep`), for as long as the demo says: at most what the waiters measured around
+/// their lock calls, at least the time the main thread knew each waiter asleep before the release
+/// less the part of it the main thread was awake itself (on a CPU, or waiting for one once its
+/// sleep ended: that part is the CPU's or the CPUs' saturation, not the sleep's; an emulated
+/// kernel makes it milliseconds), both as the demo printed them (0.1 ms each), a millisecond
+/// for the moments between the demo's clock readings, and 2% of the known sleep that emulation
+/// has been seen to charge elsewhere.
+fn assert_demo_waits_end_in_the_hold(lsp: &Path, log: &str) {
+    let json =
+        run_ok(
+            lockscope()
+                .arg("why")
+                .arg(lsp)
+                .args(["--threads", "mutex-waiter-*", "--json"]),
+        );
+    let why: serde_json::Value = serde_json::from_str(&json).expect("why --json");
+    let first = &why["causes"][0];
+    assert_eq!(first["kind"], "sleep", "{json}");
+    let frames: Vec<&str> = first["stack"]
+        .as_array()
+        .map(|s| s.iter().filter_map(|f| f.as_str()).collect())
+        .unwrap_or_default();
+    assert!(
+        frames.iter().any(|f| f.contains("clock_nanosleep"))
+            && frames.iter().any(|f| *f == "main" || f.ends_with("::main")),
+        "{json}"
+    );
+    let mutex_waiter = |(thread, _): &(String, f64)| thread.starts_with("mutex-waiter-");
+    let asleep_ms: f64 = demo_asleep(log)
+        .iter()
+        .filter(|t| mutex_waiter(t))
+        .map(|(_, ms)| ms)
+        .sum();
+    let measured_ms: f64 = demo_measures(log)
+        .iter()
+        .filter(|t| mutex_waiter(t))
+        .map(|(_, ms)| ms)
+        .sum();
+    let awake_ms =
+        demo_holder_awake(log).unwrap_or_else(|| panic!("no holder's awake time: {log}"));
+    let held_ms = first["total_ns"].as_f64().unwrap_or_default() / 1e6;
+    // Under emulation a little of the hold also goes to other causes (cpu-saturation, cpu) in a
+    // way the holder's own clocks do not show: 7.0 ms of 657.6 ms (1.1%) on 6.12 in one matrix
+    // run of four on this project's machine, not understood yet. Up to 2% of the known sleep is
+    // allowed for it; the hold must still explain the rest.
+    let emulation_ms = asleep_ms * 0.02;
+    let low = asleep_ms - MUTEX_WAITERS as f64 * awake_ms - 1.0 - emulation_ms;
+    let high = measured_ms + MUTEX_WAITERS as f64 * 0.05;
+    assert!(
+        asleep_ms > 0.0 && (low..=high).contains(&held_ms),
+        "the hold explains {held_ms:.1} ms of the mutex waiters' waits; they were known asleep \
+         {asleep_ms:.1} ms before the release (the holder awake {awake_ms:.1} ms of it) and \
+         measured {measured_ms:.1} ms: {json}"
+    );
+}
 
 /// The demo's 4 mutex waits and 2 condvar waits as `probe` saw them, on stacks complete to the
 /// thread entry (see [`assert_demo_waits`]).
-fn assert_demo_answer(profile: &Profile, probe: &str, log: &str, tolerance: (f64, f64)) {
-    assert_demo_waits(profile, probe, log, tolerance);
+fn assert_demo_answer(profile: &Profile, probe: &str, log: &str) {
+    assert_demo_waits(profile, probe, log);
     assert_demo_stacks(profile, probe);
-}
-
-/// The demo's 4 mutex waits and 2 condvar waits as `probe` saw them: each thread's longest wait
-/// (for futex, its one wait at the demo's site) inside what the thread measured itself (printed in `log`; an emulated kernel stretches
-/// the nominal 200 and 300 ms) and shorter by at most `tolerance` (a share, at least some
-/// milliseconds: [`MATCH_TOLERANCE`], wider in a guest).
-fn assert_demo_waits(profile: &Profile, probe: &str, log: &str, tolerance: (f64, f64)) {
-    let measured = demo_measures(log);
-    assert_eq!(
-        measured.len() as u64,
-        MUTEX_WAITERS + CONDVAR_WAITERS,
-        "the demo's measures: {log}"
-    );
-    for (thread, demo_ms) in &measured {
-        let prefix = thread.trim_end_matches(char::is_numeric);
-        let waits: Vec<_> = long_waits(profile, probe, prefix)
-            .into_iter()
-            .filter(|w| profile.thread_name(w.pid, w.tid) == Some(thread.as_str()))
-            .collect();
-        // The demo's wait is the thread's longest. Others may come on top under emulation: a
-        // thread's exit once waited 52 ms on glibc's stack-cache lock under TCG on 6.12.
-        let longest = waits.iter().max_by_key(|w| w.stats.max_ns);
-        let Some(longest) = longest else {
-            panic!("{probe}: no long wait of {thread}");
-        };
-        assert_eq!(longest.stats.count, 1, "{probe}: {thread}: {longest:#?}");
-        let total_ms = longest.stats.total_ns as f64 / 1e6;
-        if probe == "futex" {
-            // Exactly one wait at the demo's own site (futex stacks are complete).
-            let site = if prefix == "mutex-waiter-" {
-                "take_order_lock"
-            } else {
-                "wait_for_signal"
-            };
-            let at_site: u64 = waits
-                .iter()
-                .filter(|w| {
-                    profile
-                        .stack(w.user_stack)
-                        .is_some_and(|s| s.frames.iter().any(|f| f.display_name().contains(site)))
-                })
-                .map(|w| w.stats.count)
-                .sum();
-            assert_eq!(
-                at_site, 1,
-                "{probe}: waits of {thread} at {site}: {waits:#?}"
-            );
-        }
-        let tolerance = (demo_ms * tolerance.0).max(tolerance.1);
-        // Both clocks are CLOCK_MONOTONIC; the demo prints tenths of a millisecond.
-        assert!(
-            total_ms <= demo_ms + 0.1 && demo_ms - total_ms <= tolerance,
-            "{probe}: {thread} waited {total_ms:.1} ms, by its own clock {demo_ms:.1} ms"
-        );
-    }
-}
-
-/// Each thread's own measure of its wait, from the demo's output: `(thread, ms)`.
-fn demo_measures(log: &str) -> Vec<(String, f64)> {
-    demo_thread_measures(log, "lockscope-demo: waits measured by the threads: ")
 }
 
 /// Of `probe`'s wait time with a user stack, the share on stacks complete to the thread entry,

@@ -323,8 +323,14 @@ fn fake_sweep(
     options: &lockscope::sweep::SweepOptions,
 ) -> (Sweep, Vec<lockscope::sweep::LevelRecording>) {
     let mut recorder = FakeRecorder::default();
-    let sweep = lockscope::sweep::run_sweep(options, 4242, None, &mut recorder, &mut |_| {})
-        .expect("sweep");
+    let sweep = lockscope::sweep::run_sweep(
+        options,
+        lockscope::sweep::SweepTarget::pid(4242),
+        None,
+        &mut recorder,
+        &mut |_| {},
+    )
+    .expect("sweep");
     (sweep, recorder.asked)
 }
 
@@ -349,7 +355,7 @@ fn every_level_records_the_sweep_probes() {
     options.output_dir = dir.path().join("refused");
     let err = lockscope::sweep::run_sweep(
         &options,
-        4242,
+        lockscope::sweep::SweepTarget::pid(4242),
         None,
         &mut FakeRecorder::default(),
         &mut |_| {},
@@ -548,6 +554,7 @@ fn thread_times(
                 .collect(),
             voluntary_switches: 100,
             involuntary_switches: 10,
+            woken_ns: Default::default(),
         })
         .collect()
 }
@@ -634,6 +641,7 @@ fn synthetic_sweep() -> Sweep {
         load: "sysbench oltp_read_only --threads={c} run".to_string(),
         server: None,
         pid: 4242,
+        target: None,
         duration_ns: 1_204_000_000,
         throughput_parser: "sysbench".to_string(),
         throughput_unit: "transactions/s".to_string(),
@@ -790,4 +798,61 @@ fn old_sweep_finding_is_rewritten() {
     std::fs::write(dir.path().join("sweep.json"), json.to_string()).expect("write");
     let err = lockscope::sweep::read_sweep(dir.path()).expect_err("a newer file");
     assert!(err.to_string().contains("reads 1 to 2"), "{err}");
+}
+
+/// A recorder whose levels record one process of a target that has three.
+struct PartialRecorder;
+
+impl lockscope::sweep::LevelRecorder for PartialRecorder {
+    fn start(&mut self, level: &lockscope::sweep::LevelRecording) -> anyhow::Result<()> {
+        let mut profile = fixtures::demo_profile();
+        profile.metadata.duration_ns = level.duration.as_nanos() as u64;
+        profile.processes = vec![lockscope_probes::ProcessInfo {
+            pid: 4242,
+            name: "demo".to_string(),
+            ..lockscope_probes::ProcessInfo::default()
+        }];
+        lockscope_probes::write_profile(&profile, &level.output)?;
+        Ok(())
+    }
+
+    fn finish(&mut self) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    fn target_processes(&mut self, target: &lockscope::sweep::SweepTarget) -> Option<usize> {
+        assert_eq!(target, &lockscope::sweep::SweepTarget::pid(4242));
+        Some(3)
+    }
+}
+
+/// Every level that recorded fewer processes than its target has is a warning of the sweep,
+/// with both counts in the level's entry of sweep.json.
+#[test]
+fn levels_missing_processes_warn() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = quick_options(dir.path().join("sweep"), &[]);
+    let sweep = lockscope::sweep::run_sweep(
+        &options,
+        lockscope::sweep::SweepTarget::pid(4242),
+        None,
+        &mut PartialRecorder,
+        &mut |_| {},
+    )
+    .expect("sweep");
+    assert_eq!(sweep.target.as_deref(), Some("pid 4242"));
+    for level in &sweep.levels {
+        assert_eq!(
+            (level.processes, level.target_processes),
+            (Some(1), Some(3))
+        );
+    }
+    let missing: Vec<&String> = sweep
+        .warnings
+        .iter()
+        .filter(|w| w.contains("recorded 1 process of the 3 the target has"))
+        .collect();
+    assert_eq!(missing.len(), 2, "{:?}", sweep.warnings);
+    let written = std::fs::read_to_string(options.output_dir.join("sweep.json")).expect("file");
+    assert!(written.contains("\"target_processes\": 3"), "{written}");
 }

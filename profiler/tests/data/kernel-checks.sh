@@ -1,6 +1,6 @@
 # What the kernel matrix (tests/kernels.rs) runs on each kernel, inside a QEMU guest or on the
-# host: `lockscope probes`, then the demo recorded with each probe alone, with all of them, and
-# (in a guest) with the futex probe after tracefs is unmounted. Every result goes to $OUT, where
+# host: `lockscope probes`, then the demo recorded with each probe alone, with all of them, with
+# the `bottleneck` set, and (in a guest) with the futex probe after tracefs is unmounted. Every result goes to $OUT, where
 # the test reads it: NAME.lsp (the profile), NAME.log (lockscope's output), NAME.rc (its exit
 # status). The caller sets LOCKSCOPE, DEMO, OUT, and TOGGLE_TRACEFS=1 to run the last check.
 set -u
@@ -16,10 +16,11 @@ uname -r >"$OUT/kernel"
 "$LOCKSCOPE" probes >"$OUT/probes.txt" 2>&1
 echo $? >"$OUT/probes.rc"
 
-for probe in futex offcpu wakeup preempt syscall lifecycle klock mutex-hold cpu; do
+for probe in futex offcpu wakeup preempt waitfor syscall lifecycle klock mutex-hold cpu; do
     record "$probe" --probes "$probe"
 done
-record all --probes futex,offcpu,wakeup,preempt,syscall,lifecycle,klock,mutex-hold,cpu
+record all --probes futex,offcpu,wakeup,preempt,waitfor,syscall,lifecycle,klock,mutex-hold,cpu
+record bottleneck --probes bottleneck
 
 if [ "${TOGGLE_TRACEFS:-0}" = 1 ]; then
     # The futex probe's generic hooks: without tracefs, its per-syscall events do not exist.
