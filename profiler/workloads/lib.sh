@@ -158,3 +158,68 @@ private_mariadb() {
 time_field() {
     sed -n "s/^[[:space:]]*$2: //p" "$1"
 }
+
+# After a recording whose stderr is in file "$2": prints the recorder's summary line, then
+# `lockscope why` of profile "$3" by the lockscope binary "$1" (a lockscope without `why` says so
+# and the script goes on).
+print_why() {
+    grep -E "^lockscope: wrote" "$2" || true
+    echo
+    echo "lockscope why $3:"
+    "$1" why "$3" || log "lockscope why failed (does this lockscope have it?)"
+}
+
+# BPF statistics (kernel.bpf_stats_enabled): on for the rest of the script, restored at its exit.
+bpf_stats_on() {
+    command -v bpftool >/dev/null || install_missing bpftool
+    BPF_STATS_BEFORE=$(sysctl -n kernel.bpf_stats_enabled)
+    trap 'sysctl -qw kernel.bpf_stats_enabled="$BPF_STATS_BEFORE"' EXIT
+    sysctl -qw kernel.bpf_stats_enabled=1
+}
+
+# Writes bpftool's JSON listing of the loaded BPF programs to file "$1".
+bpf_programs() {
+    bpftool prog show -j >"$1"
+}
+
+# Runs "${@:3}" and writes to "$2" the BPF programs loaded since listing "$1" (bpf_programs), as
+# bpftool showed them last before any of them was unloaded: their run counts and run times
+# (with bpf_stats_on) then cover all the command did. Exits with the command's status.
+run_with_bpf_stats() {
+    python3 - "$@" <<'PY'
+import json, subprocess, sys, time
+
+def listing():
+    out = subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True, text=True)
+    try:
+        return {p["id"]: p for p in json.loads(out.stdout)}
+    except ValueError:
+        return None
+
+before = {p["id"] for p in json.load(open(sys.argv[1]))}
+child = subprocess.Popen(sys.argv[3:])
+seen, last = set(), {}
+while child.poll() is None:
+    now = listing()
+    if now is not None:
+        new = {i: p for i, p in now.items() if i not in before}
+        if seen <= set(new):
+            seen |= set(new)
+            last = new
+    time.sleep(0.05)
+json.dump(list(last.values()), open(sys.argv[2], "w"))
+sys.exit(child.returncode)
+PY
+}
+
+# Where the futex probe finds the per-syscall tracepoints (then it uses them), or "none".
+tracefs_state() {
+    local dir
+    for dir in /sys/kernel/tracing /sys/kernel/debug/tracing; do
+        [ -d "$dir/events/syscalls" ] && { echo "$dir (per-syscall tracepoints)"; return; }
+    done
+    echo "none (generic sys_enter/sys_exit hooks)"
+}
+
+# The median of the numbers in "$@" (the lower of the two middle ones for an even count).
+median() { printf '%s\n' "$@" | sort -g | sed -n "$((($# + 1) / 2))p"; }

@@ -11,7 +11,8 @@
 # probes), lockscope-futex (--probes futex), lockscope-futex-generic (the same with tracefs
 # unmounted, so on the generic sys_enter/sys_exit hooks; only when this script mounted tracefs),
 # lockscope-offcpu (--probes offcpu, when `lockscope probes` lists it), lockscope-preempt
-# (--probes preempt: offcpu with the stacks of preempted threads), bpftrace-futex,
+# (--probes preempt: offcpu with the stacks of preempted threads), lockscope-bottleneck
+# (--probes bottleneck: what `lockscope why` reads), bpftrace-futex,
 # bpftrace-offcpu (the equivalent bpftrace scripts next to this one), perf-lock (perf lock record
 # -p), perf-trace (perf trace -s -p), strace (strace -c -f -p); and the on-CPU profilers at 99 Hz:
 # lockscope-cpu (--probes cpu), perf-cpu (perf record -F 99 --call-graph dwarf -p: perf's 8 KB
@@ -116,6 +117,7 @@ printf 'mode\tthreads\trep\ttps\tevents\tlost\tstack_failures\trecorded_s\tcpu_s
 # Starts the tracer of mode "$1" on $PID, writing to files "$2".*; returns once it is attached.
 start_tracer() {
     local mode=$1 base=$2 ready="" cmd=()
+    tracer_mode=$mode
     case "$mode" in
     lockscope-default) cmd=("$LOCKSCOPE" record -p "$PID" -o "$base.lsp") ready="recording pid" ;;
     lockscope-futex) cmd=("$LOCKSCOPE" record -p "$PID" --probes futex -o "$base.lsp") ready="recording pid" ;;
@@ -125,6 +127,7 @@ start_tracer() {
         ;;
     lockscope-offcpu) cmd=("$LOCKSCOPE" record -p "$PID" --probes offcpu -o "$base.lsp") ready="recording pid" ;;
     lockscope-preempt) cmd=("$LOCKSCOPE" record -p "$PID" --probes preempt -o "$base.lsp") ready="recording pid" ;;
+    lockscope-bottleneck) cmd=("$LOCKSCOPE" record -p "$PID" --probes bottleneck -o "$base.lsp") ready="recording pid" ;;
     lockscope-cpu) cmd=("$LOCKSCOPE" record -p "$PID" --probes cpu -o "$base.lsp") ready="recording pid" ;;
     perf-cpu) cmd=(perf record -F 99 --call-graph dwarf -p "$PID" -o "$base.perf.data") ;;
     bpftrace-cpu)
@@ -156,15 +159,19 @@ start_tracer() {
 # Stops the tracer with SIGINT (its child: /usr/bin/time ignores SIGINT) and waits for it, at
 # most STOP_TIMEOUT seconds: bpftrace symbolizes and prints every stack of its maps on exit, which
 # takes minutes for mariadbd's thousands of stacks and is not part of what sysbench measured; it
-# is then killed (its CPU time and RSS are then those of the recording alone).
+# is then killed (its CPU time and RSS are then those of the recording alone). lockscope's own
+# modes get longer: their profile is read afterwards (its events and losses), and the analysis
+# and symbolization at the end of a `bottleneck` recording of mariadbd take seconds.
 STOP_TIMEOUT=8
+LOCKSCOPE_STOP_TIMEOUT=120
 stop_tracer() {
-    local status=0
+    local status=0 timeout=$STOP_TIMEOUT
+    [[ ${tracer_mode:-} == lockscope-* ]] && timeout=$LOCKSCOPE_STOP_TIMEOUT
     pkill -INT -P "$tracer_pid" || true
-    local deadline=$((SECONDS + STOP_TIMEOUT))
+    local deadline=$((SECONDS + timeout))
     while kill -0 "$tracer_pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
     if kill -0 "$tracer_pid" 2>/dev/null; then
-        log "tracer still printing after ${STOP_TIMEOUT}s: killing it"
+        log "tracer still printing after ${timeout}s: killing it"
         pkill -KILL -P "$tracer_pid" || true
     fi
     wait "$tracer_pid" || status=$?
