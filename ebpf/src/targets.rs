@@ -511,25 +511,34 @@ impl ProcessTable {
     }
 }
 
-/// How many processes `target` has now: the processes given and all their descendants (what a
+/// The processes `target` has now: the processes given and all their descendants (what a
 /// recording of the whole tree records, `tree` or not), a cgroup's processes, every process but
-/// the caller; `None` for a command, or a cgroup that cannot be found.
-pub fn target_processes(target: &TargetSpec) -> Option<usize> {
+/// the caller; `None` for a command, or a cgroup that cannot be found. A set of pids rather than
+/// a count, so that a caller can tell which of them a recording missed: a count of the processes
+/// recorded can match it while the ones that existed are missing (children forked under the
+/// load standing in for them).
+pub fn target_processes(target: &TargetSpec) -> Option<BTreeSet<u32>> {
     match target {
         TargetSpec::Pid(pid) => target_processes(&TargetSpec::Pids {
             pids: vec![*pid],
             tree: false,
         }),
         TargetSpec::Pids { pids, .. } => {
-            let given: BTreeSet<u32> = pids.iter().filter_map(|&p| process_tgid(p)).collect();
-            Some(given.len() + descendants(&given).len())
+            let mut given: BTreeSet<u32> = pids.iter().filter_map(|&p| process_tgid(p)).collect();
+            let descendants = descendants(&given);
+            given.extend(descendants);
+            Some(given)
         }
         TargetSpec::Cgroup(path) => {
             let mut pids = Cgroup::resolve(path).ok()?.processes();
             pids.remove(&std::process::id());
-            Some(pids.len())
+            Some(pids)
         }
-        TargetSpec::All => Some(all_processes().len().saturating_sub(1)),
+        TargetSpec::All => {
+            let mut pids: BTreeSet<u32> = all_processes().into_iter().collect();
+            pids.remove(&std::process::id());
+            Some(pids)
+        }
         TargetSpec::Command(_) => None,
     }
 }

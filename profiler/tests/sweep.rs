@@ -820,14 +820,17 @@ impl lockscope::sweep::LevelRecorder for PartialRecorder {
         Ok(())
     }
 
-    fn target_processes(&mut self, target: &lockscope::sweep::SweepTarget) -> Option<usize> {
+    fn target_processes(
+        &mut self,
+        target: &lockscope::sweep::SweepTarget,
+    ) -> Option<std::collections::BTreeSet<u32>> {
         assert_eq!(target, &lockscope::sweep::SweepTarget::pid(4242));
-        Some(3)
+        Some([4242, 4243, 4244].into())
     }
 }
 
-/// Every level that recorded fewer processes than its target has is a warning of the sweep,
-/// with both counts in the level's entry of sweep.json.
+/// Every level that missed processes of its target is a warning of the sweep, with the counts
+/// in the level's entry of sweep.json.
 #[test]
 fn levels_missing_processes_warn() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -843,16 +846,21 @@ fn levels_missing_processes_warn() {
     assert_eq!(sweep.target.as_deref(), Some("pid 4242"));
     for level in &sweep.levels {
         assert_eq!(
-            (level.processes, level.target_processes),
-            (Some(1), Some(3))
+            (
+                level.processes,
+                level.target_processes,
+                level.missed_processes
+            ),
+            (Some(1), Some(3), Some(2))
         );
     }
     let missing: Vec<&String> = sweep
         .warnings
         .iter()
-        .filter(|w| w.contains("recorded 1 process of the 3 the target has"))
+        .filter(|w| w.contains("missed 2 of the 3 processes the target has"))
         .collect();
     assert_eq!(missing.len(), 2, "{:?}", sweep.warnings);
     let written = std::fs::read_to_string(options.output_dir.join("sweep.json")).expect("file");
     assert!(written.contains("\"target_processes\": 3"), "{written}");
+    assert!(written.contains("\"missed_processes\": 2"), "{written}");
 }

@@ -107,7 +107,10 @@ impl lockscope::sweep::LevelRecorder for SessionRecorder {
     }
 
     #[cfg(target_os = "linux")]
-    fn target_processes(&mut self, target: &SweepTarget) -> Option<usize> {
+    fn target_processes(
+        &mut self,
+        target: &SweepTarget,
+    ) -> Option<std::collections::BTreeSet<u32>> {
         use lockscope_ebpf::TargetSpec;
         lockscope_ebpf::target_processes(&match session_target(target) {
             SessionTarget::Pids { pids, tree } => TargetSpec::Pids { pids, tree },

@@ -374,9 +374,15 @@ pub struct Level {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub processes: Option<u64>,
     /// Processes the target had once the level's recording ran; `None` when the recorder cannot
-    /// tell (and in older sweep files). More than [`Level::processes`] is a warning.
+    /// tell (and in older sweep files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_processes: Option<u64>,
+    /// How many of [`Level::target_processes`] the level did not record (not in its process
+    /// table); more than none is a warning. Counted by pid, not by comparing counts: children
+    /// a server forks under the load can make up the number while the workers that existed are
+    /// missing. `None` when the recorder cannot tell (and in older sweep files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missed_processes: Option<u64>,
     /// Wait time per command of the recorded processes (matched by command, not pid), when the
     /// level recorded several processes; largest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -468,17 +474,13 @@ pub fn level_warnings(levels: &[Level]) -> Vec<String> {
                 level.concurrency, level.lost_events
             ));
         }
-        if let (Some(recorded), Some(has)) = (level.processes, level.target_processes) {
-            if recorded < has {
+        if let (Some(missed), Some(has)) = (level.missed_processes, level.target_processes) {
+            if missed > 0 {
                 out.push(format!(
-                    "level {} recorded {recorded} {} of the {has} the target has: its waits \
-                     are not the whole server's (record the process tree: --tree, or its cgroup)",
+                    "level {} missed {missed} of the {has} {} the target has: its waits are \
+                     not the whole server's (record the process tree: --tree, or its cgroup)",
                     level.concurrency,
-                    if recorded == 1 {
-                        "process"
-                    } else {
-                        "processes"
-                    }
+                    if has == 1 { "process" } else { "processes" }
                 ));
             }
         }
@@ -548,6 +550,7 @@ pub fn summarize_level(
         breakdown,
         processes: (!profile.processes.is_empty()).then_some(profile.processes.len() as u64),
         target_processes: None,
+        missed_processes: None,
         commands: command_shares(profile, wall_ns),
         why: LevelWhy::of(profile),
     }
@@ -678,28 +681,38 @@ mod tests {
             breakdown: None,
             processes: None,
             target_processes: None,
+            missed_processes: None,
             commands: Vec::new(),
             why: None,
         }
     }
 
-    /// A level that recorded fewer processes than its target has is a warning; one that
-    /// recorded them all, or cannot tell, is not.
+    /// A level that missed processes of its target is a warning, even when it recorded as many
+    /// processes as the target has (children forked under the load); one that recorded them
+    /// all, or cannot tell, is not.
     #[test]
-    fn fewer_processes_than_the_target_warns() {
+    fn missed_processes_of_the_target_warn() {
         let mut partial = level(5, 100.0, 0.1);
         partial.processes = Some(1);
         partial.target_processes = Some(3);
-        let mut whole = level(50, 100.0, 0.1);
+        partial.missed_processes = Some(2);
+        let mut replaced = level(50, 100.0, 0.1);
+        replaced.processes = Some(3);
+        replaced.target_processes = Some(3);
+        replaced.missed_processes = Some(2);
+        let mut whole = level(100, 100.0, 0.1);
         whole.processes = Some(4);
         whole.target_processes = Some(3);
+        whole.missed_processes = Some(0);
         let unknown = level(150, 100.0, 0.1);
-        let warnings = level_warnings(&[partial, whole, unknown]);
+        let warnings = level_warnings(&[partial, replaced, whole, unknown]);
         assert_eq!(
             warnings,
             [
-                "level 5 recorded 1 process of the 3 the target has: its waits are not the whole \
-              server's (record the process tree: --tree, or its cgroup)"
+                "level 5 missed 2 of the 3 processes the target has: its waits are not the whole \
+              server's (record the process tree: --tree, or its cgroup)",
+                "level 50 missed 2 of the 3 processes the target has: its waits are not the \
+              whole server's (record the process tree: --tree, or its cgroup)"
             ]
         );
     }

@@ -7,6 +7,7 @@ use super::{
 };
 use crate::export::pprof::{write_pprof, PprofOptions};
 use anyhow::{bail, Context};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -191,10 +192,10 @@ pub trait LevelRecorder {
     /// written.
     fn finish(&mut self) -> anyhow::Result<()>;
 
-    /// How many processes the target has now (the processes given and their descendants, a
-    /// cgroup's processes, every process), asked once a level's recording runs, to compare
-    /// with those the level recorded; `None` when the recorder cannot tell. Default: `None`.
-    fn target_processes(&mut self, _target: &SweepTarget) -> Option<usize> {
+    /// The processes the target has now (the processes given and their descendants, a
+    /// cgroup's processes, every process), asked once a level's recording runs, to find those
+    /// the level did not record; `None` when the recorder cannot tell. Default: `None`.
+    fn target_processes(&mut self, _target: &SweepTarget) -> Option<BTreeSet<u32>> {
         None
     }
 }
@@ -301,7 +302,11 @@ pub fn run_sweep(
             profile.waits.iter().map(|w| w.stats.count).sum::<u64>()
         ));
         let mut level = summarize_level(c, parsed.value, &profile, (&profile_name, &output_name));
-        level.target_processes = target_processes.map(|n| n as u64);
+        if let Some(pids) = target_processes {
+            let recorded: BTreeSet<u32> = profile.processes.iter().map(|p| p.pid).collect();
+            level.target_processes = Some(pids.len() as u64);
+            level.missed_processes = Some(pids.difference(&recorded).count() as u64);
+        }
         levels.push(level);
     }
     fill_scaling(&mut levels);
