@@ -315,18 +315,18 @@ fn resolve_waitfor(drained: DrainedWaitFor, resolver: &mut Resolver<'_>) -> Resu
                     .map(|(id, _)| id),
             });
         }
-        let root = &b.root;
+        let (wait, root) = (&b.wait, &b.root);
         blame.push(Blame {
-            thread: b.thread,
-            part: b.part,
-            call: call(b.call),
-            object: b.object,
+            thread: wait.thread,
+            part: wait.part,
+            call: call(wait.call),
+            object: wait.object,
             user_stack: resolver
-                .user(b.thread.pid, b.user_stack.unwrap_or(-1))?
+                .user(wait.thread.pid, wait.user_stack.unwrap_or(-1))?
                 .map(|(id, _)| id),
-            kernel_stack: resolver.kernel(b.kernel_stack.unwrap_or(-1))?,
-            woken_by: b.woken_by,
-            waker: b.waker,
+            kernel_stack: resolver.kernel(wait.kernel_stack.unwrap_or(-1))?,
+            woken_by: wait.woken_by,
+            waker: wait.waker,
             root: Root {
                 kind: root.kind,
                 thread: root.thread,

@@ -10,8 +10,13 @@
 
 use super::timeline::{Piece, Stored, Timeline};
 use super::{RootKind, SampleRole, ThreadRef, WaitPart, WokenBy, SPURIOUS_WAKEUP_NS};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::hash::Hash;
+
+/// The engine's maps are keyed by the engine's own data (tids, stack handles), hashed on every
+/// interval: ahash instead of SipHash, still keyed per process (a traced program cannot choose
+/// colliding keys it knows).
+type HashMap<K, V> = std::collections::HashMap<K, V, ahash::RandomState>;
 
 /// How deep, how far back and how late the engine follows waits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,10 +88,12 @@ pub struct Interval<S> {
     pub holder: Option<ThreadRef>,
 }
 
-/// [`super::Root`] in the backend's stack handles and call numbers (fields as there).
+/// [`super::Root`] in the backend's stack handles and call numbers (fields as there), with the
+/// names of threads outside the program as `N`: the engine's interned ids while it sums (cheap
+/// to hash and compare), the names themselves in what it returns.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[allow(missing_docs)]
-pub struct RawRoot<S> {
+pub struct RawRoot<S, N = String> {
     pub kind: RootKind,
     pub thread: ThreadRef,
     /// The backend's number of the call the root slept in (`blocked`), negative when none.
@@ -94,15 +101,34 @@ pub struct RawRoot<S> {
     pub user_stack: Option<S>,
     pub kernel_stack: Option<S>,
     pub woken_by: Option<WokenBy>,
-    pub waker_name: Option<String>,
+    pub waker_name: Option<N>,
     pub holder: Option<ThreadRef>,
-    pub holder_name: Option<String>,
+    pub holder_name: Option<N>,
 }
 
-/// [`super::Blame`] in the backend's stack handles and call numbers (fields as there).
-#[derive(Clone, Debug, PartialEq, Eq)]
+impl<S> RawRoot<S, u32> {
+    /// The root with its interned names looked up in `names`.
+    fn named(self, names: &[String]) -> RawRoot<S> {
+        let name = |id: Option<u32>| id.and_then(|n| names.get(n as usize).cloned());
+        RawRoot {
+            kind: self.kind,
+            thread: self.thread,
+            call: self.call,
+            user_stack: self.user_stack,
+            kernel_stack: self.kernel_stack,
+            woken_by: self.woken_by,
+            waker_name: name(self.waker_name),
+            holder: self.holder,
+            holder_name: name(self.holder_name),
+        }
+    }
+}
+
+/// The waiting thread's side of a blame record: [`super::Blame`]'s fields of that side, in the
+/// backend's stack handles and call numbers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[allow(missing_docs)]
-pub struct RawBlame<S> {
+pub struct RawWait<S> {
     pub thread: ThreadRef,
     pub part: WaitPart,
     /// The backend's number of the call the thread slept in, negative when none.
@@ -112,6 +138,13 @@ pub struct RawBlame<S> {
     pub kernel_stack: Option<S>,
     pub woken_by: Option<WokenBy>,
     pub waker: Option<ThreadRef>,
+}
+
+/// [`super::Blame`] in the backend's stack handles and call numbers (fields as there).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct RawBlame<S> {
+    pub wait: RawWait<S>,
     pub root: RawRoot<S>,
     pub depth: u32,
     /// From the waiting thread to the root: each thread and the user stack it waited at.
@@ -143,50 +176,16 @@ pub struct EngineCounts {
     pub spurious_wakeup_ns: u64,
 }
 
-/// The identity of a blame record (everything but its chain and sums).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct Key<S> {
-    thread: ThreadRef,
-    part: WaitPart,
-    call: i32,
-    object: u64,
-    user_stack: Option<S>,
-    kernel_stack: Option<S>,
-    woken_by: Option<WokenBy>,
-    waker: Option<ThreadRef>,
-    root: RootKey<S>,
-    depth: u32,
-}
+/// The identity of a blame record (everything but its chain and sums): its wait, its root with
+/// names interned, its depth.
+type Key<S> = (RawWait<S>, RootKey<S>, u32);
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct RootKey<S> {
-    kind: RootKind,
-    thread: ThreadRef,
-    call: i32,
-    user_stack: Option<S>,
-    kernel_stack: Option<S>,
-    woken_by: Option<WokenBy>,
-    waker_name: Option<u32>,
-    holder: Option<ThreadRef>,
-    holder_name: Option<u32>,
-}
+/// A root while the engine sums: names as interned ids.
+type RootKey<S> = RawRoot<S, u32>;
 
 /// What a weighted sample is counted under: its role, thread, the end stack of the stretch it
 /// belongs to (a `cpu` root's), its own stack.
 type SampleKey<S> = (SampleRole, ThreadRef, Option<S>, Option<S>);
-
-/// The waiting thread's side of the records one interval contributes to.
-#[derive(Clone, Copy)]
-struct WaitSide<S> {
-    thread: ThreadRef,
-    part: WaitPart,
-    call: i32,
-    object: u64,
-    user_stack: Option<S>,
-    kernel_stack: Option<S>,
-    woken_by: Option<WokenBy>,
-    waker: Option<ThreadRef>,
-}
 
 /// The blame being summed.
 struct Blames<S> {
@@ -218,15 +217,15 @@ impl<S: Copy + Eq + Hash> Engine<S> {
         Engine {
             limits,
             start_ns,
-            threads: HashMap::new(),
+            threads: HashMap::default(),
             pending: VecDeque::new(),
             names: Vec::new(),
-            name_index: HashMap::new(),
+            name_index: HashMap::default(),
             blames: Blames {
-                index: HashMap::new(),
+                index: HashMap::default(),
                 records: Vec::new(),
                 touched: Vec::new(),
-                sampled: HashMap::new(),
+                sampled: HashMap::default(),
             },
             counts: EngineCounts::default(),
         }
@@ -396,7 +395,7 @@ impl<S: Copy + Eq + Hash> Engine<S> {
 impl<S: Copy + Eq + Hash> Blames<S> {
     fn add(
         &mut self,
-        side: WaitSide<S>,
+        side: RawWait<S>,
         root: RootKey<S>,
         depth: u32,
         chain: &[(ThreadRef, Option<S>)],
@@ -406,48 +405,14 @@ impl<S: Copy + Eq + Hash> Blames<S> {
         if ns == 0 {
             return;
         }
-        let key = Key {
-            thread: side.thread,
-            part: side.part,
-            call: side.call,
-            object: side.object,
-            user_stack: side.user_stack,
-            kernel_stack: side.kernel_stack,
-            woken_by: side.woken_by,
-            waker: side.waker,
-            root,
-            depth,
-        };
+        let key = (side, root, depth);
         let i = match self.index.get(&key) {
             Some(&i) => i,
             None => {
                 let i = self.records.len();
                 self.records.push(RawBlame {
-                    thread: key.thread,
-                    part: key.part,
-                    call: key.call,
-                    object: key.object,
-                    user_stack: key.user_stack,
-                    kernel_stack: key.kernel_stack,
-                    woken_by: key.woken_by,
-                    waker: key.waker,
-                    root: RawRoot {
-                        kind: key.root.kind,
-                        thread: key.root.thread,
-                        call: key.root.call,
-                        user_stack: key.root.user_stack,
-                        kernel_stack: key.root.kernel_stack,
-                        woken_by: key.root.woken_by,
-                        waker_name: key
-                            .root
-                            .waker_name
-                            .and_then(|n| names.get(n as usize).cloned()),
-                        holder: key.root.holder,
-                        holder_name: key
-                            .root
-                            .holder_name
-                            .and_then(|n| names.get(n as usize).cloned()),
-                    },
+                    wait: side,
+                    root: key.1.clone().named(names),
                     depth,
                     chain: chain.to_vec(),
                     waits: 0,
@@ -484,7 +449,7 @@ impl<S: Copy + Eq + Hash> Walk<'_, S> {
     fn interval(&mut self, thread: ThreadRef, interval: &Stored<S>) {
         let runnable_from = match interval.kind {
             IntervalKind::Sleep => {
-                let side = WaitSide {
+                let side = RawWait {
                     thread,
                     part: WaitPart::Asleep,
                     call: interval.call,
@@ -510,7 +475,7 @@ impl<S: Copy + Eq + Hash> Walk<'_, S> {
             }
             IntervalKind::Preempted | IntervalKind::New => interval.start,
         };
-        let side = WaitSide {
+        let side = RawWait {
             thread,
             part: WaitPart::Runnable,
             call: interval.call,
@@ -580,7 +545,7 @@ impl<S: Copy + Eq + Hash> Walk<'_, S> {
     #[allow(clippy::too_many_arguments)]
     fn asleep(
         &mut self,
-        side: &WaitSide<S>,
+        side: &RawWait<S>,
         sleeper: ThreadRef,
         interval: &Stored<S>,
         from: u64,
@@ -623,7 +588,7 @@ impl<S: Copy + Eq + Hash> Walk<'_, S> {
     #[allow(clippy::too_many_arguments)]
     fn follow(
         &mut self,
-        side: &WaitSide<S>,
+        side: &RawWait<S>,
         thread: ThreadRef,
         from: u64,
         to: u64,
@@ -773,7 +738,7 @@ mod tests {
     fn roots(blame: &[RawBlame<u32>], of: ThreadRef) -> Vec<(RootKind, u32, Option<u32>, u64)> {
         let mut out: Vec<_> = blame
             .iter()
-            .filter(|b| b.thread == of && b.part == WaitPart::Asleep)
+            .filter(|b| b.wait.thread == of && b.wait.part == WaitPart::Asleep)
             .map(|b| {
                 (
                     b.root.kind,
@@ -795,7 +760,7 @@ mod tests {
         assert_eq!(roots(&blame, A), vec![(RootKind::Cpu, 2, Some(9), 100)]);
         let runnable: Vec<_> = blame
             .iter()
-            .filter(|b| b.part == WaitPart::Runnable)
+            .filter(|b| b.wait.part == WaitPart::Runnable)
             .map(|b| (b.root.kind, b.total_ns))
             .collect();
         assert_eq!(runnable, vec![(RootKind::CpuSaturation, 10)]);
@@ -822,7 +787,7 @@ mod tests {
         );
         let depth: Vec<_> = blame
             .iter()
-            .filter(|b| b.thread == A && b.root.kind == RootKind::Blocked)
+            .filter(|b| b.wait.thread == A && b.root.kind == RootKind::Blocked)
             .map(|b| {
                 (
                     b.depth,

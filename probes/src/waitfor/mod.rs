@@ -18,6 +18,7 @@ mod timeline;
 
 pub use engine::{
     Engine, EngineCounts, EngineLimits, Interval, IntervalKind, RawBlame, RawRoot, RawSampled,
+    RawWait,
 };
 
 use crate::profile::StackId;
