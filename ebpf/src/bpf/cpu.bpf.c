@@ -55,7 +55,18 @@ static __always_inline int on_sample(struct bpf_perf_event_data *ctx, const bool
 			COUNT(kernel_stack_failures);
 		key.kernel_stack_id = id < 0 ? -1 : id;
 	}
-	aggregate(&samples, &key, ctx->sample_period, NULL);
+	if (try_aggregate(&samples, &key, ctx->sample_period, NULL) == -E2BIG) {
+		/* Full: every place a busy thread runs is a key, and long recordings of many threads
+		 * fill the map (a 10-minute soak of 50 MariaDB threads did). The sample is kept under
+		 * its thread's stackless key, its stacks counted as failures, rather than lost. */
+		if (key.user_stack_id >= 0)
+			COUNT(user_stack_failures);
+		if (key.kernel_stack_id >= 0)
+			COUNT(kernel_stack_failures);
+		key.user_stack_id = -1;
+		key.kernel_stack_id = -1;
+		aggregate(&samples, &key, ctx->sample_period, NULL);
+	}
 	if (targ_stream) {
 		struct lks_cpu_sample *e = bpf_ringbuf_reserve(&waitfor_events, sizeof(*e), 0);
 

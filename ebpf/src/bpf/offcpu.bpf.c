@@ -56,6 +56,13 @@ const volatile bool targ_intervals = false;
  * (counted as a user stack failure); its time is kept either way. */
 __s64 lks_preempted_stack_budget = LKS_USER_STACK_ENTRIES / 4;
 
+/* Keys with a user stack preemptions may add to `offcpu` (a quarter of it): the stacks are
+ * budgeted in `user_stacks`, but keyed per thread they multiply, and in a 10-minute soak of 50
+ * busy MariaDB threads they filled the map, leaving no room for the sleeps (49,346 lost). Past
+ * it, a preemption at a place not keyed yet goes to its thread's stackless key (counted as a
+ * user stack failure); its time is kept either way. */
+__s64 lks_preempted_key_budget = MAX_OFFCPU_KEYS / 4;
+
 /* CLOCK_MONOTONIC when the probes were attached, written by user space; threads first seen later
  * count from here. */
 __u64 lks_start_ns = 0;
@@ -364,6 +371,18 @@ static __always_inline void record_interval(struct offcpu_thread *t, __u32 tid,
 	key.user_stack_id = stacks ? t->user_stack_id : -1;
 	key.kernel_stack_id = stacks ? t->kernel_stack_id : -1;
 	key.woken_by = state == LKS_STATE_PREEMPTED ? LKS_WOKEN_UNKNOWN : t->woken_by;
+	if (state == LKS_STATE_PREEMPTED && key.user_stack_id >= 0 &&
+	    !bpf_map_lookup_elem(&offcpu, &key)) {
+		/* A new place for this thread: spend the budget, or keep the time stackless. Callers
+		 * racing on the last unit may overdraw it by one each, a bound, not a count. */
+		if (lks_preempted_key_budget <= 0) {
+			COUNT(user_stack_failures);
+			key.user_stack_id = -1;
+			key.kernel_stack_id = -1;
+		} else {
+			__sync_fetch_and_add(&lks_preempted_key_budget, -1);
+		}
+	}
 	if (try_aggregate(&offcpu, &key, ns, task) != -E2BIG)
 		return;
 	/* Full: a preemption's stacks make as many keys as the places threads run. Its time is kept
