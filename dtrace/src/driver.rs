@@ -842,7 +842,7 @@ impl Driver {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
         m.duration_ns = elapsed.as_nanos() as u64;
-        m.cpu_count = std::thread::available_parallelism().map_or(0, |n| n.get() as u32);
+        m.cpu_count = lockscope_probes::host::online_cpus();
         m.hostname = host.nodename;
         m.kernel_release = host.release.clone();
         m.libc = libc_description(os, TargetOs::host(), &host.release);
@@ -1243,23 +1243,8 @@ pub fn libc_description(os: TargetOs, host: Option<TargetOs>, release: &str) -> 
         TargetOs::MacOs => format!("libSystem (Darwin {release})"),
         TargetOs::FreeBsd => format!("FreeBSD libc {release}"),
         TargetOs::Illumos => format!("illumos libc {release}"),
-        TargetOs::Linux => return glibc_version(),
+        TargetOs::Linux => return lockscope_probes::host::glibc_version(),
     })
-}
-
-/// `glibc 2.36` when lockscope runs with glibc (the target almost always has the same one).
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn glibc_version() -> Option<String> {
-    // SAFETY: gnu_get_libc_version takes nothing and returns a pointer to a static,
-    // NUL-terminated string.
-    let version = unsafe { std::ffi::CStr::from_ptr(libc::gnu_get_libc_version()) };
-    Some(format!("glibc {}", version.to_string_lossy()))
-}
-
-/// Without glibc, the C library is not named.
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn glibc_version() -> Option<String> {
-    None
 }
 
 /// dtrace must stop on SIGINT and SIGTERM, which is how the driver ends a recording: a process

@@ -21,7 +21,6 @@ use lockscope_probes::{
     catalog, host, AttachStatus, Losses, Metadata, ProbeAttachment, ProcessInfo, Profile, Target,
 };
 use std::collections::{BTreeSet, HashMap};
-use std::ffi::CStr;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -480,8 +479,8 @@ impl Recorder {
             os: "linux".to_owned(),
             kernel_release: uname.release,
             hostname: uname.nodename,
-            cpu_count: online_cpus(),
-            libc: glibc_version(),
+            cpu_count: host::online_cpus(),
+            libc: host::glibc_version(),
             target: self.target.clone(),
             start_unix_ns: self.start_unix_ns,
             duration_ns,
@@ -914,18 +913,6 @@ fn check_probe_names(names: &[String]) -> Result<(), Error> {
     }
 }
 
-fn online_cpus() -> u32 {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    u32::try_from(n).unwrap_or(1).max(1)
-}
-
-fn glibc_version() -> Option<String> {
-    // SAFETY: gnu_get_libc_version returns a static NUL-terminated string.
-    let version = unsafe { CStr::from_ptr(libc::gnu_get_libc_version()) };
-    Some(format!("glibc {}", version.to_string_lossy()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -943,11 +930,5 @@ mod tests {
             "unknown probe `nosuch` (the eBPF backend provides: futex, offcpu, wakeup, \
              preempt, waitfor, syscall, lifecycle, klock, mutex-hold, cpu)"
         );
-    }
-
-    /// The C library names itself.
-    #[test]
-    fn libc_version() {
-        assert!(glibc_version().expect("glibc").starts_with("glibc 2."));
     }
 }

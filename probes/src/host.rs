@@ -1,5 +1,6 @@
-//! What both backends ask of the host they run on, written once: `uname` (for a profile's
-//! metadata) and ending a process lockscope launched (SIGTERM, then SIGKILL after a grace period).
+//! What both backends ask of the host they run on, written once: `uname`, the online CPUs and
+//! the C library's version (for a profile's metadata), and ending a process lockscope launched
+//! (SIGTERM, then SIGKILL after a grace period).
 //!
 //! POSIX only, so OS-neutral for every OS lockscope runs on (Linux, macOS, FreeBSD, illumos): it
 //! lives here because the backends may not depend on each other.
@@ -44,6 +45,37 @@ fn c_chars(chars: &[libc::c_char]) -> String {
         .map(|&c| c as u8)
         .collect();
     String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// The host's CPUs online now (at least 1): the machine's, not the ones lockscope may run on
+/// (`available_parallelism` would count an affinity mask or a cgroup quota).
+pub fn online_cpus() -> u32 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    u32::try_from(n).unwrap_or(1).max(1)
+}
+
+/// `glibc 2.36` when lockscope runs with glibc (a traced program almost always has the same
+/// one); `None` with another C library, which is not named.
+pub fn glibc_version() -> Option<String> {
+    glibc::version()
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+mod glibc {
+    pub fn version() -> Option<String> {
+        // SAFETY: gnu_get_libc_version takes nothing and returns a pointer to a static,
+        // NUL-terminated string.
+        let version = unsafe { std::ffi::CStr::from_ptr(libc::gnu_get_libc_version()) };
+        Some(format!("glibc {}", version.to_string_lossy()))
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+mod glibc {
+    pub fn version() -> Option<String> {
+        None
+    }
 }
 
 /// How [`terminate`] ended a process.
@@ -103,6 +135,15 @@ mod tests {
             uname.machine == arch || (arch == "aarch64" && uname.machine == "arm64"),
             "{uname:?}"
         );
+    }
+
+    /// The C library names itself where it is glibc; some CPU is online.
+    #[test]
+    fn names_the_c_library_and_counts_cpus() {
+        if cfg!(all(target_os = "linux", target_env = "gnu")) {
+            assert!(glibc_version().expect("glibc").starts_with("glibc 2."));
+        }
+        assert!(online_cpus() >= 1);
     }
 
     /// A child that ends at SIGTERM exits within the grace period; one that ignores it is

@@ -42,8 +42,8 @@ pub enum SessionTarget {
     Command(Vec<OsString>),
 }
 
-/// What to record and how, validated (`RecordArgs::to_session_options`, or built by `sweep` and
-/// `bench --record`).
+/// What to record and how, validated (built from `record`'s arguments by `cmd::record::run`, by
+/// `sweep` and by `bench --record`).
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct SessionOptions {

@@ -1,5 +1,5 @@
 //! Golden-file tests of every text output, built from the hand-made demo profile of
-//! `tests/common`. Run with `LOCKSCOPE_BLESS=1` to rewrite the files under `tests/data/` after an
+//! `tests/fixtures`. Run with `LOCKSCOPE_BLESS=1` to rewrite the files under `tests/data/` after an
 //! intended change, then review the diff.
 
 mod common;

@@ -1,5 +1,5 @@
 //! The probes of the eBPF backend, one file each, named as the probe's BPF object
-//! (`bpf/NAME.bpf.c`, `bpf/NAME.h`) and its report section: `futex`, `offcpu` (also `wakeup`
+//! (`bpf/NAME.bpf.c`, `bpf/NAME.h`): `futex`, `offcpu` (also `wakeup`
 //! and `preempt`), `syscall`, `lifecycle`, `klock`, `mutex_hold` (the `mutex-hold` probe: Rust
 //! names take `_` for `-`), `cpu` (on-CPU samples, not waits).
 //!
