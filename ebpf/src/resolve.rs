@@ -368,6 +368,7 @@ fn resolve_waitfor(drained: DrainedWaitFor, resolver: &mut Resolver<'_>) -> Resu
         lost_intervals: drained.counts.lost_intervals,
         spurious_wakeups: drained.counts.spurious_wakeups,
         spurious_wakeup_ns: drained.counts.spurious_wakeup_ns,
+        stackless_ns: drained.counts.stackless_ns,
         blame,
         sampled,
     })

@@ -118,6 +118,11 @@ pub struct WaitFor {
     pub spurious_wakeups: u64,
     /// Their sleeps' time before the wakeup, nanoseconds (included in the blame).
     pub spurious_wakeup_ns: u64,
+    /// Time blamed without its stacks, calls and locks because the analysis reached its limit
+    /// of records (a long recording of many busy threads), nanoseconds; 0 in profiles older
+    /// than this field.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stackless_ns: u64,
     /// Where the time of every analysed interval went.
     pub blame: Vec<Blame>,
     /// What `cpu` roots ran while others waited on them, and what held the CPUs `cpu-saturation`

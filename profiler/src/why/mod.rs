@@ -315,6 +315,9 @@ pub struct Coverage {
     pub lost_intervals: u64,
     /// Wakeups that ended no wait.
     pub spurious_wakeups: u64,
+    /// Time of all threads blamed without its stacks, calls and locks (the analysis' limit of
+    /// records was reached), nanoseconds.
+    pub stackless_ns: u64,
     /// The analysed threads' wait time the analysis could not follow (`unknown`, depth limit).
     pub unexplained_ns: u64,
     /// The analysed threads' wall time neither on a CPU nor in an analysed wait (sleeps still
@@ -429,6 +432,7 @@ impl Why {
                 intervals: waitfor.intervals,
                 lost_intervals: waitfor.lost_intervals,
                 spurious_wakeups: waitfor.spurious_wakeups,
+                stackless_ns: waitfor.stackless_ns,
                 unexplained_ns,
                 unfinished_ns: wall_ns
                     .saturating_sub(selection.on_cpu_ns)

@@ -96,6 +96,15 @@ pub(super) fn render(why: &Why) -> String {
         c.max_depth,
         format_ns(c.history_ns),
     );
+    if c.stackless_ns > 0 {
+        let _ = writeln!(
+            out,
+            "Stacks: {} of the threads' waits were analysed without their stacks (the \
+             analysis' limit of records was reached): their causes have threads and kinds, not \
+             places, calls or locks",
+            format_ns(c.stackless_ns),
+        );
+    }
     out
 }
 
