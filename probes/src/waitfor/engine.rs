@@ -933,7 +933,11 @@ mod tests {
                 (None, None),
                 "{b:?}"
             );
-            assert_eq!((b.wait.object, b.wait.waker, b.root.holder), (0, None, None), "{b:?}");
+            assert_eq!(
+                (b.wait.object, b.wait.waker, b.root.holder),
+                (0, None, None),
+                "{b:?}"
+            );
             assert!(b.chain.iter().all(|(_, stack)| stack.is_none()), "{b:?}");
         }
     }
