@@ -820,6 +820,17 @@ fn exec_and_exit_free_the_tables_no_process_maps() {
     let shell_rows = rows_of(&before, "/dash") + rows_of(&before, "/bash");
     assert!(shell_rows > 0, "{before:?}");
     child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+    // The refresh takes the maps as they are when it reads them: one read in the middle of the
+    // exec (CI saw it once) holds `sleep` alone, and a process asleep misses no stack that
+    // would refresh it again. Let the exec and the dynamic loader finish first.
+    let maps = format!("/proc/{}/maps", child.id());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(&maps)
+        .is_ok_and(|m| m.contains("/sleep") && m.contains("libc.so"))
+    {
+        assert!(Instant::now() < deadline, "sleep did not load libc");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let after = poll_until(&mut recorder, |stats| rows_of(stats, "/sleep") > 0);
     assert_eq!(
         after.rows_used,
