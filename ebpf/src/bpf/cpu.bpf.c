@@ -63,18 +63,13 @@ static __always_inline int on_sample(struct bpf_perf_event_data *ctx, const bool
 		key.kernel_stack_id = id < 0 ? -1 : id;
 	}
 	if ((key.user_stack_id >= 0 || key.kernel_stack_id >= 0) &&
-	    !bpf_map_lookup_elem(&samples, &key)) {
-		/* Callers racing on the last unit may overdraw it by one each: a bound, not a count. */
-		if (lks_stack_key_budget <= 0) {
-			if (key.user_stack_id >= 0)
-				COUNT(user_stack_failures);
-			if (key.kernel_stack_id >= 0)
-				COUNT(kernel_stack_failures);
-			key.user_stack_id = -1;
-			key.kernel_stack_id = -1;
-		} else {
-			__sync_fetch_and_add(&lks_stack_key_budget, -1);
-		}
+	    !lks_key_keeps_stacks(&samples, &key, &lks_stack_key_budget)) {
+		if (key.user_stack_id >= 0)
+			COUNT(user_stack_failures);
+		if (key.kernel_stack_id >= 0)
+			COUNT(kernel_stack_failures);
+		key.user_stack_id = -1;
+		key.kernel_stack_id = -1;
 	}
 	aggregate(&samples, &key, ctx->sample_period, NULL);
 	if (targ_stream) {

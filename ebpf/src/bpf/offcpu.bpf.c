@@ -379,16 +379,10 @@ static __always_inline void record_interval(struct offcpu_thread *t, __u32 tid,
 	key.kernel_stack_id = stacks ? t->kernel_stack_id : -1;
 	key.woken_by = state == LKS_STATE_PREEMPTED ? LKS_WOKEN_UNKNOWN : t->woken_by;
 	if (state == LKS_STATE_PREEMPTED && key.user_stack_id >= 0 &&
-	    !bpf_map_lookup_elem(&offcpu, &key)) {
-		/* A new place for this thread: spend the budget, or keep the time stackless. Callers
-		 * racing on the last unit may overdraw it by one each, a bound, not a count. */
-		if (lks_preempted_key_budget <= 0) {
-			COUNT(user_stack_failures);
-			key.user_stack_id = -1;
-			key.kernel_stack_id = -1;
-		} else {
-			__sync_fetch_and_add(&lks_preempted_key_budget, -1);
-		}
+	    !lks_key_keeps_stacks(&offcpu, &key, &lks_preempted_key_budget)) {
+		COUNT(user_stack_failures);
+		key.user_stack_id = -1;
+		key.kernel_stack_id = -1;
 	}
 	if (try_aggregate(&offcpu, &key, ns, task) != -E2BIG)
 		return;
@@ -649,20 +643,15 @@ static __always_inline int on_waking(void *ctx, struct task_struct *p, const boo
 	key.waker_user_stack_id = t->waker_user_stack_id;
 	key.waker_kernel_stack_id = t->waker_kernel_stack_id;
 	key.syscall = t->syscall;
-	if (!bpf_map_lookup_elem(&wakeups, &key)) {
-		/* As with lks_preempted_key_budget, racing callers may overdraw it by one each. */
-		if (lks_wakeup_stack_key_budget <= 0) {
-			if (key.user_stack_id >= 0 || key.waker_user_stack_id >= 0)
-				COUNT(user_stack_failures);
-			if (key.kernel_stack_id >= 0 || key.waker_kernel_stack_id >= 0)
-				COUNT(kernel_stack_failures);
-			key.user_stack_id = -1;
-			key.kernel_stack_id = -1;
-			key.waker_user_stack_id = -1;
-			key.waker_kernel_stack_id = -1;
-		} else {
-			__sync_fetch_and_add(&lks_wakeup_stack_key_budget, -1);
-		}
+	if (!lks_key_keeps_stacks(&wakeups, &key, &lks_wakeup_stack_key_budget)) {
+		if (key.user_stack_id >= 0 || key.waker_user_stack_id >= 0)
+			COUNT(user_stack_failures);
+		if (key.kernel_stack_id >= 0 || key.waker_kernel_stack_id >= 0)
+			COUNT(kernel_stack_failures);
+		key.user_stack_id = -1;
+		key.kernel_stack_id = -1;
+		key.waker_user_stack_id = -1;
+		key.waker_kernel_stack_id = -1;
 	}
 	aggregate(&wakeups, &key, ns, NULL);
 	return 0;

@@ -49,6 +49,16 @@ static __always_inline void count_stack_failures(struct stack_ids ids)
 		COUNT(kernel_stack_failures);
 }
 
+/* Whether `key` may carry its stacks into the aggregation `map`: yes when it is there already or
+ * a unit of `budget` is left (spent here); no once the budget is spent, and the caller then
+ * strips its stacks (counting them as failures) so that the time goes to a stackless key, which
+ * the rest of the map keeps room for: every place busy threads run or meet at is a key, and a
+ * map they fill loses the time of the stackless keys too. */
+static __always_inline bool lks_key_keeps_stacks(void *map, const void *key, __s64 *budget)
+{
+	return bpf_map_lookup_elem(map, key) || lks_spend(budget);
+}
+
 /* Stores the start of the current thread's event in flight: `start` under its thread id `tid` in
  * the hash `starts`. When that fails, the event's end will find nothing: it is counted as seen
  * here, and lost to the full map (or dropped, on any other error). */

@@ -930,6 +930,18 @@ __noinline int lks_memo_store(__u32 tid, __s32 id)
 	return 1;
 }
 
+/* Spends one unit of `budget` (a global counting down what may still be added to a map): false
+ * when none is left. Read, then an add whose result is unused (kernels before 5.12 have no atomic
+ * fetch): racing callers may overdraw it by one each, a bound on the order of the map, not a
+ * count. The one budget rule of every probe (lks_store_stack's stacks, probe.bpf.h's keys). */
+static __always_inline bool lks_spend(__s64 *budget)
+{
+	if (*budget <= 0)
+		return false;
+	__sync_fetch_and_add(budget, -1);
+	return true;
+}
+
 /* Stores `stack` in `user_stacks` (see lks_unwind_user_stack_budget for `budget` and `spend`):
  * its id, or a negative errno. */
 static __always_inline __s32 lks_store_stack(struct user_stack *stack,
@@ -947,13 +959,8 @@ static __always_inline __s32 lks_store_stack(struct user_stack *stack,
 		counters->store_failures++;
 		return -EEXIST;
 	}
-	/* Read, then an add whose result is unused (kernels before 5.12 have no atomic fetch): racing
-	 * callers may overdraw the budget by one each, a bound on the order of the map, not a count. */
-	if (budget && spend) {
-		if (*budget <= 0)
-			return -ENOSPC;
-		__sync_fetch_and_add(budget, -1);
-	}
+	if (budget && spend && !lks_spend(budget))
+		return -ENOSPC;
 	err = bpf_map_update_elem(&user_stacks, &id, stack, BPF_NOEXIST);
 	if (err && err != -EEXIST) {
 		counters->store_failures++;
