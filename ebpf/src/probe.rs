@@ -306,6 +306,8 @@ pub(crate) struct Drained {
     pub wakeups: Vec<RawWakeup>,
     pub threads: Vec<RawThreadTime>,
     pub waitfor: Option<DrainedWaitFor>,
+    /// What a probe recorded otherwise than asked, for the profile's warnings.
+    pub warnings: Vec<String>,
 }
 
 /// An error with its causes, `: `-separated.

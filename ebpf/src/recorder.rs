@@ -444,6 +444,7 @@ impl Recorder {
         if let Some(waitfor) = self.waitfor.take() {
             drained.waitfor = Some(waitfor.finish(monotonic_ns())?);
         }
+        let probe_warnings = std::mem::take(&mut drained.warnings);
         let resolve::Resolved {
             mut waits,
             threads,
@@ -464,6 +465,7 @@ impl Recorder {
                 .then((a.pid, a.tid, a.object).cmp(&(b.pid, b.tid, b.object)))
         });
         let mut warnings = std::mem::take(&mut self.warnings);
+        warnings.extend(probe_warnings);
         let lost = self.shared.process_events_lost();
         if lost > 0 {
             warnings.push(format!(

@@ -493,7 +493,7 @@ mod tests {
                 stats: record("offcpu", 2, 7).stats,
             }],
             threads: Vec::new(),
-            waitfor: None,
+            ..Drained::default()
         };
         let resolved = resolve(drained, &stacks, &maps).expect("resolve");
         assert_eq!(resolved.stacks.len(), 1, "{:?}", resolved.stacks);

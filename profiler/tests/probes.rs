@@ -198,8 +198,9 @@ fn offcpu_stack_of_an_early_sleep_reaches_the_start_code() {
 
 /// With `preempt`, a preempted thread's time points at the code it was running: the demo's
 /// spinner, pinned to one CPU with the cruncher, is preempted for at least a quarter of its
-/// 300 ms spin, and at least 90% of that time has a user stack through `spin_until_free` and
-/// its caller `acquire_spin_lock`, which the report's CPU saturation section names.
+/// 300 ms spin, at least 90% of its preempted time with a (sampled) user stack has one through
+/// `spin_until_free` and its caller `acquire_spin_lock`, which the report's CPU saturation
+/// section names, and the preemptions between samples are said to have none.
 #[test]
 #[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn preempt_names_where_a_preempted_thread_ran() {
@@ -227,6 +228,13 @@ fn preempt_names_where_a_preempted_thread_ran() {
         preempted >= 75_000_000,
         "the spinner, sharing one CPU with the cruncher, was preempted for {preempted} ns"
     );
+    // Stacks are sampled (at most one per thread per 10 ms of its preemptions): the spinner's
+    // sampled preemptions are in its spin, and the ones between samples are said to have none.
+    let sampled: u64 = spinner
+        .iter()
+        .filter(|w| w.user_stack.is_some())
+        .map(|w| w.stats.total_ns)
+        .sum();
     let in_spin: u64 = spinner
         .iter()
         .filter(|w| {
@@ -239,9 +247,22 @@ fn preempt_names_where_a_preempted_thread_ran() {
         .map(|w| w.stats.total_ns)
         .sum();
     assert!(
-        in_spin as f64 >= 0.9 * preempted as f64,
-        "{in_spin} of the spinner's {preempted} preempted ns have its spin's stack"
+        sampled > 0 && in_spin as f64 >= 0.9 * sampled as f64,
+        "{in_spin} of the spinner's {sampled} preempted ns with a stack (of {preempted}) have \
+         its spin's stack"
     );
+    if sampled < preempted {
+        assert!(
+            profile
+                .metadata
+                .warnings
+                .iter()
+                .any(|w| w.contains("preemptions have no user stack")),
+            "{} of {preempted} preempted ns without a stack, and no warning says why: {:?}",
+            preempted - sampled,
+            profile.metadata.warnings
+        );
+    }
     let report = run_ok(lockscope().arg("report").arg(&lsp));
     let saturation = report
         .split("\n\n")

@@ -98,6 +98,11 @@ struct offcpu_thread {
 	 * or LKS_STATE_RUN_QUEUE (a new thread, or one first seen runnable). */
 	enum offcpu_state interval_state;
 	char comm[LKS_COMM_LEN];
+	/* The `preempt` probe's sampling (targ_preempted_stack_interval_ns): when this thread's
+	 * user stack was last taken at a preemption, and its preemptions since the start that were
+	 * not sampled (recorded without a stack, their time kept). */
+	__u64 preempted_stack_ns;
+	__u64 preempted_unsampled;
 };
 
 /* Aggregation key of off-CPU intervals at least `targ_min_block_ns` long. */

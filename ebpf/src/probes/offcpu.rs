@@ -34,6 +34,13 @@ unsafe impl Plain for wakeup_key {}
 // SAFETY: as above.
 unsafe impl Plain for offcpu_interval {}
 
+/// How often the `preempt` probe takes a thread's user stack at its preemptions: at most once per
+/// 10 ms of each thread (`targ_preempted_stack_interval_ns`; in between, the preemptions keep
+/// their time without a stack). The walks at every preemption cost more than the rest of
+/// `--probes bottleneck` together on a CPU-bound server (docs/BOTTLENECK.md); 10 ms is what a
+/// 100 Hz sampler takes of a thread that runs all along.
+const PREEMPTED_STACK_INTERVAL_NS: u64 = 10_000_000;
+
 /// The system calls whose sleeps are not `other` time, by class. The loader turns them into
 /// the BPF program's table by number (`targ_syscall_class`), and the threads that never ran are
 /// classed by the same table.
@@ -211,6 +218,7 @@ impl Probe for OffcpuProbe {
                     rodata.targ_min_block_ns = min_block;
                     rodata.targ_waker_stacks = waker_stacks;
                     rodata.targ_preempted_stacks = preempted_stacks;
+                    rodata.targ_preempted_stack_interval_ns = PREEMPTED_STACK_INTERVAL_NS;
                     rodata.targ_intervals = stream;
                     let table = syscall_class_table(rodata.targ_syscall_class.len());
                     rodata.targ_syscall_class.copy_from_slice(&table);
@@ -277,9 +285,20 @@ impl Probe for OffcpuProbe {
         }
         let now = cx.ended_ns;
         let mut seen = HashSet::new();
+        let (mut preemptions, mut unsampled) = (0u64, 0u64);
         for (tid, t) in entries::<u32, offcpu_thread>(&maps.threads, "threads")? {
             seen.insert(tid);
+            preemptions += t.involuntary;
+            unsampled += t.preempted_unsampled;
             out.threads.push(thread_time(tid, &t, now));
+        }
+        if unsampled > 0 {
+            out.warnings.push(format!(
+                "{unsampled} of {preemptions} preemptions have no user stack: the `preempt` \
+                 probe takes a thread's stack at most once per {} ms of its preemptions (their \
+                 time is kept whole, as `[preempted]` without a stack)",
+                PREEMPTED_STACK_INTERVAL_NS / 1_000_000
+            ));
         }
         let start = maps.bss_data.as_ref().map_or(now, |bss| bss.lks_start_ns);
         out.threads
