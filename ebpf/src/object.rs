@@ -11,6 +11,7 @@ use crate::skel;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
 use lockscope_probes::{Log2Histogram, Losses, WaitStats};
+use std::borrow::Cow;
 use std::ffi::CStr;
 use std::mem::MaybeUninit;
 use std::ptr::NonNull;
@@ -225,8 +226,11 @@ pub(crate) fn wait_stats(v: &LksStats) -> WaitStats {
 
 /// A kernel `comm` (NUL-terminated, at most 16 bytes) as a string.
 pub(crate) fn comm(raw: &[i8; 16]) -> String {
-    let bytes = raw.map(|c| c as u8);
-    CStr::from_bytes_until_nul(&bytes)
-        .map(|c| c.to_string_lossy().into_owned())
-        .unwrap_or_default()
+    comm_str(&raw.map(|c| c as u8)).into_owned()
+}
+
+/// [`comm`] of the bytes of a name, borrowed where it is valid UTF-8 (the wait-for stream reads
+/// two names per interval: no allocation for each).
+pub(crate) fn comm_str(bytes: &[u8; 16]) -> Cow<'_, str> {
+    CStr::from_bytes_until_nul(bytes).map_or(Cow::Borrowed(""), CStr::to_string_lossy)
 }

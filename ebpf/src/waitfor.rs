@@ -4,7 +4,7 @@
 //! (`lockscope_probes::waitfor`), which analyses them as the recording goes.
 
 use crate::error::Error;
-use crate::object::{comm, read_plain, Plain};
+use crate::object::{comm_str, read_plain, Plain};
 use crate::probe::DrainedWaitFor;
 use crate::probes::offcpu_interval;
 use crate::shared::SharedMaps;
@@ -85,11 +85,13 @@ impl WaitForStream {
         for event in self.received.borrow_mut().drain(..) {
             match event {
                 Event::Interval(e) => {
+                    let waker_bytes = e.waker_comm.map(|c| c as u8);
                     let waker = (e.woken_by == waker_class::LKS_WOKEN_BY_OUTSIDE)
-                        .then(|| comm(&e.waker_comm));
-                    let holder = comm(&e.holder_comm);
+                        .then(|| comm_str(&waker_bytes));
+                    let holder_bytes = e.holder_comm.map(|c| c as u8);
+                    let holder = comm_str(&holder_bytes);
                     self.engine
-                        .push(offcpu_interval(&e), waker.as_deref(), Some(holder.as_str()));
+                        .push(offcpu_interval(&e), waker.as_deref(), Some(&holder));
                 }
                 Event::Sample(s) => self.engine.push_sample(
                     ThreadRef {
