@@ -96,9 +96,10 @@ pub const CATALOG: &[ProbeInfo] = &[
     },
     ProbeInfo {
         name: "preempt",
-        description: "where threads lose the CPU: the user stack each preempted thread was \
+        description: "where threads lose the CPU: the user stack a preempted thread was \
                   running, so that CPU saturation's preempted time has a site; implies offcpu \
-                  and adds one user-stack unwinding per preemption",
+                  and adds one user-stack unwinding per preemption, sampled: at most one per \
+                  thread per 10 ms of its preemptions (the others keep their time, stackless)",
         kinds: &[WaitKind::OffCpu],
         cost: CostClass::PerContextSwitch,
         default: false,

@@ -12,7 +12,8 @@
 # unmounted, so on the generic sys_enter/sys_exit hooks; only when this script mounted tracefs),
 # lockscope-offcpu (--probes offcpu, when `lockscope probes` lists it), lockscope-preempt
 # (--probes preempt: offcpu with the stacks of preempted threads), lockscope-bottleneck
-# (--probes bottleneck: what `lockscope why` reads), bpftrace-futex,
+# (--probes bottleneck: what `lockscope why` reads), lockscope-with-P1+P2... (--probes P1,P2...:
+# any set, to tell where a set's cost comes from), bpftrace-futex,
 # bpftrace-offcpu (the equivalent bpftrace scripts next to this one), perf-lock (perf lock record
 # -p), perf-trace (perf trace -s -p), strace (strace -c -f -p); and the on-CPU profilers at 99 Hz:
 # lockscope-cpu (--probes cpu), perf-cpu (perf record -F 99 --call-graph dwarf -p: perf's 8 KB
@@ -129,6 +130,11 @@ start_tracer() {
     lockscope-preempt) cmd=("$LOCKSCOPE" record -p "$PID" --probes preempt -o "$base.lsp") ready="recording pid" ;;
     lockscope-bottleneck) cmd=("$LOCKSCOPE" record -p "$PID" --probes bottleneck -o "$base.lsp") ready="recording pid" ;;
     lockscope-cpu) cmd=("$LOCKSCOPE" record -p "$PID" --probes cpu -o "$base.lsp") ready="recording pid" ;;
+    lockscope-with-*)
+        # A set of probes of one's own, `+`-separated: where a set's cost comes from.
+        cmd=("$LOCKSCOPE" record -p "$PID" --probes "$(tr + , <<<"${mode#lockscope-with-}")" -o "$base.lsp")
+        ready="recording pid"
+        ;;
     perf-cpu) cmd=(perf record -F 99 --call-graph dwarf -p "$PID" -o "$base.perf.data") ;;
     bpftrace-cpu)
         cmd=(bpftrace -e 'profile:hz:99 /pid == $1/ { @[ustack] = count(); }' "$PID")
