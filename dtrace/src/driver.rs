@@ -31,6 +31,7 @@
 use crate::catalog::{DtraceProbe, TargetOs, MACOS_INTROSPECTION};
 use crate::parse::{Output, Parser};
 use crate::script::{generate_script, ScriptOptions, ScriptTarget};
+use crate::waitfor::WaitForStream;
 use crate::{profile, Error};
 use lockscope_probes::{AttachStatus, Losses, ProbeAttachment, Profile, Target};
 use std::ffi::OsString;
@@ -234,6 +235,8 @@ struct Attempt {
     status: ExitStatus,
     stopped_by: Option<&'static str>,
     output: Output,
+    /// The wait-for stream, when the `waitfor` probe ran.
+    stream: Option<WaitForStream>,
     stderr: Vec<String>,
     watch: TargetWatch,
 }
@@ -692,10 +695,14 @@ impl Driver {
         let flags = Arc::new(StdoutFlags::default());
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
+        let stream = probes
+            .iter()
+            .any(|p| p.name == "waitfor")
+            .then(|| WaitForStream::new(self.options.script.os));
         let out_thread = {
             let flags = Arc::clone(&flags);
             let echo = self.options.echo_target_output;
-            std::thread::spawn(move || read_stdout(stdout, &flags, echo))
+            std::thread::spawn(move || read_stdout(stdout, &flags, echo, stream))
         };
         let stderr_lines = Arc::new(Mutex::new(Vec::new()));
         let err_thread = {
@@ -718,7 +725,7 @@ impl Driver {
             let _ = child.kill();
             let _ = child.wait();
         }
-        let output = out_thread.join().unwrap_or_default();
+        let (output, stream) = out_thread.join().unwrap_or_default();
         let (status, stopped_by) = match supervised? {
             (Some(status), stopped_by) => {
                 let _ = err_thread.join();
@@ -739,6 +746,7 @@ impl Driver {
             status,
             stopped_by,
             output,
+            stream,
             stderr,
             watch,
         })
@@ -758,6 +766,7 @@ impl Driver {
                     status,
                     stopped_by,
                     mut output,
+                    stream,
                     stderr,
                     watch,
                 },
@@ -823,12 +832,29 @@ impl Driver {
             (None, None) if diagnosis.target_exited || output.done => "target exited".to_string(),
             (None, None) => format!("dtrace exited ({status})"),
         };
-        let resolved = resolve_user_frames(os, &watch, &mut output);
-        let mut profile = profile::to_profile_with(
+        let mut stream = stream.and_then(WaitForStream::finish);
+        if let Some(stream) = &stream {
+            if stream.inconsistent > 0 {
+                warnings.push(format!(
+                    "the wait-for stream lost events: {} switches contradicted their thread's \
+                     state (counted as lost intervals; that time is `unknown` to `lockscope why`)",
+                    stream.inconsistent
+                ));
+            }
+        }
+        let user_stacks = stream.iter_mut().flat_map(|s| {
+            s.stacks
+                .iter_mut()
+                .filter(|(space, _)| *space == lockscope_probes::AddressSpace::User)
+                .map(|(_, frames)| frames)
+        });
+        let resolved = resolve_user_frames(os, &watch, &mut output, user_stacks);
+        let mut profile = profile::to_profile_streamed(
             &output,
             Some(os),
             Some(self.options.script.ustack_frames),
             &|frame| resolved.get(&frame.text).cloned(),
+            stream,
         );
         if let Some(warning) = silent_plockstat(&profile, &probes, os) {
             warnings.push(warning);
@@ -1131,10 +1157,11 @@ fn killed_by_signal(status: &ExitStatus) -> bool {
 /// by frame text, after cutting the frames where the frame-pointer walk went astray; elsewhere
 /// nothing (dtrace's own symbols stand).
 #[cfg(target_os = "linux")]
-fn resolve_user_frames(
+fn resolve_user_frames<'s>(
     os: TargetOs,
     watch: &TargetWatch,
     output: &mut Output,
+    streamed: impl Iterator<Item = &'s mut Vec<crate::parse::ParsedFrame>>,
 ) -> std::collections::HashMap<String, lockscope_probes::Frame> {
     if os != TargetOs::Linux {
         return Default::default();
@@ -1158,15 +1185,20 @@ fn resolve_user_frames(
     if watch.maps.is_empty() {
         return Default::default();
     }
-    crate::symbolize::UserSymbolizer::new(&watch.maps).resolve_output(output)
+    let symbolizer = crate::symbolize::UserSymbolizer::new(&watch.maps);
+    let mut resolved = symbolizer.resolve_output(output);
+    // The wait-for stream records one process only (its script names `$target`).
+    symbolizer.resolve_stacks(streamed, &mut resolved);
+    resolved
 }
 
 /// Only the Linux driver symbolizes frames itself.
 #[cfg(not(target_os = "linux"))]
-fn resolve_user_frames(
+fn resolve_user_frames<'s>(
     _os: TargetOs,
     _watch: &TargetWatch,
     _output: &mut Output,
+    _streamed: impl Iterator<Item = &'s mut Vec<crate::parse::ParsedFrame>>,
 ) -> std::collections::HashMap<String, lockscope_probes::Frame> {
     Default::default()
 }
@@ -1322,7 +1354,12 @@ struct StdoutFlags {
 /// Feeds dtrace's stdout to the parser and sets `flags` on the script's begin and done lines;
 /// with `echo`, lines between `BEGIN` and END's first record (a `-c` command's output) go to
 /// lockscope's stdout instead.
-fn read_stdout(stdout: Option<impl Read>, flags: &StdoutFlags, echo: bool) -> Output {
+fn read_stdout(
+    stdout: Option<impl Read>,
+    flags: &StdoutFlags,
+    echo: bool,
+    mut stream: Option<WaitForStream>,
+) -> (Output, Option<WaitForStream>) {
     let mut parser = Parser::new();
     let mut in_end = false;
     if let Some(stdout) = stdout {
@@ -1330,6 +1367,13 @@ fn read_stdout(stdout: Option<impl Read>, flags: &StdoutFlags, echo: bool) -> Ou
             let content = line.strip_suffix(b"\n").unwrap_or(line);
             if content.starts_with(b"=== lockscope begin") {
                 flags.began.store(true, Ordering::Release);
+            }
+            // The wait-for stream's lines, as they come (never the target's output, never a
+            // record of END).
+            if let Some(stream) = stream.as_mut() {
+                if stream.feed_line(&String::from_utf8_lossy(content)) {
+                    return ControlFlow::Continue(());
+                }
             }
             in_end |= content.starts_with(b"=== lockscope record")
                 || content.starts_with(b"=== lockscope done");
@@ -1356,7 +1400,7 @@ fn read_stdout(stdout: Option<impl Read>, flags: &StdoutFlags, echo: bool) -> Ou
             ControlFlow::Continue(())
         });
     }
-    parser.finish()
+    (parser.finish(), stream)
 }
 
 /// Collects dtrace's stderr lines into `lines` as they come, so that they can be read before
