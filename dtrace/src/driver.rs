@@ -834,11 +834,14 @@ impl Driver {
         };
         let mut stream = stream.and_then(WaitForStream::finish);
         if let Some(stream) = &stream {
-            if stream.inconsistent > 0 {
+            if stream.inconsistent > 0 || stream.late > 0 {
                 warnings.push(format!(
                     "the wait-for stream lost events: {} switches contradicted their thread's \
-                     state (counted as lost intervals; that time is `unknown` to `lockscope why`)",
-                    stream.inconsistent
+                     state (counted as lost intervals; that time is `unknown` to `lockscope \
+                     why`), {} came more than {} ms after later ones of another CPU",
+                    stream.inconsistent,
+                    stream.late,
+                    crate::waitfor::REORDER_NS / 1_000_000
                 ));
             }
         }
