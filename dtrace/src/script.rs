@@ -402,6 +402,9 @@ fn tick_clause(duration: Duration) -> String {
 /// The probe and the probe set of the wait-for analysis (`lockscope why`).
 const WAIT_FOR_PROBES: &[&str] = &["waitfor", BOTTLENECK_SET];
 
+/// The smallest principal buffer (`bufsize`, per CPU) of a script with the wait-for stream.
+pub const WAITFOR_BUFSIZE: u64 = 32 << 20;
+
 /// The probe set of `lockscope why`: the OS's defaults and `waitfor`.
 pub const BOTTLENECK_SET: &str = "bottleneck";
 
@@ -466,15 +469,21 @@ pub fn generate_script(options: &ScriptOptions) -> Result<String, Error> {
         "#pragma D option dynvarsize={}",
         size_option(options.dynvarsize)
     );
-    let _ = writeln!(
-        out,
-        "#pragma D option bufsize={}",
-        size_option(options.bufsize)
-    );
+    let streams = names.contains(&"waitfor");
+    // The wait-for stream prints a few hundred bytes per context switch of the target: each
+    // CPU's buffer must hold what comes between two passes of the consumer, and a busy
+    // consumer (symbolizing stacks) falls behind now and then.
+    let bufsize = if streams {
+        options.bufsize.max(WAITFOR_BUFSIZE)
+    } else {
+        options.bufsize
+    };
+    let _ = writeln!(out, "#pragma D option bufsize={}", size_option(bufsize));
     let _ = writeln!(out, "#pragma D option strsize=256");
-    if os == TargetOs::Linux {
+    if os == TargetOs::Linux || streams {
         // DTrace for Linux takes 3-7 s to end after exit() or a signal at the default 1 s
-        // switch rate; 10 ms ends it in well under a second.
+        // switch rate; 10 ms ends it in well under a second. And the wait-for stream is read
+        // every 10 ms on every OS, not once a second (a second of switches per buffer).
         let _ = writeln!(out, "#pragma D option switchrate=10ms");
     }
     let _ = writeln!(out);

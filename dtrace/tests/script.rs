@@ -374,6 +374,9 @@ fn wait_for_stream_where_wakeups_exist() {
             "sched:::off-cpu\n/$target == args[1]->pr_pid/\n",
             "ustack(100);",
             "stack(12);",
+            // Read every 10 ms, into 32 MiB per CPU, on every OS.
+            "#pragma D option switchrate=10ms",
+            "#pragma D option bufsize=32m",
         ] {
             assert!(script.contains(line), "{os}: no `{line}` in\n{script}");
         }

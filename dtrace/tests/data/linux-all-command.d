@@ -7,7 +7,7 @@
 #pragma D option stackframes=40
 #pragma D option aggsize=32m
 #pragma D option dynvarsize=16m
-#pragma D option bufsize=8m
+#pragma D option bufsize=32m
 #pragma D option strsize=256
 #pragma D option switchrate=10ms
 
