@@ -99,8 +99,8 @@ pub struct Event {
     pub kernel_stack: Vec<ParsedFrame>,
 }
 
-/// Parses an event line (`=== wf ...`, with or without its `=== wf ` prefix' trailing
-/// newline); `None` when it is not one. `os` says how the call is printed.
+/// Parses an event line (`=== wf ...`, its newline stripped or not); `None` when it is not
+/// one. `os` says how the call is printed.
 pub fn parse_event_line(line: &str, os: TargetOs) -> Option<Event> {
     let rest = line.strip_prefix("=== wf ")?.trim_end_matches(['\n', '\r']);
     let (kind, rest) = rest.split_once(' ')?;
