@@ -82,7 +82,9 @@ impl TargetOs {
                 "proc",
                 "sched",
             ],
-            TargetOs::Linux => &["dtrace", "profile", "syscall", "pid", "proc", "sched"],
+            TargetOs::Linux => &[
+                "dtrace", "profile", "syscall", "pid", "proc", "sched", "rawtp",
+            ],
         }
     }
 }
@@ -384,6 +386,51 @@ pub const DTRACE_CATALOG: &[DtraceProbe] = &[
         absent: &[],
     },
     DtraceProbe {
+        name: "waitfor",
+        description: "who each wait waited for: every off-CPU interval of the target's threads \
+                      (switch-out with its user stack and system call, the wakeup with the \
+                      waker thread and its stacks, the switch back in with the thread that gave \
+                      the CPU back), streamed as it happens to the wait-for analysis \
+                      (`lockscope why`)",
+        kinds: &[WaitKind::OffCpu],
+        cost: CostClass::PerContextSwitch,
+        hooks: &[
+            (
+                TargetOs::FreeBsd,
+                &[
+                    "sched:::off-cpu",
+                    "sched:::wakeup",
+                    "syscall:::entry/return",
+                ],
+            ),
+            (
+                TargetOs::Illumos,
+                &[
+                    "sched:::off-cpu",
+                    "sched:::wakeup",
+                    "syscall:::entry/return",
+                    "proc:::lwp-create",
+                    "proc:::lwp-exit",
+                ],
+            ),
+            // sched:::wakeup is the sched_wakeup tracepoint here, which the kernel fires on the
+            // woken thread's CPU when it queues the wakeup there (an idle CPU): the waker's
+            // context is sched_waking's, read raw.
+            (
+                TargetOs::Linux,
+                &[
+                    "sched:::off-cpu",
+                    "rawtp:sched::sched_waking",
+                    "proc:::lwp-create",
+                    "proc:::lwp-exit",
+                ],
+            ),
+        ],
+        default: false,
+        macos_needs_launch: false,
+        absent: &[],
+    },
+    DtraceProbe {
         name: "lifecycle",
         description: "process and thread lifecycle of the target (fork, exec, exit, new \
                       threads), counted per user stack",
@@ -466,6 +513,21 @@ pub const DTRACE_CATALOG: &[DtraceProbe] = &[
 pub const PROFILE_PROBE: &str = "profile:::profile-997";
 /// Nanoseconds of CPU time one `profile-997` sample stands for.
 pub const PROFILE_PERIOD_NS: u64 = 1_000_000_000 / 997;
+
+/// True when the wait-for analysis (`waitfor`, `--probes bottleneck`) can be recorded on `os`:
+/// where the sched provider has a wakeup probe whose arguments say which thread of which
+/// process it woke (illumos, FreeBSD; Linux, through the `sched_waking` tracepoint). Not macOS:
+/// its `sched:::wakeup` (XNU's `thread_unblock`) passes as `args[1]` the process of the thread
+/// calling it on current kernels (`current_proc()`), so a predicate cannot select the wakeups of
+/// the target's threads, and the analysis there is not written (see [`WAIT_FOR_MISSING_MACOS`]).
+pub fn has_wait_for(os: TargetOs) -> bool {
+    os != TargetOs::MacOs
+}
+
+/// What the wait-for analysis lacks on macOS, for error messages.
+pub const WAIT_FOR_MISSING_MACOS: &str = "macOS's sched:::wakeup passes the waker's process, not \
+    the woken thread's, as args[1] (XNU's thread_unblock on current kernels), so a D predicate \
+    cannot select the wakeups of the target's threads";
 
 /// Looks a probe up by catalog name.
 pub fn find(name: &str) -> Option<&'static DtraceProbe> {

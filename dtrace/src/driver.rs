@@ -31,6 +31,7 @@
 use crate::catalog::{DtraceProbe, TargetOs, MACOS_INTROSPECTION};
 use crate::parse::{Output, Parser};
 use crate::script::{generate_script, ScriptOptions, ScriptTarget};
+use crate::waitfor::WaitForStream;
 use crate::{profile, Error};
 use lockscope_probes::{AttachStatus, Losses, ProbeAttachment, Profile, Target};
 use std::ffi::OsString;
@@ -234,6 +235,8 @@ struct Attempt {
     status: ExitStatus,
     stopped_by: Option<&'static str>,
     output: Output,
+    /// The wait-for stream, when the `waitfor` probe ran.
+    stream: Option<WaitForStream>,
     stderr: Vec<String>,
     watch: TargetWatch,
 }
@@ -677,7 +680,22 @@ impl Driver {
     ) -> Result<Attempt, Error> {
         let script_file = ScriptFile::write(script)?;
         let launched_pid = launched.as_ref().map(|t| t.pid());
+        let stream = probes
+            .iter()
+            .any(|p| p.name == "waitfor")
+            .then(|| WaitForStream::new(self.options.script.os));
+        // The wait-for stream prints all along, through dtrace's stdio buffer, which it flushes
+        // at any byte: on the stdout it shares with a `-c` command, the command's lines would
+        // land inside dtrace's. So dtrace's output goes to a pipe of its own (`-o /dev/fd/3`),
+        // and its stdout carries the command's output alone.
+        let output_pipe = match &stream {
+            Some(_) => Some(OutputPipe::new()?),
+            None => None,
+        };
         let mut command = Command::new(&self.options.dtrace);
+        if output_pipe.is_some() {
+            command.args(["-o", OUTPUT_FD_PATH]);
+        }
         command
             .args(self.arguments_for(&script_file.path, launched_pid))
             .envs(self.dtrace_environment(probes))
@@ -685,6 +703,9 @@ impl Driver {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         restore_stop_signals(&mut command);
+        if let Some(pipe) = &output_pipe {
+            pipe.give_to(&mut command);
+        }
         let mut child = command.spawn().map_err(|source| Error::Spawn {
             program: self.options.dtrace.clone(),
             source,
@@ -692,10 +713,25 @@ impl Driver {
         let flags = Arc::new(StdoutFlags::default());
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
-        let out_thread = {
-            let flags = Arc::clone(&flags);
-            let echo = self.options.echo_target_output;
-            std::thread::spawn(move || read_stdout(stdout, &flags, echo))
+        let echo = self.options.echo_target_output;
+        let (out_thread, output_pipe) = match output_pipe {
+            Some(pipe) => {
+                let (reader, writer) = pipe.split();
+                // Only the command's output is on stdout: passed on whole, or drained. Not
+                // joined: a command that outlives dtrace keeps it open.
+                if let Some(stdout) = stdout {
+                    std::thread::spawn(move || copy_target_output(stdout, echo));
+                }
+                let flags = Arc::clone(&flags);
+                let thread =
+                    std::thread::spawn(move || read_stdout(Some(reader), &flags, false, stream));
+                (thread, Some(writer))
+            }
+            None => {
+                let flags = Arc::clone(&flags);
+                let thread = std::thread::spawn(move || read_stdout(stdout, &flags, echo, stream));
+                (thread, None)
+            }
         };
         let stderr_lines = Arc::new(Mutex::new(Vec::new()));
         let err_thread = {
@@ -718,7 +754,12 @@ impl Driver {
             let _ = child.kill();
             let _ = child.wait();
         }
-        let output = out_thread.join().unwrap_or_default();
+        if let Some(mut writer) = output_pipe {
+            // dtrace is gone: its output is all in the pipe, but a `-c` command holds the pipe
+            // too (it inherited fd 3), so the reader will see no end of it: tell it.
+            let _ = std::io::Write::write_all(&mut writer, OUTPUT_EOF);
+        }
+        let (output, stream) = out_thread.join().unwrap_or_default();
         let (status, stopped_by) = match supervised? {
             (Some(status), stopped_by) => {
                 let _ = err_thread.join();
@@ -739,6 +780,7 @@ impl Driver {
             status,
             stopped_by,
             output,
+            stream,
             stderr,
             watch,
         })
@@ -758,6 +800,7 @@ impl Driver {
                     status,
                     stopped_by,
                     mut output,
+                    stream,
                     stderr,
                     watch,
                 },
@@ -823,12 +866,32 @@ impl Driver {
             (None, None) if diagnosis.target_exited || output.done => "target exited".to_string(),
             (None, None) => format!("dtrace exited ({status})"),
         };
-        let resolved = resolve_user_frames(os, &watch, &mut output);
-        let mut profile = profile::to_profile_with(
+        let mut stream = stream.and_then(WaitForStream::finish);
+        if let Some(stream) = &stream {
+            if stream.inconsistent > 0 || stream.late > 0 {
+                warnings.push(format!(
+                    "the wait-for stream lost events: {} switches contradicted their thread's \
+                     state (counted as lost intervals; that time is `unknown` to `lockscope \
+                     why`), {} came more than {} ms after later ones of another CPU",
+                    stream.inconsistent,
+                    stream.late,
+                    crate::waitfor::REORDER_NS / 1_000_000
+                ));
+            }
+        }
+        let user_stacks = stream.iter_mut().flat_map(|s| {
+            s.stacks
+                .iter_mut()
+                .filter(|(space, _)| *space == lockscope_probes::AddressSpace::User)
+                .map(|(_, frames)| frames)
+        });
+        let resolved = resolve_user_frames(os, &watch, &mut output, user_stacks);
+        let mut profile = profile::to_profile_streamed(
             &output,
             Some(os),
             Some(self.options.script.ustack_frames),
             &|frame| resolved.get(&frame.text).cloned(),
+            stream,
         );
         if let Some(warning) = silent_plockstat(&profile, &probes, os) {
             warnings.push(warning);
@@ -1131,10 +1194,11 @@ fn killed_by_signal(status: &ExitStatus) -> bool {
 /// by frame text, after cutting the frames where the frame-pointer walk went astray; elsewhere
 /// nothing (dtrace's own symbols stand).
 #[cfg(target_os = "linux")]
-fn resolve_user_frames(
+fn resolve_user_frames<'s>(
     os: TargetOs,
     watch: &TargetWatch,
     output: &mut Output,
+    streamed: impl Iterator<Item = &'s mut Vec<crate::parse::ParsedFrame>>,
 ) -> std::collections::HashMap<String, lockscope_probes::Frame> {
     if os != TargetOs::Linux {
         return Default::default();
@@ -1158,15 +1222,20 @@ fn resolve_user_frames(
     if watch.maps.is_empty() {
         return Default::default();
     }
-    crate::symbolize::UserSymbolizer::new(&watch.maps).resolve_output(output)
+    let symbolizer = crate::symbolize::UserSymbolizer::new(&watch.maps);
+    let mut resolved = symbolizer.resolve_output(output);
+    // The wait-for stream records one process only (its script names `$target`).
+    symbolizer.resolve_stacks(streamed, &mut resolved);
+    resolved
 }
 
 /// Only the Linux driver symbolizes frames itself.
 #[cfg(not(target_os = "linux"))]
-fn resolve_user_frames(
+fn resolve_user_frames<'s>(
     _os: TargetOs,
     _watch: &TargetWatch,
     _output: &mut Output,
+    _streamed: impl Iterator<Item = &'s mut Vec<crate::parse::ParsedFrame>>,
 ) -> std::collections::HashMap<String, lockscope_probes::Frame> {
     Default::default()
 }
@@ -1322,14 +1391,29 @@ struct StdoutFlags {
 /// Feeds dtrace's stdout to the parser and sets `flags` on the script's begin and done lines;
 /// with `echo`, lines between `BEGIN` and END's first record (a `-c` command's output) go to
 /// lockscope's stdout instead.
-fn read_stdout(stdout: Option<impl Read>, flags: &StdoutFlags, echo: bool) -> Output {
+fn read_stdout(
+    stdout: Option<impl Read>,
+    flags: &StdoutFlags,
+    echo: bool,
+    mut stream: Option<WaitForStream>,
+) -> (Output, Option<WaitForStream>) {
     let mut parser = Parser::new();
     let mut in_end = false;
     if let Some(stdout) = stdout {
         for_each_line(stdout, |line| {
             let content = line.strip_suffix(b"\n").unwrap_or(line);
+            if content == &OUTPUT_EOF[1..OUTPUT_EOF.len() - 1] {
+                return ControlFlow::Break(());
+            }
             if content.starts_with(b"=== lockscope begin") {
                 flags.began.store(true, Ordering::Release);
+            }
+            // The wait-for stream's lines, as they come (never the target's output, never a
+            // record of END).
+            if let Some(stream) = stream.as_mut() {
+                if stream.feed_line(&String::from_utf8_lossy(content)) {
+                    return ControlFlow::Continue(());
+                }
             }
             in_end |= content.starts_with(b"=== lockscope record")
                 || content.starts_with(b"=== lockscope done");
@@ -1356,7 +1440,90 @@ fn read_stdout(stdout: Option<impl Read>, flags: &StdoutFlags, echo: bool) -> Ou
             ControlFlow::Continue(())
         });
     }
-    parser.finish()
+    (parser.finish(), stream)
+}
+
+/// Where dtrace writes its output when it has a pipe of its own (see [`OutputPipe`]).
+const OUTPUT_FD_PATH: &str = "/dev/fd/3";
+
+/// What the driver writes into dtrace's output pipe once dtrace has exited: the reader stops
+/// there (a `-c` command that outlives dtrace still holds the pipe open).
+const OUTPUT_EOF: &[u8] = b"\n=== lockscope output ends\n";
+
+/// A pipe for dtrace's output (`-o /dev/fd/3`): its write end becomes dtrace's fd 3, its read
+/// end is the driver's; the driver keeps a write end too, for [`OUTPUT_EOF`].
+struct OutputPipe {
+    read: std::os::fd::OwnedFd,
+    write: std::os::fd::OwnedFd,
+}
+
+impl OutputPipe {
+    fn new() -> Result<OutputPipe, Error> {
+        use std::os::fd::FromRawFd;
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: `fds` is a valid array of two ints for pipe to fill.
+        if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+            return Err(Error::Process {
+                action: "make an output pipe for",
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        // SAFETY: pipe just returned these two descriptors, owned by nothing else.
+        let (read, write) = unsafe {
+            (
+                std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+                std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+            )
+        };
+        for fd in [&read, &write] {
+            use std::os::fd::AsRawFd;
+            // SAFETY: fcntl on a descriptor this function owns.
+            unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) };
+        }
+        Ok(OutputPipe { read, write })
+    }
+
+    /// Makes the write end fd 3 of the child `command` starts.
+    fn give_to(&self, command: &mut Command) {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::process::CommandExt;
+        let write = self.write.as_raw_fd();
+        // SAFETY: between fork and exec only async-signal-safe calls are made (dup2, fcntl).
+        unsafe {
+            command.pre_exec(move || {
+                if write == 3 {
+                    // dup2 onto itself keeps close-on-exec: clear it.
+                    if libc::fcntl(3, libc::F_SETFD, 0) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                } else if libc::dup2(write, 3) != 3 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+
+    /// The read end, and the driver's write end.
+    fn split(self) -> (std::fs::File, std::fs::File) {
+        (
+            std::fs::File::from(self.read),
+            std::fs::File::from(self.write),
+        )
+    }
+}
+
+/// Passes what a command launched by `dtrace -c` prints on to lockscope's stdout (`echo`), or
+/// drains it, when dtrace's own output has a pipe of its own.
+fn copy_target_output(stdout: impl Read, echo: bool) {
+    for_each_line(stdout, |line| {
+        if echo {
+            let mut out = std::io::stdout().lock();
+            let _ = std::io::Write::write_all(&mut out, line);
+            let _ = std::io::Write::flush(&mut out);
+        }
+        ControlFlow::Continue(())
+    });
 }
 
 /// Collects dtrace's stderr lines into `lines` as they come, so that they can be read before

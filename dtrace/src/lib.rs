@@ -18,6 +18,9 @@
 //! - `symbolize` (Linux): the target's mappings snapshotted while it lives, and its user frames
 //!   symbolized from them after dtrace printed (DTrace for Linux leaves bare addresses for a
 //!   target that has exited);
+//! - [`waitfor`]: the wait-for stream (`waitfor`, `--probes bottleneck`): the per-event lines
+//!   of the script read as dtrace prints them, assembled into off-CPU intervals and fed to the
+//!   OS-neutral wait-for engine ([`lockscope_probes::waitfor::Engine`]) for `lockscope why`;
 //! - [`import_capture`]: a profile from DTrace output captured elsewhere
 //!   (`dtrace -n 'profile-997 { @[ustack()] = count(); }'` and the like).
 //!
@@ -30,11 +33,13 @@
 
 pub mod catalog;
 pub mod driver;
+mod linux_syscalls;
 pub mod parse;
 mod profile;
 pub mod script;
 #[cfg(target_os = "linux")]
 pub mod symbolize;
+pub mod waitfor;
 
 pub use catalog::{canonical_wait_frame, DtraceProbe, TargetOs, DTRACE_CATALOG};
 pub use driver::{Driver, DriverOptions, DriverTarget, Launcher, Recording};
@@ -57,13 +62,14 @@ pub enum Error {
         /// Comma-separated names valid on that OS.
         known: String,
     },
-    /// The wait-for analysis (`waitfor`, `--probes bottleneck`), which the DTrace backend does
-    /// not record.
+    /// The wait-for analysis (`waitfor`, `--probes bottleneck`) on an OS whose sched provider
+    /// gives no usable wakeup probe (macOS, [`catalog::has_wait_for`]).
     #[error(
         "`{probe}` is not recorded by the DTrace backend on {os}: the wait-for analysis that \
-         `lockscope why` reads follows every sleep to the thread that woke it, which the D \
-         scripts do not stream yet (where the sched provider has a wakeup probe it could); record \
-         with the eBPF backend on Linux"
+         `lockscope why` reads follows every sleep to the thread that woke it, and {}; record \
+         with the DTrace backend on illumos, FreeBSD or Linux (DTrace for Linux), or with the \
+         eBPF backend on Linux",
+        catalog::WAIT_FOR_MISSING_MACOS
     )]
     NoWaitFor {
         /// The name asked for.

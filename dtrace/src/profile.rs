@@ -2,7 +2,9 @@
 
 use crate::catalog::{self, TargetOs};
 use crate::parse::{self, GenericRecord, LockscopeRecord, Output, ParsedFrame, Record, Value};
+use crate::waitfor::StreamResult;
 use crate::Error;
+use lockscope_probes::waitfor::{Blame, Hop, Root, WaitFor};
 use lockscope_probes::{
     AddressSpace, Frame, Metadata, Profile, Stack, StackId, ThreadInfo, WaitKind, WaitRecord,
     WaitStats,
@@ -179,6 +181,18 @@ pub fn to_profile_with(
     ustack_frames: Option<u32>,
     resolve: FrameResolver<'_>,
 ) -> Profile {
+    to_profile_streamed(output, os, ustack_frames, resolve, None)
+}
+
+/// [`to_profile_with`] and the wait-for stream's analysis ([`crate::waitfor`]): its blame with
+/// stacks interned beside the records' (`Profile::waitfor`), the threads' times and names.
+pub(crate) fn to_profile_streamed(
+    output: &Output,
+    os: Option<TargetOs>,
+    ustack_frames: Option<u32>,
+    resolve: FrameResolver<'_>,
+    stream: Option<StreamResult>,
+) -> Profile {
     let mut interner = TextInterner::default();
     let mut waits = Vec::new();
     let mut threads: Vec<ThreadInfo> = Vec::new();
@@ -240,6 +254,29 @@ pub fn to_profile_with(
             Record::Generic(r) => waits.push(generic_wait(r, &mut interner)),
         }
     }
+    let mut waitfor = None;
+    let mut thread_times = Vec::new();
+    if let Some(stream) = stream {
+        for (thread, name) in &stream.names {
+            if !threads
+                .iter()
+                .any(|t| t.pid == thread.pid && t.tid == thread.tid)
+            {
+                threads.push(ThreadInfo {
+                    pid: thread.pid,
+                    tid: thread.tid,
+                    name: name.clone(),
+                });
+            }
+        }
+        thread_times = stream.thread_times.clone();
+        waitfor = Some(streamed_waitfor(
+            stream,
+            &mut interner,
+            ustack_frames,
+            resolve,
+        ));
+    }
     threads.sort_by_key(|t| (t.pid, t.tid));
     let events = waits
         .iter()
@@ -255,7 +292,86 @@ pub fn to_profile_with(
         threads,
         stacks: interner.stacks,
         waits,
+        thread_times,
+        waitfor,
         ..Profile::default()
+    }
+}
+
+/// The stream's blame in profile terms: stacks interned (user frames read by `resolve`), calls
+/// named.
+fn streamed_waitfor(
+    stream: StreamResult,
+    interner: &mut TextInterner,
+    ustack_frames: Option<u32>,
+    resolve: FrameResolver<'_>,
+) -> WaitFor {
+    let mut ids: HashMap<u32, StackId> = HashMap::new();
+    let mut stack = |handle: Option<u32>| -> Option<StackId> {
+        let handle = handle?;
+        if let Some(&id) = ids.get(&handle) {
+            return Some(id);
+        }
+        let (space, frames) = stream.stacks.get(handle as usize)?;
+        let limit = (*space == AddressSpace::User)
+            .then_some(ustack_frames)
+            .flatten();
+        let id = interner.intern(*space, frames, limit, resolve);
+        ids.insert(handle, id);
+        Some(id)
+    };
+    let call = |i: i32| {
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| stream.calls.get(i).cloned())
+    };
+    let mut blame: Vec<Blame> = stream
+        .blame
+        .into_iter()
+        .map(|b| Blame {
+            thread: b.wait.thread,
+            part: b.wait.part,
+            call: call(b.wait.call),
+            object: b.wait.object,
+            user_stack: stack(b.wait.user_stack),
+            kernel_stack: stack(b.wait.kernel_stack),
+            woken_by: b.wait.woken_by,
+            waker: b.wait.waker,
+            root: Root {
+                kind: b.root.kind,
+                thread: b.root.thread,
+                call: call(b.root.call),
+                user_stack: stack(b.root.user_stack),
+                kernel_stack: stack(b.root.kernel_stack),
+                woken_by: b.root.woken_by,
+                waker_name: b.root.waker_name,
+                holder: b.root.holder,
+                holder_name: b.root.holder_name,
+            },
+            depth: b.depth,
+            chain: b
+                .chain
+                .into_iter()
+                .map(|(thread, s)| Hop {
+                    thread,
+                    user_stack: stack(s),
+                })
+                .collect(),
+            waits: b.waits,
+            total_ns: b.total_ns,
+        })
+        .collect();
+    blame.sort_by_key(|b| std::cmp::Reverse(b.total_ns));
+    WaitFor {
+        max_depth: stream.limits.max_depth,
+        history_ns: stream.limits.history_ns,
+        intervals: stream.counts.intervals,
+        lost_intervals: stream.counts.lost_intervals,
+        spurious_wakeups: stream.counts.spurious_wakeups,
+        spurious_wakeup_ns: stream.counts.spurious_wakeup_ns,
+        stackless_ns: stream.counts.stackless_ns,
+        blame,
+        sampled: Vec::new(),
     }
 }
 

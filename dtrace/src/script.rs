@@ -155,9 +155,10 @@ impl ScriptOptions {
         }
     }
 
-    /// The catalog probes these options select, in catalog order, after validation.
-    /// The eBPF backend's wait-for analysis has no D version yet: asked for, it is refused by name
-    /// ([`Error::NoWaitFor`]).
+    /// The catalog probes these options select, in catalog order, after validation (the
+    /// `bottleneck` set expanded). The wait-for analysis (`waitfor`, `bottleneck`) exists where
+    /// the sched provider has a usable wakeup probe ([`catalog::has_wait_for`]); elsewhere it is
+    /// refused by name ([`Error::NoWaitFor`]).
     pub fn selected_probes(&self) -> Result<Vec<&'static catalog::DtraceProbe>, Error> {
         if let ScriptTarget::Pids { pids, .. } = &self.target {
             if pids.is_empty() {
@@ -174,8 +175,9 @@ impl ScriptOptions {
                 .filter(|p| self.target.is_one_process() || !needs_one_process(p.name, self))
                 .collect());
         }
-        for name in &self.probes {
-            if WAIT_FOR_PROBES.contains(&name.as_str()) {
+        let names = self.expanded_probes();
+        for name in &names {
+            if WAIT_FOR_PROBES.contains(&name.as_str()) && !catalog::has_wait_for(self.os) {
                 return Err(Error::NoWaitFor {
                     probe: name.clone(),
                     os: self.os,
@@ -193,8 +195,34 @@ impl ScriptOptions {
             }
         }
         Ok(catalog::probes_for(self.os)
-            .filter(|p| self.probes.iter().any(|n| n == p.name))
+            .filter(|p| names.iter().any(|n| n == p.name))
             .collect())
+    }
+
+    /// The probe names asked for, with the `bottleneck` set expanded: the OS's defaults (the
+    /// report's wait sites) and `waitfor` (`lockscope why`), as on the eBPF backend. Sets are
+    /// expanded only where the wait-for analysis exists; elsewhere the name stays, to be refused
+    /// by name.
+    fn expanded_probes(&self) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        for name in &self.probes {
+            if name == BOTTLENECK_SET && catalog::has_wait_for(self.os) {
+                let launched = self.target == ScriptTarget::Command;
+                // As when no probe is named: of several processes, not the defaults that need
+                // one process's provider.
+                names.extend(
+                    catalog::defaults_for(self.os, launched)
+                        .filter(|p| {
+                            self.target.is_one_process() || !needs_one_process(p.name, self)
+                        })
+                        .map(|p| p.name.to_string()),
+                );
+                names.push("waitfor".to_string());
+            } else {
+                names.push(name.clone());
+            }
+        }
+        names
     }
 
     /// The probes asked for that cannot fire on this OS's dtrace, with the reason
@@ -371,11 +399,17 @@ fn tick_clause(duration: Duration) -> String {
     }
 }
 
+/// The probe and the probe set of the wait-for analysis (`lockscope why`).
+const WAIT_FOR_PROBES: &[&str] = &["waitfor", BOTTLENECK_SET];
+
+/// The smallest principal buffer (`bufsize`, per CPU) of a script with the wait-for stream.
+pub const WAITFOR_BUFSIZE: u64 = 32 << 20;
+
+/// The probe set of `lockscope why`: the OS's defaults and `waitfor`.
+pub const BOTTLENECK_SET: &str = "bottleneck";
+
 /// Writes the D script for one recording.
 ///
-/// The probe and the probe set of the eBPF backend's wait-for analysis (`lockscope why`).
-const WAIT_FOR_PROBES: &[&str] = &["waitfor", "bottleneck"];
-
 /// Errors: [`Error::UnknownProbe`] for a probe that does not exist on `options.os`,
 /// [`Error::InvalidOption`] for out-of-range sizes or a zero duration.
 pub fn generate_script(options: &ScriptOptions) -> Result<String, Error> {
@@ -435,15 +469,21 @@ pub fn generate_script(options: &ScriptOptions) -> Result<String, Error> {
         "#pragma D option dynvarsize={}",
         size_option(options.dynvarsize)
     );
-    let _ = writeln!(
-        out,
-        "#pragma D option bufsize={}",
-        size_option(options.bufsize)
-    );
+    let streams = names.contains(&"waitfor");
+    // The wait-for stream prints a few hundred bytes per context switch of the target: each
+    // CPU's buffer must hold what comes between two passes of the consumer, and a busy
+    // consumer (symbolizing stacks) falls behind now and then.
+    let bufsize = if streams {
+        options.bufsize.max(WAITFOR_BUFSIZE)
+    } else {
+        options.bufsize
+    };
+    let _ = writeln!(out, "#pragma D option bufsize={}", size_option(bufsize));
     let _ = writeln!(out, "#pragma D option strsize=256");
-    if os == TargetOs::Linux {
+    if os == TargetOs::Linux || streams {
         // DTrace for Linux takes 3-7 s to end after exit() or a signal at the default 1 s
-        // switch rate; 10 ms ends it in well under a second.
+        // switch rate; 10 ms ends it in well under a second. And the wait-for stream is read
+        // every 10 ms on every OS, not once a second (a second of switches per buffer).
         let _ = writeln!(out, "#pragma D option switchrate=10ms");
     }
     let _ = writeln!(out);
@@ -492,6 +532,10 @@ pub fn generate_script(options: &ScriptOptions) -> Result<String, Error> {
         let _ = writeln!(out, "{}\n{{\n\texit(0);\n}}\n", tick_clause(duration));
     }
     let _ = writeln!(out, "dtrace:::END\n{{");
+    if names.contains(&"waitfor") {
+        // The stream's end: the analysis' clock stops here, before END's records print.
+        let _ = writeln!(out, "\tprintf(\"=== wf end %d\\n\", timestamp);");
+    }
     for family in &families {
         family.printa(&mut out);
     }
@@ -509,6 +553,7 @@ fn emit_probe(out: &mut String, families: &mut Vec<Family>, name: &str, options:
             options.libc_entry_points && options.target.is_one_process(),
         ),
         "offcpu" if os == TargetOs::Linux => emit_linux_offcpu(out, families),
+        "waitfor" => emit_waitfor(out, os, options.ustack_frames),
         "psynch" => {
             let family = Family {
                 tag: "psynch",
@@ -878,4 +923,101 @@ fn emit_linux_offcpu(out: &mut String, families: &mut Vec<Family>) {
     family.aggregate(out, "probefunc", "0", "this->ns");
     let _ = writeln!(out, "\tself->lockscope_offcpu_ts = 0;\n}}\n");
     families.push(family);
+}
+
+/// Kernel frames taken at a wakeup: the tracing path's own frames (DTrace's trampoline,
+/// `bpf_trace_run1`, `try_to_wake_up` on Linux) and enough of the waker's to tell an interrupt
+/// handler (a timer, a device) from a thread (`crate::waitfor::is_interrupt_frame`).
+pub const WAKER_KERNEL_FRAMES: u32 = 12;
+
+/// The wait-for stream (`waitfor`): one `printf` per scheduler event of the target's threads,
+/// each a line `=== wf KIND TIMESTAMP ...` that `crate::waitfor` reads as dtrace prints it
+/// (the fields are documented there), with the stacks it needs after it:
+///
+/// - `out`: a thread of the target leaves its CPU (`sched:::off-cpu`, in its own context): its
+///   state (`curlwpsinfo->pr_state`: runnable means preempted), the system call it is in and
+///   its user stack;
+/// - `in`: a thread of the target gets a CPU. `sched:::on-cpu` never fires on DTrace for Linux,
+///   but `sched:::off-cpu` fires on every switch with the next thread as `args[0]`/`args[1]`, so
+///   the switch-in is the off-cpu of the thread it replaces (whose tid and name are who held the
+///   CPU), on every OS alike;
+/// - `wake`: a thread of the target is woken, in the waker's context: the waker's ids and name,
+///   its kernel stack ([`WAKER_KERNEL_FRAMES`]: an interrupt handler is no thread) and, for a
+///   waker of the target, its user stack (a `ustack()` in a kernel thread aborts the clause);
+/// - `new`, `exit`: a thread of the target created (`proc:::lwp-create`) or ending.
+///
+/// The system call: on Linux the number the kernel saved at entry (`uregs[R_ERR]`, `orig_ax`;
+/// -1 outside a call), named by `crate::linux_syscalls`; elsewhere the name of the call the
+/// thread entered last (`syscall:::entry/return`, a thread-local string).
+fn emit_waitfor(out: &mut String, os: TargetOs, ustack_frames: u32) {
+    let _ = writeln!(
+        out,
+        "dtrace:::BEGIN\n{{\n\tprintf(\"=== wf begin %d\\n\", timestamp);\n}}\n"
+    );
+    let call = if os == TargetOs::Linux {
+        ("%d", "uregs[R_ERR]")
+    } else {
+        let _ = writeln!(
+            out,
+            "syscall:::entry\n/pid == $target/\n{{\n\tself->lockscope_wf_call = \
+             probefunc;\n\tself->lockscope_wf_in = 1;\n}}\n"
+        );
+        let _ = writeln!(
+            out,
+            "syscall:::return\n/self->lockscope_wf_in/\n{{\n\tself->lockscope_wf_in = 0;\n}}\n"
+        );
+        (
+            "%s",
+            "self->lockscope_wf_in ? self->lockscope_wf_call : \"-\"",
+        )
+    };
+    let _ = writeln!(
+        out,
+        "sched:::off-cpu\n/pid == $target/\n{{\n\tprintf(\"=== wf out %d %d %d %d {} %s\\n=== \
+         ustack\", timestamp, pid, tid, curlwpsinfo->pr_state, {}, execname);\n\t\
+         ustack({ustack_frames});\n}}\n",
+        call.0, call.1
+    );
+    let _ = writeln!(
+        out,
+        "sched:::off-cpu\n/$target == args[1]->pr_pid/\n{{\n\tprintf(\"=== wf in %d %d %d %d %d \
+         %s\\n\", timestamp, args[1]->pr_pid, args[0]->pr_lwpid, pid, tid, execname);\n}}\n"
+    );
+    let (probe, woken_pid, woken_tid) = if os == TargetOs::Linux {
+        (
+            "rawtp:sched::sched_waking",
+            "((struct task_struct *)arg0)->tgid",
+            "((struct task_struct *)arg0)->pid",
+        )
+    } else {
+        ("sched:::wakeup", "args[1]->pr_pid", "args[0]->pr_lwpid")
+    };
+    for (waker, user) in [("pid == $target", true), ("pid != $target", false)] {
+        let _ = write!(
+            out,
+            "{probe}\n/$target == {woken_pid} && {waker}/\n{{\n\tprintf(\"=== wf wake %d %d %d %d \
+             %d %s\\n=== kstack\", timestamp, {woken_pid}, {woken_tid}, pid, tid, execname);\n\t\
+             stack({WAKER_KERNEL_FRAMES});\n"
+        );
+        if user {
+            let _ = write!(
+                out,
+                "\tprintf(\"=== ustack\");\n\tustack({ustack_frames});\n"
+            );
+        }
+        let _ = writeln!(out, "}}\n");
+    }
+    // FreeBSD's proc provider has no lwp-create: its threads count from the recording's start.
+    if os != TargetOs::FreeBsd {
+        let _ = writeln!(
+            out,
+            "proc:::lwp-create\n/pid == $target/\n{{\n\tprintf(\"=== wf new %d %d %d\\n\", \
+             timestamp, pid, args[0]->pr_lwpid);\n}}\n"
+        );
+        let _ = writeln!(
+            out,
+            "proc:::lwp-exit\n/pid == $target/\n{{\n\tprintf(\"=== wf exit %d %d %d\\n\", \
+             timestamp, pid, tid);\n}}\n"
+        );
+    }
 }

@@ -153,16 +153,28 @@ impl<'a> UserSymbolizer<'a> {
     /// [`UserSymbolizer::resolve_output`] for the records of process `pid` alone (`None`:
     /// every record): the maps are that process's.
     pub fn resolve_records(&self, output: &mut Output, pid: Option<u32>) -> HashMap<String, Frame> {
-        let mut resolved: HashMap<String, Frame> = HashMap::new();
-        for record in &mut output.records {
-            let Record::Lockscope(record) = record else {
-                continue;
-            };
-            if pid.is_some_and(|pid| record.pid != pid) {
-                continue;
+        let stacks = output.records.iter_mut().filter_map(|record| match record {
+            Record::Lockscope(record) if pid.is_none_or(|pid| record.pid == pid) => {
+                Some(&mut record.user_stack)
             }
-            self.cut_stray_frames(&mut record.user_stack);
-            for (i, frame) in record.user_stack.iter().enumerate() {
+            _ => None,
+        });
+        let mut resolved = HashMap::new();
+        self.resolve_stacks(stacks, &mut resolved);
+        resolved
+    }
+
+    /// Cuts each user stack of `stacks` where the frame-pointer walk left the target's code and
+    /// adds the frames lockscope resolves to `resolved`, by frame text (the wait-for stream's
+    /// stacks go through here as the records' do).
+    pub fn resolve_stacks<'s>(
+        &self,
+        stacks: impl Iterator<Item = &'s mut Vec<ParsedFrame>>,
+        resolved: &mut HashMap<String, Frame>,
+    ) {
+        for stack in stacks {
+            self.cut_stray_frames(stack);
+            for (i, frame) in stack.iter().enumerate() {
                 if resolved.contains_key(&frame.text) {
                     continue;
                 }
@@ -171,7 +183,6 @@ impl<'a> UserSymbolizer<'a> {
                 }
             }
         }
-        resolved
     }
 
     /// Ends a stack at its first frame that is no code of the target (a bare address outside

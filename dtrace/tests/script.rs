@@ -325,27 +325,85 @@ fn linux_absent_probes_are_named() {
     assert!(bare.contains("strjoin(\"/\", \"0\")"));
 }
 
-/// The eBPF backend's wait-for analysis (`waitfor`, the `bottleneck` set) is refused on every OS
-/// by name, saying what it needs and which backend records it.
+/// On macOS, whose sched:::wakeup does not say which process the woken thread belongs to, the
+/// wait-for analysis (`waitfor`, the `bottleneck` set) is refused by name, saying what is missing
+/// and where it is recorded.
 #[test]
-fn wait_for_analysis_is_refused_by_name() {
-    for os in [
-        TargetOs::MacOs,
-        TargetOs::FreeBsd,
-        TargetOs::Illumos,
-        TargetOs::Linux,
-    ] {
-        for probe in ["waitfor", "bottleneck"] {
-            let mut options = ScriptOptions::new(os);
-            options.probes = vec![probe.to_string()];
-            let err = generate_script(&options).expect_err("no wait-for analysis in D");
-            let text = err.to_string();
-            assert!(
-                text.starts_with(&format!("`{probe}` is not recorded by the DTrace backend"))
-                    && text.contains("eBPF backend"),
-                "{text}"
-            );
+fn wait_for_analysis_is_refused_on_macos() {
+    for probe in ["waitfor", "bottleneck"] {
+        let mut options = ScriptOptions::new(TargetOs::MacOs);
+        options.probes = vec![probe.to_string()];
+        let err = generate_script(&options).expect_err("no wait-for analysis on macOS");
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&format!(
+                "`{probe}` is not recorded by the DTrace backend on macos"
+            )) && text.contains("sched:::wakeup passes the waker's process")
+                && text.contains("illumos, FreeBSD or Linux"),
+            "{text}"
+        );
+    }
+}
+
+/// Where the sched provider has a wakeup probe (illumos, FreeBSD, Linux), `bottleneck` is the
+/// OS's default probes and `waitfor`, whose clauses stream every switch-out (with its user stack),
+/// switch-in (the next thread of `sched:::off-cpu`), wakeup of a target thread (the waker's
+/// kernel stack, and its user stack only for a waker of the target: a `ustack()` in a kernel
+/// thread aborts the clause) and the stream's begin and end; one process only.
+#[test]
+fn wait_for_stream_where_wakeups_exist() {
+    for os in [TargetOs::Linux, TargetOs::Illumos, TargetOs::FreeBsd] {
+        let mut options = ScriptOptions::new(os);
+        options.target = ScriptTarget::Pid(4242);
+        options.probes = vec!["bottleneck".into()];
+        let names: Vec<&str> = options
+            .selected_probes()
+            .expect("bottleneck")
+            .iter()
+            .map(|p| p.name)
+            .collect();
+        let mut expected: Vec<&str> = catalog::defaults_for(os, false).map(|p| p.name).collect();
+        expected.push("waitfor");
+        assert_eq!(names, expected, "{os}");
+        let script = generate_script(&options).expect("script");
+        validate(&script, os);
+        for line in [
+            "printf(\"=== wf begin %d\\n\", timestamp);",
+            "printf(\"=== wf end %d\\n\", timestamp);",
+            "sched:::off-cpu\n/pid == $target/\n",
+            "sched:::off-cpu\n/$target == args[1]->pr_pid/\n",
+            "ustack(100);",
+            "stack(12);",
+            // Read every 10 ms, into 32 MiB per CPU, on every OS.
+            "#pragma D option switchrate=10ms",
+            "#pragma D option bufsize=32m",
+        ] {
+            assert!(script.contains(line), "{os}: no `{line}` in\n{script}");
         }
+        let wakeup = if os == TargetOs::Linux {
+            "rawtp:sched::sched_waking\n/$target == ((struct task_struct *)arg0)->tgid"
+        } else {
+            "sched:::wakeup\n/$target == args[1]->pr_pid"
+        };
+        assert_eq!(script.matches(wakeup).count(), 2, "{os}: {script}");
+        let kernel_waker = script
+            .split(&format!("{wakeup} && pid != $target/"))
+            .nth(1)
+            .and_then(|rest| rest.split("}\n").next())
+            .unwrap_or_else(|| panic!("{os}: no clause for wakers outside the target"));
+        assert!(!kernel_waker.contains("ustack"), "{os}: {kernel_waker}");
+        assert_eq!(
+            script.contains("uregs[R_ERR]"),
+            os == TargetOs::Linux,
+            "{os}: the call from orig_ax on Linux only"
+        );
+
+        options.target = ScriptTarget::Pids {
+            pids: vec![1, 2],
+            tree: false,
+        };
+        let err = generate_script(&options).expect_err("one process only");
+        assert!(err.to_string().contains("`waitfor`"), "{err}");
     }
 }
 

@@ -56,19 +56,31 @@ pub enum WhyError {
          `waitfor` to its probes)"
     )]
     NoWaitFor,
-    /// The profile was recorded or imported by the DTrace backend, which has no wait-for
-    /// analysis.
-    #[error(
-        "this profile has no wait-for analysis: the DTrace backend does not record one (it needs \
-         who woke each sleeping thread); record with the eBPF backend and `--probes bottleneck`"
-    )]
-    NoWaitForDtrace,
+    /// A DTrace profile without the wait-for analysis: recorded without `waitfor`, imported, or
+    /// from macOS, where the DTrace backend cannot record it.
+    #[error("this profile has no wait-for analysis: {}", dtrace_hint(.0))]
+    NoWaitForDtrace(String),
     /// `--threads` matched none of the profile's threads.
     #[error("no thread matches `{0}` (the profile's threads: {1})")]
     NoThreads(String, String),
     /// `--threads` is not a valid pattern.
     #[error("invalid thread pattern `{0}`: {1}")]
     BadPattern(String, String),
+}
+
+/// What a DTrace profile of `os` lacks for `why`, and what to record.
+fn dtrace_hint(os: &str) -> String {
+    if os == "macos" {
+        format!(
+            "the DTrace backend does not record one on macOS ({}); record on illumos, FreeBSD or \
+             Linux (DTrace for Linux) with `--probes bottleneck`, or with the eBPF backend",
+            lockscope_dtrace::catalog::WAIT_FOR_MISSING_MACOS
+        )
+    } else {
+        "record it with `--probes bottleneck` (the DTrace backend streams who woke each sleeping \
+         thread on illumos, FreeBSD and Linux), or add `waitfor` to its probes"
+            .to_string()
+    }
 }
 
 /// What to explain and how.
@@ -340,14 +352,13 @@ struct CauseKey {
 impl Why {
     /// Explains `profile` as `options` ask.
     pub fn build(profile: &Profile, options: &WhyOptions) -> Result<Why, WhyError> {
-        let waitfor = profile
-            .waitfor
-            .as_ref()
-            .ok_or(if profile.metadata.backend == "dtrace" {
-                WhyError::NoWaitForDtrace
+        let waitfor = profile.waitfor.as_ref().ok_or_else(|| {
+            if profile.metadata.backend == "dtrace" {
+                WhyError::NoWaitForDtrace(profile.metadata.os.clone())
             } else {
                 WhyError::NoWaitFor
-            })?;
+            }
+        })?;
         let names = ThreadNames::of(profile, waitfor);
         let selection = Selection::choose(profile, waitfor, &names, options)?;
         let waited_on = waited_on_sleeps(waitfor);
@@ -1071,5 +1082,28 @@ mod tests {
     fn no_waitfor() {
         let err = Why::build(&Profile::default(), &WhyOptions::default()).expect_err("no data");
         assert!(err.to_string().contains("--probes bottleneck"), "{err}");
+    }
+
+    /// A DTrace profile without it says what to record, and on macOS what the OS lacks.
+    #[test]
+    fn no_waitfor_from_dtrace() {
+        let mut profile = Profile::default();
+        profile.metadata.backend = "dtrace".into();
+        profile.metadata.os = "linux".into();
+        let err = Why::build(&profile, &WhyOptions::default()).expect_err("no data");
+        let text = err.to_string();
+        assert!(
+            text.contains("record it with `--probes bottleneck`"),
+            "{text}"
+        );
+        profile.metadata.os = "macos".into();
+        let text = Why::build(&profile, &WhyOptions::default())
+            .expect_err("no data")
+            .to_string();
+        assert!(
+            text.contains("does not record one on macOS")
+                && text.contains("sched:::wakeup passes the waker's process"),
+            "{text}"
+        );
     }
 }
