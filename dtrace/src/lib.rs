@@ -33,7 +33,6 @@
 
 pub mod catalog;
 pub mod driver;
-mod linux_syscalls;
 pub mod parse;
 mod profile;
 pub mod script;

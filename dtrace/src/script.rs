@@ -947,7 +947,7 @@ pub const WAKER_KERNEL_FRAMES: u32 = 12;
 /// - `new`, `exit`: a thread of the target created (`proc:::lwp-create`) or ending.
 ///
 /// The system call: on Linux the number the kernel saved at entry (`uregs[R_ERR]`, `orig_ax`;
-/// -1 outside a call), named by `crate::linux_syscalls`; elsewhere the name of the call the
+/// -1 outside a call), named by `lockscope_probes::linux_syscalls`; elsewhere the name of the call the
 /// thread entered last (`syscall:::entry/return`, a thread-local string).
 fn emit_waitfor(out: &mut String, os: TargetOs, ustack_frames: u32) {
     let _ = writeln!(

@@ -174,7 +174,7 @@ fn call_name(field: &str, os: TargetOs) -> Option<String> {
     if os == TargetOs::Linux {
         // Printed as an unsigned 64-bit number: -1 (no system call) is 2^64 - 1.
         let nr = field.parse::<u64>().ok()? as i64;
-        return crate::linux_syscalls::syscall_name(nr).map(str::to_string);
+        return lockscope_probes::linux_syscalls::syscall_name(nr).map(str::to_string);
     }
     (field != "-" && !field.is_empty()).then(|| field.to_string())
 }

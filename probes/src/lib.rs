@@ -27,6 +27,7 @@ pub mod catalog;
 pub mod format;
 pub mod hist;
 pub mod host;
+pub mod linux_syscalls;
 pub mod overlap;
 #[cfg(target_os = "linux")]
 pub mod procfs;

@@ -1,8 +1,6 @@
-//! x86_64 Linux system call names by number, for the `waitfor` probe's switch-outs: DTrace for
-//! Linux gives the call a thread sleeps in as the number the kernel saved at system-call entry
-//! (`uregs[R_ERR]`, `pt_regs->orig_ax`). The same table as the eBPF backend's
-//! (`asm/unistd_64.h`, up to Linux 6.10's `mseal`, 462; the numbers are ABI and never change),
-//! kept here because backends do not depend on each other.
+//! x86_64 Linux system call names by number: what both backends decode system calls with (the
+//! eBPF probes' `orig_ax`, DTrace for Linux's `uregs[R_ERR]`). From `asm/unistd_64.h`, up to
+//! Linux 6.10's `mseal` (462); the numbers are ABI and never change.
 
 /// System call names by number (`None` for unassigned numbers).
 const SYSCALLS: [Option<&str>; 463] = [
@@ -476,6 +474,14 @@ const SYSCALLS: [Option<&str>; 463] = [
 pub fn syscall_name(nr: i64) -> Option<&'static str> {
     let index = usize::try_from(nr).ok()?;
     SYSCALLS.get(index).copied().flatten()
+}
+
+/// The number of x86_64 system call `name`, if it is one.
+pub fn syscall_number(name: &str) -> Option<u32> {
+    SYSCALLS
+        .iter()
+        .position(|n| *n == Some(name))
+        .and_then(|i| u32::try_from(i).ok())
 }
 
 #[cfg(test)]
