@@ -4,6 +4,7 @@
 
 use lockscope_ebpf::{check_environment, Recorder};
 use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Why this process cannot load lockscope's BPF programs (not root, or the kernel lacks what the
@@ -63,6 +64,53 @@ pub fn helper_argv(name: &str) -> Vec<OsString> {
         "--nocapture".into(),
         "--test-threads=1".into(),
     ]
+}
+
+/// The argument that tells a helper where to report the waits it measured itself: a test filter
+/// that matches no test, so the harness of the helper's run ignores it.
+const REPORT_DIR_ARG: &str = "lockscope-report-dir=";
+
+/// [`helper_argv`] of a helper that reports each wait it measures into `dir` ([`measure_wait`]).
+pub fn helper_argv_reporting(name: &str, dir: &Path) -> Vec<OsString> {
+    let mut argv = helper_argv(name);
+    let mut arg = OsString::from(REPORT_DIR_ARG);
+    arg.push(dir);
+    argv.push(arg);
+    argv
+}
+
+/// Where this helper run reports its waits ([`helper_argv_reporting`]); `None` when its test
+/// did not ask.
+pub fn report_dir() -> Option<PathBuf> {
+    std::env::args_os().find_map(|a| {
+        a.to_str()
+            .and_then(|a| a.strip_prefix(REPORT_DIR_ARG))
+            .map(PathBuf::from)
+    })
+}
+
+/// Runs `wait` and, when the test asked ([`report_dir`]), writes how long it took by the
+/// monotonic clock (the clock the probes' timestamps use) as `<tid>.ns` there: the wait the
+/// kernel saw lies inside, so a recorded wait can be checked against it however long the thread
+/// waited for a CPU on a loaded machine.
+pub fn measure_wait(wait: impl FnOnce()) {
+    let started = Instant::now();
+    wait();
+    let took = started.elapsed();
+    if let Some(dir) = report_dir() {
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        std::fs::write(dir.join(format!("{tid}.ns")), took.as_nanos().to_string())
+            .expect("write the measured wait");
+    }
+}
+
+/// The wait thread `tid` measured itself ([`measure_wait`]), from the report directory `dir`.
+pub fn reported_wait(dir: &Path, tid: u32) -> Duration {
+    let path = dir.join(format!("{tid}.ns"));
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("no measure of thread {tid}'s wait at {path:?}: {e}"));
+    Duration::from_nanos(text.trim().parse().expect("nanoseconds"))
 }
 
 /// Polls until the target exited (or a minute passed, failing the test), as the profiler would.
