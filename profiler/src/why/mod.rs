@@ -11,7 +11,8 @@
 //!    ([`working_threads`]): throughput is the work they do, and a group that only sleeps holds
 //!    none back (a dozen background threads parked on their own lock can have the most wait time
 //!    and no effect on throughput); `--threads` asks about any threads;
-//! 2. **what kind**: a root on a CPU is `cpu`, one waiting for a CPU `cpu-saturation`, one asleep
+//! 2. **what kind**: a root on a CPU is `cpu`, one waiting for a CPU `cpu-saturation` (or
+//!    `wakeup-latency` when the CPU it got was idle until then), one asleep
 //!    in something outside the program `sleep` or `io` (by its system call and kernel stack), or
 //!    **idle** when the program was waiting for work: a wait the thread itself slept without any
 //!    other thread of the program involved (a client, a timer), unless other threads waited on
@@ -190,6 +191,10 @@ pub enum CauseKind {
     Cpu,
     /// Threads waiting for a CPU: the CPUs were saturated.
     CpuSaturation,
+    /// Threads runnable (woken, or preempted) while the CPU they then ran on was idle: the time
+    /// the kernel (or a hypervisor waking a halted virtual CPU) took to run them, not a lack of
+    /// CPUs.
+    WakeupLatency,
     /// A thread asleep on purpose (nanosleep, a timed wait) that others waited on.
     Sleep,
     /// A thread in I/O (disk, fsync) that others, or itself, waited on.
@@ -210,6 +215,7 @@ impl CauseKind {
         match self {
             CauseKind::Cpu => "cpu",
             CauseKind::CpuSaturation => "cpu-saturation",
+            CauseKind::WakeupLatency => "wakeup-latency",
             CauseKind::Sleep => "sleep",
             CauseKind::Io => "io",
             CauseKind::Cycle => "cycle",
@@ -388,8 +394,8 @@ impl Why {
             let stack = match kind {
                 CauseKind::Cpu => sampled
                     .dominant(b.root.thread, b.root.user_stack)
-                    .unwrap_or_else(|| stack_names(profile, b.root.user_stack)),
-                _ if by_stack => stack_names(profile, b.root.user_stack),
+                    .unwrap_or_else(|| place_names(profile, b.root.user_stack)),
+                _ if by_stack => place_names(profile, b.root.user_stack),
                 _ => Vec::new(),
             };
             let key = CauseKey {
@@ -766,6 +772,10 @@ fn classify(
 ) -> CauseKind {
     match b.root.kind {
         RootKind::Cpu => CauseKind::Cpu,
+        // The task that gave the CPU back was the idle task: no thread held the CPU meanwhile.
+        RootKind::CpuSaturation if b.root.holder.is_some_and(|h| h.tid == 0) => {
+            CauseKind::WakeupLatency
+        }
         RootKind::CpuSaturation => CauseKind::CpuSaturation,
         RootKind::Cycle => CauseKind::Cycle,
         RootKind::DepthLimit => CauseKind::DepthLimit,
@@ -809,6 +819,29 @@ fn stack_names(profile: &Profile, id: Option<StackId>) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// A stack as a place where time went, leaf first: [`stack_names`], except that frames no symbol
+/// names (a stripped library's inner functions: `libz.so.1.2.13+0x4a08`) are their module in
+/// brackets, one for a run of them (`[libz.so.1.2.13]`), as stackcollapse-perf folds them. Two
+/// samples a few instructions apart in an unnamed function are then one place, and so one cause,
+/// instead of one cause per instruction.
+fn place_names(profile: &Profile, id: Option<StackId>) -> Vec<String> {
+    let Some(stack) = profile.stack(id) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = Vec::new();
+    for frame in &stack.frames {
+        if frame.function.is_some() {
+            names.extend(frame.names_outermost_first().into_iter().rev());
+            continue;
+        }
+        let module = format!("[{}]", frame.module.as_deref().unwrap_or("unknown"));
+        if names.last() != Some(&module) {
+            names.push(module);
+        }
+    }
+    names
 }
 
 /// The frames of a waiting site worth showing: from the outermost synchronization entry point
@@ -882,7 +915,7 @@ fn cause(
         let mut seen = BTreeSet::new();
         for b in records {
             *ended_at
-                .entry(stack_names(profile, b.root.user_stack))
+                .entry(place_names(profile, b.root.user_stack))
                 .or_default() += b.total_ns;
             if seen.insert((b.root.thread, b.root.user_stack)) {
                 for (stack, weight) in sampled.of_root(b.root.thread, b.root.user_stack) {
@@ -937,7 +970,7 @@ fn cause(
         records
             .iter()
             .max_by_key(|b| b.total_ns)
-            .map(|b| stack_names(profile, b.root.user_stack))
+            .map(|b| place_names(profile, b.root.user_stack))
             .unwrap_or_default()
     } else {
         key.stack.clone()
@@ -988,7 +1021,7 @@ impl Sampled {
                 SampleRole::Holder => by_holder.entry(s.thread).or_default(),
             };
             *stacks
-                .entry(stack_names(profile, s.user_stack))
+                .entry(place_names(profile, s.user_stack))
                 .or_default() += s.weight;
         }
         fn lists<K: std::hash::Hash + Eq>(
@@ -1075,6 +1108,86 @@ mod tests {
         assert!(!p.matches(2, "io12"));
         assert!(!p.matches(2, "aworker-1"));
         assert!(ThreadPattern::parse(" , ").is_err());
+    }
+
+    /// A stack as a place: named frames by function (inlined ones too), a run of unnamed frames
+    /// of one module as that module once, so that samples in one stripped function are one place.
+    #[test]
+    fn places_fold_unnamed_frames_by_module() {
+        let frame = |function: Option<&str>, module: &str, offset: u64| lockscope_probes::Frame {
+            function: function.map(str::to_owned),
+            module: Some(module.to_owned()),
+            module_offset: Some(offset),
+            ..lockscope_probes::Frame::unsymbolized(offset)
+        };
+        let stack = |leaf: u64| lockscope_probes::Stack {
+            space: lockscope_probes::AddressSpace::User,
+            frames: vec![
+                frame(None, "libz.so.1", leaf),
+                frame(None, "libz.so.1", 0x627c),
+                frame(Some("deflate"), "libz.so.1", 0x6300),
+                frame(None, "pigz", 0x5f05),
+                frame(None, "pigz", 0x734e),
+                frame(Some("start_thread"), "libc.so.6", 0x8000),
+            ],
+            truncated: false,
+        };
+        let mut profile = Profile::default();
+        profile.stacks = vec![stack(0x4a08), stack(0x4a0e)];
+        let (a, b) = (0, 1);
+        let place = place_names(&profile, Some(a));
+        assert_eq!(
+            place,
+            ["[libz.so.1]", "deflate", "[pigz]", "start_thread"].map(String::from)
+        );
+        assert_eq!(place_names(&profile, Some(b)), place);
+        assert_eq!(stack_names(&profile, Some(a))[0], "libz.so.1+0x4a08");
+        assert!(place_names(&profile, None).is_empty());
+    }
+
+    /// Waiting for a CPU is saturation when a thread held the CPU meanwhile, and the wakeup's
+    /// latency when the CPU was idle until the waiting thread got it (the idle task gave it back).
+    #[test]
+    fn an_idle_cpu_is_wakeup_latency_not_saturation() {
+        let thread = ThreadRef { pid: 10, tid: 11 };
+        let blame = |holder: u32| Blame {
+            thread,
+            part: WaitPart::Runnable,
+            call: None,
+            object: 0,
+            user_stack: None,
+            kernel_stack: None,
+            woken_by: None,
+            waker: None,
+            root: lockscope_probes::waitfor::Root {
+                kind: RootKind::CpuSaturation,
+                thread,
+                call: None,
+                user_stack: None,
+                kernel_stack: None,
+                woken_by: None,
+                waker_name: None,
+                holder: Some(ThreadRef {
+                    pid: holder,
+                    tid: holder,
+                }),
+                holder_name: None,
+            },
+            depth: 0,
+            chain: Vec::new(),
+            waits: 1,
+            total_ns: 1_000,
+        };
+        let profile = Profile::default();
+        let none = BTreeSet::new();
+        assert_eq!(
+            classify(&profile, &blame(0), &none),
+            CauseKind::WakeupLatency
+        );
+        assert_eq!(
+            classify(&profile, &blame(12), &none),
+            CauseKind::CpuSaturation
+        );
     }
 
     /// A profile without the wait-for analysis says which probes to record.

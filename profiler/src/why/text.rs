@@ -137,6 +137,7 @@ fn what(cause: &Cause) -> &'static str {
     match cause.kind {
         CauseKind::Cpu => "on a CPU",
         CauseKind::CpuSaturation => "waiting for a CPU",
+        CauseKind::WakeupLatency => "runnable while the CPU it got was idle",
         CauseKind::Sleep => "asleep on purpose while others waited",
         CauseKind::Io => "in I/O",
         CauseKind::Cycle => "waiting in a cycle",
