@@ -1132,8 +1132,10 @@ mod tests {
             ],
             truncated: false,
         };
-        let mut profile = Profile::default();
-        profile.stacks = vec![stack(0x4a08), stack(0x4a0e)];
+        let profile = Profile {
+            stacks: vec![stack(0x4a08), stack(0x4a0e)],
+            ..Profile::default()
+        };
         let (a, b) = (0, 1);
         let place = place_names(&profile, Some(a));
         assert_eq!(
