@@ -8,8 +8,12 @@
 # Lock/transactionid (queueing for the row) and what the rest is (the holder's WAL flush, CPU).
 # Debian 12, as root; installs postgresql-15 if missing. Loopback only, bounded in time.
 #
-#   postgres-hot-row.sh [--clients 16] [--seconds 20] [--port 5440]
+#   postgres-hot-row.sh [--clients 16] [--seconds 20] [--port 5440] [--cpus LIST]
 #                       [--record FILE.lsp] [--lockscope BIN] [--probes bottleneck]
+#
+# --cpus pins the server (the postmaster, its processes and every backend it forks) to the CPUs
+# of LIST (taskset's syntax: 0, 0-1) for an experiment on what `why` says of the CPUs; pgbench is
+# not pinned.
 #
 # Runs pgbench untraced once and prints its TPS and the sampled wait-event shares. With
 # --record, runs it once more under `lockscope record -p POSTMASTER --tree --probes PROBES`
@@ -27,7 +31,8 @@ port=5440
 record=
 lockscope_bin=$LOCKSCOPE_RELEASE
 probes=bottleneck
-parse_options "clients seconds port record lockscope=lockscope_bin probes" "$@"
+cpus=
+parse_options "clients seconds port cpus record lockscope=lockscope_bin probes" "$@"
 need_root
 install_missing postgresql-15
 PG_BIN=/usr/lib/postgresql/15/bin
@@ -59,6 +64,13 @@ as_postgres "$PG_BIN/pg_ctl" -D "$DATA" -l "$STATE/postgres.log" -w -t 60 \
     -o "-c listen_addresses=127.0.0.1 -p $port -k $STATE -c max_connections=$((clients + 10))" \
     start >/dev/null || die "pg_ctl start failed: $(tail -5 "$STATE/postgres.log")"
 POSTMASTER=$(head -1 "$DATA/postmaster.pid")
+if [ -n "$cpus" ]; then
+    # Its processes now; the backends it forks later inherit the postmaster's affinity.
+    for p in "$POSTMASTER" $(pgrep -P "$POSTMASTER"); do
+        taskset -a -p -c "$cpus" "$p" >/dev/null
+    done
+    log "the server pinned to CPUs $cpus"
+fi
 psql_admin -c "CREATE TABLE hot (id int PRIMARY KEY, n bigint NOT NULL);
     INSERT INTO hot VALUES (1, 0);
     CREATE UNLOGGED TABLE wait_samples (sample int, wait text);"
@@ -115,6 +127,7 @@ run_pgbench() {
 echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(uname -sr), $(nproc) CPUs, $("$PG_BIN/postgres" --version)"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "workload: pgbench -c $clients -j 2 -T $seconds, every transaction: $(cat "$SCRIPT")"
+echo "server CPUs: ${cpus:-all $(nproc)}"
 echo
 echo "untraced:"
 run_pgbench
