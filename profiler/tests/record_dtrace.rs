@@ -361,12 +361,25 @@ fn live_cpu_probe_samples_the_demo() {
             samples.iter().all(|w| w.kind == WaitKind::OnCpu),
             "{samples:#?}"
         );
+        // When it fails, say what was sampled instead: this check failed once in five runs, and
+        // a failure that shows nothing can only be rerun, not read.
         assert!(
             samples.iter().any(|w| profile
                 .stack(w.user_stack)
                 .is_some_and(|s| s.frames.iter().any(|f| f.display_name().contains(chain[1])))),
-            "{thread}: no sample in {}",
-            chain[1]
+            "{thread}: no sample in {} among {} samples; their user stacks (leaf first): {:#?}; \
+             the threads: {:?}",
+            chain[1],
+            samples.len(),
+            samples
+                .iter()
+                .map(|w| profile.stack(w.user_stack).map(|s| s
+                    .frames
+                    .iter()
+                    .map(|f| f.display_name())
+                    .collect::<Vec<_>>()))
+                .collect::<Vec<_>>(),
+            profile.threads
         );
         let sampled_ms = samples.iter().map(|w| w.stats.total_ns).sum::<u64>() as f64 / 1e6;
         assert!(
