@@ -871,8 +871,9 @@ impl Driver {
             if stream.inconsistent > 0 || stream.late > 0 {
                 warnings.push(format!(
                     "the wait-for stream lost events: {} switches contradicted their thread's \
-                     state (counted as lost intervals; that time is `unknown` to `lockscope \
-                     why`), {} came more than {} ms after later ones of another CPU",
+                     state (counted as lost intervals, or cut where they overlapped the \
+                     thread's last one; that time is `unknown` to `lockscope why`), {} came more \
+                     than {} ms after later ones of another CPU",
                     stream.inconsistent,
                     stream.late,
                     crate::waitfor::REORDER_NS / 1_000_000

@@ -339,6 +339,8 @@ struct ThreadState {
     time_ns: BTreeMap<TimeClass, u64>,
     voluntary: u64,
     involuntary: u64,
+    /// Where its last interval ended: the next one starts no earlier (see [`WaitForStream::close`]).
+    last_end: u64,
 }
 
 /// Stacks by their frames' text, as the engine's handles.
@@ -656,8 +658,26 @@ impl WaitForStream {
     }
 
     /// Ends `open` of `thread` at `ts`, when `prev` gave it the CPU, and gives it to the engine.
-    fn close(&mut self, thread: ThreadRef, open: Open, ts: u64, prev: ThreadRef, prev_name: &str) {
+    fn close(
+        &mut self,
+        thread: ThreadRef,
+        mut open: Open,
+        ts: u64,
+        prev: ThreadRef,
+        prev_name: &str,
+    ) {
         let (holder, holder_name) = Self::holder(thread, prev, prev_name);
+        // A thread is off its CPU once at a time: an interval that would begin before its last
+        // one ended begins where that one ended (counted as a contradiction). An event acted on
+        // out of order (more than REORDER_NS late: dtrace's consumer fell behind on one CPU)
+        // has been seen to leave a thread's intervals overlapping, so that its off-CPU time
+        // passed its wall time and its time on a CPU came out 0: `why` then left the request
+        // threads of `sleep_under_lock` out of the threads that did the work.
+        let last_end = self.threads.get(&thread.tid).map_or(0, |s| s.last_end);
+        if open.start < last_end {
+            self.inconsistent += 1;
+            open.start = last_end;
+        }
         let end = ts.max(open.start);
         // Without a wakeup seen, asleep to the end (the runnable part is not known).
         let wakeup_ns = match (&open.kind, &open.wakeup) {
@@ -670,6 +690,7 @@ impl WaitForStream {
         let state = self.threads.entry(thread.tid).or_default();
         let seq = state.seq;
         state.seq = state.seq.wrapping_add(1);
+        state.last_end = end;
         match open.kind {
             IntervalKind::Sleep => {
                 *state.time_ns.entry(class).or_insert(0) += wakeup_ns - open.start;
@@ -1124,6 +1145,45 @@ mod tests {
             assert_eq!(times.voluntary_switches, 3);
             assert!(result.names.contains(&(REQUEST_2, "request-2".to_string())));
         }
+    }
+
+    /// A thread's intervals never overlap, even where events came too late to be acted on in
+    /// order: its off-CPU time is at most the span its intervals cover.
+    #[test]
+    fn intervals_of_a_thread_never_overlap() {
+        let far = 600_000_000; // past REORDER_NS: the events before it are acted on
+        let lines = [
+            "=== wf begin 1000".to_string(),
+            "=== wf out 1500 1 2 1 202 worker".into(),
+            "=== wf in 1800 1 2 0 0 swapper/0".into(),
+            "=== wf out 1900 1 2 1 202 worker".into(),
+            format!("=== wf out {far} 1 3 1 202 other"),
+            // The worker's switch-in at 1600 and switch-out at 1700 come late.
+            "=== wf in 1600 1 2 0 0 swapper/0".into(),
+            "=== wf out 1700 1 2 1 202 worker".into(),
+            "=== wf in 2000 1 2 0 0 swapper/0".into(),
+            format!("=== wf end {}", far + 1000),
+        ];
+        let mut stream = WaitForStream::new(TargetOs::Linux);
+        for line in &lines {
+            assert!(stream.feed_line(line), "{line}");
+        }
+        let result = stream.finish().expect("began");
+        assert!(result.late > 0);
+        let times = result
+            .thread_times
+            .iter()
+            .find(|t| t.tid == 2)
+            .expect("worker's times");
+        let off: u64 = times
+            .time_ns
+            .iter()
+            .filter(|(class, _)| **class != TimeClass::OnCpu)
+            .map(|(_, ns)| ns)
+            .sum();
+        // Off its CPU from 1500 at the earliest to 2000 at the latest, once at a time.
+        assert!(off <= 2000 - 1500, "{times:?}");
+        assert!(result.inconsistent > 0);
     }
 
     /// A lost switch-in (two switch-outs in a row) is counted, and the engine sees a gap in the
