@@ -506,7 +506,7 @@ impl ThreadNames {
     }
 
     fn name(&self, thread: ThreadRef) -> String {
-        if thread.tid == 0 {
+        if is_idle_cpu(thread) {
             return "[idle CPU]".to_owned();
         }
         self.names
@@ -518,6 +518,11 @@ impl ThreadNames {
     fn group(&self, thread: ThreadRef) -> String {
         thread_group(&self.name(thread))
     }
+}
+
+/// True for the idle task (tid 0), which the engine names as the holder of a CPU nobody held.
+fn is_idle_cpu(thread: ThreadRef) -> bool {
+    thread.tid == 0
 }
 
 /// The analysed threads.
@@ -773,7 +778,7 @@ fn classify(
     match b.root.kind {
         RootKind::Cpu => CauseKind::Cpu,
         // The task that gave the CPU back was the idle task: no thread held the CPU meanwhile.
-        RootKind::CpuSaturation if b.root.holder.is_some_and(|h| h.tid == 0) => {
+        RootKind::CpuSaturation if b.root.holder.is_some_and(is_idle_cpu) => {
             CauseKind::WakeupLatency
         }
         RootKind::CpuSaturation => CauseKind::CpuSaturation,
@@ -808,17 +813,15 @@ fn classify(
 fn stack_names(profile: &Profile, id: Option<StackId>) -> Vec<String> {
     profile
         .stack(id)
-        .map(|s| {
-            s.frames
-                .iter()
-                .flat_map(|f| {
-                    let mut names = f.names_outermost_first();
-                    names.reverse();
-                    names
-                })
-                .collect()
-        })
+        .map(|s| s.frames.iter().flat_map(frame_names).collect())
         .unwrap_or_default()
+}
+
+/// A frame's function names, innermost (inlined) first.
+fn frame_names(frame: &lockscope_probes::Frame) -> Vec<String> {
+    let mut names = frame.names_outermost_first();
+    names.reverse();
+    names
 }
 
 /// A stack as a place where time went, leaf first: [`stack_names`], except that frames no symbol
@@ -833,7 +836,7 @@ fn place_names(profile: &Profile, id: Option<StackId>) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     for frame in &stack.frames {
         if frame.function.is_some() {
-            names.extend(frame.names_outermost_first().into_iter().rev());
+            names.extend(frame_names(frame));
             continue;
         }
         let module = format!("[{}]", frame.module.as_deref().unwrap_or("unknown"));
