@@ -219,7 +219,11 @@ impl<'a> UserSymbolizer<'a> {
                 offset,
             } => {
                 let mapping = self.maps.by_module(module)?;
-                let source = InspectSource::Elf(InspectElf::new(&mapping.path));
+                // DTrace names a symbol of the module's own tables: a debug file may spell it
+                // otherwise (`clock_nanosleep@@GLIBC_2.17`) and gives no file offset.
+                let mut elf = InspectElf::new(&mapping.path);
+                elf.debug_syms = false;
+                let source = InspectSource::Elf(elf);
                 let found = self.inspector.lookup(&source, &[symbol]).ok()?;
                 let start = found.first()?.first()?.file_offset?;
                 let file_offset = start + offset;
@@ -269,6 +273,19 @@ mod tests {
         let name = libc.function.unwrap_or_default();
         assert!(name.ends_with("getpid"), "{name}");
         assert_eq!(libc.module.as_deref(), Some("libc.so.6"));
+        // A versioned symbol (two versions of one function, as glibc keeps for compatibility)
+        // that a debug file names `clock_nanosleep@@GLIBC_2.17`, resolved as an address of
+        // the same function is.
+        let start = symbolizer
+            .resolve("libc.so.6`clock_nanosleep+0x0", false)
+            .expect("libc's clock_nanosleep by name");
+        let by_name = start.function.unwrap_or_default();
+        assert!(by_name.ends_with("clock_nanosleep"), "{by_name}");
+        let address = libc::clock_nanosleep as *const () as usize as u64;
+        let by_address = symbolizer
+            .resolve(&format!("0x{address:x}"), false)
+            .expect("libc's clock_nanosleep by address");
+        assert_eq!(by_address.function.as_deref(), Some(by_name.as_str()));
     }
 
     /// Stacks end at the first frame outside the target's code or repeating its parent.
