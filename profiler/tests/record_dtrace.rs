@@ -128,12 +128,21 @@ fn wait_for_earlier_dtraces(dtrace: &Path) {
         .parent()
         .map(|dir| dir.join("src/build/dtrace"))
         .and_then(|p| p.canonicalize().ok());
+    // A dtrace being torn down has already dropped its memory, and with it its `exe` link (ps
+    // shows it as `[dtrace]`, in state D for seconds): its name is what is left of it. A zombie
+    // costs nothing and is its parent's to reap.
     let running = || {
         std::fs::read_dir("/proc")
             .map(|entries| {
                 entries.flatten().any(|e| {
                     let exe = std::fs::read_link(e.path().join("exe")).ok();
-                    exe.is_some() && (exe == binary || exe.as_deref() == Some(dtrace))
+                    match exe {
+                        Some(exe) => Some(&exe) == binary.as_ref() || exe == dtrace,
+                        None => std::fs::read_to_string(e.path().join("stat")).is_ok_and(|stat| {
+                            stat.split_once(" (dtrace) ")
+                                .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+                        }),
+                    }
                 })
             })
             .unwrap_or(false)
@@ -878,6 +887,17 @@ fn live_why_names_the_sleep_under_the_lock() {
         .first()
         .unwrap_or_else(|| panic!("why found no cause: {json}"));
     eprintln!("{test}: first cause {first}");
+    // Every cause on one line each, leaf first, for a run whose full answer gets cut short.
+    for cause in causes {
+        let leaf = cause["stack"][0].as_str().unwrap_or("?");
+        eprintln!(
+            "{test}: cause {} {} {:.3} {} ns at {leaf}",
+            cause["rank"],
+            cause["kind"],
+            cause["share"].as_f64().unwrap_or_default(),
+            cause["total_ns"]
+        );
+    }
     let names: Vec<String> = first["stack"]
         .as_array()
         .unwrap_or_else(|| panic!("a stack of frames: {first}"))
