@@ -250,6 +250,19 @@ const DONE_GRACE: Duration = Duration::from_secs(1);
 /// noticed by itself (DTrace for Linux with `-p` kept running after its target exited).
 const GONE_GRACE: Duration = Duration::from_millis(200);
 
+/// How long dtrace may keep every thread of its target in a tracing stop once the probes are
+/// enabled before the recording ends: DTrace for Linux's process control once deadlocked with a
+/// `-c` target stopped (its main thread waiting on a futex, its control thread in `wait4`), and
+/// the recording waited for the target's exit for 26 minutes. Its own stops last milliseconds.
+const HELD_STOPPED_GRACE: Duration = Duration::from_secs(10);
+
+/// How long a dtrace that held its target stopped has to exit after SIGINT before it is killed
+/// (a deadlocked dtrace never does; killing it detaches and resumes the target).
+const HELD_STOPPED_KILL: Duration = Duration::from_secs(2);
+
+/// Why a recording ended when dtrace held its target stopped (see [`HELD_STOPPED_GRACE`]).
+const HELD_STOPPED: &str = "dtrace held the target stopped";
+
 /// The traced process, watched while dtrace runs: on Linux its mappings are snapshotted so
 /// that its frames can be symbolized after it exited, and its exit ends the recording.
 #[derive(Default)]
@@ -262,6 +275,8 @@ struct TargetWatch {
     start_time: Option<u64>,
     /// When it was first seen gone.
     gone_since: Option<Instant>,
+    /// Since when every one of its threads has been in a tracing stop of dtrace's, if they are.
+    held_since: Option<Instant>,
     /// When dtrace's BEGIN line was seen: the recording starts when the probes are enabled,
     /// not when dtrace starts (it takes a second or more to compile and load them).
     began_at: Option<Instant>,
@@ -331,7 +346,19 @@ impl TargetWatch {
         let alive = send_signal(self.pid, 0).is_ok();
         if !alive {
             self.gone_since = Some(Instant::now());
+            return;
         }
+        #[cfg(target_os = "linux")]
+        if held_stopped(self.pid, dtrace_pid) {
+            self.held_since.get_or_insert_with(Instant::now);
+        } else {
+            self.held_since = None;
+        }
+    }
+
+    /// True when dtrace has held every thread of the target stopped for longer than `grace`.
+    fn held_for(&self, grace: Duration) -> bool {
+        self.held_since.is_some_and(|at| at.elapsed() > grace)
     }
 
     /// True when the target has been gone for longer than `grace`.
@@ -363,6 +390,42 @@ fn start_time(pid: u32) -> Option<u64> {
         .nth(19)?
         .parse()
         .ok()
+}
+
+/// True when every thread of `pid` is in a tracing stop (state `t`) of a thread of
+/// `dtrace_pid`'s. The main thread is read first: a running target costs one read.
+#[cfg(target_os = "linux")]
+fn held_stopped(pid: u32, dtrace_pid: u32) -> bool {
+    let state = |path: std::path::PathBuf| {
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|stat| stat.rsplit_once(") ")?.1.chars().next())
+    };
+    let tgid_of = |tid: &str| {
+        let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Tgid:"))?
+            .trim()
+            .parse::<u32>()
+            .ok()
+    };
+    if state(format!("/proc/{pid}/stat").into()) != Some('t') {
+        return false;
+    }
+    let traced_by_dtrace = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            let tracer = status.lines().find_map(|l| l.strip_prefix("TracerPid:"))?;
+            tgid_of(tracer.trim())
+        })
+        .is_some_and(|tgid| tgid == dtrace_pid);
+    traced_by_dtrace
+        && std::fs::read_dir(format!("/proc/{pid}/task")).is_ok_and(|tasks| {
+            tasks
+                .flatten()
+                .all(|task| state(task.path().join("stat")) == Some('t'))
+        })
 }
 
 /// True when `pid` no longer runs (gone, or a zombie).
@@ -840,6 +903,14 @@ impl Driver {
                     .to_string(),
             );
         }
+        if stopped_by == Some(HELD_STOPPED) {
+            warnings.push(format!(
+                "dtrace(1) held every thread of the target in a tracing stop for more than {} s \
+                 (its process control deadlocked): the recording ended there, and dtrace was \
+                 killed if it did not exit, which resumes the target",
+                HELD_STOPPED_GRACE.as_secs()
+            ));
+        }
         let killed = (!output.done && killed_by_signal(&status)).then(|| status.to_string());
         if let Some(how) = &killed {
             warnings.push(format!(
@@ -1046,6 +1117,8 @@ impl Driver {
                         Some("duration elapsed")
                     } else if watch.gone_for(GONE_GRACE) {
                         Some("target exited")
+                    } else if watch.held_for(HELD_STOPPED_GRACE) {
+                        Some(HELD_STOPPED)
                     } else {
                         None
                     };
@@ -1056,7 +1129,10 @@ impl Driver {
                         interrupted = Some((now, why));
                     }
                 }
-                Some((at, _)) if now.duration_since(at) > self.options.grace => {
+                Some((at, why))
+                    if now.duration_since(at) > self.options.grace
+                        || (why == HELD_STOPPED && now.duration_since(at) > HELD_STOPPED_KILL) =>
+                {
                     child.kill().map_err(|source| Error::Process {
                         action: "kill",
                         source,
@@ -1680,6 +1756,37 @@ impl Drop for ScriptFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A process whose every thread sits in a tracing stop of this process's is held stopped by
+    /// it, by no other process, and a running one is not.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_target_in_a_tracing_stop_is_held() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep");
+        let pid = child.id();
+        let own = std::process::id();
+        assert!(!held_stopped(pid, own), "running");
+        // SAFETY: ptrace and waitpid on our own child, with no pointers passed.
+        let attached = unsafe {
+            libc::ptrace(libc::PTRACE_ATTACH, pid as libc::pid_t, 0, 0) == 0
+                && libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0) == pid as i32
+        };
+        if !attached {
+            let _ = child.kill();
+            let _ = child.wait();
+            eprintln!("skipped: a_target_in_a_tracing_stop_is_held: ptrace is not permitted");
+            return;
+        }
+        let held = held_stopped(pid, own);
+        let held_by_init = held_stopped(pid, 1);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(held, "in a tracing stop of ours");
+        assert!(!held_by_init, "not init's tracing stop");
+    }
 
     /// Drop reports and known refusals are classified; other lines stay errors.
     #[test]
