@@ -14,7 +14,8 @@
 # (--probes preempt: offcpu with the stacks of preempted threads), lockscope-bottleneck
 # (--probes bottleneck: what `lockscope why` reads), lockscope-with-P1+P2... (--probes P1,P2...:
 # any set, to tell where a set's cost comes from), bpftrace-futex,
-# bpftrace-offcpu (the equivalent bpftrace scripts next to this one), perf-lock (perf lock record
+# bpftrace-offcpu (the equivalent bpftrace scripts next to this one), bpftrace-switch-floor (a
+# sched_switch program that only counts: the floor of any off-CPU probe), perf-lock (perf lock record
 # -p), perf-trace (perf trace -s -p), strace (strace -c -f -p); and the on-CPU profilers at 99 Hz:
 # lockscope-cpu (--probes cpu), perf-cpu (perf record -F 99 --call-graph dwarf -p: perf's 8 KB
 # stack copies), bpftrace-cpu (profile:hz:99 { @[ustack] = count(); }); cpu-stacks.sh DIR then
@@ -142,6 +143,7 @@ start_tracer() {
         ;;
     bpftrace-futex) cmd=(bpftrace "$WORKLOADS_DIR/futex-wait.bt" "$PID") ready="Attaching" ;;
     bpftrace-offcpu) cmd=(bpftrace "$WORKLOADS_DIR/offcpu.bt" "$PID") ready="Attaching" ;;
+    bpftrace-switch-floor) cmd=(bpftrace "$WORKLOADS_DIR/switch-floor.bt" "$PID") ready="Attaching" ;;
     perf-lock) cmd=(perf lock record -p "$PID" -o "$base.perf.data") ;;
     perf-trace) cmd=(perf trace -s -p "$PID" -o "$base.perf-trace.txt") ;;
     strace) cmd=(strace -c -f -p "$PID" -o "$base.strace.txt") ready="attached" ;;
