@@ -10,7 +10,8 @@
 # Modes: untraced (always run, between the others), lockscope-default (record -p, default
 # probes), lockscope-futex (--probes futex), lockscope-futex-generic (the same with tracefs
 # unmounted, so on the generic sys_enter/sys_exit hooks; only when this script mounted tracefs),
-# lockscope-offcpu (--probes offcpu, when `lockscope probes` lists it), lockscope-preempt
+# lockscope-offcpu (--probes offcpu, when `lockscope probes` lists it), lockscope-offcpu-nostacks
+# (the same with LOCKSCOPE_USER_STACKS=none: what unwinding costs), lockscope-preempt
 # (--probes preempt: offcpu with the stacks of preempted threads), lockscope-bottleneck
 # (--probes bottleneck: what `lockscope why` reads), lockscope-with-P1+P2... (--probes P1,P2...:
 # any set, to tell where a set's cost comes from), bpftrace-futex,
@@ -128,6 +129,11 @@ start_tracer() {
         cmd=("$LOCKSCOPE" record -p "$PID" --probes futex -o "$base.lsp") ready="recording pid"
         ;;
     lockscope-offcpu) cmd=("$LOCKSCOPE" record -p "$PID" --probes offcpu -o "$base.lsp") ready="recording pid" ;;
+    lockscope-offcpu-nostacks)
+        # The same without user stacks (LOCKSCOPE_USER_STACKS=none): what unwinding costs.
+        cmd=(env LOCKSCOPE_USER_STACKS=none "$LOCKSCOPE" record -p "$PID" --probes offcpu -o "$base.lsp")
+        ready="recording pid"
+        ;;
     lockscope-preempt) cmd=("$LOCKSCOPE" record -p "$PID" --probes preempt -o "$base.lsp") ready="recording pid" ;;
     lockscope-bottleneck) cmd=("$LOCKSCOPE" record -p "$PID" --probes bottleneck -o "$base.lsp") ready="recording pid" ;;
     lockscope-cpu) cmd=("$LOCKSCOPE" record -p "$PID" --probes cpu -o "$base.lsp") ready="recording pid" ;;
