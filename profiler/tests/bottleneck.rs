@@ -280,6 +280,18 @@ fn assert_first_cause(known: &KnownAnswer, lsp: &Path) {
     let first = causes
         .first()
         .unwrap_or_else(|| panic!("why found no cause: {json}"));
+    // Every cause on one line, at its leaf frame, before the full answer (which a CI log may
+    // cut short).
+    for cause in causes {
+        eprintln!(
+            "{}: cause {} {} {:.3} at {:?}",
+            known.program,
+            cause["rank"],
+            cause["kind"],
+            cause["share"].as_f64().unwrap_or_default(),
+            frame_names(&cause["stack"]).first()
+        );
+    }
     let names = frame_names(&first["stack"]);
     let context = format!("{}: first cause {first:#}\nall: {json}", known.program);
 

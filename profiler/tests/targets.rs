@@ -603,6 +603,22 @@ fn children_that_exit_at_once_keep_their_symbols() {
         .expect("go");
     assert!(forker.wait().expect("forker").success());
     recording.finish();
+    let mut printed = String::new();
+    forker
+        .stdout
+        .as_mut()
+        .expect("stdout")
+        .read_to_string(&mut printed)
+        .expect("the children's lines");
+    // Each child's time awake around its wait (see targets.c), by pid.
+    let awake: std::collections::BTreeMap<u32, u64> = printed
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("child ")?.strip_suffix(" ns")?;
+            let (pid, ns) = rest.split_once(" awake ")?;
+            Some((pid.parse().ok()?, ns.parse().ok()?))
+        })
+        .collect();
     let profile = read(&lsp);
     assert!(
         profile.metadata.losses.is_zero(),
@@ -638,7 +654,16 @@ fn children_that_exit_at_once_keep_their_symbols() {
                 "pthread_cond_timedwait",
             ],
         );
-        assert!(waits[0].stats.total_ns >= 5_000_000, "{:?}", waits[0].stats);
+        // The wait ends at the 5 ms deadline or later, and begins after the deadline was taken:
+        // at least 5 ms less what the child did in between, on a CPU or waiting for one.
+        let awake_ns = *awake
+            .get(&child)
+            .unwrap_or_else(|| panic!("child {child} printed no awake time: {printed}"));
+        assert!(
+            waits[0].stats.total_ns + awake_ns >= 5_000_000,
+            "child {child}, awake {awake_ns} ns: {:?}",
+            waits[0].stats
+        );
     }
 }
 

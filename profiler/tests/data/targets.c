@@ -4,8 +4,9 @@
  * with `cc -O2 -fno-omit-frame-pointer -pthread`:
  *   targets forker N   after a line on stdin, forks N children one after the other; each makes
  *                      one condvar wait of 5 ms in short_lived_child -> wait_briefly ->
- *                      pthread_cond_timedwait and exits at once (it lives ~6 ms: less than one
- *                      of the recorder's polls), then the parent exits.
+ *                      pthread_cond_timedwait, prints how long it was awake around it
+ *                      ("child PID awake NS ns") and exits at once (it lives ~6 ms: less than
+ *                      one of the recorder's polls), then the parent exits.
  *   targets libwait N  after a line on stdin, calls library_wait() of libtargetlib.so N times
  *                      (a 20 ms condvar wait each, in the library), then exits.
  *   targets fleet P T S  after a line on stdin, forks P processes of T threads each; for S
@@ -37,18 +38,43 @@ static void deadline_in(struct timespec *ts, long ms)
 	ts->tv_nsec %= 1000000000L;
 }
 
+/* How long the calling thread has been awake, in ns: on a CPU (its CPU clock) or waiting for one
+ * (its run delay in /proc/thread-self/schedstat); -1 when unknown. */
+static long long awake_ns(void)
+{
+	struct timespec cpu;
+	unsigned long long on_cpu, run_delay;
+	FILE *f = fopen("/proc/thread-self/schedstat", "r");
+	int n = f ? fscanf(f, "%llu %llu", &on_cpu, &run_delay) : 0;
+
+	if (f)
+		fclose(f);
+	if (n != 2 || clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) != 0)
+		return -1;
+	return (long long)cpu.tv_sec * 1000000000LL + cpu.tv_nsec + (long long)run_delay;
+}
+
+/* Prints how long the child was awake from just before it took its deadline to just after its
+ * wait returned: the time between the deadline and the futex call (a fresh child's first call
+ * binds pthread_cond_timedwait, and a busy machine may preempt it there) is inside, so the
+ * kernel's wait is at least 5 ms less that. */
 NOINLINE void wait_briefly(void)
 {
 	pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
 	pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 	struct timespec ts;
+	long long before, after;
 	int rc = 0;
 
 	pthread_mutex_lock(&mutex);
+	before = awake_ns();
 	deadline_in(&ts, 5);
 	while (rc == 0)
 		rc = pthread_cond_timedwait(&cond, &mutex, &ts);
+	after = awake_ns();
 	pthread_mutex_unlock(&mutex);
+	if (before >= 0 && after >= 0)
+		dprintf(1, "child %d awake %lld ns\n", (int)getpid(), after - before);
 	sink++;
 }
 

@@ -74,7 +74,7 @@ static NOINLINE void *request_thread(void *arg)
 
 int main(int argc, char **argv)
 {
-    double request_us = 200, prepare_us = 20, background_us = 2000, rest_us = 100;
+    double request_us = 1000, prepare_us = 20, background_us = 2000, rest_us = 100;
     double request_threads = 3, background_threads = 12;
     struct known_option options[] = {
         { "request-us", &request_us, "CPU time under the request mutex, in microseconds" },
