@@ -435,6 +435,16 @@ __noinline int lks_fallback_mapping_compat(__u64 pc, __u32 slot)
 	return lks_fallback(pc, slot, true);
 }
 
+/* 1 when a < b, else 0, computed without a branch (Hacker's Delight, 2-12), and hidden from the
+ * compiler, which would turn a comparison back into one. */
+static __always_inline __u32 lks_below(__u64 a, __u64 b)
+{
+	__u64 below = ((~a & b) | ((~a | b) & (a - b))) >> 63;
+
+	asm volatile("" : "+r"(below));
+	return (__u32)below;
+}
+
 /* The mapping of `proc` holding `pc`, or NULL. */
 static __always_inline struct unwind_mapping *lks_find_mapping(struct unwind_proc *proc, __u64 pc)
 {
@@ -448,10 +458,12 @@ static __always_inline struct unwind_mapping *lks_find_mapping(struct unwind_pro
 		if (lo >= hi)
 			break;
 		mid = (lo + hi) / 2;
-		if (proc->mappings[mid & (LKS_UNWIND_MAX_MAPPINGS - 1)].start <= pc)
-			lo = mid + 1;
-		else
-			hi = mid;
+		/* Without a branch: in the unwinding loop's callback each outcome of a compare would
+		 * be a state of its own (see lks_find_row). */
+		__u32 past = lks_below(pc, proc->mappings[mid & (LKS_UNWIND_MAX_MAPPINGS - 1)].start);
+
+		lo += (mid + 1 - lo) & (past - 1);
+		hi -= (hi - mid) & -past;
 	}
 	if (lo == 0)
 		return NULL;
@@ -459,24 +471,32 @@ static __always_inline struct unwind_mapping *lks_find_mapping(struct unwind_pro
 	return pc < m->end ? m : NULL;
 }
 
-/* The row of `m`'s table in effect at `rel` (pc - bias), or NULL. */
-static __always_inline struct unwind_row *lks_find_row(struct unwind_mapping *m, __u64 rel)
+/* The row in effect at `rel` (pc - bias) of the table of rows [first, first + rows) whose page
+ * index is [first_page, first_page + pages), as the row's 8 bytes; 0 (a row of kind
+ * LKS_CFA_NONE) when there is none. A global function, so the verifier checks its binary search
+ * once, on its own: inlined in the unwinding loop's callback, each compare's two outcomes were
+ * different states there, and 6.18 kernels that compare states in a loop by their ranges
+ * explored 2^22 paths and rejected every probe ("BPF program is too large"). Scalars only: see
+ * lks_fallback_mapping. */
+_Static_assert(sizeof(struct unwind_row) == sizeof(__u64), "a row travels as one __u64");
+
+__noinline __u64 lks_find_row(__u32 first, __u32 rows, __u32 first_page, __u32 pages, __u64 rel)
 {
-	__u32 lo = 0, hi = m->rows, first = m->first_row, page, mid, key;
+	__u32 lo = 0, hi = rows, page, mid, key;
 	struct unwind_row *row;
-	__u64 *index;
+	__u64 *index, packed = 0;
 
 	if (rel > 0xffffffffULL)
-		return NULL;
+		return 0;
 	/* Narrow the search to the rows of rel's page: from the row in effect at its start to the
 	 * one in effect at the next page's start. Past the last page: the table's last row. */
 	page = rel >> LKS_UNWIND_PAGE_SHIFT;
-	if (page < m->pages) {
-		key = m->first_page + page;
+	if (page < pages) {
+		key = first_page + page;
 		index = bpf_map_lookup_elem(&unwind_pages, &key);
 		if (index && *index < hi)
 			lo = *index;
-		if (page + 1 < m->pages) {
+		if (page + 1 < pages) {
 			key++;
 			index = bpf_map_lookup_elem(&unwind_pages, &key);
 			if (index && *index + 1 < hi)
@@ -492,16 +512,20 @@ static __always_inline struct unwind_row *lks_find_row(struct unwind_mapping *m,
 		key = first + mid;
 		row = bpf_map_lookup_elem(&unwind_rows, &key);
 		if (!row)
-			return NULL;
+			return 0;
 		if (row->pc <= (__u32)rel)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
 	if (lo == 0)
-		return NULL;
+		return 0;
 	key = first + lo - 1;
-	return bpf_map_lookup_elem(&unwind_rows, &key);
+	row = bpf_map_lookup_elem(&unwind_rows, &key);
+	if (!row)
+		return 0;
+	__builtin_memcpy(&packed, row, sizeof(*row));
+	return packed;
 }
 
 static __always_inline long lks_walk_truncated(struct unwind_scratch *s)
@@ -580,7 +604,7 @@ static __always_inline long lks_unwind_frame(struct unwind_walk *w, const bool c
 	struct user_stack *stack = &s->stack;
 	struct unwind_counters *counters = w->counters;
 	struct unwind_mapping *mapping = NULL;
-	struct unwind_row *row = NULL;
+	struct unwind_row row = {};
 	__u64 pc = s->regs.pc, lookup, cfa, ra, fp = s->regs.fp;
 	__u32 depth = stack->depth;
 	__u8 kind = LKS_CFA_NONE;
@@ -626,11 +650,13 @@ static __always_inline long lks_unwind_frame(struct unwind_walk *w, const bool c
 		counters->table_pending++;
 		return lks_walk_unrepeatable(s);
 	}
-	if (mapping && mapping->rows)
-		row = lks_find_row(mapping, lookup - mapping->bias);
-	if (row) {
-		kind = row->kind;
-		fp_offset8 = row->fp_offset8;
+	if (mapping && mapping->rows) {
+		__u64 packed = lks_find_row(mapping->first_row, mapping->rows, mapping->first_page,
+					    mapping->pages, lookup - mapping->bias);
+
+		__builtin_memcpy(&row, &packed, sizeof(row));
+		kind = row.kind;
+		fp_offset8 = row.fp_offset8;
 	}
 
 	switch (kind) {
@@ -647,11 +673,11 @@ static __always_inline long lks_unwind_frame(struct unwind_walk *w, const bool c
 		s->after_signal = 1;
 		return 0;
 	case LKS_CFA_SP:
-		cfa = s->regs.sp + row->cfa_offset;
+		cfa = s->regs.sp + row.cfa_offset;
 		break;
 	case LKS_CFA_FP:
 		lks_memo_use_fp(s);
-		cfa = fp + row->cfa_offset;
+		cfa = fp + row.cfa_offset;
 		break;
 	case LKS_CFA_NONE:
 		/* No CFI: a frame-pointer frame, if FP plausibly points into this stack. */
