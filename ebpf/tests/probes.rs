@@ -9,7 +9,9 @@
 mod common;
 
 use common::{helper_argv, is_helper_run, poll_until_exit, require_bpf};
-use lockscope_ebpf::{RecordOptions, Recorder, TargetSpec};
+use lockscope_ebpf::{
+    probe_support, ProbeSettings, ProbeSupport, RecordOptions, Recorder, TargetSpec,
+};
 use lockscope_probes::{AttachStatus, Profile, TimeClass, WaitKind, WaitRecord};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -238,6 +240,56 @@ fn helper_forks_and_execs() {
             .expect("spawn /bin/true");
         assert!(status.success());
     }
+}
+
+/// The verifier's limit on the instructions it explores in one program (`BPF_COMPLEXITY_LIMIT_INSNS`).
+const VERIFIER_LIMIT: u32 = 1_000_000;
+
+/// Every program of every probe this kernel takes, all attached together, verified within half
+/// of the verifier's limit: a kernel whose verifier explores more must not find lockscope at its
+/// edge (6.18.44-fc-v1272 rejected every probe that takes stacks at 1,000,001 instructions while
+/// an earlier build of the same 6.18.44 took them).
+#[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
+fn every_program_verifies_within_half_the_limit() {
+    require_bpf!();
+    let probes: Vec<String> = probe_support(&ProbeSettings::default())
+        .into_iter()
+        .filter(|(_, support)| matches!(support, ProbeSupport::Loads))
+        .map(|(name, _)| name.to_string())
+        .collect();
+    assert!(
+        probes.iter().any(|p| p == "offcpu"),
+        "probes that load: {probes:?}"
+    );
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut options = RecordOptions::new(TargetSpec::Command(helper_argv("helper_sleeps")));
+    options.probes = probes.clone();
+    let mut recorder = Recorder::start(options).expect("start");
+    // Every program lockscope loaded is attached now: this process's are the `lks_` ones.
+    let verified: Vec<(String, u32)> = libbpf_rs::query::ProgInfoIter::default()
+        .filter_map(|info| {
+            let name = info.name.to_string_lossy().into_owned();
+            name.starts_with("lks_")
+                .then_some((name, info.verified_insns))
+        })
+        .collect();
+    poll_until_exit(&mut recorder);
+    recorder.finish("target exited").expect("finish");
+    let (most, most_insns) = verified
+        .iter()
+        .max_by_key(|(_, insns)| *insns)
+        .cloned()
+        .unwrap_or_default();
+    println!(
+        "{} programs of {probes:?}; the most: {most} with {most_insns} instructions",
+        verified.len()
+    );
+    assert!(verified.len() >= probes.len(), "programs: {verified:?}");
+    assert!(
+        most_insns < VERIFIER_LIMIT / 2,
+        "{most}: {most_insns} instructions verified of {VERIFIER_LIMIT}"
+    );
 }
 
 /// Workload: a thread sleeps SLEEP.
