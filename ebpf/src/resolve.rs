@@ -195,7 +195,10 @@ pub(crate) fn resolve(
         kernel: HashMap::new(),
         kernel_names: HashMap::new(),
     };
-    let mut threads: BTreeMap<(u32, u32), String> = BTreeMap::new();
+    // Per thread, the time its records hold under each name they were first seen with. A thread
+    // runs under its creator's name until it names itself, and a record first seen in those
+    // moments (a CPU sample of its start, under emulation) must not name it.
+    let mut names: BTreeMap<(u32, u32), BTreeMap<String, u64>> = BTreeMap::new();
     // Per thread: futex sleep time by class.
     let mut futex_split: HashMap<(u32, u32), BTreeMap<TimeClass, u64>> = HashMap::new();
     let mut waits = Vec::new();
@@ -216,7 +219,11 @@ pub(crate) fn resolve(
             }
             _ => r.kind,
         };
-        threads.entry((r.pid, r.tid)).or_insert(r.comm);
+        *names
+            .entry((r.pid, r.tid))
+            .or_default()
+            .entry(r.comm)
+            .or_insert(0) += r.stats.total_ns;
         waits.push(WaitRecord {
             probe: r.probe.to_owned(),
             kind,
@@ -262,6 +269,10 @@ pub(crate) fn resolve(
             stats: w.stats,
         });
     }
+    let mut threads: BTreeMap<(u32, u32), String> = names
+        .into_iter()
+        .filter_map(|(thread, by_name)| Some((thread, most_time_name(by_name)?)))
+        .collect();
     let mut thread_times = Vec::new();
     for RawThreadTime {
         name,
@@ -299,6 +310,16 @@ pub(crate) fn resolve(
         wakeups,
         waitfor,
     })
+}
+
+/// Of the names a thread's records were seen with, the one holding the most of their time (the
+/// first in order on a tie).
+fn most_time_name(by_name: BTreeMap<String, u64>) -> Option<String> {
+    by_name
+        .into_iter()
+        .rev()
+        .max_by_key(|(_, ns)| *ns)
+        .map(|(name, _)| name)
 }
 
 /// The wait-for engine's blame with its stacks symbolized and interned and its calls named.
@@ -504,5 +525,37 @@ mod tests {
             .function
             .as_deref()
             .is_some_and(|f| f.contains("identical_stacks_from_two_probes_share_one_id")));
+    }
+
+    /// A thread whose first record was taken under its creator's name, before it named itself,
+    /// is named by the name holding most of its records' time, whatever the drain order.
+    #[test]
+    fn a_thread_is_named_by_the_name_of_most_of_its_time() {
+        let maps = MapsCache::new();
+        let stacks = TwoCopies { pcs: Vec::new() };
+        let named = |comm: &str, total_ns: u64| {
+            let mut r = record("cpu", 3, -1);
+            r.comm = comm.into();
+            r.stats.total_ns = total_ns;
+            r
+        };
+        for records in [
+            vec![
+                named("lockscope-demo", 10_101_010),
+                named("spinner", 353_000_000),
+            ],
+            vec![
+                named("spinner", 353_000_000),
+                named("lockscope-demo", 10_101_010),
+            ],
+        ] {
+            let drained = Drained {
+                records,
+                ..Drained::default()
+            };
+            let resolved = resolve(drained, &stacks, &maps).expect("resolve");
+            let names: Vec<&str> = resolved.threads.iter().map(|t| t.name.as_str()).collect();
+            assert_eq!(names, ["spinner"]);
+        }
     }
 }
