@@ -309,6 +309,32 @@ pub(crate) enum FileKey {
     Vdso(u64),
 }
 
+/// A file mapping whose file could not be opened when the process's maps were read.
+#[derive(Debug)]
+struct Unopened {
+    start: u64,
+    end: u64,
+    inode: u64,
+    path: String,
+}
+
+/// The mappings of `unopened` that `pid` maps now (none when it is gone).
+fn still_mapped(pid: u32, unopened: Vec<Unopened>) -> Vec<Unopened> {
+    if unopened.is_empty() {
+        return unopened;
+    }
+    let now = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    let lines: Vec<MapsLine<'_>> = now.lines().filter_map(parse_maps_line).collect();
+    unopened
+        .into_iter()
+        .filter(|gone| {
+            lines.iter().any(|line| {
+                line.start == gone.start && line.end == gone.end && line.inode == gone.inode
+            })
+        })
+        .collect()
+}
+
 /// Builds and loads unwind tables for traced processes, and reads the stacks BPF unwound.
 pub struct Unwinder {
     maps: BpfMaps,
@@ -425,6 +451,7 @@ impl Unwinder {
         let mut ranges = Vec::new();
         let mut urgent = Vec::new();
         let mut wanted = Vec::new();
+        let mut unopened = Vec::new();
         for line in text.lines().filter_map(parse_maps_line) {
             if !line.executable {
                 continue;
@@ -437,7 +464,7 @@ impl Unwinder {
                 let nice = *nice
                     .entry(is_urgent)
                     .or_insert_with(|| builder_nice(pid, is_urgent));
-                let key = self.request_file(pid, &line, is_urgent, nice);
+                let key = self.request_file(pid, &line, is_urgent, nice, &mut unopened);
                 if let Some(key) = &key {
                     if is_urgent {
                         urgent.push(key.clone());
@@ -455,6 +482,7 @@ impl Unwinder {
                 file,
             });
         }
+        self.fail_still_mapped(pid, unopened);
         if !self.background {
             self.wait_for(&wanted, None);
         } else if first {
@@ -478,20 +506,24 @@ impl Unwinder {
     }
 
     /// The identity of the file `pid` maps in `line`, with its table loaded, queued for the
-    /// builders or known to be unusable; `None` when the file cannot be opened (counted as a
-    /// failure, with why).
+    /// builders or known to be unusable; `None` when the file cannot be opened (the mapping is
+    /// added to `unopened`).
     fn request_file(
         &mut self,
         pid: u32,
         line: &MapsLine<'_>,
         urgent: bool,
         nice: i32,
+        unopened: &mut Vec<Unopened>,
     ) -> Option<FileKey> {
         let path = line.path.strip_suffix(" (deleted)").unwrap_or(line.path);
         let Some(file) = open_mapped_file(pid, line.start, line.end, path, line.inode) else {
-            self.files.fail(format!(
-                "{path}: cannot be opened as pid {pid} maps it (gone, replaced, or not readable)"
-            ));
+            unopened.push(Unopened {
+                start: line.start,
+                end: line.end,
+                inode: line.inode,
+                path: path.to_owned(),
+            });
             return None;
         };
         let key = file_key(&file)?;
@@ -500,6 +532,18 @@ impl Unwinder {
                 .submit(u8::from(!urgent), key.clone(), file, path.to_owned(), nice);
         }
         Some(key)
+    }
+
+    /// Counts as failures the mappings of `pid` that could not be opened and that it still
+    /// maps. A process that exits (or unmaps the file) between the read of its maps and the
+    /// open loses nothing: its table stays as it was, and a dead process needs no new one.
+    fn fail_still_mapped(&mut self, pid: u32, unopened: Vec<Unopened>) {
+        for gone in still_mapped(pid, unopened) {
+            self.files.fail(format!(
+                "{}: cannot be opened as pid {pid} maps it (replaced or not readable)",
+                gone.path
+            ));
+        }
     }
 
     /// Loads a table the builders finished (dropped if no process maps its file any more).
@@ -719,4 +763,39 @@ fn find_program(program: &OsStr) -> Option<PathBuf> {
         .into_iter()
         .map(|candidate| PathBuf::from(std::ffi::OsString::from_vec(candidate)))
         .find(|candidate| candidate.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A mapping that could not be opened is a failure only while its process still maps it: a
+    /// process that exited between the read of its maps and the open is not.
+    #[test]
+    fn unopened_mappings_of_gone_processes_are_not_failures() {
+        let maps = std::fs::read_to_string("/proc/self/maps").expect("read own maps");
+        let line = maps
+            .lines()
+            .filter_map(parse_maps_line)
+            .find(|line| line.executable && line.inode != 0)
+            .expect("an executable file mapping");
+        let unopened = || {
+            vec![Unopened {
+                start: line.start,
+                end: line.end,
+                inode: line.inode,
+                path: line.path.to_owned(),
+            }]
+        };
+        let mut exited = std::process::Command::new("true")
+            .spawn()
+            .expect("run true");
+        let gone = exited.id();
+        exited.wait().expect("reap true");
+        assert_eq!(still_mapped(std::process::id(), unopened()).len(), 1);
+        assert!(still_mapped(gone, unopened()).is_empty());
+        let mut moved = unopened();
+        moved[0].inode += 1;
+        assert!(still_mapped(std::process::id(), moved).is_empty());
+    }
 }
