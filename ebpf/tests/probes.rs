@@ -36,11 +36,23 @@ fn record(name: &str, probes: &[&str]) -> Profile {
 
 /// Records helper `name` with `probes`, the syscall probe limited to `syscalls`, until it exits.
 fn record_with(name: &str, probes: &[&str], syscalls: &[&str]) -> Profile {
+    record_attached(name, probes, syscalls, || ())
+}
+
+/// Records helper `name` like [`record_with`], running `attached` once every probe is attached
+/// (while the helper runs), and checks that every probe attached.
+fn record_attached(
+    name: &str,
+    probes: &[&str],
+    syscalls: &[&str],
+    attached: impl FnOnce(),
+) -> Profile {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut options = RecordOptions::new(TargetSpec::Command(helper_argv(name)));
     options.probes = probes.iter().map(|p| p.to_string()).collect();
     options.probe_settings.syscalls = syscalls.iter().map(|s| s.to_string()).collect();
     let mut recorder = Recorder::start(options).expect("start");
+    attached();
     poll_until_exit(&mut recorder);
     let profile = recorder.finish("target exited").expect("finish");
     for probe in &profile.metadata.probes {
@@ -262,20 +274,18 @@ fn every_program_verifies_within_half_the_limit() {
         probes.iter().any(|p| p == "offcpu"),
         "probes that load: {probes:?}"
     );
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let mut options = RecordOptions::new(TargetSpec::Command(helper_argv("helper_sleeps")));
-    options.probes = probes.clone();
-    let mut recorder = Recorder::start(options).expect("start");
-    // Every program lockscope loaded is attached now: this process's are the `lks_` ones.
-    let verified: Vec<(String, u32)> = libbpf_rs::query::ProgInfoIter::default()
-        .filter_map(|info| {
-            let name = info.name.to_string_lossy().into_owned();
-            name.starts_with("lks_")
-                .then_some((name, info.verified_insns))
-        })
-        .collect();
-    poll_until_exit(&mut recorder);
-    recorder.finish("target exited").expect("finish");
+    let probe_names: Vec<&str> = probes.iter().map(String::as_str).collect();
+    let mut verified: Vec<(String, u32)> = Vec::new();
+    record_attached("helper_sleeps", &probe_names, &[], || {
+        // Every program lockscope loaded is attached now: this process's are the `lks_` ones.
+        verified = libbpf_rs::query::ProgInfoIter::default()
+            .filter_map(|info| {
+                let name = info.name.to_string_lossy().into_owned();
+                name.starts_with("lks_")
+                    .then_some((name, info.verified_insns))
+            })
+            .collect();
+    });
     let (most, most_insns) = verified
         .iter()
         .max_by_key(|(_, insns)| *insns)
