@@ -34,8 +34,13 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
  * that tells a thread inside a system call from one that entered the kernel otherwise (fault,
  * interrupt), whose orig_ax holds an error code or a vector. */
 #define ENOSYS 38
-/* Task state bit of an exiting task (TASK_DEAD). */
+/* futex(2)'s number on x86_64. */
+#define LKS_NR_FUTEX 202
+/* Task state bits: TASK_INTERRUPTIBLE, TASK_UNINTERRUPTIBLE, TASK_DEAD, TASK_WAKEKILL. */
+#define LKS_TASK_INTERRUPTIBLE 0x1
+#define LKS_TASK_UNINTERRUPTIBLE 0x2
 #define LKS_TASK_DEAD 0x80
+#define LKS_TASK_WAKEKILL 0x100
 
 /* Shortest interval aggregated with stacks (the per-thread times count every interval). */
 const volatile __u64 targ_min_block_ns = 10000;
@@ -244,6 +249,30 @@ static __always_inline __u32 futex_owner(__u64 uaddr, __u64 op)
 	}
 }
 
+/* The kernel stack of a futex wait's sleep by its command (below): the path from the system call
+ * to schedule() is fixed by the command, and walking it at every wait was most of this probe's
+ * cost. Only interruptible sleeps: the futex wait's own is one, while a sleep inside the system
+ * call on something else (mmap_lock or a page's I/O at a shared futex's fault, a kernel mutex)
+ * is uninterruptible or killable, and keeps its own walk. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LKS_FUTEX_CMD_MASK + 1);
+	__type(key, __u32);
+	__type(value, __s32);
+} futex_kernel_stacks SEC(".maps");
+
+static __always_inline __s32 sleep_kernel_stack(void *ctx, struct offcpu_thread *t,
+						unsigned int prev_state, __u64 futex_op)
+{
+	unsigned int kind = prev_state & (LKS_TASK_INTERRUPTIBLE | LKS_TASK_UNINTERRUPTIBLE |
+					  LKS_TASK_WAKEKILL);
+
+	if (t->syscall == LKS_NR_FUTEX && kind == LKS_TASK_INTERRUPTIBLE)
+		return lks_kernel_stack_by_key(ctx, &futex_kernel_stacks,
+					       futex_op & LKS_FUTEX_CMD_MASK);
+	return bpf_get_stackid(ctx, &kernel_stacks, 0);
+}
+
 static __always_inline __u64 start_ns(__u64 now)
 {
 	__u64 start = lks_start_ns;
@@ -429,6 +458,7 @@ static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, u
 	struct offcpu_thread *t;
 	struct pt_regs *regs;
 	struct stack_ids ids;
+	__u64 futex_op = 0;
 	bool preempted;
 
 	if (!is_target(tgid))
@@ -476,9 +506,10 @@ static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, u
 
 		if (orig_ax >= 0 && ax == -ENOSYS) {
 			t->syscall = orig_ax;
-			if (orig_ax == 202) {
+			if (orig_ax == LKS_NR_FUTEX) {
 				t->object = BPF_CORE_READ(regs, di);
-				t->owner_tid = futex_owner(t->object, BPF_CORE_READ(regs, si));
+				futex_op = BPF_CORE_READ(regs, si);
+				t->owner_tid = futex_owner(t->object, futex_op);
 			}
 		}
 	}
@@ -507,7 +538,7 @@ static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, u
 	/* One unwinder call site for both: the program stays half the size. */
 	ids.user = lks_unwind_user_stack_budget(ctx, compat, LKS_UNWIND_SLOT_TASK, true,
 						&lks_preempted_stack_budget, preempted);
-	ids.kernel = preempted ? -1 : bpf_get_stackid(ctx, &kernel_stacks, 0);
+	ids.kernel = preempted ? -1 : sleep_kernel_stack(ctx, t, prev_state, futex_op);
 	if (ids.user < 0 && !current_is_kernel_thread())
 		COUNT(user_stack_failures);
 	if (ids.kernel < 0 && !preempted)

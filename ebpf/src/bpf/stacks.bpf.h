@@ -51,4 +51,23 @@ static __always_inline struct stack_ids capture_stacks(void *ctx, const bool com
 	return ids;
 }
 
+/*
+ * The kernel stack of a sleep whose path through the kernel the caller knows to be a function of
+ * `key` alone: the first such sleep's walk, kept in `memo` (an array map of __s32, ids plus one:
+ * 0 is none yet) and reused. The walk is most of what a switch-out costs: an ORC walk of a dozen
+ * frames, ~550 of lks_offcpu_switch's ~850 ns a run here. A failed walk is not kept.
+ */
+static __always_inline __s32 lks_kernel_stack_by_key(void *ctx, void *memo, __u32 key)
+{
+	__s32 *kept = bpf_map_lookup_elem(memo, &key);
+	__s32 id;
+
+	if (kept && *kept > 0)
+		return *kept - 1;
+	id = bpf_get_stackid(ctx, &kernel_stacks, 0);
+	if (kept && id >= 0)
+		*kept = id + 1;
+	return id;
+}
+
 #endif /* LOCKSCOPE_STACKS_BPF_H */
