@@ -13,6 +13,8 @@ use lockscope_ebpf::{
     probe_support, ProbeSettings, ProbeSupport, RecordOptions, Recorder, TargetSpec,
 };
 use lockscope_probes::{AttachStatus, Profile, TimeClass, WaitKind, WaitRecord};
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -154,6 +156,61 @@ fn offcpu_shows_a_sleep() {
         "{main:?} vs {} ns",
         profile.metadata.duration_ns
     );
+}
+
+/// Each kind of sleep keeps the kernel stack of its own path, although offcpu walks a fixed path
+/// once and reuses it: a futex wait and a PI futex lock (two commands of one system call), a
+/// poll, a clock_nanosleep and a pipe read, each slept PATH_SLEEPS times by its own function,
+/// show their own kernel functions and none of the others'.
+#[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
+fn offcpu_kernel_stacks_follow_each_sleep_path() {
+    require_bpf!();
+    let profile = record("helper_sleep_paths", &["offcpu"]);
+    // (the sleeping function, the kernel function its path must show, the other paths' ones)
+    let paths = [
+        ("sleep_in_futex_wait", "futex_wait"),
+        ("sleep_in_futex_lock_pi", "futex_lock_pi"),
+        ("sleep_in_poll", "do_sys_poll"),
+        ("sleep_in_nanosleep", "nanosleep"),
+        ("sleep_in_pipe_read", "pipe_read"),
+    ];
+    for (function, kernel_function) in paths {
+        let sleeps: Vec<&WaitRecord> = profile
+            .waits
+            .iter()
+            .filter(|w| w.probe == "offcpu" && w.operation.starts_with("sleeping in "))
+            .filter(|w| {
+                profile
+                    .stack(w.user_stack)
+                    .is_some_and(|s| s.frames.iter().any(|f| f.display_name().contains(function)))
+            })
+            .collect();
+        assert!(
+            count(&sleeps) >= PATH_SLEEPS,
+            "{function}: {} sleeps recorded: {sleeps:#?}",
+            count(&sleeps)
+        );
+        for sleep in sleeps {
+            let names: Vec<String> = profile
+                .stack(sleep.kernel_stack)
+                .unwrap_or_else(|| panic!("{function}: no kernel stack: {sleep:?}"))
+                .frames
+                .iter()
+                .map(|f| f.display_name())
+                .collect();
+            assert!(
+                names.iter().any(|n| n.contains(kernel_function)),
+                "{function}: kernel stack {names:?}"
+            );
+            for (_, other) in paths.iter().filter(|(_, k)| *k != kernel_function) {
+                assert!(
+                    !names.iter().any(|n| n.contains(other)),
+                    "{function}: kernel stack {names:?} shows {other}"
+                );
+            }
+        }
+    }
 }
 
 /// Two CPU hogs pinned to one CPU wait for it in turn: each spends a large share of its wall time
@@ -312,6 +369,134 @@ fn helper_sleeps() {
     std::thread::spawn(|| std::thread::sleep(SLEEP))
         .join()
         .expect("join");
+}
+
+/// How many times the sleep-path workload sleeps in each path, and how long each sleep lasts.
+const PATH_SLEEPS: u64 = 3;
+const PATH_SLEEP: Duration = Duration::from_millis(30);
+
+fn futex(word: &AtomicU32, op: i32, value: u32, timeout: *const libc::timespec) -> i64 {
+    // SAFETY: `word` is a live, aligned u32; `timeout` is null or points to a live timespec.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            op,
+            value,
+            timeout,
+            std::ptr::null::<u32>(),
+            0,
+        )
+    }
+}
+
+/// The timespec `after` from now on `clock`.
+fn deadline(clock: libc::clockid_t, after: Duration) -> libc::timespec {
+    // SAFETY: a zeroed timespec is valid; clock_gettime writes it.
+    let mut now: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: `now` is a valid timespec.
+    assert_eq!(unsafe { libc::clock_gettime(clock, &mut now) }, 0);
+    let ns = now.tv_nsec as u64 + after.subsec_nanos() as u64;
+    now.tv_sec += after.as_secs() as libc::time_t + (ns / 1_000_000_000) as libc::time_t;
+    now.tv_nsec = (ns % 1_000_000_000) as libc::c_long;
+    now
+}
+
+#[inline(never)]
+fn sleep_in_futex_wait(word: &AtomicU32) {
+    let timeout = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: PATH_SLEEP.as_nanos() as libc::c_long,
+    };
+    // A relative timed wait on a word nobody wakes: it times out.
+    futex(
+        word,
+        libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+        0,
+        &timeout,
+    );
+}
+
+#[inline(never)]
+fn sleep_in_futex_lock_pi(word: &AtomicU32) {
+    // The word names a live thread as its owner: the lock blocks until its (absolute) timeout.
+    let timeout = deadline(libc::CLOCK_REALTIME, PATH_SLEEP);
+    let rc = futex(
+        word,
+        libc::FUTEX_LOCK_PI | libc::FUTEX_PRIVATE_FLAG,
+        0,
+        &timeout,
+    );
+    assert_eq!(rc, -1, "FUTEX_LOCK_PI of a held word returned");
+}
+
+#[inline(never)]
+fn sleep_in_poll() {
+    // SAFETY: no descriptors: poll only sleeps for its timeout.
+    unsafe { libc::poll(std::ptr::null_mut(), 0, PATH_SLEEP.as_millis() as i32) };
+}
+
+#[inline(never)]
+fn sleep_in_nanosleep() {
+    let request = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: PATH_SLEEP.as_nanos() as libc::c_long,
+    };
+    // SAFETY: `request` is a valid timespec; no remainder is asked for.
+    unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, 0, &request, std::ptr::null_mut()) };
+}
+
+#[inline(never)]
+fn sleep_in_pipe_read(read_end: &mut std::io::PipeReader) {
+    let mut byte = [0u8; 1];
+    read_end.read_exact(&mut byte).expect("read the pipe");
+}
+
+/// Workload: a thread sleeps PATH_SLEEPS times in each of a futex wait, a PI futex lock held by
+/// another thread, a poll, a clock_nanosleep and a pipe read (a byte written PATH_SLEEP later),
+/// each from its own function.
+#[test]
+#[ignore = "helper process of offcpu_kernel_stacks_follow_each_sleep_path"]
+fn helper_sleep_paths() {
+    if !is_helper_run("helper_sleep_paths") {
+        return;
+    }
+    let wait_word = AtomicU32::new(0);
+    let pi_word = std::sync::Arc::new(AtomicU32::new(0));
+    let (owner_ready, owner_named) = std::sync::mpsc::channel();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let owner = {
+        let pi_word = pi_word.clone();
+        std::thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            let tid = unsafe { libc::gettid() } as u32;
+            pi_word.store(tid, Ordering::SeqCst);
+            owner_ready.send(()).expect("owner named");
+            released.recv().ok();
+        })
+    };
+    owner_named.recv().expect("owner named");
+    let (mut read_end, mut write_end) = std::io::pipe().expect("pipe");
+    let (ask, asked) = std::sync::mpsc::channel::<()>();
+    // Writes a byte PATH_SLEEP after each request, so that each read finds the pipe empty.
+    let writer = std::thread::spawn(move || {
+        for () in asked {
+            std::thread::sleep(PATH_SLEEP);
+            write_end.write_all(b"x").expect("write the pipe");
+        }
+    });
+    for _ in 0..PATH_SLEEPS {
+        sleep_in_futex_wait(&wait_word);
+        sleep_in_futex_lock_pi(&pi_word);
+        sleep_in_poll();
+        sleep_in_nanosleep();
+        ask.send(()).expect("ask the writer");
+        sleep_in_pipe_read(&mut read_end);
+    }
+    drop(ask);
+    writer.join().expect("writer");
+    release.send(()).expect("release the owner");
+    owner.join().expect("owner");
 }
 
 /// Pins the calling thread to CPU 0.

@@ -57,7 +57,7 @@ static __always_inline int on_sample(struct bpf_perf_event_data *ctx, const bool
 	key.user_stack_id = id < 0 ? -1 : id;
 	key.kernel_stack_id = -1;
 	if (lks_kernel_mode(&ctx->regs)) {
-		id = bpf_get_stackid(ctx, &kernel_stacks, 0);
+		id = lks_kernel_stack(ctx);
 		if (id < 0)
 			COUNT(kernel_stack_failures);
 		key.kernel_stack_id = id < 0 ? -1 : id;

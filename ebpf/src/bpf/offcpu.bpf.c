@@ -249,17 +249,19 @@ static __always_inline __u32 futex_owner(__u64 uaddr, __u64 op)
 	}
 }
 
-/* The kernel stack of a futex wait's sleep by its command (below): the path from the system call
- * to schedule() is fixed by the command, and walking it at every wait was most of this probe's
- * cost. Only interruptible sleeps: the futex wait's own is one, while a sleep inside the system
- * call on something else (mmap_lock or a page's I/O at a shared futex's fault, a kernel mutex)
- * is uninterruptible or killable, and keeps its own walk. */
+/* Kernel stacks of sleeps whose path from the system call to schedule() is fixed: a futex wait's
+ * by its command (slots past LKS_SYSCALL_CLASS_SLOTS), a poll-class or sleep-class call's (poll,
+ * select, epoll_wait, nanosleep...: one sleep site each) by its number. Walking them at every
+ * sleep was most of this probe's cost. Only interruptible sleeps: the call's own sleep is one,
+ * while a sleep inside it on something else (mmap_lock or a page's I/O at a fault on its
+ * arguments or a shared futex's word, a kernel mutex) is uninterruptible or killable and keeps
+ * its own walk. Reads and writes are not among them: where those sleep depends on the file. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, LKS_FUTEX_CMD_MASK + 1);
+	__uint(max_entries, LKS_SYSCALL_CLASS_SLOTS + LKS_FUTEX_CMD_MASK + 1);
 	__type(key, __u32);
 	__type(value, __s32);
-} futex_kernel_stacks SEC(".maps");
+} fixed_path_kernel_stacks SEC(".maps");
 
 static __always_inline __s32 sleep_kernel_stack(void *ctx, struct offcpu_thread *t,
 						unsigned int prev_state, __u64 futex_op)
@@ -267,10 +269,16 @@ static __always_inline __s32 sleep_kernel_stack(void *ctx, struct offcpu_thread 
 	unsigned int kind = prev_state & (LKS_TASK_INTERRUPTIBLE | LKS_TASK_UNINTERRUPTIBLE |
 					  LKS_TASK_WAKEKILL);
 
-	if (t->syscall == LKS_NR_FUTEX && kind == LKS_TASK_INTERRUPTIBLE)
-		return lks_kernel_stack_by_key(ctx, &futex_kernel_stacks,
-					       futex_op & LKS_FUTEX_CMD_MASK);
-	return bpf_get_stackid(ctx, &kernel_stacks, 0);
+	if (kind != LKS_TASK_INTERRUPTIBLE || t->syscall < 0 ||
+	    t->syscall >= LKS_SYSCALL_CLASS_SLOTS)
+		return lks_kernel_stack(ctx);
+	if (t->syscall == LKS_NR_FUTEX)
+		return lks_kernel_stack_by_key(ctx, &fixed_path_kernel_stacks,
+					       LKS_SYSCALL_CLASS_SLOTS +
+						       (futex_op & LKS_FUTEX_CMD_MASK));
+	if (t->sleep_class == LKS_TIME_POLL || t->sleep_class == LKS_TIME_SLEEP)
+		return lks_kernel_stack_by_key(ctx, &fixed_path_kernel_stacks, t->syscall);
+	return lks_kernel_stack(ctx);
 }
 
 static __always_inline __u64 start_ns(__u64 now)
@@ -668,7 +676,7 @@ static __always_inline int on_waking(void *ctx, struct task_struct *p, const boo
 		 * handler's kernel stack says anything. */
 		if (t->woken_by == LKS_WOKEN_BY_INTERRUPT) {
 			ids.user = -1;
-			ids.kernel = bpf_get_stackid(ctx, &kernel_stacks, 0);
+			ids.kernel = lks_kernel_stack(ctx);
 		} else {
 			ids = capture_stacks(ctx, compat);
 		}

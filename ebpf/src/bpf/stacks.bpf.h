@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /*
- * THE stack-capture seam. Probes ask for stacks only through capture_stacks(). User stacks are
+ * THE stack-capture seam. Probes ask for stacks only through this file: capture_stacks() for both,
+ * lks_kernel_stack() and lks_kernel_stack_by_key() for the kernel's alone. User stacks are
  * unwound in the kernel from CFI tables (unwind.bpf.h; frame pointers where a pc has no CFI) into
  * `user_stacks`; kernel stacks are ORC / frame-pointer walks by bpf_get_stackid into a
  * STACK_TRACE map.
@@ -30,6 +31,12 @@ struct stack_ids {
 	__s32 kernel;
 };
 
+/* The current thread's kernel stack: its id in kernel_stacks, negative when the walk failed. */
+static __always_inline __s32 lks_kernel_stack(void *ctx)
+{
+	return bpf_get_stackid(ctx, &kernel_stacks, 0);
+}
+
 /*
  * Captures the current thread's user and kernel stacks. The user stack starts from the registers
  * saved at kernel entry (at sys_exit: those of the syscall that waited), so it is the same from any
@@ -47,7 +54,7 @@ static __always_inline struct stack_ids capture_stacks(void *ctx, const bool com
 	struct stack_ids ids;
 
 	ids.user = lks_unwind_user_stack(ctx, compat);
-	ids.kernel = bpf_get_stackid(ctx, &kernel_stacks, 0);
+	ids.kernel = lks_kernel_stack(ctx);
 	return ids;
 }
 
@@ -64,7 +71,7 @@ static __always_inline __s32 lks_kernel_stack_by_key(void *ctx, void *memo, __u3
 
 	if (kept && *kept > 0)
 		return *kept - 1;
-	id = bpf_get_stackid(ctx, &kernel_stacks, 0);
+	id = lks_kernel_stack(ctx);
 	if (kept && id >= 0)
 		*kept = id + 1;
 	return id;

@@ -43,7 +43,9 @@ const PREEMPTED_STACK_INTERVAL_NS: u64 = 10_000_000;
 
 /// The system calls whose sleeps are not `other` time, by class. The loader turns them into
 /// the BPF program's table by number (`targ_syscall_class`), and the threads that never ran are
-/// classed by the same table.
+/// classed by the same table. The program walks the kernel stack of a `poll` or `sleep` call's
+/// interruptible sleep once per call and reuses it (offcpu.bpf.c's sleep_kernel_stack): a call
+/// listed there must sleep at one site only.
 const SYSCALL_CLASSES: [(time_class, &[&str]); 4] = [
     (
         time_class::LKS_TIME_FUTEX,
