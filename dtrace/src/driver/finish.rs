@@ -1,0 +1,275 @@
+//! Finishing a recording: the profile, its metadata and the warnings, from the run of dtrace
+//! that recorded.
+
+use super::diagnose::{diagnose, silent_plockstat};
+use super::launch::{Attempt, Outcome};
+use super::process::{killed_by_signal, TargetWatch};
+use super::supervise::{HELD_STOPPED, HELD_STOPPED_GRACE};
+use super::{Driver, DriverTarget, Recording};
+use crate::catalog::TargetOs;
+use crate::parse::Output;
+use crate::waitfor::WaitForStream;
+use crate::{profile, Error};
+use lockscope_probes::{AttachStatus, ProbeAttachment, Target};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+impl Driver {
+    /// The recording from the attempt that ran.
+    pub(super) fn finish(
+        &self,
+        outcome: Outcome,
+        start: SystemTime,
+        started: Instant,
+        launched_pid: Option<u32>,
+    ) -> Result<Recording, Error> {
+        let Outcome {
+            attempt:
+                Attempt {
+                    status,
+                    stopped_by,
+                    mut output,
+                    stream,
+                    stderr,
+                    watch,
+                },
+            probes,
+            failed,
+            notes,
+        } = outcome;
+        // The window in which the probes were enabled, when dtrace said so; else all of it.
+        let (start, elapsed) = match (watch.began_at, watch.ended_at) {
+            (Some(began), Some(ended)) => (
+                start + began.duration_since(started),
+                ended.saturating_duration_since(began),
+            ),
+            _ => (start, started.elapsed()),
+        };
+        let diagnosis = diagnose(&stderr);
+        let os = self.options.script.os;
+        let mut warnings = notes;
+        for (probe, reason) in self.options.script.absent_probes() {
+            warnings.push(format!(
+                "probe `{}` is absent on {os}: {reason}",
+                probe.name
+            ));
+        }
+        for (probe, message) in &failed {
+            warnings.push(format!(
+                "probe `{}` left out: {message}{}",
+                probe.name,
+                self.probe_hint(message)
+            ));
+        }
+        if diagnosis.sip {
+            warnings.push(
+                "system integrity protection is on: dtrace traced what it could (syscall, proc \
+                 and sched probes of processes that are not restricted); Apple-signed or \
+                 restricted targets and the pid/fbt providers are unavailable"
+                    .to_string(),
+            );
+        }
+        if stopped_by == Some(HELD_STOPPED) {
+            warnings.push(format!(
+                "dtrace(1) held every thread of the target in a tracing stop for more than {} s \
+                 (its process control deadlocked): the recording ended there, and dtrace was \
+                 killed if it did not exit, which resumes the target",
+                HELD_STOPPED_GRACE.as_secs()
+            ));
+        }
+        let killed = (!output.done && killed_by_signal(&status)).then(|| status.to_string());
+        if let Some(how) = &killed {
+            warnings.push(format!(
+                "dtrace(1) was killed ({how}) before it printed its aggregations: the profile \
+                 is partial (empty: DTrace keeps everything in the kernel until END)"
+            ));
+        } else if !output.done {
+            warnings.push(
+                "dtrace(1) ended before printing all its aggregations: the profile is empty or \
+                 partial"
+                    .to_string(),
+            );
+        }
+        if !diagnosis.losses.is_zero() {
+            warnings.push(format!(
+                "dtrace reported drops: {} (raise aggsize/dynvarsize/bufsize)",
+                diagnosis.drop_lines.join("; ")
+            ));
+        }
+
+        let end_reason = match (stopped_by, &killed) {
+            (_, Some(how)) => format!("dtrace killed ({how}): partial"),
+            (Some(reason), None) => reason.to_string(),
+            (None, None) if diagnosis.target_exited || output.done => "target exited".to_string(),
+            (None, None) => format!("dtrace exited ({status})"),
+        };
+        let mut stream = stream.and_then(WaitForStream::finish);
+        if let Some(stream) = &stream {
+            if stream.inconsistent > 0 || stream.late > 0 {
+                warnings.push(format!(
+                    "the wait-for stream lost events: {} switches contradicted their thread's \
+                     state (counted as lost intervals, or cut where they overlapped the \
+                     thread's last one; that time is `unknown` to `lockscope why`), {} came more \
+                     than {} ms after later ones of another CPU",
+                    stream.inconsistent,
+                    stream.late,
+                    crate::waitfor::REORDER_NS / 1_000_000
+                ));
+            }
+        }
+        let user_stacks = stream.iter_mut().flat_map(|s| {
+            s.stacks
+                .iter_mut()
+                .filter(|(space, _)| *space == lockscope_probes::AddressSpace::User)
+                .map(|(_, frames)| frames)
+        });
+        let resolved = resolve_user_frames(os, &watch, &mut output, user_stacks);
+        let mut profile = profile::to_profile_streamed(
+            &output,
+            Some(os),
+            Some(self.options.script.ustack_frames),
+            &|frame| resolved.get(&frame.text).cloned(),
+            stream,
+        );
+        if let Some(warning) = silent_plockstat(&profile, &probes, os) {
+            warnings.push(warning);
+        }
+        let host = lockscope_probes::host::Uname::current();
+        let m = &mut profile.metadata;
+        m.end_reason = end_reason;
+        m.losses = diagnosis.losses;
+        m.events = m.events.saturating_add(diagnosis.losses.lost_events());
+        m.start_unix_ns = start
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        m.duration_ns = elapsed.as_nanos() as u64;
+        m.cpu_count = lockscope_probes::host::online_cpus();
+        m.hostname = host.nodename;
+        m.kernel_release = host.release.clone();
+        m.libc = libc_description(os, TargetOs::host(), &host.release);
+        m.target = match &self.options.target {
+            DriverTarget::Pid(pid) => Target {
+                pid: *pid,
+                command: Vec::new(),
+                launched: false,
+                ..Target::default()
+            },
+            DriverTarget::Command(argv) => Target {
+                // dtrace -c does not say the pid: dtrace's child, else the records do.
+                pid: launched_pid
+                    .or((watch.pid != 0).then_some(watch.pid))
+                    .unwrap_or_else(|| profile.threads.first().map_or(0, |t| t.pid)),
+                command: argv.clone(),
+                launched: true,
+                ..Target::default()
+            },
+            DriverTarget::Pids { pids, tree } => Target {
+                pid: pids.first().copied().unwrap_or(0),
+                pids: if pids.len() > 1 {
+                    pids.clone()
+                } else {
+                    Vec::new()
+                },
+                tree: *tree,
+                ..Target::default()
+            },
+            DriverTarget::All => Target {
+                all: true,
+                ..Target::default()
+            },
+        };
+        let selected = self.options.script.selected_probes().unwrap_or_default();
+        let absent = self.options.script.absent_probes();
+        m.probes = selected
+            .iter()
+            .map(|p| {
+                let status = match failed.iter().find(|(f, _)| f.name == p.name) {
+                    Some((_, message)) => AttachStatus::Failed {
+                        reason: format!("{message}{}", self.probe_hint(message)),
+                    },
+                    None => AttachStatus::Attached,
+                };
+                ProbeAttachment {
+                    probe: p.name.to_string(),
+                    hook: p.hooks_on(os).join(", "),
+                    status,
+                }
+            })
+            .chain(absent.iter().map(|(p, reason)| ProbeAttachment {
+                probe: p.name.to_string(),
+                hook: String::new(),
+                status: AttachStatus::Failed {
+                    reason: format!("absent on {os}: {reason}"),
+                },
+            }))
+            .collect();
+        Ok(Recording {
+            profile,
+            output,
+            warnings,
+        })
+    }
+}
+
+/// On Linux, every user frame read back from the target's mappings (see [`crate::symbolize`]),
+/// by frame text, after cutting the frames where the frame-pointer walk went astray; elsewhere
+/// nothing (dtrace's own symbols stand).
+#[cfg(target_os = "linux")]
+fn resolve_user_frames<'s>(
+    os: TargetOs,
+    watch: &TargetWatch,
+    output: &mut Output,
+    streamed: impl Iterator<Item = &'s mut Vec<crate::parse::ParsedFrame>>,
+) -> std::collections::HashMap<String, lockscope_probes::Frame> {
+    if os != TargetOs::Linux {
+        return Default::default();
+    }
+    if watch.many.is_some() {
+        // Each process's frames with its own mappings; a frame text seen in two processes
+        // (the same library at the same address, as in a forked child) keeps the first.
+        let mut resolved = std::collections::HashMap::new();
+        for (pid, maps) in &watch.processes {
+            if maps.is_empty() {
+                continue;
+            }
+            let frames =
+                crate::symbolize::UserSymbolizer::new(maps).resolve_records(output, Some(*pid));
+            for (text, frame) in frames {
+                resolved.entry(text).or_insert(frame);
+            }
+        }
+        return resolved;
+    }
+    if watch.maps.is_empty() {
+        return Default::default();
+    }
+    let symbolizer = crate::symbolize::UserSymbolizer::new(&watch.maps);
+    let mut resolved = symbolizer.resolve_output(output);
+    // The wait-for stream records one process only (its script names `$target`).
+    symbolizer.resolve_stacks(streamed, &mut resolved);
+    resolved
+}
+
+/// Only the Linux driver symbolizes frames itself.
+#[cfg(not(target_os = "linux"))]
+fn resolve_user_frames<'s>(
+    _os: TargetOs,
+    _watch: &TargetWatch,
+    _output: &mut Output,
+    _streamed: impl Iterator<Item = &'s mut Vec<crate::parse::ParsedFrame>>,
+) -> std::collections::HashMap<String, lockscope_probes::Frame> {
+    Default::default()
+}
+
+/// The C library of a DTrace OS, which ships with its kernel: named with the kernel release
+/// when lockscope runs on that OS (`host`), unknown otherwise.
+pub fn libc_description(os: TargetOs, host: Option<TargetOs>, release: &str) -> Option<String> {
+    if host != Some(os) || release.is_empty() {
+        return None;
+    }
+    Some(match os {
+        TargetOs::MacOs => format!("libSystem (Darwin {release})"),
+        TargetOs::FreeBsd => format!("FreeBSD libc {release}"),
+        TargetOs::Illumos => format!("illumos libc {release}"),
+        TargetOs::Linux => return lockscope_probes::host::glibc_version(),
+    })
+}

@@ -1,0 +1,347 @@
+//! Runs dtrace(1) as a child process on a generated script and turns what it prints into a
+//! [`Recording`].
+//!
+//! `dtrace -q -s SCRIPT -p PID` (or `-c CMD`) runs until the target exits, the script's tick
+//! clause calls `exit(0)`, or the driver interrupts it with SIGINT (duration elapsed or the stop
+//! flag set): in every case dtrace runs the `END` clause, which prints the aggregations. Its
+//! stdout is streamed into [`Parser`]; its stderr is read for errors (made into clear
+//! [`Error`]s) and drop reports (counted into [`Losses`]).
+//!
+//! Launching a command: by default `dtrace -c CMD` starts it. On macOS, when a selected probe
+//! needs the introspection libpthread (`plockstat`, `mutex-hold`), the driver starts the command
+//! itself instead ([`Launcher::Driver`]): `/usr/sbin/dtrace` is protected by System Integrity
+//! Protection, and dyld strips `DYLD_*` variables from protected binaries, so
+//! `DYLD_LIBRARY_PATH` given to `dtrace -c` never reaches the command. The driver spawns the
+//! command with `DYLD_LIBRARY_PATH` set, stops it with SIGSTOP at once, runs
+//! `dtrace -Z -q -s SCRIPT -p PID`, and resumes the command with SIGCONT when the script's
+//! `BEGIN` clause has printed (dtrace has enabled every probe by then). `-Z` keeps the plockstat
+//! probe descriptions that do not match yet: libpthread registers its plockstat provider when
+//! dyld loads it, which may be after the SIGSTOP, and DTrace enables retained descriptions when
+//! the provider appears.
+//!
+//! A probe description that matches nothing (`probe description plockstat4242:::mutex-block
+//! does not match any probes`) is pinned to its catalog probe; the driver runs dtrace again
+//! without that probe and records it as [`AttachStatus::Failed`] with dtrace's message, as the
+//! eBPF backend does for a probe that fails to attach.
+//!
+//! [`DriverOptions::dtrace`] names the binary; the `lockscope` binary sets it from
+//! `LOCKSCOPE_DTRACE=/path/to/dtrace` ([`DTRACE_ENV`], [`dtrace_binary`]): the tests run a fake
+//! one.
+//!
+//! The code is split by job: the public types and [`Driver::new`], [`Driver::run`] here;
+//! `launch.rs` starts a command the driver launches and each run of dtrace (leaving out a probe
+//! that matches nothing); `supervise.rs` waits for dtrace and ends it; `process.rs` controls and
+//! watches processes (signals, `/proc`); `output.rs` reads dtrace's stdout and stderr;
+//! `diagnose.rs` classifies its stderr into errors and warnings; `finish.rs` turns the run that
+//! recorded into a [`Recording`]; `tests.rs` holds the unit tests.
+//!
+//! [`Parser`]: crate::parse::Parser
+//! [`Losses`]: lockscope_probes::Losses
+//! [`AttachStatus::Failed`]: lockscope_probes::AttachStatus::Failed
+
+use crate::catalog::{DtraceProbe, TargetOs, MACOS_INTROSPECTION};
+use crate::parse::Output;
+use crate::script::{generate_script, ScriptOptions, ScriptTarget};
+use crate::Error;
+use lockscope_probes::Profile;
+use process::{end_launched_command, LaunchedTarget};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+mod diagnose;
+mod finish;
+mod launch;
+mod output;
+mod process;
+mod supervise;
+#[cfg(test)]
+mod tests;
+
+pub use diagnose::{diagnose, probe_of_message, Diagnosis};
+pub use finish::libc_description;
+
+/// Environment variable naming the dtrace binary to run instead of `dtrace` from `PATH` (read by
+/// the `lockscope` binary, not by this library).
+pub const DTRACE_ENV: &str = "LOCKSCOPE_DTRACE";
+
+/// What dtrace traces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DriverTarget {
+    /// Attach to a running process (`-p PID`).
+    Pid(u32),
+    /// Launch a command, argv[0] first. With [`Launcher::Dtrace`] it goes to `dtrace -c CMD`,
+    /// which splits its string on white space, so no argument may contain any.
+    Command(Vec<String>),
+    /// Running processes, without `-p` ([`ScriptTarget::Pids`]: a pid set extended by
+    /// `proc:::create`, or `progenyof()` with `tree`). Their frames are symbolized by dtrace
+    /// itself (the Linux driver reads one target's mappings only), and the recording ends with
+    /// its duration or a stop, not when they exit.
+    Pids {
+        /// The processes.
+        pids: Vec<u32>,
+        /// Their descendants too.
+        tree: bool,
+    },
+    /// Every process ([`ScriptTarget::All`]): no pid predicate; ends with its duration or a
+    /// stop.
+    All,
+}
+
+/// Who starts a [`DriverTarget::Command`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Launcher {
+    /// [`Launcher::Driver`] on macOS when a selected probe needs the introspection libpthread,
+    /// else [`Launcher::Dtrace`].
+    #[default]
+    Auto,
+    /// `dtrace -c CMD`: dtrace starts the command stopped and runs it once its probes are
+    /// enabled. Environment variables reach it through dtrace (not `DYLD_*` on macOS: SIP
+    /// strips them from the protected dtrace binary).
+    Dtrace,
+    /// The driver starts the command with the environment it needs, stops it (SIGSTOP) at once,
+    /// attaches with `dtrace -Z -p PID` and resumes it (SIGCONT) when the script's `BEGIN`
+    /// clause has printed. The command may have run for the microseconds between its start and
+    /// the SIGSTOP (inside dyld or the dynamic linker, before `main`). Arguments may contain
+    /// white space.
+    Driver,
+}
+
+/// Options of a [`Driver`]. Build with [`DriverOptions::new`] and set fields.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct DriverOptions {
+    /// The script to generate; its `target` is set from [`DriverOptions::target`] and its
+    /// `duration` is also enforced by the driver (SIGINT when it elapses).
+    pub script: ScriptOptions,
+    /// What to trace.
+    pub target: DriverTarget,
+    /// The dtrace binary. Default: `dtrace` (looked up in `PATH`).
+    pub dtrace: PathBuf,
+    /// Set to true to end the recording (dtrace gets SIGINT and prints its aggregations).
+    /// Default: a flag nobody sets.
+    pub stop: Arc<AtomicBool>,
+    /// Extra environment variables for dtrace and a launched command. Default: empty; on macOS,
+    /// when launching a command with a plockstat probe selected, the driver adds
+    /// `DYLD_LIBRARY_PATH=/usr/lib/system/introspection` for the command.
+    pub env: Vec<(OsString, OsString)>,
+    /// Who starts a launched command. Default: [`Launcher::Auto`].
+    pub launcher: Launcher,
+    /// How long dtrace may take to print its aggregations after SIGINT before it is killed
+    /// (and the recording lost). Default: 30 s.
+    pub grace: Duration,
+    /// Set by the driver when dtrace's BEGIN clause has printed: every probe is enabled and
+    /// the recording has started (for a status line, or a test that starts the load then).
+    pub began: Arc<AtomicBool>,
+    /// Copy what a command launched by `dtrace -c` prints to lockscope's stdout. Its stdout is
+    /// dtrace's, which the driver reads; with `quiet` dtrace prints nothing of its own until
+    /// END, so the lines between `BEGIN` and the first record are the command's. Default:
+    /// false (they are counted as skipped lines).
+    pub echo_target_output: bool,
+}
+
+impl DriverOptions {
+    /// Default options for tracing `target` with `script`.
+    pub fn new(script: ScriptOptions, target: DriverTarget) -> Self {
+        DriverOptions {
+            script,
+            target,
+            dtrace: dtrace_binary(None),
+            stop: Arc::new(AtomicBool::new(false)),
+            env: Vec::new(),
+            launcher: Launcher::Auto,
+            grace: Duration::from_secs(30),
+            began: Arc::new(AtomicBool::new(false)),
+            echo_target_output: false,
+        }
+    }
+}
+
+/// The dtrace binary to run given the value of `LOCKSCOPE_DTRACE`.
+pub fn dtrace_binary(env_value: Option<OsString>) -> PathBuf {
+    env_value
+        .filter(|v| !v.is_empty())
+        .map_or_else(|| PathBuf::from("dtrace"), PathBuf::from)
+}
+
+/// What a recording produced.
+#[derive(Clone, Debug)]
+pub struct Recording {
+    /// The profile (metadata, threads, stacks, waits, losses).
+    pub profile: Profile,
+    /// The parsed output, for callers who want lockscope's raw records.
+    pub output: Output,
+    /// Things the user should know that did not stop the recording (SIP on, output cut short).
+    pub warnings: Vec<String>,
+}
+
+/// Runs one recording. See the [module documentation](self).
+#[derive(Debug)]
+pub struct Driver {
+    options: DriverOptions,
+    script: String,
+    /// The driver starts the command itself ([`Launcher::Driver`], resolved).
+    self_launch: bool,
+}
+
+impl Driver {
+    /// Validates the options and generates the script.
+    pub fn new(mut options: DriverOptions) -> Result<Driver, Error> {
+        let wants_introspection = options.script.os == TargetOs::MacOs
+            && options
+                .script
+                .selected_probes()
+                .map(|probes| probes.iter().any(|p| p.macos_needs_launch))
+                .unwrap_or(false);
+        let mut self_launch = false;
+        options.script.target = match &options.target {
+            DriverTarget::Pid(pid) => ScriptTarget::Pid(*pid),
+            DriverTarget::Pids { pids, tree } => ScriptTarget::Pids {
+                pids: pids.clone(),
+                tree: *tree,
+            },
+            DriverTarget::All => ScriptTarget::All,
+            DriverTarget::Command(argv) => {
+                self_launch = match options.launcher {
+                    Launcher::Driver => true,
+                    Launcher::Dtrace => false,
+                    // Never on Linux: DTrace for Linux crashed (4 runs of 4) attaching with -p
+                    // to a process stopped with SIGSTOP and continued, and `dtrace -c` loses
+                    // nothing there that the driver does not restore (symbols: see
+                    // crate::symbolize).
+                    Launcher::Auto => wants_introspection,
+                };
+                if self_launch && options.script.os == TargetOs::Linux {
+                    return Err(Error::InvalidOption {
+                        option: "launcher",
+                        reason: "DTrace for Linux crashed attaching with -p to a process stopped \
+                                 with SIGSTOP and then continued (4 runs of 4): on Linux, \
+                                 `dtrace -c` launches the command"
+                            .into(),
+                    });
+                }
+                if argv.is_empty() || argv[0].is_empty() {
+                    return Err(Error::InvalidOption {
+                        option: "command",
+                        reason: "the command is empty".into(),
+                    });
+                }
+                if !self_launch
+                    && argv
+                        .iter()
+                        .any(|a| a.is_empty() || a.contains(char::is_whitespace))
+                {
+                    return Err(Error::InvalidOption {
+                        option: "command",
+                        reason: "dtrace -c splits its command on white space: no argument may be \
+                                 empty or contain spaces (the driver's own launcher takes them)"
+                            .into(),
+                    });
+                }
+                ScriptTarget::Command
+            }
+        };
+        let absent = options.script.absent_probes();
+        if !absent.is_empty() && options.script.selected_probes()?.is_empty() {
+            let list: Vec<String> = absent
+                .iter()
+                .map(|(p, reason)| format!("`{}`: {reason}", p.name))
+                .collect();
+            return Err(Error::InvalidOption {
+                option: "probes",
+                reason: format!(
+                    "no probe left to record: every probe asked for is absent on {} ({})",
+                    options.script.os,
+                    list.join("; ")
+                ),
+            });
+        }
+        let script = generate_script(&options.script)?;
+        Ok(Driver {
+            options,
+            script,
+            self_launch,
+        })
+    }
+
+    /// The D script that [`Driver::run`] will run (first: a probe that matches nothing is left
+    /// out of the next attempt).
+    pub fn script(&self) -> &str {
+        &self.script
+    }
+
+    /// True when the driver starts the command itself (see [`Launcher::Driver`]).
+    pub fn launches_target(&self) -> bool {
+        self.self_launch
+    }
+
+    /// The dtrace arguments after the binary, with the script at `script_path`. A command the
+    /// driver launches is traced as `-Z -p` with its pid, which [`Driver::run`] fills in; here
+    /// it shows as `-p 0`.
+    pub fn arguments(&self, script_path: &Path) -> Vec<OsString> {
+        self.arguments_for(script_path, None)
+    }
+
+    fn arguments_for(&self, script_path: &Path, launched_pid: Option<u32>) -> Vec<OsString> {
+        let mut args: Vec<OsString> = vec!["-q".into()];
+        if self.self_launch {
+            args.push("-Z".into());
+        }
+        args.push("-s".into());
+        args.push(script_path.into());
+        match &self.options.target {
+            DriverTarget::Pid(pid) => {
+                args.push("-p".into());
+                args.push(pid.to_string().into());
+            }
+            DriverTarget::Command(_) if self.self_launch => {
+                args.push("-p".into());
+                args.push(launched_pid.unwrap_or(0).to_string().into());
+            }
+            DriverTarget::Command(argv) => {
+                args.push("-c".into());
+                args.push(argv.join(" ").into());
+            }
+            // The script's predicates say which processes: dtrace traces system-wide.
+            DriverTarget::Pids { .. } | DriverTarget::All => {}
+        }
+        args
+    }
+
+    fn wants_introspection(&self, probes: &[&'static DtraceProbe]) -> bool {
+        self.options.script.os == TargetOs::MacOs && probes.iter().any(|p| p.macos_needs_launch)
+    }
+
+    /// dtrace's environment. With `dtrace -c` and plockstat on macOS, `DYLD_LIBRARY_PATH` is
+    /// passed on too (it reaches the command only if dtrace is not SIP-protected).
+    fn dtrace_environment(&self, probes: &[&'static DtraceProbe]) -> Vec<(OsString, OsString)> {
+        let mut env = self.options.env.clone();
+        let dtrace_launches = matches!(self.options.target, DriverTarget::Command(_));
+        if dtrace_launches && !self.self_launch && self.wants_introspection(probes) {
+            env.push(("DYLD_LIBRARY_PATH".into(), MACOS_INTROSPECTION.into()));
+        }
+        env
+    }
+
+    /// Runs dtrace to the end and returns the recording.
+    pub fn run(self) -> Result<Recording, Error> {
+        let start = SystemTime::now();
+        let started = Instant::now();
+        let mut launched = match &self.options.target {
+            DriverTarget::Command(argv) if self.self_launch => Some(self.launch(argv)?),
+            _ => None,
+        };
+        let result = self.run_attempts(started, launched.as_mut());
+        if let Some(target) = launched.as_mut() {
+            target.terminate();
+        }
+        if let Ok(outcome) = &result {
+            end_launched_command(&outcome.attempt.watch);
+        }
+        let launched_pid = launched.as_ref().map(LaunchedTarget::pid);
+        self.finish(result?, start, started, launched_pid)
+    }
+}
