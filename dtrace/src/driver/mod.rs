@@ -72,7 +72,7 @@ pub const DTRACE_ENV: &str = "LOCKSCOPE_DTRACE";
 pub enum DriverTarget {
     /// Attach to a running process (`-p PID`).
     Pid(u32),
-    /// Launch a command, argv[0] first. With [`Launcher::Dtrace`] it goes to `dtrace -c CMD`,
+    /// Launch a command, `argv[0]` first. With [`Launcher::Dtrace`] it goes to `dtrace -c CMD`,
     /// which splits its string on white space, so no argument may contain any.
     Command(Vec<String>),
     /// Running processes, without `-p` ([`ScriptTarget::Pids`]: a pid set extended by
