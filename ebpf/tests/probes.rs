@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{helper_argv, is_helper_run, poll_until_exit, require_bpf};
+use common::{deadline, futex, helper_argv, is_helper_run, poll_until_exit, require_bpf, timespec};
 use lockscope_ebpf::{
     probe_support, ProbeSettings, ProbeSupport, RecordOptions, Recorder, TargetSpec,
 };
@@ -375,57 +375,27 @@ fn helper_sleeps() {
 const PATH_SLEEPS: u64 = 3;
 const PATH_SLEEP: Duration = Duration::from_millis(30);
 
-fn futex(word: &AtomicU32, op: i32, value: u32, timeout: *const libc::timespec) -> i64 {
-    // SAFETY: `word` is a live, aligned u32; `timeout` is null or points to a live timespec.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            op,
-            value,
-            timeout,
-            std::ptr::null::<u32>(),
-            0,
-        )
-    }
-}
-
-/// The timespec `after` from now on `clock`.
-fn deadline(clock: libc::clockid_t, after: Duration) -> libc::timespec {
-    // SAFETY: a zeroed timespec is valid; clock_gettime writes it.
-    let mut now: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: `now` is a valid timespec.
-    assert_eq!(unsafe { libc::clock_gettime(clock, &mut now) }, 0);
-    let ns = now.tv_nsec as u64 + after.subsec_nanos() as u64;
-    now.tv_sec += after.as_secs() as libc::time_t + (ns / 1_000_000_000) as libc::time_t;
-    now.tv_nsec = (ns % 1_000_000_000) as libc::c_long;
-    now
-}
-
 #[inline(never)]
 fn sleep_in_futex_wait(word: &AtomicU32) {
-    let timeout = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: PATH_SLEEP.as_nanos() as libc::c_long,
-    };
     // A relative timed wait on a word nobody wakes: it times out.
     futex(
         word,
         libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
         0,
-        &timeout,
+        &timespec(PATH_SLEEP),
+        0,
     );
 }
 
 #[inline(never)]
 fn sleep_in_futex_lock_pi(word: &AtomicU32) {
     // The word names a live thread as its owner: the lock blocks until its (absolute) timeout.
-    let timeout = deadline(libc::CLOCK_REALTIME, PATH_SLEEP);
     let rc = futex(
         word,
         libc::FUTEX_LOCK_PI | libc::FUTEX_PRIVATE_FLAG,
         0,
-        &timeout,
+        &deadline(libc::CLOCK_REALTIME, PATH_SLEEP),
+        0,
     );
     assert_eq!(rc, -1, "FUTEX_LOCK_PI of a held word returned");
 }
@@ -438,10 +408,7 @@ fn sleep_in_poll() {
 
 #[inline(never)]
 fn sleep_in_nanosleep() {
-    let request = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: PATH_SLEEP.as_nanos() as libc::c_long,
-    };
+    let request = timespec(PATH_SLEEP);
     // SAFETY: `request` is a valid timespec; no remainder is asked for.
     unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, 0, &request, std::ptr::null_mut()) };
 }

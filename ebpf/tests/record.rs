@@ -11,8 +11,8 @@
 mod common;
 
 use common::{
-    helper_argv, helper_argv_reporting, is_helper_run, measure_wait, poll_until_exit, report_dir,
-    reported_wait, require_bpf,
+    deadline, futex, helper_argv, helper_argv_reporting, is_helper_run, measure_wait,
+    poll_until_exit, report_dir, reported_wait, require_bpf, timespec,
 };
 use lockscope_ebpf::{RecordOptions, Recorder, TargetSpec};
 use lockscope_probes::{AttachStatus, Log2Histogram, Profile, WaitRecord};
@@ -49,48 +49,25 @@ fn thread_nice(tid: u32) -> i32 {
 /// Waits on a futex word nobody wakes until an absolute CLOCK_REALTIME deadline `wait` away.
 fn realtime_futex_wait(wait: Duration) {
     let word = AtomicU32::new(0);
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `now` is a valid out pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut now) };
-    let deadline_ns = now.tv_sec as u128 * 1_000_000_000 + now.tv_nsec as u128 + wait.as_nanos();
-    let deadline = libc::timespec {
-        tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
-    };
-    // SAFETY: futex on a live word with a valid timespec; it returns ETIMEDOUT.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT_BITSET | libc::FUTEX_PRIVATE_FLAG | libc::FUTEX_CLOCK_REALTIME,
-            0u32,
-            &deadline as *const libc::timespec,
-            std::ptr::null::<u32>(),
-            libc::FUTEX_BITSET_MATCH_ANY,
-        )
-    };
+    futex(
+        &word,
+        libc::FUTEX_WAIT_BITSET | libc::FUTEX_PRIVATE_FLAG | libc::FUTEX_CLOCK_REALTIME,
+        0,
+        &deadline(libc::CLOCK_REALTIME, wait),
+        libc::FUTEX_BITSET_MATCH_ANY,
+    );
 }
 
 /// Waits on a futex word nobody wakes with a relative timeout (FUTEX_WAIT_PRIVATE).
 fn relative_futex_wait(wait: Duration) {
     let word = AtomicU32::new(0);
-    let timeout = libc::timespec {
-        tv_sec: wait.as_secs() as libc::time_t,
-        tv_nsec: wait.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: futex on a live word with a valid timespec; it returns ETIMEDOUT.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-            0u32,
-            &timeout as *const libc::timespec,
-        )
-    };
+    futex(
+        &word,
+        libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+        0,
+        &timespec(wait),
+        0,
+    );
 }
 
 /// Descriptors of this process that refer to BPF objects, and the ids of its BPF programs.

@@ -5,6 +5,7 @@
 use lockscope_ebpf::{check_environment, Recorder};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU32;
 use std::time::{Duration, Instant};
 
 /// Why this process cannot load lockscope's BPF programs (not root, or the kernel lacks what the
@@ -123,4 +124,43 @@ pub fn poll_until_exit(recorder: &mut Recorder) {
         std::thread::sleep(Duration::from_millis(20));
     }
     panic!("target did not exit within a minute");
+}
+
+/// futex(2) on `word`: `op` with `value`, `timeout` (relative or absolute, as `op` says) and
+/// `val3` (FUTEX_WAIT_BITSET's mask); the raw return, -1 with errno set when it failed (a timed
+/// wait that timed out: ETIMEDOUT).
+pub fn futex(word: &AtomicU32, op: i32, value: u32, timeout: &libc::timespec, val3: i32) -> i64 {
+    // SAFETY: `word` is a live, aligned u32 and `timeout` a live timespec; uaddr2 is unused.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            op,
+            value,
+            timeout as *const libc::timespec,
+            std::ptr::null::<u32>(),
+            val3,
+        )
+    }
+}
+
+/// `duration` as a timespec (a relative timeout).
+pub fn timespec(duration: Duration) -> libc::timespec {
+    libc::timespec {
+        tv_sec: duration.as_secs() as libc::time_t,
+        tv_nsec: duration.subsec_nanos() as libc::c_long,
+    }
+}
+
+/// The time `after` from now by `clock`, as a timespec (an absolute timeout).
+pub fn deadline(clock: libc::clockid_t, after: Duration) -> libc::timespec {
+    let mut now = timespec(Duration::ZERO);
+    // SAFETY: `now` is a valid out pointer.
+    assert_eq!(
+        unsafe { libc::clock_gettime(clock, &mut now) },
+        0,
+        "clock_gettime"
+    );
+    let at = Duration::new(now.tv_sec as u64, now.tv_nsec as u32) + after;
+    timespec(at)
 }
