@@ -119,7 +119,7 @@ static __always_inline int on_sys_enter(long id, __u64 arg0, __u64 arg1)
 }
 
 /* Ends the current thread's wait in flight, if it has one: from the futex system calls' exit, and
- * from the thread's exit (a wait ended by exit_group never returns). `compat`: see
+ * from the thread's exit (for an entry whose call's exit was not seen). `compat`: see
  * capture_stacks. `kernel_stack`: only at the thread's exit. At a futex call's exit the kernel
  * stack is the return path, the same for every wait: taking it there cost ~0.5 µs a wait for
  * nothing (docs/BENCHMARKS.md), and the per-syscall tracepoints' programs could not anyway
@@ -196,9 +196,10 @@ int BPF_PROG(lks_exit_btf_compat, struct pt_regs *regs, long ret)
 	return on_exit_btf(ctx, regs, true);
 }
 
-/* A thread that exits (typically killed by exit_group) while waiting never reaches sys_exit: its
- * wait ends here, and its in-flight entry must not outlive it (a later thread reusing its id
- * would otherwise pick it up). */
+/* A thread's in-flight entry must not outlive it (a later thread reusing its id would otherwise
+ * pick it up). A waiter killed by exit_group still passes sys_exit (the entry code traces the
+ * call's exit before the signal ends the thread: measured on 6.18), so this ends
+ * only a wait whose exit was not seen, such as one whose call ran when the hooks were detached. */
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(lks_texit_btf)
 {
