@@ -5,7 +5,7 @@ use super::page::{breakdown_bars, iframe_svg};
 use super::report::Words;
 use super::run::Run;
 use super::tables::{
-    json_cell, json_f64, json_list, json_str, num_cell, table_close, table_open, Cell,
+    json_f64, json_list, json_str, json_u64, num_cell, table_close, table_open, Cell,
 };
 use crate::diff::{write_diff_flamegraph, write_diff_json, DiffOptions};
 use crate::render::svg::xml_escape;
@@ -195,8 +195,8 @@ pub(super) fn diff_tables(out: &mut String, diff: &serde_json::Value, rows: Site
         let _ = writeln!(
             out,
             "<tr>{name_cell}{}{}{}{}{}{}{}</tr>",
-            json_cell(&a, "count", Cell::Count),
-            json_cell(&b, "count", Cell::Count),
+            Cell::Count(json_u64(&a, "count")).html(),
+            Cell::Count(json_u64(&b, "count")).html(),
             cell(diff_value(&a, &unit)),
             cell(diff_value(&b, &unit)),
             share(&a),

@@ -26,7 +26,7 @@
 //! 2. diffs: each run against the first one (before the runs: a diff page opens on it), as tables (wait time in average threads waiting
 //!    and shares of thread time, from `lockscope diff --json`) and the differential flamegraph;
 //! 3. per run (each profile given, and each level of each sweep): the metadata and environment
-//!    fingerprint, the flamegraph, and the report ([`crate::report`]'s JSON) as tables: records
+//!    fingerprint, the flamegraph, and the report ([`crate::report`]'s value) as tables: records
 //!    by kind, the top sites with their log2 histograms as small SVG bar charts and their stacks
 //!    folded behind `<details>`, and each section the profile has (contention, where each thread
 //!    group's time went as stacked bars and a table, off-CPU states, system calls, lifecycle,
@@ -37,7 +37,9 @@
 //!
 //! One file per part of the page: `page.rs` (styles, script, embedded flamegraphs),
 //! `summary.rs` (0), `sweep.rs` (1), `diff.rs` (2 and the knee's comparison), `run.rs` and
-//! `report.rs` (3), and `tables.rs` (the tables they all draw from JSON).
+//! `report.rs` (3), and `tables.rs` (the tables they all draw). The run's tables read the typed
+//! report value, so a renamed report field fails to compile; the diff's still read `lockscope
+//! diff --json` back.
 //!
 //! Level sections start open: a flamegraph laid out while hidden would have no width to fit its
 //! labels to until the reader opens it (inferno refits them on resize, but open is simplest).

@@ -35,7 +35,7 @@ mod model;
 pub(crate) mod sections;
 mod text;
 
-use model::Report;
+pub(crate) use model::{FrameRow, Group, GroupKey, KindRow, Report};
 
 use lockscope_probes::Profile;
 use std::fmt;
