@@ -6,38 +6,6 @@ use crate::render::units::{format_fraction, format_ns};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-/// A JSON number as `u64`, 0 when absent (the diff always writes the fields read here).
-pub(super) fn json_u64(value: &serde_json::Value, key: &str) -> u64 {
-    value
-        .get(key)
-        .and_then(serde_json::Value::as_u64)
-        .unwrap_or(0)
-}
-
-/// A JSON number as `f64`, 0 when absent.
-pub(super) fn json_f64(value: &serde_json::Value, key: &str) -> f64 {
-    value
-        .get(key)
-        .and_then(serde_json::Value::as_f64)
-        .unwrap_or(0.0)
-}
-
-/// A JSON string, `""` when absent.
-pub(super) fn json_str<'a>(value: &'a serde_json::Value, key: &str) -> &'a str {
-    value
-        .get(key)
-        .and_then(serde_json::Value::as_str)
-        .unwrap_or("")
-}
-
-/// A JSON array's elements, none when absent.
-pub(super) fn json_list<'a>(value: &'a serde_json::Value, key: &str) -> &'a [serde_json::Value] {
-    value
-        .get(key)
-        .and_then(serde_json::Value::as_array)
-        .map_or(&[], Vec::as_slice)
-}
-
 /// A table cell: its value, and how it is shown.
 #[derive(Clone, Copy)]
 pub(super) enum Cell<'a> {
