@@ -1,8 +1,8 @@
 //! `lockscope report`: a profile summarized for people (text) or programs (JSON), and the tables
 //! of `lockscope html`.
 //!
-//! All three come from one typed report value ([`build_report`]), so they always carry the same
-//! data:
+//! All three come from one typed report value (`build_report`; the page shows part of it), so
+//! they never disagree. It holds:
 //!
 //! 1. a header: target command and pid, when and how long, why the recording ended, host, threads
 //!    seen, each probe with its attach status, events, how much of the threads' wall time the
