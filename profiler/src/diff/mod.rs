@@ -24,13 +24,14 @@
 //! Anything that makes the comparison unfair (lost events, different probes, different
 //! workloads) is printed as a `WARNING` line at the top ([`mismatches`]), never silently.
 
-mod json;
 mod rows;
 mod table;
+mod value;
 
-pub use json::{write_diff_json, DIFF_JSON_VERSION};
 pub use rows::thread_time_ns;
 pub use table::write_diff_table;
+pub(crate) use value::{build_diff, Diff, SideValues, StackDiff};
+pub use value::{write_diff_json, DIFF_JSON_VERSION};
 
 use crate::analysis::canonical::{canonical_stacks_at, site_depth, SiteDepth};
 use crate::analysis::fold::{Measure, NO_USER_STACK};

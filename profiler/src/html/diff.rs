@@ -1,23 +1,21 @@
 //! Comparisons: each run against the first, and a sweep's knee level against its last, as
-//! tables (from `lockscope diff --json`) and the differential flamegraph.
+//! tables (from the typed diff value `lockscope diff --json` writes) and the differential
+//! flamegraph.
 
 use super::page::{breakdown_bars, iframe_svg};
 use super::report::Words;
 use super::run::Run;
-use super::tables::{
-    json_cell, json_f64, json_list, json_str, num_cell, table_close, table_open, Cell,
-};
-use crate::diff::{write_diff_flamegraph, write_diff_json, DiffOptions};
+use super::tables::{num_cell, table_close, table_open, Cell};
+use crate::diff::{build_diff, write_diff_flamegraph, Diff, DiffOptions, SideValues, StackDiff};
 use crate::render::svg::xml_escape;
 use crate::render::units::{format_fraction, format_ns, format_threads};
 use crate::sweep::Breakdown;
-use anyhow::Context;
 use std::fmt::Write as _;
 
 /// The value of one side of a diff row in the page's unit: average threads waiting (on CPU for
 /// imported CPU time) per second of wall time, else the normalized value with its unit.
-pub(super) fn diff_value(values: &serde_json::Value, unit: &str) -> (f64, String) {
-    let normalized = json_f64(values, "normalized");
+pub(super) fn diff_value(values: &SideValues, unit: &str) -> (f64, String) {
+    let normalized = values.normalized as f64;
     if unit == "ns/s" {
         (normalized / 1e9, format_threads(normalized / 1e9))
     } else if unit == RAW_NS {
@@ -31,8 +29,8 @@ pub(super) fn diff_value(values: &serde_json::Value, unit: &str) -> (f64, String
 }
 
 /// The change of a diff row, B − A, in the unit of [`diff_value`].
-pub(super) fn diff_change(delta: &serde_json::Value, unit: &str) -> (f64, String) {
-    let change = json_f64(delta, "normalized");
+pub(super) fn diff_change(delta: i128, unit: &str) -> (f64, String) {
+    let change = delta as f64;
     let sign = if change < 0.0 { "−" } else { "+" };
     if unit == "ns/s" {
         (
@@ -63,40 +61,22 @@ pub(super) fn page_diff_options(a: &Run<'_>, b: &Run<'_>, labels: (&str, &str)) 
     }
 }
 
-/// The JSON comparison of `a` with `b` (`lockscope diff --json`, every stack, sides named
+/// The comparison of `a` with `b` (what `lockscope diff --json` writes, every stack, sides named
 /// `labels`), or why there is none.
-pub(super) fn diff_json(
-    a: &Run<'_>,
-    b: &Run<'_>,
-    labels: (&str, &str),
-) -> anyhow::Result<serde_json::Value> {
+pub(super) fn page_diff(a: &Run<'_>, b: &Run<'_>, labels: (&str, &str)) -> anyhow::Result<Diff> {
     let options = page_diff_options(a, b, labels);
-    let mut json = Vec::new();
-    write_diff_json(
-        a.profile,
-        b.profile,
-        (&a.label, &b.label),
-        &options,
-        &mut json,
-    )?;
-    serde_json::from_slice(&json).context("the JSON diff does not parse")
+    build_diff(a.profile, b.profile, (&a.label, &b.label), &options)
 }
 
 /// A diff's unit words: the column header of a side's value.
-pub(super) fn diff_unit_header(diff: &serde_json::Value) -> (String, &'static str) {
-    let mut unit = diff
-        .pointer("/normalization/unit")
-        .and_then(serde_json::Value::as_str)
-        .unwrap_or("ns/s")
-        .to_string();
-    let no_duration = ["/a/duration_ns", "/b/duration_ns"]
-        .iter()
-        .any(|side| diff.pointer(side).and_then(serde_json::Value::as_u64) == Some(0));
+pub(super) fn diff_unit_header(diff: &Diff) -> (String, &'static str) {
+    let mut unit = diff.normalization.unit.to_string();
+    let no_duration = diff.a.duration_ns == 0 || diff.b.duration_ns == 0;
     if unit == "ns/s" && no_duration {
         // Per second of nothing: `lockscope diff` then compares raw totals (and warns).
         unit = RAW_NS.to_string();
     }
-    let header = match (unit.as_str(), json_str(diff, "measure")) {
+    let header = match (unit.as_str(), diff.measure) {
         (RAW_NS, "on-cpu") => "CPU time (total)",
         (RAW_NS, _) => "wait time (total)",
         ("ns/s", "on-cpu") => "threads on CPU (average)",
@@ -112,23 +92,13 @@ pub(super) fn diff_unit_header(diff: &serde_json::Value) -> (String, &'static st
 pub(super) const RAW_NS: &str = "ns";
 
 /// The canonical stacks of `diff` that grew from A to B, largest growth first.
-pub(super) fn growing_stacks(diff: &serde_json::Value) -> Vec<&serde_json::Value> {
-    let mut rows: Vec<&serde_json::Value> = json_list(diff, "stacks")
+pub(super) fn growing_stacks(diff: &Diff) -> Vec<&StackDiff> {
+    let mut rows: Vec<&StackDiff> = diff
+        .stacks
         .iter()
-        .filter(|s| {
-            s.pointer("/delta/normalized")
-                .and_then(serde_json::Value::as_i64)
-                .unwrap_or(0)
-                > 0
-        })
+        .filter(|s| s.delta.normalized > 0)
         .collect();
-    rows.sort_by_key(|s| {
-        std::cmp::Reverse(
-            s.pointer("/delta/normalized")
-                .and_then(serde_json::Value::as_i64)
-                .unwrap_or(0),
-        )
-    });
+    rows.sort_by_key(|s| std::cmp::Reverse(s.delta.normalized));
     rows
 }
 
@@ -157,11 +127,8 @@ pub(super) enum SiteRows {
 
 /// A diff's warnings, its kinds and its sites as tables, in average threads waiting when
 /// normalized per second.
-pub(super) fn diff_tables(out: &mut String, diff: &serde_json::Value, rows: SiteRows) {
-    for warning in json_list(diff, "warnings")
-        .iter()
-        .filter_map(serde_json::Value::as_str)
-    {
+pub(super) fn diff_tables(out: &mut String, diff: &Diff, rows: SiteRows) {
+    for warning in &diff.warnings {
         let _ = writeln!(
             out,
             r#"<p class="warning">WARNING: {}</p>"#,
@@ -169,39 +136,27 @@ pub(super) fn diff_tables(out: &mut String, diff: &serde_json::Value, rows: Site
         );
     }
     let (unit, header) = diff_unit_header(diff);
-    let (la, lb) = (
-        diff.pointer("/a/label")
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or("A"),
-        diff.pointer("/b/label")
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or("B"),
-    );
-    let noun = Words::of(json_str(diff, "measure")).noun;
-    let row = |out: &mut String, name_cell: String, row: &serde_json::Value| {
-        let (a, b, delta) = (
-            row.get("a").cloned().unwrap_or_default(),
-            row.get("b").cloned().unwrap_or_default(),
-            row.get("delta").cloned().unwrap_or_default(),
-        );
+    let (la, lb) = (diff.a.label.as_str(), diff.b.label.as_str());
+    let noun = Words::of(diff.measure).noun;
+    let row = |out: &mut String,
+               name_cell: String,
+               (a, b, delta): (&SideValues, &SideValues, i128)| {
         let cell = |(v, text): (f64, String)| num_cell(v, &text);
-        let share = |side: &serde_json::Value| match side
-            .get("share_of_thread_time")
-            .and_then(serde_json::Value::as_f64)
-        {
+        // A share of nothing (NaN) shows as unknown, as the page always drew it (JSON has no NaN).
+        let share = |side: &SideValues| match side.share_of_thread_time.filter(|f| f.is_finite()) {
             Some(f) => num_cell(f, &format_fraction(f)),
             None => "<td class=\"num muted\">-</td>".to_string(),
         };
         let _ = writeln!(
             out,
             "<tr>{name_cell}{}{}{}{}{}{}{}</tr>",
-            json_cell(&a, "count", Cell::Count),
-            json_cell(&b, "count", Cell::Count),
-            cell(diff_value(&a, &unit)),
-            cell(diff_value(&b, &unit)),
-            share(&a),
-            share(&b),
-            cell(diff_change(&delta, &unit))
+            Cell::Count(a.count).html(),
+            Cell::Count(b.count).html(),
+            cell(diff_value(a, &unit)),
+            cell(diff_value(b, &unit)),
+            share(a),
+            share(b),
+            cell(diff_change(delta, &unit))
         );
     };
     let headers = |what: &str| {
@@ -216,7 +171,7 @@ pub(super) fn diff_tables(out: &mut String, diff: &serde_json::Value, rows: Site
             format!("change ({lb} − {la})"),
         ]
     };
-    let kinds = json_list(diff, "by_kind");
+    let kinds = &diff.by_kind;
     let h = headers("kind");
     table_open(
         out,
@@ -227,13 +182,13 @@ pub(super) fn diff_tables(out: &mut String, diff: &serde_json::Value, rows: Site
     for kind in kinds {
         row(
             out,
-            format!("<td>{}</td>", xml_escape(json_str(kind, "kind"))),
-            kind,
+            format!("<td>{}</td>", xml_escape(kind.kind.name())),
+            (&kind.a, &kind.b, kind.delta.normalized),
         );
     }
     table_close(out);
-    let sites: Vec<&serde_json::Value> = match rows {
-        SiteRows::LargestChange => json_list(diff, "stacks").iter().take(10).collect(),
+    let sites: Vec<&StackDiff> = match rows {
+        SiteRows::LargestChange => diff.stacks.iter().take(10).collect(),
         SiteRows::Growing => growing_stacks(diff).into_iter().take(10).collect(),
     };
     let what = match rows {
@@ -248,7 +203,11 @@ pub(super) fn diff_tables(out: &mut String, diff: &serde_json::Value, rows: Site
         sites.len(),
     );
     for site in &sites {
-        row(out, canonical_stack_cell(json_str(site, "stack")), site);
+        row(
+            out,
+            canonical_stack_cell(&site.stack),
+            (&site.a, &site.b, site.delta.normalized),
+        );
     }
     table_close(out);
     if sites.is_empty() {
@@ -282,7 +241,7 @@ pub(super) fn sides_time_bars(comparison: &Comparison<'_, '_>) -> String {
     )
 }
 
-/// A comparison of two runs: its tables (from `lockscope diff --json`) and the differential
+/// A comparison of two runs: its tables (from the diff value) and the differential
 /// flamegraph, under an `<h2>` or `<h3>` heading.
 pub(super) fn diff_section(
     out: &mut String,
@@ -312,7 +271,7 @@ pub(super) fn diff_section(
         );
     }
     out.push_str(&sides_time_bars(comparison));
-    match diff_json(a, b, labels) {
+    match page_diff(a, b, labels) {
         Ok(diff) => diff_tables(out, &diff, rows),
         Err(e) => {
             let _ = writeln!(

@@ -24,9 +24,9 @@
 //!    [`crate::diff`]), then every level: a selector and one collapsible `<details>` section per
 //!    level, open by default, with the level's run (below);
 //! 2. diffs: each run against the first one (before the runs: a diff page opens on it), as tables (wait time in average threads waiting
-//!    and shares of thread time, from `lockscope diff --json`) and the differential flamegraph;
+//!    and shares of thread time, the values of `lockscope diff --json`) and the differential flamegraph;
 //! 3. per run (each profile given, and each level of each sweep): the metadata and environment
-//!    fingerprint, the flamegraph, and the report ([`crate::report`]'s JSON) as tables: records
+//!    fingerprint, the flamegraph, and the report ([`crate::report`]'s value) as tables: records
 //!    by kind, the top sites with their log2 histograms as small SVG bar charts and their stacks
 //!    folded behind `<details>`, and each section the profile has (contention, where each thread
 //!    group's time went as stacked bars and a table, off-CPU states, system calls, lifecycle,
@@ -37,7 +37,9 @@
 //!
 //! One file per part of the page: `page.rs` (styles, script, embedded flamegraphs),
 //! `summary.rs` (0), `sweep.rs` (1), `diff.rs` (2 and the knee's comparison), `run.rs` and
-//! `report.rs` (3), and `tables.rs` (the tables they all draw from JSON).
+//! `report.rs` (3), and `tables.rs` (the tables they all draw). The tables read the typed values
+//! `lockscope report` and `lockscope diff` write as JSON ([`crate::report`]'s, [`crate::diff`]'s),
+//! never the JSON back, so a renamed field fails to compile.
 //!
 //! Level sections start open: a flamegraph laid out while hidden would have no width to fit its
 //! labels to until the reader opens it (inferno refits them on resize, but open is simplest).
@@ -51,7 +53,7 @@ mod sweep;
 mod tables;
 
 use self::diff::{
-    diff_json, diff_section, diff_unit_header, sides_time_bars, Comparison, SiteRows, RAW_NS,
+    diff_section, diff_unit_header, page_diff, sides_time_bars, Comparison, SiteRows, RAW_NS,
 };
 use self::page::{anchor, SCRIPT, STYLE};
 use self::run::{run_section, Run};
@@ -196,7 +198,7 @@ pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> anyhow::Result<St
                     format!("at {}", sweep.levels[from].concurrency),
                     format!("at {}", sweep.levels[to].concurrency),
                 );
-                diff_json(&level_runs[from], &level_runs[to], (&labels.0, &labels.1)).ok()
+                page_diff(&level_runs[from], &level_runs[to], (&labels.0, &labels.1)).ok()
             });
             let mut rows = profiles
                 .first()
@@ -229,7 +231,7 @@ pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> anyhow::Result<St
                                     .map(|(key, value)| (format!("{key} in {label}"), value)),
                             );
                         }
-                        if let Ok(diff) = diff_json(run, second, ("A", "B")) {
+                        if let Ok(diff) = page_diff(run, second, ("A", "B")) {
                             let (unit, header) = diff_unit_header(&diff);
                             let unit = if unit == "ns/s" || unit == RAW_NS {
                                 header.replace(" (average)", "")

@@ -1,16 +1,16 @@
-//! A run's report ([`crate::report`]'s JSON) as tables: records by kind, the top sites with
-//! their log2 histograms as small SVG bar charts and their stacks folded behind `<details>`,
-//! and each section the profile has.
+//! A run's report ([`crate::report`]'s typed value, the one `lockscope report` writes) as
+//! tables: records by kind, the top sites with their log2 histograms as small SVG bar charts and
+//! their stacks folded behind `<details>`, and each section the profile has.
 
-use super::tables::{
-    json_cell, json_list, json_str, json_table, json_u64, named_few, num_cell, table_close,
-    table_open, Cell,
-};
+use super::tables::{named_few, num_cell, table, table_close, table_open, Cell, Column};
 use super::HtmlOptions;
 use crate::render::svg::{histogram_svg, time_bars_svg, xml_escape, Bucket, TimeBar};
 use crate::render::units::format_fraction;
-use crate::report::{write_report, ReportOptions};
-use anyhow::Context;
+use crate::report::sections::{
+    KlockRow, LifecycleRow, OperationRow, Sections, SiteRow, SyscallRow, TimeRow, WakeupRow,
+};
+use crate::report::{build_report, FrameRow, Group, GroupKey, KindRow, ReportOptions};
+use lockscope_probes::waitfor::WokenBy;
 use lockscope_probes::{Profile, TimeClass};
 use std::fmt::Write as _;
 
@@ -57,35 +57,30 @@ impl Words {
     }
 }
 
-/// One frame of `report --json` as a list item: the function (or address), then where.
-pub(super) fn frame_item(frame: &serde_json::Value) -> String {
-    let function = frame
-        .get("function")
-        .and_then(serde_json::Value::as_str)
-        .unwrap_or_else(|| json_str(frame, "address"));
+/// One frame of a report's stack as a list item: the function (or address), then where.
+pub(super) fn frame_item(frame: &FrameRow) -> String {
     let mut place = String::new();
-    let (module, offset) = (json_str(frame, "module"), json_str(frame, "module_offset"));
-    if !module.is_empty() {
+    if let Some(module) = frame.module.as_deref().filter(|m| !m.is_empty()) {
+        let offset = frame.module_offset.as_deref().unwrap_or("");
         let _ = write!(place, "{module}+{offset}");
     }
-    let file = json_str(frame, "file");
-    if !file.is_empty() {
-        let _ = write!(place, " {file}:{}", json_u64(frame, "line"));
+    if let Some(file) = frame.file.as_deref().filter(|f| !f.is_empty()) {
+        let _ = write!(place, " {file}:{}", frame.line.unwrap_or(0));
     }
     let mut item = String::new();
-    for inlined in json_list(frame, "inlined").iter().rev() {
+    for inlined in frame.inlined.iter().rev() {
         let _ = write!(
             item,
             "<li><code>{}</code> <span class=\"muted\">inlined, {}:{}</span></li>",
-            xml_escape(json_str(inlined, "function")),
-            xml_escape(json_str(inlined, "file")),
-            json_u64(inlined, "line")
+            xml_escape(&inlined.function),
+            xml_escape(inlined.file.as_deref().unwrap_or("")),
+            inlined.line.unwrap_or(0)
         );
     }
     let _ = write!(
         item,
         "<li><code>{}</code> <span class=\"muted\">{}</span></li>",
-        xml_escape(function),
+        xml_escape(&frame.function),
         xml_escape(place.trim())
     );
     item
@@ -101,33 +96,24 @@ pub(super) const NO_STACK_NOTE: &str =
 /// A site's stack cell: the first frame past the wait plumbing (else the leaf) with the frame
 /// count, and every frame (user, then kernel) folded behind `<details>`. A site without a user
 /// stack names its states (`preempted`, `run-queue`) instead.
-pub(super) fn stack_cell(group: &serde_json::Value) -> String {
-    let stack = group
-        .pointer("/stacks/0")
-        .unwrap_or(&serde_json::Value::Null);
-    let user = stack
-        .pointer("/user/frames")
-        .and_then(serde_json::Value::as_array)
-        .map_or(&[][..], Vec::as_slice);
-    let kernel = stack
-        .pointer("/kernel/frames")
-        .and_then(serde_json::Value::as_array)
-        .map_or(&[][..], Vec::as_slice);
-    let name = |f: &serde_json::Value| {
-        f.get("function")
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or_else(|| json_str(f, "address"))
-            .to_string()
-    };
+pub(super) fn stack_cell(group: &Group) -> String {
+    let stack = group.stacks.first();
+    let user: &[FrameRow] = stack
+        .and_then(|s| s.user.as_ref())
+        .map_or(&[], |u| u.frames.as_slice());
+    let kernel: &[FrameRow] = stack
+        .and_then(|s| s.kernel.as_ref())
+        .map_or(&[], |k| k.frames.as_slice());
     let headline = user
         .iter()
-        .map(name)
+        .map(|f| f.function.as_str())
         .find(|n| !crate::report::sections::is_wait_plumbing(n))
-        .or_else(|| user.first().map(name));
+        .or_else(|| user.first().map(|f| f.function.as_str()));
     let Some(headline) = headline else {
-        let states: Vec<&str> = json_list(group, "locks")
+        let states: Vec<&str> = group
+            .locks
             .iter()
-            .map(|l| json_str(l, "operation"))
+            .map(|l| l.operation.as_str())
             .filter(|o| !o.is_empty())
             .collect();
         let mut cell = format!(
@@ -155,15 +141,14 @@ pub(super) fn stack_cell(group: &serde_json::Value) -> String {
         cell.push_str("</td>");
         return cell;
     };
+    let truncated = stack
+        .and_then(|s| s.user.as_ref())
+        .is_some_and(|u| u.truncated);
     let mut cell = format!(
         "<td><details class=\"stack\"><summary><code>{}</code> <span class=\"muted\">{} frames{}</span></summary><ol class=\"frames\">",
-        xml_escape(&headline),
+        xml_escape(headline),
         user.len() + kernel.len(),
-        if stack.pointer("/user/truncated") == Some(&serde_json::Value::Bool(true)) {
-            ", cut short"
-        } else {
-            ""
-        }
+        if truncated { ", cut short" } else { "" }
     );
     for frame in user {
         cell.push_str(&frame_item(frame));
@@ -179,10 +164,10 @@ pub(super) fn stack_cell(group: &serde_json::Value) -> String {
 }
 
 /// Thread names with how many threads have each (`mariadbd ×53, main`).
-pub(super) fn threads_cell(group: &serde_json::Value) -> String {
+pub(super) fn threads_cell(group: &Group) -> String {
     let mut names: Vec<(&str, usize)> = Vec::new();
-    for thread in json_list(group, "threads") {
-        let name = json_str(thread, "name");
+    for thread in &group.threads {
+        let name = thread.name.as_str();
         match names.iter_mut().find(|(n, _)| *n == name) {
             Some(entry) => entry.1 += 1,
             None => names.push((name, 1)),
@@ -203,12 +188,13 @@ pub(super) fn threads_cell(group: &serde_json::Value) -> String {
 }
 
 /// A group's log2 histogram as an inline SVG bar chart cell.
-pub(super) fn histogram_cell(group: &serde_json::Value, noun: &str) -> String {
-    let buckets: Vec<Bucket> = json_list(group, "histogram")
+pub(super) fn histogram_cell(group: &Group, noun: &str) -> String {
+    let buckets: Vec<Bucket> = group
+        .histogram
         .iter()
         .map(|b| Bucket {
-            lower_ns: json_u64(b, "lower_ns"),
-            count: json_u64(b, "count"),
+            lower_ns: b.lower_ns,
+            count: b.count,
         })
         .collect();
     format!(
@@ -224,7 +210,7 @@ const ENDED_BY_NOTE: &str = "Ended by: who ended the sleeps, as a share of the t
     device or the network; holder = a lock's wait, ended by its release (who ended it not \
     recorded); parked = a thread parked most of its window at one site.";
 
-/// A run's report as a document (from `report --json`, so the page shows `lockscope report`'s
+/// A run's report as a document (the value `lockscope report` writes, so the page shows its
 /// numbers): the records by kind, the top sites with their distributions as small SVG bar charts
 /// and their stacks folded behind `<details>`, then every section the profile has data for
 /// (contention, where each thread group's time went, off-CPU states, system calls, lifecycle,
@@ -235,27 +221,12 @@ pub(super) fn report_tables(
     options: &HtmlOptions,
     heading: &str,
 ) {
-    let mut report_options = ReportOptions {
+    let report_options = ReportOptions {
         top: options.top,
         ..ReportOptions::default()
     };
-    report_options.json = true;
-    let mut json = Vec::new();
-    let report: serde_json::Value = match write_report(profile, &report_options, &mut json)
-        .map_err(anyhow::Error::from)
-        .and_then(|()| serde_json::from_slice(&json).context("the JSON report does not parse"))
-    {
-        Ok(report) => report,
-        Err(e) => {
-            let _ = writeln!(
-                out,
-                r#"<p class="warning">No report: {}</p>"#,
-                xml_escape(&format!("{e:#}"))
-            );
-            return;
-        }
-    };
-    let words = Words::of(json_str(&report, "measure"));
+    let report = build_report(profile, &report_options);
+    let words = Words::of(report.measure);
     let capitalized = |s: &str| {
         let mut c = s.chars();
         c.next()
@@ -268,28 +239,45 @@ pub(super) fn report_tables(
         capitalized(words.noun)
     );
     let share = format!("share of {}", words.whole());
-    let mut columns: Vec<(&str, &str, Cell)> = vec![
-        ("kind", "kind", Cell::Text),
-        ("count", words.noun, Cell::Count),
+    let mut columns: Vec<Column<'_, KindRow>> = vec![
+        ("kind", |k| Cell::Text(Some(k.kind.name()))),
+        (words.noun, |k| Cell::Count(k.stats.count)),
     ];
     if words.time.is_some() {
-        columns.extend([
-            ("total_ns", "total", Cell::Ns),
-            ("mean_ns", "mean", Cell::Ns),
-            ("max_ns", "max", Cell::Ns),
+        columns.extend::<[Column<'_, KindRow>; 3]>([
+            ("total", |k| Cell::Ns(k.stats.total_ns)),
+            ("mean", |k| Cell::Ns(k.stats.mean_ns)),
+            ("max", |k| Cell::Ns(k.stats.max_ns)),
         ]);
     }
-    columns.push(("share", &share, Cell::Fraction));
-    json_table(out, "report-table", &columns, json_list(&report, "by_kind"));
+    columns.push((&share, |k| Cell::Fraction(k.stats.share)));
+    table(out, "report-table", &columns, &report.by_kind);
     // What the probes saw, and the sleeps two probes saw counted once.
-    for (key, label) in [("coverage", "Seen"), ("merged_sleeps", "Merged")] {
-        let Some(part) = report.pointer(&format!("/header/{key}")) else {
+    let header = &report.header;
+    let notes = [
+        (
+            "Seen",
+            header
+                .coverage
+                .as_ref()
+                .map(|c| (c.text.as_str(), c.suggestion.as_deref())),
+        ),
+        (
+            "Merged",
+            header
+                .merged_sleeps
+                .as_ref()
+                .map(|m| (m.text.as_str(), None)),
+        ),
+    ];
+    for (label, note) in notes {
+        let Some((text, suggestion)) = note else {
             continue;
         };
-        let mut text = json_str(part, "text").to_string();
-        if let Some(suggestion) = part.get("suggestion").and_then(serde_json::Value::as_str) {
-            text = format!("{text}; {suggestion}");
-        }
+        let text = match suggestion {
+            Some(suggestion) => format!("{text}; {suggestion}"),
+            None => text.to_string(),
+        };
         let _ = writeln!(
             out,
             "<p class=\"note\"><b>{label}:</b> {}</p>",
@@ -297,12 +285,12 @@ pub(super) fn report_tables(
         );
     }
 
-    let groups = json_list(&report, "groups");
+    let groups = &report.groups;
     let _ = writeln!(
         out,
         "<{heading}>Top {} of {} {}s</{heading}>",
         groups.len(),
-        json_u64(&report, "groups_total"),
+        report.groups_total,
         words.site
     );
     let mut headers = vec!["#", "kind", words.noun];
@@ -315,36 +303,33 @@ pub(super) fn report_tables(
     table_open(out, "report-table sites", &headers, groups.len());
     let mut stackless_offcpu = false;
     for group in groups {
-        let kind = group
-            .pointer("/key/kind")
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or("-");
-        if group
-            .pointer("/stacks/0/user")
-            .is_none_or(serde_json::Value::is_null)
-            && kind == "off-cpu"
-        {
+        let kind = match &group.key {
+            GroupKey::Stack { kind, .. } => kind.name(),
+            _ => "-",
+        };
+        if group.stacks.first().is_none_or(|s| s.user.is_none()) && kind == "off-cpu" {
             stackless_offcpu = true;
         }
+        let stats = &group.stats;
         let _ = write!(
             out,
             "<tr>{}<td>{}</td>{}",
-            json_cell(group, "rank", Cell::Count),
+            Cell::Count(group.rank as u64).html(),
             xml_escape(kind),
-            json_cell(group, "count", Cell::Count)
+            Cell::Count(stats.count).html()
         );
         if words.time.is_some() {
             let _ = write!(
                 out,
                 "{}{}{}{}{}",
-                json_cell(group, "total_ns", Cell::Ns),
-                json_cell(group, "share", Cell::Fraction),
-                json_cell(group, "mean_ns", Cell::Ns),
-                json_cell(group, "max_ns", Cell::Ns),
+                Cell::Ns(stats.total_ns).html(),
+                Cell::Fraction(stats.share).html(),
+                Cell::Ns(stats.mean_ns).html(),
+                Cell::Ns(stats.max_ns).html(),
                 histogram_cell(group, words.noun)
             );
         } else {
-            out.push_str(&json_cell(group, "share", Cell::Fraction));
+            out.push_str(&Cell::Fraction(stats.share).html());
         }
         let _ = writeln!(out, "{}{}</tr>", threads_cell(group), stack_cell(group));
     }
@@ -352,86 +337,71 @@ pub(super) fn report_tables(
     if stackless_offcpu {
         let _ = writeln!(out, "<p class=\"note\">{}</p>", xml_escape(NO_STACK_NOTE));
     }
-    if let Some(sections) = report.get("sections") {
+    if let Some(sections) = &report.sections {
         section_tables(out, sections, heading);
     }
 }
 
-/// The report's sections (`report --json`'s `sections`) as tables, and where each thread
-/// group's time went as stacked bars.
-pub(super) fn section_tables(out: &mut String, sections: &serde_json::Value, heading: &str) {
-    if let Some(contention) = sections.get("contention") {
-        let columns = [
-            ("kind", "kind", Cell::Text),
-            (
-                "frame",
-                "site (first frame past the lock plumbing)",
-                Cell::Code,
-            ),
-            ("operation", "operation", Cell::Code),
-            ("count", "waits", Cell::Count),
-            ("total_ns", "total", Cell::Ns),
-            ("max_ns", "max", Cell::Ns),
-            ("ended_by", "ended by", Cell::Text),
-            ("threads", "threads", Cell::List),
+/// The report's sections as tables, and where each thread group's time went as stacked bars.
+pub(super) fn section_tables(out: &mut String, sections: &Sections, heading: &str) {
+    if let Some(contention) = &sections.contention {
+        let columns: [Column<'_, SiteRow>; 8] = [
+            ("kind", |s| Cell::Text(Some(s.kind.name()))),
+            ("site (first frame past the lock plumbing)", |s| {
+                Cell::Code(Some(&s.frame))
+            }),
+            ("operation", |s| Cell::Code(Some(&s.operation))),
+            ("waits", |s| Cell::Count(s.count)),
+            ("total", |s| Cell::Ns(s.total_ns)),
+            ("max", |s| Cell::Ns(s.max_ns)),
+            ("ended by", |s| Cell::Text(s.ended_by.as_deref())),
+            ("threads", |s| Cell::List(&s.threads)),
         ];
         let _ = writeln!(
             out,
             "<{heading}>Contention: waits on other threads of the program</{heading}>"
         );
-        let sites = json_list(contention, "sites");
-        if sites.is_empty() {
+        if contention.sites.is_empty() {
             let _ = writeln!(
                 out,
                 "<p class=\"muted\">No waits on other threads of the program{}.</p>",
-                if contention.get("wakers_known") == Some(&serde_json::Value::Bool(true)) {
+                if contention.wakers_known {
                     ""
                 } else {
                     " told: no mutex, rwlock or kernel-lock waits, and who ended the other sleeps was not recorded"
                 }
             );
         } else {
-            json_table(out, "section-table", &columns, sites);
+            table(out, "section-table", &columns, &contention.sites);
         }
-        let idle = json_list(contention, "idle");
-        if !idle.is_empty() {
+        if !contention.idle.is_empty() {
             let _ = writeln!(
                 out,
                 "<p class=\"muted\">Idle waits, apart: waiting for something outside the program (a client, a timer), or a thread parked most of its window at one site.</p>"
             );
-            json_table(out, "section-table", &columns, idle);
+            table(out, "section-table", &columns, &contention.idle);
         }
         let _ = writeln!(out, "<p class=\"note\">{}</p>", xml_escape(ENDED_BY_NOTE));
     }
-    if let Some(breakdown) = sections.get("breakdown") {
+    if let Some(breakdown) = &sections.breakdown {
         let _ = writeln!(
             out,
             "<{heading}>Where the time went, per thread group (share of thread time)</{heading}>"
         );
-        let mut rows: Vec<&serde_json::Value> =
-            json_list(breakdown, "by_name").iter().take(12).collect();
-        if let Some(total) = breakdown.get("total") {
-            rows.push(total);
-        }
+        let mut rows: Vec<&TimeRow> = breakdown.by_name.iter().take(12).collect();
+        rows.push(&breakdown.total);
         let bars: Vec<TimeBar> = rows
             .iter()
             .map(|row| TimeBar {
-                label: match json_u64(row, "threads") {
-                    1 => format!("{} (1 thread)", json_str(row, "name")),
-                    n => format!("{} ({n} threads)", json_str(row, "name")),
+                label: match row.threads {
+                    1 => format!("{} (1 thread)", row.name),
+                    n => format!("{} ({n} threads)", row.name),
                 },
                 time_ns: TimeClass::ALL
                     .iter()
-                    .map(|&class| {
-                        (
-                            class,
-                            row.pointer(&format!("/time_ns/{}", class.name()))
-                                .and_then(serde_json::Value::as_u64)
-                                .unwrap_or(0),
-                        )
-                    })
+                    .map(|&class| (class, row.time_ns.get(&class).copied().unwrap_or(0)))
                     .collect(),
-                whole_ns: json_u64(row, "wall_ns"),
+                whole_ns: row.wall_ns,
             })
             .collect();
         let _ = writeln!(
@@ -439,7 +409,7 @@ pub(super) fn section_tables(out: &mut String, sections: &serde_json::Value, hea
             "<div class=\"time-bars\">{}</div>",
             time_bars_svg(&bars)
         );
-        let woken = rows.iter().any(|r| r.get("woken_ns").is_some());
+        let woken = rows.iter().any(|r| !r.woken_ns.is_empty());
         let mut headers = vec!["thread group", "threads", "thread time"];
         headers.extend(TimeClass::ALL.iter().map(|c| c.name()));
         if woken {
@@ -451,9 +421,9 @@ pub(super) fn section_tables(out: &mut String, sections: &serde_json::Value, hea
             let _ = write!(
                 out,
                 "<tr><td>{}</td>{}{}",
-                xml_escape(json_str(row, "name")),
-                json_cell(row, "threads", Cell::Count),
-                json_cell(row, "wall_ns", Cell::Ns)
+                xml_escape(&row.name),
+                Cell::Count(row.threads as u64).html(),
+                Cell::Ns(row.wall_ns).html()
             );
             for (_, ns) in &bar.time_ns {
                 let fraction = if bar.whole_ns == 0 {
@@ -464,12 +434,11 @@ pub(super) fn section_tables(out: &mut String, sections: &serde_json::Value, hea
                 out.push_str(&num_cell(fraction, &format_fraction(fraction)));
             }
             if woken {
-                let by = |name: &str| {
-                    row.pointer(&format!("/woken_ns/{name}"))
-                        .and_then(serde_json::Value::as_u64)
-                        .unwrap_or(0)
-                };
-                for ns in [by("program"), by("outside") + by("interrupt")] {
+                let by = |by: WokenBy| row.woken_ns.get(&by).copied().unwrap_or(0);
+                for ns in [
+                    by(WokenBy::Program),
+                    by(WokenBy::Outside) + by(WokenBy::Interrupt),
+                ] {
                     let fraction = if bar.whole_ns == 0 {
                         0.0
                     } else {
@@ -481,8 +450,8 @@ pub(super) fn section_tables(out: &mut String, sections: &serde_json::Value, hea
             let _ = writeln!(
                 out,
                 "{}{}</tr>",
-                json_cell(row, "switches_per_s", Cell::Rate),
-                json_cell(row, "involuntary_share", Cell::Fraction)
+                Cell::Rate(row.switches_per_s).html(),
+                Cell::Fraction(row.involuntary_share).html()
             );
         }
         table_close(out);
@@ -493,85 +462,70 @@ pub(super) fn section_tables(out: &mut String, sections: &serde_json::Value, hea
             );
         }
     }
-    if let Some(offcpu) = sections.get("offcpu") {
+    if let Some(offcpu) = &sections.offcpu {
         let _ = writeln!(
             out,
             "<{heading}>Off-CPU time by state and system call</{heading}>"
         );
-        json_table(
-            out,
-            "section-table",
-            &[
-                ("operation", "state", Cell::Code),
-                ("count", "intervals", Cell::Count),
-                ("total_ns", "total", Cell::Ns),
-                ("max_ns", "max", Cell::Ns),
-            ],
-            json_list(offcpu, "by_operation"),
-        );
-        let wakeups = json_list(offcpu, "wakeups");
-        if !wakeups.is_empty() {
+        let columns: [Column<'_, OperationRow>; 4] = [
+            ("state", |o| Cell::Code(Some(&o.operation))),
+            ("intervals", |o| Cell::Count(o.count)),
+            ("total", |o| Cell::Ns(o.total_ns)),
+            ("max", |o| Cell::Ns(o.max_ns)),
+        ];
+        table(out, "section-table", &columns, &offcpu.by_operation);
+        if !offcpu.wakeups.is_empty() {
             let _ = writeln!(out, "<p>Heaviest wakers of sleeping threads:</p>");
-            json_table(
-                out,
-                "section-table",
-                &[
-                    ("waker", "waker", Cell::Text),
-                    ("sleeper", "sleeper", Cell::Text),
-                    ("count", "wakeups", Cell::Count),
-                    ("total_ns", "sleep ended", Cell::Ns),
-                ],
-                wakeups,
-            );
+            let columns: [Column<'_, WakeupRow>; 4] = [
+                ("waker", |w| Cell::Text(Some(&w.waker))),
+                ("sleeper", |w| Cell::Text(Some(&w.sleeper))),
+                ("wakeups", |w| Cell::Count(w.count)),
+                ("sleep ended", |w| Cell::Ns(w.total_ns)),
+            ];
+            table(out, "section-table", &columns, &offcpu.wakeups);
         }
     }
-    let simple = [
-        (
-            "syscall",
-            "System calls",
-            &[
-                ("syscall", "system call", Cell::Code),
-                ("calls", "calls", Cell::Count),
-                ("errors", "errors", Cell::Counts),
-                ("total_ns", "total", Cell::Ns),
-                ("mean_ns", "mean", Cell::Ns),
-                ("max_ns", "max", Cell::Ns),
-                ("p99_upper_ns", "p99≤", Cell::Ns),
-                ("slowest_site", "slowest call's site", Cell::Code),
-            ][..],
-        ),
-        (
-            "lifecycle",
-            "Processes and threads",
-            &[
-                ("operation", "operation", Cell::Code),
-                ("count", "count", Cell::Count),
-                ("per_second", "per second", Cell::Rate),
-                ("failed", "failed", Cell::Count),
-                ("total_ns", "total", Cell::Ns),
-                ("mean_ns", "mean", Cell::Ns),
-                ("max_ns", "max", Cell::Ns),
-                ("top_site", "heaviest caller", Cell::Code),
-            ][..],
-        ),
-        (
-            "klock",
-            "Kernel locks",
-            &[
-                ("lock_type", "type", Cell::Text),
-                ("address", "address", Cell::Code),
-                ("count", "waits", Cell::Count),
-                ("total_ns", "total", Cell::Ns),
-                ("max_ns", "max", Cell::Ns),
-                ("caller", "caller", Cell::Code),
-                ("threads", "threads", Cell::List),
-            ][..],
-        ),
-    ];
-    for (key, title, columns) in simple {
-        if let Some(rows) = sections.get(key).and_then(serde_json::Value::as_array) {
-            let _ = writeln!(out, "<{heading}>{title}</{heading}>");
-            json_table(out, "section-table", columns, rows);
-        }
+    if let Some(rows) = &sections.syscall {
+        let _ = writeln!(out, "<{heading}>System calls</{heading}>");
+        let columns: [Column<'_, SyscallRow>; 8] = [
+            ("system call", |s| Cell::Code(Some(&s.syscall))),
+            ("calls", |s| Cell::Count(s.calls)),
+            ("errors", |s| Cell::Counts(&s.errors)),
+            ("total", |s| Cell::Ns(s.total_ns)),
+            ("mean", |s| Cell::Ns(s.mean_ns)),
+            ("max", |s| Cell::Ns(s.max_ns)),
+            ("p99≤", |s| Cell::Ns(s.p99_upper_ns)),
+            ("slowest call's site", |s| {
+                Cell::Code(s.slowest_site.as_deref())
+            }),
+        ];
+        table(out, "section-table", &columns, rows);
+    }
+    if let Some(rows) = &sections.lifecycle {
+        let _ = writeln!(out, "<{heading}>Processes and threads</{heading}>");
+        let columns: [Column<'_, LifecycleRow>; 8] = [
+            ("operation", |l| Cell::Code(Some(&l.operation))),
+            ("count", |l| Cell::Count(l.count)),
+            ("per second", |l| Cell::Rate(l.per_second)),
+            ("failed", |l| Cell::Count(l.failed)),
+            ("total", |l| Cell::Ns(l.total_ns)),
+            ("mean", |l| Cell::Ns(l.mean_ns)),
+            ("max", |l| Cell::Ns(l.max_ns)),
+            ("heaviest caller", |l| Cell::Code(l.top_site.as_deref())),
+        ];
+        table(out, "section-table", &columns, rows);
+    }
+    if let Some(rows) = &sections.klock {
+        let _ = writeln!(out, "<{heading}>Kernel locks</{heading}>");
+        let columns: [Column<'_, KlockRow>; 7] = [
+            ("type", |k| Cell::Text(Some(&k.lock_type))),
+            ("address", |k| Cell::Code(Some(&k.address))),
+            ("waits", |k| Cell::Count(k.count)),
+            ("total", |k| Cell::Ns(k.total_ns)),
+            ("max", |k| Cell::Ns(k.max_ns)),
+            ("caller", |k| Cell::Code(Some(&k.caller))),
+            ("threads", |k| Cell::List(&k.threads)),
+        ];
+        table(out, "section-table", &columns, rows);
     }
 }

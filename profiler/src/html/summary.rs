@@ -3,8 +3,8 @@
 
 use super::diff::{diff_change, diff_unit_header, diff_value, growing_stacks};
 use super::page::breakdown_bars;
-use super::tables::json_str;
 use crate::analysis::fold::Measure;
+use crate::diff::Diff;
 use crate::render::svg::{time_bars_svg, xml_escape, TimeBar};
 use crate::render::units::{format_fraction, format_ns, format_threads};
 use crate::sweep::{LevelWhy, Sweep, NO_BREAKDOWN};
@@ -75,17 +75,16 @@ pub(super) fn woken_words(breakdown: &crate::sweep::Breakdown) -> Option<String>
 
 /// The growing sites of a diff, in words: `…;f;[kernel wait];[mutex] +0.92 threads waiting
 /// (0.10 → 1.02)`, the first `n`.
-pub(super) fn growth_words(diff: &serde_json::Value, n: usize) -> String {
+pub(super) fn growth_words(diff: &Diff, n: usize) -> String {
     let (unit, _) = diff_unit_header(diff);
     let grown: Vec<String> = growing_stacks(diff)
         .into_iter()
         .take(n)
         .map(|s| {
-            let stack = json_str(s, "stack");
-            let (_, from) = diff_value(s.get("a").unwrap_or(&serde_json::Value::Null), &unit);
-            let (_, to) = diff_value(s.get("b").unwrap_or(&serde_json::Value::Null), &unit);
-            let (_, change) =
-                diff_change(s.get("delta").unwrap_or(&serde_json::Value::Null), &unit);
+            let stack = s.stack.as_str();
+            let (_, from) = diff_value(&s.a, &unit);
+            let (_, to) = diff_value(&s.b, &unit);
+            let (_, change) = diff_change(s.delta.normalized, &unit);
             let mut text = format!(
                 "{} {change} ({} → {to})",
                 crate::sweep::short_site(stack),
@@ -110,10 +109,7 @@ pub(super) fn growth_words(diff: &serde_json::Value, n: usize) -> String {
 /// The summary rows of a sweep: where throughput stops, how the threads' time redistributes
 /// (first level, knee, last level), which sites grow across the knee (`knee_diff`: the knee
 /// level against the last), and the finding.
-pub(super) fn sweep_summary(
-    sweep: &Sweep,
-    knee_diff: Option<&serde_json::Value>,
-) -> Vec<(String, String)> {
+pub(super) fn sweep_summary(sweep: &Sweep, knee_diff: Option<&Diff>) -> Vec<(String, String)> {
     let mut rows = Vec::new();
     let (Some(first), Some(last)) = (sweep.levels.first(), sweep.levels.last()) else {
         return rows;

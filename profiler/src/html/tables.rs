@@ -1,62 +1,73 @@
-//! HTML tables of `report --json` and `diff --json` values: cells by kind ([`Cell`]), sortable
-//! long tables.
+//! HTML tables of the report's and the diff's values: cells by kind ([`Cell`]), sortable long
+//! tables.
 
 use crate::render::svg::xml_escape;
 use crate::render::units::{format_fraction, format_ns};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-/// A JSON number as `u64`, 0 when absent (the report always writes the fields read here).
-pub(super) fn json_u64(value: &serde_json::Value, key: &str) -> u64 {
-    value
-        .get(key)
-        .and_then(serde_json::Value::as_u64)
-        .unwrap_or(0)
-}
-
-/// A JSON number as `f64`, 0 when absent.
-pub(super) fn json_f64(value: &serde_json::Value, key: &str) -> f64 {
-    value
-        .get(key)
-        .and_then(serde_json::Value::as_f64)
-        .unwrap_or(0.0)
-}
-
-/// A JSON string, `""` when absent.
-pub(super) fn json_str<'a>(value: &'a serde_json::Value, key: &str) -> &'a str {
-    value
-        .get(key)
-        .and_then(serde_json::Value::as_str)
-        .unwrap_or("")
-}
-
-/// A JSON array's elements, none when absent.
-pub(super) fn json_list<'a>(value: &'a serde_json::Value, key: &str) -> &'a [serde_json::Value] {
-    value
-        .get(key)
-        .and_then(serde_json::Value::as_array)
-        .map_or(&[], Vec::as_slice)
-}
-
-/// How a table cell shows a JSON value.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Cell {
-    /// A string as text.
-    Text,
-    /// A string as code (a function, a lock address).
-    Code,
+/// A table cell: its value, and how it is shown.
+#[derive(Clone, Copy)]
+pub(super) enum Cell<'a> {
+    /// Text; `-` when absent.
+    Text(Option<&'a str>),
+    /// Code (a function, a lock address); `-` when absent.
+    Code(Option<&'a str>),
     /// An integer.
-    Count,
+    Count(u64),
     /// Nanoseconds (`134 ms`).
-    Ns,
+    Ns(u64),
     /// A fraction 0 to 1 as a percentage.
-    Fraction,
+    Fraction(f64),
     /// A rate with one decimal.
-    Rate,
-    /// A list of strings, the first few named.
-    List,
-    /// An object of counts (`ENOENT 3, EAGAIN 1`).
-    Counts,
+    Rate(f64),
+    /// Strings, the first few named.
+    List(&'a [String]),
+    /// Counts by name (`ENOENT 3, EAGAIN 1`), in name order.
+    Counts(&'a BTreeMap<String, u64>),
 }
+
+impl Cell<'_> {
+    /// The `<td>` of the cell.
+    pub(super) fn html(self) -> String {
+        // A share of nothing (NaN) shows as 0, as the page always drew it (JSON has no NaN).
+        let finite = |f: f64| if f.is_finite() { f } else { 0.0 };
+        match self {
+            Cell::Text(text) => format!("<td>{}</td>", xml_escape(text.unwrap_or("-"))),
+            Cell::Code(code) => {
+                format!("<td><code>{}</code></td>", xml_escape(code.unwrap_or("-")))
+            }
+            Cell::Count(n) => num_cell(n as f64, &n.to_string()),
+            Cell::Ns(ns) => num_cell(ns as f64, &format_ns(ns)),
+            Cell::Fraction(f) => {
+                let f = finite(f);
+                num_cell(f, &format_fraction(f))
+            }
+            Cell::Rate(r) => {
+                let r = finite(r);
+                num_cell(r, &format!("{r:.1}"))
+            }
+            Cell::List(items) => {
+                let items: Vec<&str> = items.iter().map(String::as_str).collect();
+                format!("<td>{}</td>", xml_escape(&named_few(&items, 4)))
+            }
+            Cell::Counts(counts) => {
+                let items: Vec<String> = counts.iter().map(|(k, n)| format!("{k} {n}")).collect();
+                format!(
+                    "<td>{}</td>",
+                    if items.is_empty() {
+                        "-".to_string()
+                    } else {
+                        xml_escape(&items.join(", "))
+                    }
+                )
+            }
+        }
+    }
+}
+
+/// A table column: its header, and its cell of a row.
+pub(super) type Column<'h, T> = (&'h str, fn(&T) -> Cell<'_>);
 
 /// Tables with more rows than this get clickable (sortable) headers.
 pub(super) const SORTABLE_ROWS: usize = 8;
@@ -88,59 +99,6 @@ pub(super) fn num_cell(value: f64, shown: &str) -> String {
     )
 }
 
-/// The cell of `row[key]` shown as `cell`.
-pub(super) fn json_cell(row: &serde_json::Value, key: &str, cell: Cell) -> String {
-    let value = row.get(key).unwrap_or(&serde_json::Value::Null);
-    match cell {
-        Cell::Text => format!("<td>{}</td>", xml_escape(value.as_str().unwrap_or("-"))),
-        Cell::Code => format!(
-            "<td><code>{}</code></td>",
-            xml_escape(value.as_str().unwrap_or("-"))
-        ),
-        Cell::Count => {
-            let n = value.as_u64().unwrap_or(0);
-            num_cell(n as f64, &n.to_string())
-        }
-        Cell::Ns => {
-            let ns = value.as_u64().unwrap_or(0);
-            num_cell(ns as f64, &format_ns(ns))
-        }
-        Cell::Fraction => {
-            let f = value.as_f64().unwrap_or(0.0);
-            num_cell(f, &format_fraction(f))
-        }
-        Cell::Rate => {
-            let r = value.as_f64().unwrap_or(0.0);
-            num_cell(r, &format!("{r:.1}"))
-        }
-        Cell::List => {
-            let items: Vec<&str> = value
-                .as_array()
-                .map(|a| a.iter().filter_map(serde_json::Value::as_str).collect())
-                .unwrap_or_default();
-            format!("<td>{}</td>", xml_escape(&named_few(&items, 4)))
-        }
-        Cell::Counts => {
-            let items: Vec<String> = value
-                .as_object()
-                .map(|o| {
-                    o.iter()
-                        .map(|(k, v)| format!("{k} {}", v.as_u64().unwrap_or(0)))
-                        .collect()
-                })
-                .unwrap_or_default();
-            format!(
-                "<td>{}</td>",
-                if items.is_empty() {
-                    "-".to_string()
-                } else {
-                    xml_escape(&items.join(", "))
-                }
-            )
-        }
-    }
-}
-
 /// `a, b, c and 4 more`.
 pub(super) fn named_few(items: &[&str], few: usize) -> String {
     if items.is_empty() {
@@ -158,24 +116,18 @@ pub(super) fn named_few(items: &[&str], few: usize) -> String {
     text
 }
 
-/// A table of JSON `rows`, one column per `(key, header, cell)`; a line saying so when there are
-/// none.
-pub(super) fn json_table(
-    out: &mut String,
-    class: &str,
-    columns: &[(&str, &str, Cell)],
-    rows: &[serde_json::Value],
-) {
+/// A table of `rows`, one cell per column; a line saying so when there are none.
+pub(super) fn table<T>(out: &mut String, class: &str, columns: &[Column<'_, T>], rows: &[T]) {
     if rows.is_empty() {
         out.push_str("<p class=\"muted\">None.</p>\n");
         return;
     }
-    let headers: Vec<&str> = columns.iter().map(|c| c.1).collect();
+    let headers: Vec<&str> = columns.iter().map(|c| c.0).collect();
     table_open(out, class, &headers, rows.len());
     for row in rows {
         out.push_str("<tr>");
-        for (key, _, cell) in columns {
-            out.push_str(&json_cell(row, key, *cell));
+        for (_, cell) in columns {
+            out.push_str(&cell(row).html());
         }
         out.push_str("</tr>\n");
     }

@@ -32,32 +32,32 @@ pub(crate) struct Coverage {
     /// `thread-times`: the `offcpu` probe's per-thread times (every thread's wall time, all of it
     /// seen); `recording`: no per-thread times, each thread seen waiting taken to live through
     /// the whole recording.
-    basis: &'static str,
+    pub(crate) basis: &'static str,
     /// Threads counted.
-    threads: usize,
+    pub(crate) threads: usize,
     /// Their wall time summed, nanoseconds.
-    thread_ns: u64,
+    pub(crate) thread_ns: u64,
     /// The part the probes saw: all of it with per-thread times; else the waits (each sleep
     /// once) and the `cpu` probe's CPU time.
-    seen_ns: u64,
+    pub(crate) seen_ns: u64,
     /// `seen_ns / thread_ns`, 0 to 1.
-    share: f64,
+    pub(crate) share: f64,
     /// Without per-thread times: the `cpu` probe's CPU time among `seen_ns` (absent without
     /// its samples).
     #[serde(skip_serializing_if = "Option::is_none")]
-    sampled_cpu_ns: Option<u64>,
+    pub(crate) sampled_cpu_ns: Option<u64>,
     /// With per-thread times: their time asleep, and the part of it whose waker is known (the
     /// sleeps no wakeup was seen for, and every sleep in profiles recorded before lockscope kept
     /// who ended them, are not).
     #[serde(skip_serializing_if = "Option::is_none")]
-    asleep_ns: Option<u64>,
+    pub(crate) asleep_ns: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    waker_known_ns: Option<u64>,
+    pub(crate) waker_known_ns: Option<u64>,
     /// What to record to see the rest, when the probes missed most of it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    suggestion: Option<String>,
+    pub(crate) suggestion: Option<String>,
     /// The text report's sentence.
-    text: String,
+    pub(crate) text: String,
 }
 
 impl Coverage {

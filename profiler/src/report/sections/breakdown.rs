@@ -10,34 +10,34 @@
 use super::*;
 
 #[derive(Serialize)]
-pub(super) struct Breakdown {
+pub(crate) struct Breakdown {
     /// Per thread name (threads of one name summed), heaviest wall time first.
-    by_name: Vec<TimeRow>,
+    pub(crate) by_name: Vec<TimeRow>,
     /// Per thread, heaviest wall time first (at most the top rows).
-    by_thread: Vec<TimeRow>,
+    pub(crate) by_thread: Vec<TimeRow>,
     /// All threads.
-    total: TimeRow,
+    pub(crate) total: TimeRow,
 }
 
 #[derive(Serialize)]
-pub(super) struct TimeRow {
-    name: String,
-    threads: usize,
-    wall_ns: u64,
-    time_ns: BTreeMap<TimeClass, u64>,
-    voluntary_switches: u64,
-    involuntary_switches: u64,
+pub(crate) struct TimeRow {
+    pub(crate) name: String,
+    pub(crate) threads: usize,
+    pub(crate) wall_ns: u64,
+    pub(crate) time_ns: BTreeMap<TimeClass, u64>,
+    pub(crate) voluntary_switches: u64,
+    pub(crate) involuntary_switches: u64,
     /// Context switches per second of wall time (summed over the row's threads).
-    switches_per_s: f64,
+    pub(crate) switches_per_s: f64,
     /// Involuntary share of the context switches.
-    involuntary_share: f64,
+    pub(crate) involuntary_share: f64,
     /// The `cpu` probe's CPU time of the row's threads (samples x period); absent without it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    sampled_cpu_ns: Option<u64>,
+    pub(crate) sampled_cpu_ns: Option<u64>,
     /// The row's time asleep by who ended the sleeps (`program`, `outside`, `interrupt`); the
     /// sleeps no wakeup was seen for are missing. Absent in profiles without it.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    woken_ns: BTreeMap<WokenBy, u64>,
+    pub(crate) woken_ns: BTreeMap<WokenBy, u64>,
 }
 
 impl TimeRow {

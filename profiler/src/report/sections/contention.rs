@@ -7,19 +7,19 @@
 use super::*;
 
 #[derive(Serialize)]
-pub(super) struct Contention {
+pub(crate) struct Contention {
     /// Waits on other threads of the program: sites by kind, operation and user stack,
     /// heaviest first.
-    sites: Vec<SiteRow>,
+    pub(crate) sites: Vec<SiteRow>,
     /// Idle sites: sleeps something outside the program ended, or (without who ended them) a
     /// thread parked most of its window there.
-    idle: Vec<SiteRow>,
+    pub(crate) idle: Vec<SiteRow>,
     /// True when the profile says who ended some of its sleeps (the `offcpu` probe's wakeups);
     /// false when every role comes from the rule of thumb.
-    wakers_known: bool,
+    pub(crate) wakers_known: bool,
     /// Why it does not, when it does not (text only).
     #[serde(skip)]
-    no_wakers: &'static str,
+    pub(crate) no_wakers: &'static str,
 }
 
 pub(super) fn contention(profile: &Profile) -> Option<Contention> {

@@ -31,14 +31,14 @@ pub(super) const LOCK_INTERNALS: &[&str] = &[
 ];
 
 #[derive(Serialize)]
-pub(super) struct KlockRow {
-    lock_type: String,
-    address: String,
-    count: u64,
-    total_ns: u64,
-    max_ns: u64,
-    caller: String,
-    threads: Vec<String>,
+pub(crate) struct KlockRow {
+    pub(crate) lock_type: String,
+    pub(crate) address: String,
+    pub(crate) count: u64,
+    pub(crate) total_ns: u64,
+    pub(crate) max_ns: u64,
+    pub(crate) caller: String,
+    pub(crate) threads: Vec<String>,
 }
 
 /// The first frame of a kernel-lock record's kernel stack outside the lock implementation.

@@ -4,17 +4,17 @@
 use super::*;
 
 #[derive(Serialize)]
-pub(super) struct LifecycleRow {
-    operation: String,
-    count: u64,
-    per_second: f64,
-    failed: u64,
-    total_ns: u64,
-    mean_ns: u64,
-    max_ns: u64,
+pub(crate) struct LifecycleRow {
+    pub(crate) operation: String,
+    pub(crate) count: u64,
+    pub(crate) per_second: f64,
+    pub(crate) failed: u64,
+    pub(crate) total_ns: u64,
+    pub(crate) mean_ns: u64,
+    pub(crate) max_ns: u64,
     /// The innermost named user frame of the heaviest caller site.
     #[serde(skip_serializing_if = "Option::is_none")]
-    top_site: Option<String>,
+    pub(crate) top_site: Option<String>,
 }
 
 pub(super) fn lifecycle(profile: &Profile) -> Option<Vec<LifecycleRow>> {

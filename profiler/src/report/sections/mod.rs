@@ -1,7 +1,8 @@
 //! The report sections after the top groups: contention apart from idle waits, where each
 //! thread's wall time went, and one section per probe beyond futex (offcpu, syscall, lifecycle,
 //! klock). Each section appears only when the profile has its data, in text and in JSON
-//! (`sections` in `docs/REPORT-JSON.md`).
+//! (`sections` in `docs/REPORT-JSON.md`), and all but cpu_saturation and on_cpu as tables of
+//! `lockscope html` (`html/report.rs`, from the fields of this typed value).
 //!
 //! - **contention**: the waits on other threads of the program ranked on their own, the idle
 //!   waits listed apart ([`lockscope_probes::wait_roles`]): a sleep another thread of the program
@@ -50,14 +51,21 @@ mod offcpu;
 mod on_cpu;
 mod syscall;
 
-use breakdown::{breakdown, Breakdown};
-use contention::{contention, Contention};
+pub(crate) use breakdown::{Breakdown, TimeRow};
+pub(crate) use contention::Contention;
+pub(crate) use klock::KlockRow;
+pub(crate) use lifecycle::LifecycleRow;
+pub(crate) use offcpu::{OffCpu, OperationRow, WakeupRow};
+pub(crate) use syscall::SyscallRow;
+
+use breakdown::breakdown;
+use contention::contention;
 use cpu_saturation::{cpu_saturation, CpuSaturation};
-use klock::{klock, write_klock, KlockRow};
-use lifecycle::{lifecycle, write_lifecycle, LifecycleRow};
-use offcpu::{offcpu, OffCpu};
+use klock::{klock, write_klock};
+use lifecycle::{lifecycle, write_lifecycle};
+use offcpu::offcpu;
 use on_cpu::{on_cpu, OnCpu};
-use syscall::{syscalls, write_syscalls, SyscallRow};
+use syscall::{syscalls, write_syscalls};
 
 /// Rows per ranked table.
 const TOP: usize = 10;
@@ -66,17 +74,17 @@ const TOP: usize = 10;
 #[derive(Serialize, Default)]
 pub(crate) struct Sections {
     #[serde(skip_serializing_if = "Option::is_none")]
-    contention: Option<Contention>,
+    pub(crate) contention: Option<Contention>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    breakdown: Option<Breakdown>,
+    pub(crate) breakdown: Option<Breakdown>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    offcpu: Option<OffCpu>,
+    pub(crate) offcpu: Option<OffCpu>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    syscall: Option<Vec<SyscallRow>>,
+    pub(crate) syscall: Option<Vec<SyscallRow>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    lifecycle: Option<Vec<LifecycleRow>>,
+    pub(crate) lifecycle: Option<Vec<LifecycleRow>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    klock: Option<Vec<KlockRow>>,
+    pub(crate) klock: Option<Vec<KlockRow>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cpu_saturation: Option<CpuSaturation>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -90,30 +98,30 @@ pub(crate) fn is_cpu_wait(record: &WaitRecord) -> bool {
 }
 
 #[derive(Serialize)]
-struct SiteRow {
-    kind: WaitKind,
-    probe: String,
-    operation: String,
-    count: u64,
-    total_ns: u64,
-    max_ns: u64,
-    threads: Vec<String>,
+pub(crate) struct SiteRow {
+    pub(crate) kind: WaitKind,
+    pub(crate) probe: String,
+    pub(crate) operation: String,
+    pub(crate) count: u64,
+    pub(crate) total_ns: u64,
+    pub(crate) max_ns: u64,
+    pub(crate) threads: Vec<String>,
     /// The innermost named frame of the site.
-    frame: String,
+    pub(crate) frame: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    user_stack: Option<StackId>,
+    pub(crate) user_stack: Option<StackId>,
     /// How its role (contention, idle) was told, by its heaviest records (contention and idle
     /// rows only).
     #[serde(skip_serializing_if = "Option::is_none")]
-    basis: Option<RoleBasis>,
+    pub(crate) basis: Option<RoleBasis>,
     /// Nanoseconds of its waits by who ended their sleeps, where known (contention and idle rows
     /// only).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    woken_ns: BTreeMap<WokenBy, u64>,
+    pub(crate) woken_ns: BTreeMap<WokenBy, u64>,
     /// Who ended its sleeps in words, as the text's column says it ([`SiteRow::ended_by`];
     /// contention and idle rows only).
     #[serde(skip_serializing_if = "Option::is_none")]
-    ended_by: Option<String>,
+    pub(crate) ended_by: Option<String>,
 }
 
 impl SiteRow {

@@ -4,34 +4,34 @@
 use super::*;
 
 #[derive(Serialize)]
-pub(super) struct OffCpu {
+pub(crate) struct OffCpu {
     /// Off-CPU time by state and system call (`sleeping in futex`, `preempted`, `run-queue`).
-    by_operation: Vec<OperationRow>,
+    pub(crate) by_operation: Vec<OperationRow>,
     /// Heaviest waker → sleeper pairs (by thread name).
-    wakeups: Vec<WakeupRow>,
+    pub(crate) wakeups: Vec<WakeupRow>,
     /// Why there are no wakeups, when there are none (text report only).
     #[serde(skip)]
-    no_wakeups: Option<&'static str>,
+    pub(crate) no_wakeups: Option<&'static str>,
     /// True when some of its futex sleeps are the futex probe's waits, which count them (text
     /// report only).
     #[serde(skip)]
-    futex_seen_twice: bool,
+    pub(crate) futex_seen_twice: bool,
 }
 
 #[derive(Serialize)]
-pub(super) struct OperationRow {
-    operation: String,
-    count: u64,
-    total_ns: u64,
-    max_ns: u64,
+pub(crate) struct OperationRow {
+    pub(crate) operation: String,
+    pub(crate) count: u64,
+    pub(crate) total_ns: u64,
+    pub(crate) max_ns: u64,
 }
 
 #[derive(Serialize)]
-pub(super) struct WakeupRow {
-    waker: String,
-    sleeper: String,
-    count: u64,
-    total_ns: u64,
+pub(crate) struct WakeupRow {
+    pub(crate) waker: String,
+    pub(crate) sleeper: String,
+    pub(crate) count: u64,
+    pub(crate) total_ns: u64,
 }
 
 pub(super) fn offcpu(profile: &Profile) -> Option<OffCpu> {

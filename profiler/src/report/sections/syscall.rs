@@ -4,17 +4,17 @@
 use super::*;
 
 #[derive(Serialize)]
-pub(super) struct SyscallRow {
-    syscall: String,
-    calls: u64,
-    errors: BTreeMap<String, u64>,
-    total_ns: u64,
-    mean_ns: u64,
-    max_ns: u64,
-    p99_upper_ns: u64,
+pub(crate) struct SyscallRow {
+    pub(crate) syscall: String,
+    pub(crate) calls: u64,
+    pub(crate) errors: BTreeMap<String, u64>,
+    pub(crate) total_ns: u64,
+    pub(crate) mean_ns: u64,
+    pub(crate) max_ns: u64,
+    pub(crate) p99_upper_ns: u64,
     /// The innermost named user frame of the slowest call's site, when its stack was captured.
     #[serde(skip_serializing_if = "Option::is_none")]
-    slowest_site: Option<String>,
+    pub(crate) slowest_site: Option<String>,
 }
 
 pub(super) fn syscalls(profile: &Profile) -> Option<Vec<SyscallRow>> {

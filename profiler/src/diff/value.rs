@@ -1,4 +1,5 @@
-//! `lockscope diff --json` ([`write_diff_json`], schema in `docs/DIFF.md`).
+//! The diff as one typed value ([`Diff`]): `lockscope diff --json` writes it ([`write_diff_json`],
+//! schema in `docs/DIFF.md`) and `lockscope html` draws its comparison tables from its fields.
 
 use super::rows::{grouped, rank_by_change, SideRow};
 use super::{diff_measure, mismatches, DiffOptions, Normalization};
@@ -11,106 +12,115 @@ use serde::Serialize;
 /// Version of the JSON diff schema (`docs/DIFF.md`); bumped on incompatible changes.
 pub const DIFF_JSON_VERSION: u32 = 1;
 
-// The JSON diff model. Field names are the schema: keep docs/DIFF.md in step.
+// The diff model. Field names are the JSON schema: keep docs/DIFF.md in step.
 
+/// Two profiles compared: both sides, the normalization, the warnings, per kind, per command
+/// and per canonical stack.
 #[derive(Serialize)]
-struct DiffJson {
-    schema: &'static str,
-    version: u32,
-    a: SideJson,
-    b: SideJson,
-    normalization: NormalizationJson,
-    measure: &'static str,
-    rates: bool,
-    comparable: bool,
-    warnings: Vec<String>,
-    top: usize,
-    by_kind: Vec<KindDiffJson>,
+pub(crate) struct Diff {
+    pub(crate) schema: &'static str,
+    pub(crate) version: u32,
+    pub(crate) a: DiffSide,
+    pub(crate) b: DiffSide,
+    pub(crate) normalization: DiffNormalization,
+    pub(crate) measure: &'static str,
+    pub(crate) rates: bool,
+    pub(crate) comparable: bool,
+    pub(crate) warnings: Vec<String>,
+    pub(crate) top: usize,
+    pub(crate) by_kind: Vec<KindDiff>,
     /// Per command, when either side recorded several processes (matched by command: pids
     /// differ between recordings).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    by_command: Vec<CommandDiffJson>,
-    stacks_total: usize,
-    stacks: Vec<StackDiffJson>,
+    pub(crate) by_command: Vec<CommandDiff>,
+    pub(crate) stacks_total: usize,
+    pub(crate) stacks: Vec<StackDiff>,
 }
 
+/// One side of a diff: its profile's target, host and totals.
 #[derive(Serialize)]
-struct SideJson {
-    label: String,
-    path: String,
-    command: Vec<String>,
-    pid: u32,
-    backend: String,
-    os: String,
-    kernel_release: String,
-    start_unix_ns: u64,
-    duration_ns: u64,
-    waits: u64,
-    total_ns: u64,
+pub(crate) struct DiffSide {
+    pub(crate) label: String,
+    pub(crate) path: String,
+    pub(crate) command: Vec<String>,
+    pub(crate) pid: u32,
+    pub(crate) backend: String,
+    pub(crate) os: String,
+    pub(crate) kernel_release: String,
+    pub(crate) start_unix_ns: u64,
+    pub(crate) duration_ns: u64,
+    pub(crate) waits: u64,
+    pub(crate) total_ns: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    operations: Option<u64>,
+    pub(crate) operations: Option<u64>,
 }
 
+/// How the sides' values are made comparable, and their unit.
 #[derive(Serialize)]
-struct NormalizationJson {
-    mode: &'static str,
-    unit: &'static str,
+pub(crate) struct DiffNormalization {
+    pub(crate) mode: &'static str,
+    pub(crate) unit: &'static str,
 }
 
+/// A row's values on one side.
 #[derive(Serialize)]
-struct ValuesJson {
-    count: u64,
-    total_ns: u64,
-    mean_ns: u64,
-    max_ns: u64,
-    normalized: u64,
+pub(crate) struct SideValues {
+    pub(crate) count: u64,
+    pub(crate) total_ns: u64,
+    pub(crate) mean_ns: u64,
+    pub(crate) max_ns: u64,
+    pub(crate) normalized: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    avg_threads: Option<f64>,
+    pub(crate) avg_threads: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    share_of_thread_time: Option<f64>,
+    pub(crate) share_of_thread_time: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    count_per_s: Option<f64>,
+    pub(crate) count_per_s: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    total_ns_per_s: Option<u64>,
+    pub(crate) total_ns_per_s: Option<u64>,
 }
 
+/// A row's change, B − A.
 #[derive(Serialize)]
-struct DeltaJson {
-    count: i128,
-    total_ns: i128,
-    normalized: i128,
+pub(crate) struct Delta {
+    pub(crate) count: i128,
+    pub(crate) total_ns: i128,
+    pub(crate) normalized: i128,
     #[serde(skip_serializing_if = "Option::is_none")]
-    count_per_s: Option<f64>,
+    pub(crate) count_per_s: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    total_ns_per_s: Option<i128>,
+    pub(crate) total_ns_per_s: Option<i128>,
 }
 
+/// A wait kind on both sides.
 #[derive(Serialize)]
-struct KindDiffJson {
-    kind: WaitKind,
-    a: ValuesJson,
-    b: ValuesJson,
-    delta: DeltaJson,
+pub(crate) struct KindDiff {
+    pub(crate) kind: WaitKind,
+    pub(crate) a: SideValues,
+    pub(crate) b: SideValues,
+    pub(crate) delta: Delta,
 }
 
+/// A command's processes on both sides.
 #[derive(Serialize)]
-struct CommandDiffJson {
-    command: String,
+pub(crate) struct CommandDiff {
+    pub(crate) command: String,
     /// Processes of this command in A's and B's process tables.
-    processes: [usize; 2],
-    a: ValuesJson,
-    b: ValuesJson,
-    delta: DeltaJson,
+    pub(crate) processes: [usize; 2],
+    pub(crate) a: SideValues,
+    pub(crate) b: SideValues,
+    pub(crate) delta: Delta,
 }
 
+/// A canonical stack on both sides.
 #[derive(Serialize)]
-struct StackDiffJson {
-    rank: usize,
-    stack: String,
-    frames: Vec<String>,
-    a: ValuesJson,
-    b: ValuesJson,
-    delta: DeltaJson,
+pub(crate) struct StackDiff {
+    pub(crate) rank: usize,
+    pub(crate) stack: String,
+    pub(crate) frames: Vec<String>,
+    pub(crate) a: SideValues,
+    pub(crate) b: SideValues,
+    pub(crate) delta: Delta,
 }
 
 /// Rounds a rate to 4 decimals, as shares are rounded in the JSON report.
@@ -125,10 +135,10 @@ fn rates_apply(a: &Profile, b: &Profile) -> bool {
     da > 0 && db > 0 && da != db
 }
 
-fn values_json(row: &SideRow, profile: &Profile, rates: bool) -> ValuesJson {
+fn side_values(row: &SideRow, profile: &Profile, rates: bool) -> SideValues {
     let s = &row.stats;
     let seconds = profile.metadata.duration_ns as f64 / 1e9;
-    ValuesJson {
+    SideValues {
         count: s.count,
         total_ns: s.total_ns,
         mean_ns: s.mean_ns(),
@@ -142,8 +152,8 @@ fn values_json(row: &SideRow, profile: &Profile, rates: bool) -> ValuesJson {
 }
 
 /// B - A; the count rate's delta comes from the unrounded rates.
-fn delta_json(a: &ValuesJson, b: &ValuesJson, seconds: (f64, f64)) -> DeltaJson {
-    DeltaJson {
+fn delta_of(a: &SideValues, b: &SideValues, seconds: (f64, f64)) -> Delta {
+    Delta {
         count: b.count as i128 - a.count as i128,
         total_ns: b.total_ns as i128 - a.total_ns as i128,
         normalized: b.normalized as i128 - a.normalized as i128,
@@ -158,9 +168,9 @@ fn delta_json(a: &ValuesJson, b: &ValuesJson, seconds: (f64, f64)) -> DeltaJson 
     }
 }
 
-fn side_json(label: &str, path: &str, profile: &Profile, operations: Option<u64>) -> SideJson {
+fn diff_side(label: &str, path: &str, profile: &Profile, operations: Option<u64>) -> DiffSide {
     let m = &profile.metadata;
-    SideJson {
+    DiffSide {
         label: label.to_string(),
         path: path.to_string(),
         command: m.target.command.clone(),
@@ -189,6 +199,19 @@ pub fn write_diff_json(
     options: &DiffOptions,
     out: &mut dyn std::io::Write,
 ) -> anyhow::Result<()> {
+    let diff = build_diff(a, b, paths, options)?;
+    serde_json::to_writer_pretty(&mut *out, &diff).context("failed to write the diff as JSON")?;
+    writeln!(out).context("failed to write the diff as JSON")?;
+    Ok(())
+}
+
+/// The diff of A (`paths.0`) and B per `options`; an error when its normalization is invalid.
+pub(crate) fn build_diff(
+    a: &Profile,
+    b: &Profile,
+    paths: (&str, &str),
+    options: &DiffOptions,
+) -> anyhow::Result<Diff> {
     options.normalization.validate()?;
     let n = options.normalization;
     let rates = rates_apply(a, b);
@@ -197,20 +220,20 @@ pub fn write_diff_json(
         Normalization::PerOperation { ops_a, ops_b } => (Some(ops_a), Some(ops_b)),
     };
     let row = |ra: &SideRow, rb: &SideRow| {
-        let va = values_json(ra, a, rates);
-        let vb = values_json(rb, b, rates);
+        let va = side_values(ra, a, rates);
+        let vb = side_values(rb, b, rates);
         let seconds = (
             a.metadata.duration_ns as f64 / 1e9,
             b.metadata.duration_ns as f64 / 1e9,
         );
-        let delta = delta_json(&va, &vb, seconds);
+        let delta = delta_of(&va, &vb, seconds);
         (va, vb, delta)
     };
     let by_kind = grouped(a, b, n, |_, r| r.kind)
         .into_iter()
         .map(|(kind, ra, rb)| {
             let (a, b, delta) = row(&ra, &rb);
-            KindDiffJson { kind, a, b, delta }
+            KindDiff { kind, a, b, delta }
         })
         .collect();
     let by_command = if super::many_processes(a) || super::many_processes(b) {
@@ -224,7 +247,7 @@ pub fn write_diff_json(
             .into_iter()
             .map(|(command, ra, rb)| {
                 let (va, vb, delta) = row(&ra, &rb);
-                CommandDiffJson {
+                CommandDiff {
                     processes: [count(a, &command), count(b, &command)],
                     command,
                     a: va,
@@ -244,7 +267,7 @@ pub fn write_diff_json(
         .enumerate()
         .map(|(i, (stack, ra, rb))| {
             let (a, b, delta) = row(&ra, &rb);
-            StackDiffJson {
+            StackDiff {
                 rank: i + 1,
                 frames: stack.split(';').map(str::to_string).collect(),
                 stack,
@@ -255,12 +278,12 @@ pub fn write_diff_json(
         })
         .collect();
     let warnings = mismatches(a, b, options);
-    let report = DiffJson {
+    Ok(Diff {
         schema: "lockscope-diff",
         version: DIFF_JSON_VERSION,
-        a: side_json(&options.labels.0, paths.0, a, ops_a),
-        b: side_json(&options.labels.1, paths.1, b, ops_b),
-        normalization: NormalizationJson {
+        a: diff_side(&options.labels.0, paths.0, a, ops_a),
+        b: diff_side(&options.labels.1, paths.1, b, ops_b),
+        normalization: DiffNormalization {
             mode: match n {
                 Normalization::PerSecond => "per-second",
                 Normalization::PerOperation { .. } => "per-operation",
@@ -276,8 +299,5 @@ pub fn write_diff_json(
         by_command,
         stacks_total,
         stacks,
-    };
-    serde_json::to_writer_pretty(&mut *out, &report).context("failed to write the diff as JSON")?;
-    writeln!(out).context("failed to write the diff as JSON")?;
-    Ok(())
+    })
 }

@@ -1,0 +1,496 @@
+//! Builds the [`Report`] of a profile: the waits apart from CPU samples, CPU waits and sleeps two
+//! probes saw, totals per kind, the groups (heaviest first, the top ones with their threads,
+//! locks, heaviest stacks and histogram), the kernel threads together, the header and the
+//! sections.
+
+use super::coverage::Coverage;
+use super::model::{
+    FrameRow, Group, GroupKey, Header, HistogramBucket, InlinedRow, KernelThreads, KindRow,
+    LockRow, LossRow, MergedRow, OnCpuRow, ProbeRow, Report, StackRow, StackTrace, Stats,
+    ThreadRow, TruncatedRow,
+};
+use super::sections::{self, Sections};
+use super::text::plural;
+use super::{GroupBy, ReportOptions, REPORT_JSON_VERSION};
+use crate::analysis::fold::Measure;
+use crate::render::units::{format_ns, share};
+use lockscope_probes::{
+    AttachStatus, Frame, Log2Histogram, Profile, SeenTwice, Stack, StackId, WaitKind, WaitRecord,
+    WaitStats,
+};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Stacks shown per group when a group spans several (thread and lock groupings).
+const MAX_STACKS_PER_GROUP: usize = 3;
+
+/// The whole a share is of: nanoseconds, or counts for records without times (imported events
+/// and samples).
+#[derive(Clone, Copy)]
+enum Whole {
+    Ns(u64),
+    Count(u64),
+}
+
+impl Whole {
+    fn of(stats: &WaitStats, measure: Measure) -> Whole {
+        if measure.is_timed() {
+            Whole::Ns(stats.total_ns)
+        } else {
+            Whole::Count(stats.count)
+        }
+    }
+
+    fn share(self, stats: &WaitStats) -> f64 {
+        match self {
+            Whole::Ns(ns) => share(stats.total_ns, ns),
+            Whole::Count(count) => share(stats.count, count),
+        }
+    }
+}
+
+impl Stats {
+    fn new(stats: &WaitStats, whole: Whole) -> Self {
+        Stats {
+            count: stats.count,
+            total_ns: stats.total_ns,
+            mean_ns: stats.mean_ns(),
+            max_ns: stats.max_ns,
+            share: whole.share(stats),
+        }
+    }
+}
+
+impl TruncatedRow {
+    /// `None` when no wait of `profile` has a truncated user stack.
+    fn of(profile: &Profile, all_ns: u64) -> Option<Self> {
+        let mut stacks = std::collections::BTreeSet::new();
+        let (mut waits, mut total_ns) = (0u64, 0u64);
+        for w in &profile.waits {
+            if profile.stack(w.user_stack).is_some_and(|s| s.truncated) {
+                stacks.insert(w.user_stack);
+                waits += w.stats.count;
+                total_ns = total_ns.saturating_add(w.stats.total_ns);
+            }
+        }
+        (waits > 0).then(|| TruncatedRow {
+            stacks: stacks.len(),
+            waits,
+            total_ns,
+            share: if all_ns == 0 {
+                0.0
+            } else {
+                total_ns as f64 / all_ns as f64
+            },
+        })
+    }
+}
+
+/// Grouping key while aggregating; its order breaks ties between equally heavy groups.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Key {
+    Stack(Option<StackId>, WaitKind),
+    Thread(u32, u32),
+    Lock(u32, u64, String),
+    Process(u32),
+}
+
+#[derive(Default)]
+struct StackAcc {
+    count: u64,
+    total_ns: u64,
+    kernel_ns: BTreeMap<Option<StackId>, u64>,
+}
+
+#[derive(Default)]
+struct Acc {
+    stats: WaitStats,
+    kinds: BTreeMap<WaitKind, WaitStats>,
+    threads: BTreeSet<(u32, u32)>,
+    locks: BTreeSet<(u32, u64, String)>,
+    stacks: BTreeMap<Option<StackId>, StackAcc>,
+}
+
+/// Rows sorted heaviest first: by total, then count, then their natural order.
+fn kind_rows(kinds: &BTreeMap<WaitKind, WaitStats>, whole: Whole) -> Vec<KindRow> {
+    let mut rows: Vec<(&WaitKind, &WaitStats)> = kinds.iter().collect();
+    rows.sort_by_key(|(kind, s)| (Reverse(s.total_ns), Reverse(s.count), **kind));
+    rows.into_iter()
+        .map(|(&kind, s)| KindRow {
+            kind,
+            stats: Stats::new(s, whole),
+        })
+        .collect()
+}
+
+fn hex(value: u64) -> String {
+    format!("{value:#x}")
+}
+
+fn frame_row(frame: &Frame) -> FrameRow {
+    FrameRow {
+        address: hex(frame.address),
+        function: frame.display_name(),
+        module: frame.module.clone(),
+        module_offset: frame.module_offset.map(hex),
+        file: frame.file.clone(),
+        line: frame.line,
+        inlined: frame
+            .inlined
+            .iter()
+            .map(|i| InlinedRow {
+                function: i.function.clone(),
+                file: i.file.clone(),
+                line: i.line,
+            })
+            .collect(),
+    }
+}
+
+fn stack_trace(profile: &Profile, id: Option<StackId>) -> Option<StackTrace> {
+    let stack: &Stack = profile.stack(id)?;
+    Some(StackTrace {
+        id: id?,
+        truncated: stack.truncated,
+        frames: stack.frames.iter().map(frame_row).collect(),
+    })
+}
+
+impl Report {
+    pub(super) fn build(full: &Profile, options: &ReportOptions) -> Report {
+        // With waits beside the `cpu` probe's samples, everything but the on-CPU section is
+        // about the waits: the samples are CPU time, never added to wait time.
+        let waits_only;
+        let mut on_cpu_by_thread: BTreeMap<(u32, u32), OnCpuRow> = BTreeMap::new();
+        let drop_samples = crate::analysis::fold::mixes_samples(full);
+        if drop_samples {
+            for w in full.waits.iter().filter(|w| w.kind == WaitKind::OnCpu) {
+                let row = on_cpu_by_thread.entry((w.pid, w.tid)).or_default();
+                row.samples += w.stats.count;
+                row.cpu_ns = row.cpu_ns.saturating_add(w.stats.total_ns);
+            }
+        }
+        // A futex sleep both the futex and offcpu probes saw counts once, as the futex wait.
+        let twice = SeenTwice::of(full);
+        let apart = |w: &WaitRecord| {
+            (drop_samples && w.kind.is_sampled()) || sections::is_cpu_wait(w) || twice.contains(w)
+        };
+        let cpu_wait_intervals: u64 = full
+            .waits
+            .iter()
+            .filter(|w| sections::is_cpu_wait(w))
+            .map(|w| w.stats.count)
+            .sum();
+        let profile = if full.waits.iter().any(apart) {
+            waits_only = Profile {
+                waits: full.waits.iter().filter(|w| !apart(w)).cloned().collect(),
+                ..full.clone()
+            };
+            &waits_only
+        } else {
+            full
+        };
+        let on_cpu_samples: u64 = on_cpu_by_thread.values().map(|r| r.samples).sum();
+        let meta = &profile.metadata;
+        let mut all = WaitStats::default();
+        for w in &profile.waits {
+            all.merge(&w.stats);
+        }
+        let measure = Measure::of_records(&profile.waits);
+        let whole = Whole::of(&all, measure);
+
+        let mut accs: BTreeMap<Key, Acc> = BTreeMap::new();
+        for w in &profile.waits {
+            let key = match options.group_by {
+                GroupBy::Stack => Key::Stack(w.user_stack, w.kind),
+                GroupBy::Thread => Key::Thread(w.pid, w.tid),
+                GroupBy::Lock => Key::Lock(w.pid, w.object, w.operation.clone()),
+                GroupBy::Process => Key::Process(w.pid),
+            };
+            let acc = accs.entry(key).or_default();
+            acc.stats.merge(&w.stats);
+            acc.kinds.entry(w.kind).or_default().merge(&w.stats);
+            acc.threads.insert((w.pid, w.tid));
+            acc.locks.insert((w.pid, w.object, w.operation.clone()));
+            let stack = acc.stacks.entry(w.user_stack).or_default();
+            stack.count += w.stats.count;
+            stack.total_ns = stack.total_ns.saturating_add(w.stats.total_ns);
+            let kernel = stack.kernel_ns.entry(w.kernel_stack).or_default();
+            *kernel = kernel.saturating_add(w.stats.total_ns);
+        }
+        let mut accs: Vec<(Key, Acc)> = accs.into_iter().collect();
+        accs.sort_by(|(ka, a), (kb, b)| {
+            (Reverse(a.stats.total_ns), Reverse(a.stats.count), ka).cmp(&(
+                Reverse(b.stats.total_ns),
+                Reverse(b.stats.count),
+                kb,
+            ))
+        });
+        let groups_total = accs.len();
+        let shown = if options.top == 0 {
+            groups_total
+        } else {
+            options.top.min(groups_total)
+        };
+
+        let thread_name = |pid: u32, tid: u32| {
+            profile
+                .thread_name(pid, tid)
+                .unwrap_or("[unknown thread]")
+                .to_string()
+        };
+        let groups = accs
+            .into_iter()
+            .take(shown)
+            .enumerate()
+            .map(|(i, (key, acc))| {
+                let on_cpu = match key {
+                    Key::Thread(pid, tid) => on_cpu_by_thread.get(&(pid, tid)).copied(),
+                    Key::Process(pid) => on_cpu_by_thread
+                        .range((pid, 0)..=(pid, u32::MAX))
+                        .map(|(_, row)| *row)
+                        .reduce(|a, b| OnCpuRow {
+                            samples: a.samples + b.samples,
+                            cpu_ns: a.cpu_ns.saturating_add(b.cpu_ns),
+                        }),
+                    _ => None,
+                };
+                let key = match key {
+                    Key::Stack(user_stack, kind) => GroupKey::Stack { user_stack, kind },
+                    Key::Thread(pid, tid) => GroupKey::Thread {
+                        pid,
+                        tid,
+                        name: thread_name(pid, tid),
+                    },
+                    Key::Lock(pid, object, operation) => GroupKey::Lock {
+                        pid,
+                        object: hex(object),
+                        operation,
+                    },
+                    Key::Process(pid) => {
+                        let info = profile.processes.iter().find(|p| p.pid == pid);
+                        GroupKey::Process {
+                            pid,
+                            process: info.map_or_else(
+                                || {
+                                    // No table (older profiles): the main thread's name.
+                                    profile
+                                        .thread_name(pid, pid)
+                                        .map_or_else(|| format!("[pid {pid}]"), str::to_string)
+                                },
+                                |p| p.display_name(),
+                            ),
+                            parent: info.and_then(|p| p.parent),
+                            command: info.map(|p| p.command.clone()).unwrap_or_default(),
+                            kernel_thread: info.is_some_and(|p| p.kernel_thread),
+                        }
+                    }
+                };
+                let group_whole = Whole::of(&acc.stats, measure);
+                let stacks_total = acc.stacks.len();
+                let mut stacks: Vec<(Option<StackId>, StackAcc)> = acc.stacks.into_iter().collect();
+                stacks.sort_by_key(|(id, s)| (Reverse(s.total_ns), Reverse(s.count), *id));
+                let stacks = stacks
+                    .into_iter()
+                    .take(MAX_STACKS_PER_GROUP)
+                    .map(|(id, s)| {
+                        let heaviest_kernel = s
+                            .kernel_ns
+                            .iter()
+                            .min_by_key(|&(kid, ns)| (Reverse(*ns), *kid))
+                            .and_then(|(kid, _)| *kid);
+                        StackRow {
+                            count: s.count,
+                            total_ns: s.total_ns,
+                            share: group_whole.share(&WaitStats {
+                                count: s.count,
+                                total_ns: s.total_ns,
+                                ..WaitStats::default()
+                            }),
+                            user: stack_trace(profile, id),
+                            kernel: if options.show_kernel_stacks {
+                                stack_trace(profile, heaviest_kernel)
+                            } else {
+                                None
+                            },
+                            kernel_wanted: options.show_kernel_stacks,
+                        }
+                    })
+                    .collect();
+                Group {
+                    rank: i + 1,
+                    key,
+                    stats: Stats::new(&acc.stats, whole),
+                    kinds: kind_rows(&acc.kinds, group_whole),
+                    threads: acc
+                        .threads
+                        .iter()
+                        .map(|&(pid, tid)| ThreadRow {
+                            pid,
+                            tid,
+                            name: thread_name(pid, tid),
+                        })
+                        .collect(),
+                    locks: acc
+                        .locks
+                        .into_iter()
+                        .map(|(pid, object, operation)| LockRow {
+                            pid,
+                            object: hex(object),
+                            operation,
+                        })
+                        .collect(),
+                    stacks_total,
+                    stacks,
+                    histogram: acc
+                        .stats
+                        .histogram
+                        .buckets()
+                        .map(|(slot, count)| HistogramBucket {
+                            lower_ns: Log2Histogram::slot_lower_bound(slot),
+                            upper_ns: Log2Histogram::slot_upper_bound(slot),
+                            count,
+                        })
+                        .collect(),
+                    log2: acc.stats.histogram,
+                    on_cpu,
+                }
+            })
+            .collect();
+
+        let kernel_threads = (options.group_by == GroupBy::Process)
+            .then(|| {
+                let kernel: BTreeSet<u32> = full
+                    .processes
+                    .iter()
+                    .filter(|p| p.kernel_thread)
+                    .map(|p| p.pid)
+                    .collect();
+                if kernel.is_empty() {
+                    return None;
+                }
+                let mut stats = WaitStats::default();
+                let mut with_records = BTreeSet::new();
+                for w in profile.waits.iter().filter(|w| kernel.contains(&w.pid)) {
+                    stats.merge(&w.stats);
+                    with_records.insert(w.pid);
+                }
+                let mut cpu = OnCpuRow::default();
+                for (&(pid, _), row) in &on_cpu_by_thread {
+                    if kernel.contains(&pid) {
+                        cpu.samples += row.samples;
+                        cpu.cpu_ns = cpu.cpu_ns.saturating_add(row.cpu_ns);
+                        with_records.insert(pid);
+                    }
+                }
+                Some(KernelThreads {
+                    recorded: kernel.len(),
+                    with_records: with_records.len(),
+                    stats: Stats::new(&stats, whole),
+                    on_cpu: (cpu.samples > 0).then_some(cpu),
+                })
+            })
+            .flatten();
+        let probes = meta
+            .probes
+            .iter()
+            .map(|p| {
+                let (status, fallback_hook, reason) = match &p.status {
+                    AttachStatus::Attached => ("attached", None, None),
+                    AttachStatus::FellBack { hook, reason } => {
+                        ("fell-back", Some(hook.clone()), Some(reason.clone()))
+                    }
+                    AttachStatus::Failed { reason } => ("failed", None, Some(reason.clone())),
+                };
+                ProbeRow {
+                    probe: p.probe.clone(),
+                    hook: p.hook.clone(),
+                    status,
+                    fallback_hook,
+                    reason,
+                }
+            })
+            .collect();
+        let losses = &meta.losses;
+        Report {
+            schema: "lockscope-report",
+            version: REPORT_JSON_VERSION,
+            group_by: options.group_by.name(),
+            top: options.top,
+            header: Header {
+                command: meta.target.command.clone(),
+                pid: meta.target.pid,
+                launched: meta.target.launched,
+                target: meta.target.describe(),
+                processes: full.processes.len(),
+                processes_exited: full
+                    .processes
+                    .iter()
+                    .filter(|p| p.exit_unix_ns.is_some())
+                    .count(),
+                kernel_threads: full.processes.iter().filter(|p| p.kernel_thread).count(),
+                warnings: meta.warnings.clone(),
+                imported: meta.target == lockscope_probes::Target::default(),
+                start_unix_ns: meta.start_unix_ns,
+                duration_ns: meta.duration_ns,
+                end_reason: meta.end_reason.clone(),
+                backend: meta.backend.clone(),
+                os: meta.os.clone(),
+                kernel_release: meta.kernel_release.clone(),
+                hostname: meta.hostname.clone(),
+                cpu_count: meta.cpu_count,
+                libc: meta.libc.clone(),
+                threads_seen: profile.threads.len(),
+                probes,
+                events: meta.events,
+                waits_recorded: all.count,
+                on_cpu_samples,
+                cpu_wait_intervals,
+                losses: LossRow {
+                    complete: losses.is_zero(),
+                    lost_events: losses.lost_events(),
+                    user_stack_failures: losses.user_stack_failures,
+                    kernel_stack_failures: losses.kernel_stack_failures,
+                    map_full: losses.map_full,
+                    dropped: losses.dropped,
+                },
+                truncated_stacks: TruncatedRow::of(profile, all.total_ns),
+                coverage: if measure == Measure::Waits {
+                    Coverage::of(full, all.total_ns, profile.threads.len())
+                } else {
+                    None
+                },
+                merged_sleeps: twice.merged(full).map(|m| MergedRow {
+                    threads: m.threads,
+                    offcpu_sleeps: m.offcpu.count,
+                    offcpu_ns: m.offcpu.total_ns,
+                    futex_waits: m.futex.count,
+                    futex_ns: m.futex.total_ns,
+                    text: format!(
+                        "futex and offcpu both saw {} of {} ({}): counted once, as {} {} \
+                         futex {} ({}); offcpu's sleeps in other system calls are kept",
+                        plural(m.offcpu.count, "futex sleep", "futex sleeps"),
+                        plural(m.threads as u64, "thread", "threads"),
+                        format_ns(m.offcpu.total_ns),
+                        if m.threads == 1 {
+                            "that thread's"
+                        } else {
+                            "those threads'"
+                        },
+                        m.futex.count,
+                        if m.futex.count == 1 { "wait" } else { "waits" },
+                        format_ns(m.futex.total_ns)
+                    ),
+                }),
+            },
+            measure: measure.name(),
+            measure_kind: measure,
+            totals: Stats::new(&all, whole),
+            by_kind: kind_rows(&profile.totals_by_kind(), whole),
+            groups_total,
+            groups,
+            kernel_threads,
+            sections: Sections::build(full),
+        }
+    }
+}

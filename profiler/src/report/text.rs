@@ -1,0 +1,626 @@
+//! The [`Report`] as text for people: the header, the records by kind, the top groups with their
+//! stacks (leaf first) and histograms, then the sections. Times in the convention of
+//! [`crate::render::units`].
+
+use super::model::{GroupKey, Report, StackTrace, Stats};
+use super::{GroupBy, ReportOptions};
+use crate::analysis::fold::Measure;
+use crate::render::histogram;
+use crate::render::units::{format_ns, format_percent, format_unix_ns};
+use std::fmt::Write as _;
+
+/// Threads named per group in the text before "and N more".
+const MAX_THREADS_LISTED: usize = 4;
+/// Locks named per group in the text before "and N more".
+const MAX_LOCKS_LISTED: usize = 3;
+/// Most characters of a process's command line in the text (`--by process`).
+const MAX_COMMAND_CHARS: usize = 160;
+/// Widest function-name column in a text stack; longer names push their location right.
+const MAX_NAME_COLUMN: usize = 40;
+/// Indentation of a group's detail lines, and width of their labels.
+const INDENT: &str = "    ";
+const LABEL_WIDTH: usize = 13;
+
+/// Appends one line; writing to a String cannot fail.
+macro_rules! put {
+    ($out:expr) => {{
+        $out.push('\n');
+    }};
+    ($out:expr, $($arg:tt)*) => {{
+        let _ = writeln!($out, $($arg)*);
+    }};
+}
+
+/// `1 wait`, `2 waits`.
+pub(super) fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// `a, b, c and 2 more`.
+fn list_limited(items: Vec<String>, limit: usize) -> String {
+    let extra = items.len().saturating_sub(limit);
+    let mut text = items.into_iter().take(limit).collect::<Vec<_>>().join(", ");
+    if extra > 0 {
+        text.push_str(&format!(" and {extra} more"));
+    }
+    text
+}
+
+impl Report {
+    /// The whole report as text.
+    pub(super) fn to_text(&self, options: &ReportOptions) -> String {
+        let mut out = String::new();
+        self.header_text(&mut out);
+        self.kinds_text(&mut out);
+        self.groups_text(&mut out, options);
+        if let Some(sections) = &self.sections {
+            sections.write_text(&mut out);
+        }
+        out
+    }
+
+    fn header_text(&self, out: &mut String) {
+        let h = &self.header;
+        let label = |name: &str| format!("  {name:<11}");
+        let m = self.measure_kind;
+        if m != Measure::Waits && h.imported {
+            // An imported capture has no target: say what it holds and where it came from.
+            put!(
+                out,
+                "lockscope report: {} ({})",
+                match m {
+                    Measure::OnCpu => "sampled CPU time",
+                    Measure::Events => "counted events",
+                    _ => "samples",
+                },
+                if h.end_reason.is_empty() {
+                    "imported"
+                } else {
+                    &h.end_reason
+                }
+            );
+        } else {
+            if h.command.is_empty() || h.target.starts_with("pids ") {
+                // Several processes, a cgroup, or all of them: said as such.
+                put!(out, "lockscope report: {} (attached)", h.target);
+            } else {
+                put!(
+                    out,
+                    "lockscope report: `{}` (pid {}, {}){}",
+                    h.command.join(" "),
+                    h.pid,
+                    if h.launched {
+                        "launched by lockscope"
+                    } else {
+                        "attached"
+                    },
+                    if h.target.ends_with(" and its descendants") {
+                        " and its descendants"
+                    } else {
+                        ""
+                    }
+                );
+            }
+            put!(
+                out,
+                "{}{} for {}, ended: {}",
+                label("recorded"),
+                format_unix_ns(h.start_unix_ns),
+                format_ns(h.duration_ns),
+                if h.end_reason.is_empty() {
+                    "unknown"
+                } else {
+                    &h.end_reason
+                }
+            );
+        }
+        let mut host = format!(
+            "{}, {} {}, {} CPUs",
+            h.hostname, h.os, h.kernel_release, h.cpu_count
+        );
+        if let Some(libc) = &h.libc {
+            host.push_str(&format!(", {libc}"));
+        }
+        host.push_str(&format!(", backend {}", h.backend));
+        put!(out, "{}{host}", label("host"));
+        if h.processes > 0 {
+            let mut parts = Vec::new();
+            if h.processes_exited > 0 {
+                parts.push(format!("{} exited before the end", h.processes_exited));
+            }
+            if h.kernel_threads > 0 {
+                parts.push(plural(
+                    h.kernel_threads as u64,
+                    "kernel thread",
+                    "kernel threads",
+                ));
+            }
+            put!(
+                out,
+                "{}{} recorded{}",
+                label("processes"),
+                h.processes,
+                if parts.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", parts.join(", "))
+                }
+            );
+        }
+        put!(out, "{}{} seen", label("threads"), h.threads_seen);
+        for (i, warning) in h.warnings.iter().enumerate() {
+            let name = if i == 0 { label("warnings") } else { label("") };
+            put!(out, "{name}WARNING: {warning}");
+        }
+        if h.probes.is_empty() {
+            put!(out, "{}none", label("probes"));
+        }
+        let probe_width = h.probes.iter().map(|p| p.probe.len()).max().unwrap_or(0);
+        for (i, p) in h.probes.iter().enumerate() {
+            let status = match p.status {
+                "attached" => format!("attached ({})", p.hook),
+                "fell-back" => format!(
+                    "attached via {} ({} failed: {})",
+                    p.fallback_hook.as_deref().unwrap_or("?"),
+                    p.hook,
+                    p.reason.as_deref().unwrap_or("?")
+                ),
+                _ => format!(
+                    "FAILED ({}: {}); its waits are missing",
+                    p.hook,
+                    p.reason.as_deref().unwrap_or("?")
+                ),
+            };
+            let name = if i == 0 { label("probes") } else { label("") };
+            put!(out, "{name}{:<probe_width$}  {status}", p.probe);
+        }
+        put!(
+            out,
+            "{}{} seen, {} {} recorded{}",
+            label("events"),
+            h.events,
+            h.waits_recorded,
+            m.noun(h.waits_recorded),
+            if h.on_cpu_samples > 0 {
+                format!(
+                    ", and {} of the cpu probe (CPU time, not waits: \"On CPU\" below)",
+                    plural(h.on_cpu_samples, "sample", "samples")
+                )
+            } else {
+                String::new()
+            }
+        );
+        if h.cpu_wait_intervals > 0 {
+            put!(
+                out,
+                "{}and {} of threads waiting for a CPU (not waits: \"CPU saturation\" below)",
+                label(""),
+                plural(h.cpu_wait_intervals, "interval", "intervals")
+            );
+        }
+        if let Some(c) = &h.coverage {
+            c.write_text(out, &label);
+        }
+        if let Some(m) = &h.merged_sleeps {
+            put!(out, "{}{}", label("merged"), m.text);
+        }
+        let l = &h.losses;
+        if l.complete {
+            put!(out, "{}none", label("losses"));
+        } else {
+            put!(
+                out,
+                "{}WARNING: this profile is incomplete",
+                label("losses")
+            );
+            if l.lost_events > 0 {
+                put!(
+                    out,
+                    "{}  {} lost, missing from every total below (map full: {}, dropped: {})",
+                    label(""),
+                    plural(l.lost_events, "wait", "waits"),
+                    l.map_full,
+                    l.dropped
+                );
+            }
+            for (n, what) in [
+                (l.user_stack_failures, "user"),
+                (l.kernel_stack_failures, "kernel"),
+            ] {
+                if n > 0 {
+                    put!(
+                        out,
+                        "{}  {} recorded without a {what} stack",
+                        label(""),
+                        plural(n, "wait", "waits")
+                    );
+                }
+            }
+        }
+        if let Some(t) = &h.truncated_stacks {
+            put!(
+                out,
+                "{}{} {} ({:.1}% of the {}) on {} cut short by the unwinder: their \
+                 outer callers are missing",
+                label("stacks"),
+                t.waits,
+                m.noun(t.waits),
+                t.share * 100.0,
+                if m == Measure::OnCpu {
+                    "CPU time"
+                } else {
+                    "wait time"
+                },
+                plural(t.stacks as u64, "user stack", "user stacks")
+            );
+        }
+    }
+
+    fn kinds_text(&self, out: &mut String) {
+        let m = self.measure_kind;
+        put!(out);
+        if m != Measure::Waits {
+            let noun = m.noun(2);
+            put!(out, "{}{} by kind", noun[..1].to_uppercase(), &noun[1..]);
+            put!(out, "  {:<13}{:>12}{:>8}", "kind", noun, "share");
+            let time = |s: &Stats| {
+                if m.is_timed() {
+                    format!("  {} on CPU", format_ns(s.total_ns))
+                } else {
+                    String::new()
+                }
+            };
+            for k in &self.by_kind {
+                put!(
+                    out,
+                    "  {:<13}{:>12}{:>7.1}%{}",
+                    k.kind.name(),
+                    k.stats.count,
+                    k.stats.share * 100.0,
+                    time(&k.stats)
+                );
+            }
+            let all = &self.totals;
+            put!(
+                out,
+                "  {:<13}{:>12}{:>7.1}%{}",
+                "all",
+                all.count,
+                all.share * 100.0,
+                time(all)
+            );
+            return;
+        }
+        put!(out, "Waits by kind");
+        if self.by_kind.is_empty() {
+            put!(out, "  (no waits recorded)");
+            return;
+        }
+        put!(
+            out,
+            "  {:<13}{:>8}{:>11}{:>11}{:>11}{:>8}",
+            "kind",
+            "waits",
+            "total",
+            "mean",
+            "max",
+            "share"
+        );
+        let row = |out: &mut String, name: &str, s: &Stats, whole: u64| {
+            put!(
+                out,
+                "  {name:<13}{:>8}{:>11}{:>11}{:>11}{:>8}",
+                s.count,
+                format_ns(s.total_ns),
+                format_ns(s.mean_ns),
+                format_ns(s.max_ns),
+                format_percent(s.total_ns, whole)
+            );
+        };
+        let whole = self.totals.total_ns;
+        for k in &self.by_kind {
+            row(out, k.kind.name(), &k.stats, whole);
+        }
+        row(out, "all", &self.totals, whole);
+    }
+
+    fn groups_text(&self, out: &mut String, options: &ReportOptions) {
+        if self.groups.is_empty() {
+            return;
+        }
+        put!(out);
+        let m = self.measure_kind;
+        put!(
+            out,
+            "Top {} of {} {} by {}",
+            self.groups.len(),
+            self.groups_total,
+            if m == Measure::Waits || options.group_by != GroupBy::Stack {
+                options.group_by.plural()
+            } else {
+                "stacks"
+            },
+            match m {
+                Measure::Waits => "total wait time",
+                Measure::OnCpu => "CPU time",
+                Measure::Events => "events",
+                Measure::Samples => "samples",
+            }
+        );
+        if let Some(k) = &self.kernel_threads {
+            let what = match m {
+                Measure::Waits => format!(
+                    "{} waits, {} ({} of all)",
+                    k.stats.count,
+                    format_ns(k.stats.total_ns),
+                    format_percent(k.stats.total_ns, self.totals.total_ns)
+                ),
+                Measure::OnCpu => format!(
+                    "{} on CPU ({:.1}% of all) in {}",
+                    format_ns(k.stats.total_ns),
+                    k.stats.share * 100.0,
+                    plural(k.stats.count, "sample", "samples")
+                ),
+                _ => format!("{} ({:.1}% of all)", k.stats.count, k.stats.share * 100.0),
+            };
+            let cpu = k.on_cpu.map_or(String::new(), |c| {
+                format!(", and {} on CPU (cpu probe)", format_ns(c.cpu_ns))
+            });
+            put!(
+                out,
+                "  kernel threads: {} of the {} recorded have records: {what}{cpu}",
+                k.with_records,
+                k.recorded
+            );
+        }
+        let label = |name: &str| format!("{INDENT}{name:<LABEL_WIDTH$}");
+        let whole = self.totals.total_ns;
+        for g in &self.groups {
+            put!(out);
+            let title = match &g.key {
+                GroupKey::Stack {
+                    user_stack: Some(id),
+                    kind,
+                } => format!("user stack {id}, kind {kind}"),
+                GroupKey::Stack {
+                    user_stack: None,
+                    kind,
+                } => format!("no user stack, kind {kind}"),
+                GroupKey::Thread { pid, tid, name } => {
+                    format!("thread {name} (pid {pid}, tid {tid})")
+                }
+                GroupKey::Lock {
+                    pid,
+                    object,
+                    operation,
+                } => format!("lock {object} {operation} (pid {pid})"),
+                GroupKey::Process {
+                    pid,
+                    process,
+                    parent,
+                    ..
+                } => match parent {
+                    Some(parent) => format!("process {process} (pid {pid}, parent {parent})"),
+                    None => format!("process {process} (pid {pid})"),
+                },
+            };
+            put!(out, "#{:<3}{title}", g.rank);
+            if let GroupKey::Process {
+                command,
+                kernel_thread,
+                ..
+            } = &g.key
+            {
+                if *kernel_thread {
+                    put!(out, "{}kernel thread", label("command"));
+                } else if !command.is_empty() {
+                    // A compiler's command line runs to pages: the JSON has it whole.
+                    let line = command.join(" ");
+                    let shown: String = line.chars().take(MAX_COMMAND_CHARS).collect();
+                    let cut = if shown.len() < line.len() { "…" } else { "" };
+                    put!(out, "{}{shown}{cut}", label("command"));
+                }
+            }
+            let s = &g.stats;
+            match m {
+                Measure::Waits => put!(
+                    out,
+                    "{}{}, total {} ({} of all), mean {}, max {}",
+                    label("waits"),
+                    s.count,
+                    format_ns(s.total_ns),
+                    format_percent(s.total_ns, whole),
+                    format_ns(s.mean_ns),
+                    format_ns(s.max_ns)
+                ),
+                Measure::OnCpu => put!(
+                    out,
+                    "{}{}, CPU time {} ({:.1}% of all)",
+                    label("samples"),
+                    s.count,
+                    format_ns(s.total_ns),
+                    s.share * 100.0
+                ),
+                _ => put!(
+                    out,
+                    "{}{} ({:.1}% of all)",
+                    label(m.noun(2)),
+                    s.count,
+                    s.share * 100.0
+                ),
+            }
+            if let Some(c) = &g.on_cpu {
+                put!(
+                    out,
+                    "{}{} in {} (cpu probe; CPU time, not a wait)",
+                    label("on CPU"),
+                    format_ns(c.cpu_ns),
+                    plural(c.samples, "sample", "samples")
+                );
+            }
+            if options.group_by != GroupBy::Stack {
+                let kinds = g
+                    .kinds
+                    .iter()
+                    .map(|k| {
+                        format!(
+                            "{} {} ({})",
+                            k.kind,
+                            k.stats.count,
+                            format_ns(k.stats.total_ns)
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                put!(out, "{}{kinds}", label("kinds"));
+            }
+            if options.group_by != GroupBy::Thread {
+                let threads = g
+                    .threads
+                    .iter()
+                    .map(|t| {
+                        if t.pid == self.header.pid {
+                            format!("{} (tid {})", t.name, t.tid)
+                        } else {
+                            format!("{} (pid {}, tid {})", t.name, t.pid, t.tid)
+                        }
+                    })
+                    .collect();
+                put!(
+                    out,
+                    "{}{}",
+                    label("threads"),
+                    list_limited(threads, MAX_THREADS_LISTED)
+                );
+            }
+            // Imported samples have no lock (their operation is the sampled command).
+            if options.group_by != GroupBy::Lock && m == Measure::Waits {
+                let locks = g
+                    .locks
+                    .iter()
+                    .map(|l| {
+                        let object = if l.object == "0x0" {
+                            "no object"
+                        } else {
+                            &l.object
+                        };
+                        if l.pid == self.header.pid {
+                            format!("{object} {}", l.operation)
+                        } else {
+                            format!("{object} {} (pid {})", l.operation, l.pid)
+                        }
+                    })
+                    .collect();
+                put!(
+                    out,
+                    "{}{}",
+                    label("locks"),
+                    list_limited(locks, MAX_LOCKS_LISTED)
+                );
+            }
+            for (i, row) in g.stacks.iter().enumerate() {
+                let heading = if g.stacks_total == 1 {
+                    "leaf first".to_string()
+                } else {
+                    match m {
+                        Measure::Waits | Measure::OnCpu => format!(
+                            "{} of {}: {} {}, {} ({} of this group), leaf first",
+                            i + 1,
+                            g.stacks_total,
+                            row.count,
+                            m.noun(row.count),
+                            format_ns(row.total_ns),
+                            format_percent(row.total_ns, s.total_ns)
+                        ),
+                        _ => format!(
+                            "{} of {}: {} {} ({} of this group), leaf first",
+                            i + 1,
+                            g.stacks_total,
+                            row.count,
+                            m.noun(row.count),
+                            format_percent(row.count, s.count)
+                        ),
+                    }
+                };
+                put!(out, "{}{heading}", label("user stack"));
+                stack_text(out, row.user.as_ref(), &label(""), false);
+                if row.kernel_wanted {
+                    let indent = format!("{}  ", label(""));
+                    put!(out, "{}kernel stack, leaf first", label(""));
+                    match &row.kernel {
+                        Some(kernel) => stack_text(out, Some(kernel), &indent, true),
+                        None => put!(out, "{indent}(not captured)"),
+                    }
+                }
+            }
+            if g.stacks_total > g.stacks.len() {
+                put!(
+                    out,
+                    "{}{} more stacks not shown",
+                    label(""),
+                    g.stacks_total - g.stacks.len()
+                );
+            }
+            // Durations only: sampled CPU time and counts have no distribution to show.
+            if m == Measure::Waits {
+                out.push_str(&histogram::render(&g.log2, INDENT));
+            }
+        }
+    }
+}
+
+/// Writes a stack leaf first, one function per line: inlined functions (innermost first) before
+/// the function they were inlined into, each with its source location or module offset (kernel
+/// frames: source location only, their module is always the kernel).
+fn stack_text(out: &mut String, stack: Option<&StackTrace>, indent: &str, kernel: bool) {
+    let Some(stack) = stack else {
+        put!(out, "{indent}{}", crate::analysis::fold::NO_USER_STACK);
+        return;
+    };
+    let mut rows: Vec<(String, String)> = Vec::new();
+    for frame in &stack.frames {
+        let location = |file: &Option<String>, line: Option<u32>| match (file, line) {
+            (Some(file), Some(line)) => Some(format!("{file}:{line}")),
+            (Some(file), None) => Some(file.clone()),
+            _ => None,
+        };
+        for inlined in frame.inlined.iter().rev() {
+            let location = match location(&inlined.file, inlined.line) {
+                Some(location) => format!("{location} (inlined)"),
+                None => "(inlined)".to_string(),
+            };
+            rows.push((inlined.function.clone(), location));
+        }
+        let own = location(&frame.file, frame.line)
+            .or_else(|| match (&frame.module, &frame.module_offset) {
+                _ if kernel => None,
+                // Without a function name, display_name already shows module+offset.
+                (Some(module), Some(offset)) if !frame.function.starts_with(module) => {
+                    Some(format!("{module}+{offset}"))
+                }
+                (Some(module), None) => Some(module.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        rows.push((frame.function.clone(), own));
+    }
+    if rows.is_empty() {
+        put!(out, "{indent}(empty stack)");
+    }
+    let width = rows
+        .iter()
+        .map(|(name, _)| name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .min(MAX_NAME_COLUMN);
+    for (name, location) in rows {
+        if location.is_empty() {
+            put!(out, "{indent}{name}");
+        } else {
+            put!(out, "{indent}{name:<width$}  {location}");
+        }
+    }
+    if stack.truncated {
+        put!(out, "{indent}... (truncated: the unwinder stopped here)");
+    }
+}
