@@ -1,11 +1,132 @@
 //! `lockscope sweep`: throughput and waits of a server across concurrency levels. Each level is
-//! recorded in a [`Session`] of its own, as `lockscope record -p PID -d DURATION` would.
+//! recorded in a [`Session`] of its own, as `lockscope record -p PID -d DURATION` would. Its
+//! arguments are here too, and the [`SweepOptions`] they convert into, checked before the
+//! server or any load starts.
 
-use crate::cli::{BackendArg, SweepArgs};
+use crate::cli::{parse_duration, BackendArg, ProbeSettingsArgs, TargetArgs};
 use crate::session::{Session, SessionOptions, SessionTarget};
 use anyhow::{bail, Context, Result};
-use lockscope::sweep::SweepTarget;
+use clap::{Args, ValueEnum};
+use lockscope::sweep::{SweepOptions, SweepTarget, Throughput};
+use std::path::PathBuf;
 use std::time::Duration;
+
+/// Built-in throughput parsers of `lockscope sweep`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ThroughputArg {
+    /// Try sysbench, ab and wrk in turn.
+    Auto,
+    /// sysbench: `transactions: N (X per sec.)`.
+    Sysbench,
+    /// ApacheBench: `Requests per second: X`.
+    Ab,
+    /// wrk: `Requests/sec: X`.
+    Wrk,
+}
+
+/// `lockscope sweep`.
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// Concurrency levels, comma-separated, in the order to run them.
+    #[arg(
+        long,
+        value_name = "LEVELS",
+        value_delimiter = ',',
+        default_value = "1,2,5,10"
+    )]
+    pub levels: Vec<u32>,
+
+    /// Load command, run with `sh -c` once per level; `{c}` is replaced by the level. It should
+    /// run about as long as --duration and print its throughput.
+    #[arg(long, value_name = "CMD")]
+    pub load: String,
+
+    /// What every level records, as `record` takes it.
+    #[command(flatten)]
+    pub target: TargetArgs,
+
+    /// Start this server command (`sh -c 'exec CMD'`) before the first level, record it with
+    /// its whole process tree (or --cgroup, -a), and stop it (SIGTERM) after the last.
+    #[arg(long, value_name = "CMD", conflicts_with = "pid")]
+    pub server: Option<String>,
+
+    /// How long to wait after starting --server before the first level.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "2s")]
+    pub server_startup: Duration,
+
+    /// Recording time per level (`20s`, `500ms`).
+    #[arg(short, long, value_name = "DURATION", value_parser = parse_duration, default_value = "20s")]
+    pub duration: Duration,
+
+    /// How long the load may run on after a level's recording before it is killed.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "60s")]
+    pub load_grace: Duration,
+
+    /// Pause between levels.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "1s")]
+    pub settle: Duration,
+
+    /// Throughput parser for the load's output.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "auto",
+        conflicts_with = "throughput_regex"
+    )]
+    pub throughput: ThroughputArg,
+
+    /// Read the throughput with this regular expression instead: its first capture group is the
+    /// number (`'([0-9.]+) ops/s'`).
+    #[arg(long, value_name = "REGEX")]
+    pub throughput_regex: Option<String>,
+
+    /// Sweep directory to write: sweep.json, level-N.lsp and level-N.load.txt.
+    #[arg(short, long, value_name = "DIR")]
+    pub output: PathBuf,
+
+    /// Probes every level's recording attaches, comma-separated, as `record --probes` (see
+    /// `lockscope probes`). Default: the backend's default probes.
+    #[arg(long, value_name = "PROBES", value_delimiter = ',')]
+    pub probes: Vec<String>,
+
+    /// Settings of the offcpu and syscall probes, passed on to every level's recording as
+    /// `record` takes them.
+    #[command(flatten)]
+    pub probe_settings: ProbeSettingsArgs,
+}
+
+impl SweepArgs {
+    /// Validated sweep options.
+    fn to_options(&self) -> Result<SweepOptions> {
+        let t = &self.target;
+        if t.pid.is_empty() && self.server.is_none() && t.cgroup.is_none() && !t.all {
+            bail!("nothing to record: give -p PID, --cgroup PATH, -a or --server CMD");
+        }
+        let mut options = SweepOptions::default();
+        options.levels = self.levels.clone();
+        options.load = self.load.clone();
+        options.duration = self.duration;
+        options.load_grace = self.load_grace;
+        options.settle = self.settle;
+        options.output_dir = self.output.clone();
+        // Checked here, as `record` checks them, so a typo fails before the server or any load
+        // starts; none given leaves the choice to each recording (the backend's defaults).
+        if !self.probes.is_empty() {
+            options.probes = crate::cli::validate_probes(&self.probes)?;
+        }
+        options.min_block = self.probe_settings.min_block;
+        options.syscalls = self.probe_settings.validated_syscalls()?;
+        options.throughput = match (&self.throughput_regex, self.throughput) {
+            (Some(pattern), _) => Throughput::Regex(pattern.clone()),
+            (None, ThroughputArg::Auto) => Throughput::Auto,
+            (None, ThroughputArg::Sysbench) => Throughput::Sysbench,
+            (None, ThroughputArg::Ab) => Throughput::Ab,
+            (None, ThroughputArg::Wrk) => Throughput::Wrk,
+        };
+        options.validate()?;
+        Ok(options)
+    }
+}
 
 /// A server lockscope started for a sweep; stopped (SIGTERM, then SIGKILL) when dropped.
 struct Server {
