@@ -21,7 +21,7 @@ use crate::cmd::report::ReportArgs;
 use crate::cmd::sweep::SweepArgs;
 use crate::cmd::why::WhyArgs;
 use crate::session::SessionTarget;
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use lockscope_probes::Profile;
 use std::path::PathBuf;
@@ -168,6 +168,12 @@ impl TargetArgs {
         } else {
             None
         }
+    }
+
+    /// The error of a command given none of these flags nor `alternative`, its own other way to
+    /// say what to record (a command after `--`, `--server CMD`).
+    pub fn nothing_to_record(alternative: &str) -> anyhow::Error {
+        anyhow!("nothing to record: give -p PID, --cgroup PATH, -a or {alternative}")
     }
 }
 

@@ -106,9 +106,7 @@ impl RecordArgs {
             (Some(_), false) => {
                 bail!("give either what to attach to or a command after `--`, not both")
             }
-            (None, true) => {
-                bail!("nothing to record: give -p PID, --cgroup PATH, -a or a command after `--`")
-            }
+            (None, true) => Err(TargetArgs::nothing_to_record("a command after `--`")),
         }
     }
 

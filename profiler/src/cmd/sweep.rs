@@ -1,7 +1,7 @@
 //! `lockscope sweep`: throughput and waits of a server across concurrency levels. Each level is
 //! recorded in a [`Session`] of its own, as `lockscope record -p PID -d DURATION` would. Its
-//! arguments are here too, and the [`SweepOptions`] they convert into, checked before the
-//! server or any load starts.
+//! arguments are here too: what they ask to record ([`SweepArgs::recorded`]) and the
+//! [`SweepOptions`] they convert into, both checked before the server or any load starts.
 
 use crate::cli::{parse_duration, BackendArg, ProbeSettingsArgs, TargetArgs};
 use crate::session::{Session, SessionOptions, SessionTarget};
@@ -95,13 +95,40 @@ pub struct SweepArgs {
     pub probe_settings: ProbeSettingsArgs,
 }
 
+/// What every level of a sweep records, as its arguments say.
+#[derive(Debug, PartialEq, Eq)]
+enum Recorded {
+    /// The target the arguments name.
+    Target(SweepTarget),
+    /// The server the sweep starts (`--server`), with its whole process tree.
+    ServerTree,
+}
+
 impl SweepArgs {
+    /// What every level records: `-a` or `--cgroup` when given, else the server's tree, else
+    /// the processes of `-p`. Refused when none of them is given.
+    fn recorded(&self) -> Result<Recorded> {
+        let t = &self.target;
+        // A server lockscope starts is recorded with its whole tree (its workers), unless a
+        // cgroup or every process is asked for.
+        Ok(if t.all {
+            Recorded::Target(SweepTarget::All)
+        } else if let Some(cgroup) = &t.cgroup {
+            Recorded::Target(SweepTarget::Cgroup(cgroup.display().to_string()))
+        } else if self.server.is_some() {
+            Recorded::ServerTree
+        } else if t.pid.is_empty() {
+            return Err(TargetArgs::nothing_to_record("--server CMD"));
+        } else {
+            Recorded::Target(SweepTarget::Pids {
+                pids: t.pid.clone(),
+                tree: t.tree,
+            })
+        })
+    }
+
     /// Validated sweep options.
     fn to_options(&self) -> Result<SweepOptions> {
-        let t = &self.target;
-        if t.pid.is_empty() && self.server.is_none() && t.cgroup.is_none() && !t.all {
-            bail!("nothing to record: give -p PID, --cgroup PATH, -a or --server CMD");
-        }
         let mut options = SweepOptions::default();
         options.levels = self.levels.clone();
         options.load = self.load.clone();
@@ -267,28 +294,20 @@ impl Drop for SessionRecorder {
 
 /// Runs `lockscope sweep`.
 pub fn run(args: &SweepArgs) -> Result<()> {
+    let recorded = args.recorded()?;
     let options = args.to_options()?;
     let server = match &args.server {
         Some(command) => Some(Server::start(command, args.server_startup)?),
         None => None,
     };
-    // A server lockscope started is recorded with its whole tree (its workers), unless a
-    // cgroup or every process is asked for.
-    let t = &args.target;
-    let target = match (&server, &t.cgroup, t.all, t.pid.as_slice()) {
-        (_, _, true, _) => SweepTarget::All,
-        (_, Some(cgroup), _, _) => SweepTarget::Cgroup(cgroup.display().to_string()),
-        (Some(server), None, false, _) => SweepTarget::Pids {
+    let target = match (recorded, &server) {
+        (Recorded::Target(target), _) => target,
+        (Recorded::ServerTree, Some(server)) => SweepTarget::Pids {
             pids: vec![server.pid()],
             tree: true,
         },
-        (None, None, false, []) => {
-            bail!("nothing to record: give -p PID, --cgroup PATH, -a or --server CMD")
-        }
-        (None, None, false, pids) => SweepTarget::Pids {
-            pids: pids.to_vec(),
-            tree: t.tree,
-        },
+        // `recorded` names the server's tree only with --server, which started it above.
+        (Recorded::ServerTree, None) => bail!("no server was started to record"),
     };
     let sweep = lockscope::sweep::run_sweep(
         &options,
@@ -312,6 +331,47 @@ pub fn run(args: &SweepArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What every level records: `-a`, then `--cgroup`, then the server's tree, then `-p`;
+    /// none of them is refused with every way to say what to record.
+    #[test]
+    fn what_every_level_records() {
+        use clap::Parser;
+        let recorded = |extra: &[&str]| {
+            let mut argv = vec!["lockscope", "sweep", "--load", "true", "-o", "out"];
+            argv.extend_from_slice(extra);
+            let cli = crate::cli::Cli::try_parse_from(argv).expect("parses");
+            let crate::cli::Command::Sweep(args) = cli.command else {
+                panic!("not sweep");
+            };
+            args.recorded()
+        };
+        let target = |target| Some(Recorded::Target(target));
+        assert_eq!(
+            recorded(&["-a", "--server", "srv"]).ok(),
+            target(SweepTarget::All)
+        );
+        assert_eq!(
+            recorded(&["--cgroup", "/x", "--server", "srv"]).ok(),
+            target(SweepTarget::Cgroup("/x".into()))
+        );
+        assert_eq!(
+            recorded(&["--server", "srv"]).ok(),
+            Some(Recorded::ServerTree)
+        );
+        assert_eq!(
+            recorded(&["-p", "7,8", "--tree"]).ok(),
+            target(SweepTarget::Pids {
+                pids: vec![7, 8],
+                tree: true
+            })
+        );
+        let err = recorded(&[]).expect_err("no target");
+        assert_eq!(
+            err.to_string(),
+            "nothing to record: give -p PID, --cgroup PATH, -a or --server CMD"
+        );
+    }
 
     /// Each level's session records the server's pid for the level's duration with the sweep's
     /// probes (the backend's defaults when none were given), `--min-block` and `--syscalls`
