@@ -8,17 +8,15 @@
 //! 1. **which threads**: by default the groups of threads that did the work: threads that wait
 //!    on each other are one group (idle consumers belong with the busy supplier they wait for),
 //!    and the groups whose CPU time is at least a tenth of the busiest group's are analysed
-//!    ([`working_threads`](select::working_threads)): throughput is the work they do, and a
-//!    group that only sleeps holds none back (a dozen background threads parked on their own
-//!    lock can have the most wait time and no effect on throughput); `--threads` asks about any
-//!    threads;
+//!    (`select::working_threads`): throughput is the work they do, and a group that only sleeps
+//!    holds none back (a dozen background threads parked on their own lock can have the most
+//!    wait time and no effect on throughput); `--threads` asks about any threads;
 //! 2. **what kind**: a root on a CPU is `cpu`, one waiting for a CPU `cpu-saturation` (or
 //!    `wakeup-latency` when the CPU it got was idle until then), one asleep
 //!    in something outside the program `sleep` or `io` (by its system call and kernel stack), or
 //!    **idle** when the program was waiting for work: a wait the thread itself slept without any
 //!    other thread of the program involved (a client, a timer), unless other threads waited on
-//!    that very sleep, and every chain that ends in an outside input
-//!    ([`classify`](classify::classify));
+//!    that very sleep, and every chain that ends in an outside input (`classify::classify`);
 //! 3. **which cause**: records of one kind, root stack and call are one cause, whatever thread
 //!    was the root (waiting for a CPU, a cycle and what the analysis could not follow are one
 //!    cause each, wherever the threads were); its share is of the analysed threads' wall time,
@@ -27,10 +25,11 @@
 //! One [`Why`] value renders as text ([`Why::to_text`]) and JSON (`docs/WHY-JSON.md`, schema
 //! version [`WHY_JSON_VERSION`]).
 //!
-//! One file per job: this one holds the options and the errors; `model` the [`Why`] value and
-//! its parts; `build` [`Why::build`], which groups the records into causes; `select` the
-//! analysed threads (1); `classify` the kind of a record's root (2); `cause` one cause summed
-//! from its records (3); `stacks` how stacks are named; `text` the text.
+//! One file per job: this one holds the options, the errors and the shared constants; `model`
+//! the [`Why`] value and its parts; `build` [`Why::build`], which groups the records into
+//! causes; `select` the analysed threads (1); `classify` the kind of a record's root (2);
+//! `cause` one cause summed from its records (3); `stacks` how stacks are named; `text` the
+//! text.
 
 mod build;
 mod cause;
@@ -50,7 +49,7 @@ use thiserror::Error;
 pub const WHY_JSON_VERSION: u32 = 1;
 
 /// By default, the groups of threads that ran at least this share of the busiest group's CPU
-/// time are analysed ([`working_threads`](select::working_threads)).
+/// time are analysed (`select::working_threads`).
 pub const WORKING_SHARE: f64 = 0.1;
 
 /// Why there is no answer.
@@ -94,7 +93,7 @@ fn dtrace_hint(os: &str) -> String {
 #[non_exhaustive]
 pub struct WhyOptions {
     /// Thread names to analyse, comma-separated globs (`*`, `?`) or thread ids; `None`: the
-    /// groups that did the work ([`working_threads`](select::working_threads)). Default: `None`.
+    /// groups that did the work (`select::working_threads`). Default: `None`.
     pub threads: Option<String>,
     /// Only waits whose site (the waiting thread's user stack) has a frame containing this.
     /// Default: `None`.
