@@ -1,6 +1,7 @@
-//! The `lockscope` binary: the command line ([`cli`], clap derive in one place), one file per
-//! subcommand ([`cmd`]), and the recording [`session`] that `record`, `sweep` and `bench --record`
-//! share over both backends. The library half of this crate (`lockscope::report`, `diff`,
+//! The `lockscope` binary: the command line's top and the argument groups several commands share
+//! ([`cli`]), one file per subcommand with its own arguments, their checks and what it runs
+//! ([`cmd`]), and the recording [`session`] that `record`, `sweep` and `bench --record` share
+//! over both backends. The library half of this crate (`lockscope::report`, `diff`,
 //! `sweep`, `html`...) turns profiles into something to read; this half talks to the kernel
 //! through a backend and turns every failure into one line on stderr and a non-zero exit.
 

@@ -42,7 +42,8 @@ pub enum SessionTarget {
     Command(Vec<OsString>),
 }
 
-/// What to record and how, validated (built from `record`'s arguments by `cmd::record::run`, by
+/// What to record and how, validated (built from `record`'s arguments by
+/// [`RecordArgs::to_session_options`](crate::cmd::record::RecordArgs::to_session_options), by
 /// `sweep` and by `bench --record`).
 #[derive(Clone, Debug)]
 #[non_exhaustive]

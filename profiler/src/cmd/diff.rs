@@ -1,8 +1,77 @@
 //! `lockscope diff`: two profiles compared site by site; the table (or its JSON) on standard
-//! output, the differential flamegraph and folded pairs to files.
+//! output, the differential flamegraph and folded pairs to files. Its arguments and their
+//! conversion into [`DiffOptions`] are here too.
 
-use crate::cli::DiffArgs;
-use anyhow::Result;
+use anyhow::{bail, Result};
+use clap::Args;
+use lockscope::diff::{DiffOptions, Normalization};
+use std::path::PathBuf;
+
+/// `lockscope diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// Profile A (before).
+    #[arg(value_name = "A")]
+    pub a: PathBuf,
+
+    /// Profile B (after).
+    #[arg(value_name = "B")]
+    pub b: PathBuf,
+
+    /// Differential flamegraph (SVG) to write: widths are B's wait, red grew from A to B, blue
+    /// shrank.
+    #[arg(short, long, value_name = "SVG")]
+    pub output: Option<PathBuf>,
+
+    /// Normalize wait time per second of each recording's wall time (the default).
+    #[arg(long, conflicts_with = "per_op")]
+    pub per_sec: bool,
+
+    /// Normalize wait time per operation: the number of operations the load did during A and
+    /// during B (`--per-op 120000,95000`).
+    #[arg(long, value_name = "N_A,N_B", value_delimiter = ',')]
+    pub per_op: Vec<u64>,
+
+    /// How many wait sites to show, largest change first (0: all).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
+
+    /// Title of the flamegraph (default: both target commands).
+    #[arg(long)]
+    pub title: Option<String>,
+
+    /// Draw widths from A instead of B, so frames that vanished in B show.
+    #[arg(long)]
+    pub negate: bool,
+
+    /// Also write the paired, normalized folded stacks (`stack A B` per line) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub folded: Option<PathBuf>,
+
+    /// Print the comparison as JSON instead of the table (schema in docs/DIFF.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl DiffArgs {
+    /// Validated diff options: `--per-op` is two positive counts.
+    fn to_options(&self) -> Result<DiffOptions> {
+        let mut options = DiffOptions::default();
+        options.normalization = match self.per_op.as_slice() {
+            [] => Normalization::PerSecond,
+            &[ops_a, ops_b] => Normalization::PerOperation { ops_a, ops_b },
+            other => bail!(
+                "--per-op takes two operation counts, N_A,N_B (got {} numbers)",
+                other.len()
+            ),
+        };
+        options.normalization.validate()?;
+        options.top = self.top;
+        options.title = self.title.clone();
+        options.negate = self.negate;
+        Ok(options)
+    }
+}
 
 /// Runs `lockscope diff`.
 pub fn run(args: &DiffArgs) -> Result<()> {

@@ -1,8 +1,42 @@
-//! `lockscope html`: one self-contained page of sweeps, recordings and their comparisons.
+//! `lockscope html`: one self-contained page of sweeps, recordings and their comparisons; its
+//! arguments and their conversion into [`HtmlOptions`].
 
-use crate::cli::HtmlArgs;
 use anyhow::Result;
-use std::path::Path;
+use clap::Args;
+use lockscope::html::HtmlOptions;
+use std::path::{Path, PathBuf};
+
+/// `lockscope html`.
+#[derive(Debug, Args)]
+pub struct HtmlArgs {
+    /// Runs (`.lsp` profiles) and sweeps (`sweep.json` or its directory) to report on.
+    #[arg(value_name = "RUN_OR_SWEEP", required = true)]
+    pub inputs: Vec<PathBuf>,
+
+    /// HTML file to write.
+    #[arg(short, long, value_name = "HTML")]
+    pub output: PathBuf,
+
+    /// Page title (default: "lockscope report").
+    #[arg(long)]
+    pub title: Option<String>,
+
+    /// Top wait sites shown per run, with their histograms.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub top: usize,
+}
+
+impl HtmlArgs {
+    /// The page's options; a title not given keeps the library's default.
+    fn to_options(&self) -> HtmlOptions {
+        let mut options = HtmlOptions::default();
+        if let Some(title) = &self.title {
+            options.title = title.clone();
+        }
+        options.top = self.top;
+        options
+    }
+}
 
 /// An input of `lockscope html`: a sweep (directory or `.json`) or a profile.
 fn html_input(path: &Path) -> Result<lockscope::html::Input> {

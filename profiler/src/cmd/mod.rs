@@ -1,19 +1,21 @@
-//! The subcommands, one file each, and the few things they share: reading a profile, writing an
-//! output file whole (or not at all), and writing to standard output, where a reader that went
-//! away (`lockscope report x.lsp | head`) is not an error.
+//! The subcommands, one file each: its arguments (clap derive), their checks and conversion into
+//! the library's validated options, and what it runs (the argument groups several commands take
+//! are in [`crate::cli`]). Then the few things they share: reading a profile, writing an output
+//! file whole (or not at all), and writing to standard output, where a reader that went away
+//! (`lockscope report x.lsp | head`) is not an error.
 
-mod bench;
-mod chart;
-mod diff;
-mod export;
-mod flamegraph;
-mod html;
-mod import;
+pub(crate) mod bench;
+pub(crate) mod chart;
+pub(crate) mod diff;
+pub(crate) mod export;
+pub(crate) mod flamegraph;
+pub(crate) mod html;
+pub(crate) mod import;
 mod probes;
 pub(crate) mod record;
-mod report;
-mod sweep;
-mod why;
+pub(crate) mod report;
+pub(crate) mod sweep;
+pub(crate) mod why;
 
 use crate::cli::{Cli, Command};
 use anyhow::{Context, Result};

@@ -1,15 +1,172 @@
 //! `lockscope record`: a recording [`Session`] until the target exits, the duration elapses or
 //! a signal arrives, with a live status line, and the profile written. `bench --record` records
-//! its suite the same way ([`record`]).
+//! its suite the same way ([`record`]). Its arguments are here too, with their checks and their
+//! conversion into [`SessionOptions`] ([`RecordArgs::to_session_options`]) or, for
+//! `--print-script`, the D script's [`ScriptOptions`].
 
-use crate::cli::{BackendArg, RecordArgs};
+use crate::cli::{parse_duration, BackendArg, OsArg, ProbeSettingsArgs, TargetArgs};
 use crate::session::{Progress, Session, SessionOptions, SessionTarget};
 use anyhow::{bail, Context, Result};
+use clap::Args;
+use lockscope_dtrace::{ScriptOptions, ScriptTarget};
+use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// `lockscope record`.
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// Profile to write.
+    #[arg(short, long, value_name = "FILE", default_value = "lockscope.lsp")]
+    pub output: PathBuf,
+
+    /// What to attach to (a command after `--` is the other way).
+    #[command(flatten)]
+    pub target: TargetArgs,
+
+    /// Stop after this long (`30s`, `500ms`, `2m`; a bare number is seconds). Default: until the
+    /// target exits, or Ctrl-C / SIGTERM.
+    #[arg(short, long, value_name = "DURATION", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+
+    /// Probes to attach, comma-separated (see `lockscope probes`). Default: the backend's
+    /// default probes.
+    #[arg(long, value_name = "PROBES", value_delimiter = ',')]
+    pub probes: Vec<String>,
+
+    /// Samples per second and CPU of the `cpu` probe (1 to 10000). Default: 99.
+    #[arg(long, value_name = "HZ", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub frequency: Option<u32>,
+
+    /// Settings of the offcpu and syscall probes.
+    #[command(flatten)]
+    pub probe_settings: ProbeSettingsArgs,
+
+    /// Recording backend. Default: ebpf on Linux, dtrace elsewhere.
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendArg>,
+
+    /// OS to write the D script for (dtrace backend). Default: this host's.
+    #[arg(long, value_enum)]
+    pub os: Option<OsArg>,
+
+    /// Print the D script that would run, and run nothing (dtrace backend; works on any OS).
+    #[arg(long)]
+    pub print_script: bool,
+
+    /// Directory of the unwind-table cache (ebpf backend): a second attach to the same program
+    /// reuses its tables. Default: `$XDG_CACHE_HOME/lockscope`, else `~/.cache/lockscope`.
+    #[arg(long, value_name = "DIR", conflicts_with = "no_cache")]
+    pub cache_dir: Option<PathBuf>,
+
+    /// Build every unwind table from scratch, without reading or writing the cache.
+    #[arg(long)]
+    pub no_cache: bool,
+
+    /// Command to launch and record until it exits (after `--`).
+    #[arg(last = true, value_name = "CMD", conflicts_with_all = ["pid", "cgroup", "all"])]
+    pub command: Vec<OsString>,
+}
+
+impl RecordArgs {
+    /// The backend: `--backend`, else dtrace when a flag only dtrace takes is given, else the
+    /// host's.
+    fn backend(&self) -> Result<BackendArg> {
+        let dtrace_only = self.print_script || self.os.is_some();
+        Ok(match self.backend {
+            Some(BackendArg::Ebpf) if dtrace_only => {
+                bail!("--os and --print-script belong to the dtrace backend, not ebpf")
+            }
+            Some(backend) => backend,
+            None if dtrace_only => BackendArg::Dtrace,
+            None => BackendArg::host_default(),
+        })
+    }
+
+    /// `--frequency` sets the `cpu` probe's rate, so it needs that probe.
+    fn check_frequency(&self) -> Result<()> {
+        if self.frequency.is_some() && !self.probes.iter().any(|p| p.trim() == "cpu") {
+            bail!("--frequency sets the `cpu` probe's sampling rate: add `cpu` to --probes");
+        }
+        Ok(())
+    }
+
+    /// What to record: the target flags or the command after `--`, exactly one of them.
+    fn session_target(&self) -> Result<SessionTarget> {
+        // clap checks `requires` only without a trailing command: checked here for both.
+        if self.target.tree && self.target.pid.is_empty() {
+            bail!("--tree records the descendants of the processes of -p PID: give -p");
+        }
+        match (self.target.session_target(), self.command.is_empty()) {
+            (Some(target), true) => Ok(target),
+            (None, false) => Ok(SessionTarget::Command(self.command.clone())),
+            (Some(_), false) => {
+                bail!("give either what to attach to or a command after `--`, not both")
+            }
+            (None, true) => Err(TargetArgs::nothing_to_record("a command after `--`")),
+        }
+    }
+
+    /// Validated session options recording `target` with `backend`: the eBPF backend's probes
+    /// and settings checked, or, for dtrace, the probes as given (the D script generator
+    /// checks them per OS).
+    pub fn to_session_options(
+        &self,
+        backend: BackendArg,
+        target: SessionTarget,
+    ) -> Result<SessionOptions> {
+        let mut options = SessionOptions::new(target);
+        options.backend = backend;
+        options.dtrace_os = self.os.map(OsArg::into_target_os);
+        options.duration = self.duration;
+        match backend {
+            BackendArg::Ebpf => {
+                options.probes = crate::cli::validate_probes(&self.probes)?;
+                options.min_block = self.probe_settings.min_block;
+                options.syscalls = self.probe_settings.validated_syscalls()?;
+                options.frequency_hz = self.frequency;
+                options.cache_dir = if self.no_cache {
+                    None
+                } else {
+                    cache_dir(self.cache_dir.clone())
+                };
+            }
+            BackendArg::Dtrace => {
+                options.probes = self.trimmed_probes();
+                // A command dtrace launches prints into dtrace's stdout: pass it on, as if run
+                // directly.
+                options.echo_target_output = true;
+            }
+        }
+        Ok(options)
+    }
+
+    /// The options of the D script `--print-script` prints for `target`.
+    fn to_script_options(&self, target: SessionTarget) -> Result<ScriptOptions> {
+        let os = crate::session::dtrace_os(self.os.map(OsArg::into_target_os))?;
+        let mut script = ScriptOptions::new(os);
+        script.probes = self.trimmed_probes();
+        script.duration = self.duration;
+        script.target = match target {
+            SessionTarget::Pids { pids, tree: false } if pids.len() == 1 => {
+                ScriptTarget::Pid(pids[0])
+            }
+            SessionTarget::Command(_) => ScriptTarget::Command,
+            SessionTarget::Pids { pids, tree } => ScriptTarget::Pids { pids, tree },
+            SessionTarget::All => ScriptTarget::All,
+            SessionTarget::Cgroup(_) => bail!("{}", crate::session::DTRACE_NO_CGROUP),
+        };
+        Ok(script)
+    }
+
+    /// `--probes` as given, trimmed (the dtrace backend checks them against its own catalog).
+    fn trimmed_probes(&self) -> Vec<String> {
+        self.probes.iter().map(|p| p.trim().to_string()).collect()
+    }
+}
 
 /// How often the session is looked at (and the status line redrawn).
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
@@ -104,83 +261,20 @@ impl StatusLine {
     }
 }
 
-fn record_target(args: &RecordArgs) -> Result<SessionTarget> {
-    // clap checks `requires` only without a trailing command: checked here for both.
-    if args.target.tree && args.target.pid.is_empty() {
-        bail!("--tree records the descendants of the processes of -p PID: give -p");
-    }
-    let target = args.target.session_target();
-    match (target, args.command.is_empty()) {
-        (Some(target), true) => Ok(target),
-        (None, false) => Ok(SessionTarget::Command(args.command.clone())),
-        (Some(_), false) => {
-            bail!("give either what to attach to or a command after `--`, not both")
-        }
-        (None, true) => {
-            bail!("nothing to record: give -p PID, --cgroup PATH, -a or a command after `--`")
-        }
-    }
-}
-
 /// Runs `lockscope record`.
 pub fn run(args: &RecordArgs) -> Result<()> {
-    let dtrace_only = args.print_script || args.os.is_some();
-    let backend = match args.backend {
-        Some(BackendArg::Ebpf) if dtrace_only => {
-            bail!("--os and --print-script belong to the dtrace backend, not ebpf")
-        }
-        Some(backend) => backend,
-        None if dtrace_only => BackendArg::Dtrace,
-        None => BackendArg::host_default(),
-    };
-    if args.frequency.is_some() && !args.probes.iter().any(|p| p.trim() == "cpu") {
-        bail!("--frequency sets the `cpu` probe's sampling rate: add `cpu` to --probes");
-    }
-    let target = record_target(args)?;
+    let backend = args.backend()?;
+    args.check_frequency()?;
+    let target = args.session_target()?;
     if args.print_script {
-        return print_script(args, target);
+        return print_script(&args.to_script_options(target)?);
     }
-    let mut options = SessionOptions::new(target);
-    options.backend = backend;
-    options.dtrace_os = args.os.map(|os| os.into_target_os());
-    options.duration = args.duration;
-    match backend {
-        BackendArg::Ebpf => {
-            options.probes = crate::cli::validate_probes(&args.probes)?;
-            options.min_block = args.probe_settings.min_block;
-            options.syscalls = args.probe_settings.validated_syscalls()?;
-            options.frequency_hz = args.frequency;
-            options.cache_dir = if args.no_cache {
-                None
-            } else {
-                cache_dir(args.cache_dir.clone())
-            };
-        }
-        BackendArg::Dtrace => {
-            options.probes = args.probes.iter().map(|p| p.trim().to_string()).collect();
-            // A command dtrace launches prints into dtrace's stdout: pass it on, as if run
-            // directly.
-            options.echo_target_output = true;
-        }
-    }
-    record(options, &args.output)
+    record(args.to_session_options(backend, target)?, &args.output)
 }
 
 /// Prints the D script `record` would run (dtrace backend), and runs nothing.
-fn print_script(args: &RecordArgs, target: SessionTarget) -> Result<()> {
-    use lockscope_dtrace::{ScriptOptions, ScriptTarget};
-    let os = crate::session::dtrace_os(args.os.map(|os| os.into_target_os()))?;
-    let mut script = ScriptOptions::new(os);
-    script.probes = args.probes.iter().map(|p| p.trim().to_string()).collect();
-    script.duration = args.duration;
-    script.target = match target {
-        SessionTarget::Pids { pids, tree: false } if pids.len() == 1 => ScriptTarget::Pid(pids[0]),
-        SessionTarget::Command(_) => ScriptTarget::Command,
-        SessionTarget::Pids { pids, tree } => ScriptTarget::Pids { pids, tree },
-        SessionTarget::All => ScriptTarget::All,
-        SessionTarget::Cgroup(_) => bail!("{}", crate::session::DTRACE_NO_CGROUP),
-    };
-    let text = lockscope_dtrace::generate_script(&script)?;
+fn print_script(script: &ScriptOptions) -> Result<()> {
+    let text = lockscope_dtrace::generate_script(script)?;
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())

@@ -1,11 +1,159 @@
 //! `lockscope sweep`: throughput and waits of a server across concurrency levels. Each level is
-//! recorded in a [`Session`] of its own, as `lockscope record -p PID -d DURATION` would.
+//! recorded in a [`Session`] of its own, as `lockscope record -p PID -d DURATION` would. Its
+//! arguments are here too: what they ask to record ([`SweepArgs::recorded`]) and the
+//! [`SweepOptions`] they convert into, both checked before the server or any load starts.
 
-use crate::cli::{BackendArg, SweepArgs};
+use crate::cli::{parse_duration, BackendArg, ProbeSettingsArgs, TargetArgs};
 use crate::session::{Session, SessionOptions, SessionTarget};
 use anyhow::{bail, Context, Result};
-use lockscope::sweep::SweepTarget;
+use clap::{Args, ValueEnum};
+use lockscope::sweep::{SweepOptions, SweepTarget, Throughput};
+use std::path::PathBuf;
 use std::time::Duration;
+
+/// Built-in throughput parsers of `lockscope sweep`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ThroughputArg {
+    /// Try sysbench, ab and wrk in turn.
+    Auto,
+    /// sysbench: `transactions: N (X per sec.)`.
+    Sysbench,
+    /// ApacheBench: `Requests per second: X`.
+    Ab,
+    /// wrk: `Requests/sec: X`.
+    Wrk,
+}
+
+/// `lockscope sweep`.
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// Concurrency levels, comma-separated, in the order to run them.
+    #[arg(
+        long,
+        value_name = "LEVELS",
+        value_delimiter = ',',
+        default_value = "1,2,5,10"
+    )]
+    pub levels: Vec<u32>,
+
+    /// Load command, run with `sh -c` once per level; `{c}` is replaced by the level. It should
+    /// run about as long as --duration and print its throughput.
+    #[arg(long, value_name = "CMD")]
+    pub load: String,
+
+    /// What every level records, as `record` takes it.
+    #[command(flatten)]
+    pub target: TargetArgs,
+
+    /// Start this server command (`sh -c 'exec CMD'`) before the first level, record it with
+    /// its whole process tree (or --cgroup, -a), and stop it (SIGTERM) after the last.
+    #[arg(long, value_name = "CMD", conflicts_with = "pid")]
+    pub server: Option<String>,
+
+    /// How long to wait after starting --server before the first level.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "2s")]
+    pub server_startup: Duration,
+
+    /// Recording time per level (`20s`, `500ms`).
+    #[arg(short, long, value_name = "DURATION", value_parser = parse_duration, default_value = "20s")]
+    pub duration: Duration,
+
+    /// How long the load may run on after a level's recording before it is killed.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "60s")]
+    pub load_grace: Duration,
+
+    /// Pause between levels.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "1s")]
+    pub settle: Duration,
+
+    /// Throughput parser for the load's output.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "auto",
+        conflicts_with = "throughput_regex"
+    )]
+    pub throughput: ThroughputArg,
+
+    /// Read the throughput with this regular expression instead: its first capture group is the
+    /// number (`'([0-9.]+) ops/s'`).
+    #[arg(long, value_name = "REGEX")]
+    pub throughput_regex: Option<String>,
+
+    /// Sweep directory to write: sweep.json, level-N.lsp and level-N.load.txt.
+    #[arg(short, long, value_name = "DIR")]
+    pub output: PathBuf,
+
+    /// Probes every level's recording attaches, comma-separated, as `record --probes` (see
+    /// `lockscope probes`). Default: the backend's default probes.
+    #[arg(long, value_name = "PROBES", value_delimiter = ',')]
+    pub probes: Vec<String>,
+
+    /// Settings of the offcpu and syscall probes, passed on to every level's recording as
+    /// `record` takes them.
+    #[command(flatten)]
+    pub probe_settings: ProbeSettingsArgs,
+}
+
+/// What every level of a sweep records, as its arguments say.
+#[derive(Debug, PartialEq, Eq)]
+enum Recorded {
+    /// The target the arguments name.
+    Target(SweepTarget),
+    /// The server the sweep starts (`--server`), with its whole process tree.
+    ServerTree,
+}
+
+impl SweepArgs {
+    /// What every level records: `-a` or `--cgroup` when given, else the server's tree, else
+    /// the processes of `-p`. Refused when none of them is given.
+    fn recorded(&self) -> Result<Recorded> {
+        let t = &self.target;
+        // A server lockscope starts is recorded with its whole tree (its workers), unless a
+        // cgroup or every process is asked for.
+        Ok(if t.all {
+            Recorded::Target(SweepTarget::All)
+        } else if let Some(cgroup) = &t.cgroup {
+            Recorded::Target(SweepTarget::Cgroup(cgroup.display().to_string()))
+        } else if self.server.is_some() {
+            Recorded::ServerTree
+        } else if t.pid.is_empty() {
+            return Err(TargetArgs::nothing_to_record("--server CMD"));
+        } else {
+            Recorded::Target(SweepTarget::Pids {
+                pids: t.pid.clone(),
+                tree: t.tree,
+            })
+        })
+    }
+
+    /// Validated sweep options.
+    fn to_options(&self) -> Result<SweepOptions> {
+        let mut options = SweepOptions::default();
+        options.levels = self.levels.clone();
+        options.load = self.load.clone();
+        options.duration = self.duration;
+        options.load_grace = self.load_grace;
+        options.settle = self.settle;
+        options.output_dir = self.output.clone();
+        // Checked here, as `record` checks them, so a typo fails before the server or any load
+        // starts; none given leaves the choice to each recording (the backend's defaults).
+        if !self.probes.is_empty() {
+            options.probes = crate::cli::validate_probes(&self.probes)?;
+        }
+        options.min_block = self.probe_settings.min_block;
+        options.syscalls = self.probe_settings.validated_syscalls()?;
+        options.throughput = match (&self.throughput_regex, self.throughput) {
+            (Some(pattern), _) => Throughput::Regex(pattern.clone()),
+            (None, ThroughputArg::Auto) => Throughput::Auto,
+            (None, ThroughputArg::Sysbench) => Throughput::Sysbench,
+            (None, ThroughputArg::Ab) => Throughput::Ab,
+            (None, ThroughputArg::Wrk) => Throughput::Wrk,
+        };
+        options.validate()?;
+        Ok(options)
+    }
+}
 
 /// A server lockscope started for a sweep; stopped (SIGTERM, then SIGKILL) when dropped.
 struct Server {
@@ -146,28 +294,20 @@ impl Drop for SessionRecorder {
 
 /// Runs `lockscope sweep`.
 pub fn run(args: &SweepArgs) -> Result<()> {
+    let recorded = args.recorded()?;
     let options = args.to_options()?;
     let server = match &args.server {
         Some(command) => Some(Server::start(command, args.server_startup)?),
         None => None,
     };
-    // A server lockscope started is recorded with its whole tree (its workers), unless a
-    // cgroup or every process is asked for.
-    let t = &args.target;
-    let target = match (&server, &t.cgroup, t.all, t.pid.as_slice()) {
-        (_, _, true, _) => SweepTarget::All,
-        (_, Some(cgroup), _, _) => SweepTarget::Cgroup(cgroup.display().to_string()),
-        (Some(server), None, false, _) => SweepTarget::Pids {
+    let target = match (recorded, &server) {
+        (Recorded::Target(target), _) => target,
+        (Recorded::ServerTree, Some(server)) => SweepTarget::Pids {
             pids: vec![server.pid()],
             tree: true,
         },
-        (None, None, false, []) => {
-            bail!("nothing to record: give -p PID, --cgroup PATH, -a or --server CMD")
-        }
-        (None, None, false, pids) => SweepTarget::Pids {
-            pids: pids.to_vec(),
-            tree: t.tree,
-        },
+        // `recorded` names the server's tree only with --server, which started it above.
+        (Recorded::ServerTree, None) => bail!("no server was started to record"),
     };
     let sweep = lockscope::sweep::run_sweep(
         &options,
@@ -191,6 +331,47 @@ pub fn run(args: &SweepArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What every level records: `-a`, then `--cgroup`, then the server's tree, then `-p`;
+    /// none of them is refused with every way to say what to record.
+    #[test]
+    fn what_every_level_records() {
+        use clap::Parser;
+        let recorded = |extra: &[&str]| {
+            let mut argv = vec!["lockscope", "sweep", "--load", "true", "-o", "out"];
+            argv.extend_from_slice(extra);
+            let cli = crate::cli::Cli::try_parse_from(argv).expect("parses");
+            let crate::cli::Command::Sweep(args) = cli.command else {
+                panic!("not sweep");
+            };
+            args.recorded()
+        };
+        let target = |target| Some(Recorded::Target(target));
+        assert_eq!(
+            recorded(&["-a", "--server", "srv"]).ok(),
+            target(SweepTarget::All)
+        );
+        assert_eq!(
+            recorded(&["--cgroup", "/x", "--server", "srv"]).ok(),
+            target(SweepTarget::Cgroup("/x".into()))
+        );
+        assert_eq!(
+            recorded(&["--server", "srv"]).ok(),
+            Some(Recorded::ServerTree)
+        );
+        assert_eq!(
+            recorded(&["-p", "7,8", "--tree"]).ok(),
+            target(SweepTarget::Pids {
+                pids: vec![7, 8],
+                tree: true
+            })
+        );
+        let err = recorded(&[]).expect_err("no target");
+        assert_eq!(
+            err.to_string(),
+            "nothing to record: give -p PID, --cgroup PATH, -a or --server CMD"
+        );
+    }
 
     /// Each level's session records the server's pid for the level's duration with the sweep's
     /// probes (the backend's defaults when none were given), `--min-block` and `--syscalls`

@@ -1,8 +1,49 @@
-//! `lockscope why`: the causes behind a profile's waits, as text or JSON on standard output.
+//! `lockscope why`: the causes behind a profile's waits, as text or JSON on standard output;
+//! its arguments and their conversion into [`WhyOptions`].
 
-use crate::cli::WhyArgs;
 use anyhow::Result;
-use lockscope::why::Why;
+use clap::Args;
+use lockscope::why::{Why, WhyOptions};
+use std::path::PathBuf;
+
+/// `lockscope why`.
+#[derive(Debug, Args)]
+pub struct WhyArgs {
+    /// Profile to read (recorded with `--probes bottleneck`).
+    #[arg(value_name = "FILE")]
+    pub profile: PathBuf,
+
+    /// Threads to analyse: names as globs (`worker-*`) or thread ids, comma-separated. Default:
+    /// the groups that did the work (threads that wait on each other form a group; the groups
+    /// with at least a tenth of the busiest group's CPU time).
+    #[arg(long, value_name = "PATTERN")]
+    pub threads: Option<String>,
+
+    /// Only the waits whose stack has a frame containing this (a function name).
+    #[arg(long, value_name = "FUNCTION")]
+    pub site: Option<String>,
+
+    /// How many causes to show, best first (0: all).
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub top: usize,
+
+    /// Print JSON instead of text (schema in docs/WHY-JSON.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl WhyArgs {
+    /// The analysis' options; an empty `--site` filters nothing. The `--threads` pattern is
+    /// parsed by the analysis, which names the profile's threads when it matches none.
+    fn to_options(&self) -> WhyOptions {
+        let mut options = WhyOptions::default();
+        options.threads = self.threads.clone();
+        options.site = self.site.clone().filter(|s| !s.is_empty());
+        options.top = self.top;
+        options.json = self.json;
+        options
+    }
+}
 
 /// Runs `lockscope why`.
 pub fn run(args: &WhyArgs) -> Result<()> {

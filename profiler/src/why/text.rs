@@ -12,7 +12,14 @@ const MAX_SITES: usize = 3;
 /// Root stack frames shown.
 const MAX_FRAMES: usize = 8;
 
-pub(super) fn render(why: &Why) -> String {
+impl Why {
+    /// The text report.
+    pub fn to_text(&self) -> String {
+        render(self)
+    }
+}
+
+fn render(why: &Why) -> String {
     let mut out = String::new();
     let h = &why.header;
     let a = &why.analysed;

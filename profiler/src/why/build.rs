@@ -1,0 +1,171 @@
+//! [`Why::build`]: the analysed threads' wait-for records grouped into causes (by kind, root
+//! stack and call), ranked by their time, with idle apart and the analysis' coverage.
+
+use super::cause::{cause, Sampled};
+use super::classify::{classify, waited_on_sleeps};
+use super::model::{Analysed, Cause, CauseKey, CauseKind, Coverage, Header, Why};
+use super::select::{Selection, ThreadNames};
+use super::stacks::{place_names, stack_names};
+use super::{WhyError, WhyOptions, WHY_JSON_VERSION};
+use lockscope_probes::waitfor::Blame;
+use lockscope_probes::Profile;
+use std::collections::BTreeMap;
+
+impl Why {
+    /// Explains `profile` as `options` ask.
+    pub fn build(profile: &Profile, options: &WhyOptions) -> Result<Why, WhyError> {
+        let waitfor = profile.waitfor.as_ref().ok_or_else(|| {
+            if profile.metadata.backend == "dtrace" {
+                WhyError::NoWaitForDtrace(profile.metadata.os.clone())
+            } else {
+                WhyError::NoWaitFor
+            }
+        })?;
+        let names = ThreadNames::of(profile, waitfor);
+        let selection = Selection::choose(profile, waitfor, &names, options)?;
+        let waited_on = waited_on_sleeps(waitfor);
+        let sampled = Sampled::of(profile, waitfor);
+        let mut causes: BTreeMap<CauseKey, Vec<&Blame>> = BTreeMap::new();
+        for b in &waitfor.blame {
+            if !selection.threads.contains(&b.thread) {
+                continue;
+            }
+            if let Some(site) = &options.site {
+                if !stack_names(profile, b.user_stack)
+                    .iter()
+                    .any(|f| f.contains(site.as_str()))
+                {
+                    continue;
+                }
+            }
+            let kind = classify(profile, b, &waited_on);
+            // Where a thread ran, slept or did I/O is the cause; waiting for a CPU, in a cycle
+            // or where the analysis stopped is one cause each, wherever the threads were.
+            let by_stack = matches!(
+                kind,
+                CauseKind::Cpu | CauseKind::Sleep | CauseKind::Io | CauseKind::Idle
+            );
+            // Running is known by what it ran where the cpu probe sampled it, else by where it
+            // ended (where the root woke the next thread of the chain, or blocked).
+            let stack = match kind {
+                CauseKind::Cpu => sampled
+                    .dominant(b.root.thread, b.root.user_stack)
+                    .unwrap_or_else(|| place_names(profile, b.root.user_stack)),
+                _ if by_stack => place_names(profile, b.root.user_stack),
+                _ => Vec::new(),
+            };
+            let key = CauseKey {
+                kind: Some(kind),
+                stack,
+                call: b.root.call.clone().filter(|_| by_stack),
+            };
+            causes.entry(key).or_default().push(b);
+        }
+        let wall_ns = selection.wall_ns;
+        let mut all: Vec<Cause> = causes
+            .into_iter()
+            .map(|(key, records)| cause(profile, &names, &sampled, key, &records, wall_ns))
+            .collect();
+        all.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.key.cmp(&b.key)));
+        let waits_ns: u64 = all.iter().map(|c| c.total_ns).sum();
+        let unexplained_ns = all
+            .iter()
+            .filter(|c| matches!(c.kind, CauseKind::Unknown | CauseKind::DepthLimit))
+            .map(|c| c.total_ns)
+            .sum();
+        let (idle, mut causes): (Vec<Cause>, Vec<Cause>) =
+            all.into_iter().partition(|c| c.kind == CauseKind::Idle);
+        let causes_total = causes.len();
+        if options.top > 0 {
+            causes.truncate(options.top);
+        }
+        for (i, c) in causes.iter_mut().enumerate() {
+            c.rank = i + 1;
+        }
+        let mut idle = idle;
+        for (i, c) in idle.iter_mut().enumerate() {
+            c.rank = i + 1;
+        }
+        if options.top > 0 {
+            idle.truncate(options.top);
+        }
+        let md = &profile.metadata;
+        Ok(Why {
+            schema: "lockscope-why",
+            version: WHY_JSON_VERSION,
+            header: Header {
+                command: md.target.command.clone(),
+                pid: md.target.pid,
+                duration_ns: md.duration_ns,
+                cpu_count: md.cpu_count,
+                kernel_release: md.kernel_release.clone(),
+                threads_recorded: profile.thread_times.len(),
+            },
+            coverage: Coverage {
+                intervals: waitfor.intervals,
+                lost_intervals: waitfor.lost_intervals,
+                spurious_wakeups: waitfor.spurious_wakeups,
+                stackless_ns: waitfor.stackless_ns,
+                unexplained_ns,
+                unfinished_ns: wall_ns
+                    .saturating_sub(selection.on_cpu_ns)
+                    .saturating_sub(waits_ns),
+                max_depth: waitfor.max_depth,
+                history_ns: waitfor.history_ns,
+            },
+            analysed: Analysed {
+                selection: if options.threads.is_some() {
+                    "asked"
+                } else {
+                    "working"
+                },
+                pattern: options.threads.clone(),
+                site: options.site.clone(),
+                groups: selection.groups,
+                threads: selection.threads.len(),
+                wall_ns,
+                on_cpu_ns: selection.on_cpu_ns,
+                waits_ns,
+                left_out: selection.left_out,
+            },
+            causes,
+            causes_total,
+            idle,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A profile without the wait-for analysis says which probes to record.
+    #[test]
+    fn no_waitfor() {
+        let err = Why::build(&Profile::default(), &WhyOptions::default()).expect_err("no data");
+        assert!(err.to_string().contains("--probes bottleneck"), "{err}");
+    }
+
+    /// A DTrace profile without it says what to record, and on macOS what the OS lacks.
+    #[test]
+    fn no_waitfor_from_dtrace() {
+        let mut profile = Profile::default();
+        profile.metadata.backend = "dtrace".into();
+        profile.metadata.os = "linux".into();
+        let err = Why::build(&profile, &WhyOptions::default()).expect_err("no data");
+        let text = err.to_string();
+        assert!(
+            text.contains("record it with `--probes bottleneck`"),
+            "{text}"
+        );
+        profile.metadata.os = "macos".into();
+        let text = Why::build(&profile, &WhyOptions::default())
+            .expect_err("no data")
+            .to_string();
+        assert!(
+            text.contains("does not record one on macOS")
+                && text.contains("sched:::wakeup passes the waker's process"),
+            "{text}"
+        );
+    }
+}

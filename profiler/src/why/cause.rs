@@ -1,0 +1,259 @@
+//! One cause summed from its records: its time and share, the root threads, the sites of the
+//! waits it explains, who held the CPUs or ended the sleeps, what the roots ran (the `cpu`
+//! probe's samples, [`Sampled`]) and one chain that leads there.
+
+use super::model::{Cause, CauseKey, CauseKind, HopRow, NamedTime, Site, StackShare};
+use super::select::ThreadNames;
+use super::stacks::{place_names, site_frames, stack_names, HOP_FRAMES};
+use lockscope_probes::waitfor::{
+    Blame, RootKind, SampleRole, ThreadRef, WaitFor, WaitPart, WokenBy,
+};
+use lockscope_probes::{Profile, StackId, WaitKind};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// Stacks listed in a cause's `ran_at` and `ended_at`.
+const MAX_STACK_SHARES: usize = 5;
+
+/// Sums `records` of one cause into a [`Cause`].
+pub(super) fn cause(
+    profile: &Profile,
+    names: &ThreadNames,
+    sampled: &Sampled,
+    key: CauseKey,
+    records: &[&Blame],
+    wall_ns: u64,
+) -> Cause {
+    let total_ns: u64 = records.iter().map(|b| b.total_ns).sum();
+    let waits = records.iter().map(|b| b.waits).sum();
+    let mut threads: BTreeMap<String, u64> = BTreeMap::new();
+    let mut holders: BTreeMap<String, u64> = BTreeMap::new();
+    let mut ended_by: BTreeMap<String, u64> = BTreeMap::new();
+    type SiteKey = (Vec<String>, WaitKind, Option<String>, u64, WaitPart);
+    let mut sites: BTreeMap<SiteKey, (BTreeSet<String>, u64)> = BTreeMap::new();
+    for b in records {
+        *threads.entry(names.group(b.root.thread)).or_default() += b.total_ns;
+        if let Some(holder) = b.root.holder {
+            *holders.entry(names.group(holder)).or_default() += b.total_ns;
+        }
+        if b.root.kind == RootKind::Blocked {
+            let by = match (b.root.woken_by, &b.root.waker_name) {
+                (Some(WokenBy::Outside), Some(name)) => name.clone(),
+                (Some(by), _) => format!("[{by}]"),
+                (None, _) => "[no wakeup seen]".to_owned(),
+            };
+            *ended_by.entry(by).or_default() += b.total_ns;
+        }
+        let stack = stack_names(profile, b.user_stack);
+        let kind = if b.call.as_deref().is_some_and(|c| c.starts_with("futex")) {
+            WaitKind::classify_user_wait(stack.iter().map(String::as_str), WaitKind::Wait)
+        } else {
+            WaitKind::OffCpu
+        };
+        let site = sites
+            .entry((site_frames(&stack), kind, b.call.clone(), b.object, b.part))
+            .or_default();
+        site.0.insert(names.group(b.thread));
+        site.1 += b.total_ns;
+    }
+    let heaviest = records
+        .iter()
+        .max_by_key(|b| b.total_ns)
+        .map(|b| chain(profile, names, b))
+        .unwrap_or_default();
+    // What the roots ran (samples), and where those stretches ended.
+    let mut ran_at: BTreeMap<Vec<String>, u64> = BTreeMap::new();
+    let mut ended_at: BTreeMap<Vec<String>, u64> = BTreeMap::new();
+    if key.kind == Some(CauseKind::CpuSaturation) {
+        let holders: BTreeSet<ThreadRef> = records.iter().filter_map(|b| b.root.holder).collect();
+        for holder in holders {
+            for (stack, weight) in sampled.of_holder(holder) {
+                *ran_at.entry(stack.clone()).or_default() += weight;
+            }
+        }
+    }
+    if key.kind == Some(CauseKind::Cpu) {
+        let mut seen = BTreeSet::new();
+        for b in records {
+            *ended_at
+                .entry(place_names(profile, b.root.user_stack))
+                .or_default() += b.total_ns;
+            if seen.insert((b.root.thread, b.root.user_stack)) {
+                for (stack, weight) in sampled.of_root(b.root.thread, b.root.user_stack) {
+                    *ran_at.entry(stack.clone()).or_default() += weight;
+                }
+            }
+        }
+    }
+    let stack_shares = |map: BTreeMap<Vec<String>, u64>| {
+        let whole: u64 = map.values().sum();
+        let mut rows: Vec<StackShare> = map
+            .into_iter()
+            .map(|(stack, weight)| StackShare {
+                share: crate::render::units::share(weight, whole),
+                weight,
+                stack,
+            })
+            .collect();
+        rows.sort_by(|a, b| b.weight.cmp(&a.weight).then(a.stack.cmp(&b.stack)));
+        rows.truncate(MAX_STACK_SHARES);
+        rows
+    };
+    let mut sites: Vec<Site> = sites
+        .into_iter()
+        .map(
+            |((stack, kind, call, object, part), (threads, total_ns))| Site {
+                stack,
+                kind,
+                call,
+                object: (object != 0).then(|| format!("{object:#x}")),
+                part,
+                threads: threads.into_iter().collect(),
+                total_ns,
+            },
+        )
+        .collect();
+    sites.sort_by_key(|s| std::cmp::Reverse(s.total_ns));
+    // Waiting for a CPU is known by what held the CPUs, where sampled; a cause grouped by kind
+    // alone otherwise shows its heaviest root stack.
+    let held_at = (key.kind == Some(CauseKind::CpuSaturation))
+        .then(|| {
+            ran_at
+                .iter()
+                .filter(|(stack, _)| !stack.is_empty())
+                .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+                .map(|(stack, _)| stack.clone())
+        })
+        .flatten();
+    let stack = if let Some(held_at) = held_at {
+        held_at
+    } else if key.stack.is_empty() {
+        records
+            .iter()
+            .max_by_key(|b| b.total_ns)
+            .map(|b| place_names(profile, b.root.user_stack))
+            .unwrap_or_default()
+    } else {
+        key.stack.clone()
+    };
+    Cause {
+        rank: 0,
+        kind: key.kind.unwrap_or(CauseKind::Unknown),
+        stack,
+        call: key.call.clone(),
+        share: if wall_ns == 0 {
+            0.0
+        } else {
+            total_ns as f64 / wall_ns as f64
+        },
+        total_ns,
+        waits,
+        threads: named_times(threads),
+        sites,
+        holders: named_times(holders),
+        ended_by: named_times(ended_by),
+        ran_at: stack_shares(ran_at),
+        ended_at: if key.kind == Some(CauseKind::Cpu) {
+            stack_shares(ended_at)
+        } else {
+            Vec::new()
+        },
+        chain: heaviest,
+        key,
+    }
+}
+
+/// A `cpu` root: its thread and the stack where its stretches of running ended.
+type CpuRoot = (ThreadRef, Option<StackId>);
+
+/// The weighted samples of `cpu` roots and of CPU holders: what they ran, by function names.
+pub(super) struct Sampled {
+    by_root: HashMap<CpuRoot, Vec<(Vec<String>, u64)>>,
+    by_holder: HashMap<ThreadRef, Vec<(Vec<String>, u64)>>,
+}
+
+impl Sampled {
+    pub(super) fn of(profile: &Profile, waitfor: &WaitFor) -> Self {
+        let mut by_root: HashMap<CpuRoot, BTreeMap<Vec<String>, u64>> = HashMap::new();
+        let mut by_holder: HashMap<ThreadRef, BTreeMap<Vec<String>, u64>> = HashMap::new();
+        for s in &waitfor.sampled {
+            let stacks = match s.role {
+                SampleRole::Root => by_root.entry((s.thread, s.end_stack)).or_default(),
+                SampleRole::Holder => by_holder.entry(s.thread).or_default(),
+            };
+            *stacks
+                .entry(place_names(profile, s.user_stack))
+                .or_default() += s.weight;
+        }
+        fn lists<K: std::hash::Hash + Eq>(
+            map: HashMap<K, BTreeMap<Vec<String>, u64>>,
+        ) -> HashMap<K, Vec<(Vec<String>, u64)>> {
+            map.into_iter()
+                .map(|(k, v)| (k, v.into_iter().collect()))
+                .collect()
+        }
+        Sampled {
+            by_root: lists(by_root),
+            by_holder: lists(by_holder),
+        }
+    }
+
+    fn of_holder(&self, thread: ThreadRef) -> &[(Vec<String>, u64)] {
+        self.by_holder.get(&thread).map_or(&[], Vec::as_slice)
+    }
+
+    fn of_root(&self, thread: ThreadRef, end_stack: Option<StackId>) -> &[(Vec<String>, u64)] {
+        self.by_root
+            .get(&(thread, end_stack))
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// The stack the root's samples were at most, in the stretches that ended at `end_stack`.
+    pub(super) fn dominant(
+        &self,
+        thread: ThreadRef,
+        end_stack: Option<StackId>,
+    ) -> Option<Vec<String>> {
+        self.of_root(thread, end_stack)
+            .iter()
+            .filter(|(stack, _)| !stack.is_empty())
+            .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+            .map(|(stack, _)| stack.clone())
+    }
+}
+
+fn named_times(map: BTreeMap<String, u64>) -> Vec<NamedTime> {
+    let mut rows: Vec<NamedTime> = map
+        .into_iter()
+        .map(|(name, total_ns)| NamedTime { name, total_ns })
+        .collect();
+    rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+    rows
+}
+
+/// A record's chain as names and short stacks; the root's hop shows the root's stack.
+fn chain(profile: &Profile, names: &ThreadNames, b: &Blame) -> Vec<HopRow> {
+    let mut hops: Vec<HopRow> = b
+        .chain
+        .iter()
+        .map(|hop| HopRow {
+            thread: names.name(hop.thread),
+            stack: site_frames(&stack_names(profile, hop.user_stack)),
+        })
+        .collect();
+    let root = HopRow {
+        thread: names.name(b.root.thread),
+        stack: stack_names(profile, b.root.user_stack)
+            .into_iter()
+            .take(HOP_FRAMES)
+            .collect(),
+    };
+    match hops.last_mut() {
+        Some(last) if b.depth == 0 || last.thread == root.thread => {
+            if last.stack.is_empty() {
+                last.stack = root.stack;
+            }
+        }
+        _ => hops.push(root),
+    }
+    hops
+}

@@ -1,0 +1,251 @@
+//! The answer `why` gives, as one value that renders as text and JSON (`docs/WHY-JSON.md`):
+//! the recording, the analysed threads, their causes best first, idle, and the analysis'
+//! coverage. [`Why::build`](super::Why::build) fills it in.
+
+use lockscope_probes::waitfor::WaitPart;
+use lockscope_probes::WaitKind;
+use serde::Serialize;
+
+/// The answer: the causes of the analysed threads' waits.
+#[derive(Debug, Serialize)]
+pub struct Why {
+    pub(super) schema: &'static str,
+    pub(super) version: u32,
+    /// The recording.
+    pub header: Header,
+    /// Which threads were analysed, and where their time went.
+    pub analysed: Analysed,
+    /// The causes of their waits, best first (idle left out).
+    pub causes: Vec<Cause>,
+    /// Causes that exist before the `top` cut.
+    pub causes_total: usize,
+    /// What the program waited for from outside (idle: not a bottleneck), heaviest first.
+    pub idle: Vec<Cause>,
+    /// How complete the analysis is.
+    pub coverage: Coverage,
+}
+
+/// The recording a `why` explains.
+#[derive(Debug, Serialize)]
+pub struct Header {
+    /// Target command line.
+    pub command: Vec<String>,
+    /// Target pid.
+    pub pid: u32,
+    /// Length of the recording.
+    pub duration_ns: u64,
+    /// Online CPUs.
+    pub cpu_count: u32,
+    /// Kernel release.
+    pub kernel_release: String,
+    /// Threads with per-thread times.
+    pub threads_recorded: usize,
+}
+
+/// The analysed threads.
+#[derive(Debug, Serialize)]
+pub struct Analysed {
+    /// How they were chosen: `working` (the default) or `asked` (`--threads`).
+    pub selection: &'static str,
+    /// The pattern of `--threads`, when given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    /// The `--site` filter, when given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub site: Option<String>,
+    /// Their groups (names with digits as `*`), with counts.
+    pub groups: Vec<GroupRow>,
+    /// Threads analysed.
+    pub threads: usize,
+    /// Their wall time together (the whole shares are of).
+    pub wall_ns: u64,
+    /// Their own time on a CPU.
+    pub on_cpu_ns: u64,
+    /// Their waits that the analysis followed (every cause and idle).
+    pub waits_ns: u64,
+    /// Thread groups left out, with counts (`working` selection).
+    pub left_out: Vec<GroupRow>,
+}
+
+/// A thread group and how many threads it has.
+#[derive(Debug, Serialize)]
+pub struct GroupRow {
+    /// The group name (`worker-*`).
+    pub group: String,
+    /// Threads in it.
+    pub threads: usize,
+    /// Their CPU time.
+    pub on_cpu_ns: u64,
+}
+
+/// What kind of cause.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CauseKind {
+    /// A thread on a CPU: its work (in a critical section, or what a waiter waits for).
+    Cpu,
+    /// Threads waiting for a CPU: the CPUs were saturated.
+    CpuSaturation,
+    /// Threads runnable (woken, or preempted) while the CPU they then ran on was idle: the time
+    /// the kernel (or a hypervisor waking a halted virtual CPU) took to run them, not a lack of
+    /// CPUs.
+    WakeupLatency,
+    /// A thread asleep on purpose (nanosleep, a timed wait) that others waited on.
+    Sleep,
+    /// A thread in I/O (disk, fsync) that others, or itself, waited on.
+    Io,
+    /// Threads waiting on each other in a ring.
+    Cycle,
+    /// A chain longer than the analysis follows.
+    DepthLimit,
+    /// Where the analysis had no data (lost intervals, before the history, no wakeup seen).
+    Unknown,
+    /// Waiting for work from outside the program (a client, a timer nobody waited on).
+    Idle,
+}
+
+impl CauseKind {
+    /// Its name in the text and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            CauseKind::Cpu => "cpu",
+            CauseKind::CpuSaturation => "cpu-saturation",
+            CauseKind::WakeupLatency => "wakeup-latency",
+            CauseKind::Sleep => "sleep",
+            CauseKind::Io => "io",
+            CauseKind::Cycle => "cycle",
+            CauseKind::DepthLimit => "depth-limit",
+            CauseKind::Unknown => "unknown",
+            CauseKind::Idle => "idle",
+        }
+    }
+}
+
+/// One cause of the analysed threads' waiting.
+#[derive(Debug, Serialize)]
+pub struct Cause {
+    /// Rank, 1 first.
+    pub rank: usize,
+    /// What it is.
+    pub kind: CauseKind,
+    /// The root's user stack by function, leaf first (empty when unknown): where it ran (what it
+    /// ran, where sampled), slept or did I/O; for `cpu-saturation`, what held the CPUs where
+    /// sampled; for the causes that are one per kind (`cpu-saturation` without samples, `cycle`,
+    /// `depth-limit`, `unknown`), the heaviest root's (the `sites` say where the threads were).
+    pub stack: Vec<String>,
+    /// The system call the root slept in (`sleep`, `io`, `idle`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
+    /// Share of the analysed threads' wall time (0 to 1).
+    pub share: f64,
+    /// Its time, nanoseconds.
+    pub total_ns: u64,
+    /// Waits (off-CPU intervals of the analysed threads) it explains part of.
+    pub waits: u64,
+    /// The root threads, by group, heaviest first.
+    pub threads: Vec<NamedTime>,
+    /// The waits it explains: sites of the analysed threads, heaviest first.
+    pub sites: Vec<Site>,
+    /// For `cpu-saturation`: who had the CPUs, heaviest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub holders: Vec<NamedTime>,
+    /// For `sleep`, `io` and `idle`: who ended the root's sleep (`interrupt`, or a thread outside
+    /// the program by name).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ended_by: Vec<NamedTime>,
+    /// With the `cpu` probe: for `cpu`, what the roots ran while the waits lasted; for
+    /// `cpu-saturation`, what the holders of the CPUs ran while threads waited for them; from
+    /// its samples weighted by the waits that covered them (`stack` is the first).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ran_at: Vec<StackShare>,
+    /// For `cpu`: where those stretches of running ended (where the root woke the next thread of
+    /// the chain, or blocked), by time.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ended_at: Vec<StackShare>,
+    /// One chain that leads there (the heaviest), from a waiting thread to the root.
+    pub chain: Vec<HopRow>,
+    #[serde(skip)]
+    pub(super) key: CauseKey,
+}
+
+/// A stack's share of a cause.
+#[derive(Debug, Serialize)]
+pub struct StackShare {
+    /// Function names, leaf first.
+    pub stack: Vec<String>,
+    /// Share of the cause (0 to 1).
+    pub share: f64,
+    /// Weighted samples (`ran_at`) or nanoseconds (`ended_at`).
+    pub weight: u64,
+}
+
+/// A name (a thread group, an outside thread) and its time.
+#[derive(Debug, Serialize)]
+pub struct NamedTime {
+    /// The name.
+    pub name: String,
+    /// Nanoseconds.
+    pub total_ns: u64,
+}
+
+/// Where analysed threads waited, as part of one cause.
+#[derive(Debug, Serialize)]
+pub struct Site {
+    /// The waiting threads' user stack by function, leaf first, from the synchronization
+    /// call up (at most a few frames).
+    pub stack: Vec<String>,
+    /// The wait kind its stack tells (`mutex`, `condvar`, ...), or `off-cpu` outside futex.
+    pub kind: WaitKind,
+    /// The system call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
+    /// The lock word (futex), hexadecimal, when one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
+    /// Waiting (asleep) or waiting for a CPU (runnable).
+    pub part: WaitPart,
+    /// The waiting thread groups.
+    pub threads: Vec<String>,
+    /// This cause's time at this site.
+    pub total_ns: u64,
+}
+
+/// One hop of a chain.
+#[derive(Debug, Serialize)]
+pub struct HopRow {
+    /// The thread's name.
+    pub thread: String,
+    /// Its stack where it waited (or, for the root, where it ran), leaf first, a few frames.
+    pub stack: Vec<String>,
+}
+
+/// How much the analysis saw.
+#[derive(Debug, Serialize)]
+pub struct Coverage {
+    /// Off-CPU intervals analysed (all threads).
+    pub intervals: u64,
+    /// Intervals lost by the stream.
+    pub lost_intervals: u64,
+    /// Wakeups that ended no wait.
+    pub spurious_wakeups: u64,
+    /// Time of all threads blamed without its stacks, calls and locks (the analysis' limit of
+    /// records was reached), nanoseconds.
+    pub stackless_ns: u64,
+    /// The analysed threads' wait time the analysis could not follow (`unknown`, depth limit).
+    pub unexplained_ns: u64,
+    /// The analysed threads' wall time neither on a CPU nor in an analysed wait (sleeps still
+    /// going on when the recording ended).
+    pub unfinished_ns: u64,
+    /// How deep chains were followed, and how far back.
+    pub max_depth: u32,
+    /// Nanoseconds of each thread's past kept.
+    pub history_ns: u64,
+}
+
+/// What one cause is: everything its records share.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub(super) struct CauseKey {
+    pub(super) kind: Option<CauseKind>,
+    pub(super) stack: Vec<String>,
+    pub(super) call: Option<String>,
+}

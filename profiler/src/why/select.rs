@@ -1,0 +1,249 @@
+//! Which threads `why` analyses, and their names: by default the groups of threads that did the
+//! work ([`working_threads`]), or those `--threads` names ([`ThreadPattern`]).
+
+use super::model::GroupRow;
+use super::{WhyError, WhyOptions, WORKING_SHARE};
+use crate::analysis::canonical::thread_group;
+use lockscope_probes::waitfor::{ThreadRef, WaitFor};
+use lockscope_probes::{Profile, TimeClass};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// Thread names by thread, from the profile's threads and the recording's outside names.
+pub(super) struct ThreadNames {
+    names: HashMap<u32, String>,
+}
+
+impl ThreadNames {
+    pub(super) fn of(profile: &Profile, waitfor: &WaitFor) -> Self {
+        let mut names: HashMap<u32, String> = profile
+            .threads
+            .iter()
+            .map(|t| (t.tid, t.name.clone()))
+            .collect();
+        // Holders outside the program are known only by the name the probe read.
+        for b in &waitfor.blame {
+            if let (Some(holder), Some(name)) = (b.root.holder, &b.root.holder_name) {
+                names.entry(holder.tid).or_insert_with(|| name.clone());
+            }
+        }
+        ThreadNames { names }
+    }
+
+    pub(super) fn name(&self, thread: ThreadRef) -> String {
+        if is_idle_cpu(thread) {
+            return "[idle CPU]".to_owned();
+        }
+        self.names
+            .get(&thread.tid)
+            .cloned()
+            .unwrap_or_else(|| format!("tid {}", thread.tid))
+    }
+
+    pub(super) fn group(&self, thread: ThreadRef) -> String {
+        thread_group(&self.name(thread))
+    }
+}
+
+/// True for the idle task (tid 0), which the engine names as the holder of a CPU nobody held.
+pub(super) fn is_idle_cpu(thread: ThreadRef) -> bool {
+    thread.tid == 0
+}
+
+/// The analysed threads.
+pub(super) struct Selection {
+    pub(super) threads: BTreeSet<ThreadRef>,
+    pub(super) wall_ns: u64,
+    pub(super) on_cpu_ns: u64,
+    pub(super) groups: Vec<GroupRow>,
+    pub(super) left_out: Vec<GroupRow>,
+}
+
+impl Selection {
+    pub(super) fn choose(
+        profile: &Profile,
+        waitfor: &WaitFor,
+        names: &ThreadNames,
+        options: &WhyOptions,
+    ) -> Result<Selection, WhyError> {
+        // Every thread of the program: those with times, and any the analysis names.
+        let mut times: BTreeMap<ThreadRef, (u64, u64)> = profile
+            .thread_times
+            .iter()
+            .map(|t| {
+                (
+                    ThreadRef {
+                        pid: t.pid,
+                        tid: t.tid,
+                    },
+                    (t.wall_ns, t.ns(TimeClass::OnCpu)),
+                )
+            })
+            .collect();
+        for b in &waitfor.blame {
+            times.entry(b.thread).or_insert((0, 0));
+        }
+        let chosen: BTreeSet<ThreadRef> = match &options.threads {
+            Some(pattern) => {
+                let matcher = ThreadPattern::parse(pattern)?;
+                let chosen: BTreeSet<ThreadRef> = times
+                    .keys()
+                    .copied()
+                    .filter(|&t| matcher.matches(t.tid, &names.name(t)))
+                    .collect();
+                if chosen.is_empty() {
+                    let mut all: Vec<String> = times.keys().map(|&t| names.group(t)).collect();
+                    all.sort();
+                    all.dedup();
+                    return Err(WhyError::NoThreads(pattern.clone(), all.join(", ")));
+                }
+                chosen
+            }
+            None => working_threads(waitfor, &times),
+        };
+        let mut groups: BTreeMap<String, (usize, u64)> = BTreeMap::new();
+        let mut left_out: BTreeMap<String, (usize, u64)> = BTreeMap::new();
+        let (mut wall_ns, mut on_cpu_ns) = (0u64, 0u64);
+        for (&t, &(wall, cpu)) in &times {
+            let row = if chosen.contains(&t) {
+                wall_ns += wall;
+                on_cpu_ns += cpu;
+                groups.entry(names.group(t)).or_default()
+            } else {
+                left_out.entry(names.group(t)).or_default()
+            };
+            row.0 += 1;
+            row.1 += cpu;
+        }
+        let rows = |map: BTreeMap<String, (usize, u64)>| {
+            let mut rows: Vec<GroupRow> = map
+                .into_iter()
+                .map(|(group, (threads, on_cpu_ns))| GroupRow {
+                    group,
+                    threads,
+                    on_cpu_ns,
+                })
+                .collect();
+            rows.sort_by(|a, b| b.on_cpu_ns.cmp(&a.on_cpu_ns).then(a.group.cmp(&b.group)));
+            rows
+        };
+        Ok(Selection {
+            threads: chosen,
+            wall_ns,
+            on_cpu_ns,
+            groups: rows(groups),
+            left_out: rows(left_out),
+        })
+    }
+}
+
+/// A thread waits on another when at least this share of its wall time ended in that thread's
+/// wakeups (a join at the end of a run does not tie a thread to a group).
+const LINK_SHARE: f64 = 0.01;
+
+/// The default selection: the threads of the groups that did the work. Threads that wait on each
+/// other (one's sleeps ended by the other's wakeups, [`LINK_SHARE`]) form a group, whatever
+/// their own CPU time: idle consumers of a busy supplier belong with it. Groups whose threads
+/// together ran at least [`WORKING_SHARE`] of the busiest group's CPU time are analysed; a group
+/// that barely ran (background threads parked on their own lock) holds no work back.
+fn working_threads(
+    waitfor: &WaitFor,
+    times: &BTreeMap<ThreadRef, (u64, u64)>,
+) -> BTreeSet<ThreadRef> {
+    let threads: Vec<ThreadRef> = times.keys().copied().collect();
+    let index: HashMap<ThreadRef, usize> =
+        threads.iter().enumerate().map(|(i, &t)| (t, i)).collect();
+    let mut waited: HashMap<(usize, usize), u64> = HashMap::new();
+    for b in &waitfor.blame {
+        let (Some(&a), Some(&w)) = (index.get(&b.thread), b.waker.and_then(|w| index.get(&w)))
+        else {
+            continue;
+        };
+        *waited.entry((a, w)).or_default() += b.total_ns;
+    }
+    // Union-find over the threads.
+    let mut parent: Vec<usize> = (0..threads.len()).collect();
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    for ((a, w), ns) in waited {
+        let wall = times[&threads[a]].0;
+        if wall > 0 && ns as f64 >= LINK_SHARE * wall as f64 {
+            let (ra, rw) = (root(&mut parent, a), root(&mut parent, w));
+            parent[ra] = rw;
+        }
+    }
+    let mut group_cpu: HashMap<usize, u64> = HashMap::new();
+    for (i, t) in threads.iter().enumerate() {
+        *group_cpu.entry(root(&mut parent, i)).or_default() += times[t].1;
+    }
+    let busiest = group_cpu.values().copied().max().unwrap_or(0);
+    let floor = ((busiest as f64 * WORKING_SHARE) as u64).max(1);
+    (0..threads.len())
+        .filter(|&i| busiest == 0 || group_cpu[&root(&mut parent, i)] >= floor)
+        .map(|i| threads[i])
+        .collect()
+}
+
+/// `--threads`: comma-separated name globs or thread ids.
+struct ThreadPattern {
+    names: Vec<regex::Regex>,
+    tids: Vec<u32>,
+}
+
+impl ThreadPattern {
+    fn parse(pattern: &str) -> Result<ThreadPattern, WhyError> {
+        let mut names = Vec::new();
+        let mut tids = Vec::new();
+        for part in pattern.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            if let Ok(tid) = part.parse::<u32>() {
+                tids.push(tid);
+                continue;
+            }
+            let mut re = String::from("^");
+            for c in part.chars() {
+                match c {
+                    '*' => re.push_str(".*"),
+                    '?' => re.push('.'),
+                    c => re.push_str(&regex::escape(&c.to_string())),
+                }
+            }
+            re.push('$');
+            names.push(
+                regex::Regex::new(&re)
+                    .map_err(|e| WhyError::BadPattern(pattern.to_owned(), e.to_string()))?,
+            );
+        }
+        if names.is_empty() && tids.is_empty() {
+            return Err(WhyError::BadPattern(
+                pattern.to_owned(),
+                "give thread names (globs with * and ?) or thread ids, comma-separated".into(),
+            ));
+        }
+        Ok(ThreadPattern { names, tids })
+    }
+
+    fn matches(&self, tid: u32, name: &str) -> bool {
+        self.tids.contains(&tid) || self.names.iter().any(|re| re.is_match(name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--threads` takes name globs and thread ids, comma-separated; an empty one is refused.
+    #[test]
+    fn thread_patterns() {
+        let p = ThreadPattern::parse("worker-*, 17 ,io?").expect("pattern");
+        assert!(p.matches(1, "worker-12"));
+        assert!(p.matches(17, "main"));
+        assert!(p.matches(2, "io1"));
+        assert!(!p.matches(2, "io12"));
+        assert!(!p.matches(2, "aworker-1"));
+        assert!(ThreadPattern::parse(" , ").is_err());
+    }
+}
