@@ -38,7 +38,7 @@ pub mod symbols;
 pub mod wait;
 pub mod waitfor;
 
-pub use catalog::{CostClass, ProbeInfo, CATALOG};
+pub use catalog::{CostClass, Measure, ProbeDescriptor, CATALOG};
 pub use format::{read_profile, version_of, write_profile, FormatError, FORMAT_VERSION};
 pub use hist::Log2Histogram;
 pub use overlap::SeenTwice;

@@ -282,7 +282,7 @@ fn preempt_names_where_a_preempted_thread_ran() {
 fn probes_lists_hooks() {
     let out = run_ok(lockscope().arg("probes"));
     for probe in lockscope_probes::CATALOG {
-        assert!(out.contains(probe.linux_hooks), "{out}");
+        assert!(out.contains(probe.ebpf_hooks), "{out}");
     }
 }
 

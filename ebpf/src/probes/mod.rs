@@ -166,7 +166,7 @@ impl<K: AggregationKey> Probe for Aggregating<K> {
             let (pid, tid) = k.thread();
             let (user_stack_id, kernel_stack_id) = k.stack_ids();
             out.records.push(RawRecord {
-                probe: K::info().names[0],
+                probe: K::info().name(),
                 kind: K::KIND,
                 classify: false,
                 pid,

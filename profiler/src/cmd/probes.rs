@@ -82,7 +82,7 @@ fn print_probes(out: &mut dyn Write) -> std::io::Result<()> {
             can,
             probe.description
         )?;
-        writeln!(out, "  {:<55} hooks: {}", "", probe.linux_hooks)?;
+        writeln!(out, "  {:<55} hooks: {}", "", probe.ebpf_hooks)?;
         if let Some(why) = why {
             writeln!(out, "  {:<55} why: {why}", "")?;
         }
