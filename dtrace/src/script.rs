@@ -31,6 +31,7 @@
 
 use crate::catalog::{self, TargetOs, FUTEX_ENTRY_POINTS, FUTEX_WAIT_CMDS, UMTX_WAIT_OPS};
 use crate::Error;
+use lockscope_probes::catalog::WAITFOR;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -217,7 +218,7 @@ impl ScriptOptions {
                         })
                         .map(|p| p.name.to_string()),
                 );
-                names.push("waitfor".to_string());
+                names.push(WAITFOR.name.to_string());
             } else {
                 names.push(name.clone());
             }
@@ -400,13 +401,13 @@ fn tick_clause(duration: Duration) -> String {
 }
 
 /// The probe and the probe set of the wait-for analysis (`lockscope why`).
-const WAIT_FOR_PROBES: &[&str] = &["waitfor", BOTTLENECK_SET];
+const WAIT_FOR_PROBES: &[&str] = &[WAITFOR.name, BOTTLENECK_SET];
 
 /// The smallest principal buffer (`bufsize`, per CPU) of a script with the wait-for stream.
 pub const WAITFOR_BUFSIZE: u64 = 32 << 20;
 
 /// The probe set of `lockscope why`: the OS's defaults and `waitfor`.
-pub const BOTTLENECK_SET: &str = "bottleneck";
+pub const BOTTLENECK_SET: &str = lockscope_probes::catalog::BOTTLENECK.name;
 
 /// Writes the D script for one recording.
 ///
@@ -469,7 +470,7 @@ pub fn generate_script(options: &ScriptOptions) -> Result<String, Error> {
         "#pragma D option dynvarsize={}",
         size_option(options.dynvarsize)
     );
-    let streams = names.contains(&"waitfor");
+    let streams = names.contains(&WAITFOR.name);
     // The wait-for stream prints a few hundred bytes per context switch of the target: each
     // CPU's buffer must hold what comes between two passes of the consumer, and a busy
     // consumer (symbolizing stacks) falls behind now and then.
@@ -532,7 +533,7 @@ pub fn generate_script(options: &ScriptOptions) -> Result<String, Error> {
         let _ = writeln!(out, "{}\n{{\n\texit(0);\n}}\n", tick_clause(duration));
     }
     let _ = writeln!(out, "dtrace:::END\n{{");
-    if names.contains(&"waitfor") {
+    if names.contains(&WAITFOR.name) {
         // The stream's end: the analysis' clock stops here, before END's records print.
         let _ = writeln!(out, "\tprintf(\"=== wf end %d\\n\", timestamp);");
     }

@@ -288,8 +288,8 @@ pub struct ProbeSetInfo {
     pub probes: &'static [&'static str],
 }
 
-/// Every probe set, in listing order.
-pub const SETS: &[ProbeSetInfo] = &[ProbeSetInfo {
+/// The probe set of `lockscope why`.
+pub const BOTTLENECK: ProbeSetInfo = ProbeSetInfo {
     name: "bottleneck",
     description: "what `lockscope why` needs to follow every wait to its root: off-CPU \
                   intervals with who ended them, the wakers' stacks, where threads were \
@@ -301,7 +301,10 @@ pub const SETS: &[ProbeSetInfo] = &[ProbeSetInfo {
         WAITFOR.name,
         CPU.name,
     ],
-}];
+};
+
+/// Every probe set, in listing order.
+pub const SETS: &[ProbeSetInfo] = &[BOTTLENECK];
 
 /// Looks a probe set up by name.
 pub fn find_set(name: &str) -> Option<&'static ProbeSetInfo> {

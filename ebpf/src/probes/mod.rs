@@ -193,3 +193,19 @@ fn with_errno(operation: String, err: i32) -> String {
         format!("{operation} {}", errno_name(err))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lockscope_probes::CATALOG;
+
+    /// Every probe of the OS-neutral catalog has exactly one loader on Linux (the eBPF backend's
+    /// only OS: no probe is absent by design), and the loaders serve the catalog's probes only,
+    /// in its order.
+    #[test]
+    fn every_descriptor_has_one_loader() {
+        let served: Vec<&str> = all().iter().flat_map(|r| r.info.names()).collect();
+        let catalog: Vec<&str> = CATALOG.iter().map(|d| d.name).collect();
+        assert_eq!(served, catalog);
+    }
+}
