@@ -16,10 +16,13 @@ uname -r >"$OUT/kernel"
 "$LOCKSCOPE" probes >"$OUT/probes.txt" 2>&1
 echo $? >"$OUT/probes.rc"
 
-for probe in futex offcpu wakeup preempt waitfor syscall lifecycle klock mutex-hold cpu; do
+# Every probe of the catalog, as lockscope names them (one per line).
+probes=$("$LOCKSCOPE" probes --names)
+for probe in $probes; do
     record "$probe" --probes "$probe"
 done
-record all --probes futex,offcpu,wakeup,preempt,waitfor,syscall,lifecycle,klock,mutex-hold,cpu
+# shellcheck disable=SC2086 # $probes is a list of names, split into words on purpose
+record all --probes "$(echo $probes | tr ' ' ',')"
 record bottleneck --probes bottleneck
 
 if [ "${TOGGLE_TRACEFS:-0}" = 1 ]; then
