@@ -6,6 +6,10 @@
 //! `umtx` on FreeBSD, `lwp-park`/`lwp-mutex` on illumos); where it is the same idea everywhere,
 //! the name is shared (`plockstat`, and with the Linux backend `offcpu`, `klock`, `lifecycle`,
 //! `syscall`: a probe with a Linux namesake records the same categories, so profiles compare).
+//!
+//! A probe with a Linux namesake is the DTrace implementation of that probe's descriptor
+//! (`lockscope_probes::catalog`) and takes its name from it; a test checks that every descriptor
+//! has, on every OS, an entry here or a stated reason why not.
 
 use lockscope_probes::{catalog, CostClass, WaitKind};
 use std::fmt;

@@ -2,7 +2,8 @@
 //! drain get, and the raw records it drains ([`Drained`]).
 //!
 //! A probe is one BPF object (`bpf/NAME.bpf.c`, its structs and enums in `bpf/NAME.h`) with one
-//! Rust loader implementing [`Probe`] (`probes/NAME.rs`, listed in `probes::all`). The
+//! Rust loader implementing [`Probe`] (`probes/NAME.rs`, listed in `probes::all`), registered on
+//! its catalog descriptor ([`ProbeInfo::descriptor`]). The
 //! `ProbeSet` of a recording (`probe_set.rs`) holds them as a list; the `resolve` step
 //! (`resolve.rs`) turns their drained records into the profile.
 

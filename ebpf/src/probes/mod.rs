@@ -1,13 +1,16 @@
 //! The probes of the eBPF backend, one file each, named as the probe's BPF object
-//! (`bpf/NAME.bpf.c`, `bpf/NAME.h`): `futex`, `offcpu` (also `wakeup`
-//! and `preempt`), `syscall`, `lifecycle`, `klock`, `mutex_hold` (the `mutex-hold` probe: Rust
-//! names take `_` for `-`), `cpu` (on-CPU samples, not waits).
+//! (`bpf/NAME.bpf.c`, `bpf/NAME.h`): `futex`, `offcpu` (also `wakeup`, `preempt` and
+//! `waitfor`), `syscall`, `lifecycle`, `klock`, `mutex_hold` (the `mutex-hold` probe: Rust names
+//! take `_` for `-`), `cpu` (on-CPU samples, not waits).
 //!
 //! Each implements [`Probe`]. Most aggregate into one map of `lks_stats` by a key of their own
 //! (probe.bpf.h's `aggregate`) and attach every program by its section: they implement
-//! [`AggregationKey`] for their key, and [`Aggregating`] is their [`Probe`]. Adding a probe: its
-//! `.bpf.c` and `.h` (build.rs finds the `.bpf.c` and makes its skeleton module), its file here
-//! with a line in [`all`], and its entry in the OS-neutral catalog (`lockscope_probes::CATALOG`).
+//! [`AggregationKey`] for their key, and [`Aggregating`] is their [`Probe`]. Each is registered on
+//! the descriptor of the catalog probe it implements (`ProbeInfo::descriptor`, from
+//! `lockscope_probes::catalog`), which gives its name and the hooks stored in profiles; a test
+//! checks that every descriptor has exactly one loader. Adding a probe: its `.bpf.c` and `.h`
+//! (build.rs finds the `.bpf.c` and makes its skeleton module), its file here with a line in
+//! [`all`], its descriptor in the OS-neutral catalog, and its report section in the profiler.
 
 mod cpu;
 mod futex;
