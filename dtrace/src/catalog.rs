@@ -6,8 +6,12 @@
 //! `umtx` on FreeBSD, `lwp-park`/`lwp-mutex` on illumos); where it is the same idea everywhere,
 //! the name is shared (`plockstat`, and with the Linux backend `offcpu`, `klock`, `lifecycle`,
 //! `syscall`: a probe with a Linux namesake records the same categories, so profiles compare).
+//!
+//! A probe with a Linux namesake is the DTrace implementation of that probe's descriptor
+//! (`lockscope_probes::catalog`) and takes its name from it; a test checks that every descriptor
+//! has, on every OS, an entry here or a stated reason why not.
 
-use lockscope_probes::{CostClass, WaitKind};
+use lockscope_probes::{catalog, CostClass, WaitKind};
 use std::fmt;
 
 /// The operating system a D script is written for.
@@ -159,7 +163,7 @@ const USER_LOCK_KINDS: &[WaitKind] = &[
 /// Every DTrace probe lockscope knows, in listing order.
 pub const DTRACE_CATALOG: &[DtraceProbe] = &[
     DtraceProbe {
-        name: "futex",
+        name: catalog::FUTEX.name,
         description:
             "every blocking futex() wait of the target (FUTEX_WAIT, WAIT_BITSET, LOCK_PI, \
                       LOCK_PI2, WAIT_REQUEUE_PI) with duration, address, op and user stack; \
@@ -311,7 +315,7 @@ pub const DTRACE_CATALOG: &[DtraceProbe] = &[
         )],
     },
     DtraceProbe {
-        name: "mutex-hold",
+        name: catalog::MUTEX_HOLD.name,
         description: "mutex hold times (acquire to release) per lock; records carry hold time, \
                       not wait time (operation `hold`); fires on every lock operation",
         kinds: &[WaitKind::Mutex],
@@ -334,7 +338,7 @@ pub const DTRACE_CATALOG: &[DtraceProbe] = &[
         )],
     },
     DtraceProbe {
-        name: "klock",
+        name: catalog::KLOCK.name,
         description: "contention on kernel locks while running for the target (adaptive \
                       mutexes, rwlocks, sx locks), with kernel and user stacks",
         kinds: &[WaitKind::KernelLock],
@@ -367,7 +371,7 @@ pub const DTRACE_CATALOG: &[DtraceProbe] = &[
         )],
     },
     DtraceProbe {
-        name: "offcpu",
+        name: catalog::OFFCPU.name,
         description: "time the target's threads spend switched off the CPU, with kernel and \
                       user stacks (FreeBSD: keyed by the sleep's wait message; Linux: time off \
                       the CPU inside system calls, per system call and user stack)",
@@ -386,7 +390,7 @@ pub const DTRACE_CATALOG: &[DtraceProbe] = &[
         absent: &[],
     },
     DtraceProbe {
-        name: "waitfor",
+        name: catalog::WAITFOR.name,
         description: "who each wait waited for: every off-CPU interval of the target's threads \
                       (switch-out with its user stack and system call, the wakeup with the \
                       waker thread and its stacks, the switch back in with the thread that gave \
@@ -431,7 +435,7 @@ pub const DTRACE_CATALOG: &[DtraceProbe] = &[
         absent: &[],
     },
     DtraceProbe {
-        name: "lifecycle",
+        name: catalog::LIFECYCLE.name,
         description: "process and thread lifecycle of the target (fork, exec, exit, new \
                       threads), counted per user stack",
         kinds: &[WaitKind::Lifecycle],
@@ -475,7 +479,7 @@ pub const DTRACE_CATALOG: &[DtraceProbe] = &[
         absent: &[],
     },
     DtraceProbe {
-        name: "syscall",
+        name: catalog::SYSCALL.name,
         description: "latency of every system call of the target, per syscall and user stack",
         kinds: &[WaitKind::Syscall],
         cost: CostClass::PerSyscall,
@@ -490,7 +494,7 @@ pub const DTRACE_CATALOG: &[DtraceProbe] = &[
         absent: &[],
     },
     DtraceProbe {
-        name: "cpu",
+        name: catalog::CPU.name,
         description: "on-CPU profile: the target's threads sampled on CPU at 997 Hz \
                       (profile-997), per thread, user and kernel stack; records carry CPU time \
                       (samples x period), not wait time",
@@ -727,6 +731,71 @@ mod tests {
         assert!(defaults_for(TargetOs::MacOs, true).any(|p| p.name == "plockstat"));
         assert!(!defaults_for(TargetOs::MacOs, false).any(|p| p.name == "plockstat"));
         assert!(defaults_for(TargetOs::Illumos, false).any(|p| p.name == "plockstat"));
+    }
+
+    /// Every probe of the OS-neutral catalog has, on every OS, a DTrace implementation, a stated
+    /// absence ([`DtraceProbe::absent`], [`has_wait_for`]), or a reason here why the DTrace backend
+    /// does not offer it (the script then refuses it by name).
+    #[test]
+    fn every_descriptor_is_implemented_or_absent() {
+        use lockscope_probes::catalog as model;
+        let not_offered: &[(&str, Option<TargetOs>, &str)] = &[
+            (
+                model::WAKEUP.name,
+                None,
+                "the DTrace backend does not record who ended a sleep",
+            ),
+            (
+                model::PREEMPT.name,
+                None,
+                "no DTrace script takes the stacks of preempted threads",
+            ),
+            (
+                model::KLOCK.name,
+                Some(TargetOs::MacOs),
+                "macOS has no lockstat provider",
+            ),
+            // Where the kernel wait primitive differs, the probe's name does (see the overview).
+            (
+                model::FUTEX.name,
+                Some(TargetOs::MacOs),
+                "macOS waits in psynch and ulock",
+            ),
+            (
+                model::FUTEX.name,
+                Some(TargetOs::FreeBsd),
+                "FreeBSD waits in umtx",
+            ),
+            (
+                model::FUTEX.name,
+                Some(TargetOs::Illumos),
+                "illumos waits in lwp-park",
+            ),
+            (
+                model::MUTEX_HOLD.name,
+                Some(TargetOs::FreeBsd),
+                "FreeBSD has no plockstat provider",
+            ),
+        ];
+        let mut gaps = Vec::new();
+        for descriptor in model::CATALOG {
+            for os in TargetOs::ALL {
+                let implemented = find(descriptor.name)
+                    .is_some_and(|p| p.supports(os) || p.absent_on(os).is_some());
+                let stated = descriptor.name == model::WAITFOR.name && !has_wait_for(os);
+                let offered_not = not_offered
+                    .iter()
+                    .any(|(name, on, _)| *name == descriptor.name && on.is_none_or(|o| o == os));
+                if !(implemented || stated || offered_not) {
+                    gaps.push(format!("{} on {os}", descriptor.name));
+                }
+            }
+        }
+        assert!(
+            gaps.is_empty(),
+            "no DTrace implementation and no stated absence: {}",
+            gaps.join(", ")
+        );
     }
 
     /// Linux futex ops are named as the eBPF backend names them, and a futex wait's category

@@ -122,7 +122,7 @@ fn resolve_kind(record: &LockscopeRecord, resolve: FrameResolver<'_>) -> (WaitKi
         return (kind, record.op.clone());
     }
     match record.probe.as_str() {
-        "futex" => {
+        crate::script::shared::FUTEX => {
             // `op/ctx`: the futex op, and the libc entry point it ran under (0: none).
             let (op, ctx) = record.op.split_once('/').unwrap_or((&record.op, "0"));
             let op: u64 = op.parse().unwrap_or(0);

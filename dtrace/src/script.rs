@@ -31,8 +31,23 @@
 
 use crate::catalog::{self, TargetOs, FUTEX_ENTRY_POINTS, FUTEX_WAIT_CMDS, UMTX_WAIT_OPS};
 use crate::Error;
+use lockscope_probes::catalog::WAITFOR;
 use std::fmt::Write as _;
 use std::time::Duration;
+
+/// The names of the probes this backend shares with the OS-neutral catalog, from their
+/// descriptors, as constants a `match` arm can take.
+pub(crate) mod shared {
+    use lockscope_probes::catalog;
+    pub(crate) const FUTEX: &str = catalog::FUTEX.name;
+    pub(crate) const OFFCPU: &str = catalog::OFFCPU.name;
+    pub(crate) const WAITFOR: &str = catalog::WAITFOR.name;
+    pub(crate) const MUTEX_HOLD: &str = catalog::MUTEX_HOLD.name;
+    pub(crate) const KLOCK: &str = catalog::KLOCK.name;
+    pub(crate) const LIFECYCLE: &str = catalog::LIFECYCLE.name;
+    pub(crate) const CPU: &str = catalog::CPU.name;
+    pub(crate) const SYSCALL: &str = catalog::SYSCALL.name;
+}
 
 /// Version of the record framing; printed in the `=== lockscope begin` line.
 pub const FORMAT_VERSION: u32 = 1;
@@ -217,7 +232,7 @@ impl ScriptOptions {
                         })
                         .map(|p| p.name.to_string()),
                 );
-                names.push("waitfor".to_string());
+                names.push(WAITFOR.name.to_string());
             } else {
                 names.push(name.clone());
             }
@@ -400,13 +415,13 @@ fn tick_clause(duration: Duration) -> String {
 }
 
 /// The probe and the probe set of the wait-for analysis (`lockscope why`).
-const WAIT_FOR_PROBES: &[&str] = &["waitfor", BOTTLENECK_SET];
+const WAIT_FOR_PROBES: &[&str] = &[WAITFOR.name, BOTTLENECK_SET];
 
 /// The smallest principal buffer (`bufsize`, per CPU) of a script with the wait-for stream.
 pub const WAITFOR_BUFSIZE: u64 = 32 << 20;
 
 /// The probe set of `lockscope why`: the OS's defaults and `waitfor`.
-pub const BOTTLENECK_SET: &str = "bottleneck";
+pub const BOTTLENECK_SET: &str = lockscope_probes::catalog::BOTTLENECK.name;
 
 /// Writes the D script for one recording.
 ///
@@ -469,7 +484,7 @@ pub fn generate_script(options: &ScriptOptions) -> Result<String, Error> {
         "#pragma D option dynvarsize={}",
         size_option(options.dynvarsize)
     );
-    let streams = names.contains(&"waitfor");
+    let streams = names.contains(&WAITFOR.name);
     // The wait-for stream prints a few hundred bytes per context switch of the target: each
     // CPU's buffer must hold what comes between two passes of the consumer, and a busy
     // consumer (symbolizing stacks) falls behind now and then.
@@ -532,7 +547,7 @@ pub fn generate_script(options: &ScriptOptions) -> Result<String, Error> {
         let _ = writeln!(out, "{}\n{{\n\texit(0);\n}}\n", tick_clause(duration));
     }
     let _ = writeln!(out, "dtrace:::END\n{{");
-    if names.contains(&"waitfor") {
+    if names.contains(&WAITFOR.name) {
         // The stream's end: the analysis' clock stops here, before END's records print.
         let _ = writeln!(out, "\tprintf(\"=== wf end %d\\n\", timestamp);");
     }
@@ -547,13 +562,13 @@ fn emit_probe(out: &mut String, families: &mut Vec<Family>, name: &str, options:
     let os = options.os;
     match name {
         // The libc entry points are pid$target probes: one process only.
-        "futex" => emit_linux_futex(
+        shared::FUTEX => emit_linux_futex(
             out,
             families,
             options.libc_entry_points && options.target.is_one_process(),
         ),
-        "offcpu" if os == TargetOs::Linux => emit_linux_offcpu(out, families),
-        "waitfor" => emit_waitfor(out, os, options.ustack_frames),
+        shared::OFFCPU if os == TargetOs::Linux => emit_linux_offcpu(out, families),
+        shared::WAITFOR => emit_waitfor(out, os, options.ustack_frames),
         "psynch" => {
             let family = Family {
                 tag: "psynch",
@@ -657,8 +672,8 @@ fn emit_probe(out: &mut String, families: &mut Vec<Family>, name: &str, options:
             families.push(family_of("lwp_mutex", "lwp-mutex", "mutex", false, true));
         }
         "plockstat" => emit_plockstat(out, families, os),
-        "mutex-hold" => {
-            let family = family_of("mutex_hold", "mutex-hold", "mutex", false, true);
+        shared::MUTEX_HOLD => {
+            let family = family_of("mutex_hold", shared::MUTEX_HOLD, "mutex", false, true);
             // arg1 of mutex-acquire is non-zero for a recursive acquisition: time only the
             // outermost one, keyed by lock so nested locks do not clobber each other.
             let _ = writeln!(
@@ -678,8 +693,8 @@ fn emit_probe(out: &mut String, families: &mut Vec<Family>, name: &str, options:
             let _ = writeln!(out, "\tself->lockscope_hold_ts[arg0] = 0;\n}}\n");
             families.push(family);
         }
-        "klock" => {
-            let block = family_of("lockstat_block", "klock", "kernel-lock", true, true);
+        shared::KLOCK => {
+            let block = family_of("lockstat_block", shared::KLOCK, "kernel-lock", true, true);
             let block_probes: &[&str] = match os {
                 TargetOs::FreeBsd => &[
                     "lockstat:::adaptive-block",
@@ -693,15 +708,15 @@ fn emit_probe(out: &mut String, families: &mut Vec<Family>, name: &str, options:
             block.aggregate(out, "probename", "arg0", "arg1");
             let _ = writeln!(out, "}}\n");
             // Spin probes report a spin measure whose unit differs between kernels: count only.
-            let spin = family_of("lockstat_spin", "klock", "kernel-lock", true, false);
+            let spin = family_of("lockstat_spin", shared::KLOCK, "kernel-lock", true, false);
             let _ = writeln!(out, "lockstat:::adaptive-spin\n/pid == $target/\n{{");
             spin.aggregate(out, "probename", "arg0", "0");
             let _ = writeln!(out, "}}\n");
             families.push(block);
             families.push(spin);
         }
-        "offcpu" => {
-            let family = family_of("offcpu", "offcpu", "off-cpu", true, true);
+        shared::OFFCPU => {
+            let family = family_of("offcpu", shared::OFFCPU, "off-cpu", true, true);
             // off-cpu fires in the context of the thread leaving the CPU (its args describe the
             // NEXT thread, so they are never read): key by the current thread. on-cpu fires in
             // the context of the thread coming back.
@@ -730,8 +745,8 @@ fn emit_probe(out: &mut String, families: &mut Vec<Family>, name: &str, options:
             let _ = writeln!(out, "}}\n");
             families.push(family);
         }
-        "lifecycle" => {
-            let family = family_of("lifecycle", "lifecycle", "lifecycle", false, false);
+        shared::LIFECYCLE => {
+            let family = family_of("lifecycle", shared::LIFECYCLE, "lifecycle", false, false);
             let probes: &[&str] = match os {
                 // FreeBSD's proc provider has no lwp-create.
                 TargetOs::FreeBsd => &["proc:::create", "proc:::exec-success", "proc:::exit"],
@@ -755,10 +770,10 @@ fn emit_probe(out: &mut String, families: &mut Vec<Family>, name: &str, options:
             let _ = writeln!(out, "}}\n");
             families.push(family);
         }
-        "cpu" => {
+        shared::CPU => {
             // A sample of a target thread on CPU: its CPU time is the sampling period. stack()
             // is empty for a sample taken in user mode.
-            let family = family_of("cpu", "cpu", "on-cpu", true, true);
+            let family = family_of("cpu", shared::CPU, "on-cpu", true, true);
             let _ = writeln!(
                 out,
                 "{}\n/pid == $target/\n{{",
@@ -773,8 +788,8 @@ fn emit_probe(out: &mut String, families: &mut Vec<Family>, name: &str, options:
             let _ = writeln!(out, "}}\n");
             families.push(family);
         }
-        "syscall" => {
-            let family = family_of("syscall", "syscall", "syscall", false, true);
+        shared::SYSCALL => {
+            let family = family_of("syscall", shared::SYSCALL, "syscall", false, true);
             let _ = writeln!(
                 out,
                 "syscall:::entry\n/pid == $target/\n{{\n\tself->lockscope_syscall_ts = \
@@ -891,7 +906,7 @@ fn emit_linux_futex(out: &mut String, families: &mut Vec<Family>, entry_points: 
     emit_syscall_wait(
         out,
         &SyscallWait {
-            family: family_of("futex", "futex", "auto", false, true),
+            family: family_of("futex", shared::FUTEX, "auto", false, true),
             functions: &["futex"],
             entry_filter: Some(cmds.join(" || ")),
             object: "arg0",
@@ -899,7 +914,7 @@ fn emit_linux_futex(out: &mut String, families: &mut Vec<Family>, entry_points: 
             op_at_return: &op_at_return,
         },
     );
-    families.push(family_of("futex", "futex", "auto", false, true));
+    families.push(family_of("futex", shared::FUTEX, "auto", false, true));
 }
 
 /// Linux off-CPU time. `sched:::on-cpu` never fires on DTrace for Linux, and the switch back
@@ -912,7 +927,7 @@ fn emit_linux_futex(out: &mut String, families: &mut Vec<Family>, entry_points: 
 /// in and the return. Time off the CPU outside system calls (preemption in user code) is not
 /// counted.
 fn emit_linux_offcpu(out: &mut String, families: &mut Vec<Family>) {
-    let family = family_of("offcpu", "offcpu", "off-cpu", false, true);
+    let family = family_of("offcpu", shared::OFFCPU, "off-cpu", false, true);
     let _ = writeln!(
         out,
         "sched:::off-cpu\n/pid == $target && !self->lockscope_offcpu_ts/\n{{\n\t\

@@ -262,7 +262,7 @@ pub(crate) fn assess(probes: &[&ProbeInfo], facts: &Facts) -> Assessment {
             match hook {
                 PrivilegedHook::Uprobes if facts.uprobes_allowed == Some(false) => need(
                     Capability::SysAdmin,
-                    info.names[0],
+                    info.name(),
                     "this kernel lets only CAP_SYS_ADMIN create uprobes".to_owned(),
                 ),
                 PrivilegedHook::Uprobes => {}
@@ -273,7 +273,7 @@ pub(crate) fn assess(probes: &[&ProbeInfo], facts: &Facts) -> Assessment {
                             "{}: tracefs is mounted but closed to this user, so the probe takes \
                              the generic system-call hooks (run for every system call) instead \
                              of its per-syscall tracepoints; CAP_DAC_READ_SEARCH opens them",
-                            info.names[0]
+                            info.name()
                         ),
                     );
                 }
@@ -401,7 +401,7 @@ fn check_privileges_of(names: &[String], pid: Option<u32>) -> Result<Vec<String>
     let infos: Vec<&ProbeInfo> = registered
         .iter()
         .map(|r| &r.info)
-        .filter(|info| info.names.iter().any(|n| names.iter().any(|w| w == n)))
+        .filter(|info| info.names().any(|n| names.iter().any(|w| w == n)))
         .collect();
     let capabilities = CapabilitySet::of_this_process()?;
     let facts = Facts::gather(capabilities, &infos, pid);
@@ -612,7 +612,7 @@ mod tests {
         probes::all()
             .into_iter()
             .map(|r| r.info)
-            .find(|info| info.names.contains(&name))
+            .find(|info| info.serves(name))
             .expect("a probe of that name")
     }
 

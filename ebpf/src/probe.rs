@@ -2,7 +2,8 @@
 //! drain get, and the raw records it drains ([`Drained`]).
 //!
 //! A probe is one BPF object (`bpf/NAME.bpf.c`, its structs and enums in `bpf/NAME.h`) with one
-//! Rust loader implementing [`Probe`] (`probes/NAME.rs`, listed in `probes::all`). The
+//! Rust loader implementing [`Probe`] (`probes/NAME.rs`, listed in `probes::all`), registered on
+//! its catalog descriptor ([`ProbeInfo::descriptor`]). The
 //! `ProbeSet` of a recording (`probe_set.rs`) holds them as a list; the `resolve` step
 //! (`resolve.rs`) turns their drained records into the profile.
 
@@ -12,7 +13,7 @@ use crate::shared::SharedMaps;
 use crate::syscalls::syscall_number;
 use crate::variant::ProgramVariant;
 use lockscope_probes::waitfor::{EngineCounts, EngineLimits, RawBlame, RawSampled, WokenBy};
-use lockscope_probes::{AttachStatus, ThreadTime, WaitKind, WaitStats};
+use lockscope_probes::{AttachStatus, ProbeDescriptor, ThreadTime, WaitKind, WaitStats};
 use std::time::Duration;
 
 /// Settings of the probes that take any.
@@ -131,14 +132,37 @@ pub(crate) enum PrivilegedHook {
 
 /// What a probe is, before it is loaded.
 pub(crate) struct ProbeInfo {
-    /// Catalog names it serves, the first its own (`offcpu` also serves `wakeup`).
-    pub names: &'static [&'static str],
-    /// Its hooks, as listed in profiles (a loaded probe may say more: fallbacks, costs).
-    pub hooks: &'static str,
+    /// The catalog probe it implements: its name, and its hooks as listed in profiles (a loaded
+    /// probe may say more: fallbacks, costs).
+    pub descriptor: &'static ProbeDescriptor,
+    /// Other catalog probes the same object serves (`offcpu` also serves `wakeup`).
+    pub also_serves: &'static [ProbeDescriptor],
     /// What the kernel must have.
     pub needs: &'static [KernelFeature],
     /// Hooks it attaches to that need more than CAP_BPF and CAP_PERFMON.
     pub privileged: &'static [PrivilegedHook],
+}
+
+impl ProbeInfo {
+    /// Its own catalog name.
+    pub fn name(&self) -> &'static str {
+        self.descriptor.name
+    }
+
+    /// Every catalog name it serves, its own first.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> {
+        std::iter::once(self.descriptor.name).chain(self.also_serves.iter().map(|d| d.name))
+    }
+
+    /// True when it serves catalog name `name`.
+    pub fn serves(&self, name: &str) -> bool {
+        self.names().any(|n| n == name)
+    }
+
+    /// Its hooks, as listed in profiles when the loaded probe says no more.
+    pub fn hooks(&self) -> &'static str {
+        self.descriptor.ebpf_hooks
+    }
 }
 
 /// What a probe's loader gets.
@@ -153,9 +177,9 @@ pub(crate) struct LoadContext<'a> {
 }
 
 impl LoadContext<'_> {
-    /// Whether catalog name `name` was requested.
-    pub fn wants(&self, name: &str) -> bool {
-        self.requested.iter().any(|n| n == name)
+    /// Whether catalog probe `probe` was requested.
+    pub fn wants(&self, probe: &ProbeDescriptor) -> bool {
+        self.requested.iter().any(|n| n == probe.name)
     }
 }
 

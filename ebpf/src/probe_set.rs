@@ -17,10 +17,7 @@ use lockscope_probes::{AttachStatus, ProbeAttachment};
 
 /// Every catalog name the backend implements, in catalog order.
 pub(crate) fn probe_names() -> Vec<&'static str> {
-    probes::all()
-        .iter()
-        .flat_map(|r| r.info.names.iter().copied())
-        .collect()
+    probes::all().iter().flat_map(|r| r.info.names()).collect()
 }
 
 /// One requested probe: loaded, or failed with why.
@@ -52,7 +49,7 @@ impl ProbeSet {
         };
         let slots = probes::all()
             .into_iter()
-            .filter(|r| r.info.names.iter().any(|n| cx.wants(n)))
+            .filter(|r| r.info.names().any(|n| names.iter().any(|w| w == n)))
             .map(|r| {
                 let loaded = match r.absent() {
                     Some(reason) => Err(format!("absent: {reason}")),
@@ -91,9 +88,8 @@ impl ProbeSet {
             };
             let simulated = slot
                 .info
-                .names
-                .iter()
-                .any(|name| self.settings.fail_attach.iter().any(|f| f.trim() == *name));
+                .names()
+                .any(|name| self.settings.fail_attach.iter().any(|f| f.trim() == name));
             let result = if simulated {
                 Err("simulated failure (asked for by the fail-attach setting)".to_owned())
             } else {
@@ -116,19 +112,19 @@ impl ProbeSet {
 
     /// What became of probe `name`, if this set handles it.
     pub fn status(&self, name: &str) -> Option<ProbeAttachment> {
-        let slot = self.slots.iter().find(|s| s.info.names.contains(&name))?;
+        let slot = self.slots.iter().find(|s| s.info.serves(name))?;
         let (hook, status) = match (&slot.probe, &slot.failure) {
             (Some(probe), _) => {
                 let (hook, status) = probe.status();
                 let hook = if hook.is_empty() {
-                    slot.info.hooks.to_owned()
+                    slot.info.hooks().to_owned()
                 } else {
                     hook
                 };
                 (hook, status)
             }
             (None, failure) => (
-                slot.info.hooks.to_owned(),
+                slot.info.hooks().to_owned(),
                 AttachStatus::Failed {
                     reason: failure.clone().unwrap_or_default(),
                 },
@@ -209,7 +205,7 @@ pub fn probe_support(settings: &ProbeSettings) -> Vec<(&'static str, ProbeSuppor
     let together: Vec<Option<String>> = all_names.iter().map(|n| failure(&together, n)).collect();
     probes::all()
         .iter()
-        .flat_map(|r| r.info.names.iter().map(move |name| (r, *name)))
+        .flat_map(|r| r.info.names().map(move |name| (r, name)))
         .zip(together)
         .map(|((registered, name), with_others)| {
             if let Some(reason) = registered.absent() {

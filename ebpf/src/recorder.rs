@@ -228,7 +228,7 @@ impl Recorder {
             TargetSpec::Cgroup(_) | TargetSpec::All | TargetSpec::Command(_) => Vec::new(),
         };
         let mut warnings = check_privileges(&options.probes, &given)?;
-        if options.probes.iter().any(|p| p == "syscall") {
+        if options.probes.iter().any(|p| p == catalog::SYSCALL.name) {
             crate::probe::syscall_numbers(&options.probe_settings.syscalls)?;
         }
         // Loading is CPU work on this thread (the verifier): on a loaded server it must not wait
@@ -236,7 +236,7 @@ impl Recorder {
         let raised = RaisedPriority::raise();
         // The shared maps first: every probe object reuses them (with the wait-for stream's ring
         // sized when it is asked for).
-        let stream = options.probes.iter().any(|p| p == "waitfor");
+        let stream = options.probes.iter().any(|p| p == catalog::WAITFOR.name);
         let mut shared = SharedMaps::load(stream.then_some(crate::waitfor::EVENTS_BYTES))?;
         let waitfor = stream
             .then(|| WaitForStream::open(&shared, monotonic_ns()))

@@ -4,7 +4,9 @@
 //! here and nowhere else, so that a profile recorded on one kernel compares frame by frame with one
 //! recorded on another:
 //!
-//! - [`catalog`]: the probes lockscope knows, what each measures and what it costs;
+//! - [`catalog`]: one descriptor per probe lockscope knows (name, what it measures and costs, its
+//!   records, hooks and report section), and the predicates on its records: the one place that
+//!   names a probe;
 //! - [`wait`]: the wait taxonomy (mutex, condvar, rwlock, ...), one set of names for every OS;
 //! - [`hist`]: log2 latency histograms, bucketed exactly like DTrace's `quantize()`;
 //! - [`profile`]: the profile data model (metadata, threads, interned stacks, wait records);
@@ -38,7 +40,7 @@ pub mod symbols;
 pub mod wait;
 pub mod waitfor;
 
-pub use catalog::{CostClass, ProbeInfo, CATALOG};
+pub use catalog::{CostClass, Measure, ProbeDescriptor, CATALOG};
 pub use format::{read_profile, version_of, write_profile, FormatError, FORMAT_VERSION};
 pub use hist::Log2Histogram;
 pub use overlap::SeenTwice;

@@ -14,6 +14,7 @@
 //! not asked for) are kept. Linux only: the sleeps are told by their system call (`sleeping in
 //! futex` from the eBPF backend, `futex` from DTrace for Linux's `offcpu`).
 
+use crate::catalog::{offcpu_operation, FUTEX, OFFCPU};
 use crate::profile::{Profile, StackId, WaitRecord, WaitStats};
 use crate::waitfor::WokenBy;
 use std::collections::{BTreeMap, BTreeSet};
@@ -24,13 +25,18 @@ const FUTEX_CALLS: [&str; 3] = ["futex", "futex_waitv", "futex_wait"];
 /// The system call an `offcpu` record slept in, when it names one: `sleeping in CALL` (eBPF),
 /// or the call itself (DTrace for Linux).
 pub fn offcpu_call(record: &WaitRecord) -> Option<&str> {
-    if record.probe != "offcpu" {
+    if !record.is_from(&OFFCPU) {
         return None;
     }
     let op = record.operation.as_str();
-    match op.strip_prefix("sleeping in ") {
+    match op.strip_prefix(offcpu_operation::SLEEPING_IN) {
         Some(call) => Some(call),
-        None if !matches!(op, "sleeping" | "preempted" | "run-queue" | "") => Some(op),
+        None if op != offcpu_operation::SLEEPING
+            && !offcpu_operation::is_cpu_wait(op)
+            && !op.is_empty() =>
+        {
+            Some(op)
+        }
         None => None,
     }
 }
@@ -55,7 +61,7 @@ pub struct SeenTwice {
 impl SeenTwice {
     /// The records of `profile` seen twice.
     pub fn of(profile: &Profile) -> SeenTwice {
-        let futex = || profile.waits.iter().filter(|w| w.probe == "futex");
+        let futex = || profile.waits.iter().filter(|w| w.is_from(&FUTEX));
         SeenTwice {
             futex_threads: futex().map(|w| (w.pid, w.tid)).collect(),
             futex_sites: futex()
@@ -72,8 +78,8 @@ impl SeenTwice {
     /// True when `record` is an `offcpu` run-queue delay after a futex sleep the futex probe
     /// recorded (its thread and user stack are a futex wait's).
     pub fn is_run_queue_tail(&self, record: &WaitRecord) -> bool {
-        record.probe == "offcpu"
-            && record.operation == "run-queue"
+        record.is_from(&OFFCPU)
+            && record.operation == offcpu_operation::RUN_QUEUE
             && record
                 .user_stack
                 .is_some_and(|id| self.futex_sites.contains(&(record.pid, record.tid, id)))
@@ -100,7 +106,7 @@ impl SeenTwice {
         }
         merged.threads = threads.len();
         for w in &profile.waits {
-            if w.probe == "futex" && threads.contains(&(w.pid, w.tid)) {
+            if w.is_from(&FUTEX) && threads.contains(&(w.pid, w.tid)) {
                 merged.futex.merge(&w.stats);
             }
         }

@@ -4,6 +4,7 @@
 //! on another thread of the program) or idle (waiting for something outside it), by who ended
 //! its sleeps where the profile says, by a rule of thumb on any other profile.
 
+use crate::catalog::{offcpu_operation, MUTEX_HOLD, OFFCPU};
 use crate::overlap::{futex_wakers, offcpu_call, SeenTwice, Wakers};
 use crate::profile::{Profile, StackId, WaitRecord, WaitStats};
 use crate::wait::WaitKind;
@@ -311,13 +312,13 @@ pub fn is_role_candidate(record: &WaitRecord) -> bool {
     );
     // A sleep with neither a system call nor a stack says nothing of what it waited for: the
     // offcpu probe's record of a sleep already going on when the recording began.
-    let unknown = record.operation == "sleeping"
+    let unknown = record.operation == offcpu_operation::SLEEPING
         && record.user_stack.is_none()
         && record.kernel_stack.is_none();
     waits
         && !unknown
-        && record.probe != "mutex-hold"
-        && !matches!(record.operation.as_str(), "run-queue" | "preempted")
+        && !record.is_from(&MUTEX_HOLD)
+        && !offcpu_operation::is_cpu_wait(&record.operation)
 }
 
 /// The role of each record of `profile.waits` (by index; `None`: neither, or not a wait this
@@ -354,7 +355,7 @@ pub fn wait_roles(profile: &Profile) -> Vec<Option<RoleOf>> {
     for w in profile
         .waits
         .iter()
-        .filter(|w| w.probe == "offcpu" && candidate(w))
+        .filter(|w| w.is_from(&OFFCPU) && candidate(w))
     {
         let ns = offcpu_sites
             .entry(site(w))
@@ -369,7 +370,7 @@ pub fn wait_roles(profile: &Profile) -> Vec<Option<RoleOf>> {
         .iter()
         .map(|w| {
             let total = w.stats.total_ns;
-            match (candidate(w), w.probe == "offcpu", w.woken_by) {
+            match (candidate(w), w.is_from(&OFFCPU), w.woken_by) {
                 (false, ..) => BTreeMap::new(),
                 (true, true, Some(by)) => BTreeMap::from([(by, total)]),
                 (true, true, None) => offcpu_sites
@@ -419,7 +420,7 @@ pub fn wait_roles(profile: &Profile) -> Vec<Option<RoleOf>> {
             }
             // The site decides, not each sleep: a lock wait that a timeout cut short (a
             // deadlock check every second) is still a wait for the lock's holder.
-            let (known, program) = if w.probe == "offcpu" {
+            let (known, program) = if w.is_from(&OFFCPU) {
                 let site = offcpu_sites.get(&site(w));
                 let of = |by: Option<WokenBy>| site.and_then(|d| d.get(&by)).copied().unwrap_or(0);
                 let known = [WokenBy::Program, WokenBy::Outside, WokenBy::Interrupt]

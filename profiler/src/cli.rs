@@ -18,6 +18,7 @@ use crate::cmd::export::ExportArgs;
 use crate::cmd::flamegraph::FlamegraphArgs;
 use crate::cmd::html::HtmlArgs;
 use crate::cmd::import::ImportArgs;
+use crate::cmd::probes::ProbesArgs;
 use crate::cmd::record::RecordArgs;
 use crate::cmd::report::ReportArgs;
 use crate::cmd::sweep::SweepArgs;
@@ -66,7 +67,7 @@ pub enum Command {
     /// Turn output captured by another tool into a profile.
     Import(ImportArgs),
     /// List the probes lockscope can attach, per backend and OS.
-    Probes,
+    Probes(ProbesArgs),
     /// Measure kernel and pthread primitives (lmbench-style) as one comparable table.
     Bench(BenchArgs),
 }

@@ -119,10 +119,13 @@ fn record_unwritable_output() {
 #[test]
 fn record_bad_arguments() {
     let msg = one_line_error(lockscope().args(["record", "--probes", "nosuch", "--", "true"]));
+    let known: Vec<&str> = lockscope_probes::CATALOG.iter().map(|p| p.name).collect();
     assert_eq!(
         msg,
-        "unknown probe `nosuch`: known probes are futex, offcpu, wakeup, preempt, waitfor, \
-         syscall, lifecycle, klock, mutex-hold, cpu (sets: bottleneck)"
+        format!(
+            "unknown probe `nosuch`: known probes are {} (sets: bottleneck)",
+            known.join(", ")
+        )
     );
     let msg = one_line_error(lockscope().args(["record"]));
     assert_eq!(

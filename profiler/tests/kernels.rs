@@ -14,24 +14,15 @@
 mod common;
 
 use common::*;
-use lockscope_probes::{read_profile, AttachStatus, Profile};
+use lockscope_probes::{read_profile, AttachStatus, Profile, CATALOG};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The probes of the eBPF backend, as the checks record them one by one.
-const PROBES: [&str; 10] = [
-    "futex",
-    "offcpu",
-    "wakeup",
-    "preempt",
-    "waitfor",
-    "syscall",
-    "lifecycle",
-    "klock",
-    "mutex-hold",
-    "cpu",
-];
+/// The probes of the eBPF backend (the catalog's), as the checks record them one by one.
+fn probes() -> impl Iterator<Item = &'static str> {
+    CATALOG.iter().map(|probe| probe.name)
+}
 
 /// How long one guest may take, boot to power-off (the checks take 1-4 minutes under TCG).
 const GUEST_TIMEOUT_SECS: &str = "1500";
@@ -111,7 +102,7 @@ fn check_kernel(kernel: Kernel) {
 
     // `probes` and `record` agree, and every probe loads unless the kernel lacks its hooks.
     let verdicts = results.probe_verdicts();
-    for probe in PROBES {
+    for probe in probes() {
         let (verdict, why) = verdicts.get(probe).unwrap_or_else(|| {
             panic!(
                 "`lockscope probes` lists no {probe}:\n{}",
@@ -186,7 +177,7 @@ fn check_kernel(kernel: Kernel) {
         results.text("all.log")
     );
     let all = results.profile("all");
-    for probe in PROBES {
+    for probe in probes() {
         let alone = &verdicts[probe].0;
         let status = attach_status(&all, probe);
         assert_eq!(
@@ -459,7 +450,7 @@ impl Results {
                     let (_, reason): &mut (String, String) = entry;
                     *reason = why.to_owned();
                 }
-            } else if fields.len() > 4 && PROBES.contains(&fields[0]) {
+            } else if fields.len() > 4 && probes().any(|probe| probe == fields[0]) {
                 verdicts.insert(fields[0].to_owned(), (fields[3].to_owned(), String::new()));
                 last = Some(fields[0].to_owned());
             }

@@ -3,12 +3,13 @@
 
 mod fixtures;
 
-use fixtures::demo_profile;
+use fixtures::{demo_profile, stats};
 use lockscope::analysis::fold::{FoldOptions, Weight};
 use lockscope::export::{write_export, ExportFormat};
 use lockscope::render::flamegraph::{write_flamegraph, FlamegraphOptions};
 use lockscope::report::{write_report, GroupBy, ReportOptions, REPORT_JSON_VERSION};
-use lockscope_probes::Profile;
+use lockscope_probes::catalog::{offcpu_operation, CATALOG, OFFCPU, PREEMPT};
+use lockscope_probes::{Profile, WaitKind, WaitRecord};
 use serde_json::Value;
 
 fn json_report(profile: &Profile, group_by: GroupBy, top: usize) -> Value {
@@ -191,4 +192,39 @@ fn report_without_waits() {
     let report = json_report(&profile, GroupBy::Thread, 10);
     assert_eq!(report["groups_total"], 0);
     assert_eq!(report["totals"]["share"], 0.0);
+}
+
+/// Each probe's descriptor names the report section its records fill: a profile with one record
+/// of the probe has that key under `sections` in the JSON report.
+#[test]
+fn descriptor_sections_are_the_reports() {
+    for descriptor in CATALOG {
+        let Some(section) = descriptor.section else {
+            continue;
+        };
+        // The probes that only add to offcpu's intervals (wakeup, preempt) have offcpu records.
+        let (probe, operation) = match descriptor.kinds {
+            [WaitKind::OffCpu] if descriptor.name == PREEMPT.name => {
+                (OFFCPU.name, offcpu_operation::PREEMPTED.to_string())
+            }
+            [WaitKind::OffCpu] => (OFFCPU.name, offcpu_operation::sleeping_in("nanosleep")),
+            _ => (descriptor.name, "nanosleep".to_string()),
+        };
+        let mut profile = demo_profile();
+        let first = profile.waits[0].clone();
+        profile.waits.push(WaitRecord {
+            probe: probe.to_string(),
+            kind: descriptor.kinds[0],
+            operation,
+            stats: stats(&[1_000_000]),
+            ..first
+        });
+        let report = json_report(&profile, GroupBy::Stack, 10);
+        assert!(
+            report["sections"].get(section).is_some(),
+            "{}: no `{section}` in {}",
+            descriptor.name,
+            report["sections"]
+        );
+    }
 }

@@ -8,6 +8,7 @@
 mod common;
 
 use common::{bpf_available, demo_path, lockscope, run_ok};
+use lockscope_probes::catalog::{FUTEX, KLOCK, LIFECYCLE, MUTEX_HOLD, OFFCPU, SYSCALL, WAKEUP};
 use lockscope_probes::{Profile, WaitRecord};
 use std::path::{Path, PathBuf};
 
@@ -67,7 +68,10 @@ fn every_probe_reports_draws_and_exports() {
             .args([
                 "record",
                 "--probes",
-                "futex,offcpu,wakeup,syscall,lifecycle,klock",
+                [FUTEX, OFFCPU, WAKEUP, SYSCALL, LIFECYCLE, KLOCK]
+                    .map(|probe| probe.name)
+                    .join(",")
+                    .as_str(),
                 "--min-block",
                 "1us",
                 "-o",
@@ -282,8 +286,16 @@ fn preempt_names_where_a_preempted_thread_ran() {
 fn probes_lists_hooks() {
     let out = run_ok(lockscope().arg("probes"));
     for probe in lockscope_probes::CATALOG {
-        assert!(out.contains(probe.linux_hooks), "{out}");
+        assert!(out.contains(probe.ebpf_hooks), "{out}");
     }
+}
+
+/// `lockscope probes --names` prints the catalog's names, one per line, for shell scripts.
+#[test]
+fn probes_names_are_the_catalog() {
+    let out = run_ok(lockscope().args(["probes", "--names"]));
+    let names: Vec<&str> = lockscope_probes::CATALOG.iter().map(|p| p.name).collect();
+    assert_eq!(out.lines().collect::<Vec<_>>(), names, "{out}");
 }
 
 /// `lockscope probes` says every eBPF probe loads on this machine's kernel.
@@ -294,14 +306,7 @@ fn probes_says_every_probe_loads_here() {
         return;
     }
     let out = run_ok(lockscope().arg("probes"));
-    for name in [
-        "futex",
-        "offcpu",
-        "syscall",
-        "lifecycle",
-        "klock",
-        "mutex-hold",
-    ] {
+    for name in [FUTEX, OFFCPU, SYSCALL, LIFECYCLE, KLOCK, MUTEX_HOLD].map(|probe| probe.name) {
         let line = out
             .lines()
             .find(|l| l.trim_start().starts_with(name))

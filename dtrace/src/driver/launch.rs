@@ -17,6 +17,7 @@ use crate::parse::Output;
 use crate::script::generate_script;
 use crate::waitfor::WaitForStream;
 use crate::Error;
+use lockscope_probes::catalog::{FUTEX, WAITFOR};
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -117,7 +118,7 @@ impl Driver {
                 .errors
                 .iter()
                 .find(|e| e.contains("not a dynamically-linked executable"))
-                .and_then(|e| Some((crate::catalog::find("futex")?, e.clone())));
+                .and_then(|e| Some((crate::catalog::find(FUTEX.name)?, e.clone())));
             let unmatched = diagnosis
                 .no_probe
                 .as_ref()
@@ -130,7 +131,7 @@ impl Driver {
                 // A libc entry point the target lacks (a static or non-glibc binary): the futex
                 // probe goes on without them, classifying by stack only.
                 Some((probe, message))
-                    if probe.name == "futex"
+                    if probe.name == FUTEX.name
                         && entry_points
                         && attempt.stopped_by.is_none()
                         && (message.contains(":pthread_")
@@ -179,7 +180,7 @@ impl Driver {
         let launched_pid = launched.as_ref().map(|t| t.pid());
         let stream = probes
             .iter()
-            .any(|p| p.name == "waitfor")
+            .any(|p| p.name == WAITFOR.name)
             .then(|| WaitForStream::new(self.options.script.os));
         // The wait-for stream prints all along, through dtrace's stdio buffer, which it flushes
         // at any byte: on the stdout it shares with a `-c` command, the command's lines would

@@ -21,7 +21,7 @@ use libbpf_rs::libbpf_sys::{
     perf_event_attr, PERF_COUNT_SW_CPU_CLOCK, PERF_FLAG_FD_CLOEXEC, PERF_TYPE_SOFTWARE,
 };
 use libbpf_rs::Link;
-use lockscope_probes::WaitKind;
+use lockscope_probes::{catalog, WaitKind};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 
@@ -49,8 +49,8 @@ impl AggregationKey for cpu_key {
 
     fn info() -> ProbeInfo {
         ProbeInfo {
-            names: &["cpu"],
-            hooks: "perf_event software cpu-clock on each CPU",
+            descriptor: &catalog::CPU,
+            also_serves: &[],
             needs: &[],
             privileged: &[],
         }
@@ -65,7 +65,7 @@ impl AggregationKey for cpu_key {
             ));
         }
         // With the wait-for analysis, every sample also goes to its stream.
-        let stream = cx.wants("waitfor");
+        let stream = cx.wants(&catalog::WAITFOR);
         let configure = |open: &mut OpenCpuSkel<'static>| {
             if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
                 rodata.targ_stream = stream;

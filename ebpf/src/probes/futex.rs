@@ -19,10 +19,10 @@ use crate::skel::futex::{FutexProgs, FutexSkel, FutexSkelBuilder};
 use crate::variant::ProgramVariant;
 use libbpf_rs::skel::OpenSkel;
 use libbpf_rs::{Link, ProgramMut, TracepointCategory};
-use lockscope_probes::{AttachStatus, WaitKind};
+use lockscope_probes::{catalog, AttachStatus, WaitKind};
 
 /// Catalog name of the probe.
-const NAME: &str = "futex";
+const NAME: &str = catalog::FUTEX.name;
 /// tracefs's event directories, where a mounted tracefs lists the per-syscall tracepoints.
 const TRACEFS_EVENTS: [&str; 2] = [
     "/sys/kernel/debug/tracing/events",
@@ -146,9 +146,8 @@ impl FutexProbe {
 impl Probe for FutexProbe {
     fn info() -> ProbeInfo {
         ProbeInfo {
-            names: &[NAME],
-            hooks: "tracepoint/syscalls/sys_{enter,exit}_futex (else tp_btf or raw_tp sys_enter, \
-                    sys_exit), sched_process_exit",
+            descriptor: &catalog::FUTEX,
+            also_serves: &[],
             needs: &[],
             privileged: &[PrivilegedHook::TracefsTracepoints],
         }

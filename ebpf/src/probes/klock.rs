@@ -6,7 +6,7 @@ use crate::object::{LoadedObject, Plain};
 use crate::probe::{KernelFeature, LoadContext, ProbeInfo};
 use crate::skel::klock::types::klock_key;
 use crate::skel::klock::{KlockSkel, KlockSkelBuilder};
-use lockscope_probes::WaitKind;
+use lockscope_probes::{catalog, WaitKind};
 
 /// The aggregation key (`struct klock_key`).
 pub(crate) type Key = klock_key;
@@ -21,8 +21,8 @@ impl AggregationKey for klock_key {
 
     fn info() -> ProbeInfo {
         ProbeInfo {
-            names: &["klock"],
-            hooks: "tp_btf/contention_begin, tp_btf/contention_end",
+            descriptor: &catalog::KLOCK,
+            also_serves: &[],
             needs: &[KernelFeature::BtfTracepoint {
                 system: "lock",
                 name: "contention_begin",

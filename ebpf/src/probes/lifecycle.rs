@@ -6,7 +6,7 @@ use crate::object::{LoadedObject, Plain};
 use crate::probe::{LoadContext, ProbeInfo};
 use crate::skel::lifecycle::types::{lifecycle_key, lifecycle_op as Op};
 use crate::skel::lifecycle::{LifecycleSkel, LifecycleSkelBuilder};
-use lockscope_probes::WaitKind;
+use lockscope_probes::{catalog, WaitKind};
 
 /// The aggregation key (`struct lifecycle_key`).
 pub(crate) type Key = lifecycle_key;
@@ -22,8 +22,8 @@ impl AggregationKey for lifecycle_key {
 
     fn info() -> ProbeInfo {
         ProbeInfo {
-            names: &["lifecycle"],
-            hooks: "tp_btf/sys_enter, tp_btf/sys_exit, tp_btf/sched_process_exit",
+            descriptor: &catalog::LIFECYCLE,
+            also_serves: &[],
             needs: &[],
             privileged: &[],
         }

@@ -1,13 +1,16 @@
 //! The probes of the eBPF backend, one file each, named as the probe's BPF object
-//! (`bpf/NAME.bpf.c`, `bpf/NAME.h`): `futex`, `offcpu` (also `wakeup`
-//! and `preempt`), `syscall`, `lifecycle`, `klock`, `mutex_hold` (the `mutex-hold` probe: Rust
-//! names take `_` for `-`), `cpu` (on-CPU samples, not waits).
+//! (`bpf/NAME.bpf.c`, `bpf/NAME.h`): `futex`, `offcpu` (also `wakeup`, `preempt` and
+//! `waitfor`), `syscall`, `lifecycle`, `klock`, `mutex_hold` (the `mutex-hold` probe: Rust names
+//! take `_` for `-`), `cpu` (on-CPU samples, not waits).
 //!
 //! Each implements [`Probe`]. Most aggregate into one map of `lks_stats` by a key of their own
 //! (probe.bpf.h's `aggregate`) and attach every program by its section: they implement
-//! [`AggregationKey`] for their key, and [`Aggregating`] is their [`Probe`]. Adding a probe: its
-//! `.bpf.c` and `.h` (build.rs finds the `.bpf.c` and makes its skeleton module), its file here
-//! with a line in [`all`], and its entry in the OS-neutral catalog (`lockscope_probes::CATALOG`).
+//! [`AggregationKey`] for their key, and [`Aggregating`] is their [`Probe`]. Each is registered on
+//! the descriptor of the catalog probe it implements (`ProbeInfo::descriptor`, from
+//! `lockscope_probes::catalog`), which gives its name and the hooks stored in profiles; a test
+//! checks that every descriptor has exactly one loader. Adding a probe: its `.bpf.c` and `.h`
+//! (build.rs finds the `.bpf.c` and makes its skeleton module), its file here with a line in
+//! [`all`], its descriptor in the OS-neutral catalog, and its report section in the profiler.
 
 mod cpu;
 mod futex;
@@ -166,7 +169,7 @@ impl<K: AggregationKey> Probe for Aggregating<K> {
             let (pid, tid) = k.thread();
             let (user_stack_id, kernel_stack_id) = k.stack_ids();
             out.records.push(RawRecord {
-                probe: K::info().names[0],
+                probe: K::info().name(),
                 kind: K::KIND,
                 classify: false,
                 pid,
@@ -191,5 +194,21 @@ fn with_errno(operation: String, err: i32) -> String {
         operation
     } else {
         format!("{operation} {}", errno_name(err))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lockscope_probes::CATALOG;
+
+    /// Every probe of the OS-neutral catalog has exactly one loader on Linux (the eBPF backend's
+    /// only OS: no probe is absent by design), and the loaders serve the catalog's probes only,
+    /// in its order.
+    #[test]
+    fn every_descriptor_has_one_loader() {
+        let served: Vec<&str> = all().iter().flat_map(|r| r.info.names()).collect();
+        let catalog: Vec<&str> = CATALOG.iter().map(|d| d.name).collect();
+        assert_eq!(served, catalog);
     }
 }

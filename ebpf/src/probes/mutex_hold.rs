@@ -10,13 +10,12 @@ use crate::skel::mutex_hold::types::{hold_acquire as How, hold_key};
 use crate::skel::mutex_hold::{MutexHoldSkel, MutexHoldSkelBuilder};
 use crate::variant::ProgramVariant;
 use libbpf_rs::Link;
-use lockscope_probes::WaitKind;
+use lockscope_probes::{catalog, WaitKind};
 
 /// The aggregation key (`struct hold_key`).
 pub(crate) type Key = hold_key;
 
 /// Hooks of the probe, as listed in profiles.
-const HOOKS: &str = "uprobe libc.so.6:pthread_mutex_lock (entry, return), pthread_mutex_unlock";
 /// The C library the uprobes go into (libbpf finds it on the library path).
 const LIBC: &str = "libc.so.6";
 /// Lock+unlock pairs timed to measure what the uprobes cost.
@@ -33,8 +32,8 @@ impl AggregationKey for hold_key {
 
     fn info() -> ProbeInfo {
         ProbeInfo {
-            names: &["mutex-hold"],
-            hooks: HOOKS,
+            descriptor: &catalog::MUTEX_HOLD,
+            also_serves: &[],
             needs: &[],
             privileged: &[PrivilegedHook::Uprobes],
         }
@@ -62,9 +61,13 @@ impl AggregationKey for hold_key {
         let links =
             links(object.skel(), cx.variant, pid).map_err(|e| format!("failed to attach: {e}"))?;
         object.keep(links);
-        Ok(cost
-            .ok()
-            .map(|ns| format!("{HOOKS}; measured {:.1} µs per lock+unlock", ns / 1000.0)))
+        Ok(cost.ok().map(|ns| {
+            format!(
+                "{}; measured {:.1} µs per lock+unlock",
+                catalog::MUTEX_HOLD.ebpf_hooks,
+                ns / 1000.0
+            )
+        }))
     }
 
     fn thread(&self) -> (u32, u32) {

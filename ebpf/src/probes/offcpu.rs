@@ -20,6 +20,7 @@ use crate::skel::offcpu::types::{
 };
 use crate::skel::offcpu::{OffcpuSkel, OffcpuSkelBuilder, OpenOffcpuSkel};
 use crate::syscalls::{syscall_name, syscall_number};
+use lockscope_probes::catalog::{self, offcpu_operation};
 use lockscope_probes::waitfor::{Interval, IntervalKind, ThreadRef, WokenBy};
 use lockscope_probes::{ThreadTime, TimeClass, WaitKind};
 use std::collections::{BTreeMap, HashSet};
@@ -197,9 +198,8 @@ pub(crate) fn woken_by(class: waker_class) -> Option<WokenBy> {
 impl Probe for OffcpuProbe {
     fn info() -> ProbeInfo {
         ProbeInfo {
-            names: &["offcpu", "wakeup", "preempt", "waitfor"],
-            hooks: "tp_btf/sched_switch, tp_btf/sched_waking, tp_btf/sched_wakeup_new, \
-                    tp_btf/{irq_handler,softirq,hrtimer_expire}_{entry,exit}",
+            descriptor: &catalog::OFFCPU,
+            also_serves: &[catalog::WAKEUP, catalog::PREEMPT, catalog::WAITFOR],
             needs: &[],
             privileged: &[],
         }
@@ -209,9 +209,9 @@ impl Probe for OffcpuProbe {
     /// `preempt` the user stacks of preempted threads, `waitfor` stream every interval.
     fn load(cx: &LoadContext<'_>) -> Result<Self, String> {
         let min_block = cx.settings.min_block.as_nanos() as u64;
-        let waker_stacks = cx.wants("wakeup");
-        let preempted_stacks = cx.wants("preempt");
-        let stream = cx.wants("waitfor");
+        let waker_stacks = cx.wants(&catalog::WAKEUP);
+        let preempted_stacks = cx.wants(&catalog::PREEMPT);
+        let stream = cx.wants(&catalog::WAITFOR);
         let object = load_object(
             OffcpuSkelBuilder::default(),
             cx,
@@ -254,7 +254,7 @@ impl Probe for OffcpuProbe {
         let maps = &self.object.skel().maps;
         for (k, v) in entries::<offcpu_key, LksStats>(&maps.offcpu, "offcpu")? {
             out.records.push(RawRecord {
-                probe: "offcpu",
+                probe: catalog::OFFCPU.name,
                 kind: WaitKind::OffCpu,
                 classify: false,
                 pid: k.tgid,
@@ -313,10 +313,10 @@ impl Probe for OffcpuProbe {
 /// `run-queue`.
 fn operation(state: State, syscall: i32) -> String {
     match state {
-        State::LKS_STATE_PREEMPTED => "preempted".to_owned(),
-        State::LKS_STATE_RUN_QUEUE => "run-queue".to_owned(),
-        _ if syscall >= 0 => format!("sleeping in {}", syscall_name(syscall)),
-        _ => "sleeping".to_owned(),
+        State::LKS_STATE_PREEMPTED => offcpu_operation::PREEMPTED.to_owned(),
+        State::LKS_STATE_RUN_QUEUE => offcpu_operation::RUN_QUEUE.to_owned(),
+        _ if syscall >= 0 => offcpu_operation::sleeping_in(&syscall_name(syscall)),
+        _ => offcpu_operation::SLEEPING.to_owned(),
     }
 }
 

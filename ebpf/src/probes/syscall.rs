@@ -9,7 +9,7 @@ use crate::skel::syscall::types::syscall_key;
 use crate::skel::syscall::{OpenSyscallSkel, SyscallSkel, SyscallSkelBuilder};
 use crate::syscalls::syscall_name;
 use libbpf_rs::{MapCore, MapFlags};
-use lockscope_probes::WaitKind;
+use lockscope_probes::{catalog, WaitKind};
 
 /// The aggregation key (`struct syscall_key`).
 pub(crate) type Key = syscall_key;
@@ -24,8 +24,8 @@ impl AggregationKey for syscall_key {
 
     fn info() -> ProbeInfo {
         ProbeInfo {
-            names: &["syscall"],
-            hooks: "tp_btf/sys_enter, tp_btf/sys_exit",
+            descriptor: &catalog::SYSCALL,
+            also_serves: &[],
             needs: &[],
             privileged: &[],
         }

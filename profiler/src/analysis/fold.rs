@@ -29,6 +29,8 @@
 //!   thread was doing: `[on-cpu]`, `[run-queue]`, `[preempted]`, or `[off-cpu: ...]` with the wait
 //!   kind of a futex sleep (classified from its user stack) or the system call slept in.
 
+use lockscope_probes::catalog::{self, offcpu_operation};
+use lockscope_probes::ProbeDescriptor;
 use lockscope_probes::{Frame, Profile, SeenTwice, Stack, WaitKind, WaitRecord, WaitStats};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -246,8 +248,8 @@ pub fn wall_state(profile: &Profile, record: &WaitRecord) -> String {
         return WALL_ON_CPU.to_string();
     }
     match record.operation.as_str() {
-        "run-queue" => "[run-queue]".to_string(),
-        "preempted" => "[preempted]".to_string(),
+        offcpu_operation::RUN_QUEUE => "[run-queue]".to_string(),
+        offcpu_operation::PREEMPTED => "[preempted]".to_string(),
         operation => {
             let names: Vec<String> = profile
                 .stack(record.user_stack)
@@ -263,8 +265,8 @@ pub fn wall_state(profile: &Profile, record: &WaitRecord) -> String {
 
 /// Checks that `profile` has what the wall-clock view needs: both probes' records.
 pub fn check_wall(profile: &Profile) -> Result<(), String> {
-    let has = |probe: &str| profile.waits.iter().any(|w| w.probe == probe);
-    if has("cpu") && has("offcpu") {
+    let has = |probe: &ProbeDescriptor| profile.waits.iter().any(|w| w.is_from(probe));
+    if has(&catalog::CPU) && has(&catalog::OFFCPU) {
         Ok(())
     } else {
         Err(
@@ -323,7 +325,8 @@ pub fn selected<'a>(
     };
     profile.waits.iter().filter(move |r| {
         if options.wall {
-            return (r.probe == "cpu" && r.kind == WaitKind::OnCpu) || r.probe == "offcpu";
+            return (r.is_from(&catalog::CPU) && r.kind == WaitKind::OnCpu)
+                || r.is_from(&catalog::OFFCPU);
         }
         selects(options, r) && !(waits_only && r.kind.is_sampled()) && !twice.contains(r)
     })
@@ -336,7 +339,7 @@ pub fn check_probe(profile: &Profile, options: &FoldOptions) -> Result<(), Strin
         return Ok(());
     };
     // The `wakeup` probe is the offcpu object taking wakers' stacks: its records are offcpu's.
-    if probe == "wakeup" {
+    if probe == catalog::WAKEUP.name {
         return Err(
             "the `wakeup` probe's records are the `offcpu` probe's: use --probe offcpu (its \
              wakeups come with it) or --wakeups"

@@ -12,6 +12,7 @@
 //!   CPU) and the `cpu` probe's CPU time.
 
 use crate::analysis::canonical::thread_group;
+use lockscope_probes::catalog::offcpu_operation;
 use lockscope_probes::{Profile, WaitKind, WaitStats};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -28,12 +29,6 @@ pub struct CommandGroup {
     pub waits: WaitStats,
     /// Their CPU time sampled by the `cpu` probe, nanoseconds.
     pub cpu_ns: u64,
-}
-
-/// True for the `offcpu` probe's intervals of a thread waiting for a CPU (not a wait it asked
-/// for: the report's CPU saturation).
-fn waits_for_cpu(operation: &str) -> bool {
-    operation == "run-queue" || operation == "preempted"
 }
 
 /// The command of process `pid` in `profile` (see the module docs).
@@ -73,7 +68,7 @@ pub fn command_groups(profile: &Profile) -> Vec<CommandGroup> {
         let group = groups.entry(name).or_default();
         if w.kind == WaitKind::OnCpu {
             group.cpu_ns = group.cpu_ns.saturating_add(w.stats.total_ns);
-        } else if !w.kind.is_sampled() && !waits_for_cpu(&w.operation) {
+        } else if !w.kind.is_sampled() && !offcpu_operation::is_cpu_wait(&w.operation) {
             group.waits.merge(&w.stats);
         }
     }

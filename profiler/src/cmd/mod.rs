@@ -11,7 +11,7 @@ pub(crate) mod export;
 pub(crate) mod flamegraph;
 pub(crate) mod html;
 pub(crate) mod import;
-mod probes;
+pub(crate) mod probes;
 pub(crate) mod record;
 pub(crate) mod report;
 pub(crate) mod sweep;
@@ -37,7 +37,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Sweep(args) => sweep::run(&args),
         Command::Html(args) => html::run(&args),
         Command::Chart(args) => chart::run(&args),
-        Command::Probes => probes::run(),
+        Command::Probes(args) => probes::run(&args),
     }
 }
 

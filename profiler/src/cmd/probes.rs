@@ -1,12 +1,34 @@
 //! `lockscope probes`: both backends' probes, and for the eBPF ones whether each loads on this
-//! kernel (tried as `record` would load it).
+//! kernel (tried as `record` would load it); with `--names`, the catalog's probe names alone, for
+//! shell scripts.
 
 use anyhow::Result;
+use clap::Args;
 use std::io::Write;
 
+/// Arguments of `lockscope probes`.
+#[derive(Debug, Args)]
+pub struct ProbesArgs {
+    /// Print only the names of the OS-neutral catalog's probes (every one the eBPF backend
+    /// records), one per line, in listing order: for shell scripts.
+    #[arg(long)]
+    pub names: bool,
+}
+
 /// Runs `lockscope probes`.
-pub fn run() -> Result<()> {
+pub fn run(args: &ProbesArgs) -> Result<()> {
+    if args.names {
+        return super::write_stdout("the probe names", |out| Ok(print_names(out)?));
+    }
     super::write_stdout("the probe list", |out| Ok(print_probes(out)?))
+}
+
+/// The catalog's probe names, one per line.
+fn print_names(out: &mut dyn Write) -> std::io::Result<()> {
+    for probe in lockscope_probes::CATALOG {
+        writeln!(out, "{}", probe.name)?;
+    }
+    Ok(())
 }
 
 /// Per eBPF probe, `(probe, verdict, why)` with the verdict `loads`, `fails` or `absent`; and
@@ -82,7 +104,7 @@ fn print_probes(out: &mut dyn Write) -> std::io::Result<()> {
             can,
             probe.description
         )?;
-        writeln!(out, "  {:<55} hooks: {}", "", probe.linux_hooks)?;
+        writeln!(out, "  {:<55} hooks: {}", "", probe.ebpf_hooks)?;
         if let Some(why) = why {
             writeln!(out, "  {:<55} why: {why}", "")?;
         }

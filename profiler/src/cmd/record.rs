@@ -9,6 +9,7 @@ use crate::session::{Progress, Session, SessionOptions, SessionTarget};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use lockscope_dtrace::{ScriptOptions, ScriptTarget};
+use lockscope_probes::catalog;
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -88,7 +89,7 @@ impl RecordArgs {
 
     /// `--frequency` sets the `cpu` probe's rate, so it needs that probe.
     fn check_frequency(&self) -> Result<()> {
-        if self.frequency.is_some() && !self.probes.iter().any(|p| p.trim() == "cpu") {
+        if self.frequency.is_some() && !self.probes.iter().any(|p| p.trim() == catalog::CPU.name) {
             bail!("--frequency sets the `cpu` probe's sampling rate: add `cpu` to --probes");
         }
         Ok(())

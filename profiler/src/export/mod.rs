@@ -17,6 +17,7 @@ pub mod speedscope;
 
 use crate::analysis::fold::{check_probe, folded_lines, selects, FoldOptions};
 use anyhow::Context;
+use lockscope_probes::catalog;
 use lockscope_probes::{Profile, StackId};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -89,7 +90,7 @@ pub fn filter_profile(profile: &Profile, fold: &FoldOptions) -> Profile {
         renumber(&mut record.kernel_stack);
         waits.push(record);
     }
-    let offcpu = fold.probe.as_deref() == Some("offcpu");
+    let offcpu = fold.probe.as_deref() == Some(catalog::OFFCPU.name);
     let mut wakeups = Vec::new();
     if offcpu {
         for wakeup in &profile.wakeups {

@@ -9,7 +9,7 @@ use super::model::{
     LockRow, LossRow, MergedRow, OnCpuRow, ProbeRow, Report, StackRow, StackTrace, Stats,
     ThreadRow, TruncatedRow,
 };
-use super::sections::{self, Sections};
+use super::sections::Sections;
 use super::text::plural;
 use super::{GroupBy, ReportOptions, REPORT_JSON_VERSION};
 use crate::analysis::fold::Measure;
@@ -173,12 +173,12 @@ impl Report {
         // A futex sleep both the futex and offcpu probes saw counts once, as the futex wait.
         let twice = SeenTwice::of(full);
         let apart = |w: &WaitRecord| {
-            (drop_samples && w.kind.is_sampled()) || sections::is_cpu_wait(w) || twice.contains(w)
+            (drop_samples && w.kind.is_sampled()) || w.is_cpu_wait() || twice.contains(w)
         };
         let cpu_wait_intervals: u64 = full
             .waits
             .iter()
-            .filter(|w| sections::is_cpu_wait(w))
+            .filter(|w| w.is_cpu_wait())
             .map(|w| w.stats.count)
             .sum();
         let profile = if full.waits.iter().any(apart) {

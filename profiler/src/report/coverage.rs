@@ -8,6 +8,7 @@
 //! `epoll_wait` spends 85% of its time there and the futex probe sees the 4.5% under its
 //! semaphores: the report says so, and what to add, with the cost docs/BENCHMARKS.md measured.
 
+use lockscope_probes::catalog;
 use lockscope_probes::{Profile, TimeClass, WaitKind};
 use serde::Serialize;
 
@@ -98,7 +99,7 @@ impl Coverage {
         let cpu_ns: u64 = profile
             .waits
             .iter()
-            .filter(|w| w.probe == "cpu" && w.kind == WaitKind::OnCpu)
+            .filter(|w| w.is_from(&catalog::CPU) && w.kind == WaitKind::OnCpu)
             .map(|w| w.stats.total_ns)
             .sum();
         let thread_ns = duration.saturating_mul(threads_seen as u64);

@@ -34,6 +34,7 @@ use crate::analysis::canonical::{canonical_sites, thread_groups};
 use crate::render::units::{format_fraction, share};
 use crate::why::{Why, WhyOptions};
 use anyhow::{bail, Context};
+use lockscope_probes::catalog;
 use lockscope_probes::overlap::offcpu_call;
 use lockscope_probes::waitfor::WokenBy;
 use lockscope_probes::{wait_roles, Profile, RoleBasis, TimeClass, WaitRole, WaitStats};
@@ -190,8 +191,12 @@ impl Breakdown {
                 let Some(role) = role else { continue };
                 *roles.entry(role.role).or_default() += w.stats.total_ns;
                 if role.role == WaitRole::Contention {
-                    let call =
-                        offcpu_call(w).unwrap_or(if w.probe == "futex" { "futex" } else { "" });
+                    let call = offcpu_call(w).unwrap_or(if w.is_from(&catalog::FUTEX) {
+                        // The futex probe's waits are all in the system call of that name.
+                        "futex"
+                    } else {
+                        ""
+                    });
                     if !call.is_empty() {
                         *calls.entry(call).or_default() += w.stats.total_ns;
                     }

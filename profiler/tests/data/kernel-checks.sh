@@ -16,16 +16,23 @@ uname -r >"$OUT/kernel"
 "$LOCKSCOPE" probes >"$OUT/probes.txt" 2>&1
 echo $? >"$OUT/probes.rc"
 
+# Every probe of the catalog, as lockscope names them (one per line).
+probes=$("$LOCKSCOPE" probes --names)
 # The cpu probe at 997 Hz, not its default 99: the demo's 300 ms of spinning are then about 300
 # samples. A thread that has half of a CPU is sampled binomially (sd = sqrt(300 x 0.5) = 12
 # samples), so the check's 15% is 3.7 standard deviations; at 99 Hz it was 1.2 (30 samples, sd 3.9),
 # a failure in about one run in four whenever the spinner shared its CPU.
 sampling="--frequency 997"
-for probe in futex offcpu wakeup preempt waitfor syscall lifecycle klock mutex-hold; do
-    record "$probe" --probes "$probe"
+for probe in $probes; do
+    if [ "$probe" = cpu ]; then
+        # shellcheck disable=SC2086 # $sampling is a flag and its value, split on purpose
+        record cpu --probes cpu $sampling
+    else
+        record "$probe" --probes "$probe"
+    fi
 done
-record cpu --probes cpu $sampling
-record all --probes futex,offcpu,wakeup,preempt,waitfor,syscall,lifecycle,klock,mutex-hold,cpu $sampling
+# shellcheck disable=SC2086 # $probes is a list of names, split into words on purpose
+record all --probes "$(echo $probes | tr ' ' ',')" $sampling
 record bottleneck --probes bottleneck
 
 if [ "${TOGGLE_TRACEFS:-0}" = 1 ]; then

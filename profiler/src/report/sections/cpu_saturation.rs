@@ -2,6 +2,7 @@
 //! (run queue after a wakeup, preempted), kept out of the waits, per site and per thread.
 
 use super::*;
+use lockscope_probes::catalog::offcpu_operation;
 
 /// Threads waiting for a CPU.
 #[derive(Serialize)]
@@ -32,7 +33,7 @@ pub(super) struct SaturationThread {
 }
 
 pub(super) fn cpu_saturation(profile: &Profile) -> Option<CpuSaturation> {
-    let waits: Vec<&WaitRecord> = profile.waits.iter().filter(|w| is_cpu_wait(w)).collect();
+    let waits: Vec<&WaitRecord> = profile.waits.iter().filter(|w| w.is_cpu_wait()).collect();
     if waits.is_empty() {
         return None;
     }
@@ -40,7 +41,7 @@ pub(super) fn cpu_saturation(profile: &Profile) -> Option<CpuSaturation> {
     let mut threads: BTreeMap<(u32, u32), (u64, u64)> = BTreeMap::new();
     for w in &waits {
         let entry = threads.entry((w.pid, w.tid)).or_default();
-        if w.operation == "preempted" {
+        if w.operation == offcpu_operation::PREEMPTED {
             preempted_ns += w.stats.total_ns;
             entry.1 += w.stats.total_ns;
         } else {
@@ -99,7 +100,7 @@ fn sites_by_frame(rows: Vec<SiteRow>) -> Vec<SiteRow> {
     // Site (wait, frame) -> its index in `merged`: a preempt recording has thousands of rows.
     let mut index: BTreeMap<(String, String), usize> = BTreeMap::new();
     for mut row in rows {
-        if row.operation == "preempted" && row.user_stack.is_none() {
+        if row.operation == offcpu_operation::PREEMPTED && row.user_stack.is_none() {
             row.frame = "[preempted]".to_string();
         }
         let key = (row.operation.clone(), row.frame.clone());

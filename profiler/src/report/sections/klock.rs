@@ -1,6 +1,7 @@
 //! The `klock` probe's section: kernel locks by type and address with their caller.
 
 use super::*;
+use lockscope_probes::catalog;
 
 /// Kernel functions that are the lock itself, not its caller (for klock's caller column).
 pub(super) const LOCK_INTERNALS: &[&str] = &[
@@ -60,7 +61,7 @@ pub(super) fn klock(profile: &Profile) -> Option<Vec<KlockRow>> {
     // Per (type, address): stats, time per caller, thread names.
     type LockAcc = (WaitStats, BTreeMap<String, u64>, Vec<String>);
     let mut locks: BTreeMap<(&str, u64), LockAcc> = BTreeMap::new();
-    for w in profile.waits.iter().filter(|w| w.probe == "klock") {
+    for w in profile.waits.iter().filter(|w| w.is_from(&catalog::KLOCK)) {
         let entry = locks.entry((w.operation.as_str(), w.object)).or_default();
         entry.0.merge(&w.stats);
         *entry.1.entry(lock_caller(profile, w)).or_insert(0) += w.stats.total_ns;

@@ -2,6 +2,7 @@
 //! times.
 
 use super::*;
+use lockscope_probes::catalog;
 
 #[derive(Serialize)]
 pub(crate) struct LifecycleRow {
@@ -19,7 +20,11 @@ pub(crate) struct LifecycleRow {
 
 pub(super) fn lifecycle(profile: &Profile) -> Option<Vec<LifecycleRow>> {
     let mut ops: BTreeMap<&str, (WaitStats, u64, u64, Option<String>)> = BTreeMap::new();
-    for w in profile.waits.iter().filter(|w| w.probe == "lifecycle") {
+    for w in profile
+        .waits
+        .iter()
+        .filter(|w| w.is_from(&catalog::LIFECYCLE))
+    {
         let (op, errno) = call_and_errno(&w.operation);
         let entry = ops.entry(op).or_default();
         if errno.is_some() {

@@ -32,6 +32,7 @@
 //! what they share (the site rows, thread labels, the wait plumbing skipped when naming a site).
 
 use crate::render::units::{format_ns, format_percent};
+use lockscope_probes::catalog;
 use lockscope_probes::waitfor::WokenBy;
 use lockscope_probes::{
     wait_roles, Profile, RoleBasis, RoleOf, StackId, ThreadTime, TimeClass, WaitKind, WaitRecord,
@@ -89,12 +90,6 @@ pub(crate) struct Sections {
     cpu_saturation: Option<CpuSaturation>,
     #[serde(skip_serializing_if = "Option::is_none")]
     on_cpu: Option<OnCpu>,
-}
-
-/// True for an `offcpu` interval of a thread waiting for a CPU (`run-queue`: woken, not yet
-/// running; `preempted`): CPU saturation, not a wait for anything the thread asked for.
-pub(crate) fn is_cpu_wait(record: &WaitRecord) -> bool {
-    record.probe == "offcpu" && matches!(record.operation.as_str(), "run-queue" | "preempted")
 }
 
 #[derive(Serialize)]
@@ -207,8 +202,12 @@ fn site_frame(profile: &Profile, record: &WaitRecord) -> String {
 
 /// Why a profile does not say who ended its sleeps, and what would.
 pub(crate) fn no_wakers_reason(profile: &Profile) -> &'static str {
-    let offcpu = profile.waits.iter().any(|w| w.probe == "offcpu")
-        || profile.metadata.probes.iter().any(|p| p.probe == "offcpu");
+    let offcpu = profile.waits.iter().any(|w| w.is_from(&catalog::OFFCPU))
+        || profile
+            .metadata
+            .probes
+            .iter()
+            .any(|p| p.probe == catalog::OFFCPU.name);
     match (profile.metadata.backend.as_str(), offcpu) {
         ("dtrace", _) => "the DTrace backend does not record who ended a sleep",
         (_, true) => "not in this profile: its offcpu records predate who ended each sleep",

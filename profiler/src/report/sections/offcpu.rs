@@ -2,6 +2,7 @@
 //! waker → sleeper pairs.
 
 use super::*;
+use lockscope_probes::catalog;
 
 #[derive(Serialize)]
 pub(crate) struct OffCpu {
@@ -38,7 +39,7 @@ pub(super) fn offcpu(profile: &Profile) -> Option<OffCpu> {
     let records: Vec<&WaitRecord> = profile
         .waits
         .iter()
-        .filter(|w| w.probe == "offcpu")
+        .filter(|w| w.is_from(&catalog::OFFCPU))
         .collect();
     if records.is_empty() && profile.wakeups.is_empty() {
         return None;
@@ -78,7 +79,11 @@ pub(super) fn offcpu(profile: &Profile) -> Option<OffCpu> {
         .collect();
     wakeups.sort_by_key(|r| Reverse(r.total_ns));
     wakeups.truncate(TOP);
-    let wakeup_probe = profile.metadata.probes.iter().any(|p| p.probe == "wakeup");
+    let wakeup_probe = profile
+        .metadata
+        .probes
+        .iter()
+        .any(|p| p.probe == catalog::WAKEUP.name);
     let no_wakeups = if !wakeups.is_empty() {
         None
     } else if wakeup_probe {

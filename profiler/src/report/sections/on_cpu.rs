@@ -2,6 +2,7 @@
 //! thread's wait time, then the top stacks by CPU time.
 
 use super::*;
+use lockscope_probes::catalog;
 
 /// Frames shown per stack in the on-CPU section's text (the JSON has them all).
 pub(super) const ON_CPU_FRAMES: usize = 24;
@@ -66,7 +67,7 @@ pub(super) fn on_cpu(profile: &Profile) -> Option<OnCpu> {
     let samples: Vec<&WaitRecord> = profile
         .waits
         .iter()
-        .filter(|w| w.probe == "cpu" && w.kind == WaitKind::OnCpu)
+        .filter(|w| w.is_from(&catalog::CPU) && w.kind == WaitKind::OnCpu)
         .collect();
     if samples.is_empty() {
         return None;
@@ -106,7 +107,9 @@ pub(super) fn on_cpu(profile: &Profile) -> Option<OnCpu> {
             cpu_ns: stats.total_ns,
             wait_ns: profile
                 .counted_waits()
-                .filter(|w| !w.kind.is_sampled() && !is_cpu_wait(w) && (w.pid, w.tid) == (pid, tid))
+                .filter(|w| {
+                    !w.kind.is_sampled() && !w.is_cpu_wait() && (w.pid, w.tid) == (pid, tid)
+                })
                 .map(|w| w.stats.total_ns)
                 .sum(),
             hottest: names_leaf_first(profile, heaviest(&by_stack))

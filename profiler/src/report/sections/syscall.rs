@@ -2,6 +2,7 @@
 //! a p99 bound.
 
 use super::*;
+use lockscope_probes::catalog;
 
 #[derive(Serialize)]
 pub(crate) struct SyscallRow {
@@ -21,7 +22,11 @@ pub(super) fn syscalls(profile: &Profile) -> Option<Vec<SyscallRow>> {
     // Per call: stats, errors by errno, the slowest captured call and its site.
     type CallAcc = (WaitStats, BTreeMap<String, u64>, u64, Option<String>);
     let mut calls: BTreeMap<&str, CallAcc> = BTreeMap::new();
-    for w in profile.waits.iter().filter(|w| w.probe == "syscall") {
+    for w in profile
+        .waits
+        .iter()
+        .filter(|w| w.is_from(&catalog::SYSCALL))
+    {
         let (call, errno) = call_and_errno(&w.operation);
         let entry = calls.entry(call).or_default();
         entry.0.merge(&w.stats);
