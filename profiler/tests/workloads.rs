@@ -935,9 +935,7 @@ fn apache_under_ab(mpm: &str, port: u16, check: impl Fn(&Profile, &BTreeSet<u32>
         let waited: BTreeSet<u32> = profile
             .waits
             .iter()
-            .filter(|w| {
-                !(w.probe == "offcpu" && matches!(w.operation.as_str(), "run-queue" | "preempted"))
-            })
+            .filter(|w| !w.is_cpu_wait())
             .map(|w| w.pid)
             .filter(|pid| children.contains(pid))
             .collect();
