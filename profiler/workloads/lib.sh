@@ -137,6 +137,9 @@ environment_start() {
         echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(uname -sr), $(nproc) CPUs"
         [ $# -eq 0 ] || printf '%s\n' "$@"
         echo "load average at start: $(cat /proc/loadavg)"
+        # With autogroups on, each session is weighed as a group: a build in another session
+        # (even SCHED_IDLE or niced) takes up to its share of the CPUs from the benchmark.
+        echo "kernel.sched_autogroup_enabled: $(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null || echo absent)"
     } >"$file"
 }
 environment_end() {
