@@ -1,0 +1,133 @@
+//! Ending a recording ([`Recorder::finish`], [`Recorder::finish_reporting`]): detaches the
+//! probes, drains and symbolizes what they aggregated, terminates a launched command still
+//! running, and builds the profile with its metadata and process table.
+
+use super::{Finished, Recorder, Scope};
+use crate::error::Error;
+use crate::object::add_losses;
+use crate::probe::monotonic_ns;
+use crate::resolve::{self, resolve};
+use lockscope_probes::{host, Losses, Metadata, ProcessInfo, Profile};
+
+/// Backend name in profiles.
+const BACKEND: &str = "ebpf";
+
+impl Recorder {
+    /// Stops recording and builds the complete profile: drains the aggregated waits, symbolizes
+    /// their stacks, releases every BPF program, link and map, then terminates a launched command
+    /// that is still running.
+    pub fn finish(self, end_reason: &str) -> Result<Profile, Error> {
+        self.finish_reporting(end_reason)
+            .map(|finished| finished.profile)
+    }
+
+    /// [`Recorder::finish`], with what became of the traced processes' files: the unwinder's
+    /// statistics (files without a table among them) and the files whose symbols could not be
+    /// read, for the recording's summary.
+    pub fn finish_reporting(mut self, end_reason: &str) -> Result<Finished, Error> {
+        // First: the per-thread times end here, not after the symbolization below.
+        self.probe_set.detach();
+        self.shared.detach();
+        self.apply_process_events();
+        self.snapshot_maps();
+        let duration_ns = self.started.elapsed().as_nanos() as u64;
+        let counters = self.probe_set.counters()?;
+        let running = self.running_targets();
+        let mut drained = self.probe_set.drain(&running)?;
+        if let Some(waitfor) = self.waitfor.take() {
+            drained.waitfor = Some(waitfor.finish(monotonic_ns())?);
+        }
+        let probe_warnings = std::mem::take(&mut drained.warnings);
+        let resolve::Resolved {
+            mut waits,
+            threads,
+            stacks,
+            thread_times,
+            wakeups,
+            waitfor,
+            symbol_failures,
+        } = resolve(drained, &self.shared, &self.maps)?;
+        let unwind = self.unwind_stats()?;
+        if let Some(child) = &mut self.child {
+            child.terminate();
+        }
+        waits.sort_by(|a, b| {
+            b.stats
+                .total_ns
+                .cmp(&a.stats.total_ns)
+                .then((a.pid, a.tid, a.object).cmp(&(b.pid, b.tid, b.object)))
+        });
+        let mut warnings = std::mem::take(&mut self.warnings);
+        warnings.extend(probe_warnings);
+        let lost = self.shared.process_events_lost();
+        if lost > 0 {
+            warnings.push(format!(
+                "{lost} process events (forks, execs, exits) were lost: the process table may \
+                 miss processes, their parents or their exit times"
+            ));
+        }
+        let processes = self.process_table(&threads);
+        let uname = host::Uname::current();
+        let metadata = Metadata {
+            lockscope_version: env!("CARGO_PKG_VERSION").to_owned(),
+            backend: BACKEND.to_owned(),
+            os: "linux".to_owned(),
+            kernel_release: uname.release,
+            hostname: uname.nodename,
+            cpu_count: host::online_cpus(),
+            libc: host::glibc_version(),
+            target: self.target.clone(),
+            start_unix_ns: self.start_unix_ns,
+            duration_ns,
+            probes: self.probes.clone(),
+            events: counters.events,
+            // Children that could not be followed (`targets` full): their events are missing.
+            losses: add_losses(
+                counters.losses,
+                Losses {
+                    dropped: self.shared.targets_full(),
+                    ..Losses::default()
+                },
+            ),
+            end_reason: end_reason.to_owned(),
+            warnings,
+        };
+        Ok(Finished {
+            profile: Profile {
+                metadata,
+                threads,
+                stacks,
+                waits,
+                thread_times,
+                wakeups,
+                waitfor,
+                processes,
+            },
+            unwind,
+            symbol_failures,
+        })
+    }
+
+    /// The process table of the profile: every process of the target set, and any other that
+    /// has records (a process the table missed: its events lost), named by its threads.
+    fn process_table(&mut self, threads: &[lockscope_probes::ThreadInfo]) -> Vec<ProcessInfo> {
+        if matches!(self.scope, Scope::Command) {
+            self.processes
+                .set_command_if_unknown(self.target.pid, &self.target.command);
+        }
+        for thread in threads {
+            if !self.processes.contains(thread.pid) && !self.processes.observe(thread.pid) {
+                let name = threads
+                    .iter()
+                    .find(|t| t.pid == thread.pid && t.tid == thread.pid)
+                    .map_or_else(|| thread.name.clone(), |t| t.name.clone());
+                self.processes.insert(ProcessInfo {
+                    pid: thread.pid,
+                    name,
+                    ..ProcessInfo::default()
+                });
+            }
+        }
+        std::mem::take(&mut self.processes).into_processes()
+    }
+}

@@ -1,0 +1,216 @@
+//! Starting a recording ([`Recorder::start`]): checks the probe names and privileges, loads
+//! the shared maps and the probes, sets up the target set (launching a command once the probes
+//! are attached), and fails when not one probe attached.
+
+use super::targets::Targets;
+use super::{Child, RecordOptions, Recorder, Scope};
+use crate::environment::check_privileges;
+use crate::error::Error;
+use crate::launch::PendingChild;
+use crate::priority::RaisedPriority;
+use crate::probe::monotonic_ns;
+use crate::probe_set::{probe_names, ProbeSet};
+use crate::procmaps::MapsCache;
+use crate::shared::SharedMaps;
+use crate::targets::{ProcessTable, TargetSpec};
+use crate::unwind::{StackMaps, Unwinder};
+use crate::waitfor::WaitForStream;
+use lockscope_probes::{catalog, AttachStatus, ProbeAttachment, Target};
+use std::collections::HashMap;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// What became of each requested probe.
+fn attachments(names: &[String], probe_set: &ProbeSet) -> Vec<ProbeAttachment> {
+    names
+        .iter()
+        .map(|name| {
+            probe_set.status(name).unwrap_or_else(|| ProbeAttachment {
+                probe: name.clone(),
+                hook: String::new(),
+                status: AttachStatus::Failed {
+                    reason: "not implemented by the eBPF backend".into(),
+                },
+            })
+        })
+        .collect()
+}
+
+/// An error when not one of `probes` attached: a recording of nothing is no recording.
+fn nothing_attached(probes: &[ProbeAttachment]) -> Result<(), Error> {
+    if probes
+        .iter()
+        .any(|p| !matches!(p.status, AttachStatus::Failed { .. }))
+    {
+        return Ok(());
+    }
+    Err(Error::NothingAttached {
+        reasons: probes
+            .iter()
+            .map(|p| match &p.status {
+                AttachStatus::Failed { reason } => format!("{}: {reason}", p.probe),
+                _ => p.probe.clone(),
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+    })
+}
+
+impl Recorder {
+    /// Checks privileges and BTF, loads and attaches, and (for [`TargetSpec::Command`]) launches
+    /// the command only after the probes are attached.
+    pub fn start(options: RecordOptions) -> Result<Recorder, Error> {
+        check_probe_names(&options.probes)?;
+        // The processes given are checked for access (their files are read for symbols); a
+        // cgroup's or the machine's are found later, and what cannot be read is said then.
+        let given: Vec<u32> = match &options.target {
+            TargetSpec::Pid(pid) => vec![*pid],
+            TargetSpec::Pids { pids, .. } => pids.clone(),
+            TargetSpec::Cgroup(_) | TargetSpec::All | TargetSpec::Command(_) => Vec::new(),
+        };
+        let mut warnings = check_privileges(&options.probes, &given)?;
+        if options.probes.iter().any(|p| p == catalog::SYSCALL.name) {
+            crate::probe::syscall_numbers(&options.probe_settings.syscalls)?;
+        }
+        // Loading is CPU work on this thread (the verifier): on a loaded server it must not wait
+        // behind the server's threads. Dropped before a command is forked (it would inherit it).
+        let raised = RaisedPriority::raise();
+        // The shared maps first: every probe object reuses them (with the wait-for stream's ring
+        // sized when it is asked for).
+        let stream = options.probes.iter().any(|p| p == catalog::WAITFOR.name);
+        let mut shared = SharedMaps::load(stream.then_some(crate::waitfor::EVENTS_BYTES))?;
+        let waitfor = stream
+            .then(|| WaitForStream::open(&shared, monotonic_ns()))
+            .transpose()?;
+        // A probe that fails to load is reported as failed; the others still record.
+        let mut probe_set = ProbeSet::load(&options.probes, &shared, &options.probe_settings);
+
+        // Every probe's stacks unwind with the same tables, in the shared maps.
+        let mut unwinder = StackMaps::from_shared(&shared)
+            .map(|maps| Unwinder::new(maps, &options.unwind))
+            .transpose()?;
+
+        let own = std::process::id();
+        let mut processes = ProcessTable::default();
+        let mut child = None;
+        let (target, scope, attach_pid) = match &options.target {
+            TargetSpec::Pid(pid) => Targets::new(&mut shared, &mut unwinder, &mut processes).pids(
+                &[*pid],
+                false,
+                &mut warnings,
+            )?,
+            TargetSpec::Pids { pids, tree } => Targets::new(
+                &mut shared,
+                &mut unwinder,
+                &mut processes,
+            )
+            .pids(pids, *tree, &mut warnings)?,
+            TargetSpec::Cgroup(path) => Targets::new(&mut shared, &mut unwinder, &mut processes)
+                .cgroup(path, own, &mut warnings)?,
+            TargetSpec::All => Targets::new(&mut shared, &mut unwinder, &mut processes).all(own)?,
+            TargetSpec::Command(argv) => {
+                // Tables of the program and its libraries before it runs: its first waits
+                // unwind (through the file fallback) before its process table exists.
+                if let (Some(unwinder), Some(program)) = (&mut unwinder, argv.first()) {
+                    unwinder.preload_command(program);
+                }
+                drop(raised);
+                // Dropping `pending` on any error below makes the child exit unexecuted.
+                let pending = PendingChild::fork(argv)?;
+                let pid = pending.pid();
+                shared.add_target(pid)?;
+                shared.follow_forks()?;
+                probe_set.attach(Some(pid));
+                // Returning here drops `pending`: the command never runs.
+                nothing_attached(&attachments(&options.probes, &probe_set))?;
+                pending.release()?;
+                let command: Vec<String> = argv
+                    .iter()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect();
+                // Named as the program until its exec event names it as the kernel does.
+                let name = argv
+                    .first()
+                    .and_then(|p| std::path::Path::new(p).file_name())
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                processes.exec(pid, &name);
+                child = Some(Child {
+                    pid: pid as libc::pid_t,
+                    status: None,
+                });
+                let target = Target {
+                    pid,
+                    command,
+                    launched: true,
+                    ..Target::default()
+                };
+                (target, Scope::Command, Some(pid))
+            }
+        };
+        if !matches!(scope, Scope::Command) {
+            probe_set.attach(attach_pid);
+            nothing_attached(&attachments(&options.probes, &probe_set))?;
+        }
+
+        let probes = attachments(&options.probes, &probe_set);
+
+        let mut recorder = Recorder {
+            probe_set,
+            shared,
+            unwinder,
+            unwind_misses: 0,
+            probes,
+            target,
+            scope,
+            processes,
+            leaving: Vec::new(),
+            young: HashMap::new(),
+            warnings,
+            process_events_lost: 0,
+            child,
+            maps: MapsCache::new(),
+            last_snapshot: None,
+            last_rescan: Instant::now(),
+            started: Instant::now(),
+            start_unix_ns: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
+            target_exited: false,
+            waitfor,
+        };
+        recorder.snapshot_maps();
+        Ok(recorder)
+    }
+}
+
+/// Checks the requested probe names.
+fn check_probe_names(names: &[String]) -> Result<(), Error> {
+    let known = probe_names();
+    match names.iter().find(|name| !known.contains(&name.as_str())) {
+        Some(name) => Err(Error::UnknownProbe {
+            name: name.clone(),
+            known: known.join(", "),
+        }),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The default options name the catalog's default probes; unknown names are refused.
+    #[test]
+    fn probe_names() {
+        let options = RecordOptions::new(TargetSpec::Pid(1));
+        assert_eq!(options.probes, vec!["futex".to_owned()]);
+        check_probe_names(&options.probes).expect("futex known");
+        check_probe_names(&["offcpu".to_owned()]).expect("offcpu known");
+        let err = check_probe_names(&["nosuch".to_owned()]).expect_err("unknown");
+        assert_eq!(
+            err.to_string(),
+            "unknown probe `nosuch` (the eBPF backend provides: futex, offcpu, wakeup, \
+             preempt, waitfor, syscall, lifecycle, klock, mutex-hold, cpu)"
+        );
+    }
+}
