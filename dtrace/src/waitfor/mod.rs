@@ -1,6 +1,6 @@
 //! The wait-for stream (`waitfor`, `--probes bottleneck`): the per-event lines the script prints
-//! (`script::emit_waitfor`), read as dtrace prints them, assembled into the off-CPU intervals of
-//! the target's threads and fed to the OS-neutral wait-for engine
+//! (`script::waitfor::emit_waitfor`), read as dtrace prints them, assembled into the off-CPU
+//! intervals of the target's threads and fed to the OS-neutral wait-for engine
 //! ([`lockscope_probes::waitfor::Engine`]), as the eBPF backend feeds it from its ring buffer.
 //!
 //! Each event is one line, then the stacks it carries (a `=== ustack` or `=== kstack` line, then

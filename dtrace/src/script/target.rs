@@ -1,0 +1,69 @@
+//! [`ScriptTarget`], what a script traces, and the rewriting of clauses written for one
+//! process (`pid == $target`) for it.
+
+use super::options::ScriptOptions;
+use super::probes::emit_probe;
+
+/// What the script traces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ScriptTarget {
+    /// A running process, attached with `dtrace -p PID`.
+    Pid(u32),
+    /// A command that dtrace launches (`dtrace -c CMD`).
+    Command,
+    /// Running processes, without `-p`: every clause tests them in place of `pid == $target`.
+    /// Without `tree` it is a global set of pids, which `proc:::create` extends with the
+    /// children they fork; with `tree`, `progenyof()` of each (the process and every
+    /// descendant, existing or new). The per-process providers (`pid$target`,
+    /// `plockstat$target`) cannot be named: their probes are refused.
+    Pids {
+        /// The processes.
+        pids: Vec<u32>,
+        /// Their descendants too.
+        tree: bool,
+    },
+    /// Every process: the clauses have no pid predicate. The per-process providers are refused
+    /// as for [`ScriptTarget::Pids`].
+    All,
+}
+
+impl ScriptTarget {
+    /// True for one process (`-p`, `-c`): the script may use `$target`.
+    pub(super) fn is_one_process(&self) -> bool {
+        matches!(self, ScriptTarget::Pid(_) | ScriptTarget::Command)
+    }
+
+    /// The predicate that stands for `pid == $target`; `None` for every process.
+    pub(super) fn predicate(&self) -> Option<String> {
+        match self {
+            ScriptTarget::Pid(_) | ScriptTarget::Command => Some("pid == $target".to_string()),
+            ScriptTarget::Pids { tree: false, .. } => Some("lockscope_traced[pid]".to_string()),
+            ScriptTarget::Pids { pids, tree: true } => Some(
+                pids.iter()
+                    .map(|p| format!("progenyof({p})"))
+                    .collect::<Vec<_>>()
+                    .join(" || "),
+            ),
+            ScriptTarget::All => None,
+        }
+    }
+}
+
+/// True when probe `name`'s clauses for `options` name a per-process provider (`$target`) even
+/// once retargeted: it can record one process only.
+pub(super) fn needs_one_process(name: &str, options: &ScriptOptions) -> bool {
+    let mut clauses = String::new();
+    emit_probe(&mut clauses, &mut Vec::new(), name, options);
+    retarget(&clauses, &options.target).contains("$target")
+}
+
+/// The clauses of `text`, written for one process (`pid == $target`), rewritten for `target`.
+pub(super) fn retarget(text: &str, target: &ScriptTarget) -> String {
+    match target.predicate() {
+        _ if target.is_one_process() => text.to_string(),
+        None => text
+            .replace("/pid == $target/\n", "")
+            .replace("/pid == $target && ", "/"),
+        Some(predicate) => text.replace("pid == $target", &format!("({predicate})")),
+    }
+}
