@@ -150,16 +150,6 @@ impl DtraceProbe {
 /// (`DYLD_LIBRARY_PATH=/usr/lib/system/introspection`).
 pub const MACOS_INTROSPECTION: &str = "/usr/lib/system/introspection";
 
-const USER_LOCK_KINDS: &[WaitKind] = &[
-    WaitKind::Mutex,
-    WaitKind::Condvar,
-    WaitKind::RwlockRead,
-    WaitKind::RwlockWrite,
-    WaitKind::Semaphore,
-    WaitKind::Join,
-    WaitKind::Wait,
-];
-
 /// Every DTrace probe lockscope knows, in listing order.
 pub const DTRACE_CATALOG: &[DtraceProbe] = &[
     DtraceProbe {
@@ -169,7 +159,7 @@ pub const DTRACE_CATALOG: &[DtraceProbe] = &[
                       LOCK_PI2, WAIT_REQUEUE_PI) with duration, address, op and user stack; \
                       classified by the user stack and by the libc entry point it runs under \
                       (pid$target probes on pthread_join, rwlock, semaphore and condvar calls)",
-        kinds: USER_LOCK_KINDS,
+        kinds: catalog::USER_LOCK_KINDS,
         cost: CostClass::PerSyscall,
         hooks: &[(
             TargetOs::Linux,
@@ -252,7 +242,7 @@ pub const DTRACE_CATALOG: &[DtraceProbe] = &[
         name: "umtx",
         description: "every blocking _umtx_op of the target (MUTEX_WAIT, MUTEX_LOCK, CV_WAIT, \
                       RW_RDLOCK, RW_WRLOCK, WAIT_UINT_PRIVATE, SEM2_WAIT, ...), op decoded",
-        kinds: USER_LOCK_KINDS,
+        kinds: catalog::USER_LOCK_KINDS,
         cost: CostClass::PerSyscall,
         hooks: &[(TargetOs::FreeBsd, &["syscall::_umtx_op:entry/return"])],
         default: true,
@@ -263,7 +253,7 @@ pub const DTRACE_CATALOG: &[DtraceProbe] = &[
         name: "lwp-park",
         description: "lwp_park waits (illumos libc's mutexes, condvars and rwlocks park here), \
                       classified by the user stack",
-        kinds: USER_LOCK_KINDS,
+        kinds: catalog::USER_LOCK_KINDS,
         cost: CostClass::OnContention,
         hooks: &[(TargetOs::Illumos, &["syscall::lwp_park:entry/return"])],
         default: true,

@@ -121,21 +121,25 @@ pub mod offcpu_operation {
     }
 }
 
+/// The kinds of the waits under user-space locks (a futex wait, or a DTrace backend's lock or
+/// kernel wait primitive): the futex probe's, and the DTrace probes' that see the same waits.
+pub const USER_LOCK_KINDS: &[WaitKind] = &[
+    WaitKind::Mutex,
+    WaitKind::Condvar,
+    WaitKind::RwlockRead,
+    WaitKind::RwlockWrite,
+    WaitKind::Semaphore,
+    WaitKind::Join,
+    WaitKind::Wait,
+];
+
 /// The `futex` probe.
 pub const FUTEX: ProbeDescriptor = ProbeDescriptor {
     name: "futex",
     description: "kernel wait primitive under pthread locks: every futex wait of the target \
               (FUTEX_WAIT, WAIT_BITSET, LOCK_PI, LOCK_PI2, WAIT_REQUEUE_PI, futex_waitv, \
               futex_wait) with duration, address, op, thread and stacks",
-    kinds: &[
-        WaitKind::Mutex,
-        WaitKind::Condvar,
-        WaitKind::RwlockRead,
-        WaitKind::RwlockWrite,
-        WaitKind::Semaphore,
-        WaitKind::Join,
-        WaitKind::Wait,
-    ],
+    kinds: USER_LOCK_KINDS,
     measures: Measure::WaitTime,
     cost: CostClass::PerSyscall,
     default: true,
