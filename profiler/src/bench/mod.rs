@@ -290,6 +290,13 @@ const LATENCY: &[LatencyBenchmark] = &[
         max_iterations: 1 << 20,
         run: threads::context_switch,
     },
+    #[cfg(target_os = "linux")]
+    LatencyBenchmark {
+        name: "yield-2thread",
+        description: "switch between 2 runnable threads on one CPU by sched_yield() (per switch)",
+        max_iterations: 1 << 20,
+        run: threads::yield_switch,
+    },
     LatencyBenchmark {
         name: "fork+exit",
         description: "fork(), child _exit(), parent waitpid()",

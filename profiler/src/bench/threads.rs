@@ -1,4 +1,5 @@
-//! Thread benchmarks: context switch between 2 threads, thread create+join, a pthread mutex
+//! Thread benchmarks: context switch between 2 threads (over pipes, and by `sched_yield()` on one
+//! CPU), thread create+join, a pthread mutex
 //! handoff, and the thread-scaling tests (mutex contention, condvar work queue).
 
 use super::pthread::{PthreadCondvar, PthreadMutex};
@@ -96,6 +97,89 @@ pub(crate) fn context_switch(_: &Fixture, iterations: u64) -> Result<Duration> {
         let elapsed = measured?;
         stopped?;
         joined?;
+        Ok(elapsed / 2)
+    })
+}
+
+/// Pins the calling thread to CPU `cpu`.
+#[cfg(target_os = "linux")]
+fn pin_to_cpu(cpu: usize) -> Result<()> {
+    // SAFETY: an all-zero cpu_set_t is the empty set, a valid value.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: CPU_SET writes inside `set`, and `cpu` is a CPU sched_getcpu() returned.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a valid cpu_set_t of the size given.
+    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
+        return Err(os_error("sched_setaffinity"));
+    }
+    Ok(())
+}
+
+/// One switch between 2 runnable threads on one CPU that take turns with `sched_yield()`: the
+/// switch a preemption makes (the thread leaves the CPU still runnable), without an interrupt
+/// or a wakeup. On a CPU-bound server most switches are of this kind. Linux only: it needs both
+/// threads on one CPU.
+#[cfg(target_os = "linux")]
+pub(crate) fn yield_switch(_: &Fixture, iterations: u64) -> Result<Duration> {
+    // SAFETY: sched_getcpu() has no preconditions.
+    let cpu = unsafe { libc::sched_getcpu() };
+    let cpu = usize::try_from(cpu).map_err(|_| os_error("sched_getcpu"))?;
+    let started = AtomicBool::new(false);
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let partner = std::thread::Builder::new()
+            .name("bench-yield".into())
+            .spawn_scoped(scope, || -> Result<u64> {
+                pin_to_cpu(cpu)?;
+                started.store(true, Ordering::Release);
+                let mut yields = 0u64;
+                while !stop.load(Ordering::Acquire) {
+                    // SAFETY: sched_yield() has no preconditions.
+                    unsafe { libc::sched_yield() };
+                    yields += 1;
+                }
+                Ok(yields)
+            })
+            .context("cannot spawn a thread")?;
+        // The timed side runs in a thread of its own too, so the caller's affinity is untouched.
+        let timed = std::thread::Builder::new()
+            .name("bench-yield".into())
+            .spawn_scoped(scope, || -> Result<Duration> {
+                let pinned = pin_to_cpu(cpu);
+                while pinned.is_ok() && !started.load(Ordering::Acquire) {
+                    // SAFETY: sched_yield() has no preconditions.
+                    unsafe { libc::sched_yield() };
+                }
+                let measured = pinned.map(|()| {
+                    let start = Instant::now();
+                    for _ in 0..iterations {
+                        // SAFETY: sched_yield() has no preconditions.
+                        unsafe { libc::sched_yield() };
+                    }
+                    start.elapsed()
+                });
+                stop.store(true, Ordering::Release);
+                measured
+            })
+            .context("cannot spawn a thread");
+        if timed.is_err() {
+            stop.store(true, Ordering::Release);
+        }
+        let partner_yields = partner
+            .join()
+            .map_err(|_| anyhow::anyhow!("the partner thread panicked"))??;
+        let elapsed = timed?
+            .join()
+            .map_err(|_| anyhow::anyhow!("the timed thread panicked"))??;
+        // Each yield that found the other thread runnable switched to it; when the partner
+        // yielded far less, the yields did not switch (another scheduler policy) and the time
+        // is not a switch's.
+        if partner_yields < iterations / 2 {
+            bail!(
+                "sched_yield() did not switch between the two threads \
+                 ({partner_yields} partner yields for {iterations})"
+            );
+        }
         Ok(elapsed / 2)
     })
 }
