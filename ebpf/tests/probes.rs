@@ -12,6 +12,7 @@ use common::{deadline, futex, helper_argv, is_helper_run, poll_until_exit, requi
 use lockscope_ebpf::{
     probe_support, ProbeSettings, ProbeSupport, RecordOptions, Recorder, TargetSpec,
 };
+use lockscope_probes::waitfor::WokenBy;
 use lockscope_probes::{AttachStatus, Profile, TimeClass, WaitKind, WaitRecord};
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -144,7 +145,15 @@ fn offcpu_shows_a_sleep() {
         thread.ns(TimeClass::Sleep) >= SLEEP.as_nanos() as u64,
         "{thread:?}"
     );
-    assert_breakdown_adds_up(&profile);
+    // Who ended each sleep: the sleeper's timer expired in interrupt context (an hrtimer
+    // callback: `current` there is whatever thread it landed on, never the waker), and the main
+    // thread, joining, was woken by the sleeper's exit, a thread of the program.
+    let woken =
+        |t: &lockscope_probes::ThreadTime, by: WokenBy| t.woken_ns.get(&by).copied().unwrap_or(0);
+    assert!(
+        woken(thread, WokenBy::Interrupt) >= SLEEP.as_nanos() as u64,
+        "the timer's wakeup is not an interrupt's: {thread:?}"
+    );
     // The process lives through (almost) the whole recording.
     let main = profile
         .thread_times
@@ -155,6 +164,10 @@ fn offcpu_shows_a_sleep() {
         main.wall_ns * 100 >= profile.metadata.duration_ns * 90,
         "{main:?} vs {} ns",
         profile.metadata.duration_ns
+    );
+    assert!(
+        woken(main, WokenBy::Program) * 10 >= SLEEP.as_nanos() as u64 * 9,
+        "the join's wakeup is not the program's: {main:?}"
     );
 }
 

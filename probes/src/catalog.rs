@@ -158,8 +158,7 @@ pub const OFFCPU: ProbeDescriptor = ProbeDescriptor {
     measures: Measure::OffCpuTime,
     cost: CostClass::PerContextSwitch,
     default: false,
-    ebpf_hooks: "tp_btf/sched_switch, tp_btf/sched_waking, tp_btf/sched_wakeup_new, \
-                  tp_btf/{irq_handler,softirq,hrtimer_expire}_{entry,exit}",
+    ebpf_hooks: "tp_btf/sched_switch, tp_btf/sched_waking, tp_btf/sched_wakeup_new",
     section: Some("offcpu"),
 };
 
