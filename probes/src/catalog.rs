@@ -158,7 +158,8 @@ pub const OFFCPU: ProbeDescriptor = ProbeDescriptor {
     measures: Measure::OffCpuTime,
     cost: CostClass::PerContextSwitch,
     default: false,
-    ebpf_hooks: "tp_btf/sched_switch, tp_btf/sched_waking, tp_btf/sched_wakeup_new",
+    ebpf_hooks: "tp_btf/sched_switch, tp_btf/sched_waking, tp_btf/sched_wakeup_new, \
+                  tp_btf/{irq_handler,softirq,hrtimer_expire}_{entry,exit}",
     section: Some("offcpu"),
 };
 

@@ -83,6 +83,9 @@ struct offcpu_thread {
 	__s32 kernel_stack_id;
 	/* The thread id the current futex sleep's lock word names as its owner (0: none read). */
 	__u32 owner_tid;
+	/* 1 when the current sleep is a futex wait's own (FUTEX_WAIT or FUTEX_WAIT_BITSET, in an
+	 * interruptible sleep): from a thread's context, only a futex wake command ends it. */
+	__u32 in_futex_wait;
 	/* Who woke the current sleep (once woken), with the waker's stacks (the `wakeup` probe;
 	 * -1 otherwise) and name. */
 	enum waker_class woken_by;
@@ -103,6 +106,11 @@ struct offcpu_thread {
 	 * not sampled (recorded without a stack, their time kept). */
 	__u64 preempted_stack_ns;
 	__u64 preempted_unsampled;
+	/* The `wakeup` probe's sampling of interrupts' stacks (targ_interrupt_waker_stack_interval_ns):
+	 * when this thread's sleep last got the kernel stack of an interrupt that woke it, and its
+	 * wakeups from interrupt context since the start that did not (their time kept). */
+	__u64 interrupt_waker_stack_ns;
+	__u64 interrupt_waker_unsampled;
 };
 
 /* Aggregation key of off-CPU intervals at least `targ_min_block_ns` long. */
