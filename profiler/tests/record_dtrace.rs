@@ -13,7 +13,7 @@
 mod common;
 // The dtrace crate's test helpers: `real_dtrace` finds (or skips without) the real dtrace alike
 // in both crates' tests.
-#[path = "../../dtrace/tests/common/mod.rs"]
+#[path = "../../dtrace/tests/it/common/mod.rs"]
 mod dtrace_common;
 
 use common::{

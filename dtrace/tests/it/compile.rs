@@ -5,7 +5,7 @@
 //! and functions, the types of `args[]` and `curthread`, the aggregations and `printa` formats.
 //! `-p` names a live process (a `sleep` the test starts) because the scripts use `$target`.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};

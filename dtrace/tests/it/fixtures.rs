@@ -1,7 +1,7 @@
 //! The real DTrace outputs in shared/fixtures/dtrace: every file parses, histograms round-trip,
 //! and folded ustack captures match stackcollapse.pl's rules.
 
-mod common;
+use crate::common;
 
 use lockscope_dtrace::parse::{self, BucketLabel, Distribution, Record, Value};
 use lockscope_dtrace::{import_capture, TargetOs};
