@@ -8,11 +8,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use common::{
     deadline, futex, helper_argv, helper_argv_reporting, is_helper_run, measure_wait,
-    poll_until_exit, report_dir, reported_wait, require_bpf, timespec,
+    poll_until_exit, report_dir, reported_wait, require_bpf, timespec, SERIAL,
 };
 use lockscope_ebpf::{RecordOptions, Recorder, TargetSpec};
 use lockscope_probes::{AttachStatus, Log2Histogram, Profile, WaitRecord};
@@ -21,11 +21,7 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::sync::atomic::AtomicU32;
-use std::sync::Mutex;
 use std::time::Duration;
-
-/// The recorder tests inspect this process's descriptors: run them one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 const LONG_WAIT: Duration = Duration::from_millis(200);
 const SHORT_WAIT: Duration = Duration::from_millis(100);

@@ -1,11 +1,13 @@
 //! Helpers shared by the eBPF backend's integration tests: skipping loudly where BPF cannot load,
-//! re-running the test binary as one of its `helper_*` tests, and waiting for a recorded target.
+//! one recording at a time, re-running the test binary as one of its `helper_*` tests, and
+//! waiting for a recorded target.
 #![allow(dead_code)]
 
 use lockscope_ebpf::{check_environment, Recorder};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU32;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Why this process cannot load lockscope's BPF programs (not root, or the kernel lacks what the
@@ -46,25 +48,26 @@ macro_rules! require_bpf {
 }
 pub(crate) use require_bpf;
 
+/// One recording (or BPF load) at a time, whichever module's: several at once would see each
+/// other's CPU use (they share the machine's CPUs and the BPF programs' timing), and the
+/// recorder tests inspect this process's descriptors.
+pub static SERIAL: Mutex<()> = Mutex::new(());
+
+// Re-running this binary as one of its tests, found by its name under its module's path.
+#[path = "../../../../test-support/self_run.rs"]
+mod self_run;
+
 /// True when this process was started by [`helper_argv`] to run helper `name`. A helper run
 /// any other way (`--include-ignored` without `--skip helper_`) returns at once: the helpers
 /// wait on stdin, or exit the process.
 pub fn is_helper_run(name: &str) -> bool {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter().any(|a| a == name) && args.iter().any(|a| a == "--exact")
+    self_run::is_run_as(name)
 }
 
-/// argv that re-runs this test binary as the helper test `name`.
+/// argv that re-runs this test binary as the helper test `name` (its name without the module's
+/// path, `helper_sleeps` for `probes::helper_sleeps`).
 pub fn helper_argv(name: &str) -> Vec<OsString> {
-    let exe = std::env::current_exe().expect("current_exe");
-    vec![
-        exe.into(),
-        name.into(),
-        "--exact".into(),
-        "--ignored".into(),
-        "--nocapture".into(),
-        "--test-threads=1".into(),
-    ]
+    self_run::argv(name)
 }
 
 /// The argument that tells a helper where to report the waits it measured itself: a test filter

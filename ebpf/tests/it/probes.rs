@@ -6,20 +6,18 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
-use common::{deadline, futex, helper_argv, is_helper_run, poll_until_exit, require_bpf, timespec};
+use common::{
+    deadline, futex, helper_argv, is_helper_run, poll_until_exit, require_bpf, timespec, SERIAL,
+};
 use lockscope_ebpf::{
     probe_support, ProbeSettings, ProbeSupport, RecordOptions, Recorder, TargetSpec,
 };
 use lockscope_probes::{AttachStatus, Profile, TimeClass, WaitKind, WaitRecord};
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-/// One recording at a time: several at once would see each other's CPU use.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 /// Forks and spawns of the lifecycle workload.
 const FORKS: usize = 5;
@@ -322,6 +320,7 @@ const VERIFIER_LIMIT: u32 = 1_000_000;
 #[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn every_program_verifies_within_half_the_limit() {
     require_bpf!();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let probes: Vec<String> = probe_support(&ProbeSettings::default())
         .into_iter()
         .filter(|(_, support)| matches!(support, ProbeSupport::Loads))

@@ -11,20 +11,16 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
-use common::require_bpf;
+use common::{require_bpf, SERIAL};
 use lockscope_ebpf::{RecordOptions, Recorder, TargetSpec, UnwindOptions, UnwindStats};
 use lockscope_probes::Profile;
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-/// One recording at a time (they share the machine's two CPUs and the BPF programs' timing).
-static SERIAL: Mutex<()> = Mutex::new(());
 
 const CHAINS_C: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/chains.c");
 const SIGNAL_C: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/signal.c");
