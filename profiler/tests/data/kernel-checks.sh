@@ -1,4 +1,4 @@
-# What the kernel matrix (tests/kernels.rs) runs on each kernel, inside a QEMU guest or on the
+# What the kernel matrix (tests/it/kernels.rs) runs on each kernel, inside a QEMU guest or on the
 # host: `lockscope probes`, then the demo recorded with each probe alone, with all of them, with
 # the `bottleneck` set, and (in a guest) with the futex probe after tracefs is unmounted. Every result goes to $OUT, where
 # the test reads it: NAME.lsp (the profile), NAME.log (lockscope's output), NAME.rc (its exit

@@ -1,7 +1,7 @@
 //! Behaviour of the outputs beyond their exact text: JSON consistency, export round trips,
 //! flamegraph SVGs and error messages.
 
-mod fixtures;
+use crate::common::fixtures;
 
 use fixtures::{demo_profile, stats};
 use lockscope::analysis::fold::{FoldOptions, Weight};

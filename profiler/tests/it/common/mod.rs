@@ -8,6 +8,11 @@ use std::path::Path;
 use std::process::{Child, ChildStderr, Command};
 use std::time::Duration;
 
+pub mod fixtures;
+// Re-running this binary as one of its tests, found by its name under its module's path.
+#[path = "../../../../test-support/self_run.rs"]
+pub mod self_run;
+
 /// What the demo does (see `profiler/src/bin/lockscope-demo.rs`).
 pub const MUTEX_WAITERS: u64 = 4;
 pub const MUTEX_WAIT: Duration = Duration::from_millis(200);

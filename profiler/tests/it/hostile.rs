@@ -4,7 +4,7 @@
 //! it costs that library's table and symbols, named in the recording's summary, and nothing
 //! else. Run as root with BPF and a C compiler; they skip loudly elsewhere.
 
-mod common;
+use crate::common;
 
 use common::*;
 use lockscope_probes::{read_profile, WaitKind};

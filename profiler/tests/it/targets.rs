@@ -5,7 +5,7 @@
 //! from its own files; bad targets are refused naming them. Root with BPF; skips loudly
 //! otherwise.
 
-mod common;
+use crate::common;
 
 use common::*;
 use lockscope_probes::{read_profile, Profile, WaitRecord};

@@ -2,8 +2,8 @@
 //! protobuf subset, totals checked), speedscope JSON, and `import perf-script` / `import folded`
 //! checked against stackcollapse-perf's folding rules, restated here.
 
-mod common;
-mod fixtures;
+use crate::common;
+use crate::common::fixtures;
 
 use common::*;
 use lockscope::analysis::fold::FoldOptions;

@@ -1,7 +1,7 @@
 //! Every user error ends in one clear line on stderr and exit status 1: never a panic or a
 //! backtrace.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::process::{Command, Output};

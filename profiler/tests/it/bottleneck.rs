@@ -9,7 +9,7 @@
 //! -fomit-frame-pointer -pthread` (no frame pointers: complete stacks come from lockscope's
 //! unwinder). Without a C compiler the tests print `skipped: <test>: <why>`.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::path::{Path, PathBuf};

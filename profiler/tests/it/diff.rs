@@ -1,8 +1,8 @@
 //! `lockscope diff`: normalization, canonical frames, mismatch warnings, and an end-to-end diff of
 //! two demo recordings with different hold times (BPF; skips loudly without it).
 
-mod common;
-mod fixtures;
+use crate::common;
+use crate::common::fixtures;
 
 use common::*;
 use lockscope::diff::{differential_lines, mismatches, DiffOptions, Normalization};

@@ -1,6 +1,6 @@
 //! `lockscope bench` and `lockscope bench diff` through the binary, as a user runs them.
 
-mod common;
+use crate::common;
 
 use common::lockscope;
 

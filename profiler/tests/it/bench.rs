@@ -2,7 +2,7 @@
 //! whole suite, JSON round trips and errors, and golden files for the table and the diff.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use common::check_golden;
 

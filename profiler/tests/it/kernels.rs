@@ -11,7 +11,7 @@
 //! The QEMU kernels take minutes each: the tests are ignored by a plain `cargo test` and run by
 //! `.ci/run` (as root, with `--include-ignored`).
 
-mod common;
+use crate::common;
 
 use common::*;
 use lockscope_probes::{read_profile, AttachStatus, Profile, CATALOG};
@@ -341,7 +341,7 @@ fn run_checks(kernel: Kernel) -> PathBuf {
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out).expect("create the results directory");
     let work = tempfile::tempdir().expect("tempdir");
-    let checks = include_str!("data/kernel-checks.sh");
+    let checks = include_str!("../data/kernel-checks.sh");
     match kernel {
         Kernel::Host => {
             let script = work.path().join("checks.sh");

@@ -6,7 +6,7 @@
 //! root first joined by `;`, a count line ends a stack. The inputs are the real dtrace output in
 //! `../shared/fixtures/dtrace/`.
 
-mod common;
+use crate::common;
 
 use common::lockscope;
 use std::collections::BTreeMap;

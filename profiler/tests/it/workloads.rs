@@ -4,7 +4,7 @@
 //! in `profiler/workloads/` (which install their Debian packages when missing). They run as root with BPF and skip loudly otherwise; each server is
 //! stopped by a drop guard, so a failing test leaves nothing running.
 
-mod common;
+use crate::common;
 
 use common::*;
 use lockscope_probes::{read_profile, write_profile, Profile, TimeClass, WaitKind};

@@ -1,7 +1,7 @@
 //! End-to-end recordings of the demo workload, whose waits are known: run as root with BPF, and
 //! skip loudly otherwise.
 
-mod common;
+use crate::common;
 
 use common::*;
 use lockscope_probes::{read_profile, Profile};

@@ -3,7 +3,7 @@
 //! them), and records the demo's known answer. The tests start as root (to make the copy and
 //! set its capabilities), then run it as `nobody`; they skip loudly elsewhere.
 
-mod common;
+use crate::common;
 
 use common::*;
 use lockscope_probes::read_profile;

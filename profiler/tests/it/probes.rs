@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use common::{bpf_available, demo_path, lockscope, run_ok};
 use lockscope_probes::catalog::{FUTEX, KLOCK, LIFECYCLE, MUTEX_HOLD, OFFCPU, SYSCALL, WAKEUP};

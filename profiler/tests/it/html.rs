@@ -3,8 +3,8 @@
 //! (the screenshot is kept for a person to look at; skips loudly without Chromium): the sweep page
 //! (a fixture sweep and a real MariaDB sweep), the page of a single recording and that of a diff.
 
-mod common;
-mod fixtures;
+use crate::common;
+use crate::common::fixtures;
 
 use common::*;
 use lockscope::sweep::{fill_scaling, find_knee, finding, summarize_level, Sweep, SWEEP_VERSION};

@@ -6,9 +6,10 @@
 //! each other, contention, however idle their system calls look; the listener and the ticker
 //! are idle. Runs as root with BPF and skips loudly otherwise.
 
-mod common;
+use crate::common;
 
 use common::*;
+use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::Stdio;
@@ -29,22 +30,13 @@ const CLIENT_PERIOD: Duration = Duration::from_millis(30);
 const TICK: Duration = Duration::from_millis(20);
 
 /// The argv that re-runs this test binary as the helper program.
-fn helper_argv() -> Vec<String> {
-    let exe = std::env::current_exe().expect("current_exe");
-    vec![
-        exe.to_string_lossy().into_owned(),
-        "helper_latch_ring".into(),
-        "--exact".into(),
-        "--ignored".into(),
-        "--nocapture".into(),
-        "--test-threads=1".into(),
-    ]
+fn helper_argv() -> Vec<OsString> {
+    common::self_run::argv("helper_latch_ring")
 }
 
 /// True when this process runs as the helper (started by [`helper_argv`]).
 fn is_helper_run() -> bool {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter().any(|a| a == "helper_latch_ring") && args.iter().any(|a| a == "--exact")
+    common::self_run::is_run_as("helper_latch_ring")
 }
 
 /// How a ring thread is woken: an eventfd it waits for in `epoll_wait`, or a pipe it `poll`s.

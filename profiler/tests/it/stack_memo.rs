@@ -3,7 +3,7 @@
 //! compared with the memo's answer) see no difference, and waits that differ only in a return
 //! address deep in the stack keep their own stacks. Root with BPF.
 
-mod common;
+use crate::common;
 
 use common::{bpf_scratch, lockscope};
 use std::path::Path;

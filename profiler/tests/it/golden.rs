@@ -2,8 +2,8 @@
 //! `tests/fixtures`. Run with `LOCKSCOPE_BLESS=1` to rewrite the files under `tests/data/` after an
 //! intended change, then review the diff.
 
-mod common;
-mod fixtures;
+use crate::common;
+use crate::common::fixtures;
 
 use common::check_golden;
 

@@ -6,8 +6,8 @@
 //! level's recording gets and what `sweep.json` says of it; nor do the tests of the units of the
 //! table, the finding and `sweep.json`, built from synthetic profiles.
 
-mod common;
-mod fixtures;
+use crate::common;
+use crate::common::fixtures;
 
 use common::*;
 use lockscope::sweep::{fill_scaling, find_knee, finding, summarize_level, Sweep, SWEEP_VERSION};

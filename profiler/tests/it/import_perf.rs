@@ -12,7 +12,7 @@
 //! `tests/data/perf/README.md`), plus any directory named by `LOCKSCOPE_PERF_CAPTURES`; the
 //! live test records new ones with the local perf.
 
-mod common;
+use crate::common;
 
 use common::{lockscope, run_ok};
 use inferno::collapse::Collapse;

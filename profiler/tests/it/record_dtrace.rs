@@ -10,10 +10,10 @@
 //! job, a killed dtrace). Without a real dtrace they print `skipped: <why>`; with CI=true (or
 //! LOCKSCOPE_REQUIRE_BPF) they fail instead.
 
-mod common;
+use crate::common;
 // The dtrace crate's test helpers: `real_dtrace` finds (or skips without) the real dtrace alike
 // in both crates' tests.
-#[path = "../../dtrace/tests/it/common/mod.rs"]
+#[path = "../../../dtrace/tests/it/common/mod.rs"]
 mod dtrace_common;
 
 use common::{
