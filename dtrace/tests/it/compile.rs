@@ -36,9 +36,9 @@ fn golden_scripts_compile_under_a_real_dtrace() {
     let Some(dtrace) = common::real_dtrace("golden_scripts_compile_under_a_real_dtrace") else {
         return;
     };
-    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");
-    let mut scripts: Vec<PathBuf> = std::fs::read_dir(&data)
-        .expect("tests/data")
+    let golden = common::golden_dir();
+    let mut scripts: Vec<PathBuf> = std::fs::read_dir(&golden)
+        .expect("tests/golden")
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|e| e == "d"))

@@ -1,29 +1,9 @@
 //! Golden D scripts per OS and probe set, checked by a small D validator.
 
+use crate::common::check_golden;
 use lockscope_dtrace::catalog::{self, TargetOs};
 use lockscope_dtrace::{generate_script, Error, ScriptOptions, ScriptTarget};
-use std::path::PathBuf;
 use std::time::Duration;
-
-fn data_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data")
-}
-
-/// Compares with tests/data/NAME; `LOCKSCOPE_BLESS=1` rewrites it.
-fn check_golden(name: &str, actual: &str) {
-    let path = data_dir().join(name);
-    if std::env::var_os("LOCKSCOPE_BLESS").is_some_and(|v| v == "1") {
-        std::fs::write(&path, actual).expect("write golden");
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "read {}: {e} (LOCKSCOPE_BLESS=1 creates it)",
-            path.display()
-        )
-    });
-    assert_eq!(actual, expected, "{name} differs from its golden file");
-}
 
 /// Checks what dtrace's compiler would reject first: unbalanced braces, parentheses, quotes
 /// and predicates, clauses without a probe description, providers unknown on the OS, and

@@ -1,6 +1,6 @@
 //! Golden-file tests of every text output, built from the hand-made demo profile of
-//! `tests/fixtures`. Run with `LOCKSCOPE_BLESS=1` to rewrite the files under `tests/data/` after an
-//! intended change, then review the diff.
+//! `tests/it/common/fixtures.rs`. Run with `LOCKSCOPE_BLESS=1` to rewrite the files under
+//! `tests/golden/` after an intended change, then review the diff.
 
 use crate::common;
 use crate::common::fixtures;

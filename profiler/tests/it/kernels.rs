@@ -1,6 +1,6 @@
 //! The kernel matrix: every eBPF probe on the kernels people run, Debian's 5.10, 6.1 and 6.12
 //! (booted under QEMU by `.ci/kernel-vm`) and this machine's own, each checked with the demo's
-//! known answer. `tests/data/kernel-checks.sh` runs on the kernel; this file judges what it left:
+//! known answer. `kernel-checks.sh` (beside this file) runs on the kernel; this file judges what it left:
 //! `lockscope probes` must say of each probe what `record` then does with it, every probe must
 //! load except where the kernel lacks its hooks, the futex and offcpu probes must measure the
 //! demo's waits as its threads measured them, the futex probe's on complete stacks, and the cpu
@@ -333,7 +333,7 @@ fn attach_status(profile: &Profile, probe: &str) -> AttachStatus {
         .clone()
 }
 
-/// Runs `tests/data/kernel-checks.sh` on `kernel`; returns the directory of its results.
+/// Runs `kernel-checks.sh` on `kernel`; returns the directory of its results.
 fn run_checks(kernel: Kernel) -> PathBuf {
     let out = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("kernel-matrix")
@@ -341,7 +341,7 @@ fn run_checks(kernel: Kernel) -> PathBuf {
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out).expect("create the results directory");
     let work = tempfile::tempdir().expect("tempdir");
-    let checks = include_str!("../data/kernel-checks.sh");
+    let checks = include_str!("kernel-checks.sh");
     match kernel {
         Kernel::Host => {
             let script = work.path().join("checks.sh");

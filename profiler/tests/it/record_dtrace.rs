@@ -12,8 +12,10 @@
 
 use crate::common;
 // The dtrace crate's test helpers: `real_dtrace` finds (or skips without) the real dtrace alike
-// in both crates' tests.
+// in both crates' tests, `golden_dir` its golden scripts. They load test-support/golden.rs as
+// this crate's `common` does.
 #[path = "../../../dtrace/tests/it/common/mod.rs"]
+#[allow(clippy::duplicate_mod)]
 mod dtrace_common;
 
 use common::{
@@ -54,9 +56,10 @@ fn print_script_matches_the_golden_scripts() {
             "{os}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let golden =
-            std::fs::read_to_string(dtrace_tests().join(format!("data/{os}-defaults-pid.d")))
-                .expect("golden script");
+        let golden = std::fs::read_to_string(
+            dtrace_common::golden_dir().join(format!("{os}-defaults-pid.d")),
+        )
+        .expect("golden script");
         assert_eq!(String::from_utf8_lossy(&out.stdout), golden, "{os}");
     }
 }

@@ -5,6 +5,22 @@ use lockscope_probes::Profile;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+// The golden-file check, the same for every crate's tests.
+#[path = "../../../../test-support/golden.rs"]
+mod golden;
+
+/// The golden D scripts (`dtrace/tests/golden`), for this crate's tests and the profiler's, which
+/// include this module (both manifests are one level below the workspace root).
+pub fn golden_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../dtrace/tests/golden")
+}
+
+/// Compares `actual` with the golden file `NAME` of [`golden_dir`], or rewrites the file when
+/// `LOCKSCOPE_BLESS=1` (then review the diff).
+pub fn check_golden(name: &str, actual: &str) {
+    golden::check(&golden_dir().join(name), actual);
+}
+
 /// The shared real-output fixtures (`shared/fixtures/dtrace` beside the repository), or `None`
 /// after printing why the caller skips.
 pub fn fixtures_dir() -> Option<PathBuf> {

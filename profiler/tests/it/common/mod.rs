@@ -413,26 +413,13 @@ pub fn run_ok(cmd: &mut Command) -> String {
     String::from_utf8(out.stdout).expect("utf-8 output")
 }
 
-/// Compares `actual` with the golden file `tests/data/<name>`, or rewrites the file when
+// The golden-file check, the same for every crate's tests.
+#[path = "../../../../test-support/golden.rs"]
+mod golden;
+
+/// Compares `actual` with the golden file `tests/golden/<name>`, or rewrites the file when
 /// `LOCKSCOPE_BLESS=1` (then review the diff).
 pub fn check_golden(name: &str, actual: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(name);
-    if std::env::var_os("LOCKSCOPE_BLESS").is_some_and(|v| v == "1") {
-        std::fs::write(&path, actual).expect("write golden file");
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "cannot read golden file {}: {e}; run with LOCKSCOPE_BLESS=1 to create it",
-            path.display()
-        )
-    });
-    assert!(
-        expected == actual,
-        "{name} differs from its golden file {} (LOCKSCOPE_BLESS=1 rewrites it)\n\
-         --- expected\n{expected}\n--- actual\n{actual}",
-        path.display()
-    );
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    golden::check(&dir.join(name), actual);
 }
