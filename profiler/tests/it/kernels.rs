@@ -1,12 +1,12 @@
-//! The kernel matrix: every eBPF probe on the kernels people run, Debian's 5.10, 6.1 and 6.12
-//! (booted under QEMU by `.ci/kernel-vm`) and this machine's own, each checked with the demo's
-//! known answer. `kernel-checks.sh` (beside this file) runs on the kernel; this file judges what it left:
-//! `lockscope probes` must say of each probe what `record` then does with it, every probe must
-//! load except where the kernel lacks its hooks, the futex and offcpu probes must measure the
-//! demo's waits as its threads measured them, the futex probe's on complete stacks, and the cpu
-//! probe the CPU time of its spinning and computing threads, on complete stacks. Each kernel's results are kept under
-//! `target/tmp/kernel-matrix/KERNEL/` with a `summary.txt` that `.ci/kernel-table` turns into the
-//! README's table.
+//! The kernel matrix: every eBPF probe on the kernels people run, the Debian series listed in
+//! `.ci/kernels` (booted under QEMU by `.ci/kernel-vm`) and this machine's own, each checked with
+//! the demo's known answer. `kernel-checks.sh` (beside this file) runs on the kernel; this file
+//! judges what it left: `lockscope probes` must say of each probe what `record` then does with
+//! it, every probe must load except where the kernel lacks its hooks, the futex and offcpu probes
+//! must measure the demo's waits as its threads measured them, the futex probe's on complete
+//! stacks, and the cpu probe the CPU time of its spinning and computing threads, on complete
+//! stacks. Each kernel's results are kept under `target/tmp/kernel-matrix/KERNEL/` with a
+//! `summary.txt` that `.ci/kernel-table` turns into the README's table.
 //!
 //! The QEMU kernels take minutes each: the tests are ignored by a plain `cargo test` and run by
 //! `.ci/run` (as root, with `--include-ignored`).
@@ -27,25 +27,64 @@ fn probes() -> impl Iterator<Item = &'static str> {
 /// How long one guest may take, boot to power-off (the checks take 1-4 minutes under TCG).
 const GUEST_TIMEOUT_SECS: &str = "1500";
 
-/// Debian's 5.10 (bullseye): no bpf_loop, bpf_find_vma or lock contention tracepoints.
-#[test]
-#[ignore = "boots Debian's 5.10 kernel under QEMU for minutes; .ci/run runs it as root"]
-fn kernel_5_10() {
-    check_kernel(Kernel::Guest("5.10"));
+/// The tests of the Debian kernel series, one per series of `.ci/kernels` (the matrix's list, read
+/// by the scripts that boot, benchmark and tabulate them), named for it: `kernel_5_10` for 5.10,
+/// the name `.ci/run` skips it by. [`guest_tests_are_the_ci_list`] fails when the two disagree.
+macro_rules! guest_kernels {
+    ($($(#[doc = $doc:literal])* $test:ident = $series:literal, ignore = $why:literal;)*) => {
+        /// Each guest test's name and its series, in `.ci/kernels`' order.
+        const GUEST_TESTS: &[(&str, &str)] = &[$((stringify!($test), $series)),*];
+
+        $(
+            $(#[doc = $doc])*
+            #[test]
+            #[ignore = $why]
+            fn $test() {
+                check_kernel(Kernel::Guest($series));
+            }
+        )*
+    };
 }
 
-/// Debian's 6.1 (bookworm, the README's system).
-#[test]
-#[ignore = "boots Debian's 6.1 kernel under QEMU for minutes; .ci/run runs it as root"]
-fn kernel_6_1() {
-    check_kernel(Kernel::Guest("6.1"));
+guest_kernels! {
+    /// Debian's 5.10 (bullseye): no bpf_loop, bpf_find_vma or lock contention tracepoints.
+    kernel_5_10 = "5.10",
+        ignore = "boots Debian's 5.10 kernel under QEMU for minutes; .ci/run runs it as root";
+    /// Debian's 6.1 (bookworm, the README's system).
+    kernel_6_1 = "6.1",
+        ignore = "boots Debian's 6.1 kernel under QEMU for minutes; .ci/run runs it as root";
+    /// Debian's 6.12 (bookworm-backports).
+    kernel_6_12 = "6.12",
+        ignore = "boots Debian's 6.12 kernel under QEMU for minutes; .ci/run runs it as root";
 }
 
-/// Debian's 6.12 (bookworm-backports).
+/// The guest tests above are `.ci/kernels`' series, in its order, each named for its series
+/// (`kernel_` and the series with `_` for `.`).
 #[test]
-#[ignore = "boots Debian's 6.12 kernel under QEMU for minutes; .ci/run runs it as root"]
-fn kernel_6_12() {
-    check_kernel(Kernel::Guest("6.12"));
+fn guest_tests_are_the_ci_list() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.ci/kernels");
+    let list = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let series: Vec<&str> = list
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    let tested: Vec<&str> = GUEST_TESTS.iter().map(|(_, series)| *series).collect();
+    assert_eq!(
+        tested,
+        series,
+        "the kernel tests of {} and the series of {}",
+        file!(),
+        path.display()
+    );
+    for (test, series) in GUEST_TESTS {
+        assert_eq!(
+            *test,
+            format!("kernel_{}", series.replace('.', "_")),
+            "the test of {series}"
+        );
+    }
 }
 
 /// This machine's kernel, with the same checks (tracefs as the machine has it).
