@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
-# `lockscope bench` on the kernels of the matrix (Debian's 5.10, 6.1, 6.12 under QEMU, through
-# .ci/kernel-vm): in each guest the whole suite untraced (`bench --quick --json`, for
+# `lockscope bench` on the kernels of the matrix (the Debian series of .ci/kernels under QEMU,
+# through .ci/kernel-vm): in each guest the whole suite untraced (`bench --quick --json`, for
 # `lockscope bench diff` across kernels), then a few rows recorded with each probe alone, the
 # probes that take user stacks also with the stack memo off (LOCKSCOPE_STACK_MEMO=off). 5.10 runs
 # the compat programs (no bpf_loop), the others the default ones. QEMU emulates the CPU (TCG):
 # the times are not a real machine's; compare shapes (which probe costs more, what the memo
 # changes), not values. Root (QEMU, apt-get for its packages).
 #
-#   kernel-bench.sh [--kernels "5.10 6.1 6.12"] [--lockscope BIN] [--out DIR]
+#   kernel-bench.sh [--kernels "SERIES..."] [--lockscope BIN] [--out DIR]
+#
+# --kernels: the series to run, space-separated (default: every series of .ci/kernels).
 #
 # DIR (default /tmp/lockscope-kernel-bench-<time>) gets one directory per kernel with the guest's
 # bench JSON files, and table.md: per kernel, probe and row, the minimum µs per operation.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-kernels="5.10 6.1 6.12"
+kernels=$(awk '!/^#/ && NF { print $1 }' "$REPO_DIR/.ci/kernels" | paste -sd' ' -)
 lockscope_bin=$LOCKSCOPE_RELEASE
 out="/tmp/lockscope-kernel-bench-$(date +%Y%m%d-%H%M%S)"
 parse_options "kernels lockscope=lockscope_bin out" "$@"

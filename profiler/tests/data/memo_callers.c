@@ -1,5 +1,5 @@
 /*
- * A thread whose waits the stack memo must tell apart (profiler/tests/stack_memo.rs): it waits
+ * A thread whose waits the stack memo must tell apart (profiler/tests/it/stack_memo.rs): it waits
  * in turn under two callers, left_caller and right_caller, whose frames have the same size, so
  * every wait starts from the same pc, sp and frame pointer, and only the return address in
  * wait_once's frame tells them apart. Each wait is a FUTEX_WAIT that times out after 50 µs.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /*
- * The library of `targets libwait` (targets.c), built twice by profiler/tests/targets.rs: as
+ * The library of `targets libwait` (targets.c), built twice by profiler/tests/it/targets.rs: as
  * the copy the program is linked against (-DCOPY=host_copy) and as the copy bind-mounted over it
  * in a private mount namespace (-DCOPY=namespace_copy). library_wait() waits 20 ms on a condvar
  * in COPY_wait(), so a recording tells by the function name which file the process mapped.

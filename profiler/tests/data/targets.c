@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /*
- * Workloads with known answers for the target tests (profiler/tests/targets.rs), built there
+ * Workloads with known answers for the target tests (profiler/tests/it/targets.rs), built there
  * with `cc -O2 -fno-omit-frame-pointer -pthread`:
  *   targets forker N   after a line on stdin, forks N children one after the other; each makes
  *                      one condvar wait of 5 ms in short_lived_child -> wait_briefly ->

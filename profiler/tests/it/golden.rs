@@ -1,0 +1,480 @@
+//! Golden-file tests of every text output, built from the hand-made demo profile of
+//! `tests/it/common/fixtures.rs`. Run with `LOCKSCOPE_BLESS=1` to rewrite the files under
+//! `tests/golden/` after an intended change, then review the diff.
+
+use crate::common;
+use crate::common::fixtures;
+
+use common::check_golden;
+
+use fixtures::{
+    demo_profile, lossy_profile, on_cpu_profile, preempt_profile, saturation_profile,
+    server_profile, waitfor_profile,
+};
+use lockscope::analysis::fold::{folded_lines, FoldOptions, Weight};
+use lockscope::export::{write_export, ExportFormat};
+use lockscope::report::{write_report, GroupBy, ReportOptions};
+use lockscope_probes::Profile;
+
+fn report(profile: &Profile, options: &ReportOptions) -> String {
+    let mut out = Vec::new();
+    write_report(profile, options, &mut out).expect("write report");
+    String::from_utf8(out).expect("report is UTF-8")
+}
+
+fn report_options(group_by: GroupBy) -> ReportOptions {
+    let mut options = ReportOptions::default();
+    options.group_by = group_by;
+    options
+}
+
+/// A recording with the `cpu` probe beside futex: the waits are reported as before (the samples
+/// in no kind, total or group), each thread's CPU time shows beside its waits under `--by
+/// thread`, and the On CPU section ranks threads and stacks by CPU time; matches its golden file.
+#[test]
+fn report_on_cpu_by_thread() {
+    let text = report(&on_cpu_profile(), &report_options(GroupBy::Thread));
+    let waits_only = report(&demo_profile(), &report_options(GroupBy::Thread));
+    let kinds = |t: &str| t.split("\n\n").nth(1).unwrap_or_default().to_string();
+    assert_eq!(kinds(&text), kinds(&waits_only), "the waits' kinds changed");
+    check_golden("report_on_cpu_by_thread.txt", &text);
+}
+
+/// The On CPU section's waits column leaves out the time a thread waited for a CPU: the
+/// spinner, preempted for 40 ms, still shows no waits beside its CPU time.
+#[test]
+fn on_cpu_waits_leave_out_cpu_saturation() {
+    let mut profile = on_cpu_profile();
+    let spinner = profile
+        .threads
+        .iter()
+        .find(|t| t.name == "spinner")
+        .map(|t| (t.pid, t.tid))
+        .expect("the spinner");
+    profile.waits.push(lockscope_probes::WaitRecord {
+        probe: "offcpu".to_string(),
+        kind: lockscope_probes::WaitKind::OffCpu,
+        pid: spinner.0,
+        tid: spinner.1,
+        object: 0,
+        operation: "preempted".to_string(),
+        user_stack: None,
+        kernel_stack: None,
+        woken_by: None,
+        stats: fixtures::stats(&[40_000_000]),
+    });
+    let text = report(&profile, &report_options(GroupBy::Stack));
+    let row = text
+        .lines()
+        .skip_while(|l| !l.starts_with("On CPU"))
+        .find(|l| l.trim_start().starts_with("spinner"))
+        .unwrap_or_else(|| panic!("no spinner row:\n{text}"));
+    assert!(
+        !row.contains("40.0 ms"),
+        "its preemption counted as a wait: {row}"
+    );
+}
+
+/// Folding a recording with the `cpu` probe: the waits alone by default (as without the probe),
+/// the samples in on-CPU nanoseconds with `--probe cpu`; matches its golden file.
+#[test]
+fn folded_on_cpu() {
+    let profile = on_cpu_profile();
+    assert_eq!(
+        folded_lines(&profile, &FoldOptions::default()),
+        folded_lines(&demo_profile(), &FoldOptions::default())
+    );
+    let mut options = FoldOptions::default();
+    options.probe = Some("cpu".to_string());
+    options.kernel_stacks = true;
+    let lines = folded_lines(&profile, &options);
+    check_golden("folded_on_cpu.folded", &(lines.join("\n") + "\n"));
+}
+
+/// The offcpu probe's intervals of threads waiting for a CPU are not waits: the report leaves
+/// them out of its kinds, totals and sites and ranks them in its CPU saturation section (a
+/// run-queue delay at the site of the sleep it woke from, preemptions apart, per thread, and
+/// the threads waiting and running on average against the CPUs); matches its golden file.
+#[test]
+fn report_cpu_saturation() {
+    let text = report(&saturation_profile(), &report_options(GroupBy::Stack));
+    let kinds = text.split("\n\n").nth(1).unwrap_or_default();
+    assert!(
+        !kinds.contains("51.0 ms"),
+        "run-queue time among the waits:\n{kinds}"
+    );
+    check_golden("report_cpu_saturation.txt", &text);
+}
+
+/// With the `preempt` probe's stacks, the CPU saturation section names the function a preempted
+/// thread was running, its stacks at different pcs merged into one site (12.0 ms, 2 intervals),
+/// apart from the preemptions without a stack; matches its golden file.
+#[test]
+fn report_preempt() {
+    let text = report(&preempt_profile(), &report_options(GroupBy::Stack));
+    let saturation = text
+        .split("\n\n")
+        .find(|s| s.starts_with("CPU saturation"))
+        .unwrap_or_default();
+    let row = saturation
+        .lines()
+        .find(|l| l.contains("spin_until_free"))
+        .unwrap_or_else(|| panic!("no spin_until_free site:\n{saturation}"));
+    assert!(
+        row.contains("preempted") && row.contains(" 2 ") && row.contains("12.0 ms"),
+        "the two preemptions in spin_until_free are not one site: {row}"
+    );
+    assert!(
+        saturation.contains("[preempted]"),
+        "the stackless preemptions lost:\n{saturation}"
+    );
+    check_golden("report_preempt.txt", &text);
+}
+
+/// With the `cpu` probe beside `offcpu`, the time breakdown shows each row's sampled CPU time
+/// beside the scheduler's on-CPU share: worker-1's 5 samples (50.5 ms of 1.204 s, 4.2%) next to
+/// its 41.5%, and no sampled time for worker-2; matches its golden file.
+#[test]
+fn report_breakdown_sampled() {
+    let mut profile = saturation_profile();
+    let on_cpu = on_cpu_profile();
+    profile.waits.extend(
+        on_cpu
+            .waits
+            .iter()
+            .filter(|w| w.probe == "cpu" && w.user_stack != Some(on_cpu.stacks.len() as u32 - 1))
+            .cloned(),
+    );
+    let text = report(&profile, &report_options(GroupBy::Stack));
+    let breakdown = text
+        .split("\n\n")
+        .find(|s| s.starts_with("Where the time went"))
+        .unwrap_or_else(|| panic!("no breakdown:\n{text}"));
+    assert!(breakdown.contains("sampled"), "{breakdown}");
+    let worker = breakdown
+        .lines()
+        .find(|l| l.trim_start().starts_with("worker-1 ("))
+        .unwrap_or_else(|| panic!("no worker-1 row:\n{breakdown}"));
+    assert!(
+        worker.contains("41.5%") && worker.contains("4.2%"),
+        "worker-1's on-cpu and sampled shares: {worker}"
+    );
+    check_golden("report_breakdown_sampled.txt", &text);
+}
+
+/// The default text report (grouped by stack) matches its golden file.
+#[test]
+fn report_by_stack() {
+    check_golden(
+        "report_by_stack.txt",
+        &report(&demo_profile(), &report_options(GroupBy::Stack)),
+    );
+}
+
+/// The text report grouped by thread matches its golden file.
+#[test]
+fn report_by_thread() {
+    check_golden(
+        "report_by_thread.txt",
+        &report(&demo_profile(), &report_options(GroupBy::Thread)),
+    );
+}
+
+/// The text report grouped by lock matches its golden file.
+#[test]
+fn report_by_lock() {
+    check_golden(
+        "report_by_lock.txt",
+        &report(&demo_profile(), &report_options(GroupBy::Lock)),
+    );
+}
+
+/// A lossy profile is flagged in the header; kernel stacks and `--top 2` show as expected.
+#[test]
+fn report_lossy_with_kernel_stacks() {
+    let mut options = report_options(GroupBy::Stack);
+    options.top = 2;
+    options.show_kernel_stacks = true;
+    let text = report(&lossy_profile(), &options);
+    assert!(
+        text.contains("WARNING: this profile is incomplete"),
+        "{text}"
+    );
+    check_golden("report_lossy_kernel.txt", &text);
+}
+
+/// The JSON report (grouped by stack) matches its golden file.
+#[test]
+fn report_json_by_stack() {
+    let mut options = report_options(GroupBy::Stack);
+    options.json = true;
+    check_golden("report_by_stack.json", &report(&demo_profile(), &options));
+}
+
+/// The JSON report of a lossy profile grouped by lock, with kernel stacks, matches its golden file.
+#[test]
+fn report_json_lossy_by_lock() {
+    let mut options = report_options(GroupBy::Lock);
+    options.json = true;
+    options.show_kernel_stacks = true;
+    check_golden(
+        "report_lossy_by_lock.json",
+        &report(&lossy_profile(), &options),
+    );
+}
+
+/// Folded stacks weighted by wait time match their golden file.
+#[test]
+fn folded_by_time() {
+    let lines = folded_lines(&demo_profile(), &FoldOptions::default());
+    check_golden("folded_ns.folded", &(lines.join("\n") + "\n"));
+}
+
+/// Folded stacks weighted by count, with kernel frames, through `write_export`, match their
+/// golden file.
+#[test]
+fn folded_by_count_with_kernel() {
+    let mut fold = FoldOptions::default();
+    fold.weight = Weight::Count;
+    fold.kernel_stacks = true;
+    fold.probe = Some("futex".to_string());
+    let mut out = Vec::new();
+    write_export(&demo_profile(), ExportFormat::Folded, &fold, &mut out).expect("export");
+    check_golden(
+        "folded_count_kernel.folded",
+        &String::from_utf8(out).expect("UTF-8"),
+    );
+}
+
+/// With `futex` and `offcpu` recorded together, worker-2's 400 ms `sleeping in futex` is its
+/// futex probe's mutex wait seen again: the report counts it once (no off-CPU kind, totals of
+/// the futex waits alone, four sites instead of five) and says so in its header, and the folded
+/// export does the same (as it does the run-queue delay after a futex sleep, inside the futex
+/// wait; the preemptions stay) unless `--probe offcpu` asks for that probe's view; matches its
+/// golden files.
+#[test]
+fn futex_and_offcpu_count_each_sleep_once() {
+    let profile = saturation_profile();
+    let futex_ns: u64 = profile
+        .waits
+        .iter()
+        .filter(|w| w.probe == "futex")
+        .map(|w| w.stats.total_ns)
+        .sum();
+    let mut options = report_options(GroupBy::Stack);
+    options.json = true;
+    let json: serde_json::Value =
+        serde_json::from_str(&report(&profile, &options)).expect("report JSON");
+    assert_eq!(json["totals"]["total_ns"], futex_ns, "{json:#}");
+    assert!(
+        json["by_kind"]
+            .as_array()
+            .expect("by_kind")
+            .iter()
+            .all(|k| k["kind"] != "off-cpu"),
+        "the futex sleep counted twice: {:#}",
+        json["by_kind"]
+    );
+    let merged = &json["header"]["merged_sleeps"];
+    assert_eq!(merged["threads"], 1);
+    assert_eq!(merged["offcpu_ns"], 400_500_000);
+    let text = report(&profile, &report_options(GroupBy::Stack));
+    assert!(
+        text.contains("merged     futex and offcpu both saw 1 futex sleep of 1 thread (400 ms)"),
+        "{text}"
+    );
+    check_golden("report_merged.json", &report(&profile, &options));
+
+    let lines = folded_lines(&profile, &FoldOptions::default());
+    let folded_ns: u64 = lines
+        .iter()
+        .map(|l| {
+            l.rsplit_once(' ')
+                .expect("value")
+                .1
+                .parse::<u64>()
+                .expect("ns")
+        })
+        .sum();
+    // The flamegraph keeps the preemptions (30 ms) but not worker-1's 51 ms in the run queue
+    // after its mutex wait: the futex wait lasts until the system call returns, so it holds them.
+    let preempted: u64 = profile
+        .waits
+        .iter()
+        .filter(|w| w.operation == "preempted")
+        .map(|w| w.stats.total_ns)
+        .sum();
+    assert_eq!(preempted, 30_000_000);
+    assert_eq!(folded_ns, futex_ns + preempted, "{lines:#?}");
+    check_golden("folded_merged.folded", &(lines.join("\n") + "\n"));
+    let mut offcpu = FoldOptions::default();
+    offcpu.probe = Some("offcpu".to_string());
+    let offcpu_lines = folded_lines(&profile, &offcpu);
+    assert!(
+        offcpu_lines
+            .iter()
+            .any(|l| l.contains("hold_order_lock") && l.ends_with(" 400500000")),
+        "--probe offcpu lost the probe's own view: {offcpu_lines:#?}"
+    );
+}
+
+/// A process-per-connection database whose backends queue for one row in `epoll_wait` until the
+/// lock's holder sets their latch: the report calls those sleeps (and the few the deadlock
+/// timer cut short at the same site) and the lock manager's semaphore waits contention, ended by
+/// the program, the waits for the client idle, and splits the backends' time asleep into 64.8%
+/// on the program and 23.0% for something outside it, in text and in JSON; matches its golden
+/// files.
+#[test]
+fn report_latch_waits_are_contention() {
+    let profile = fixtures::latch_profile();
+    let mut options = report_options(GroupBy::Stack);
+    options.json = true;
+    let json: serde_json::Value =
+        serde_json::from_str(&report(&profile, &options)).expect("report JSON");
+    let contention = &json["sections"]["contention"];
+    let ns = |list: &str, stack: u64| -> u64 {
+        contention[list]
+            .as_array()
+            .expect("rows")
+            .iter()
+            .filter(|r| r["user_stack"] == stack)
+            .map(|r| r["total_ns"].as_u64().expect("total"))
+            .sum()
+    };
+    // 3 backends x (600 ms ended by the lock's holder + 30 ms by the deadlock timer).
+    assert_eq!(ns("sites", 0), 3 * 630_000_000, "{contention:#}");
+    assert_eq!(ns("idle", 0), 0, "{contention:#}");
+    // The semaphore: the futex probe's 3 x 50 ms, its offcpu sleeps counted once.
+    assert_eq!(ns("sites", 2), 3 * 50_000_000, "{contention:#}");
+    assert_eq!(ns("idle", 1), 3 * 200_000_000, "{contention:#}");
+    assert_eq!(ns("sites", 1), 0, "{contention:#}");
+    assert_eq!(contention["wakers_known"], true);
+    check_golden("report_latch.json", &report(&profile, &options));
+    let text = report(&profile, &report_options(GroupBy::Stack));
+    assert!(
+        text.contains("all threads: 64.8% of their time asleep waiting on other threads of the program, 23.0% asleep for something outside it"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("(no mutex, rwlock or kernel-lock waits"),
+        "{text}"
+    );
+    check_golden("report_latch.txt", &text);
+}
+
+fn why(profile: &Profile, threads: Option<&str>) -> lockscope::why::Why {
+    let mut options = lockscope::why::WhyOptions::default();
+    options.threads = threads.map(str::to_string);
+    lockscope::why::Why::build(profile, &options).expect("why")
+}
+
+/// `why` of the two-lock program analyses the request threads (the background threads barely
+/// ran) and names the request lock's critical section, although the background lock has far
+/// more wait time; matches its golden files (text and JSON).
+#[test]
+fn why_working_threads() {
+    let profile = waitfor_profile();
+    let answer = why(&profile, None);
+    let json = serde_json::to_value(&answer).expect("json");
+    assert_eq!(json["causes"][0]["kind"], "cpu");
+    let stack = json["causes"][0]["stack"].to_string();
+    assert!(stack.contains("request_critical_section"), "{stack}");
+    check_golden("why_working.txt", &answer.to_text());
+    check_golden(
+        "why_working.json",
+        &(serde_json::to_string_pretty(&json).expect("json") + "\n"),
+    );
+}
+
+/// A sweep level recorded with `waitfor` keeps `why`'s first causes (the request lock's critical
+/// section first, not the background lock with the most wait time), and the sweep's finding says
+/// what the working threads' time traces back to.
+#[test]
+fn sweep_levels_keep_why() {
+    let profile = waitfor_profile();
+    let mut levels = vec![
+        lockscope::sweep::summarize_level(1, 100.0, &profile, ("1.lsp", "1.txt")),
+        lockscope::sweep::summarize_level(2, 100.0, &profile, ("2.lsp", "2.txt")),
+    ];
+    lockscope::sweep::fill_scaling(&mut levels);
+    let why = levels[0]
+        .why
+        .as_ref()
+        .expect("a level with waitfor has why's causes");
+    assert_eq!(why.groups, ["request-*"]);
+    assert_eq!(why.causes[0].kind, "cpu");
+    assert!(
+        why.causes[0]
+            .stack
+            .contains(&"request_critical_section".to_string()),
+        "{why:?}"
+    );
+    let knee = lockscope::sweep::find_knee(&levels);
+    let sentence = lockscope::sweep::finding(&levels, knee.as_ref());
+    assert!(
+        sentence.contains(
+            "`lockscope why` traces 42% of the working threads' time (request-*) to `cpu` at \
+             `__lll_lock_wake <- pthread_mutex_unlock <- request_critical_section <- request_loop`"
+        ),
+        "{sentence}"
+    );
+}
+
+/// Asked about the background threads, `why` names the sleep under the background lock: a sleep
+/// others waited on is a cause (the holders' own time in it too), not idleness.
+#[test]
+fn why_background_threads() {
+    let answer = why(&waitfor_profile(), Some("background-*"));
+    let text = answer.to_text();
+    check_golden("why_background.txt", &text);
+    let json = serde_json::to_value(&answer).expect("json");
+    assert_eq!(json["causes"][0]["kind"], "sleep", "{text}");
+    assert!(
+        json["causes"][0]["stack"]
+            .to_string()
+            .contains("background_hold"),
+        "{text}"
+    );
+}
+
+/// A recording of a server's process tree grouped by process: the header counts the processes
+/// (one exited, one kernel thread), each process row has its command, and the kernel thread's
+/// CPU time stays apart from the waits; `--probe cpu` ranks the processes by CPU time with the
+/// kernel thread's kernel stack; matches its golden file.
+#[test]
+fn report_by_process() {
+    let mut options = report_options(GroupBy::Process);
+    let text = report(&server_profile(), &options);
+    assert!(text.contains("  processes  5 recorded (1 exited before the end, 1 kernel thread)"));
+    options.probe = Some("cpu".to_string());
+    options.show_kernel_stacks = true;
+    let cpu = report(&server_profile(), &options);
+    check_golden(
+        "report_by_process.txt",
+        &format!("{text}\n--- --probe cpu --kernel-stacks\n{cpu}"),
+    );
+}
+
+/// Folded stacks with the process as root frame (`--process`): each worker apart under
+/// `apache2-PID`, as stackcollapse-perf.pl --pid; the kernel thread's samples under its own name
+/// with `--probe cpu`; matches its golden file.
+#[test]
+fn folded_by_process() {
+    let mut options = FoldOptions::default();
+    options.process = true;
+    let waits = folded_lines(&server_profile(), &options);
+    assert!(waits
+        .iter()
+        .all(|l| l.starts_with("apache2-5001;") || l.starts_with("apache2-5002;")));
+    options.probe = Some("cpu".to_string());
+    let cpu = folded_lines(&server_profile(), &options);
+    assert_eq!(cpu.len(), 1);
+    assert!(
+        cpu[0].starts_with("[kworker/u4:1]-40;kworker/u4:1;"),
+        "{cpu:?}"
+    );
+    check_golden(
+        "folded_by_process.folded",
+        &(waits.join("\n") + "\n" + &cpu.join("\n") + "\n"),
+    );
+}

@@ -1,0 +1,499 @@
+//! The kernel matrix: every eBPF probe on the kernels people run, the Debian series listed in
+//! `.ci/kernels` (booted under QEMU by `.ci/kernel-vm`) and this machine's own, each checked with
+//! the demo's known answer. `kernel-checks.sh` (beside this file) runs on the kernel; this file
+//! judges what it left: `lockscope probes` must say of each probe what `record` then does with
+//! it, every probe must load except where the kernel lacks its hooks, the futex and offcpu probes
+//! must measure the demo's waits as its threads measured them, the futex probe's on complete
+//! stacks, and the cpu probe the CPU time of its spinning and computing threads, on complete
+//! stacks. Each kernel's results are kept under `target/tmp/kernel-matrix/KERNEL/` with a
+//! `summary.txt` that `.ci/kernel-table` turns into the README's table.
+//!
+//! The QEMU kernels take minutes each: the tests are ignored by a plain `cargo test` and run by
+//! `.ci/run` (as root, with `--include-ignored`).
+
+use crate::common;
+
+use common::*;
+use lockscope_probes::{read_profile, AttachStatus, Profile, CATALOG};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The probes of the eBPF backend (the catalog's), as the checks record them one by one.
+fn probes() -> impl Iterator<Item = &'static str> {
+    CATALOG.iter().map(|probe| probe.name)
+}
+
+/// How long one guest may take, boot to power-off (the checks take 1-4 minutes under TCG).
+const GUEST_TIMEOUT_SECS: &str = "1500";
+
+/// The tests of the Debian kernel series, one per series of `.ci/kernels` (the matrix's list, read
+/// by the scripts that boot, benchmark and tabulate them), named for it: `kernel_5_10` for 5.10,
+/// the name `.ci/run` skips it by. [`guest_tests_are_the_ci_list`] fails when the two disagree.
+macro_rules! guest_kernels {
+    ($($(#[doc = $doc:literal])* $test:ident = $series:literal, ignore = $why:literal;)*) => {
+        /// Each guest test's name and its series, in `.ci/kernels`' order.
+        const GUEST_TESTS: &[(&str, &str)] = &[$((stringify!($test), $series)),*];
+
+        $(
+            $(#[doc = $doc])*
+            #[test]
+            #[ignore = $why]
+            fn $test() {
+                check_kernel(Kernel::Guest($series));
+            }
+        )*
+    };
+}
+
+guest_kernels! {
+    /// Debian's 5.10 (bullseye): no bpf_loop, bpf_find_vma or lock contention tracepoints.
+    kernel_5_10 = "5.10",
+        ignore = "boots Debian's 5.10 kernel under QEMU for minutes; .ci/run runs it as root";
+    /// Debian's 6.1 (bookworm, the README's system).
+    kernel_6_1 = "6.1",
+        ignore = "boots Debian's 6.1 kernel under QEMU for minutes; .ci/run runs it as root";
+    /// Debian's 6.12 (bookworm-backports).
+    kernel_6_12 = "6.12",
+        ignore = "boots Debian's 6.12 kernel under QEMU for minutes; .ci/run runs it as root";
+}
+
+/// The guest tests above are `.ci/kernels`' series, in its order, each named for its series
+/// (`kernel_` and the series with `_` for `.`).
+#[test]
+fn guest_tests_are_the_ci_list() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.ci/kernels");
+    let list = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let series: Vec<&str> = list
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    let tested: Vec<&str> = GUEST_TESTS.iter().map(|(_, series)| *series).collect();
+    assert_eq!(
+        tested,
+        series,
+        "the kernel tests of {} and the series of {}",
+        file!(),
+        path.display()
+    );
+    for (test, series) in GUEST_TESTS {
+        assert_eq!(
+            *test,
+            format!("kernel_{}", series.replace('.', "_")),
+            "the test of {series}"
+        );
+    }
+}
+
+/// This machine's kernel, with the same checks (tracefs as the machine has it).
+#[test]
+#[ignore = "needs root with BPF; .ci/run runs it"]
+fn kernel_host() {
+    if !bpf_available("kernel_host") {
+        return;
+    }
+    check_kernel(Kernel::Host);
+}
+
+/// Where the checks run.
+#[derive(Clone, Copy)]
+enum Kernel {
+    /// A Debian kernel series under QEMU.
+    Guest(&'static str),
+    /// This machine.
+    Host,
+}
+
+impl Kernel {
+    fn name(self) -> &'static str {
+        match self {
+            Kernel::Guest(series) => series,
+            Kernel::Host => "host",
+        }
+    }
+
+    /// How far the cpu probe's CPU time of a demo thread may be from the thread's own CPU clock.
+    /// Under emulation the two clocks part: with every probe recording under TCG on 6.1 the
+    /// spinner's 30 samples (303 ms, its whole 300 ms spin) stood against 250 ms on its own
+    /// clock. Interrupts are slow there (the sampling hrtimer's, with its program, and the other
+    /// probes' work in interrupt context), and samples count them as the interrupted thread's
+    /// time, while a kernel that accounts interrupt time apart (IRQ_TIME_ACCOUNTING) leaves
+    /// them out of the thread's clock.
+    fn on_cpu_tolerance(self) -> f64 {
+        match self {
+            Kernel::Guest(_) => 0.3,
+            Kernel::Host => ON_CPU_TOLERANCE,
+        }
+    }
+}
+
+/// Runs the checks on `kernel` and judges their results.
+fn check_kernel(kernel: Kernel) {
+    let out = run_checks(kernel);
+    let results = Results::read(&out);
+    assert_eq!(results.rc("probes"), 0, "{}", results.text("probes.txt"));
+    let mut summary = vec![
+        format!("kernel {}", results.text("kernel").trim()),
+        format!("programs {}", results.programs()),
+    ];
+
+    // `probes` and `record` agree, and every probe loads unless the kernel lacks its hooks.
+    let verdicts = results.probe_verdicts();
+    for probe in probes() {
+        let (verdict, why) = verdicts.get(probe).unwrap_or_else(|| {
+            panic!(
+                "`lockscope probes` lists no {probe}:\n{}",
+                results.text("probes.txt")
+            )
+        });
+        let rc = results.rc(probe);
+        match verdict.as_str() {
+            "loads" => {
+                assert_eq!(
+                    rc,
+                    0,
+                    "{probe}: `probes` says it loads, `record` failed:\n{}",
+                    results.text(&format!("{probe}.log"))
+                );
+                let profile = results.profile(probe);
+                let status = attach_status(&profile, probe);
+                assert!(
+                    !matches!(status, AttachStatus::Failed { .. }),
+                    "{probe}: `probes` says it loads, `record` says {status:?}"
+                );
+            }
+            "absent" => {
+                // Only a probe whose kernel hooks are missing may be absent: klock, before
+                // the lock contention tracepoints (Linux 5.19).
+                assert_eq!(probe, "klock", "{probe} absent: {why}");
+                assert_ne!(
+                    rc, 0,
+                    "{probe} absent, yet `record --probes {probe}` succeeded"
+                );
+                let log = results.text(&format!("{probe}.log"));
+                assert!(
+                    log.contains("no probe attached") && log.contains("absent"),
+                    "{probe}: record's error should say it is absent:\n{log}"
+                );
+            }
+            other => panic!("{probe} {other} on {}: {why}", kernel.name()),
+        }
+        summary.push(format!("probe {probe} {verdict}"));
+    }
+
+    // The demo's known answer, on complete stacks, from the futex and offcpu probes.
+    let futex = results.profile("futex");
+    assert!(
+        futex.metadata.losses.is_zero(),
+        "futex losses: {:?}",
+        futex.metadata.losses
+    );
+    assert_demo_answer(&futex, "futex", &results.text("futex.log"));
+    // The offcpu probe's stacks are taken as the waits begin, in the demo's first milliseconds,
+    // before its process table exists: its libc frames are then found through the VMA, which
+    // bpf_find_vma cannot lock while the demo's threads are being created (one stack in a few
+    // runs is cut there). Their share is in the summary; the waits themselves must be exact.
+    let offcpu = results.profile("offcpu");
+    assert_demo_waits(&offcpu, "offcpu", &results.text("offcpu.log"));
+    summary.push(format!("stacks futex {}", complete_share(&futex, "futex")));
+    summary.push(format!(
+        "stacks offcpu {}",
+        complete_share(&offcpu, "offcpu")
+    ));
+    // The cpu probe's samples interrupt the demo's spinner and cruncher (a perf_event program,
+    // in the unwinder's interrupt slot): their CPU time as their own clocks measured it.
+    let cpu = results.profile("cpu");
+    assert_demo_on_cpu(&cpu, &results.text("cpu.log"), kernel.on_cpu_tolerance());
+    summary.push(format!("stacks cpu {}", complete_share(&cpu, "cpu")));
+
+    // All probes at once: each attaches as it did alone, and futex still measures the demo.
+    assert_eq!(
+        results.rc("all"),
+        0,
+        "all probes:\n{}",
+        results.text("all.log")
+    );
+    let all = results.profile("all");
+    for probe in probes() {
+        let alone = &verdicts[probe].0;
+        let status = attach_status(&all, probe);
+        assert_eq!(
+            alone == "loads",
+            !matches!(status, AttachStatus::Failed { .. }),
+            "{probe} with the others: {status:?}, alone: {alone}"
+        );
+    }
+    // The stacks too: mutex-hold's uretprobes replace return addresses in libc's lock path
+    // with their trampoline's, which the unwinder must see through.
+    assert_demo_answer(&all, "futex", &results.text("all.log"));
+    assert_demo_on_cpu(&all, &results.text("all.log"), kernel.on_cpu_tolerance());
+
+    // The wait-for analysis (--probes bottleneck): the mutex waiters' time ends in the main
+    // thread's sleep under the order lock, with nothing lost from the stream.
+    assert_eq!(
+        results.rc("bottleneck"),
+        0,
+        "{}",
+        results.text("bottleneck.log")
+    );
+    let bottleneck = results.profile("bottleneck");
+    let waitfor = bottleneck.waitfor.as_ref().expect("the wait-for analysis");
+    assert_eq!(waitfor.lost_intervals, 0, "{waitfor:?}");
+    assert_demo_waits_end_in_the_hold(
+        &results.dir.join("bottleneck.lsp"),
+        &results.text("bottleneck.log"),
+    );
+
+    // Without tracefs, the futex probe falls back on the generic system call hooks.
+    if let Kernel::Guest(_) = kernel {
+        assert_eq!(
+            results.rc("futex-notracefs"),
+            0,
+            "{}",
+            results.text("futex-notracefs.log")
+        );
+        let profile = results.profile("futex-notracefs");
+        let hook = &profile
+            .metadata
+            .probes
+            .iter()
+            .find(|p| p.probe == "futex")
+            .expect("futex in the metadata")
+            .hook;
+        assert!(
+            hook.contains("sys_enter") && !hook.contains("tracepoint/syscalls"),
+            "hooks without tracefs: {hook}"
+        );
+        assert_demo_answer(&profile, "futex", &results.text("futex-notracefs.log"));
+        let with = &futex.metadata.probes[0].hook;
+        assert!(
+            with.contains("tracepoint/syscalls"),
+            "hooks with tracefs: {with}"
+        );
+    }
+
+    std::fs::write(out.join("summary.txt"), summary.join("\n") + "\n").expect("write summary.txt");
+}
+
+/// `why` of the demo recorded with `--probes bottleneck`, asked about the mutex waiters: their
+/// first cause is the main thread's sleep while it held the order lock (in `main`, at
+/// `clock_nanosleep`), for as long as the demo says: at most what the waiters measured around
+/// their lock calls, at least the time the main thread knew each waiter asleep before the release
+/// less the part of it the main thread was awake itself (on a CPU, or waiting for one once its
+/// sleep ended: that part is the CPU's or the CPUs' saturation, not the sleep's; an emulated
+/// kernel makes it milliseconds), both as the demo printed them (0.1 ms each), a millisecond
+/// for the moments between the demo's clock readings, and 5% of the known sleep that emulation
+/// has been seen to charge elsewhere (up to 3.6%).
+fn assert_demo_waits_end_in_the_hold(lsp: &Path, log: &str) {
+    let json =
+        run_ok(
+            lockscope()
+                .arg("why")
+                .arg(lsp)
+                .args(["--threads", "mutex-waiter-*", "--json"]),
+        );
+    let why: serde_json::Value = serde_json::from_str(&json).expect("why --json");
+    let first = &why["causes"][0];
+    assert_eq!(first["kind"], "sleep", "{json}");
+    let frames: Vec<&str> = first["stack"]
+        .as_array()
+        .map(|s| s.iter().filter_map(|f| f.as_str()).collect())
+        .unwrap_or_default();
+    assert!(
+        frames.iter().any(|f| f.contains("clock_nanosleep"))
+            && frames.iter().any(|f| *f == "main" || f.ends_with("::main")),
+        "{json}"
+    );
+    let mutex_waiter = |(thread, _): &(String, f64)| thread.starts_with("mutex-waiter-");
+    let asleep_ms: f64 = demo_asleep(log)
+        .iter()
+        .filter(|t| mutex_waiter(t))
+        .map(|(_, ms)| ms)
+        .sum();
+    let measured_ms: f64 = demo_measures(log)
+        .iter()
+        .filter(|t| mutex_waiter(t))
+        .map(|(_, ms)| ms)
+        .sum();
+    let awake_ms =
+        demo_holder_awake(log).unwrap_or_else(|| panic!("no holder's awake time: {log}"));
+    let held_ms = first["total_ns"].as_f64().unwrap_or_default() / 1e6;
+    // Under emulation a little of the hold also goes to other causes (cpu-saturation, cpu) in a
+    // way the holder's own clocks do not show: 7.0 ms of 657.6 ms (1.1%) on 6.12 in one matrix
+    // run of four on this project's machine, 21.4 ms of 588.8 ms (3.6%) on 5.10 in one of the
+    // next six (its cpu-saturation cause held 61.6 ms of the waiters' time asleep at the order
+    // lock, before and after the release), not understood yet. Up to 5% of the known sleep is allowed for it; the hold must still
+    // explain the rest.
+    let emulation_ms = asleep_ms * 0.05;
+    let low = asleep_ms - MUTEX_WAITERS as f64 * awake_ms - 1.0 - emulation_ms;
+    let high = measured_ms + MUTEX_WAITERS as f64 * 0.05;
+    assert!(
+        asleep_ms > 0.0 && (low..=high).contains(&held_ms),
+        "the hold explains {held_ms:.1} ms of the mutex waiters' waits; they were known asleep \
+         {asleep_ms:.1} ms before the release (the holder awake {awake_ms:.1} ms of it) and \
+         measured {measured_ms:.1} ms: {json}"
+    );
+}
+
+/// The demo's 4 mutex waits and 2 condvar waits as `probe` saw them, on stacks complete to the
+/// thread entry (see [`assert_demo_waits`]).
+fn assert_demo_answer(profile: &Profile, probe: &str, log: &str) {
+    assert_demo_waits(profile, probe, log);
+    assert_demo_stacks(profile, probe);
+}
+
+/// Of `probe`'s wait time with a user stack, the share on stacks complete to the thread entry,
+/// as a percentage (intervals recorded without a stack by design, a preemption's, do not count).
+fn complete_share(profile: &Profile, probe: &str) -> String {
+    let (mut all, mut complete) = (0u64, 0u64);
+    for w in profile.waits.iter().filter(|w| w.probe == probe) {
+        let Some(stack) = profile.stack(w.user_stack) else {
+            continue;
+        };
+        all += w.stats.total_ns;
+        if !stack.truncated {
+            complete += w.stats.total_ns;
+        }
+    }
+    format!("{:.1}%", 100.0 * complete as f64 / all.max(1) as f64)
+}
+
+/// What became of `probe` in a recording.
+fn attach_status(profile: &Profile, probe: &str) -> AttachStatus {
+    profile
+        .metadata
+        .probes
+        .iter()
+        .find(|p| p.probe == probe)
+        .unwrap_or_else(|| panic!("{probe} not in the profile's metadata"))
+        .status
+        .clone()
+}
+
+/// Runs `kernel-checks.sh` on `kernel`; returns the directory of its results.
+fn run_checks(kernel: Kernel) -> PathBuf {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("kernel-matrix")
+        .join(kernel.name());
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).expect("create the results directory");
+    let work = tempfile::tempdir().expect("tempdir");
+    let checks = include_str!("kernel-checks.sh");
+    match kernel {
+        Kernel::Host => {
+            let script = work.path().join("checks.sh");
+            std::fs::write(&script, checks).expect("write the checks");
+            let status = Command::new("sh")
+                .arg(&script)
+                .env("LOCKSCOPE", env!("CARGO_BIN_EXE_lockscope"))
+                .env("DEMO", demo_path())
+                .env("OUT", &out)
+                .status()
+                .expect("run the checks");
+            assert!(status.success(), "the checks failed: {status}");
+        }
+        Kernel::Guest(series) => {
+            // The guest gets lockscope without its debug information (a tenth of the size, so a
+            // far smaller initramfs); the demo keeps its names.
+            let lockscope = work.path().join("lockscope");
+            let strip = Command::new("strip")
+                .arg("--strip-debug")
+                .arg("-o")
+                .arg(&lockscope)
+                .arg(env!("CARGO_BIN_EXE_lockscope"))
+                .status()
+                .expect("run strip");
+            assert!(strip.success(), "strip failed");
+            let script = work.path().join("guest.sh");
+            let header = format!(
+                "LOCKSCOPE={}\nDEMO={}\nOUT=/out\nTOGGLE_TRACEFS=1\n",
+                lockscope.display(),
+                demo_path()
+            );
+            std::fs::write(&script, header + checks).expect("write the guest script");
+            let vm = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.ci/kernel-vm");
+            let status = Command::new("bash")
+                .arg(vm)
+                .args(["run", "--kernel", series, "--timeout", GUEST_TIMEOUT_SECS])
+                .arg("--script")
+                .arg(&script)
+                .arg("--out")
+                .arg(&out)
+                .arg("--file")
+                .arg(&lockscope)
+                .arg("--file")
+                .arg(demo_path())
+                .status()
+                .expect("run .ci/kernel-vm");
+            assert!(
+                status.success(),
+                "the {series} guest failed ({status}); its console is in {}",
+                out.join("console.log").display()
+            );
+        }
+    }
+    out
+}
+
+/// The files the checks left.
+struct Results {
+    dir: PathBuf,
+}
+
+impl Results {
+    fn read(dir: &Path) -> Results {
+        Results {
+            dir: dir.to_owned(),
+        }
+    }
+
+    fn text(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.join(name))
+            .unwrap_or_else(|e| panic!("no {name} in {}: {e}", self.dir.display()))
+    }
+
+    fn rc(&self, name: &str) -> i32 {
+        let text = self.text(&format!("{name}.rc"));
+        text.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}.rc: {text:?}"))
+    }
+
+    fn profile(&self, name: &str) -> Profile {
+        read_profile(&self.dir.join(format!("{name}.lsp")))
+            .unwrap_or_else(|e| panic!("{name}.lsp: {e:#}\n{}", self.text(&format!("{name}.log"))))
+    }
+
+    /// The programs line of `lockscope probes`.
+    fn programs(&self) -> String {
+        let text = self.text("probes.txt");
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix("this kernel takes the "))
+            .unwrap_or_else(|| panic!("no programs line in probes.txt:\n{text}"))
+            .to_owned()
+    }
+
+    /// Each eBPF probe's verdict in `lockscope probes` (`loads`, `fails`, `absent`) with its
+    /// `why:` line.
+    fn probe_verdicts(&self) -> BTreeMap<String, (String, String)> {
+        let text = self.text("probes.txt");
+        let ebpf = text.split("DTrace backend").next().unwrap_or_default();
+        let mut verdicts = BTreeMap::new();
+        let mut last: Option<String> = None;
+        for line in ebpf.lines() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if let Some(why) = line.trim().strip_prefix("why: ") {
+                if let Some(entry) = last.as_ref().and_then(|p| verdicts.get_mut(p)) {
+                    let (_, reason): &mut (String, String) = entry;
+                    *reason = why.to_owned();
+                }
+            } else if fields.len() > 4 && probes().any(|probe| probe == fields[0]) {
+                verdicts.insert(fields[0].to_owned(), (fields[3].to_owned(), String::new()));
+                last = Some(fields[0].to_owned());
+            }
+        }
+        verdicts
+    }
+}

@@ -1,0 +1,29 @@
+//! lockscope's integration tests, one test binary: a module per subject, from the library's API
+//! to the `lockscope` binary end to end, the helpers they share in `common` (with the synthetic
+//! profiles in `common::fixtures`). The tests that need root with BPF, a real dtrace or QEMU are
+//! ignored by a plain `cargo test` and say why; `.ci/run` runs them.
+
+mod common;
+
+mod bench;
+mod bench_cli;
+mod bottleneck;
+mod diff;
+mod errors;
+mod exports;
+mod golden;
+mod hostile;
+mod html;
+mod import_dtrace;
+mod import_perf;
+mod kernels;
+mod outputs;
+mod privilege;
+mod probes;
+mod record;
+mod record_dtrace;
+mod stack_memo;
+mod sweep;
+mod targets;
+mod waits_by_waker;
+mod workloads;
