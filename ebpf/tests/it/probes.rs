@@ -333,7 +333,7 @@ const VERIFIER_LIMIT: u32 = 1_000_000;
 #[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn every_program_verifies_within_half_the_limit() {
     require_bpf!();
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // One recording at a time: record_attached holds SERIAL (taking it here too deadlocks).
     let probes: Vec<String> = probe_support(&ProbeSettings::default())
         .into_iter()
         .filter(|(_, support)| matches!(support, ProbeSupport::Loads))
