@@ -44,6 +44,7 @@ static __always_inline int on_sample(struct bpf_perf_event_data *ctx, const bool
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct cpu_key key = {};
+	struct lks_stats *entry = NULL;
 	__s32 id;
 
 	if (!is_target(pid_tgid >> 32))
@@ -63,7 +64,7 @@ static __always_inline int on_sample(struct bpf_perf_event_data *ctx, const bool
 		key.kernel_stack_id = id < 0 ? -1 : id;
 	}
 	if ((key.user_stack_id >= 0 || key.kernel_stack_id >= 0) &&
-	    !lks_key_keeps_stacks(&samples, &key, &lks_stack_key_budget)) {
+	    !lks_key_keeps_stacks(&samples, &key, &lks_stack_key_budget, &entry)) {
 		if (key.user_stack_id >= 0)
 			COUNT(user_stack_failures);
 		if (key.kernel_stack_id >= 0)
@@ -71,7 +72,10 @@ static __always_inline int on_sample(struct bpf_perf_event_data *ctx, const bool
 		key.user_stack_id = -1;
 		key.kernel_stack_id = -1;
 	}
-	aggregate(&samples, &key, ctx->sample_period, NULL);
+	if (entry)
+		add_duration(entry, ctx->sample_period);
+	else
+		aggregate(&samples, &key, ctx->sample_period, NULL);
 	if (targ_stream) {
 		struct lks_cpu_sample *e = bpf_ringbuf_reserve(&waitfor_events, sizeof(*e), 0);
 

@@ -483,6 +483,7 @@ static __always_inline void record_interval(struct offcpu_thread *t, __u32 tid,
 					    struct task_struct *task)
 {
 	struct offcpu_key key = {};
+	struct lks_stats *entry = NULL;
 
 	if (ns < targ_min_block_ns)
 		return;
@@ -497,10 +498,14 @@ static __always_inline void record_interval(struct offcpu_thread *t, __u32 tid,
 	key.kernel_stack_id = stacks ? t->kernel_stack_id : -1;
 	key.woken_by = state == LKS_STATE_PREEMPTED ? LKS_WOKEN_UNKNOWN : t->woken_by;
 	if (state == LKS_STATE_PREEMPTED && key.user_stack_id >= 0 &&
-	    !lks_key_keeps_stacks(&offcpu, &key, &lks_preempted_key_budget)) {
+	    !lks_key_keeps_stacks(&offcpu, &key, &lks_preempted_key_budget, &entry)) {
 		COUNT(user_stack_failures);
 		key.user_stack_id = -1;
 		key.kernel_stack_id = -1;
+	}
+	if (entry) {
+		add_duration(entry, ns);
+		return;
 	}
 	if (try_aggregate(&offcpu, &key, ns, task) != -E2BIG)
 		return;
@@ -717,6 +722,7 @@ static __always_inline int on_waking(void *ctx, struct task_struct *p, const boo
 	__u64 now = bpf_ktime_get_ns(), pid_tgid, ns;
 	struct offcpu_thread *t;
 	struct wakeup_key key = {};
+	struct lks_stats *entry = NULL;
 	struct stack_ids ids;
 
 	if (!is_target(tgid))
@@ -779,7 +785,9 @@ static __always_inline int on_waking(void *ctx, struct task_struct *p, const boo
 	key.waker_user_stack_id = t->waker_user_stack_id;
 	key.waker_kernel_stack_id = t->waker_kernel_stack_id;
 	key.syscall = t->syscall;
-	if (!lks_key_keeps_stacks(&wakeups, &key, &lks_wakeup_stack_key_budget)) {
+	if ((key.user_stack_id >= 0 || key.kernel_stack_id >= 0 || key.waker_user_stack_id >= 0 ||
+	     key.waker_kernel_stack_id >= 0) &&
+	    !lks_key_keeps_stacks(&wakeups, &key, &lks_wakeup_stack_key_budget, &entry)) {
 		if (key.user_stack_id >= 0 || key.waker_user_stack_id >= 0)
 			COUNT(user_stack_failures);
 		if (key.kernel_stack_id >= 0 || key.waker_kernel_stack_id >= 0)
@@ -789,7 +797,10 @@ static __always_inline int on_waking(void *ctx, struct task_struct *p, const boo
 		key.waker_user_stack_id = -1;
 		key.waker_kernel_stack_id = -1;
 	}
-	aggregate(&wakeups, &key, ns, NULL);
+	if (entry)
+		add_duration(entry, ns);
+	else
+		aggregate(&wakeups, &key, ns, NULL);
 	return 0;
 }
 

@@ -53,10 +53,15 @@ static __always_inline void count_stack_failures(struct stack_ids ids)
  * a unit of `budget` is left (spent here); no once the budget is spent, and the caller then
  * strips its stacks (counting them as failures) so that the time goes to a stackless key, which
  * the rest of the map keeps room for: every place busy threads run or meet at is a key, and a
- * map they fill loses the time of the stackless keys too. */
-static __always_inline bool lks_key_keeps_stacks(void *map, const void *key, __s64 *budget)
+ * map they fill loses the time of the stackless keys too. `*entry` gets the key's entry when it
+ * is there already (NULL otherwise), for add_duration. */
+static __always_inline bool lks_key_keeps_stacks(void *map, const void *key, __s64 *budget,
+						 struct lks_stats **entry)
 {
-	return bpf_map_lookup_elem(map, key) || lks_spend(budget);
+	/* The entry found is handed back (add_duration): a second lookup of the same key, a
+	 * hash of 40 bytes, was a fifth of a wakeup's cost with waker stacks. */
+	*entry = bpf_map_lookup_elem(map, key);
+	return *entry || lks_spend(budget);
 }
 
 /* Stores the start of the current thread's event in flight: `start` under its thread id `tid` in
@@ -81,6 +86,25 @@ static __always_inline __s32 syscall_errno(long ret)
 	return ret < 0 && ret >= -4095 ? -ret : 0;
 }
 
+/* Adds one duration to `stats`, an entry of an aggregation map. */
+static __always_inline void add_duration(struct lks_stats *stats, __u64 duration)
+{
+	__u64 slot;
+
+	__sync_fetch_and_add(&stats->count, 1);
+	/* Not for a constant 0 (lifecycle's exits): clang turns that add into an atomic OR, which
+	 * kernels before 5.12 reject ("BPF_STX uses reserved fields"). */
+	if (duration)
+		__sync_fetch_and_add(&stats->total_ns, duration);
+	/* A duration's bit length is at most 63 (2^63 ns is 292 years). The mask bounds the index
+	 * for every verifier: a compare is done on a 32-bit copy that older ones (6.1) lose. */
+	slot = hist_slot(duration) & 63;
+	__sync_fetch_and_add(&stats->hist[slot], 1);
+	/* Racy only between threads sharing a key; a lost max update is within one event. */
+	if (duration > stats->max_ns)
+		stats->max_ns = duration;
+}
+
 /* Adds one duration to the entry of `key` in `map` (a hash of key -> struct lks_stats), creating
  * it with the name of `task` (NULL: the current thread). Returns -E2BIG, counting nothing, when
  * the map is full (the caller may retry with a coarser key); counts any other loss. */
@@ -88,7 +112,6 @@ static __always_inline long try_aggregate(void *map, void *key, __u64 duration,
 					  struct task_struct *task)
 {
 	struct lks_stats *stats = bpf_map_lookup_elem(map, key);
-	__u64 slot;
 	long err;
 
 	if (!stats) {
@@ -116,18 +139,7 @@ static __always_inline long try_aggregate(void *map, void *key, __u64 duration,
 			return 0;
 		}
 	}
-	__sync_fetch_and_add(&stats->count, 1);
-	/* Not for a constant 0 (lifecycle's exits): clang turns that add into an atomic OR, which
-	 * kernels before 5.12 reject ("BPF_STX uses reserved fields"). */
-	if (duration)
-		__sync_fetch_and_add(&stats->total_ns, duration);
-	/* A duration's bit length is at most 63 (2^63 ns is 292 years). The mask bounds the index
-	 * for every verifier: a compare is done on a 32-bit copy that older ones (6.1) lose. */
-	slot = hist_slot(duration) & 63;
-	__sync_fetch_and_add(&stats->hist[slot], 1);
-	/* Racy only between threads sharing a key; a lost max update is within one event. */
-	if (duration > stats->max_ns)
-		stats->max_ns = duration;
+	add_duration(stats, duration);
 	return 0;
 }
 
