@@ -121,7 +121,9 @@ pub fn read_profile_from(reader: impl Read) -> Result<Profile, FormatError> {
         .map_err(|e| FormatError::Corrupt(e.to_string()))?;
     let profile: Profile =
         serde_json::from_slice(&json).map_err(|e| FormatError::Corrupt(e.to_string()))?;
-    profile.validate().map_err(FormatError::Corrupt)?;
+    profile
+        .validate()
+        .map_err(|e| FormatError::Corrupt(e.to_string()))?;
     Ok(profile)
 }
 

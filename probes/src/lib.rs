@@ -45,9 +45,9 @@ pub use format::{read_profile, version_of, write_profile, FormatError, FORMAT_VE
 pub use hist::Log2Histogram;
 pub use overlap::SeenTwice;
 pub use profile::{
-    AddressSpace, AttachStatus, Frame, InlinedFrame, Losses, Metadata, ProbeAttachment,
-    ProcessInfo, Profile, Stack, StackId, StackInterner, StackWalk, Target, ThreadInfo, WaitRecord,
-    WaitStats,
+    AddressSpace, AttachStatus, Frame, InconsistentProfile, InlinedFrame, Losses, Metadata,
+    ProbeAttachment, ProcessInfo, Profile, Stack, StackId, StackInterner, StackWalk, Target,
+    ThreadInfo, WaitRecord, WaitStats,
 };
 pub use sched::{
     idle_waits, is_role_candidate, wait_roles, RoleBasis, RoleOf, ThreadTime, TimeClass, WaitRole,

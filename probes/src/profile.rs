@@ -471,7 +471,7 @@ impl Profile {
 
     /// Checks internal consistency: every stack reference resolves. A profile read from a file
     /// passes this before anyone uses it, so readers may index stacks without checking.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), InconsistentProfile> {
         for (i, w) in self.wakeups.iter().enumerate() {
             let ids = [
                 w.user_stack,
@@ -481,20 +481,24 @@ impl Profile {
             ];
             for id in ids.into_iter().flatten() {
                 if id as usize >= self.stacks.len() {
-                    return Err(format!(
-                        "wakeup record {i} refers to stack {id}, but the profile has {} stacks",
-                        self.stacks.len()
-                    ));
+                    return Err(InconsistentProfile::MissingStack {
+                        record: "wakeup",
+                        index: i,
+                        stack: id,
+                        stacks: self.stacks.len(),
+                    });
                 }
             }
         }
         for (i, w) in self.waits.iter().enumerate() {
             for id in [w.user_stack, w.kernel_stack].into_iter().flatten() {
                 if id as usize >= self.stacks.len() {
-                    return Err(format!(
-                        "wait record {i} refers to stack {id}, but the profile has {} stacks",
-                        self.stacks.len()
-                    ));
+                    return Err(InconsistentProfile::MissingStack {
+                        record: "wait",
+                        index: i,
+                        stack: id,
+                        stacks: self.stacks.len(),
+                    });
                 }
             }
         }
@@ -509,6 +513,26 @@ impl Profile {
         }
         totals
     }
+}
+
+/// Why a [`Profile`] does not hold together ([`Profile::validate`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InconsistentProfile {
+    /// A record names a stack the profile does not have.
+    #[error(
+        "{record} record {index} refers to stack {stack}, but the profile has {stacks} stacks"
+    )]
+    MissingStack {
+        /// `wait` or `wakeup`.
+        record: &'static str,
+        /// Its index among its kind's records.
+        index: usize,
+        /// The stack it names.
+        stack: StackId,
+        /// How many stacks the profile has.
+        stacks: usize,
+    },
 }
 
 /// Interns stacks while a backend builds a [`Profile`]: equal stacks get the same id.
