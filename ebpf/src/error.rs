@@ -47,14 +47,9 @@ pub enum Error {
         /// Why (from fork, or errno of the failed exec).
         source: io::Error,
     },
-    /// A probe name is not in the catalog or not implemented by this backend.
-    #[error("unknown probe `{name}` (the eBPF backend provides: {known})")]
-    UnknownProbe {
-        /// The name asked for.
-        name: String,
-        /// Names this backend knows, comma-separated.
-        known: String,
-    },
+    /// A probe name is not in the catalog (every probe of the catalog has a loader here).
+    #[error(transparent)]
+    UnknownProbe(#[from] lockscope_probes::catalog::UnknownProbe),
     /// A `--syscalls` name is not an x86_64 system call.
     #[error("unknown system call `{name}`")]
     UnknownSyscall {

@@ -15,6 +15,7 @@ use crate::shared::SharedMaps;
 use crate::targets::{ProcessTable, TargetSpec};
 use crate::unwind::{StackMaps, Unwinder};
 use crate::waitfor::WaitForStream;
+use lockscope_probes::catalog::UnknownProbe;
 use lockscope_probes::{catalog, AttachStatus, ProbeAttachment, Target};
 use std::collections::HashMap;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -187,10 +188,7 @@ impl Recorder {
 fn check_probe_names(names: &[String]) -> Result<(), Error> {
     let known = probe_names();
     match names.iter().find(|name| !known.contains(&name.as_str())) {
-        Some(name) => Err(Error::UnknownProbe {
-            name: name.clone(),
-            known: known.join(", "),
-        }),
+        Some(name) => Err(Error::UnknownProbe(UnknownProbe { name: name.clone() })),
         None => Ok(()),
     }
 }
@@ -209,8 +207,8 @@ mod tests {
         let err = check_probe_names(&["nosuch".to_owned()]).expect_err("unknown");
         assert_eq!(
             err.to_string(),
-            "unknown probe `nosuch` (the eBPF backend provides: futex, offcpu, wakeup, \
-             preempt, waitfor, syscall, lifecycle, klock, mutex-hold, cpu)"
+            "unknown probe `nosuch`: known probes are futex, offcpu, wakeup, preempt, waitfor, \
+             syscall, lifecycle, klock, mutex-hold, cpu (sets: bottleneck)"
         );
     }
 }

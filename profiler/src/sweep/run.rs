@@ -73,12 +73,8 @@ impl SweepOptions {
                 self.load
             );
         }
-        if let Some(name) = self
-            .probes
-            .iter()
-            .find(|name| lockscope_probes::catalog::find(name).is_none())
-        {
-            bail!("unknown probe `{name}` (`lockscope probes` lists them)");
+        for name in &self.probes {
+            lockscope_probes::catalog::lookup(name)?;
         }
         if self.min_block == Some(Duration::ZERO) {
             bail!("--min-block must be greater than zero");
