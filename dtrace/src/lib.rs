@@ -41,7 +41,7 @@ pub mod symbolize;
 pub mod waitfor;
 
 pub use catalog::{canonical_wait_frame, DtraceProbe, TargetOs, DTRACE_CATALOG};
-pub use driver::{Driver, DriverOptions, DriverTarget, Launcher, Recording};
+pub use driver::{Driver, DriverOptions, Launcher, Recording};
 pub use profile::{import_capture, to_profile, to_profile_with, FrameResolver};
 pub use script::{generate_script, ScriptOptions, ScriptTarget};
 
@@ -75,6 +75,19 @@ pub enum Error {
         probe: String,
         /// The OS the script is for.
         os: TargetOs,
+    },
+    /// A cgroup to record ([`lockscope_probes::Target::Cgroup`]), which D cannot select.
+    #[error(
+        "--cgroup needs the ebpf backend: D has no variable for a process's cgroup (neither \
+         DTrace on macOS, FreeBSD and illumos, whose kernels have none of Linux's cgroups, nor \
+         Oracle's DTrace for Linux names one), so a predicate cannot select a cgroup's processes"
+    )]
+    NoCgroup,
+    /// A command to launch with an argument that is not UTF-8: `dtrace -c` takes one string.
+    #[error("command argument {argument:?} is not UTF-8, which dtrace -c needs")]
+    NonUtf8Argument {
+        /// The argument.
+        argument: std::ffi::OsString,
     },
     /// An option outside its valid range.
     #[error("invalid option `{option}`: {reason}")]

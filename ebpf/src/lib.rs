@@ -1,13 +1,12 @@
 //! Linux eBPF backend of lockscope.
 //!
-//! [`Recorder`] records a target set ([`TargetSpec`]: processes by pid, with their descendants on
-//! request, a cgroup's processes, every process, or a launched command; all their threads,
-//! including threads created later, and the processes they fork while recorded) with the
-//! selected probes. Waits are aggregated in the
-//! kernel into log2 histograms per key; nothing streams to user space while recording.
-//! [`Recorder::finish`] drains the maps once, symbolizes the stacks with blazesym (user stacks
-//! from `/proc/PID/maps` snapshots, so a target that already exited still symbolizes) and
-//! returns a [`lockscope_probes::Profile`].
+//! [`Recorder`] records a target set ([`lockscope_probes::Target`]: processes by pid, with their
+//! descendants on request, a cgroup's processes, every process, or a launched command; all their
+//! threads, including threads created later, and the processes they fork while recorded) with
+//! the selected probes. Waits are aggregated in the kernel into log2 histograms per key; nothing
+//! streams to user space while recording. [`Recorder::finish`] drains the maps once, symbolizes
+//! the stacks with blazesym (user stacks from `/proc/PID/maps` snapshots, so a target that
+//! already exited still symbolizes) and returns a [`lockscope_probes::Profile`].
 //!
 //! A probe is found by its name in three places: its BPF side `src/bpf/NAME.bpf.c` (its structs
 //! and enums in `NAME.h`, which reach Rust through the generated skeleton's types), its Rust
@@ -79,7 +78,7 @@ pub use probe::{syscall_numbers, ProbeSettings};
 pub use probe_set::{probe_support, ProbeSupport};
 pub use probes::{DEFAULT_FREQUENCY_HZ, MAX_FREQUENCY_HZ};
 pub use recorder::{Finished, RecordOptions, Recorder, RecorderStatus};
-pub use targets::{target_processes, TargetSpec};
+pub use targets::target_processes;
 pub use unwind::{
     StackMemo, TableBuild, UnwindOptions, UnwindStats, UserStacks, DEFAULT_CACHE_MAX_BYTES,
 };

@@ -185,11 +185,11 @@ mod tests {
                 hostname: "host".into(),
                 cpu_count: 2,
                 libc: Some("glibc 2.36".into()),
-                target: Target {
+                target: RecordedTarget {
                     pid: 42,
                     command: vec!["demo".into(), "--fast".into()],
                     launched: true,
-                    ..Target::default()
+                    ..RecordedTarget::default()
                 },
                 start_unix_ns: 1_700_000_000_000_000_000,
                 duration_ns: 1_000_000_000,

@@ -7,9 +7,12 @@
 //! - [`catalog`]: one descriptor per probe lockscope knows (name, what it measures and costs, its
 //!   records, hooks and report section), and the predicates on its records: the one place that
 //!   names a probe;
+//! - [`target`]: what a recording records ([`Target`]: processes, a cgroup, every process or a
+//!   command), as the command line gives it and both backends take it;
 //! - [`wait`]: the wait taxonomy (mutex, condvar, rwlock, ...), one set of names for every OS;
 //! - [`hist`]: log2 latency histograms, bucketed exactly like DTrace's `quantize()`;
-//! - [`profile`]: the profile data model (metadata, threads, interned stacks, wait records);
+//! - [`profile`]: the profile data model (metadata with what was recorded, threads, interned
+//!   stacks, wait records);
 //! - [`overlap`]: the sleeps two probes saw (futex and offcpu), counted once;
 //! - [`sched`]: per-thread wall-time breakdown and wakeups (the `offcpu` probe);
 //! - [`waitfor`]: the wait-for analysis (the `waitfor` probe): who each wait waited for, down to
@@ -37,6 +40,7 @@ pub mod profile;
 pub mod sched;
 #[cfg(target_os = "linux")]
 pub mod symbols;
+pub mod target;
 pub mod wait;
 pub mod waitfor;
 
@@ -46,11 +50,12 @@ pub use hist::Log2Histogram;
 pub use overlap::SeenTwice;
 pub use profile::{
     AddressSpace, AttachStatus, Frame, InconsistentProfile, InlinedFrame, Losses, Metadata,
-    ProbeAttachment, ProcessInfo, Profile, Stack, StackId, StackInterner, StackWalk, Target,
-    ThreadInfo, WaitRecord, WaitStats,
+    ProbeAttachment, ProcessInfo, Profile, RecordedTarget, Stack, StackId, StackInterner,
+    StackWalk, ThreadInfo, WaitRecord, WaitStats,
 };
 pub use sched::{
     idle_waits, is_role_candidate, wait_roles, RoleBasis, RoleOf, ThreadTime, TimeClass, WaitRole,
     WakeupRecord,
 };
+pub use target::Target;
 pub use wait::WaitKind;

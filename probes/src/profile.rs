@@ -109,7 +109,7 @@ pub struct Metadata {
     /// C library and its version (`glibc 2.36`), when known.
     pub libc: Option<String>,
     /// What was recorded.
-    pub target: Target,
+    pub target: RecordedTarget,
     /// Start of the recording, nanoseconds since the Unix epoch.
     pub start_unix_ns: u64,
     /// Length of the recording in nanoseconds.
@@ -164,10 +164,12 @@ impl Metadata {
     }
 }
 
-/// What a profile was recorded from: a launched command, running processes (`pid` and
-/// `pids`, with `tree` their descendants too), a cgroup's processes, or every process (`all`).
+/// What a profile was recorded from, as stored in it: a launched command, running processes
+/// (`pid` and `pids`, with `tree` their descendants too), a cgroup's processes, or every process
+/// (`all`). The backend fills it in from the [`Target`](crate::Target) it was given and what it
+/// found (a launched command's pid, the cgroup's path from its hierarchy's root).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Target {
+pub struct RecordedTarget {
     /// Process id (of the launched command, or the first one attached to); 0 for a cgroup or
     /// all processes.
     pub pid: u32,
@@ -189,7 +191,7 @@ pub struct Target {
     pub all: bool,
 }
 
-impl Target {
+impl RecordedTarget {
     /// What was recorded, in words: `` `CMD` (pid N) ``, `pids 12, 34 and their descendants`,
     /// `cgroup /system.slice/x.service`, `all processes`.
     pub fn describe(&self) -> String {

@@ -23,10 +23,10 @@ use crate::cmd::record::RecordArgs;
 use crate::cmd::report::ReportArgs;
 use crate::cmd::sweep::SweepArgs;
 use crate::cmd::why::WhyArgs;
-use crate::session::SessionTarget;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use lockscope_probes::Profile;
+use lockscope_probes::Target;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -151,12 +151,12 @@ pub struct TargetArgs {
 }
 
 impl TargetArgs {
-    /// The session target these flags name, each pid once; `None` when none was given.
-    pub fn session_target(&self) -> Option<SessionTarget> {
+    /// The target these flags name, each pid once; `None` when none was given.
+    pub fn to_target(&self) -> Option<Target> {
         if self.all {
-            Some(SessionTarget::All)
+            Some(Target::All)
         } else if let Some(cgroup) = &self.cgroup {
-            Some(SessionTarget::Cgroup(cgroup.clone()))
+            Some(Target::Cgroup(cgroup.clone()))
         } else if !self.pid.is_empty() {
             let mut unique: Vec<u32> = Vec::new();
             for &pid in &self.pid {
@@ -164,7 +164,7 @@ impl TargetArgs {
                     unique.push(pid);
                 }
             }
-            Some(SessionTarget::Pids {
+            Some(Target::Pids {
                 pids: unique,
                 tree: self.tree,
             })
