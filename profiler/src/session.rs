@@ -83,9 +83,9 @@ pub struct Progress {
     pub stack_failures: u64,
 }
 
-/// What a finished session produced.
+/// What a session's recording produced.
 #[derive(Debug)]
-pub struct Recorded {
+pub struct Recording {
     /// The profile, with what was recorded up to the end (or the failure).
     pub profile: Profile,
     /// Lines the user should read (dtrace's warnings, how the user stacks were unwound).
@@ -115,7 +115,7 @@ struct Shared {
 /// A recording in progress.
 pub struct Session {
     shared: Arc<Shared>,
-    worker: JoinHandle<Result<Recorded>>,
+    worker: JoinHandle<Result<Recording>>,
 }
 
 impl Session {
@@ -181,7 +181,7 @@ impl Session {
     }
 
     /// Waits for the recording to end (call [`Session::stop`] first to end it now).
-    pub fn finish(self) -> Result<Recorded> {
+    pub fn finish(self) -> Result<Recording> {
         match self.worker.join() {
             Ok(result) => result,
             Err(_) => bail!("the recording thread panicked"),
@@ -257,7 +257,7 @@ fn stack_memo_from_env() -> Result<lockscope_ebpf::StackMemo> {
 
 /// The eBPF backend on the session's thread: start, poll until the end, finish.
 #[cfg(target_os = "linux")]
-fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recorded> {
+fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recording> {
     use lockscope_ebpf::{RecordOptions, Recorder};
     use std::time::Instant;
 
@@ -333,7 +333,7 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recorded> {
                 let profile = recorder
                     .finish("recorder failed")
                     .context("failed to finish the recording")?;
-                return Ok(Recorded {
+                return Ok(Recording {
                     profile,
                     notes: Vec::new(),
                     failure: Some(anyhow::Error::from(e).context("recording failed")),
@@ -369,7 +369,7 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recorded> {
         &finished.symbol_failures,
         stack_memo,
     ));
-    Ok(Recorded {
+    Ok(Recording {
         profile: finished.profile,
         notes,
         failure: None,
@@ -378,12 +378,12 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recorded> {
 
 /// The eBPF backend where there is none.
 #[cfg(not(target_os = "linux"))]
-fn record_ebpf(_options: SessionOptions, _shared: &Shared) -> Result<Recorded> {
+fn record_ebpf(_options: SessionOptions, _shared: &Shared) -> Result<Recording> {
     bail!("the ebpf backend is Linux-only; use --backend dtrace")
 }
 
 /// The DTrace backend on the session's thread: the driver runs dtrace until the end.
-fn record_dtrace(options: SessionOptions, shared: &Shared) -> Result<Recorded> {
+fn record_dtrace(options: SessionOptions, shared: &Shared) -> Result<Recording> {
     use lockscope_dtrace::{Driver, DriverOptions, ScriptOptions};
 
     let os = dtrace_os(options.dtrace_os)?;
@@ -403,7 +403,7 @@ fn record_dtrace(options: SessionOptions, shared: &Shared) -> Result<Recorded> {
     // The driver sets it once dtrace has enabled every probe (a second or more).
     driver.began = Arc::clone(&shared.ready);
     let recording = Driver::new(driver)?.run()?;
-    Ok(Recorded {
+    Ok(Recording {
         profile: recording.profile,
         notes: recording
             .warnings

@@ -64,10 +64,10 @@ impl RecordOptions {
     }
 }
 
-/// A finished recording ([`Recorder::finish_reporting`]).
+/// What a recording produced ([`Recorder::finish_reporting`]).
 #[derive(Debug)]
 #[non_exhaustive]
-pub struct Finished {
+pub struct Recording {
     /// The profile.
     pub profile: Profile,
     /// What the user-stack unwinder did (`None` without a probe that captures stacks).
