@@ -3,10 +3,12 @@
 //! [`Recorder`] records a target set ([`lockscope_probes::Target`]: processes by pid, with their
 //! descendants on request, a cgroup's processes, every process, or a launched command; all their
 //! threads, including threads created later, and the processes they fork while recorded) with
-//! the selected probes. Waits are aggregated in the kernel into log2 histograms per key; nothing
-//! streams to user space while recording. [`Recorder::finish`] drains the maps once, symbolizes
-//! the stacks with blazesym (user stacks from `/proc/PID/maps` snapshots, so a target that
-//! already exited still symbolizes) and returns a [`lockscope_probes::Profile`].
+//! the selected probes. Waits are aggregated in the kernel into log2 histograms per key; what
+//! streams to user space while recording is the target set's forks, execs and exits and, with
+//! the `waitfor` probe, every off-CPU interval (ring buffers read at every [`Recorder::poll`]).
+//! [`Recorder::finish`] drains the maps once, symbolizes the stacks with blazesym (user stacks
+//! from `/proc/PID/maps` snapshots, so a target that already exited still symbolizes) and
+//! returns a [`lockscope_probes::Profile`].
 //!
 //! A probe is found by its name in three places: its BPF side `src/bpf/NAME.bpf.c` (its structs
 //! and enums in `NAME.h`, which reach Rust through the generated skeleton's types), its Rust

@@ -18,8 +18,9 @@
 //! - [`waitfor`]: the wait-for analysis (the `waitfor` probe): who each wait waited for, down to
 //!   the root of its chain, from a stream of off-CPU intervals;
 //! - [`format`]: the versioned on-disk profile format (`.lsp`);
-//! - [`host`]: the two things both backends ask of the host, written once: `uname`, and ending
-//!   a launched process (SIGTERM, then SIGKILL);
+//! - [`host`]: what both backends ask of the host, written once: `uname`, the online CPUs and
+//!   the C library's version (a profile's metadata), and ending a launched process (SIGTERM,
+//!   then SIGKILL);
 //! - [`symbols`] (Linux): what both backends' Linux symbolizers share (blazesym symbols as
 //!   frames, `/proc/PID/maps` lines);
 //! - [`procfs`] (Linux): what both backends read of the processes in `/proc` (a `stat` line,
