@@ -83,7 +83,10 @@ impl SweepOptions {
     }
 }
 
-/// What every level of a sweep records.
+/// What every level of a sweep records: a [`lockscope_probes::Target`] without its `Command`
+/// (a sweep starts its server at most once, before the first level, and every level records
+/// running processes), kept as this narrower type so that a level cannot be asked to launch
+/// anything; `sweep.json` holds it in words ([`SweepTarget::describe`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SweepTarget {
     /// Running processes; with `tree`, their descendants too (a server lockscope started is
