@@ -135,8 +135,14 @@ pub(crate) enum ProbeError {
         source: libbpf_rs::Error,
     },
     /// A hook refused one of its programs.
-    #[error("failed to attach: {0}")]
-    Attach(libbpf_rs::Error),
+    #[error("failed to attach `{hook}`: {source}")]
+    Attach {
+        /// The hook: the program's section (`tp_btf/sched_switch`), or the function a uprobe
+        /// goes into (`libc.so.6:pthread_mutex_lock`).
+        hook: String,
+        /// libbpf's error.
+        source: libbpf_rs::Error,
+    },
     /// The fail-attach setting named it (tests, or a user checking their monitoring).
     #[error("simulated failure (asked for by the fail-attach setting)")]
     Simulated,

@@ -68,10 +68,7 @@ pub(crate) trait AggregationKey: Plain + 'static {
         object: &mut LoadedObject<Self::Skel>,
         _cx: &AttachContext,
     ) -> Result<Option<String>, ProbeError> {
-        object
-            .attach_all()
-            .map(|()| None)
-            .map_err(ProbeError::Attach)
+        object.attach_all().map(|()| None)
     }
     /// `(tgid, tid)` of the key's thread.
     fn thread(&self) -> (u32, u32);

@@ -59,7 +59,7 @@ impl AggregationKey for hold_key {
         });
         // Without one process, every process's C library (-1), filtered by `targets` in BPF.
         let pid = cx.pid.map_or(-1, |pid| pid as i32);
-        let links = links(object.skel(), cx.variant, pid).map_err(ProbeError::Attach)?;
+        let links = links(object.skel(), cx.variant, pid)?;
         object.keep(links);
         Ok(cost.ok().map(|ns| {
             format!(
@@ -97,7 +97,7 @@ fn links(
     skel: &MutexHoldSkel<'static>,
     variant: ProgramVariant,
     pid: i32,
-) -> Result<Vec<Link>, libbpf_rs::Error> {
+) -> Result<Vec<Link>, ProbeError> {
     let progs = &skel.progs;
     let locked = variant.pick(&progs.lks_hold_locked, &progs.lks_hold_locked_compat);
     let probes = [
@@ -112,7 +112,16 @@ fn links(
             retprobe,
             ..Default::default()
         };
-        links.push(program.attach_uprobe_with_opts(pid, LIBC, 0, opts)?);
+        let link = program
+            .attach_uprobe_with_opts(pid, LIBC, 0, opts)
+            .map_err(|source| ProbeError::Attach {
+                hook: format!(
+                    "{LIBC}:{function}{}",
+                    if retprobe { " (return)" } else { "" }
+                ),
+                source,
+            })?;
+        links.push(link);
     }
     Ok(links)
 }

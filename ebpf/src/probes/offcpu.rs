@@ -234,7 +234,7 @@ impl Probe for OffcpuProbe {
         if let Some(bss) = self.object.skel_mut().maps.bss_data.as_deref_mut() {
             bss.lks_start_ns = monotonic_ns();
         }
-        self.object.attach_all().map_err(ProbeError::Attach)
+        self.object.attach_all()
     }
 
     fn detach(&mut self) {
