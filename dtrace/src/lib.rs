@@ -13,8 +13,10 @@
 //!   that the parser owns);
 //! - [`parse`]: DTrace text output (lockscope's own records and generic `printa` output) into
 //!   [`parse::Output`];
-//! - [`driver`]: [`Driver`] runs `dtrace -q -s SCRIPT -p PID` (or `-c CMD`), stops it, and turns
-//!   its complaints into clear [`Error`]s and its drop reports into [`lockscope_probes::Losses`];
+//! - [`driver`]: [`Driver`] records a [`lockscope_probes::Target`] (resolved into the
+//!   [`ScriptTarget`] a D script can name) by running `dtrace -q -s SCRIPT -p PID` (or
+//!   `-c CMD`), stops it, and turns its complaints into clear [`Error`]s and its drop reports
+//!   into [`lockscope_probes::Losses`];
 //! - `symbolize` (Linux): the target's mappings snapshotted while it lives, and its user frames
 //!   symbolized from them after dtrace printed (DTrace for Linux leaves bare addresses for a
 //!   target that has exited);

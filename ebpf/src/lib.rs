@@ -10,14 +10,16 @@
 //! from `/proc/PID/maps` snapshots, so a target that already exited still symbolizes) and
 //! returns a [`lockscope_probes::Profile`].
 //!
-//! A probe is found by its name in three places: its BPF side `src/bpf/NAME.bpf.c` (its structs
-//! and enums in `NAME.h`, which reach Rust through the generated skeleton's types), its Rust
-//! loader `src/probes/NAME.rs` (an implementation of the `Probe` trait of `probe.rs`), and its
-//! report section in the profiler. The `ProbeSet` holds the requested probes as a list
-//! of `Box<dyn Probe>`: it loads, attaches, detaches, counts and drains them alike; futex is one
-//! of them (`probe_set.rs`). Adding a probe: one `.bpf.c` and one `.h` (build.rs compiles every
-//! `.bpf.c` and lists its skeleton in `skel.rs`), one Rust file implementing `Probe` (listed in
-//! `probes::all`), and its entry in the OS-neutral catalog.
+//! A probe here is its BPF side `src/bpf/NAME.bpf.c` (its structs and enums in `NAME.h`, which
+//! reach Rust through the generated skeleton's types) and its Rust loader `src/probes/NAME.rs`
+//! (an implementation of the `Probe` trait of `probe.rs`), registered on its descriptor in the
+//! OS-neutral catalog (`lockscope_probes::catalog`), which gives its name and hooks. The
+//! `ProbeSet` holds the requested probes as a list of `Box<dyn Probe>`: it loads, attaches,
+//! detaches, counts and drains them alike; futex is one of them (`probe_set.rs`); one that fails
+//! to load or attach is kept with why, and the others record. Adding a probe: one `.bpf.c` and
+//! one `.h` (build.rs compiles every `.bpf.c` and lists its skeleton in `skel.rs`), one Rust
+//! file implementing `Probe` (listed in `probes::all`), its descriptor in the catalog, and its
+//! report section in the profiler when it has one.
 //!
 //! Every object shares the maps of the `targets` object (`shared.rs`: the target set, which also
 //! follows forks and streams the forks, execs and exits of its processes to `targets.rs`'s

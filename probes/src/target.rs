@@ -28,7 +28,7 @@ pub enum Target {
     Cgroup(PathBuf),
     /// Every process of the machine, kernel threads included; lockscope's own left out.
     All,
-    /// A command to launch once the probes are attached, argv[0] first (searched on `PATH`),
+    /// A command to launch once the probes are attached, `argv[0]` first (searched on `PATH`),
     /// recorded until it exits.
     Command(Vec<OsString>),
 }
