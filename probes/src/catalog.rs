@@ -370,3 +370,38 @@ pub fn select(names: &[String]) -> Result<Vec<&'static str>, UnknownProbe> {
 pub fn defaults() -> impl Iterator<Item = &'static ProbeDescriptor> {
     CATALOG.iter().filter(|p| p.default)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A selection names probes and sets, each probe once in the order given, the defaults when
+    /// empty; an unknown name is refused with the one message that lists the catalog.
+    #[test]
+    fn select_and_unknown_probe() {
+        assert_eq!(select(&[]), Ok(vec![FUTEX.name]));
+        let names = [
+            " offcpu ".to_owned(),
+            "bottleneck".to_owned(),
+            "cpu".to_owned(),
+        ];
+        assert_eq!(
+            select(&names),
+            Ok(vec![
+                OFFCPU.name,
+                WAKEUP.name,
+                PREEMPT.name,
+                WAITFOR.name,
+                CPU.name
+            ])
+        );
+        assert_eq!(lookup("klock").map(|p| p.name), Ok(KLOCK.name));
+        let err = select(&["futex".to_owned(), "nosuch".to_owned()]).expect_err("unknown");
+        assert_eq!(err.name, "nosuch");
+        assert_eq!(
+            err.to_string(),
+            "unknown probe `nosuch`: known probes are futex, offcpu, wakeup, preempt, waitfor, \
+             syscall, lifecycle, klock, mutex-hold, cpu (sets: bottleneck)"
+        );
+    }
+}
