@@ -13,8 +13,10 @@
 //!   that the parser owns);
 //! - [`parse`]: DTrace text output (lockscope's own records and generic `printa` output) into
 //!   [`parse::Output`];
-//! - [`driver`]: [`Driver`] runs `dtrace -q -s SCRIPT -p PID` (or `-c CMD`), stops it, and turns
-//!   its complaints into clear [`Error`]s and its drop reports into [`lockscope_probes::Losses`];
+//! - [`driver`]: [`Driver`] records a [`lockscope_probes::Target`] (resolved into the
+//!   [`ScriptTarget`] a D script can name) by running `dtrace -q -s SCRIPT -p PID` (or
+//!   `-c CMD`), stops it, and turns its complaints into clear [`Error`]s and its drop reports
+//!   into [`lockscope_probes::Losses`];
 //! - `symbolize` (Linux): the target's mappings snapshotted while it lives, and its user frames
 //!   symbolized from them after dtrace printed (DTrace for Linux leaves bare addresses for a
 //!   target that has exited);
@@ -41,7 +43,7 @@ pub mod symbolize;
 pub mod waitfor;
 
 pub use catalog::{canonical_wait_frame, DtraceProbe, TargetOs, DTRACE_CATALOG};
-pub use driver::{Driver, DriverOptions, DriverTarget, Launcher, Recording};
+pub use driver::{Driver, DriverOptions, Launcher, Recording};
 pub use profile::{import_capture, to_profile, to_profile_with, FrameResolver};
 pub use script::{generate_script, ScriptOptions, ScriptTarget};
 
@@ -75,6 +77,19 @@ pub enum Error {
         probe: String,
         /// The OS the script is for.
         os: TargetOs,
+    },
+    /// A cgroup to record ([`lockscope_probes::Target::Cgroup`]), which D cannot select.
+    #[error(
+        "--cgroup needs the ebpf backend: D has no variable for a process's cgroup (neither \
+         DTrace on macOS, FreeBSD and illumos, whose kernels have none of Linux's cgroups, nor \
+         Oracle's DTrace for Linux names one), so a predicate cannot select a cgroup's processes"
+    )]
+    NoCgroup,
+    /// A command to launch with an argument that is not UTF-8: `dtrace -c` takes one string.
+    #[error("command argument {argument:?} is not UTF-8, which dtrace -c needs")]
+    NonUtf8Argument {
+        /// The argument.
+        argument: std::ffi::OsString,
     },
     /// An option outside its valid range.
     #[error("invalid option `{option}`: {reason}")]

@@ -6,7 +6,8 @@
 //! Run as root:
 //! `cargo run --release -p lockscope-ebpf --example attach_tables PID [FILE-FILTER...]`.
 
-use lockscope_ebpf::{RecordOptions, Recorder, TargetSpec, UnwindOptions};
+use lockscope_ebpf::{RecordOptions, Recorder, UnwindOptions};
+use lockscope_probes::Target;
 use std::time::Instant;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -20,7 +21,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("| attach | file | rows | table size | time |");
     println!("|---|---|---:|---:|---:|");
     for run in ["first (empty cache)", "second (cached)"] {
-        let mut options = RecordOptions::new(TargetSpec::Pid(pid));
+        let mut options = RecordOptions::new(Target::pid(pid));
         let mut unwind = UnwindOptions::default();
         unwind.cache_dir = Some(cache.path().to_path_buf());
         options.unwind = unwind;

@@ -7,7 +7,8 @@
 //! Run as root:
 //! `cargo run --release -p lockscope-ebpf --example unwind_bench [ROUNDS] [RUNS] [DEPTH]`.
 
-use lockscope_ebpf::{RecordOptions, Recorder, TargetSpec, UserStacks};
+use lockscope_ebpf::{RecordOptions, Recorder, UserStacks};
+use lockscope_probes::Target;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -108,7 +109,7 @@ fn run(config: &Config, rounds: &str, depth: &str) -> Run {
         .and_then(|p| p.parse().ok())
         .expect("pid");
     let recorder = config.user_stacks.map(|mode| {
-        let mut options = RecordOptions::new(TargetSpec::Pid(pid));
+        let mut options = RecordOptions::new(Target::pid(pid));
         options.unwind.user_stacks = UserStacks::from_name(mode).expect("a user-stack mode");
         let started = std::time::Instant::now();
         let recorder = Recorder::start(options).expect("start recorder");

@@ -47,14 +47,9 @@ pub enum Error {
         /// Why (from fork, or errno of the failed exec).
         source: io::Error,
     },
-    /// A probe name is not in the catalog or not implemented by this backend.
-    #[error("unknown probe `{name}` (the eBPF backend provides: {known})")]
-    UnknownProbe {
-        /// The name asked for.
-        name: String,
-        /// Names this backend knows, comma-separated.
-        known: String,
-    },
+    /// A probe name is not in the catalog (every probe of the catalog has a loader here).
+    #[error(transparent)]
+    UnknownProbe(#[from] lockscope_probes::catalog::UnknownProbe),
     /// A `--syscalls` name is not an x86_64 system call.
     #[error("unknown system call `{name}`")]
     UnknownSyscall {
@@ -119,4 +114,82 @@ impl Error {
             source,
         }
     }
+}
+
+/// Why one probe of a recording could not be loaded or attached. The recording goes on without
+/// it, and the profile keeps this error's text as the probe's failure
+/// ([`lockscope_probes::AttachStatus::Failed`]), so each message carries its cause in itself:
+/// the profile names the probe (`probe `offcpu` failed to attach (REASON)`), the message does
+/// not repeat it.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ProbeError {
+    /// The kernel lacks what the probe hooks.
+    #[error("absent: {0}")]
+    Absent(String),
+    /// Its BPF object was refused: the verifier's or libbpf's last word, else libbpf's error.
+    #[error("failed to load: {}", .reason.clone().unwrap_or_else(|| .source.to_string()))]
+    Load {
+        /// What the verifier or libbpf logged, when it said why.
+        reason: Option<String>,
+        /// libbpf's error.
+        source: libbpf_rs::Error,
+    },
+    /// A hook refused one of its programs.
+    #[error("failed to attach `{hook}`: {source}")]
+    Attach {
+        /// The hook: the program's section (`tp_btf/sched_switch`), or the function a uprobe
+        /// goes into (`libc.so.6:pthread_mutex_lock`).
+        hook: String,
+        /// libbpf's error.
+        source: libbpf_rs::Error,
+    },
+    /// The fail-attach setting named it (tests, or a user checking their monitoring).
+    #[error("simulated failure (asked for by the fail-attach setting)")]
+    Simulated,
+    /// The `cpu` probe's sampling frequency is out of range.
+    #[error("sampling frequency {hz} Hz is not between 1 and {max}")]
+    Frequency {
+        /// The frequency asked for.
+        hz: u32,
+        /// The highest one taken.
+        max: u32,
+    },
+    /// The list of online CPUs could not be read.
+    #[error("failed to read `{path}`: {source}")]
+    OnlineCpus {
+        /// Its sysfs file.
+        path: &'static str,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// The list of online CPUs is not one sysfs writes.
+    #[error("unexpected CPU list `{list}` in `{path}`")]
+    CpuList {
+        /// Its sysfs file.
+        path: &'static str,
+        /// What it holds, trimmed.
+        list: String,
+    },
+    /// The `cpu` probe's perf event of one CPU could not be opened.
+    #[error("failed to open the cpu-clock event of CPU {cpu}: {source}")]
+    OpenCpuClock {
+        /// The CPU.
+        cpu: u32,
+        /// perf_event_open's error.
+        source: io::Error,
+    },
+    /// The `cpu` probe's program could not be attached to one CPU's perf event.
+    #[error("failed to attach to the cpu-clock event of CPU {cpu}: {source}")]
+    AttachCpuClock {
+        /// The CPU.
+        cpu: u32,
+        /// libbpf's error.
+        source: libbpf_rs::Error,
+    },
+    /// The `syscall` probe's filter map could not be written.
+    #[error("failed to set the syscall filter: {0}")]
+    SyscallFilter(libbpf_rs::Error),
+    /// A backend error, with its causes (`: `-separated).
+    #[error("{}", crate::probe::error_chain(.0))]
+    Backend(#[from] Error),
 }

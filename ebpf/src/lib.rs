@@ -1,22 +1,25 @@
 //! Linux eBPF backend of lockscope.
 //!
-//! [`Recorder`] records a target set ([`TargetSpec`]: processes by pid, with their descendants on
-//! request, a cgroup's processes, every process, or a launched command; all their threads,
-//! including threads created later, and the processes they fork while recorded) with the
-//! selected probes. Waits are aggregated in the
-//! kernel into log2 histograms per key; nothing streams to user space while recording.
+//! [`Recorder`] records a target set ([`lockscope_probes::Target`]: processes by pid, with their
+//! descendants on request, a cgroup's processes, every process, or a launched command; all their
+//! threads, including threads created later, and the processes they fork while recorded) with
+//! the selected probes. Waits are aggregated in the kernel into log2 histograms per key; what
+//! streams to user space while recording is the target set's forks, execs and exits and, with
+//! the `waitfor` probe, every off-CPU interval (ring buffers read at every [`Recorder::poll`]).
 //! [`Recorder::finish`] drains the maps once, symbolizes the stacks with blazesym (user stacks
 //! from `/proc/PID/maps` snapshots, so a target that already exited still symbolizes) and
 //! returns a [`lockscope_probes::Profile`].
 //!
-//! A probe is found by its name in three places: its BPF side `src/bpf/NAME.bpf.c` (its structs
-//! and enums in `NAME.h`, which reach Rust through the generated skeleton's types), its Rust
-//! loader `src/probes/NAME.rs` (an implementation of the `Probe` trait of `probe.rs`), and its
-//! report section in the profiler. The `ProbeSet` holds the requested probes as a list
-//! of `Box<dyn Probe>`: it loads, attaches, detaches, counts and drains them alike; futex is one
-//! of them (`probe_set.rs`). Adding a probe: one `.bpf.c` and one `.h` (build.rs compiles every
-//! `.bpf.c` and lists its skeleton in `skel.rs`), one Rust file implementing `Probe` (listed in
-//! `probes::all`), and its entry in the OS-neutral catalog.
+//! A probe here is its BPF side `src/bpf/NAME.bpf.c` (its structs and enums in `NAME.h`, which
+//! reach Rust through the generated skeleton's types) and its Rust loader `src/probes/NAME.rs`
+//! (an implementation of the `Probe` trait of `probe.rs`), registered on its descriptor in the
+//! OS-neutral catalog (`lockscope_probes::catalog`), which gives its name and hooks. The
+//! `ProbeSet` holds the requested probes as a list of `Box<dyn Probe>`: it loads, attaches,
+//! detaches, counts and drains them alike; futex is one of them (`probe_set.rs`); one that fails
+//! to load or attach is kept with why, and the others record. Adding a probe: one `.bpf.c` and
+//! one `.h` (build.rs compiles every `.bpf.c` and lists its skeleton in `skel.rs`), one Rust
+//! file implementing `Probe` (listed in `probes::all`), its descriptor in the catalog, and its
+//! report section in the profiler when it has one.
 //!
 //! Every object shares the maps of the `targets` object (`shared.rs`: the target set, which also
 //! follows forks and streams the forks, execs and exits of its processes to `targets.rs`'s
@@ -78,8 +81,8 @@ pub use error::Error;
 pub use probe::{syscall_numbers, ProbeSettings};
 pub use probe_set::{probe_support, ProbeSupport};
 pub use probes::{DEFAULT_FREQUENCY_HZ, MAX_FREQUENCY_HZ};
-pub use recorder::{Finished, RecordOptions, Recorder, RecorderStatus};
-pub use targets::{target_processes, TargetSpec};
+pub use recorder::{RecordOptions, Recorder, RecorderStatus, Recording};
+pub use targets::target_processes;
 pub use unwind::{
     StackMemo, TableBuild, UnwindOptions, UnwindStats, UserStacks, DEFAULT_CACHE_MAX_BYTES,
 };

@@ -6,7 +6,7 @@
 //! It also has the readers of the map values every probe shares the layout of (`common.h`):
 //! [`Plain`] values, `lks_stats`, `lks_counters`.
 
-use crate::error::Error;
+use crate::error::{Error, ProbeError};
 use crate::skel;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
@@ -82,10 +82,14 @@ impl<S: Skel<'static>> LoadedObject<S> {
     }
 
     /// Attaches every program that was loaded (the other variant's were not) by its section.
-    pub fn attach_all(&mut self) -> Result<(), libbpf_rs::Error> {
+    pub fn attach_all(&mut self) -> Result<(), ProbeError> {
         let mut links = Vec::new();
         for program in self.skel.object().progs_mut().filter(|p| p.autoload()) {
-            links.push(program.attach()?);
+            let link = program.attach().map_err(|source| ProbeError::Attach {
+                hook: program.section().to_string_lossy().into_owned(),
+                source,
+            })?;
+            links.push(link);
         }
         self.links.extend(links);
         Ok(())

@@ -7,7 +7,7 @@
 //! `ProbeSet` of a recording (`probe_set.rs`) holds them as a list; the `resolve` step
 //! (`resolve.rs`) turns their drained records into the profile.
 
-use crate::error::Error;
+use crate::error::{Error, ProbeError};
 use crate::object::Counters;
 use crate::shared::SharedMaps;
 use crate::syscalls::syscall_number;
@@ -215,12 +215,12 @@ pub(crate) trait Probe {
 
     /// Opens and loads its object (the shared maps reused, `cx.variant`'s programs selected),
     /// nothing attached. On failure: why, with the verifier's or libbpf's reason.
-    fn load(cx: &LoadContext<'_>) -> Result<Self, String>
+    fn load(cx: &LoadContext<'_>) -> Result<Self, ProbeError>
     where
         Self: Sized;
 
     /// Attaches its programs. On failure: why; what did attach is detached by the drop.
-    fn attach(&mut self, cx: &AttachContext) -> Result<(), String>;
+    fn attach(&mut self, cx: &AttachContext) -> Result<(), ProbeError>;
 
     /// Detaches every program; the maps stay readable.
     fn detach(&mut self);
@@ -240,7 +240,7 @@ pub(crate) trait Probe {
 /// A probe implementation, as the set knows it before loading.
 pub(crate) struct Registered {
     pub info: ProbeInfo,
-    pub load: fn(&LoadContext<'_>) -> Result<Box<dyn Probe>, String>,
+    pub load: fn(&LoadContext<'_>) -> Result<Box<dyn Probe>, ProbeError>,
 }
 
 impl Registered {
@@ -344,12 +344,4 @@ pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
-}
-
-/// Why loading failed, with libbpf's or the verifier's reason when it gave one.
-pub(crate) fn load_failure(error: &libbpf_rs::Error, reason: Option<String>) -> String {
-    match reason {
-        Some(reason) => format!("failed to load: {reason}"),
-        None => format!("failed to load: {error}"),
-    }
 }

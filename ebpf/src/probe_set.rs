@@ -4,7 +4,7 @@
 //! attach is kept as failed, with the reason, and the others keep working; `lockscope probes`
 //! asks the same loaders ([`probe_support`]).
 
-use crate::error::Error;
+use crate::error::{Error, ProbeError};
 use crate::object::Counters;
 use crate::probe::{
     error_chain, monotonic_ns, AttachContext, DrainContext, Drained, LoadContext, Probe, ProbeInfo,
@@ -24,7 +24,7 @@ pub(crate) fn probe_names() -> Vec<&'static str> {
 struct Slot {
     info: ProbeInfo,
     probe: Option<Box<dyn Probe>>,
-    failure: Option<String>,
+    failure: Option<ProbeError>,
 }
 
 /// The probes of a recording.
@@ -52,7 +52,7 @@ impl ProbeSet {
             .filter(|r| r.info.names().any(|n| names.iter().any(|w| w == n)))
             .map(|r| {
                 let loaded = match r.absent() {
-                    Some(reason) => Err(format!("absent: {reason}")),
+                    Some(reason) => Err(ProbeError::Absent(reason)),
                     None => (r.load)(&cx),
                 };
                 let (probe, failure) = match loaded {
@@ -91,7 +91,7 @@ impl ProbeSet {
                 .names()
                 .any(|name| self.settings.fail_attach.iter().any(|f| f.trim() == name));
             let result = if simulated {
-                Err("simulated failure (asked for by the fail-attach setting)".to_owned())
+                Err(ProbeError::Simulated)
             } else {
                 probe.attach(&cx)
             };
@@ -126,7 +126,10 @@ impl ProbeSet {
             (None, failure) => (
                 slot.info.hooks().to_owned(),
                 AttachStatus::Failed {
-                    reason: failure.clone().unwrap_or_default(),
+                    reason: failure
+                        .as_ref()
+                        .map(ToString::to_string)
+                        .unwrap_or_default(),
                 },
             ),
         };

@@ -11,7 +11,7 @@ use crate::procmaps::MapsCache;
 use blazesym::symbolize::source::{Kernel, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use blazesym::MaybeDefault;
-use lockscope_probes::symbols::{frame_from_sym, try_file_frame};
+use lockscope_probes::symbols::{frame_from_sym, try_file_frame, UnreadableSymbols};
 use lockscope_probes::Frame;
 use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
@@ -84,7 +84,7 @@ struct Lookup {
 struct Worker {
     lookups: Sender<Lookup>,
     /// A frame, or why the file cannot be read (blazesym's error, or its panic).
-    frames: Receiver<Result<Frame, String>>,
+    frames: Receiver<Result<Frame, FileFailure>>,
 }
 
 impl Worker {
@@ -105,14 +105,12 @@ impl Worker {
                             lookup.file_offset,
                             lookup.is_return,
                         )
+                        .map_err(FileFailure::from)
                     }))
                     .unwrap_or_else(|panic| {
                         // Whatever it cached of that file may be half-built.
                         symbolizer = Symbolizer::new();
-                        Err(format!(
-                            "the symbolizer failed on it ({})",
-                            panic_message(&*panic)
-                        ))
+                        Err(FileFailure::Panicked(panic_message(&*panic)))
                     });
                     if outbox.send(result).is_err() {
                         return;
@@ -122,6 +120,24 @@ impl Worker {
             .ok()?;
         Some(Worker { lookups, frames })
     }
+}
+
+/// Why a file's symbols could not be used: its frames are addresses, and the file is named in
+/// [`StackSymbolizer::failures`] with this.
+#[derive(Debug, thiserror::Error)]
+enum FileFailure {
+    /// blazesym could not parse it.
+    #[error(transparent)]
+    Unreadable(#[from] UnreadableSymbols),
+    /// blazesym panicked on it.
+    #[error("the symbolizer failed on it ({0})")]
+    Panicked(String),
+    /// blazesym took too long on one of its addresses.
+    #[error("the symbolizer took more than {} s on one address", FILE_DEADLINE.as_secs())]
+    Timeout,
+    /// The symbolizer's thread ended.
+    #[error("the symbolizer's thread is gone")]
+    Gone,
 }
 
 /// What a panic said.
@@ -153,21 +169,18 @@ impl GuardedFiles {
         let worker = self.worker.as_ref()?;
         let path = lookup.path.clone();
         let why = match worker.lookups.send(lookup) {
-            Err(_) => "the symbolizer's thread is gone".to_owned(),
+            Err(_) => FileFailure::Gone,
             Ok(()) => match worker.frames.recv_timeout(FILE_DEADLINE) {
                 Ok(Ok(frame)) => return Some(frame),
                 Ok(Err(why)) => why,
                 Err(RecvTimeoutError::Timeout) => {
                     // Left behind, still stuck: its answer would come for the wrong lookup.
                     self.worker = None;
-                    format!(
-                        "the symbolizer took more than {} s on one address",
-                        FILE_DEADLINE.as_secs()
-                    )
+                    FileFailure::Timeout
                 }
                 Err(RecvTimeoutError::Disconnected) => {
                     self.worker = None;
-                    "the symbolizer's thread is gone".to_owned()
+                    FileFailure::Gone
                 }
             },
         };

@@ -1,4 +1,4 @@
-//! What a recording records ([`TargetSpec`]), and the table of the processes it recorded.
+//! The processes a recording's [`Target`] stands for, and the table of the processes it recorded.
 //!
 //! The target set is the shared `targets` map (`bpf/common.bpf.h`), or every process
 //! (`targets_config`). The `targets` object follows its processes in the kernel: a child of a
@@ -19,34 +19,9 @@
 //!   test the task they switch to or wake.
 
 use crate::error::Error;
-use lockscope_probes::ProcessInfo;
+use lockscope_probes::{ProcessInfo, Target};
 use std::collections::{BTreeMap, BTreeSet};
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-
-/// What to record.
-#[derive(Clone, Debug)]
-pub enum TargetSpec {
-    /// A running process (all its threads, and the children it forks while recorded).
-    Pid(u32),
-    /// Running processes (each with all its threads and the children it forks while recorded);
-    /// with `tree`, the descendants they already have too.
-    Pids {
-        /// The processes (a thread id stands for its process).
-        pids: Vec<u32>,
-        /// Record their existing descendants too.
-        tree: bool,
-    },
-    /// Every process of a cgroup (v2) and of its descendant cgroups, now and later: a path in
-    /// the mounted hierarchy (`/sys/fs/cgroup/system.slice/apache2.service`), a path from its
-    /// root (`/system.slice/apache2.service`, as `/proc/PID/cgroup` prints it), or a systemd
-    /// unit's name (`apache2.service`).
-    Cgroup(PathBuf),
-    /// Every process of the machine, kernel threads included; lockscope's own left out.
-    All,
-    /// A command to launch once the probes are attached; argv[0] is searched on PATH.
-    Command(Vec<OsString>),
-}
 
 /// `statfs` magic of a cgroup v2 file system.
 const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
@@ -133,7 +108,7 @@ pub(crate) struct Cgroup {
 }
 
 impl Cgroup {
-    /// The cgroup `given` names (see [`TargetSpec::Cgroup`]).
+    /// The cgroup `given` names (see [`Target::Cgroup`]).
     pub fn resolve(given: &Path) -> Result<Cgroup, Error> {
         let mounts = cgroup2_mounts();
         let invalid = |reason: String| Error::Cgroup {
@@ -517,29 +492,25 @@ impl ProcessTable {
 /// a count, so that a caller can tell which of them a recording missed: a count of the processes
 /// recorded can match it while the ones that existed are missing (children forked under the
 /// load standing in for them).
-pub fn target_processes(target: &TargetSpec) -> Option<BTreeSet<u32>> {
+pub fn target_processes(target: &Target) -> Option<BTreeSet<u32>> {
     match target {
-        TargetSpec::Pid(pid) => target_processes(&TargetSpec::Pids {
-            pids: vec![*pid],
-            tree: false,
-        }),
-        TargetSpec::Pids { pids, .. } => {
+        Target::Pids { pids, .. } => {
             let mut given: BTreeSet<u32> = pids.iter().filter_map(|&p| process_tgid(p)).collect();
             let descendants = descendants(&given);
             given.extend(descendants);
             Some(given)
         }
-        TargetSpec::Cgroup(path) => {
+        Target::Cgroup(path) => {
             let mut pids = Cgroup::resolve(path).ok()?.processes();
             pids.remove(&std::process::id());
             Some(pids)
         }
-        TargetSpec::All => {
+        Target::All => {
             let mut pids: BTreeSet<u32> = all_processes().into_iter().collect();
             pids.remove(&std::process::id());
             Some(pids)
         }
-        TargetSpec::Command(_) => None,
+        Target::Command(_) => None,
     }
 }
 

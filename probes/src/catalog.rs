@@ -320,7 +320,88 @@ pub fn find(name: &str) -> Option<&'static ProbeDescriptor> {
     CATALOG.iter().find(|p| p.name == name)
 }
 
+/// A name that is neither a probe of the catalog nor a probe set: the one message the command
+/// line, `sweep` and the eBPF backend give for it (the DTrace backend names the probes of the OS
+/// its script is for, which are not the catalog's).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown probe `{name}`: known probes are {}", known_names())]
+pub struct UnknownProbe {
+    /// The name given.
+    pub name: String,
+}
+
+/// The catalog's probes, then its probe sets: `futex, offcpu, ..., cpu (sets: bottleneck)`.
+pub fn known_names() -> String {
+    let probes: Vec<&str> = CATALOG.iter().map(|p| p.name).collect();
+    let sets: Vec<&str> = SETS.iter().map(|s| s.name).collect();
+    format!("{} (sets: {})", probes.join(", "), sets.join(", "))
+}
+
+/// Looks a probe up by name, or says it is unknown.
+pub fn lookup(name: &str) -> Result<&'static ProbeDescriptor, UnknownProbe> {
+    find(name).ok_or_else(|| UnknownProbe {
+        name: name.to_owned(),
+    })
+}
+
+/// The probes `names` select (each trimmed: a probe, or a set standing for its probes), each
+/// once, in the order given; no names select the [`defaults`].
+pub fn select(names: &[String]) -> Result<Vec<&'static str>, UnknownProbe> {
+    if names.is_empty() {
+        return Ok(defaults().map(|p| p.name).collect());
+    }
+    let mut selected: Vec<&'static str> = Vec::new();
+    for name in names {
+        let name = name.trim();
+        let probes: Vec<&'static str> = match find_set(name) {
+            Some(set) => set.probes.to_vec(),
+            None => vec![lookup(name)?.name],
+        };
+        for probe in probes {
+            if !selected.contains(&probe) {
+                selected.push(probe);
+            }
+        }
+    }
+    Ok(selected)
+}
+
 /// The probes enabled when the user names none.
 pub fn defaults() -> impl Iterator<Item = &'static ProbeDescriptor> {
     CATALOG.iter().filter(|p| p.default)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A selection names probes and sets, each probe once in the order given, the defaults when
+    /// empty; an unknown name is refused with the one message that lists the catalog.
+    #[test]
+    fn select_and_unknown_probe() {
+        assert_eq!(select(&[]), Ok(vec![FUTEX.name]));
+        let names = [
+            " offcpu ".to_owned(),
+            "bottleneck".to_owned(),
+            "cpu".to_owned(),
+        ];
+        assert_eq!(
+            select(&names),
+            Ok(vec![
+                OFFCPU.name,
+                WAKEUP.name,
+                PREEMPT.name,
+                WAITFOR.name,
+                CPU.name
+            ])
+        );
+        assert_eq!(lookup("klock").map(|p| p.name), Ok(KLOCK.name));
+        let err = select(&["futex".to_owned(), "nosuch".to_owned()]).expect_err("unknown");
+        assert_eq!(err.name, "nosuch");
+        assert_eq!(
+            err.to_string(),
+            "unknown probe `nosuch`: known probes are futex, offcpu, wakeup, preempt, waitfor, \
+             syscall, lifecycle, klock, mutex-hold, cpu (sets: bottleneck)"
+        );
+    }
 }

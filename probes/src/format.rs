@@ -121,7 +121,9 @@ pub fn read_profile_from(reader: impl Read) -> Result<Profile, FormatError> {
         .map_err(|e| FormatError::Corrupt(e.to_string()))?;
     let profile: Profile =
         serde_json::from_slice(&json).map_err(|e| FormatError::Corrupt(e.to_string()))?;
-    profile.validate().map_err(FormatError::Corrupt)?;
+    profile
+        .validate()
+        .map_err(|e| FormatError::Corrupt(e.to_string()))?;
     Ok(profile)
 }
 
@@ -183,11 +185,11 @@ mod tests {
                 hostname: "host".into(),
                 cpu_count: 2,
                 libc: Some("glibc 2.36".into()),
-                target: Target {
+                target: RecordedTarget {
                     pid: 42,
                     command: vec!["demo".into(), "--fast".into()],
                     launched: true,
-                    ..Target::default()
+                    ..RecordedTarget::default()
                 },
                 start_unix_ns: 1_700_000_000_000_000_000,
                 duration_ns: 1_000_000_000,

@@ -7,16 +7,20 @@
 //! - [`catalog`]: one descriptor per probe lockscope knows (name, what it measures and costs, its
 //!   records, hooks and report section), and the predicates on its records: the one place that
 //!   names a probe;
+//! - [`target`]: what a recording records ([`Target`]: processes, a cgroup, every process or a
+//!   command), as the command line gives it and both backends take it;
 //! - [`wait`]: the wait taxonomy (mutex, condvar, rwlock, ...), one set of names for every OS;
 //! - [`hist`]: log2 latency histograms, bucketed exactly like DTrace's `quantize()`;
-//! - [`profile`]: the profile data model (metadata, threads, interned stacks, wait records);
+//! - [`profile`]: the profile data model (metadata with what was recorded, threads, interned
+//!   stacks, wait records);
 //! - [`overlap`]: the sleeps two probes saw (futex and offcpu), counted once;
 //! - [`sched`]: per-thread wall-time breakdown and wakeups (the `offcpu` probe);
 //! - [`waitfor`]: the wait-for analysis (the `waitfor` probe): who each wait waited for, down to
 //!   the root of its chain, from a stream of off-CPU intervals;
 //! - [`format`]: the versioned on-disk profile format (`.lsp`);
-//! - [`host`]: the two things both backends ask of the host, written once: `uname`, and ending
-//!   a launched process (SIGTERM, then SIGKILL);
+//! - [`host`]: what both backends ask of the host, written once: `uname`, the online CPUs and
+//!   the C library's version (a profile's metadata), and ending a launched process (SIGTERM,
+//!   then SIGKILL);
 //! - [`symbols`] (Linux): what both backends' Linux symbolizers share (blazesym symbols as
 //!   frames, `/proc/PID/maps` lines);
 //! - [`procfs`] (Linux): what both backends read of the processes in `/proc` (a `stat` line,
@@ -37,6 +41,7 @@ pub mod profile;
 pub mod sched;
 #[cfg(target_os = "linux")]
 pub mod symbols;
+pub mod target;
 pub mod wait;
 pub mod waitfor;
 
@@ -45,12 +50,13 @@ pub use format::{read_profile, version_of, write_profile, FormatError, FORMAT_VE
 pub use hist::Log2Histogram;
 pub use overlap::SeenTwice;
 pub use profile::{
-    AddressSpace, AttachStatus, Frame, InlinedFrame, Losses, Metadata, ProbeAttachment,
-    ProcessInfo, Profile, Stack, StackId, StackInterner, StackWalk, Target, ThreadInfo, WaitRecord,
-    WaitStats,
+    AddressSpace, AttachStatus, Frame, InconsistentProfile, InlinedFrame, Losses, Metadata,
+    ProbeAttachment, ProcessInfo, Profile, RecordedTarget, Stack, StackId, StackInterner,
+    StackWalk, ThreadInfo, WaitRecord, WaitStats,
 };
 pub use sched::{
     idle_waits, is_role_candidate, wait_roles, RoleBasis, RoleOf, ThreadTime, TimeClass, WaitRole,
     WakeupRecord,
 };
+pub use target::Target;
 pub use wait::WaitKind;

@@ -109,7 +109,7 @@ pub struct Metadata {
     /// C library and its version (`glibc 2.36`), when known.
     pub libc: Option<String>,
     /// What was recorded.
-    pub target: Target,
+    pub target: RecordedTarget,
     /// Start of the recording, nanoseconds since the Unix epoch.
     pub start_unix_ns: u64,
     /// Length of the recording in nanoseconds.
@@ -164,10 +164,12 @@ impl Metadata {
     }
 }
 
-/// What a profile was recorded from: a launched command, running processes (`pid` and
-/// `pids`, with `tree` their descendants too), a cgroup's processes, or every process (`all`).
+/// What a profile was recorded from, as stored in it: a launched command, running processes
+/// (`pid` and `pids`, with `tree` their descendants too), a cgroup's processes, or every process
+/// (`all`). The backend fills it in from the [`Target`](crate::Target) it was given and what it
+/// found (a launched command's pid, the cgroup's path from its hierarchy's root).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Target {
+pub struct RecordedTarget {
     /// Process id (of the launched command, or the first one attached to); 0 for a cgroup or
     /// all processes.
     pub pid: u32,
@@ -189,7 +191,7 @@ pub struct Target {
     pub all: bool,
 }
 
-impl Target {
+impl RecordedTarget {
     /// What was recorded, in words: `` `CMD` (pid N) ``, `pids 12, 34 and their descendants`,
     /// `cgroup /system.slice/x.service`, `all processes`.
     pub fn describe(&self) -> String {
@@ -471,7 +473,7 @@ impl Profile {
 
     /// Checks internal consistency: every stack reference resolves. A profile read from a file
     /// passes this before anyone uses it, so readers may index stacks without checking.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), InconsistentProfile> {
         for (i, w) in self.wakeups.iter().enumerate() {
             let ids = [
                 w.user_stack,
@@ -481,20 +483,24 @@ impl Profile {
             ];
             for id in ids.into_iter().flatten() {
                 if id as usize >= self.stacks.len() {
-                    return Err(format!(
-                        "wakeup record {i} refers to stack {id}, but the profile has {} stacks",
-                        self.stacks.len()
-                    ));
+                    return Err(InconsistentProfile::MissingStack {
+                        record: "wakeup",
+                        index: i,
+                        stack: id,
+                        stacks: self.stacks.len(),
+                    });
                 }
             }
         }
         for (i, w) in self.waits.iter().enumerate() {
             for id in [w.user_stack, w.kernel_stack].into_iter().flatten() {
                 if id as usize >= self.stacks.len() {
-                    return Err(format!(
-                        "wait record {i} refers to stack {id}, but the profile has {} stacks",
-                        self.stacks.len()
-                    ));
+                    return Err(InconsistentProfile::MissingStack {
+                        record: "wait",
+                        index: i,
+                        stack: id,
+                        stacks: self.stacks.len(),
+                    });
                 }
             }
         }
@@ -509,6 +515,26 @@ impl Profile {
         }
         totals
     }
+}
+
+/// Why a [`Profile`] does not hold together ([`Profile::validate`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InconsistentProfile {
+    /// A record names a stack the profile does not have.
+    #[error(
+        "{record} record {index} refers to stack {stack}, but the profile has {stacks} stacks"
+    )]
+    MissingStack {
+        /// `wait` or `wakeup`.
+        record: &'static str,
+        /// Its index among its kind's records.
+        index: usize,
+        /// The stack it names.
+        stack: StackId,
+        /// How many stacks the profile has.
+        stacks: usize,
+    },
 }
 
 /// Interns stacks while a backend builds a [`Profile`]: equal stacks get the same id.

@@ -291,6 +291,11 @@ pub fn file_frame(
     })
 }
 
+/// Why blazesym could not read a file's symbols (its error and causes, `: `-separated).
+#[derive(Debug, thiserror::Error)]
+#[error("{0:#}")]
+pub struct UnreadableSymbols(pub blazesym::Error);
+
 /// [`file_frame`], or why blazesym could not read the file (an address without a symbol is a
 /// frame, unsymbolized; a file it cannot parse is an error).
 pub fn try_file_frame(
@@ -300,7 +305,7 @@ pub fn try_file_frame(
     module: Option<String>,
     file_offset: u64,
     is_return: bool,
-) -> Result<Frame, String> {
+) -> Result<Frame, UnreadableSymbols> {
     // A return address points after its call, which may be the first instruction of the next
     // function or line: look the call itself up. A signal trampoline is "returned to" at its
     // first instruction, and the byte before it (glibc's CFI covers a nop there) belongs to no
@@ -312,7 +317,7 @@ pub fn try_file_frame(
     {
         Ok(Symbolized::Sym(sym)) => Ok(Some(frame_from_sym(address, &sym, adjust))),
         Ok(_) => Ok(None),
-        Err(e) => Err(format!("{e:#}")),
+        Err(e) => Err(UnreadableSymbols(e)),
     };
     let found = match lookup(adjust)? {
         None if adjust > 0 => lookup(0)?,

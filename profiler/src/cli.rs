@@ -23,10 +23,10 @@ use crate::cmd::record::RecordArgs;
 use crate::cmd::report::ReportArgs;
 use crate::cmd::sweep::SweepArgs;
 use crate::cmd::why::WhyArgs;
-use crate::session::SessionTarget;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use lockscope_probes::Profile;
+use lockscope_probes::Target;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -151,12 +151,12 @@ pub struct TargetArgs {
 }
 
 impl TargetArgs {
-    /// The session target these flags name, each pid once; `None` when none was given.
-    pub fn session_target(&self) -> Option<SessionTarget> {
+    /// The target these flags name, each pid once; `None` when none was given.
+    pub fn to_target(&self) -> Option<Target> {
         if self.all {
-            Some(SessionTarget::All)
+            Some(Target::All)
         } else if let Some(cgroup) = &self.cgroup {
-            Some(SessionTarget::Cgroup(cgroup.clone()))
+            Some(Target::Cgroup(cgroup.clone()))
         } else if !self.pid.is_empty() {
             let mut unique: Vec<u32> = Vec::new();
             for &pid in &self.pid {
@@ -164,7 +164,7 @@ impl TargetArgs {
                     unique.push(pid);
                 }
             }
-            Some(SessionTarget::Pids {
+            Some(Target::Pids {
                 pids: unique,
                 tree: self.tree,
             })
@@ -292,13 +292,8 @@ impl FoldArgs {
     pub fn to_options(&self, profile: &Profile) -> Result<lockscope::analysis::fold::FoldOptions> {
         if let Some(probe) = &self.probe {
             // An imported capture's probes (`perf:cpu-clock`, `folded`) are not in the catalog.
-            if lockscope_probes::catalog::find(probe).is_none()
-                && !profile.recorded_probes().contains(&probe.as_str())
-            {
-                bail!(
-                    "unknown probe `{probe}`: known probes are {}",
-                    known_probe_names()
-                );
+            if !profile.recorded_probes().contains(&probe.as_str()) {
+                lockscope_probes::catalog::lookup(probe)?;
             }
         }
         let mut options = lockscope::analysis::fold::FoldOptions::default();
@@ -325,38 +320,10 @@ impl FoldArgs {
 
 /// Validates probe names against the catalog; empty means the defaults.
 pub fn validate_probes(names: &[String]) -> Result<Vec<String>> {
-    if names.is_empty() {
-        return Ok(lockscope_probes::catalog::defaults()
-            .map(|p| p.name.to_string())
-            .collect());
-    }
-    let mut out: Vec<String> = Vec::new();
-    for name in names {
-        let name = name.trim();
-        let expanded: Vec<&str> = match lockscope_probes::catalog::find_set(name) {
-            Some(set) => set.probes.to_vec(),
-            None if lockscope_probes::catalog::find(name).is_some() => vec![name],
-            None => bail!(
-                "unknown probe `{name}`: known probes are {}",
-                known_probe_names()
-            ),
-        };
-        for name in expanded {
-            if !out.iter().any(|n| n == name) {
-                out.push(name.to_string());
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// The catalog's probes, then its probe sets (`bottleneck`).
-fn known_probe_names() -> String {
-    let probes = lockscope_probes::CATALOG.iter().map(|p| p.name);
-    let sets = lockscope_probes::catalog::SETS.iter().map(|s| s.name);
-    let probes = probes.collect::<Vec<_>>().join(", ");
-    let sets = sets.collect::<Vec<_>>().join(", ");
-    format!("{probes} (sets: {sets})")
+    Ok(lockscope_probes::catalog::select(names)?
+        .into_iter()
+        .map(str::to_string)
+        .collect())
 }
 
 #[cfg(test)]

@@ -9,8 +9,7 @@
 
 use crate::cli::BackendArg;
 use anyhow::{bail, Context, Result};
-use lockscope_probes::Profile;
-use std::ffi::OsString;
+use lockscope_probes::{Profile, Target};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,25 +22,6 @@ const POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// How often [`Session::start`] looks whether the backend is ready.
 const READY_POLL: Duration = Duration::from_millis(10);
 
-/// What a session records.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SessionTarget {
-    /// Running processes (all their threads, including later ones, and the children they
-    /// fork); with `tree`, their existing descendants too.
-    Pids {
-        /// The processes, in the order given.
-        pids: Vec<u32>,
-        /// Their existing descendants too.
-        tree: bool,
-    },
-    /// Every process of a cgroup (v2) and its descendant cgroups, now and later (eBPF).
-    Cgroup(PathBuf),
-    /// Every process (lockscope's own left out).
-    All,
-    /// A command to launch and record until it exits.
-    Command(Vec<OsString>),
-}
-
 /// What to record and how, validated (built from `record`'s arguments by
 /// [`RecordArgs::to_session_options`](crate::cmd::record::RecordArgs::to_session_options), by
 /// `sweep` and by `bench --record`).
@@ -49,7 +29,7 @@ pub enum SessionTarget {
 #[non_exhaustive]
 pub struct SessionOptions {
     /// What to record.
-    pub target: SessionTarget,
+    pub target: Target,
     /// The backend. Default: the host's (ebpf on Linux, dtrace elsewhere).
     pub backend: BackendArg,
     /// OS of the D script (dtrace backend). Default: `None`, this host's.
@@ -73,7 +53,7 @@ pub struct SessionOptions {
 
 impl SessionOptions {
     /// Recording `target` with the host's backend and its defaults.
-    pub fn new(target: SessionTarget) -> Self {
+    pub fn new(target: Target) -> Self {
         SessionOptions {
             target,
             backend: BackendArg::host_default(),
@@ -103,9 +83,9 @@ pub struct Progress {
     pub stack_failures: u64,
 }
 
-/// What a finished session produced.
+/// What a session's recording produced.
 #[derive(Debug)]
-pub struct Recorded {
+pub struct Recording {
     /// The profile, with what was recorded up to the end (or the failure).
     pub profile: Profile,
     /// Lines the user should read (dtrace's warnings, how the user stacks were unwound).
@@ -135,7 +115,7 @@ struct Shared {
 /// A recording in progress.
 pub struct Session {
     shared: Arc<Shared>,
-    worker: JoinHandle<Result<Recorded>>,
+    worker: JoinHandle<Result<Recording>>,
 }
 
 impl Session {
@@ -201,7 +181,7 @@ impl Session {
     }
 
     /// Waits for the recording to end (call [`Session::stop`] first to end it now).
-    pub fn finish(self) -> Result<Recorded> {
+    pub fn finish(self) -> Result<Recording> {
         match self.worker.join() {
             Ok(result) => result,
             Err(_) => bail!("the recording thread panicked"),
@@ -277,16 +257,11 @@ fn stack_memo_from_env() -> Result<lockscope_ebpf::StackMemo> {
 
 /// The eBPF backend on the session's thread: start, poll until the end, finish.
 #[cfg(target_os = "linux")]
-fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recorded> {
-    use lockscope_ebpf::{RecordOptions, Recorder, TargetSpec};
+fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recording> {
+    use lockscope_ebpf::{RecordOptions, Recorder};
     use std::time::Instant;
 
-    let mut record = RecordOptions::new(match options.target {
-        SessionTarget::Pids { pids, tree } => TargetSpec::Pids { pids, tree },
-        SessionTarget::Cgroup(path) => TargetSpec::Cgroup(path),
-        SessionTarget::All => TargetSpec::All,
-        SessionTarget::Command(argv) => TargetSpec::Command(argv),
-    });
+    let mut record = RecordOptions::new(options.target);
     record.probes = options.probes;
     if let Some(min_block) = options.min_block {
         record.probe_settings.min_block = min_block;
@@ -358,7 +333,7 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recorded> {
                 let profile = recorder
                     .finish("recorder failed")
                     .context("failed to finish the recording")?;
-                return Ok(Recorded {
+                return Ok(Recording {
                     profile,
                     notes: Vec::new(),
                     failure: Some(anyhow::Error::from(e).context("recording failed")),
@@ -394,7 +369,7 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recorded> {
         &finished.symbol_failures,
         stack_memo,
     ));
-    Ok(Recorded {
+    Ok(Recording {
         profile: finished.profile,
         notes,
         failure: None,
@@ -403,39 +378,22 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recorded> {
 
 /// The eBPF backend where there is none.
 #[cfg(not(target_os = "linux"))]
-fn record_ebpf(_options: SessionOptions, _shared: &Shared) -> Result<Recorded> {
+fn record_ebpf(_options: SessionOptions, _shared: &Shared) -> Result<Recording> {
     bail!("the ebpf backend is Linux-only; use --backend dtrace")
 }
 
 /// The DTrace backend on the session's thread: the driver runs dtrace until the end.
-fn record_dtrace(options: SessionOptions, shared: &Shared) -> Result<Recorded> {
-    use lockscope_dtrace::{Driver, DriverOptions, DriverTarget, ScriptOptions};
+fn record_dtrace(options: SessionOptions, shared: &Shared) -> Result<Recording> {
+    use lockscope_dtrace::{Driver, DriverOptions, ScriptOptions};
 
     let os = dtrace_os(options.dtrace_os)?;
     let mut script = ScriptOptions::new(os);
     script.probes = options.probes;
     script.duration = options.duration;
-    let target = match options.target {
-        SessionTarget::Pids { pids, tree: false } if pids.len() == 1 => {
-            *lock(&shared.pid) = Some(pids[0]);
-            DriverTarget::Pid(pids[0])
-        }
-        SessionTarget::Pids { pids, tree } => DriverTarget::Pids { pids, tree },
-        SessionTarget::All => DriverTarget::All,
-        SessionTarget::Cgroup(_) => bail!("{DTRACE_NO_CGROUP}"),
-        SessionTarget::Command(argv) => DriverTarget::Command(
-            argv.into_iter()
-                .map(|a| {
-                    a.into_string().map_err(|a| {
-                        anyhow::anyhow!(
-                            "command argument {a:?} is not UTF-8, which dtrace -c needs"
-                        )
-                    })
-                })
-                .collect::<Result<_>>()?,
-        ),
-    };
-    let mut driver = DriverOptions::new(script, target);
+    if let Some(pid) = options.target.single_pid() {
+        *lock(&shared.pid) = Some(pid);
+    }
+    let mut driver = DriverOptions::new(script, options.target);
     // The dtrace binary enters here, from the environment (the tests run a fake one).
     driver.dtrace = lockscope_dtrace::driver::dtrace_binary(std::env::var_os(
         lockscope_dtrace::driver::DTRACE_ENV,
@@ -445,7 +403,7 @@ fn record_dtrace(options: SessionOptions, shared: &Shared) -> Result<Recorded> {
     // The driver sets it once dtrace has enabled every probe (a second or more).
     driver.began = Arc::clone(&shared.ready);
     let recording = Driver::new(driver)?.run()?;
-    Ok(Recorded {
+    Ok(Recording {
         profile: recording.profile,
         notes: recording
             .warnings
@@ -455,12 +413,6 @@ fn record_dtrace(options: SessionOptions, shared: &Shared) -> Result<Recorded> {
         failure: None,
     })
 }
-
-/// Why the dtrace backend refuses `--cgroup`.
-pub const DTRACE_NO_CGROUP: &str = "--cgroup needs the ebpf backend: D has no variable for a \
-    process's cgroup (neither DTrace on macOS, FreeBSD and illumos, whose kernels have none of \
-    Linux's cgroups, nor Oracle's DTrace for Linux names one), so a predicate cannot select a \
-    cgroup's processes";
 
 /// The OS to write the D script for: the one given, else this host's.
 pub fn dtrace_os(os: Option<lockscope_dtrace::TargetOs>) -> Result<lockscope_dtrace::TargetOs> {

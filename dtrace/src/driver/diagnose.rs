@@ -1,8 +1,9 @@
 //! What dtrace's stderr says: drops counted into losses, refusals made into clear errors (with
 //! a hint when lockscope knows why), and the catalog probe a "does not match" message names.
 
-use super::{Driver, DriverTarget};
+use super::Driver;
 use crate::catalog::{DtraceProbe, TargetOs, MACOS_INTROSPECTION};
+use crate::script::ScriptTarget;
 use crate::Error;
 use lockscope_probes::Losses;
 use std::process::ExitStatus;
@@ -136,15 +137,15 @@ impl Driver {
     pub(super) fn probe_hint(&self, message: &str) -> String {
         let os = self.options.script.os;
         if message.contains("plockstat") && os == TargetOs::MacOs {
-            return match self.options.target {
-                DriverTarget::Pid(pid) => format!(
+            return match self.options.script.target {
+                ScriptTarget::Pid(pid) => format!(
                     ": macOS has plockstat probes only in the introspection libpthread, and \
                      process {pid} was not started with it; restart it with \
                      DYLD_LIBRARY_PATH={MACOS_INTROSPECTION}, let lockscope launch it, or leave \
                      out the plockstat and mutex-hold probes (psynch and ulock see the same waits \
                      from the kernel side)"
                 ),
-                DriverTarget::Command(_) => format!(
+                ScriptTarget::Command => format!(
                     ": the command did not load the introspection libpthread: `dtrace -c` \
                      passes DYLD_LIBRARY_PATH={MACOS_INTROSPECTION} through the SIP-protected \
                      dtrace binary, which drops DYLD_* variables; let lockscope launch it \
@@ -152,7 +153,7 @@ impl Driver {
                      mutex-hold probes"
                 ),
                 // The plockstat probes are refused for these targets before dtrace runs.
-                DriverTarget::Pids { .. } | DriverTarget::All => String::new(),
+                ScriptTarget::Pids { .. } | ScriptTarget::All => String::new(),
             };
         }
         if message.contains("plockstat") {

@@ -5,12 +5,13 @@ use super::diagnose::{diagnose, silent_plockstat};
 use super::launch::{Attempt, Outcome};
 use super::process::{killed_by_signal, TargetWatch};
 use super::supervise::{HELD_STOPPED, HELD_STOPPED_GRACE};
-use super::{Driver, DriverTarget, Recording};
+use super::{Driver, Recording};
 use crate::catalog::TargetOs;
 use crate::parse::Output;
+use crate::script::ScriptTarget;
 use crate::waitfor::WaitForStream;
 use crate::{profile, Error};
-use lockscope_probes::{AttachStatus, ProbeAttachment, Target};
+use lockscope_probes::{AttachStatus, ProbeAttachment, RecordedTarget};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 impl Driver {
@@ -146,23 +147,23 @@ impl Driver {
         m.hostname = host.nodename;
         m.kernel_release = host.release.clone();
         m.libc = libc_description(os, TargetOs::host(), &host.release);
-        m.target = match &self.options.target {
-            DriverTarget::Pid(pid) => Target {
+        m.target = match &self.options.script.target {
+            ScriptTarget::Pid(pid) => RecordedTarget {
                 pid: *pid,
                 command: Vec::new(),
                 launched: false,
-                ..Target::default()
+                ..RecordedTarget::default()
             },
-            DriverTarget::Command(argv) => Target {
+            ScriptTarget::Command => RecordedTarget {
                 // dtrace -c does not say the pid: dtrace's child, else the records do.
                 pid: launched_pid
                     .or((watch.pid != 0).then_some(watch.pid))
                     .unwrap_or_else(|| profile.threads.first().map_or(0, |t| t.pid)),
-                command: argv.clone(),
+                command: self.command.clone(),
                 launched: true,
-                ..Target::default()
+                ..RecordedTarget::default()
             },
-            DriverTarget::Pids { pids, tree } => Target {
+            ScriptTarget::Pids { pids, tree } => RecordedTarget {
                 pid: pids.first().copied().unwrap_or(0),
                 pids: if pids.len() > 1 {
                     pids.clone()
@@ -170,11 +171,11 @@ impl Driver {
                     Vec::new()
                 },
                 tree: *tree,
-                ..Target::default()
+                ..RecordedTarget::default()
             },
-            DriverTarget::All => Target {
+            ScriptTarget::All => RecordedTarget {
                 all: true,
-                ..Target::default()
+                ..RecordedTarget::default()
             },
         };
         let selected = self.options.script.selected_probes().unwrap_or_default();

@@ -11,10 +11,11 @@ use super::process::{
     killed_by_signal, killed_status, restore_stop_signals, send_signal, wait_until_stopped,
     LaunchedTarget, Many, TargetWatch,
 };
-use super::{Driver, DriverTarget};
+use super::Driver;
 use crate::catalog::{DtraceProbe, MACOS_INTROSPECTION};
 use crate::parse::Output;
 use crate::script::generate_script;
+use crate::script::ScriptTarget;
 use crate::waitfor::WaitForStream;
 use crate::Error;
 use lockscope_probes::catalog::{FUTEX, WAITFOR};
@@ -238,14 +239,14 @@ impl Driver {
         };
 
         let mut watch = TargetWatch::default();
-        match (&self.options.target, launched_pid) {
+        match (&self.options.script.target, launched_pid) {
             (_, Some(pid)) => watch.pid = pid,
-            (DriverTarget::Pid(pid), None) => watch.pid = *pid,
-            (DriverTarget::Command(_), None) => watch.child_of_dtrace = true,
-            (DriverTarget::Pids { pids, .. }, None) => {
+            (ScriptTarget::Pid(pid), None) => watch.pid = *pid,
+            (ScriptTarget::Command, None) => watch.child_of_dtrace = true,
+            (ScriptTarget::Pids { pids, .. }, None) => {
                 watch.many = Some(Many::Pids(pids.iter().copied().collect()));
             }
-            (DriverTarget::All, None) => watch.many = Some(Many::All),
+            (ScriptTarget::All, None) => watch.many = Some(Many::All),
         }
         let supervised = self.supervise(&mut child, started, &flags, launched, &mut watch);
         if supervised.is_err() {

@@ -43,7 +43,7 @@ use crate::catalog::{DtraceProbe, TargetOs, MACOS_INTROSPECTION};
 use crate::parse::Output;
 use crate::script::{generate_script, ScriptOptions, ScriptTarget};
 use crate::Error;
-use lockscope_probes::Profile;
+use lockscope_probes::{Profile, Target};
 use process::{end_launched_command, LaunchedTarget};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -67,30 +67,7 @@ pub use finish::libc_description;
 /// the `lockscope` binary, not by this library).
 pub const DTRACE_ENV: &str = "LOCKSCOPE_DTRACE";
 
-/// What dtrace traces.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum DriverTarget {
-    /// Attach to a running process (`-p PID`).
-    Pid(u32),
-    /// Launch a command, `argv[0]` first. With [`Launcher::Dtrace`] it goes to `dtrace -c CMD`,
-    /// which splits its string on white space, so no argument may contain any.
-    Command(Vec<String>),
-    /// Running processes, without `-p` ([`ScriptTarget::Pids`]: a pid set extended by
-    /// `proc:::create`, or `progenyof()` with `tree`). Their frames are symbolized by dtrace
-    /// itself (the Linux driver reads one target's mappings only), and the recording ends with
-    /// its duration or a stop, not when they exit.
-    Pids {
-        /// The processes.
-        pids: Vec<u32>,
-        /// Their descendants too.
-        tree: bool,
-    },
-    /// Every process ([`ScriptTarget::All`]): no pid predicate; ends with its duration or a
-    /// stop.
-    All,
-}
-
-/// Who starts a [`DriverTarget::Command`].
+/// Who starts a [`Target::Command`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Launcher {
@@ -114,11 +91,17 @@ pub enum Launcher {
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct DriverOptions {
-    /// The script to generate; its `target` is set from [`DriverOptions::target`] and its
-    /// `duration` is also enforced by the driver (SIGINT when it elapses).
+    /// The script to generate; its `target` is set from [`DriverOptions::target`]
+    /// ([`ScriptTarget::of`]) and its `duration` is also enforced by the driver (SIGINT when it
+    /// elapses).
     pub script: ScriptOptions,
-    /// What to trace.
-    pub target: DriverTarget,
+    /// What to trace. One running process without its tree is attached to (`-p PID`); several,
+    /// or one with its tree, or every process, are selected by the script's predicates (dtrace
+    /// symbolizes their frames itself: the Linux driver reads one target's mappings only) and
+    /// recorded until the duration elapses or a stop, not until they exit; a command is
+    /// launched (with [`Launcher::Dtrace`] by `dtrace -c CMD`, which splits its string on white
+    /// space, so no argument may contain any); a cgroup is refused ([`Error::NoCgroup`]).
+    pub target: Target,
     /// The dtrace binary. Default: `dtrace` (looked up in `PATH`).
     pub dtrace: PathBuf,
     /// Set to true to end the recording (dtrace gets SIGINT and prints its aggregations).
@@ -145,7 +128,7 @@ pub struct DriverOptions {
 
 impl DriverOptions {
     /// Default options for tracing `target` with `script`.
-    pub fn new(script: ScriptOptions, target: DriverTarget) -> Self {
+    pub fn new(script: ScriptOptions, target: Target) -> Self {
         DriverOptions {
             script,
             target,
@@ -182,6 +165,8 @@ pub struct Recording {
 #[derive(Debug)]
 pub struct Driver {
     options: DriverOptions,
+    /// The command to launch (argv[0] first), as dtrace -c takes it; empty for other targets.
+    command: Vec<String>,
     script: String,
     /// The driver starts the command itself ([`Launcher::Driver`], resolved).
     self_launch: bool,
@@ -197,53 +182,55 @@ impl Driver {
                 .map(|probes| probes.iter().any(|p| p.macos_needs_launch))
                 .unwrap_or(false);
         let mut self_launch = false;
-        options.script.target = match &options.target {
-            DriverTarget::Pid(pid) => ScriptTarget::Pid(*pid),
-            DriverTarget::Pids { pids, tree } => ScriptTarget::Pids {
-                pids: pids.clone(),
-                tree: *tree,
-            },
-            DriverTarget::All => ScriptTarget::All,
-            DriverTarget::Command(argv) => {
-                self_launch = match options.launcher {
-                    Launcher::Driver => true,
-                    Launcher::Dtrace => false,
-                    // Never on Linux: DTrace for Linux crashed (4 runs of 4) attaching with -p
-                    // to a process stopped with SIGSTOP and continued, and `dtrace -c` loses
-                    // nothing there that the driver does not restore (symbols: see
-                    // crate::symbolize).
-                    Launcher::Auto => wants_introspection,
-                };
-                if self_launch && options.script.os == TargetOs::Linux {
-                    return Err(Error::InvalidOption {
-                        option: "launcher",
-                        reason: "DTrace for Linux crashed attaching with -p to a process stopped \
-                                 with SIGSTOP and then continued (4 runs of 4): on Linux, \
-                                 `dtrace -c` launches the command"
-                            .into(),
-                    });
-                }
-                if argv.is_empty() || argv[0].is_empty() {
-                    return Err(Error::InvalidOption {
-                        option: "command",
-                        reason: "the command is empty".into(),
-                    });
-                }
-                if !self_launch
-                    && argv
-                        .iter()
-                        .any(|a| a.is_empty() || a.contains(char::is_whitespace))
-                {
-                    return Err(Error::InvalidOption {
-                        option: "command",
-                        reason: "dtrace -c splits its command on white space: no argument may be \
-                                 empty or contain spaces (the driver's own launcher takes them)"
-                            .into(),
-                    });
-                }
-                ScriptTarget::Command
+        let mut command = Vec::new();
+        options.script.target = ScriptTarget::of(&options.target)?;
+        if let Target::Command(argv) = &options.target {
+            let argv = argv
+                .iter()
+                .map(|a| {
+                    a.clone()
+                        .into_string()
+                        .map_err(|argument| Error::NonUtf8Argument { argument })
+                })
+                .collect::<Result<Vec<String>, Error>>()?;
+            self_launch = match options.launcher {
+                Launcher::Driver => true,
+                Launcher::Dtrace => false,
+                // Never on Linux: DTrace for Linux crashed (4 runs of 4) attaching with -p
+                // to a process stopped with SIGSTOP and continued, and `dtrace -c` loses
+                // nothing there that the driver does not restore (symbols: see
+                // crate::symbolize).
+                Launcher::Auto => wants_introspection,
+            };
+            if self_launch && options.script.os == TargetOs::Linux {
+                return Err(Error::InvalidOption {
+                    option: "launcher",
+                    reason: "DTrace for Linux crashed attaching with -p to a process stopped \
+                             with SIGSTOP and then continued (4 runs of 4): on Linux, \
+                             `dtrace -c` launches the command"
+                        .into(),
+                });
             }
-        };
+            if argv.is_empty() || argv[0].is_empty() {
+                return Err(Error::InvalidOption {
+                    option: "command",
+                    reason: "the command is empty".into(),
+                });
+            }
+            if !self_launch
+                && argv
+                    .iter()
+                    .any(|a| a.is_empty() || a.contains(char::is_whitespace))
+            {
+                return Err(Error::InvalidOption {
+                    option: "command",
+                    reason: "dtrace -c splits its command on white space: no argument may be \
+                             empty or contain spaces (the driver's own launcher takes them)"
+                        .into(),
+                });
+            }
+            command = argv;
+        }
         let absent = options.script.absent_probes();
         if !absent.is_empty() && options.script.selected_probes()?.is_empty() {
             let list: Vec<String> = absent
@@ -262,6 +249,7 @@ impl Driver {
         let script = generate_script(&options.script)?;
         Ok(Driver {
             options,
+            command,
             script,
             self_launch,
         })
@@ -292,21 +280,21 @@ impl Driver {
         }
         args.push("-s".into());
         args.push(script_path.into());
-        match &self.options.target {
-            DriverTarget::Pid(pid) => {
+        match &self.options.script.target {
+            ScriptTarget::Pid(pid) => {
                 args.push("-p".into());
                 args.push(pid.to_string().into());
             }
-            DriverTarget::Command(_) if self.self_launch => {
+            ScriptTarget::Command if self.self_launch => {
                 args.push("-p".into());
                 args.push(launched_pid.unwrap_or(0).to_string().into());
             }
-            DriverTarget::Command(argv) => {
+            ScriptTarget::Command => {
                 args.push("-c".into());
-                args.push(argv.join(" ").into());
+                args.push(self.command.join(" ").into());
             }
             // The script's predicates say which processes: dtrace traces system-wide.
-            DriverTarget::Pids { .. } | DriverTarget::All => {}
+            ScriptTarget::Pids { .. } | ScriptTarget::All => {}
         }
         args
     }
@@ -319,7 +307,7 @@ impl Driver {
     /// passed on too (it reaches the command only if dtrace is not SIP-protected).
     fn dtrace_environment(&self, probes: &[&'static DtraceProbe]) -> Vec<(OsString, OsString)> {
         let mut env = self.options.env.clone();
-        let dtrace_launches = matches!(self.options.target, DriverTarget::Command(_));
+        let dtrace_launches = self.options.script.target == ScriptTarget::Command;
         if dtrace_launches && !self.self_launch && self.wants_introspection(probes) {
             env.push(("DYLD_LIBRARY_PATH".into(), MACOS_INTROSPECTION.into()));
         }
@@ -330,8 +318,8 @@ impl Driver {
     pub fn run(self) -> Result<Recording, Error> {
         let start = SystemTime::now();
         let started = Instant::now();
-        let mut launched = match &self.options.target {
-            DriverTarget::Command(argv) if self.self_launch => Some(self.launch(argv)?),
+        let mut launched = match &self.options.script.target {
+            ScriptTarget::Command if self.self_launch => Some(self.launch(&self.command)?),
             _ => None,
         };
         let result = self.run_attempts(started, launched.as_mut());

@@ -3,8 +3,13 @@
 
 use super::options::ScriptOptions;
 use super::probes::emit_probe;
+use crate::Error;
+use lockscope_probes::Target;
 
-/// What the script traces.
+/// What the script traces: a [`Target`] resolved into what D and dtrace(1) can say. A D script
+/// names one process as `$target` (`-p PID` or `-c CMD`, whose argv goes to dtrace's command
+/// line, not into the script) and several by a predicate on `pid`; it cannot name a cgroup.
+/// The script generator and the driver decide by this form, not by the [`Target`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ScriptTarget {
     /// A running process, attached with `dtrace -p PID`.
@@ -28,6 +33,23 @@ pub enum ScriptTarget {
 }
 
 impl ScriptTarget {
+    /// The form of `target`: one running process without its tree is attached to with `-p`.
+    /// Errors: [`Error::NoCgroup`] for a cgroup.
+    pub fn of(target: &Target) -> Result<ScriptTarget, Error> {
+        if let Some(pid) = target.single_pid() {
+            return Ok(ScriptTarget::Pid(pid));
+        }
+        Ok(match target {
+            Target::Pids { pids, tree } => ScriptTarget::Pids {
+                pids: pids.clone(),
+                tree: *tree,
+            },
+            Target::All => ScriptTarget::All,
+            Target::Command(_) => ScriptTarget::Command,
+            Target::Cgroup(_) => return Err(Error::NoCgroup),
+        })
+    }
+
     /// True for one process (`-p`, `-c`): the script may use `$target`.
     pub(super) fn is_one_process(&self) -> bool {
         matches!(self, ScriptTarget::Pid(_) | ScriptTarget::Command)

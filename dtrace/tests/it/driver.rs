@@ -3,10 +3,8 @@
 //! replays recorded output and stderr: normal output, drops, refusals and early exits.
 
 use lockscope_dtrace::driver::dtrace_binary;
-use lockscope_dtrace::{
-    Driver, DriverOptions, DriverTarget, Error, Launcher, ScriptOptions, TargetOs,
-};
-use lockscope_probes::{AttachStatus, WaitKind};
+use lockscope_dtrace::{Driver, DriverOptions, Error, Launcher, ScriptOptions, TargetOs};
+use lockscope_probes::{AttachStatus, Target, WaitKind};
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::Ordering;
@@ -33,7 +31,7 @@ struct Fake {
     wait_for_sigint: bool,
 }
 
-fn options(name: &str, os: TargetOs, target: DriverTarget, fake: Fake) -> (DriverOptions, PathBuf) {
+fn options(name: &str, os: TargetOs, target: Target, fake: Fake) -> (DriverOptions, PathBuf) {
     let dir = scratch(name);
     let mut options = DriverOptions::new(ScriptOptions::new(os), target);
     options.dtrace = dtrace_binary(Some(tests_dir().join("fake-dtrace").into()));
@@ -74,7 +72,7 @@ fn stop_flag_interrupts_and_output_is_parsed() {
         exit: 0,
         wait_for_sigint: true,
     };
-    let (options, log) = options("stop", TargetOs::MacOs, DriverTarget::Pid(4242), fake);
+    let (options, log) = options("stop", TargetOs::MacOs, Target::pid(4242), fake);
     let stop = options.stop.clone();
     let driver = Driver::new(options).expect("driver");
     assert!(driver.script().contains("pid == $target"));
@@ -168,7 +166,7 @@ fn duration_ends_a_launched_command() {
         exit: 0,
         wait_for_sigint: true,
     };
-    let target = DriverTarget::Command(vec!["./myserver".into(), "--threads=4".into()]);
+    let target = Target::Command(vec!["./myserver".into(), "--threads=4".into()]);
     let (mut options, log) = options("duration", TargetOs::MacOs, target, fake);
     options.script.duration = Some(Duration::from_millis(400));
     options.launcher = Launcher::Dtrace;
@@ -207,7 +205,7 @@ fn drops_become_losses() {
         exit: 0,
         wait_for_sigint: false,
     };
-    let (options, _) = options("drops", TargetOs::MacOs, DriverTarget::Pid(4242), fake);
+    let (options, _) = options("drops", TargetOs::MacOs, Target::pid(4242), fake);
     let recording = Driver::new(options)
         .expect("driver")
         .run()
@@ -238,7 +236,7 @@ fn lingering_dtrace_is_not_waited_for() {
         exit: 0,
         wait_for_sigint: false,
     };
-    let (mut options, _) = options("linger", TargetOs::MacOs, DriverTarget::Pid(4242), fake);
+    let (mut options, _) = options("linger", TargetOs::MacOs, Target::pid(4242), fake);
     options.env.push(("FAKE_DTRACE_LINGER".into(), "20".into()));
     let started = std::time::Instant::now();
     let recording = Driver::new(options)
@@ -265,7 +263,7 @@ fn linux_launches_through_dtrace_c() {
         exit: 0,
         wait_for_sigint: false,
     };
-    let target = DriverTarget::Command(vec!["true".into()]);
+    let target = Target::Command(vec!["true".into()]);
     let (options, _) = options("linux-launch", TargetOs::Linux, target, fake);
     let driver = Driver::new(options.clone()).expect("driver");
     assert!(!driver.launches_target());
@@ -288,7 +286,7 @@ fn sip_refusal_is_explained() {
         exit: 1,
         wait_for_sigint: false,
     };
-    let (options, _) = options("sip", TargetOs::MacOs, DriverTarget::Pid(4242), fake);
+    let (options, _) = options("sip", TargetOs::MacOs, Target::pid(4242), fake);
     let err = Driver::new(options)
         .expect("driver")
         .run()
@@ -313,7 +311,7 @@ fn early_exit_is_reported() {
         exit: 1,
         wait_for_sigint: false,
     };
-    let (options, _) = options("early", TargetOs::FreeBsd, DriverTarget::Pid(4242), fake);
+    let (options, _) = options("early", TargetOs::FreeBsd, Target::pid(4242), fake);
     let err = Driver::new(options)
         .expect("driver")
         .run()
@@ -341,7 +339,7 @@ fn cut_output_warns() {
         exit: 0,
         wait_for_sigint: false,
     };
-    let (options, _) = options("cut-run", TargetOs::MacOs, DriverTarget::Pid(4242), fake);
+    let (options, _) = options("cut-run", TargetOs::MacOs, Target::pid(4242), fake);
     let recording = Driver::new(options)
         .expect("driver")
         .run()
@@ -386,7 +384,7 @@ fn refusals_are_classified() {
         let (mut options, _) = options(
             &format!("refusal-{i}"),
             TargetOs::MacOs,
-            DriverTarget::Pid(4242),
+            Target::pid(4242),
             fake,
         );
         options.script.probes = vec!["psynch".into(), "plockstat".into()];
@@ -404,7 +402,7 @@ fn refusals_are_classified() {
 fn command_with_spaces_is_refused() {
     let options = DriverOptions::new(
         ScriptOptions::new(TargetOs::Illumos),
-        DriverTarget::Command(vec!["sh".into(), "-c".into(), "sleep 1".into()]),
+        Target::Command(vec!["sh".into(), "-c".into(), "sleep 1".into()]),
     );
     assert!(matches!(
         Driver::new(options),
@@ -448,14 +446,15 @@ fn driver_launches_the_command_stopped_with_the_introspection_library() {
         exit: 0,
         wait_for_sigint: false,
     };
-    let target = DriverTarget::Command(vec![
+    let target = Target::Command(vec![
         "sh".into(),
         "-c".into(),
         // The sleep outlasts the moment between its start and the driver's SIGSTOP.
         format!(
             "sleep 0.2; echo \"$DYLD_LIBRARY_PATH\" > {}",
             seen.display()
-        ),
+        )
+        .into(),
     ]);
     let (mut options, log) = options("self-launch-run", TargetOs::MacOs, target, fake);
     options.env.push(("FAKE_DTRACE_BEGIN".into(), "1".into()));
@@ -504,7 +503,7 @@ fn refused_dtrace_leaves_no_stopped_command() {
         exit: 1,
         wait_for_sigint: false,
     };
-    let target = DriverTarget::Command(vec!["sleep".into(), "30".into()]);
+    let target = Target::Command(vec!["sleep".into(), "30".into()]);
     let (mut options, log) = options("self-launch-refused", TargetOs::FreeBsd, target, fake);
     options.launcher = Launcher::Driver;
     let started = Instant::now();
@@ -526,7 +525,7 @@ fn refused_dtrace_leaves_no_stopped_command() {
 fn missing_command_is_reported() {
     let mut options = DriverOptions::new(
         ScriptOptions::new(TargetOs::Illumos),
-        DriverTarget::Command(vec!["/nonexistent/lockscope-test-command".into()]),
+        Target::Command(vec!["/nonexistent/lockscope-test-command".into()]),
     );
     options.launcher = Launcher::Driver;
     let err = Driver::new(options)
@@ -550,7 +549,7 @@ fn unmatched_probe_is_recorded_as_failed() {
         exit: 0,
         wait_for_sigint: false,
     };
-    let (mut options, log) = options("unmatched", TargetOs::MacOs, DriverTarget::Pid(4242), fake);
+    let (mut options, log) = options("unmatched", TargetOs::MacOs, Target::pid(4242), fake);
     options.script.probes = vec!["psynch".into(), "plockstat".into()];
     options
         .env
@@ -599,7 +598,7 @@ fn metadata_names_the_host() {
         exit: 0,
         wait_for_sigint: false,
     };
-    let (options, _) = options("host", TargetOs::MacOs, DriverTarget::Pid(4242), fake);
+    let (options, _) = options("host", TargetOs::MacOs, Target::pid(4242), fake);
     let recording = Driver::new(options)
         .expect("driver")
         .run()
@@ -630,7 +629,7 @@ fn command_exiting_at_once_ends_the_recording() {
             exit: 0,
             wait_for_sigint: false,
         };
-        let target = DriverTarget::Command(vec!["true".into()]);
+        let target = Target::Command(vec!["true".into()]);
         let (mut options, _) = options(&format!("at-once-{i}"), TargetOs::Illumos, target, fake);
         options.launcher = Launcher::Driver;
         options.env.push(("FAKE_DTRACE_BEGIN".into(), "1".into()));
@@ -652,7 +651,7 @@ fn duration_terminates_a_command_the_driver_launched() {
         exit: 0,
         wait_for_sigint: true,
     };
-    let target = DriverTarget::Command(vec!["sleep".into(), "30".into()]);
+    let target = Target::Command(vec!["sleep".into(), "30".into()]);
     let (mut options, log) = options("self-launch-duration", TargetOs::FreeBsd, target, fake);
     options.launcher = Launcher::Driver;
     options.script.duration = Some(Duration::from_millis(300));

@@ -12,6 +12,7 @@
 //! kernels take the default variant of the other probes.
 
 use super::{load_object, AggregationKey};
+use crate::error::ProbeError;
 use crate::object::{LoadedObject, Plain};
 use crate::probe::{AttachContext, LoadContext, ProbeInfo};
 use crate::skel::cpu::types::cpu_key;
@@ -57,12 +58,13 @@ impl AggregationKey for cpu_key {
     }
 
     /// Loads the program the kernel takes (see the module's overview).
-    fn load(cx: &LoadContext<'_>) -> Result<LoadedObject<Self::Skel>, String> {
+    fn load(cx: &LoadContext<'_>) -> Result<LoadedObject<Self::Skel>, ProbeError> {
         let hz = cx.settings.frequency_hz;
         if !(1..=MAX_FREQUENCY_HZ).contains(&hz) {
-            return Err(format!(
-                "sampling frequency {hz} Hz is not between 1 and {MAX_FREQUENCY_HZ}"
-            ));
+            return Err(ProbeError::Frequency {
+                hz,
+                max: MAX_FREQUENCY_HZ,
+            });
         }
         // With the wait-for analysis, every sample also goes to its stream.
         let stream = cx.wants(&catalog::WAITFOR);
@@ -90,7 +92,7 @@ impl AggregationKey for cpu_key {
     fn attach(
         object: &mut LoadedObject<Self::Skel>,
         cx: &AttachContext,
-    ) -> Result<Option<String>, String> {
+    ) -> Result<Option<String>, ProbeError> {
         let hz = cx.frequency_hz;
         let (links, compat) = attach_cpus(object.skel(), 1_000_000_000 / u64::from(hz.max(1)))?;
         object.keep(links);
@@ -119,7 +121,7 @@ impl AggregationKey for cpu_key {
 
 /// Attaches the program the kernel took to a cpu-clock event on each online CPU; whether it is
 /// the compat one.
-fn attach_cpus(skel: &CpuSkel<'static>, period_ns: u64) -> Result<(Vec<Link>, bool), String> {
+fn attach_cpus(skel: &CpuSkel<'static>, period_ns: u64) -> Result<(Vec<Link>, bool), ProbeError> {
     let progs = &skel.progs;
     // The compat program is loaded when the default one was refused (see `load`).
     let compat = !progs.lks_cpu_sample.autoload();
@@ -129,15 +131,18 @@ fn attach_cpus(skel: &CpuSkel<'static>, period_ns: u64) -> Result<(Vec<Link>, bo
         &progs.lks_cpu_sample
     };
     let cpus = std::fs::read_to_string(ONLINE_CPUS)
-        .map_err(|e| format!("failed to read `{ONLINE_CPUS}`: {e}"))
+        .map_err(|source| ProbeError::OnlineCpus {
+            path: ONLINE_CPUS,
+            source,
+        })
         .and_then(|list| parse_cpu_list(&list))?;
     let mut links = Vec::with_capacity(cpus.len());
     for cpu in cpus {
         let event = open_cpu_clock(cpu, period_ns)
-            .map_err(|e| format!("failed to open the cpu-clock event of CPU {cpu}: {e}"))?;
+            .map_err(|source| ProbeError::OpenCpuClock { cpu, source })?;
         let link = program
             .attach_perf_event(event.as_raw_fd())
-            .map_err(|e| format!("failed to attach to the cpu-clock event of CPU {cpu}: {e}"))?;
+            .map_err(|source| ProbeError::AttachCpuClock { cpu, source })?;
         // The link owns the event now: libbpf closes it when the link is destroyed.
         let _ = event.into_raw_fd();
         links.push(link);
@@ -174,8 +179,11 @@ fn open_cpu_clock(cpu: u32, period_ns: u64) -> io::Result<OwnedFd> {
 }
 
 /// The CPUs of a sysfs CPU list (`0-3,8,10-11`).
-fn parse_cpu_list(list: &str) -> Result<Vec<u32>, String> {
-    let bad = || format!("unexpected CPU list `{}` in `{ONLINE_CPUS}`", list.trim());
+fn parse_cpu_list(list: &str) -> Result<Vec<u32>, ProbeError> {
+    let bad = || ProbeError::CpuList {
+        path: ONLINE_CPUS,
+        list: list.trim().to_owned(),
+    };
     let mut cpus = Vec::new();
     for part in list.trim().split(',').filter(|p| !p.is_empty()) {
         let (first, last) = part.split_once('-').unwrap_or((part, part));
@@ -206,7 +214,7 @@ mod tests {
         );
         assert_eq!(parse_cpu_list("5").expect("valid"), vec![5]);
         let err = parse_cpu_list("3-1").expect_err("reversed");
-        assert!(err.contains("`3-1`"), "{err}");
+        assert!(err.to_string().contains("`3-1`"), "{err}");
         assert!(parse_cpu_list("").is_err());
         assert!(parse_cpu_list("a-b").is_err());
     }

@@ -5,14 +5,13 @@
 //! accepts them, else by raw_tp. Its records are classified (mutex, condvar, rwlock...) by their
 //! user stacks in `resolve`.
 
-use crate::error::Error;
+use crate::error::{Error, ProbeError};
 use crate::libbpf_log;
 use crate::object::{
     comm, entries, read_counters, wait_stats, Counters, LksStats, LoadedObject, Plain,
 };
 use crate::probe::{
-    error_chain, AttachContext, DrainContext, Drained, LoadContext, PrivilegedHook, Probe,
-    ProbeInfo, RawRecord,
+    AttachContext, DrainContext, Drained, LoadContext, PrivilegedHook, Probe, ProbeInfo, RawRecord,
 };
 use crate::skel::futex::types::{futex_wait_key, futex_wait_op as Op};
 use crate::skel::futex::{FutexProgs, FutexSkel, FutexSkelBuilder};
@@ -155,17 +154,15 @@ impl Probe for FutexProbe {
 
     /// Opens and loads the object: with the tp_btf programs if the kernel accepts them, else
     /// with the raw_tp ones alone.
-    fn load(cx: &LoadContext<'_>) -> Result<Self, String> {
+    fn load(cx: &LoadContext<'_>) -> Result<Self, ProbeError> {
         match libbpf_log::capture(|| Self::load_flavor(true, cx)) {
             (Ok(probe), _) => Ok(probe),
             (Err(btf_error), btf_reason) => {
                 let (probe, reason) = libbpf_log::capture(|| Self::load_flavor(false, cx));
-                let mut probe = probe.map_err(|source| {
-                    error_chain(&Error::Load {
-                        object: NAME,
-                        reason,
-                        source,
-                    })
+                let mut probe = probe.map_err(|source| Error::Load {
+                    object: NAME,
+                    reason,
+                    source,
                 })?;
                 probe.btf_load_error = Some(format!(
                     "tp_btf programs failed to load: {}",
@@ -176,8 +173,8 @@ impl Probe for FutexProbe {
         }
     }
 
-    fn attach(&mut self, cx: &AttachContext) -> Result<(), String> {
-        self.attach_hooks(cx.variant).map_err(|e| error_chain(&e))
+    fn attach(&mut self, cx: &AttachContext) -> Result<(), ProbeError> {
+        Ok(self.attach_hooks(cx.variant)?)
     }
 
     fn detach(&mut self) {

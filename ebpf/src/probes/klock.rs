@@ -2,6 +2,7 @@
 //! (lock:contention_begin/end, Linux 5.19+), by lock address and type, with stacks.
 
 use super::{load_object, AggregationKey};
+use crate::error::ProbeError;
 use crate::object::{LoadedObject, Plain};
 use crate::probe::{KernelFeature, LoadContext, ProbeInfo};
 use crate::skel::klock::types::klock_key;
@@ -32,7 +33,7 @@ impl AggregationKey for klock_key {
         }
     }
 
-    fn load(cx: &LoadContext<'_>) -> Result<LoadedObject<Self::Skel>, String> {
+    fn load(cx: &LoadContext<'_>) -> Result<LoadedObject<Self::Skel>, ProbeError> {
         load_object(KlockSkelBuilder::default(), cx, |_| {})
     }
 

@@ -2,6 +2,7 @@
 //! creation, exec and exit of the targets, counted and timed with their stacks.
 
 use super::{load_object, with_errno, AggregationKey};
+use crate::error::ProbeError;
 use crate::object::{LoadedObject, Plain};
 use crate::probe::{LoadContext, ProbeInfo};
 use crate::skel::lifecycle::types::{lifecycle_key, lifecycle_op as Op};
@@ -29,7 +30,7 @@ impl AggregationKey for lifecycle_key {
         }
     }
 
-    fn load(cx: &LoadContext<'_>) -> Result<LoadedObject<Self::Skel>, String> {
+    fn load(cx: &LoadContext<'_>) -> Result<LoadedObject<Self::Skel>, ProbeError> {
         load_object(LifecycleSkelBuilder::default(), cx, |_| {})
     }
 

@@ -20,14 +20,13 @@ mod mutex_hold;
 mod offcpu;
 mod syscall;
 
-use crate::error::Error;
+use crate::error::{Error, ProbeError};
 use crate::libbpf_log;
 use crate::object::{
     comm, entries, read_counters, wait_stats, Counters, LksStats, LoadedObject, Plain,
 };
 use crate::probe::{
-    load_failure, AttachContext, DrainContext, Drained, LoadContext, Probe, ProbeInfo, RawRecord,
-    Registered,
+    AttachContext, DrainContext, Drained, LoadContext, Probe, ProbeInfo, RawRecord, Registered,
 };
 use crate::syscalls::errno_name;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
@@ -62,17 +61,14 @@ pub(crate) trait AggregationKey: Plain + 'static {
     /// The probe's names, hooks and needs.
     fn info() -> ProbeInfo;
     /// Opens and loads the object ([`load_object`] with the probe's settings).
-    fn load(cx: &LoadContext<'_>) -> Result<LoadedObject<Self::Skel>, String>;
+    fn load(cx: &LoadContext<'_>) -> Result<LoadedObject<Self::Skel>, ProbeError>;
     /// Attaches the loaded object; the hooks to list when they say more than
     /// [`ProbeInfo::hooks`]. Default: every loaded program by its section.
     fn attach(
         object: &mut LoadedObject<Self::Skel>,
         _cx: &AttachContext,
-    ) -> Result<Option<String>, String> {
-        object
-            .attach_all()
-            .map(|()| None)
-            .map_err(|e| format!("failed to attach: {e}"))
+    ) -> Result<Option<String>, ProbeError> {
+        object.attach_all().map(|()| None)
     }
     /// `(tgid, tid)` of the key's thread.
     fn thread(&self) -> (u32, u32);
@@ -93,7 +89,7 @@ pub(crate) fn load_object<B, O, S>(
     builder: B,
     cx: &LoadContext<'_>,
     configure: impl FnOnce(&mut O),
-) -> Result<LoadedObject<S>, String>
+) -> Result<LoadedObject<S>, ProbeError>
 where
     B: SkelBuilder<'static, Output = O>,
     O: OpenSkel<'static, Output = S>,
@@ -106,7 +102,7 @@ where
             cx.shared.reuse_in(open.open_object_mut())
         })
     });
-    object.map_err(|e| load_failure(&e, reason))
+    object.map_err(|source| ProbeError::Load { reason, source })
 }
 
 /// The [`Probe`] of a probe that aggregates by key `K`.
@@ -136,14 +132,14 @@ impl<K: AggregationKey> Probe for Aggregating<K> {
         K::info()
     }
 
-    fn load(cx: &LoadContext<'_>) -> Result<Self, String> {
+    fn load(cx: &LoadContext<'_>) -> Result<Self, ProbeError> {
         Ok(Aggregating {
             object: K::load(cx)?,
             hooks: None,
         })
     }
 
-    fn attach(&mut self, cx: &AttachContext) -> Result<(), String> {
+    fn attach(&mut self, cx: &AttachContext) -> Result<(), ProbeError> {
         self.hooks = K::attach(&mut self.object, cx)?;
         Ok(())
     }

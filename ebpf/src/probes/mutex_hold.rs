@@ -4,6 +4,7 @@
 //! the attach measures that cost and shows it in the probe's hooks.
 
 use super::{load_object, AggregationKey};
+use crate::error::ProbeError;
 use crate::object::{LoadedObject, Plain};
 use crate::probe::{AttachContext, LoadContext, PrivilegedHook, ProbeInfo};
 use crate::skel::mutex_hold::types::{hold_acquire as How, hold_key};
@@ -39,7 +40,7 @@ impl AggregationKey for hold_key {
         }
     }
 
-    fn load(cx: &LoadContext<'_>) -> Result<LoadedObject<Self::Skel>, String> {
+    fn load(cx: &LoadContext<'_>) -> Result<LoadedObject<Self::Skel>, ProbeError> {
         load_object(MutexHoldSkelBuilder::default(), cx, |_| {})
     }
 
@@ -49,7 +50,7 @@ impl AggregationKey for hold_key {
     fn attach(
         object: &mut LoadedObject<Self::Skel>,
         cx: &AttachContext,
-    ) -> Result<Option<String>, String> {
+    ) -> Result<Option<String>, ProbeError> {
         let baseline = time_lock_pairs();
         let cost = links(object.skel(), cx.variant, std::process::id() as i32).map(|links| {
             let traced = time_lock_pairs();
@@ -58,8 +59,7 @@ impl AggregationKey for hold_key {
         });
         // Without one process, every process's C library (-1), filtered by `targets` in BPF.
         let pid = cx.pid.map_or(-1, |pid| pid as i32);
-        let links =
-            links(object.skel(), cx.variant, pid).map_err(|e| format!("failed to attach: {e}"))?;
+        let links = links(object.skel(), cx.variant, pid)?;
         object.keep(links);
         Ok(cost.ok().map(|ns| {
             format!(
@@ -97,7 +97,7 @@ fn links(
     skel: &MutexHoldSkel<'static>,
     variant: ProgramVariant,
     pid: i32,
-) -> Result<Vec<Link>, libbpf_rs::Error> {
+) -> Result<Vec<Link>, ProbeError> {
     let progs = &skel.progs;
     let locked = variant.pick(&progs.lks_hold_locked, &progs.lks_hold_locked_compat);
     let probes = [
@@ -112,7 +112,16 @@ fn links(
             retprobe,
             ..Default::default()
         };
-        links.push(program.attach_uprobe_with_opts(pid, LIBC, 0, opts)?);
+        let link = program
+            .attach_uprobe_with_opts(pid, LIBC, 0, opts)
+            .map_err(|source| ProbeError::Attach {
+                hook: format!(
+                    "{LIBC}:{function}{}",
+                    if retprobe { " (return)" } else { "" }
+                ),
+                source,
+            })?;
+        links.push(link);
     }
     Ok(links)
 }

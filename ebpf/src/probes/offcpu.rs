@@ -6,7 +6,7 @@
 //! the wait-for analysis (`crate::waitfor`) as the recording goes.
 
 use super::load_object;
-use crate::error::Error;
+use crate::error::{Error, ProbeError};
 use crate::object::{
     comm, entries, read_counters, wait_stats, Counters, LksStats, LoadedObject, Plain,
 };
@@ -215,7 +215,7 @@ impl Probe for OffcpuProbe {
 
     /// One object serves the four names: `wakeup` makes it take its wakers' stacks too,
     /// `preempt` the user stacks of preempted threads, `waitfor` stream every interval.
-    fn load(cx: &LoadContext<'_>) -> Result<Self, String> {
+    fn load(cx: &LoadContext<'_>) -> Result<Self, ProbeError> {
         let min_block = cx.settings.min_block.as_nanos() as u64;
         let waker_stacks = cx.wants(&catalog::WAKEUP);
         let preempted_stacks = cx.wants(&catalog::PREEMPT);
@@ -240,13 +240,11 @@ impl Probe for OffcpuProbe {
         Ok(OffcpuProbe { object })
     }
 
-    fn attach(&mut self, _cx: &AttachContext) -> Result<(), String> {
+    fn attach(&mut self, _cx: &AttachContext) -> Result<(), ProbeError> {
         if let Some(bss) = self.object.skel_mut().maps.bss_data.as_deref_mut() {
             bss.lks_start_ns = monotonic_ns();
         }
-        self.object
-            .attach_all()
-            .map_err(|e| format!("failed to attach: {e}"))
+        self.object.attach_all()
     }
 
     fn detach(&mut self) {

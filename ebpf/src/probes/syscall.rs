@@ -3,6 +3,7 @@
 //! ones.
 
 use super::{load_object, with_errno, AggregationKey};
+use crate::error::ProbeError;
 use crate::object::{LoadedObject, Plain};
 use crate::probe::{syscall_numbers, LoadContext, ProbeInfo};
 use crate::skel::syscall::types::syscall_key;
@@ -31,8 +32,8 @@ impl AggregationKey for syscall_key {
         }
     }
 
-    fn load(cx: &LoadContext<'_>) -> Result<LoadedObject<Self::Skel>, String> {
-        let numbers = syscall_numbers(&cx.settings.syscalls).map_err(|e| e.to_string())?;
+    fn load(cx: &LoadContext<'_>) -> Result<LoadedObject<Self::Skel>, ProbeError> {
+        let numbers = syscall_numbers(&cx.settings.syscalls)?;
         let slow = cx.settings.slow_syscall.as_nanos() as u64;
         let filter = !numbers.is_empty();
         let object = load_object(
@@ -51,7 +52,7 @@ impl AggregationKey for syscall_key {
                 .maps
                 .selected
                 .update(&nr.to_ne_bytes(), &[1u8], MapFlags::ANY)
-                .map_err(|e| format!("failed to set the syscall filter: {e}"))?;
+                .map_err(ProbeError::SyscallFilter)?;
         }
         Ok(object)
     }

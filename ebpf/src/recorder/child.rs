@@ -1,4 +1,4 @@
-//! A launched command ([`TargetSpec::Command`](crate::TargetSpec::Command)): reaping it when it
+//! A launched command ([`Target::Command`](lockscope_probes::Target::Command)): reaping it when it
 //! exits, and terminating it when the recording ends before it does.
 
 use lockscope_probes::host;

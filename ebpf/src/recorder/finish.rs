@@ -2,7 +2,7 @@
 //! probes, drains and symbolizes what they aggregated, terminates a launched command still
 //! running, and builds the profile with its metadata and process table.
 
-use super::{Finished, Recorder, Scope};
+use super::{Recorder, Recording, Scope};
 use crate::error::Error;
 use crate::object::add_losses;
 use crate::probe::monotonic_ns;
@@ -24,7 +24,7 @@ impl Recorder {
     /// [`Recorder::finish`], with what became of the traced processes' files: the unwinder's
     /// statistics (files without a table among them) and the files whose symbols could not be
     /// read, for the recording's summary.
-    pub fn finish_reporting(mut self, end_reason: &str) -> Result<Finished, Error> {
+    pub fn finish_reporting(mut self, end_reason: &str) -> Result<Recording, Error> {
         // First: the per-thread times end here, not after the symbolization below.
         self.probe_set.detach();
         self.shared.detach();
@@ -92,7 +92,7 @@ impl Recorder {
             end_reason: end_reason.to_owned(),
             warnings,
         };
-        Ok(Finished {
+        Ok(Recording {
             profile: Profile {
                 metadata,
                 threads,

@@ -20,11 +20,11 @@ use crate::probe::{monotonic_ns, ProbeSettings};
 use crate::probe_set::ProbeSet;
 use crate::procmaps::MapsCache;
 use crate::shared::SharedMaps;
-use crate::targets::{Cgroup, ProcessTable, TargetSpec};
+use crate::targets::{Cgroup, ProcessTable};
 use crate::unwind::{UnwindOptions, UnwindStats, Unwinder};
 use crate::waitfor::WaitForStream;
 use child::Child;
-use lockscope_probes::{catalog, Losses, ProbeAttachment, Profile, Target};
+use lockscope_probes::{catalog, Losses, ProbeAttachment, Profile, RecordedTarget, Target};
 use std::collections::{BTreeSet, HashMap};
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
@@ -42,7 +42,7 @@ const EARLY_SNAPSHOTS: Duration = Duration::from_secs(1);
 #[derive(Clone, Debug)]
 pub struct RecordOptions {
     /// What to record. No default.
-    pub target: TargetSpec,
+    pub target: Target,
     /// Catalog names of probes to attach. Default: the catalog's default probes (`["futex"]`).
     pub probes: Vec<String>,
     /// Settings of the probes. Default: [`ProbeSettings::default`].
@@ -54,7 +54,7 @@ pub struct RecordOptions {
 
 impl RecordOptions {
     /// Options recording `target` with the default probes.
-    pub fn new(target: TargetSpec) -> Self {
+    pub fn new(target: Target) -> Self {
         Self {
             target,
             probes: catalog::defaults().map(|p| p.name.to_owned()).collect(),
@@ -64,10 +64,10 @@ impl RecordOptions {
     }
 }
 
-/// A finished recording ([`Recorder::finish_reporting`]).
+/// What a recording produced ([`Recorder::finish_reporting`]).
 #[derive(Debug)]
 #[non_exhaustive]
-pub struct Finished {
+pub struct Recording {
     /// The profile.
     pub profile: Profile,
     /// What the user-stack unwinder did (`None` without a probe that captures stacks).
@@ -115,7 +115,7 @@ pub struct Recorder {
     /// process mapped new code (dlopen, exec) and its tables are refreshed at the next poll.
     unwind_misses: u64,
     probes: Vec<ProbeAttachment>,
-    target: Target,
+    target: RecordedTarget,
     scope: Scope,
     /// The processes recorded, for the profile.
     processes: ProcessTable,
@@ -149,7 +149,7 @@ impl Recorder {
     }
 
     /// What is recorded, as the profile will say it.
-    pub fn target(&self) -> &Target {
+    pub fn target(&self) -> &RecordedTarget {
         &self.target
     }
 

@@ -12,10 +12,11 @@ use crate::probe::monotonic_ns;
 use crate::probe_set::{probe_names, ProbeSet};
 use crate::procmaps::MapsCache;
 use crate::shared::SharedMaps;
-use crate::targets::{ProcessTable, TargetSpec};
+use crate::targets::ProcessTable;
 use crate::unwind::{StackMaps, Unwinder};
 use crate::waitfor::WaitForStream;
-use lockscope_probes::{catalog, AttachStatus, ProbeAttachment, Target};
+use lockscope_probes::catalog::UnknownProbe;
+use lockscope_probes::{catalog, AttachStatus, ProbeAttachment, RecordedTarget, Target};
 use std::collections::HashMap;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -56,18 +57,13 @@ fn nothing_attached(probes: &[ProbeAttachment]) -> Result<(), Error> {
 }
 
 impl Recorder {
-    /// Checks privileges and BTF, loads and attaches, and (for [`TargetSpec::Command`]) launches
+    /// Checks privileges and BTF, loads and attaches, and (for [`Target::Command`]) launches
     /// the command only after the probes are attached.
     pub fn start(options: RecordOptions) -> Result<Recorder, Error> {
         check_probe_names(&options.probes)?;
         // The processes given are checked for access (their files are read for symbols); a
         // cgroup's or the machine's are found later, and what cannot be read is said then.
-        let given: Vec<u32> = match &options.target {
-            TargetSpec::Pid(pid) => vec![*pid],
-            TargetSpec::Pids { pids, .. } => pids.clone(),
-            TargetSpec::Cgroup(_) | TargetSpec::All | TargetSpec::Command(_) => Vec::new(),
-        };
-        let mut warnings = check_privileges(&options.probes, &given)?;
+        let mut warnings = check_privileges(&options.probes, options.target.given_pids())?;
         if options.probes.iter().any(|p| p == catalog::SYSCALL.name) {
             crate::probe::syscall_numbers(&options.probe_settings.syscalls)?;
         }
@@ -93,21 +89,12 @@ impl Recorder {
         let mut processes = ProcessTable::default();
         let mut child = None;
         let (target, scope, attach_pid) = match &options.target {
-            TargetSpec::Pid(pid) => Targets::new(&mut shared, &mut unwinder, &mut processes).pids(
-                &[*pid],
-                false,
-                &mut warnings,
-            )?,
-            TargetSpec::Pids { pids, tree } => Targets::new(
-                &mut shared,
-                &mut unwinder,
-                &mut processes,
-            )
-            .pids(pids, *tree, &mut warnings)?,
-            TargetSpec::Cgroup(path) => Targets::new(&mut shared, &mut unwinder, &mut processes)
+            Target::Pids { pids, tree } => Targets::new(&mut shared, &mut unwinder, &mut processes)
+                .pids(pids, *tree, &mut warnings)?,
+            Target::Cgroup(path) => Targets::new(&mut shared, &mut unwinder, &mut processes)
                 .cgroup(path, own, &mut warnings)?,
-            TargetSpec::All => Targets::new(&mut shared, &mut unwinder, &mut processes).all(own)?,
-            TargetSpec::Command(argv) => {
+            Target::All => Targets::new(&mut shared, &mut unwinder, &mut processes).all(own)?,
+            Target::Command(argv) => {
                 // Tables of the program and its libraries before it runs: its first waits
                 // unwind (through the file fallback) before its process table exists.
                 if let (Some(unwinder), Some(program)) = (&mut unwinder, argv.first()) {
@@ -138,11 +125,11 @@ impl Recorder {
                     pid: pid as libc::pid_t,
                     status: None,
                 });
-                let target = Target {
+                let target = RecordedTarget {
                     pid,
                     command,
                     launched: true,
-                    ..Target::default()
+                    ..RecordedTarget::default()
                 };
                 (target, Scope::Command, Some(pid))
             }
@@ -187,10 +174,7 @@ impl Recorder {
 fn check_probe_names(names: &[String]) -> Result<(), Error> {
     let known = probe_names();
     match names.iter().find(|name| !known.contains(&name.as_str())) {
-        Some(name) => Err(Error::UnknownProbe {
-            name: name.clone(),
-            known: known.join(", "),
-        }),
+        Some(name) => Err(Error::UnknownProbe(UnknownProbe { name: name.clone() })),
         None => Ok(()),
     }
 }
@@ -202,15 +186,15 @@ mod tests {
     /// The default options name the catalog's default probes; unknown names are refused.
     #[test]
     fn probe_names() {
-        let options = RecordOptions::new(TargetSpec::Pid(1));
+        let options = RecordOptions::new(Target::pid(1));
         assert_eq!(options.probes, vec!["futex".to_owned()]);
         check_probe_names(&options.probes).expect("futex known");
         check_probe_names(&["offcpu".to_owned()]).expect("offcpu known");
         let err = check_probe_names(&["nosuch".to_owned()]).expect_err("unknown");
         assert_eq!(
             err.to_string(),
-            "unknown probe `nosuch` (the eBPF backend provides: futex, offcpu, wakeup, \
-             preempt, waitfor, syscall, lifecycle, klock, mutex-hold, cpu)"
+            "unknown probe `nosuch`: known probes are futex, offcpu, wakeup, preempt, waitfor, \
+             syscall, lifecycle, klock, mutex-hold, cpu (sets: bottleneck)"
         );
     }
 }

@@ -10,7 +10,7 @@ use crate::targets::{
     ProcessTable,
 };
 use crate::unwind::Unwinder;
-use lockscope_probes::Target;
+use lockscope_probes::RecordedTarget;
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -57,7 +57,7 @@ impl<'a> Targets<'a> {
         pids: &[u32],
         tree: bool,
         warnings: &mut Vec<String>,
-    ) -> Result<(Target, Scope, Option<u32>), Error> {
+    ) -> Result<(RecordedTarget, Scope, Option<u32>), Error> {
         let Targets {
             shared,
             unwinder,
@@ -97,13 +97,13 @@ impl<'a> Targets<'a> {
         } else {
             Vec::new()
         };
-        let target = Target {
+        let target = RecordedTarget {
             pid: first,
             command: process_command(first),
             launched: false,
             pids,
             tree,
-            ..Target::default()
+            ..RecordedTarget::default()
         };
         let attach_pid = (set.len() == 1).then_some(first);
         Ok((target, Scope::Pids { given, tree }, attach_pid))
@@ -116,7 +116,7 @@ impl<'a> Targets<'a> {
         path: &Path,
         own: u32,
         warnings: &mut Vec<String>,
-    ) -> Result<(Target, Scope, Option<u32>), Error> {
+    ) -> Result<(RecordedTarget, Scope, Option<u32>), Error> {
         let Targets {
             shared,
             unwinder,
@@ -143,15 +143,15 @@ impl<'a> Targets<'a> {
             ));
         }
         observe_and_unwind(&set, processes, unwinder)?;
-        let target = Target {
+        let target = RecordedTarget {
             cgroup: Some(cgroup.path.clone()),
-            ..Target::default()
+            ..RecordedTarget::default()
         };
         Ok((target, Scope::Cgroup(cgroup), None))
     }
 
     /// Every process but `own`.
-    pub(super) fn all(self, own: u32) -> Result<(Target, Scope, Option<u32>), Error> {
+    pub(super) fn all(self, own: u32) -> Result<(RecordedTarget, Scope, Option<u32>), Error> {
         let Targets {
             shared,
             unwinder,
@@ -170,9 +170,9 @@ impl<'a> Targets<'a> {
                 let _ = unwinder.refresh(pid);
             }
         }
-        let target = Target {
+        let target = RecordedTarget {
             all: true,
-            ..Target::default()
+            ..RecordedTarget::default()
         };
         Ok((target, Scope::All, None))
     }

@@ -23,6 +23,36 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 /// How much lower than the traced process's priority (nice value) builders run.
 const NICE_BELOW_TARGET: i32 = 5;
 
+/// Why a file has no unwind table (its frames are unwound by frame pointers): one line naming
+/// the file, as the recording's notes list it.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TableFailure {
+    /// The file is not an ELF image lockscope can read.
+    #[error("{name}: {error}")]
+    Elf {
+        /// The file, as the process maps it.
+        name: String,
+        /// Why it could not be parsed.
+        error: std::io::Error,
+    },
+    /// Its call frame information could not be turned into a table.
+    #[error("{name}: {}", error_chain(.error))]
+    Table {
+        /// The file, as the process maps it.
+        name: String,
+        /// Why, with its causes.
+        error: super::table::TableError,
+    },
+    /// The parsers panicked on it (the builder thread and the recording go on).
+    #[error("{name}: the table builder failed on it ({why})")]
+    Panicked {
+        /// The file, as the process maps it.
+        name: String,
+        /// What the panic said.
+        why: String,
+    },
+}
+
 /// A table built (or loaded from the cache), before it is stored in the BPF arrays.
 #[derive(Debug)]
 pub(crate) struct BuiltTable {
@@ -61,7 +91,7 @@ pub(crate) fn build_image(
     source: ElfSource<'_>,
     name: &str,
     cache: Option<&TableCache>,
-) -> Result<BuiltTable, String> {
+) -> Result<BuiltTable, TableFailure> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         build_image_unguarded(source, name, cache)
     }))
@@ -71,7 +101,10 @@ pub(crate) fn build_image(
             .map(|s| (*s).to_owned())
             .or_else(|| panic.downcast_ref::<String>().cloned())
             .unwrap_or_default();
-        Err(format!("{name}: the table builder failed on it ({why})"))
+        Err(TableFailure::Panicked {
+            name: name.to_owned(),
+            why,
+        })
     })
 }
 
@@ -79,12 +112,15 @@ fn build_image_unguarded(
     source: ElfSource<'_>,
     name: &str,
     cache: Option<&TableCache>,
-) -> Result<BuiltTable, String> {
+) -> Result<BuiltTable, TableFailure> {
     let file = match &source {
         ElfSource::File(file) => Some(*file),
         ElfSource::Memory(_) => None,
     };
-    let image = ElfImage::parse(source).map_err(|e| format!("{name}: {e}"))?;
+    let image = ElfImage::parse(source).map_err(|error| TableFailure::Elf {
+        name: name.to_owned(),
+        error,
+    })?;
     let build_id = image.build_id();
     let key = match (cache, file) {
         (Some(_), Some(file)) => cache_key(build_id.as_deref(), file, name),
@@ -96,7 +132,10 @@ fn build_image_unguarded(
     let table = match loaded {
         Some(table) => table,
         None => {
-            let table = build_table(&image).map_err(|e| format!("{name}: {}", error_chain(&e)))?;
+            let table = build_table(&image).map_err(|error| TableFailure::Table {
+                name: name.to_owned(),
+                error,
+            })?;
             if let Some((cache, key)) = cache.zip(key.as_ref()) {
                 let _ = cache.store(key, &table);
             }
@@ -148,7 +187,7 @@ impl Ord for Job {
 pub(crate) struct Done {
     pub key: FileKey,
     pub name: String,
-    pub result: Result<BuiltTable, String>,
+    pub result: Result<BuiltTable, TableFailure>,
     /// Wall time from the start of the job to its end.
     pub elapsed: Duration,
 }

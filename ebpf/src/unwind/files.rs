@@ -11,7 +11,7 @@
 //! whose table is still being built stays pending until the build ends, which is then dropped).
 //! Files preloaded for a launched command are pinned: they stay for the recording.
 
-use super::builder::BuiltTable;
+use super::builder::{BuiltTable, TableFailure};
 use super::elf::LoadSegment;
 use super::maps::UnwindMaps;
 use super::{FileKey, TableBuild};
@@ -193,7 +193,7 @@ impl FileStore {
         &mut self,
         maps: &mut impl UnwindMaps,
         key: &FileKey,
-        result: Result<BuiltTable, String>,
+        result: Result<BuiltTable, TableFailure>,
         name: &str,
         elapsed: Duration,
         add: bool,
@@ -213,7 +213,7 @@ impl FileStore {
         let state = match result {
             Ok(built) => self.load(maps, key, built, name, elapsed),
             Err(err) => {
-                self.fail(err);
+                self.fail(err.to_string());
                 FileState::Unusable
             }
         };

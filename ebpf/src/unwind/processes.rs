@@ -160,7 +160,7 @@ fn mapping_key(m: &unwind_mapping) -> MappingKey {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::unwind::builder::BuiltTable;
+    use crate::unwind::builder::{BuiltTable, TableFailure};
     use crate::unwind::elf::LoadSegment;
     use crate::unwind::maps::fake::FakeMaps;
     use crate::unwind::table::{CfaKind, CompactTable, Rule};
@@ -234,7 +234,10 @@ mod tests {
 
         /// The builders found no table for `key`, for `why`.
         fn fail(&mut self, key: &FileKey, why: &str) {
-            let result = Err(why.to_owned());
+            let result = Err(TableFailure::Elf {
+                name: "broken".to_owned(),
+                error: std::io::Error::other(why.to_owned()),
+            });
             let name = "test";
             self.files
                 .finish_build(&mut self.maps, key, result, name, Duration::ZERO, false);
@@ -477,7 +480,7 @@ mod tests {
         let mut s = Stores::new();
         let (broken, preloaded) = (key(1), key(2));
         assert!(s.request(&broken));
-        s.fail(&broken, "broken: no ELF");
+        s.fail(&broken, "no ELF");
         s.files.finish_build(
             &mut s.maps,
             &preloaded,
@@ -499,7 +502,7 @@ mod tests {
             s.request(&broken),
             "an unusable file is forgotten with its process"
         );
-        s.fail(&broken, "broken: no ELF");
+        s.fail(&broken, "no ELF");
         assert_eq!(s.files.failures(), ["broken: no ELF"]);
     }
 }

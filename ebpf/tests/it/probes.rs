@@ -11,11 +11,9 @@ use crate::common;
 use common::{
     deadline, futex, helper_argv, is_helper_run, poll_until_exit, require_bpf, timespec, SERIAL,
 };
-use lockscope_ebpf::{
-    probe_support, ProbeSettings, ProbeSupport, RecordOptions, Recorder, TargetSpec,
-};
+use lockscope_ebpf::{probe_support, ProbeSettings, ProbeSupport, RecordOptions, Recorder};
 use lockscope_probes::waitfor::WokenBy;
-use lockscope_probes::{AttachStatus, Profile, TimeClass, WaitKind, WaitRecord};
+use lockscope_probes::{AttachStatus, Profile, Target, TimeClass, WaitKind, WaitRecord};
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -49,7 +47,7 @@ fn record_attached(
     attached: impl FnOnce(),
 ) -> Profile {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let mut options = RecordOptions::new(TargetSpec::Command(helper_argv(name)));
+    let mut options = RecordOptions::new(Target::Command(helper_argv(name)));
     options.probes = probes.iter().map(|p| p.to_string()).collect();
     options.probe_settings.syscalls = syscalls.iter().map(|s| s.to_string()).collect();
     let mut recorder = Recorder::start(options).expect("start");
@@ -1036,7 +1034,7 @@ fn offcpu_accounts_threads_that_never_run() {
         .expect("spawn sleep");
     // Let it reach its nanosleep.
     std::thread::sleep(Duration::from_millis(100));
-    let mut options = RecordOptions::new(TargetSpec::Pid(sleeper.id()));
+    let mut options = RecordOptions::new(Target::pid(sleeper.id()));
     options.probes = vec!["offcpu".to_string()];
     let mut recorder = Recorder::start(options).expect("start");
     let start = Instant::now();

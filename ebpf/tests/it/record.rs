@@ -14,8 +14,8 @@ use common::{
     deadline, futex, helper_argv, helper_argv_reporting, is_helper_run, measure_wait,
     poll_until_exit, report_dir, reported_wait, require_bpf, timespec, SERIAL,
 };
-use lockscope_ebpf::{RecordOptions, Recorder, TargetSpec};
-use lockscope_probes::{AttachStatus, Log2Histogram, Profile, WaitRecord};
+use lockscope_ebpf::{RecordOptions, Recorder};
+use lockscope_probes::{AttachStatus, Log2Histogram, Profile, Target, WaitRecord};
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::io::Write;
@@ -148,8 +148,7 @@ fn records_launched_command_and_its_children() {
     let reports = tempfile::tempdir().expect("tempdir");
     let argv = helper_argv_reporting("helper_launched", reports.path());
     let own_nice = thread_nice(0);
-    let mut recorder =
-        Recorder::start(RecordOptions::new(TargetSpec::Command(argv))).expect("start");
+    let mut recorder = Recorder::start(RecordOptions::new(Target::Command(argv))).expect("start");
     assert_eq!(
         thread_nice(0),
         own_nice,
@@ -270,7 +269,7 @@ fn records_threads_created_after_pid_attach() {
         .expect("spawn helper");
     let pid = child.id();
 
-    let mut recorder = Recorder::start(RecordOptions::new(TargetSpec::Pid(pid))).expect("start");
+    let mut recorder = Recorder::start(RecordOptions::new(Target::pid(pid))).expect("start");
     assert_eq!(recorder.target_pid(), pid);
     // Let the helper go: only now does it create its threads.
     child
@@ -310,8 +309,7 @@ fn records_wait_ended_by_exit() {
     require_bpf!();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let argv = helper_argv("helper_exit_while_waiting");
-    let mut recorder =
-        Recorder::start(RecordOptions::new(TargetSpec::Command(argv))).expect("start");
+    let mut recorder = Recorder::start(RecordOptions::new(Target::Command(argv))).expect("start");
     let pid = recorder.target_pid();
     poll_until_exit(&mut recorder);
     let profile = recorder.finish("target exited").expect("finish");
@@ -331,13 +329,13 @@ fn records_wait_ended_by_exit() {
 fn start_errors() {
     require_bpf!();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let err = Recorder::start(RecordOptions::new(TargetSpec::Pid(4_000_000_000)))
+    let err = Recorder::start(RecordOptions::new(Target::pid(4_000_000_000)))
         .err()
         .expect("pid accepted");
     assert_eq!(err.to_string(), "no process with pid 4000000000");
 
     let argv = vec![OsString::from("lockscope-no-such-command")];
-    let err = Recorder::start(RecordOptions::new(TargetSpec::Command(argv)))
+    let err = Recorder::start(RecordOptions::new(Target::Command(argv)))
         .err()
         .expect("command started");
     // The message names the command; the cause is the error's source, named once (error.rs).

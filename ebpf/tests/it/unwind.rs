@@ -14,8 +14,8 @@
 use crate::common;
 
 use common::{require_bpf, SERIAL};
-use lockscope_ebpf::{RecordOptions, Recorder, TargetSpec, UnwindOptions, UnwindStats};
-use lockscope_probes::Profile;
+use lockscope_ebpf::{RecordOptions, Recorder, UnwindOptions, UnwindStats};
+use lockscope_probes::{Profile, Target};
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -114,7 +114,7 @@ impl Workload {
 
     /// [`Workload::record`] with these unwinding options.
     fn record_with(mut self, unwind: UnwindOptions) -> (Profile, Workload, UnwindStats) {
-        let mut options = RecordOptions::new(TargetSpec::Pid(self.pid()));
+        let mut options = RecordOptions::new(Target::pid(self.pid()));
         options.unwind = unwind;
         let mut recorder = Recorder::start(options).expect("start recorder");
         self.child
@@ -811,7 +811,7 @@ fn exec_and_exit_free_the_tables_no_process_maps() {
         .unwrap();
     // The shell runs: spawn returns once exec succeeded.
     let mut recorder =
-        Recorder::start(RecordOptions::new(TargetSpec::Pid(child.id()))).expect("start recorder");
+        Recorder::start(RecordOptions::new(Target::pid(child.id()))).expect("start recorder");
     let before = recorder.unwind_stats().unwrap().unwrap();
     let shell_rows = rows_of(&before, "/dash") + rows_of(&before, "/bash");
     assert!(shell_rows > 0, "{before:?}");

@@ -263,17 +263,46 @@ pub fn wall_state(profile: &Profile, record: &WaitRecord) -> String {
     }
 }
 
+/// Why a profile cannot be folded as asked ([`check_probe`], [`check_wall`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FoldError {
+    /// The wall-clock view without both of its probes' records.
+    #[error(
+        "the wall-clock view needs the cpu and offcpu probes' records: record with \
+         --probes cpu,offcpu"
+    )]
+    WallNeedsCpuAndOffcpu,
+    /// `--probe wakeup`, whose records are the offcpu probe's.
+    #[error(
+        "the `wakeup` probe's records are the `offcpu` probe's: use --probe offcpu (its \
+         wakeups come with it) or --wakeups"
+    )]
+    WakeupIsOffcpu,
+    /// A probe the profile neither asked for nor has records of.
+    #[error(
+        "probe `{probe}` is not in this profile ({})",
+        if .known.is_empty() {
+            "it has no probes".to_string()
+        } else {
+            format!("its probes: {}", .known.join(", "))
+        }
+    )]
+    ProbeNotInProfile {
+        /// The probe asked for.
+        probe: String,
+        /// The probes the profile knows, sorted.
+        known: Vec<String>,
+    },
+}
+
 /// Checks that `profile` has what the wall-clock view needs: both probes' records.
-pub fn check_wall(profile: &Profile) -> Result<(), String> {
+pub fn check_wall(profile: &Profile) -> Result<(), FoldError> {
     let has = |probe: &ProbeDescriptor| profile.waits.iter().any(|w| w.is_from(probe));
     if has(&catalog::CPU) && has(&catalog::OFFCPU) {
         Ok(())
     } else {
-        Err(
-            "the wall-clock view needs the cpu and offcpu probes' records: record with \
-             --probes cpu,offcpu"
-                .to_string(),
-        )
+        Err(FoldError::WallNeedsCpuAndOffcpu)
     }
 }
 
@@ -334,17 +363,13 @@ pub fn selected<'a>(
 
 /// Checks that the probe filter names a probe the profile knows (asked for at record time, or
 /// present in the records), so that a typo gives an error instead of an empty output.
-pub fn check_probe(profile: &Profile, options: &FoldOptions) -> Result<(), String> {
+pub fn check_probe(profile: &Profile, options: &FoldOptions) -> Result<(), FoldError> {
     let Some(probe) = options.probe.as_deref() else {
         return Ok(());
     };
     // The `wakeup` probe is the offcpu object taking wakers' stacks: its records are offcpu's.
     if probe == catalog::WAKEUP.name {
-        return Err(
-            "the `wakeup` probe's records are the `offcpu` probe's: use --probe offcpu (its \
-             wakeups come with it) or --wakeups"
-                .to_string(),
-        );
+        return Err(FoldError::WakeupIsOffcpu);
     }
     let mut known: Vec<&str> = profile
         .metadata
@@ -357,15 +382,11 @@ pub fn check_probe(profile: &Profile, options: &FoldOptions) -> Result<(), Strin
     known.dedup();
     if known.contains(&probe) {
         Ok(())
-    } else if known.is_empty() {
-        Err(format!(
-            "probe `{probe}` is not in this profile (it has no probes)"
-        ))
     } else {
-        Err(format!(
-            "probe `{probe}` is not in this profile (its probes: {})",
-            known.join(", ")
-        ))
+        Err(FoldError::ProbeNotInProfile {
+            probe: probe.to_string(),
+            known: known.into_iter().map(str::to_string).collect(),
+        })
     }
 }
 
@@ -638,8 +659,10 @@ mod tests {
             ..FoldOptions::default()
         };
         assert_eq!(
-            check_probe(&profile, &unknown),
-            Err("probe `nope` is not in this profile (its probes: futex, sched)".to_string())
+            check_probe(&profile, &unknown)
+                .expect_err("not in the profile")
+                .to_string(),
+            "probe `nope` is not in this profile (its probes: futex, sched)"
         );
     }
 
@@ -711,6 +734,7 @@ mod tests {
         };
         assert!(check_wall(&no_cpu)
             .expect_err("no cpu records")
+            .to_string()
             .contains("--probes cpu,offcpu"));
     }
 
@@ -722,6 +746,6 @@ mod tests {
             ..FoldOptions::default()
         };
         let err = check_probe(&Profile::default(), &options).expect_err("refused");
-        assert!(err.contains("--probe offcpu"), "{err}");
+        assert!(err.to_string().contains("--probe offcpu"), "{err}");
     }
 }

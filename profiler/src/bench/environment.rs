@@ -2,6 +2,7 @@
 //! numbers belong to, so two JSON files from two machines can be told apart in `bench diff`.
 
 use serde::{Deserialize, Serialize};
+#[cfg(any(target_os = "macos", target_os = "freebsd"))]
 use std::ffi::CStr;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -109,10 +110,7 @@ fn cpu_model() -> String {
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn libc_name() -> String {
-    // SAFETY: gnu_get_libc_version has no preconditions and returns a pointer to a static,
-    // NUL-terminated string.
-    let version = unsafe { CStr::from_ptr(libc::gnu_get_libc_version()) };
-    format!("glibc {}", version.to_string_lossy())
+    lockscope_probes::host::glibc_version().unwrap_or_else(|| UNKNOWN.to_string())
 }
 
 #[cfg(all(target_os = "linux", target_env = "musl"))]

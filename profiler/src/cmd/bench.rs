@@ -4,7 +4,7 @@
 
 use super::record;
 use crate::cli::{self, BackendArg};
-use crate::session::{SessionOptions, SessionTarget};
+use crate::session::SessionOptions;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use std::ffi::OsString;
@@ -130,7 +130,7 @@ fn run_recorded(args: &BenchArgs) -> Result<()> {
     let exe = std::env::current_exe().context("cannot find the lockscope executable")?;
     let mut argv = vec![exe.into_os_string()];
     argv.extend(args.suite_arguments());
-    let mut options = SessionOptions::new(SessionTarget::Command(argv));
+    let mut options = SessionOptions::new(lockscope_probes::Target::Command(argv));
     if options.backend == BackendArg::Ebpf {
         options.probes = cli::validate_probes(&[])?;
         options.cache_dir = record::cache_dir(None);

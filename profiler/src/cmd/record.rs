@@ -5,11 +5,11 @@
 //! `--print-script`, the D script's [`ScriptOptions`].
 
 use crate::cli::{parse_duration, BackendArg, OsArg, ProbeSettingsArgs, TargetArgs};
-use crate::session::{Progress, Session, SessionOptions, SessionTarget};
+use crate::session::{Progress, Session, SessionOptions};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use lockscope_dtrace::{ScriptOptions, ScriptTarget};
-use lockscope_probes::catalog;
+use lockscope_probes::{catalog, Target};
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -96,14 +96,14 @@ impl RecordArgs {
     }
 
     /// What to record: the target flags or the command after `--`, exactly one of them.
-    fn session_target(&self) -> Result<SessionTarget> {
+    fn to_target(&self) -> Result<Target> {
         // clap checks `requires` only without a trailing command: checked here for both.
         if self.target.tree && self.target.pid.is_empty() {
             bail!("--tree records the descendants of the processes of -p PID: give -p");
         }
-        match (self.target.session_target(), self.command.is_empty()) {
+        match (self.target.to_target(), self.command.is_empty()) {
             (Some(target), true) => Ok(target),
-            (None, false) => Ok(SessionTarget::Command(self.command.clone())),
+            (None, false) => Ok(Target::Command(self.command.clone())),
             (Some(_), false) => {
                 bail!("give either what to attach to or a command after `--`, not both")
             }
@@ -117,7 +117,7 @@ impl RecordArgs {
     pub fn to_session_options(
         &self,
         backend: BackendArg,
-        target: SessionTarget,
+        target: Target,
     ) -> Result<SessionOptions> {
         let mut options = SessionOptions::new(target);
         options.backend = backend;
@@ -146,20 +146,12 @@ impl RecordArgs {
     }
 
     /// The options of the D script `--print-script` prints for `target`.
-    fn to_script_options(&self, target: SessionTarget) -> Result<ScriptOptions> {
+    fn to_script_options(&self, target: &Target) -> Result<ScriptOptions> {
         let os = crate::session::dtrace_os(self.os.map(OsArg::into_target_os))?;
         let mut script = ScriptOptions::new(os);
         script.probes = self.trimmed_probes();
         script.duration = self.duration;
-        script.target = match target {
-            SessionTarget::Pids { pids, tree: false } if pids.len() == 1 => {
-                ScriptTarget::Pid(pids[0])
-            }
-            SessionTarget::Command(_) => ScriptTarget::Command,
-            SessionTarget::Pids { pids, tree } => ScriptTarget::Pids { pids, tree },
-            SessionTarget::All => ScriptTarget::All,
-            SessionTarget::Cgroup(_) => bail!("{}", crate::session::DTRACE_NO_CGROUP),
-        };
+        script.target = ScriptTarget::of(target)?;
         Ok(script)
     }
 
@@ -266,9 +258,9 @@ impl StatusLine {
 pub fn run(args: &RecordArgs) -> Result<()> {
     let backend = args.backend()?;
     args.check_frequency()?;
-    let target = args.session_target()?;
+    let target = args.to_target()?;
     if args.print_script {
-        return print_script(&args.to_script_options(target)?);
+        return print_script(&args.to_script_options(&target)?);
     }
     record(args.to_session_options(backend, target)?, &args.output)
 }
@@ -291,11 +283,7 @@ pub fn record(options: SessionOptions, output: &Path) -> Result<()> {
     // recorder checks again, and says what an optional capability would add).
     #[cfg(target_os = "linux")]
     if backend == BackendArg::Ebpf {
-        let pids = match &options.target {
-            SessionTarget::Pids { pids, .. } => pids.as_slice(),
-            SessionTarget::Cgroup(_) | SessionTarget::All | SessionTarget::Command(_) => &[],
-        };
-        lockscope_ebpf::check_privileges(&options.probes, pids)?;
+        lockscope_ebpf::check_privileges(&options.probes, options.target.given_pids())?;
     }
     check_output_writable(output)?;
     // Handlers go in before the target starts, so a Ctrl-C during start-up is not lost.

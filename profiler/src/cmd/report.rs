@@ -1,7 +1,7 @@
 //! `lockscope report`: the text (or JSON) report of one profile on standard output; its
 //! arguments and their conversion into [`ReportOptions`].
 
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use clap::{Args, ValueEnum};
 use lockscope::report::{GroupBy, ReportOptions};
 use std::path::PathBuf;
@@ -73,7 +73,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
     // A probe the profile does not have would give an empty report: said instead.
     let mut fold = lockscope::analysis::fold::FoldOptions::default();
     fold.probe = options.probe.clone();
-    lockscope::analysis::fold::check_probe(&profile, &fold).map_err(|e| anyhow!(e))?;
+    lockscope::analysis::fold::check_probe(&profile, &fold)?;
     super::write_stdout("the report", |out| {
         Ok(lockscope::report::write_report(&profile, &options, out)?)
     })

@@ -4,10 +4,11 @@
 //! [`SweepOptions`] they convert into, both checked before the server or any load starts.
 
 use crate::cli::{parse_duration, BackendArg, ProbeSettingsArgs, TargetArgs};
-use crate::session::{Session, SessionOptions, SessionTarget};
+use crate::session::{Session, SessionOptions};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use lockscope::sweep::{SweepOptions, SweepTarget, Throughput};
+use lockscope_probes::Target;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -212,7 +213,7 @@ impl SessionRecorder {
     /// The session options that record `level`: the sweep's probes and settings, else the
     /// recording's defaults, the unwind-table cache as `record` uses it.
     fn options(level: &lockscope::sweep::LevelRecording) -> Result<SessionOptions> {
-        let mut options = SessionOptions::new(session_target(&level.target));
+        let mut options = SessionOptions::new(recorded_target(&level.target));
         options.duration = Some(level.duration);
         options.probes = match options.backend {
             BackendArg::Ebpf => crate::cli::validate_probes(&level.probes)?,
@@ -259,25 +260,19 @@ impl lockscope::sweep::LevelRecorder for SessionRecorder {
         &mut self,
         target: &SweepTarget,
     ) -> Option<std::collections::BTreeSet<u32>> {
-        use lockscope_ebpf::TargetSpec;
-        lockscope_ebpf::target_processes(&match session_target(target) {
-            SessionTarget::Pids { pids, tree } => TargetSpec::Pids { pids, tree },
-            SessionTarget::Cgroup(path) => TargetSpec::Cgroup(path),
-            SessionTarget::All => TargetSpec::All,
-            SessionTarget::Command(argv) => TargetSpec::Command(argv),
-        })
+        lockscope_ebpf::target_processes(&recorded_target(target))
     }
 }
 
-/// The session target of a sweep's target.
-fn session_target(target: &SweepTarget) -> SessionTarget {
+/// The target a sweep's level records.
+fn recorded_target(target: &SweepTarget) -> Target {
     match target {
-        SweepTarget::Pids { pids, tree } => SessionTarget::Pids {
+        SweepTarget::Pids { pids, tree } => Target::Pids {
             pids: pids.clone(),
             tree: *tree,
         },
-        SweepTarget::Cgroup(path) => SessionTarget::Cgroup(path.into()),
-        SweepTarget::All => SessionTarget::All,
+        SweepTarget::Cgroup(path) => Target::Cgroup(path.into()),
+        SweepTarget::All => Target::All,
     }
 }
 
@@ -387,7 +382,7 @@ mod tests {
         let options = SessionRecorder::options(&level).expect("options");
         assert_eq!(
             options.target,
-            SessionTarget::Pids {
+            Target::Pids {
                 pids: vec![4242],
                 tree: false
             }

@@ -145,7 +145,7 @@ pub fn write_wakeup_chains(
     fold: &FoldOptions,
     out: &mut dyn std::io::Write,
 ) -> anyhow::Result<()> {
-    check_probe(profile, fold).map_err(anyhow::Error::msg)?;
+    check_probe(profile, fold)?;
     let lines = crate::analysis::wakeup::wakeup_lines(&filter_profile(profile, fold), fold);
     if lines.is_empty() {
         anyhow::bail!("no wakeups to export (they are recorded by --probes offcpu)");
@@ -164,9 +164,9 @@ pub fn write_export(
     fold: &FoldOptions,
     out: &mut dyn std::io::Write,
 ) -> anyhow::Result<()> {
-    check_probe(profile, fold).map_err(anyhow::Error::msg)?;
+    check_probe(profile, fold)?;
     if fold.wall {
-        crate::analysis::fold::check_wall(profile).map_err(anyhow::Error::msg)?;
+        crate::analysis::fold::check_wall(profile)?;
     }
     match format {
         ExportFormat::Folded => {

@@ -233,7 +233,7 @@ impl Builder {
 
 /// The uncompressed `profile.proto` message of `profile`.
 pub fn encode_profile(profile: &Profile, options: &PprofOptions) -> anyhow::Result<Vec<u8>> {
-    check_probe(profile, &options.fold).map_err(anyhow::Error::msg)?;
+    check_probe(profile, &options.fold)?;
     let mut b = Builder {
         strings: Strings::new(),
         functions: HashMap::new(),

@@ -62,7 +62,7 @@ pub fn write_speedscope(
     fold: &FoldOptions,
     out: &mut dyn std::io::Write,
 ) -> anyhow::Result<()> {
-    check_probe(profile, fold).map_err(anyhow::Error::msg)?;
+    check_probe(profile, fold)?;
     let mut frames: Vec<FrameRef> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
     let mut profiles = Vec::new();

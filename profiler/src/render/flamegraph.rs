@@ -112,9 +112,9 @@ pub fn write_flamegraph(
     options: &FlamegraphOptions,
     out: &mut dyn std::io::Write,
 ) -> anyhow::Result<()> {
-    check_probe(profile, &options.fold).map_err(anyhow::Error::msg)?;
+    check_probe(profile, &options.fold)?;
     if options.fold.wall {
-        check_wall(profile).map_err(anyhow::Error::msg)?;
+        check_wall(profile)?;
     }
     if options.wakeups {
         let lines = crate::analysis::wakeup::wakeup_lines(profile, &options.fold);

@@ -430,7 +430,7 @@ impl Report {
                     .count(),
                 kernel_threads: full.processes.iter().filter(|p| p.kernel_thread).count(),
                 warnings: meta.warnings.clone(),
-                imported: meta.target == lockscope_probes::Target::default(),
+                imported: meta.target == lockscope_probes::RecordedTarget::default(),
                 start_unix_ns: meta.start_unix_ns,
                 duration_ns: meta.duration_ns,
                 end_reason: meta.end_reason.clone(),

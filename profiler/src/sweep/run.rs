@@ -73,12 +73,8 @@ impl SweepOptions {
                 self.load
             );
         }
-        if let Some(name) = self
-            .probes
-            .iter()
-            .find(|name| lockscope_probes::catalog::find(name).is_none())
-        {
-            bail!("unknown probe `{name}` (`lockscope probes` lists them)");
+        for name in &self.probes {
+            lockscope_probes::catalog::lookup(name)?;
         }
         if self.min_block == Some(Duration::ZERO) {
             bail!("--min-block must be greater than zero");
@@ -87,7 +83,10 @@ impl SweepOptions {
     }
 }
 
-/// What every level of a sweep records.
+/// What every level of a sweep records: a [`lockscope_probes::Target`] without its `Command`
+/// (a sweep starts its server at most once, before the first level, and every level records
+/// running processes), kept as this narrower type so that a level cannot be asked to launch
+/// anything; `sweep.json` holds it in words ([`SweepTarget::describe`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SweepTarget {
     /// Running processes; with `tree`, their descendants too (a server lockscope started is
