@@ -288,7 +288,7 @@ fn records_threads_created_after_pid_attach() {
         .target
         .command
         .iter()
-        .any(|a| a == "helper_pid_attach"));
+        .any(|a| a.ends_with("helper_pid_attach")));
     let timed = records_with_op(&profile, pid, TIMED_WAIT_OP);
     assert_eq!(timed.len(), 2, "records: {:#?}", profile.waits);
     let tids: BTreeSet<u32> = timed.iter().map(|w| w.tid).collect();
