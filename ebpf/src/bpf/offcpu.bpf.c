@@ -296,6 +296,27 @@ static __always_inline __s32 sleep_kernel_stack(void *ctx, struct offcpu_thread 
 	return lks_kernel_stack(ctx);
 }
 
+/* The system call `regs` (saved at kernel entry) are inside, -1 when none (see ENOSYS). */
+static __always_inline long syscall_in_progress(struct pt_regs *regs)
+{
+	long nr = BPF_CORE_READ(regs, orig_ax);
+
+	return nr >= 0 && BPF_CORE_READ(regs, ax) == -ENOSYS ? nr : -1;
+}
+
+/* Whether a per-thread sampled stack is due at `now`: at most one per `interval_ns`, kept in
+ * `*last_ns`; one not due is counted in `*unsampled` (its time is kept, stackless). */
+static __always_inline bool stack_due(__u64 *last_ns, __u64 *unsampled, __u64 now,
+				      __u64 interval_ns)
+{
+	if (now - *last_ns < interval_ns) {
+		(*unsampled)++;
+		return false;
+	}
+	*last_ns = now;
+	return true;
+}
+
 /* FUTEX_* commands that wake waiters by one path each: FUTEX_WAKE, FUTEX_REQUEUE,
  * FUTEX_CMP_REQUEUE, FUTEX_WAKE_OP, FUTEX_WAKE_BITSET (not the PI ones, whose wakes take the
  * rt_mutex's paths or a requeue's, by the state of the lock). */
@@ -325,20 +346,12 @@ struct {
 static __always_inline __s32 waker_kernel_stack(void *ctx, struct offcpu_thread *sleeper)
 {
 	struct pt_regs *regs;
-	long orig_ax, ax;
 	__u32 cmd;
 
 	if (!sleeper->in_futex_wait)
 		return lks_kernel_stack(ctx);
-	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs))
-		regs = lks_task_pt_regs(bpf_get_current_task_btf());
-	else
-		regs = lks_task_pt_regs((struct task_struct *)bpf_get_current_task());
-	if (!regs)
-		return lks_kernel_stack(ctx);
-	orig_ax = BPF_CORE_READ(regs, orig_ax);
-	ax = BPF_CORE_READ(regs, ax);
-	if (orig_ax != LKS_NR_FUTEX || ax != -ENOSYS)
+	regs = lks_current_pt_regs();
+	if (!regs || syscall_in_progress(regs) != LKS_NR_FUTEX)
 		return lks_kernel_stack(ctx);
 	cmd = BPF_CORE_READ(regs, si) & LKS_FUTEX_CMD_MASK;
 	switch (cmd) {
@@ -588,16 +601,11 @@ static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, u
 	forget_waker(t);
 	regs = lks_task_pt_regs(prev);
 	if (regs) {
-		long orig_ax = BPF_CORE_READ(regs, orig_ax);
-		long ax = BPF_CORE_READ(regs, ax);
-
-		if (orig_ax >= 0 && ax == -ENOSYS) {
-			t->syscall = orig_ax;
-			if (orig_ax == LKS_NR_FUTEX) {
-				t->object = BPF_CORE_READ(regs, di);
-				futex_op = BPF_CORE_READ(regs, si);
-				t->owner_tid = futex_owner(t->object, futex_op);
-			}
+		t->syscall = syscall_in_progress(regs);
+		if (t->syscall == LKS_NR_FUTEX) {
+			t->object = BPF_CORE_READ(regs, di);
+			futex_op = BPF_CORE_READ(regs, si);
+			t->owner_tid = futex_owner(t->object, futex_op);
 		}
 	}
 	preempted = prev_state == 0;
@@ -610,13 +618,10 @@ static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, u
 		t->involuntary++;
 		t->user_stack_id = -1;
 		t->kernel_stack_id = -1;
-		if (!targ_preempted_stacks)
+		if (!targ_preempted_stacks ||
+		    !stack_due(&t->preempted_stack_ns, &t->preempted_unsampled, now,
+			       targ_preempted_stack_interval_ns))
 			return;
-		if (now - t->preempted_stack_ns < targ_preempted_stack_interval_ns) {
-			t->preempted_unsampled++;
-			return;
-		}
-		t->preempted_stack_ns = now;
 	} else {
 		t->state = LKS_STATE_SLEEPING;
 		t->voluntary++;
@@ -759,13 +764,11 @@ static __always_inline int on_waking(void *ctx, struct task_struct *p, const boo
 		 * handler's kernel stack says anything. */
 		if (t->woken_by == LKS_WOKEN_BY_INTERRUPT) {
 			ids.user = -1;
-			if (now - t->interrupt_waker_stack_ns < targ_interrupt_waker_stack_interval_ns) {
-				t->interrupt_waker_unsampled++;
-				ids.kernel = -1;
-			} else {
-				t->interrupt_waker_stack_ns = now;
-				ids.kernel = lks_kernel_stack(ctx);
-			}
+			ids.kernel = stack_due(&t->interrupt_waker_stack_ns,
+					       &t->interrupt_waker_unsampled, now,
+					       targ_interrupt_waker_stack_interval_ns)
+					     ? lks_kernel_stack(ctx)
+					     : -1;
 		} else {
 			ids.user = lks_unwind_user_stack(ctx, compat);
 			ids.kernel = waker_kernel_stack(ctx, t);

@@ -44,19 +44,23 @@ static __always_inline struct pt_regs *lks_task_pt_regs(struct task_struct *task
 	return (struct pt_regs *)(stack + LKS_THREAD_SIZE) - 1;
 }
 
+/* The registers the current thread saved at kernel entry (lks_task_pt_regs of `current`). */
+static __always_inline struct pt_regs *lks_current_pt_regs(void)
+{
+	/* bpf_task_pt_regs wants a BTF task pointer (5.11+, before the helper itself). */
+	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs))
+		return lks_task_pt_regs(bpf_get_current_task_btf());
+	return lks_task_pt_regs((struct task_struct *)bpf_get_current_task());
+}
+
 /*
  * The user registers of the current thread: those saved at kernel entry (for a syscall, the
  * registers of the `syscall` instruction; its pc is the instruction after it).
  */
 static __always_inline bool lks_user_regs(struct unwind_regs *regs)
 {
-	struct pt_regs *saved;
+	struct pt_regs *saved = lks_current_pt_regs();
 
-	/* bpf_task_pt_regs wants a BTF task pointer (5.11+, before the helper itself). */
-	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs))
-		saved = lks_task_pt_regs(bpf_get_current_task_btf());
-	else
-		saved = lks_task_pt_regs((struct task_struct *)bpf_get_current_task());
 	if (!saved)
 		return false;
 	regs->pc = BPF_CORE_READ(saved, ip);
