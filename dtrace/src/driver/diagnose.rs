@@ -31,6 +31,11 @@ pub struct Diagnosis {
     pub bpf_load_failed: Option<String>,
     /// The verifier's log lines (`BPF: ...`), without the prefix.
     pub verifier_log: Vec<String>,
+    /// DTrace for Linux's "could not enable tracing: Failed to enable probe": a probe's event
+    /// (a uprobe or tracepoint) could not be opened when tracing started. Besides a lasting
+    /// fault, this happens when another dtrace ends meanwhile: each dtrace removes every uprobe
+    /// it used when it ends, those it shares with a dtrace still starting too.
+    pub enabling_failed: Option<String>,
     /// Other lines (dtrace's errors), without the `dtrace: ` prefix.
     pub errors: Vec<String>,
 }
@@ -76,6 +81,9 @@ pub fn diagnose(lines: &[String]) -> Diagnosis {
                 d.losses.dropped = d.losses.dropped.saturating_add(count);
             }
             d.drop_lines.push(message.to_string());
+        } else if lower.contains("could not enable tracing: failed to enable probe") {
+            d.enabling_failed.get_or_insert_with(|| message.to_string());
+            d.errors.push(message.to_string());
         } else if lower.starts_with("error on enabled probe") {
             d.losses.dropped = d.losses.dropped.saturating_add(1);
             d.drop_lines.push(message.to_string());

@@ -22,7 +22,12 @@ use lockscope_probes::catalog::{FUTEX, WAITFOR};
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How many times dtrace runs again after it could not enable its probes, and the pause before
+/// each run: a dtrace that is ending takes a few seconds to remove its uprobes.
+const ENABLING_RETRIES: u32 = 2;
+const ENABLING_RETRY_PAUSE: Duration = Duration::from_secs(2);
 
 /// The run of dtrace that recorded, the probes it ran with, and the probes left out before it
 /// (with dtrace's message).
@@ -99,6 +104,7 @@ impl Driver {
         let mut script = self.script.clone();
         let mut entry_points = self.options.script.libc_entry_points;
         let mut notes = Vec::new();
+        let mut enabling_retries = 0;
         loop {
             let attempt = self.run_dtrace(&script, &probes, started, launched.as_deref_mut())?;
             // A dtrace killed by someone else after its probes were enabled leaves a partial
@@ -113,6 +119,22 @@ impl Driver {
                 });
             }
             let diagnosis = diagnose(&attempt.stderr);
+            // A probe's event could not be opened as tracing started, nothing was recorded:
+            // when another dtrace was ending meanwhile (see `Diagnosis::enabling_failed`), the
+            // same script enables once it is gone.
+            if let Some(message) = &diagnosis.enabling_failed {
+                if attempt.output.begin.is_empty()
+                    && attempt.stopped_by.is_none()
+                    && enabling_retries < ENABLING_RETRIES
+                {
+                    enabling_retries += 1;
+                    notes.push(format!(
+                        "dtrace(1) could not enable its probes ({message}); ran it again"
+                    ));
+                    std::thread::sleep(ENABLING_RETRY_PAUSE);
+                    continue;
+                }
+            }
             // A static binary has no libc to put pid$target probes in: DTrace for Linux
             // refuses the script with "process N is not a dynamically-linked executable".
             let not_dynamic = diagnosis

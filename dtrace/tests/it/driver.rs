@@ -589,6 +589,51 @@ fn unmatched_probe_is_recorded_as_failed() {
     );
 }
 
+/// DTrace for Linux's "Failed to enable probe" before BEGIN (another dtrace removing the uprobes
+/// they share as it ends) runs the same script again: the recording succeeds with a warning;
+/// when the failure lasts, the error is dtrace's, after the retries.
+#[test]
+fn probes_that_fail_to_enable_are_enabled_again() {
+    const REFUSAL: &str = "dtrace: could not enable tracing: Failed to enable probe";
+    let fake = || Fake {
+        stdout: recorded(),
+        stderr: None,
+        exit: 0,
+        wait_for_sigint: false,
+    };
+    let (mut opts, _) = options("enable-once", TargetOs::MacOs, Target::pid(4242), fake());
+    let marker = scratch("enable-once").join("refused");
+    let _ = std::fs::remove_file(&marker);
+    opts.env
+        .push(("FAKE_DTRACE_REFUSE_ONCE".into(), marker.into()));
+    opts.env
+        .push(("FAKE_DTRACE_REFUSE_STDERR".into(), REFUSAL.into()));
+    let recording = Driver::new(opts)
+        .expect("driver")
+        .run()
+        .expect("recorded on the second run");
+    assert!(!recording.profile.waits.is_empty());
+    assert!(
+        recording
+            .warnings
+            .iter()
+            .any(|w| w.contains("could not enable its probes") && w.contains("ran it again")),
+        "{:?}",
+        recording.warnings
+    );
+
+    let (mut opts, _) = options("enable-never", TargetOs::MacOs, Target::pid(4242), fake());
+    opts.env
+        .push(("FAKE_DTRACE_REFUSE_IF".into(), "BEGIN".into()));
+    opts.env
+        .push(("FAKE_DTRACE_REFUSE_STDERR".into(), REFUSAL.into()));
+    let err = Driver::new(opts)
+        .expect("driver")
+        .run()
+        .expect_err("the failure lasts");
+    assert!(err.to_string().contains("Failed to enable probe"), "{err}");
+}
+
 /// Metadata names the host that ran dtrace, as uname does.
 #[test]
 fn metadata_names_the_host() {
