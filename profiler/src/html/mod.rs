@@ -70,6 +70,19 @@ use lockscope_probes::Profile;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+/// `error` and its causes, `: `-separated, as the command line prints them: a part of the page
+/// that could not be drawn says why as fully as `lockscope` would.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 /// One input of the report.
 #[derive(Clone, Debug)]
 pub enum Input {
