@@ -289,6 +289,7 @@ pub fn run_sweep(
         };
         let mut pprof = Vec::new();
         write_pprof(&profile, &pprof_options, &mut pprof)
+            .map_err(anyhow::Error::from)
             .and_then(|()| {
                 std::fs::write(&pprof_path, &pprof)
                     .with_context(|| format!("cannot write `{}`", pprof_path.display()))
