@@ -33,6 +33,16 @@
 //! inferno's pattern: `#[non_exhaustive]`, a `Default`, and every field documented with its
 //! default, so build them with `Default::default()` and assign fields.
 //!
+//! A module that can fail says why with its own error type (thiserror):
+//! [`RenderError`](render::RenderError), [`ImportError`](import::ImportError),
+//! [`ExportError`](export::ExportError), [`DiffError`](diff::DiffError),
+//! [`SweepError`](sweep::SweepError) (with [`ThroughputError`](sweep::ThroughputError)),
+//! [`HtmlError`](html::HtmlError), [`BenchError`](bench::BenchError) (with a failed benchmark's
+//! [`RunError`](bench::RunError)), [`WhyError`](why::WhyError), and
+//! [`FoldError`](analysis::fold::FoldError) for the fold checks the outputs share. Each message is
+//! one lowercase line naming its object, with its cause as its `source` rather than in the text;
+//! the binary adds context and prints the whole chain.
+//!
 //! [`Profile`]: lockscope_probes::Profile
 
 pub mod analysis;

@@ -10,7 +10,9 @@
 //!   scaling versus one thread for the thread-scaling tests);
 //! - [`write_json`] / [`read_json`] store them with an environment fingerprint
 //!   (schema: `docs/BENCH-JSON.md`);
-//! - [`write_diff`] prints two runs side by side with ratios.
+//! - [`write_diff`] prints two runs side by side with ratios;
+//! - [`BenchError`] says why the suite could not run (with the [`RunError`] of a benchmark that
+//!   failed) or a file could not be read or written.
 //!
 //! Every latency benchmark is calibrated (iterations per repetition chosen so one repetition
 //! lasts a target time), warmed up once, then repeated; each repetition gives one sample
@@ -18,6 +20,7 @@
 //! (see [`Summary`]).
 
 mod environment;
+mod error;
 mod network;
 mod output;
 mod processes;
@@ -27,10 +30,10 @@ mod syscalls;
 mod threads;
 
 pub use environment::Environment;
+pub use error::{BenchError, RunError};
 pub use output::{read_json, write_diff, write_json, write_table};
 pub use stats::Summary;
 
-use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -146,16 +149,21 @@ pub struct ScalingResult {
 /// Runs one benchmark in a thread named after it (at most 15 bytes, Linux's limit). The threads
 /// it starts inherit the name, so a recording of the suite (`lockscope bench --record`) tells
 /// each benchmark's waits apart by thread name.
-fn in_named_thread<T: Send>(name: &str, run: impl FnOnce() -> Result<T> + Send) -> Result<T> {
+fn in_named_thread<T: Send>(
+    name: &str,
+    run: impl FnOnce() -> Result<T, RunError> + Send,
+) -> Result<T, RunError> {
     let mut thread_name = name.to_string();
     thread_name.truncate(15);
     std::thread::scope(|scope| {
         std::thread::Builder::new()
             .name(thread_name)
             .spawn_scoped(scope, run)
-            .context("cannot start the benchmark thread")?
+            .map_err(RunError::BenchmarkThread)?
             .join()
-            .map_err(|_| anyhow::anyhow!("the benchmark thread panicked"))?
+            .map_err(|_| RunError::Panicked {
+                thread: "the benchmark thread",
+            })?
     })
 }
 
@@ -168,16 +176,19 @@ pub(crate) struct Fixture {
 }
 
 impl Fixture {
-    fn new() -> Result<Fixture> {
+    fn new() -> Result<Fixture, BenchError> {
         // Unique per fixture, not just per process: two suites may run at once in one process.
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let serial = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let path =
             std::env::temp_dir().join(format!("lockscope-bench-{}-{serial}", std::process::id()));
-        std::fs::write(&path, [0u8; 4096])
-            .with_context(|| format!("cannot create scratch file `{}`", path.display()))?;
-        let scratch_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
-            .with_context(|| format!("scratch path `{}` contains a NUL byte", path.display()))?;
+        if let Err(source) = std::fs::write(&path, [0u8; 4096]) {
+            return Err(BenchError::ScratchFile { path, source });
+        }
+        let scratch_path = match std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) {
+            Ok(scratch_path) => scratch_path,
+            Err(source) => return Err(BenchError::ScratchPath { path, source }),
+        };
         Ok(Fixture { path, scratch_path })
     }
 
@@ -194,11 +205,11 @@ impl Drop for Fixture {
 }
 
 /// Runs `iterations` operations and returns how long they took (set-up excluded).
-type LatencyFn = fn(&Fixture, u64) -> Result<Duration>;
+type LatencyFn = fn(&Fixture, u64) -> Result<Duration, RunError>;
 
 /// Runs a scaling test with this many threads for about this long; returns operations done and
 /// the time they took.
-type ScalingFn = fn(u32, Duration) -> Result<(u64, Duration)>;
+type ScalingFn = fn(u32, Duration) -> Result<(u64, Duration), RunError>;
 
 /// A latency benchmark of the catalog.
 struct LatencyBenchmark {
@@ -377,26 +388,21 @@ pub fn benchmark_names() -> Vec<&'static str> {
 }
 
 /// Checks `--only` names against [`benchmark_names`]; the error lists the known names.
-pub fn check_names(names: &[String]) -> Result<()> {
+pub fn check_names(names: &[String]) -> Result<(), BenchError> {
     let known = benchmark_names();
-    for name in names {
-        if !known.contains(&name.as_str()) {
-            bail!(
-                "unknown benchmark `{name}`; known benchmarks: {}",
-                known.join(", ")
-            );
-        }
+    match names.iter().find(|name| !known.contains(&name.as_str())) {
+        Some(name) => Err(BenchError::UnknownBenchmark { name: name.clone() }),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Checks the thread counts and returns them sorted, deduplicated, with 1 added.
-fn thread_counts(threads: &[u32]) -> Result<Vec<u32>> {
-    if let Some(bad) = threads
+fn thread_counts(threads: &[u32]) -> Result<Vec<u32>, BenchError> {
+    if let Some(&count) = threads
         .iter()
         .find(|&&count| count == 0 || count > MAX_THREADS)
     {
-        bail!("invalid thread count {bad}: thread counts must be between 1 and {MAX_THREADS}");
+        return Err(BenchError::InvalidThreadCount { count });
     }
     let mut counts = threads.to_vec();
     counts.push(1);
@@ -426,7 +432,10 @@ fn settings(options: &BenchOptions, threads: Vec<u32>) -> RunSettings {
 
 /// Runs the benchmarks `options` selects. `progress` gets one line per benchmark (and per thread
 /// count of the scaling tests) before it runs, e.g. `running fork+exit`.
-pub fn run_suite(options: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Result<BenchResults> {
+pub fn run_suite(
+    options: &BenchOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<BenchResults, BenchError> {
     check_names(&options.only)?;
     let threads = thread_counts(&options.threads)?;
     let settings = settings(options, threads);
@@ -443,9 +452,14 @@ pub fn run_suite(options: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Resu
             let (iterations, samples_us) = in_named_thread(benchmark.name, || {
                 measure_latency(&settings, benchmark, &fixture)
             })
-            .with_context(|| format!("benchmark `{}` failed", benchmark.name))?;
-            let time_us = Summary::of(&samples_us)
-                .with_context(|| format!("benchmark `{}` gave no valid samples", benchmark.name))?;
+            .map_err(|source| BenchError::Failed {
+                name: benchmark.name,
+                threads: None,
+                source,
+            })?;
+            let time_us = Summary::of(&samples_us).ok_or(BenchError::NoValidSamples {
+                name: benchmark.name,
+            })?;
             latency.push(LatencyResult {
                 name: benchmark.name.to_string(),
                 description: benchmark.description.to_string(),
@@ -468,11 +482,14 @@ pub fn run_suite(options: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Resu
             let samples = in_named_thread(benchmark.name, || {
                 measure_scaling(&settings, benchmark, count)
             })
-            .with_context(|| {
-                format!("benchmark `{}` with {count} threads failed", benchmark.name)
+            .map_err(|source| BenchError::Failed {
+                name: benchmark.name,
+                threads: Some(count),
+                source,
             })?;
-            let ops_per_sec = Summary::of(&samples)
-                .with_context(|| format!("benchmark `{}` gave no valid samples", benchmark.name))?;
+            let ops_per_sec = Summary::of(&samples).ok_or(BenchError::NoValidSamples {
+                name: benchmark.name,
+            })?;
             rows.push(ScalingResult {
                 name: benchmark.name.to_string(),
                 description: benchmark.description.to_string(),
@@ -513,7 +530,7 @@ fn measure_latency(
     settings: &RunSettings,
     benchmark: &LatencyBenchmark,
     fixture: &Fixture,
-) -> Result<(u64, Vec<f64>)> {
+) -> Result<(u64, Vec<f64>), RunError> {
     let target = Duration::from_micros(settings.latency_target_us);
     // Calibration: grow the iteration count until one repetition lasts the target time.
     let mut iterations: u64 = 1;
@@ -548,21 +565,16 @@ fn measure_scaling(
     settings: &RunSettings,
     benchmark: &ScalingBenchmark,
     threads: u32,
-) -> Result<Vec<f64>> {
+) -> Result<Vec<f64>, RunError> {
     let duration = Duration::from_millis(settings.scaling_duration_ms);
     (benchmark.run)(threads, duration / 4)?;
     let mut samples = Vec::with_capacity(settings.scaling_repetitions as usize);
     for _ in 0..settings.scaling_repetitions {
         let (operations, elapsed) = (benchmark.run)(threads, duration)?;
         if elapsed.is_zero() {
-            bail!("a repetition took no measurable time");
+            return Err(RunError::NoTime);
         }
         samples.push(operations as f64 / elapsed.as_secs_f64());
     }
     Ok(samples)
-}
-
-/// The last OS error, with what failed: ``failed to `fork`: Resource temporarily unavailable``.
-pub(crate) fn os_error(what: &str) -> anyhow::Error {
-    anyhow::anyhow!("failed to `{what}`: {}", std::io::Error::last_os_error())
 }

@@ -1,54 +1,64 @@
 //! Loopback TCP benchmarks (127.0.0.1 only): 1-byte round trip and connect.
 
-use super::Fixture;
-use anyhow::{Context, Result};
+use super::{Fixture, RunError};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 /// A listener on an ephemeral port of 127.0.0.1.
-fn loopback_listener() -> Result<(TcpListener, SocketAddr)> {
-    let listener =
-        TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("cannot listen on 127.0.0.1")?;
+fn loopback_listener() -> Result<(TcpListener, SocketAddr), RunError> {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .map_err(RunError::tcp("cannot listen on 127.0.0.1"))?;
     let address = listener
         .local_addr()
-        .context("cannot get the listener's address")?;
+        .map_err(RunError::tcp("cannot get the listener's address"))?;
     Ok((listener, address))
 }
 
 /// Echoes single bytes on `stream` until the peer closes it.
-fn echo(mut stream: TcpStream) -> Result<()> {
-    stream.set_nodelay(true).context("cannot set TCP_NODELAY")?;
+fn echo(mut stream: TcpStream) -> Result<(), RunError> {
+    stream
+        .set_nodelay(true)
+        .map_err(RunError::tcp("cannot set TCP_NODELAY"))?;
     let mut byte = [0u8; 1];
     loop {
         match stream.read(&mut byte) {
             Ok(0) => return Ok(()),
-            Ok(_) => stream.write_all(&byte).context("echo write failed")?,
+            Ok(_) => stream
+                .write_all(&byte)
+                .map_err(RunError::tcp("echo write failed"))?,
             Err(error) if error.kind() == ErrorKind::Interrupted => {}
-            Err(error) => return Err(anyhow::Error::new(error).context("echo read failed")),
+            Err(error) => return Err(RunError::tcp("echo read failed")(error)),
         }
     }
 }
 
 /// One 1-byte round trip over TCP between this thread and an echo thread (lmbench's `lat_tcp`
 /// uses processes; on loopback the kernel path is the same).
-pub(crate) fn tcp_round_trip(_: &Fixture, iterations: u64) -> Result<Duration> {
+pub(crate) fn tcp_round_trip(_: &Fixture, iterations: u64) -> Result<Duration, RunError> {
     let (listener, address) = loopback_listener()?;
     std::thread::scope(|scope| {
         let server = std::thread::Builder::new()
-            .spawn_scoped(scope, move || -> Result<()> {
-                let (stream, _) = listener.accept().context("accept failed")?;
+            .spawn_scoped(scope, move || -> Result<(), RunError> {
+                let (stream, _) = listener.accept().map_err(RunError::tcp("accept failed"))?;
                 echo(stream)
             })
-            .context("cannot spawn a thread")?;
-        let measured = (|| -> Result<Duration> {
-            let mut client = TcpStream::connect(address).context("cannot connect to 127.0.0.1")?;
-            client.set_nodelay(true).context("cannot set TCP_NODELAY")?;
+            .map_err(RunError::spawn)?;
+        let measured = (|| -> Result<Duration, RunError> {
+            let mut client = TcpStream::connect(address)
+                .map_err(RunError::tcp("cannot connect to 127.0.0.1"))?;
+            client
+                .set_nodelay(true)
+                .map_err(RunError::tcp("cannot set TCP_NODELAY"))?;
             let mut byte = [b't'];
-            let mut round_trip = |client: &mut TcpStream| -> Result<()> {
-                client.write_all(&byte).context("write failed")?;
-                client.read_exact(&mut byte).context("read failed")
+            let mut round_trip = |client: &mut TcpStream| -> Result<(), RunError> {
+                client
+                    .write_all(&byte)
+                    .map_err(RunError::tcp("write failed"))?;
+                client
+                    .read_exact(&mut byte)
+                    .map_err(RunError::tcp("read failed"))
             };
             // First round trip outside the timing: the echo thread is surely running after it.
             round_trip(&mut client)?;
@@ -59,9 +69,9 @@ pub(crate) fn tcp_round_trip(_: &Fixture, iterations: u64) -> Result<Duration> {
             Ok(start.elapsed())
             // `client` drops here: the echo thread reads EOF and returns.
         })();
-        let served = server
-            .join()
-            .map_err(|_| anyhow::anyhow!("the echo thread panicked"))?;
+        let served = server.join().map_err(|_| RunError::Panicked {
+            thread: "the echo thread",
+        })?;
         let elapsed = measured?;
         served?;
         Ok(elapsed)
@@ -94,14 +104,15 @@ fn close_with_reset(stream: TcpStream) {
 /// This thread then accepts the connection itself (connect completes on the SYN-ACK, without
 /// waiting for accept), so the accept queue never fills: a full queue drops SYNs, and each drop
 /// costs a 1 s retransmit. Both ends close untimed, the client with a reset.
-pub(crate) fn tcp_connect(_: &Fixture, iterations: u64) -> Result<Duration> {
+pub(crate) fn tcp_connect(_: &Fixture, iterations: u64) -> Result<Duration, RunError> {
     let (listener, address) = loopback_listener()?;
     let mut elapsed = Duration::ZERO;
     for _ in 0..iterations {
         let start = Instant::now();
-        let client = TcpStream::connect(address).context("cannot connect to 127.0.0.1")?;
+        let client =
+            TcpStream::connect(address).map_err(RunError::tcp("cannot connect to 127.0.0.1"))?;
         elapsed += start.elapsed();
-        let (server, _) = listener.accept().context("accept failed")?;
+        let (server, _) = listener.accept().map_err(RunError::tcp("accept failed"))?;
         close_with_reset(client);
         drop(server);
     }

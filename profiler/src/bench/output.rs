@@ -1,8 +1,9 @@
 //! Text and JSON outputs of `lockscope bench`: the results table, the JSON file (schema in
 //! `docs/BENCH-JSON.md`) and the side-by-side diff of two JSON files.
 
-use super::{BenchResults, Environment, LatencyResult, ScalingResult, FORMAT, SCHEMA_VERSION};
-use anyhow::{bail, Context, Result};
+use super::{
+    BenchError, BenchResults, Environment, LatencyResult, ScalingResult, FORMAT, SCHEMA_VERSION,
+};
 use std::io::{self, Write};
 use std::path::Path;
 
@@ -123,39 +124,41 @@ pub fn write_table(results: &BenchResults, out: &mut dyn Write) -> io::Result<()
 }
 
 /// Writes `results` as pretty-printed JSON (schema: `docs/BENCH-JSON.md`), ending with a newline.
-pub fn write_json(results: &BenchResults, out: &mut dyn Write) -> Result<()> {
-    serde_json::to_writer_pretty(&mut *out, results).context("cannot write bench JSON")?;
-    writeln!(out).context("cannot write bench JSON")?;
-    Ok(())
+pub fn write_json(results: &BenchResults, out: &mut dyn Write) -> Result<(), BenchError> {
+    serde_json::to_writer_pretty(&mut *out, results).map_err(BenchError::EncodeJson)?;
+    writeln!(out).map_err(BenchError::WriteJson)
 }
 
 /// Reads a file written by [`write_json`]. Errors say whether the file is unreadable, not JSON,
 /// not bench JSON, from a newer lockscope, or malformed.
-pub fn read_json(path: &Path) -> Result<BenchResults> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read `{}`", path.display()))?;
+pub fn read_json(path: &Path) -> Result<BenchResults, BenchError> {
+    let path_buf = || path.to_path_buf();
+    let text = std::fs::read_to_string(path).map_err(|source| BenchError::Read {
+        path: path_buf(),
+        source,
+    })?;
     let value: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("`{}` is not JSON", path.display()))?;
+        serde_json::from_str(&text).map_err(|source| BenchError::NotJson {
+            path: path_buf(),
+            source,
+        })?;
     if value.get("format").and_then(serde_json::Value::as_str) != Some(FORMAT) {
-        bail!(
-            "`{}` is not lockscope bench JSON (it has no \"format\": \"{FORMAT}\"); \
-             write one with `lockscope bench --json`",
-            path.display()
-        );
+        return Err(BenchError::NotBenchJson { path: path_buf() });
     }
     let version = value
         .get("schema_version")
         .and_then(serde_json::Value::as_u64)
-        .with_context(|| format!("`{}` has no schema_version", path.display()))?;
+        .ok_or_else(|| BenchError::NoSchemaVersion { path: path_buf() })?;
     if version > u64::from(SCHEMA_VERSION) {
-        bail!(
-            "`{}` has bench schema version {version}, newer than this lockscope reads \
-             ({SCHEMA_VERSION}); use a newer lockscope",
-            path.display()
-        );
+        return Err(BenchError::NewerSchema {
+            path: path_buf(),
+            version,
+        });
     }
-    serde_json::from_value(value)
-        .with_context(|| format!("`{}` is malformed bench JSON", path.display()))
+    serde_json::from_value(value).map_err(|source| BenchError::Malformed {
+        path: path_buf(),
+        source,
+    })
 }
 
 /// `B / A`, or `-` when either is missing or A is 0.

@@ -5,10 +5,10 @@
 //! `_exit`) on values prepared before the fork: the parent may have other threads (the test
 //! harness, the scaling tests' leftovers), whose locks the child must never touch.
 
-use super::{os_error, Fixture};
-use anyhow::{bail, Context, Result};
-use std::ffi::CString;
+use super::{Fixture, RunError};
+use std::ffi::{CStr, OsStr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};
 
 /// The byte passed around the ring.
@@ -24,7 +24,7 @@ struct Children {
 
 impl Children {
     /// Waits for every child and checks each exited with status 0.
-    fn reap(mut self) -> Result<()> {
+    fn reap(mut self) -> Result<(), RunError> {
         let pids = std::mem::take(&mut self.pids);
         for pid in pids {
             let status = wait_for(pid)?;
@@ -45,7 +45,7 @@ impl Drop for Children {
 }
 
 /// `waitpid()` for one child, retrying on EINTR; returns the wait status.
-fn wait_for(pid: libc::pid_t) -> Result<libc::c_int> {
+fn wait_for(pid: libc::pid_t) -> Result<libc::c_int, RunError> {
     let mut status = 0;
     loop {
         // SAFETY: `status` is a valid int to write; `pid` is our child.
@@ -54,31 +54,38 @@ fn wait_for(pid: libc::pid_t) -> Result<libc::c_int> {
             return Ok(status);
         }
         if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            return Err(os_error("waitpid"));
+            return Err(RunError::last_os_error("waitpid"));
         }
     }
 }
 
 /// Fails unless `status` says the child exited normally with status 0.
-fn check_exit(status: libc::c_int, what: &str) -> Result<()> {
+fn check_exit(status: libc::c_int, what: &str) -> Result<(), RunError> {
     if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
         return Ok(());
     }
-    if libc::WIFEXITED(status) {
-        bail!("{what} exited with status {}", libc::WEXITSTATUS(status));
-    }
-    if libc::WIFSIGNALED(status) {
-        bail!("{what} was killed by signal {}", libc::WTERMSIG(status));
-    }
-    bail!("{what} ended with wait status {status:#x}")
+    let child = what.to_string();
+    Err(if libc::WIFEXITED(status) {
+        RunError::ChildExited {
+            child,
+            status: libc::WEXITSTATUS(status),
+        }
+    } else if libc::WIFSIGNALED(status) {
+        RunError::ChildKilled {
+            child,
+            signal: libc::WTERMSIG(status),
+        }
+    } else {
+        RunError::ChildEnded { child, status }
+    })
 }
 
 /// A pipe: (read end, write end).
-fn pipe() -> Result<(OwnedFd, OwnedFd)> {
+fn pipe() -> Result<(OwnedFd, OwnedFd), RunError> {
     let mut fds: [RawFd; 2] = [-1; 2];
     // SAFETY: `fds` has room for the two descriptors pipe() writes.
     if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
-        return Err(os_error("pipe"));
+        return Err(RunError::last_os_error("pipe"));
     }
     // SAFETY: pipe() succeeded, so both fds are open and owned by nobody else.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
@@ -107,8 +114,10 @@ fn ring_member(input: RawFd, output: RawFd) -> ! {
 
 /// Passes a byte around a ring of `members` processes (this one and `members - 1` children,
 /// linked by pipes) `laps` times; returns the time of the laps (forking excluded).
-fn ring(members: usize, laps: u64) -> Result<Duration> {
-    let pipes = (0..members).map(|_| pipe()).collect::<Result<Vec<_>>>()?;
+fn ring(members: usize, laps: u64) -> Result<Duration, RunError> {
+    let pipes = (0..members)
+        .map(|_| pipe())
+        .collect::<Result<Vec<_>, _>>()?;
     // Member i reads pipe i and writes pipe i+1 (the last writes pipe 0, read by this process).
     let links: Vec<(RawFd, RawFd)> = (0..members)
         .map(|i| {
@@ -125,7 +134,7 @@ fn ring(members: usize, laps: u64) -> Result<Duration> {
         // SAFETY: the child only runs ring_member (async-signal-safe calls on prepared fds).
         let pid = unsafe { libc::fork() };
         if pid < 0 {
-            return Err(os_error("fork"));
+            return Err(RunError::last_os_error("fork"));
         }
         if pid == 0 {
             ring_member(input, output);
@@ -133,15 +142,15 @@ fn ring(members: usize, laps: u64) -> Result<Duration> {
         children.pids.push(pid);
     }
     let (input, output) = links[0];
-    let pass = |byte: u8| -> Result<u8> {
+    let pass = |byte: u8| -> Result<u8, RunError> {
         let mut buffer = [byte];
         // SAFETY: open fds of our pipes and a 1-byte stack buffer.
         if unsafe { libc::write(output, buffer.as_ptr().cast(), 1) } != 1 {
-            return Err(os_error("write to the ring"));
+            return Err(RunError::last_os_error("write to the ring"));
         }
         // SAFETY: as above.
         if unsafe { libc::read(input, buffer.as_mut_ptr().cast(), 1) } != 1 {
-            return Err(os_error("read from the ring"));
+            return Err(RunError::last_os_error("read from the ring"));
         }
         Ok(buffer[0])
     };
@@ -151,7 +160,7 @@ fn ring(members: usize, laps: u64) -> Result<Duration> {
     }
     let elapsed = start.elapsed();
     if pass(QUIT)? != QUIT {
-        bail!("the ring returned a byte other than the quit byte");
+        return Err(RunError::RingByte);
     }
     children.reap()?;
     drop(pipes);
@@ -159,28 +168,28 @@ fn ring(members: usize, laps: u64) -> Result<Duration> {
 }
 
 /// A 1-byte round trip between 2 processes over a pair of pipes (lmbench's `lat_pipe`).
-pub(crate) fn pipe_round_trip(_: &Fixture, iterations: u64) -> Result<Duration> {
+pub(crate) fn pipe_round_trip(_: &Fixture, iterations: u64) -> Result<Duration, RunError> {
     ring(2, iterations)
 }
 
 /// One hop in a ring of 2 processes (each hop is a wake-up of the other process).
-pub(crate) fn context_switch_2(_: &Fixture, iterations: u64) -> Result<Duration> {
+pub(crate) fn context_switch_2(_: &Fixture, iterations: u64) -> Result<Duration, RunError> {
     Ok(ring(2, iterations)? / 2)
 }
 
 /// One hop in a ring of 8 processes.
-pub(crate) fn context_switch_8(_: &Fixture, iterations: u64) -> Result<Duration> {
+pub(crate) fn context_switch_8(_: &Fixture, iterations: u64) -> Result<Duration, RunError> {
     Ok(ring(8, iterations)? / 8)
 }
 
 /// `fork()`; the child `_exit(0)`s; the parent reaps it.
-pub(crate) fn fork_exit(_: &Fixture, iterations: u64) -> Result<Duration> {
+pub(crate) fn fork_exit(_: &Fixture, iterations: u64) -> Result<Duration, RunError> {
     let start = Instant::now();
     for _ in 0..iterations {
         // SAFETY: the child only calls _exit, which is async-signal-safe.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
-            return Err(os_error("fork"));
+            return Err(RunError::last_os_error("fork"));
         }
         if pid == 0 {
             // SAFETY: _exit is async-signal-safe and skips the parent's atexit handlers.
@@ -193,20 +202,28 @@ pub(crate) fn fork_exit(_: &Fixture, iterations: u64) -> Result<Duration> {
 
 /// The first of `candidates` that exists (`true` is /bin/true on Linux and FreeBSD,
 /// /usr/bin/true on macOS).
-fn find_program(candidates: &[&str]) -> Result<CString> {
-    let found = candidates
+fn find_program(candidates: &[&'static CStr]) -> Result<&'static CStr, RunError> {
+    candidates
         .iter()
-        .find(|path| std::path::Path::new(path).exists())
-        .with_context(|| format!("none of {} exists", candidates.join(", ")))?;
-    CString::new(*found).context("program path contains a NUL byte")
+        .copied()
+        .find(|path| std::path::Path::new(OsStr::from_bytes(path.to_bytes())).exists())
+        .ok_or_else(|| RunError::NoProgram {
+            candidates: candidates
+                .iter()
+                .map(|path| path.to_string_lossy().into_owned())
+                .collect(),
+        })
 }
 
-/// `fork()`; the child `execve()`s `argv` (argv[0] is the program path); the parent reaps it.
-fn fork_exec(argv: &[CString], iterations: u64) -> Result<Duration> {
-    let program = argv.first().context("empty command line")?;
+/// `fork()`; the child `execve()`s `program` with `arguments` (argv[0] is the program path);
+/// the parent reaps it.
+fn fork_exec(program: &CStr, arguments: &[&CStr], iterations: u64) -> Result<Duration, RunError> {
     let what = program.to_string_lossy().into_owned();
     // Prepared before the fork: the child must not allocate.
-    let mut argv_pointers: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    let mut argv_pointers: Vec<*const libc::c_char> = std::iter::once(program)
+        .chain(arguments.iter().copied())
+        .map(CStr::as_ptr)
+        .collect();
     argv_pointers.push(std::ptr::null());
     let envp: [*const libc::c_char; 1] = [std::ptr::null()];
     let start = Instant::now();
@@ -215,7 +232,7 @@ fn fork_exec(argv: &[CString], iterations: u64) -> Result<Duration> {
         // prepared before the fork.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
-            return Err(os_error("fork"));
+            return Err(RunError::last_os_error("fork"));
         }
         if pid == 0 {
             // SAFETY: NUL-terminated path, null-terminated argv and envp arrays that outlive
@@ -231,14 +248,14 @@ fn fork_exec(argv: &[CString], iterations: u64) -> Result<Duration> {
 }
 
 /// `fork()` + `execve("/bin/true")` + `waitpid()` (lmbench's "exec proc").
-pub(crate) fn fork_exec_true(_: &Fixture, iterations: u64) -> Result<Duration> {
-    let program = find_program(&["/bin/true", "/usr/bin/true"])?;
-    fork_exec(&[program], iterations)
+pub(crate) fn fork_exec_true(_: &Fixture, iterations: u64) -> Result<Duration, RunError> {
+    let program = find_program(&[c"/bin/true", c"/usr/bin/true"])?;
+    fork_exec(program, &[], iterations)
 }
 
 /// `fork()` + `execve("/bin/sh", "-c", "/bin/true")` + `waitpid()` (lmbench's "sh proc").
-pub(crate) fn fork_sh(_: &Fixture, iterations: u64) -> Result<Duration> {
-    let shell = find_program(&["/bin/sh"])?;
-    let program = find_program(&["/bin/true", "/usr/bin/true"])?;
-    fork_exec(&[shell, CString::from(c"-c"), program], iterations)
+pub(crate) fn fork_sh(_: &Fixture, iterations: u64) -> Result<Duration, RunError> {
+    let shell = find_program(&[c"/bin/sh"])?;
+    let program = find_program(&[c"/bin/true", c"/usr/bin/true"])?;
+    fork_exec(shell, &[c"-c", program], iterations)
 }

@@ -1,8 +1,7 @@
 //! Latency benchmarks of single system calls and of memory: null call, null I/O, stat,
 //! open+close, select, signals, mmap and page faults.
 
-use super::{os_error, Fixture};
-use anyhow::{bail, Context, Result};
+use super::{Fixture, RunError};
 use std::fs::{File, OpenOptions};
 use std::hint::black_box;
 use std::os::fd::{AsRawFd, RawFd};
@@ -10,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// `getppid()`: a system call that does nothing (and that libc does not cache).
-pub(crate) fn null_call(_: &Fixture, iterations: u64) -> Result<Duration> {
+pub(crate) fn null_call(_: &Fixture, iterations: u64) -> Result<Duration, RunError> {
     let start = Instant::now();
     for _ in 0..iterations {
         // SAFETY: getppid has no preconditions and cannot fail.
@@ -21,22 +20,28 @@ pub(crate) fn null_call(_: &Fixture, iterations: u64) -> Result<Duration> {
 
 /// lmbench's null I/O: the mean of a 1-byte `read` of /dev/zero and a 1-byte `write` to
 /// /dev/null.
-pub(crate) fn null_io(_: &Fixture, iterations: u64) -> Result<Duration> {
-    let zero = File::open("/dev/zero").context("cannot open `/dev/zero`")?;
+pub(crate) fn null_io(_: &Fixture, iterations: u64) -> Result<Duration, RunError> {
+    let zero = File::open("/dev/zero").map_err(|source| RunError::Open {
+        file: "`/dev/zero`",
+        source,
+    })?;
     let null = OpenOptions::new()
         .write(true)
         .open("/dev/null")
-        .context("cannot open `/dev/null`")?;
+        .map_err(|source| RunError::Open {
+            file: "`/dev/null`",
+            source,
+        })?;
     let mut byte = [0u8; 1];
     let start = Instant::now();
     for _ in 0..iterations {
         // SAFETY: the fd is open for the whole loop; the buffer is 1 writable byte.
         if unsafe { libc::read(zero.as_raw_fd(), byte.as_mut_ptr().cast(), 1) } != 1 {
-            return Err(os_error("read /dev/zero"));
+            return Err(RunError::last_os_error("read /dev/zero"));
         }
         // SAFETY: the fd is open for the whole loop; the buffer is 1 readable byte.
         if unsafe { libc::write(null.as_raw_fd(), byte.as_ptr().cast(), 1) } != 1 {
-            return Err(os_error("write /dev/null"));
+            return Err(RunError::last_os_error("write /dev/null"));
         }
     }
     // Each iteration is two operations.
@@ -44,27 +49,27 @@ pub(crate) fn null_io(_: &Fixture, iterations: u64) -> Result<Duration> {
 }
 
 /// `stat()` of the scratch file.
-pub(crate) fn stat(fixture: &Fixture, iterations: u64) -> Result<Duration> {
+pub(crate) fn stat(fixture: &Fixture, iterations: u64) -> Result<Duration, RunError> {
     // SAFETY: `struct stat` is plain old data; all zeroes is a valid value.
     let mut status: libc::stat = unsafe { std::mem::zeroed() };
     let start = Instant::now();
     for _ in 0..iterations {
         // SAFETY: the path is NUL-terminated and `status` is writable.
         if unsafe { libc::stat(fixture.scratch_path.as_ptr(), &mut status) } != 0 {
-            return Err(os_error("stat the scratch file"));
+            return Err(RunError::last_os_error("stat the scratch file"));
         }
     }
     Ok(start.elapsed())
 }
 
 /// `open()` then `close()` of the scratch file.
-pub(crate) fn open_close(fixture: &Fixture, iterations: u64) -> Result<Duration> {
+pub(crate) fn open_close(fixture: &Fixture, iterations: u64) -> Result<Duration, RunError> {
     let start = Instant::now();
     for _ in 0..iterations {
         // SAFETY: the path is NUL-terminated.
         let fd = unsafe { libc::open(fixture.scratch_path.as_ptr(), libc::O_RDONLY) };
         if fd < 0 {
-            return Err(os_error("open the scratch file"));
+            return Err(RunError::last_os_error("open the scratch file"));
         }
         // SAFETY: `fd` was just opened by us and is closed once.
         unsafe { libc::close(fd) };
@@ -73,30 +78,30 @@ pub(crate) fn open_close(fixture: &Fixture, iterations: u64) -> Result<Duration>
 }
 
 /// `select()` for reading on 10 fds of a regular file (always ready).
-pub(crate) fn select_10(fixture: &Fixture, iterations: u64) -> Result<Duration> {
+pub(crate) fn select_10(fixture: &Fixture, iterations: u64) -> Result<Duration, RunError> {
     select(fixture, 10, iterations)
 }
 
 /// `select()` for reading on 100 fds of a regular file (always ready).
-pub(crate) fn select_100(fixture: &Fixture, iterations: u64) -> Result<Duration> {
+pub(crate) fn select_100(fixture: &Fixture, iterations: u64) -> Result<Duration, RunError> {
     select(fixture, 100, iterations)
 }
 
 /// `select()` on `count` read-ready fds, as lmbench's `lat_select file`.
-fn select(fixture: &Fixture, count: usize, iterations: u64) -> Result<Duration> {
+fn select(fixture: &Fixture, count: usize, iterations: u64) -> Result<Duration, RunError> {
     let path = fixture.path();
     let files = (0..count)
         .map(|_| File::open(path))
         .collect::<std::io::Result<Vec<File>>>()
-        .context("cannot open the scratch file for select")?;
+        .map_err(|source| RunError::Open {
+            file: "the scratch file for select",
+            source,
+        })?;
     let fds: Vec<RawFd> = files.iter().map(AsRawFd::as_raw_fd).collect();
     let highest = fds.iter().copied().max().unwrap_or(0);
     // FD_SETSIZE is a usize on some platforms and a c_int on others; i64 holds both.
     if i64::from(highest) >= libc::FD_SETSIZE as i64 {
-        bail!(
-            "fd {highest} does not fit in select()'s fd_set (FD_SETSIZE {})",
-            libc::FD_SETSIZE
-        );
+        return Err(RunError::FdSetTooSmall { fd: highest });
     }
     // SAFETY: fd_set is plain old data; FD_ZERO initializes it anyway.
     let mut prepared: libc::fd_set = unsafe { std::mem::zeroed() };
@@ -126,7 +131,7 @@ fn select(fixture: &Fixture, count: usize, iterations: u64) -> Result<Duration> 
             )
         };
         if ready < 0 {
-            return Err(os_error("select"));
+            return Err(RunError::last_os_error("select"));
         }
     }
     let elapsed = start.elapsed();
@@ -157,18 +162,18 @@ fn counting_action() -> libc::sigaction {
 }
 
 /// Installs `action` for [`BENCH_SIGNAL`], returning the previous action.
-fn install(action: &libc::sigaction) -> Result<libc::sigaction> {
+fn install(action: &libc::sigaction) -> Result<libc::sigaction, RunError> {
     // SAFETY: as in counting_action.
     let mut previous: libc::sigaction = unsafe { std::mem::zeroed() };
     // SAFETY: both pointers are valid sigactions; the handler is async-signal-safe.
     if unsafe { libc::sigaction(BENCH_SIGNAL, action, &mut previous) } != 0 {
-        return Err(os_error("sigaction SIGUSR1"));
+        return Err(RunError::last_os_error("sigaction SIGUSR1"));
     }
     Ok(previous)
 }
 
 /// `sigaction()` installing a handler (lmbench's "sig inst").
-pub(crate) fn signal_install(_: &Fixture, iterations: u64) -> Result<Duration> {
+pub(crate) fn signal_install(_: &Fixture, iterations: u64) -> Result<Duration, RunError> {
     let action = counting_action();
     let previous = install(&action)?;
     let start = Instant::now();
@@ -176,7 +181,7 @@ pub(crate) fn signal_install(_: &Fixture, iterations: u64) -> Result<Duration> {
     for _ in 0..iterations {
         // SAFETY: `action` is a valid sigaction whose handler is async-signal-safe.
         if unsafe { libc::sigaction(BENCH_SIGNAL, &action, std::ptr::null_mut()) } != 0 {
-            result = Err(os_error("sigaction SIGUSR1"));
+            result = Err(RunError::last_os_error("sigaction SIGUSR1"));
             break;
         }
     }
@@ -187,7 +192,7 @@ pub(crate) fn signal_install(_: &Fixture, iterations: u64) -> Result<Duration> {
 
 /// `raise()` a signal and run its handler (lmbench's "sig hndl"). `raise` targets the calling
 /// thread, so the handler runs here even in a multi-threaded process.
-pub(crate) fn signal_catch(_: &Fixture, iterations: u64) -> Result<Duration> {
+pub(crate) fn signal_catch(_: &Fixture, iterations: u64) -> Result<Duration, RunError> {
     let previous = install(&counting_action())?;
     let before = SIGNALS_CAUGHT.load(Ordering::Relaxed);
     let start = Instant::now();
@@ -195,7 +200,7 @@ pub(crate) fn signal_catch(_: &Fixture, iterations: u64) -> Result<Duration> {
     for _ in 0..iterations {
         // SAFETY: the signal has our counting handler, so raising it only bumps a counter.
         if unsafe { libc::raise(BENCH_SIGNAL) } != 0 {
-            result = Err(os_error("raise SIGUSR1"));
+            result = Err(RunError::last_os_error("raise SIGUSR1"));
             break;
         }
     }
@@ -204,7 +209,10 @@ pub(crate) fn signal_catch(_: &Fixture, iterations: u64) -> Result<Duration> {
     install(&previous)?;
     result?;
     if caught < iterations {
-        bail!("raised SIGUSR1 {iterations} times but caught it {caught} times (is it blocked?)");
+        return Err(RunError::SignalsLost {
+            raised: iterations,
+            caught,
+        });
     }
     Ok(elapsed)
 }
@@ -226,7 +234,7 @@ struct Mapping {
 }
 
 impl Mapping {
-    fn new(length: usize) -> Result<Mapping> {
+    fn new(length: usize) -> Result<Mapping, RunError> {
         // SAFETY: a fresh private anonymous mapping at an address of the kernel's choosing
         // touches no existing memory.
         let address = unsafe {
@@ -240,7 +248,7 @@ impl Mapping {
             )
         };
         if address == libc::MAP_FAILED {
-            return Err(os_error("mmap"));
+            return Err(RunError::last_os_error("mmap"));
         }
         Ok(Mapping {
             address: address.cast(),
@@ -267,7 +275,7 @@ impl Drop for Mapping {
 }
 
 /// `mmap()` 1 MiB, write every page, `munmap()`.
-pub(crate) fn mmap_touch_unmap(_: &Fixture, iterations: u64) -> Result<Duration> {
+pub(crate) fn mmap_touch_unmap(_: &Fixture, iterations: u64) -> Result<Duration, RunError> {
     let page = page_size();
     let start = Instant::now();
     for _ in 0..iterations {
@@ -280,7 +288,7 @@ pub(crate) fn mmap_touch_unmap(_: &Fixture, iterations: u64) -> Result<Duration>
 
 /// First write to a page of fresh anonymous memory; one operation is one page. Only the
 /// touching is timed, not `mmap`/`munmap`.
-pub(crate) fn page_fault(_: &Fixture, iterations: u64) -> Result<Duration> {
+pub(crate) fn page_fault(_: &Fixture, iterations: u64) -> Result<Duration, RunError> {
     let page = page_size();
     /// Pages mapped at a time (4 MiB with 4 KiB pages).
     const CHUNK_PAGES: u64 = 1024;

@@ -3,8 +3,7 @@
 //! handoff, and the thread-scaling tests (mutex contention, condvar work queue).
 
 use super::pthread::{PthreadCondvar, PthreadMutex};
-use super::{os_error, Fixture};
-use anyhow::{bail, Context, Result};
+use super::{Fixture, RunError};
 use std::collections::VecDeque;
 use std::hint::black_box;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -24,39 +23,39 @@ fn compute(seed: u64, rounds: u32) -> u64 {
 }
 
 /// A pipe: (read end, write end).
-fn pipe() -> Result<(OwnedFd, OwnedFd)> {
+fn pipe() -> Result<(OwnedFd, OwnedFd), RunError> {
     let mut fds: [RawFd; 2] = [-1; 2];
     // SAFETY: `fds` has room for the two descriptors pipe() writes.
     if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
-        return Err(os_error("pipe"));
+        return Err(RunError::last_os_error("pipe"));
     }
     // SAFETY: pipe() succeeded, so both fds are open and owned by nobody else.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 /// Writes one byte to `output`, then reads one from `input`.
-fn write_then_read(output: RawFd, input: RawFd, byte: u8) -> Result<u8> {
+fn write_then_read(output: RawFd, input: RawFd, byte: u8) -> Result<u8, RunError> {
     let mut buffer = [byte];
     // SAFETY: open pipe fds and a 1-byte stack buffer.
     if unsafe { libc::write(output, buffer.as_ptr().cast(), 1) } != 1 {
-        return Err(os_error("write to a pipe"));
+        return Err(RunError::last_os_error("write to a pipe"));
     }
     // SAFETY: as above.
     if unsafe { libc::read(input, buffer.as_mut_ptr().cast(), 1) } != 1 {
-        return Err(os_error("read from a pipe"));
+        return Err(RunError::last_os_error("read from a pipe"));
     }
     Ok(buffer[0])
 }
 
 /// One hop between 2 threads that pass a byte back and forth over pipes (the thread version of
 /// `ctx-2proc`).
-pub(crate) fn context_switch(_: &Fixture, iterations: u64) -> Result<Duration> {
+pub(crate) fn context_switch(_: &Fixture, iterations: u64) -> Result<Duration, RunError> {
     const QUIT: u8 = b'q';
     let (to_partner_read, to_partner_write) = pipe()?;
     let (from_partner_read, from_partner_write) = pipe()?;
     std::thread::scope(|scope| {
         let partner = std::thread::Builder::new()
-            .spawn_scoped(scope, || -> Result<()> {
+            .spawn_scoped(scope, || -> Result<(), RunError> {
                 let mut byte = [0u8; 1];
                 loop {
                     // SAFETY: open pipe fds and a 1-byte stack buffer.
@@ -64,21 +63,21 @@ pub(crate) fn context_switch(_: &Fixture, iterations: u64) -> Result<Duration> {
                         libc::read(to_partner_read.as_raw_fd(), byte.as_mut_ptr().cast(), 1)
                     } != 1
                     {
-                        return Err(os_error("read from a pipe"));
+                        return Err(RunError::last_os_error("read from a pipe"));
                     }
                     // SAFETY: as above.
                     if unsafe {
                         libc::write(from_partner_write.as_raw_fd(), byte.as_ptr().cast(), 1)
                     } != 1
                     {
-                        return Err(os_error("write to a pipe"));
+                        return Err(RunError::last_os_error("write to a pipe"));
                     }
                     if byte[0] == QUIT {
                         return Ok(());
                     }
                 }
             })
-            .context("cannot spawn a thread")?;
+            .map_err(RunError::spawn)?;
         let (output, input) = (to_partner_write.as_raw_fd(), from_partner_read.as_raw_fd());
         // First lap outside the timing: the partner thread is surely running afterwards.
         let measured = write_then_read(output, input, b't').and_then(|_| {
@@ -91,9 +90,9 @@ pub(crate) fn context_switch(_: &Fixture, iterations: u64) -> Result<Duration> {
         let stopped = write_then_read(output, input, QUIT);
         // If the quit byte did not get through, end of file still stops the partner.
         drop(to_partner_write);
-        let joined = partner
-            .join()
-            .map_err(|_| anyhow::anyhow!("the partner thread panicked"))?;
+        let joined = partner.join().map_err(|_| RunError::Panicked {
+            thread: "the partner thread",
+        })?;
         let elapsed = measured?;
         stopped?;
         joined?;
@@ -103,14 +102,14 @@ pub(crate) fn context_switch(_: &Fixture, iterations: u64) -> Result<Duration> {
 
 /// Pins the calling thread to CPU `cpu`.
 #[cfg(target_os = "linux")]
-fn pin_to_cpu(cpu: usize) -> Result<()> {
+fn pin_to_cpu(cpu: usize) -> Result<(), RunError> {
     // SAFETY: an all-zero cpu_set_t is the empty set, a valid value.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: CPU_SET writes inside `set`, and `cpu` is a CPU sched_getcpu() returned.
     unsafe { libc::CPU_SET(cpu, &mut set) };
     // SAFETY: `set` is a valid cpu_set_t of the size given.
     if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
-        return Err(os_error("sched_setaffinity"));
+        return Err(RunError::last_os_error("sched_setaffinity"));
     }
     Ok(())
 }
@@ -120,16 +119,16 @@ fn pin_to_cpu(cpu: usize) -> Result<()> {
 /// or a wakeup. On a CPU-bound server most switches are of this kind. Linux only: it needs both
 /// threads on one CPU.
 #[cfg(target_os = "linux")]
-pub(crate) fn yield_switch(_: &Fixture, iterations: u64) -> Result<Duration> {
+pub(crate) fn yield_switch(_: &Fixture, iterations: u64) -> Result<Duration, RunError> {
     // SAFETY: sched_getcpu() has no preconditions.
     let cpu = unsafe { libc::sched_getcpu() };
-    let cpu = usize::try_from(cpu).map_err(|_| os_error("sched_getcpu"))?;
+    let cpu = usize::try_from(cpu).map_err(|_| RunError::last_os_error("sched_getcpu"))?;
     let started = AtomicBool::new(false);
     let stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
         let partner = std::thread::Builder::new()
             .name("bench-yield".into())
-            .spawn_scoped(scope, || -> Result<u64> {
+            .spawn_scoped(scope, || -> Result<u64, RunError> {
                 pin_to_cpu(cpu)?;
                 started.store(true, Ordering::Release);
                 let mut yields = 0u64;
@@ -140,11 +139,11 @@ pub(crate) fn yield_switch(_: &Fixture, iterations: u64) -> Result<Duration> {
                 }
                 Ok(yields)
             })
-            .context("cannot spawn a thread")?;
+            .map_err(RunError::spawn)?;
         // The timed side runs in a thread of its own too, so the caller's affinity is untouched.
         let timed = std::thread::Builder::new()
             .name("bench-yield".into())
-            .spawn_scoped(scope, || -> Result<Duration> {
+            .spawn_scoped(scope, || -> Result<Duration, RunError> {
                 let pinned = pin_to_cpu(cpu);
                 while pinned.is_ok() && !started.load(Ordering::Acquire) {
                     // SAFETY: sched_yield() has no preconditions.
@@ -161,24 +160,24 @@ pub(crate) fn yield_switch(_: &Fixture, iterations: u64) -> Result<Duration> {
                 stop.store(true, Ordering::Release);
                 measured
             })
-            .context("cannot spawn a thread");
+            .map_err(RunError::spawn);
         if timed.is_err() {
             stop.store(true, Ordering::Release);
         }
-        let partner_yields = partner
-            .join()
-            .map_err(|_| anyhow::anyhow!("the partner thread panicked"))??;
-        let elapsed = timed?
-            .join()
-            .map_err(|_| anyhow::anyhow!("the timed thread panicked"))??;
+        let partner_yields = partner.join().map_err(|_| RunError::Panicked {
+            thread: "the partner thread",
+        })??;
+        let elapsed = timed?.join().map_err(|_| RunError::Panicked {
+            thread: "the timed thread",
+        })??;
         // Each yield that found the other thread runnable switched to it; when the partner
         // yielded far less, the yields did not switch (another scheduler policy) and the time
         // is not a switch's.
         if partner_yields < iterations / 2 {
-            bail!(
-                "sched_yield() did not switch between the two threads \
-                 ({partner_yields} partner yields for {iterations})"
-            );
+            return Err(RunError::YieldDidNotSwitch {
+                partner_yields,
+                iterations,
+            });
         }
         Ok(elapsed / 2)
     })
@@ -190,7 +189,7 @@ extern "C" fn return_at_once(argument: *mut libc::c_void) -> *mut libc::c_void {
 }
 
 /// `pthread_create()` + `pthread_join()` of a thread that returns at once.
-pub(crate) fn create_join(_: &Fixture, iterations: u64) -> Result<Duration> {
+pub(crate) fn create_join(_: &Fixture, iterations: u64) -> Result<Duration, RunError> {
     let start = Instant::now();
     for _ in 0..iterations {
         // SAFETY: pthread_t is an integer or a pointer; pthread_create overwrites it.
@@ -205,18 +204,18 @@ pub(crate) fn create_join(_: &Fixture, iterations: u64) -> Result<Duration> {
             )
         };
         if rc != 0 {
-            bail!(
-                "failed to `pthread_create`: {}",
-                std::io::Error::from_raw_os_error(rc)
-            );
+            return Err(RunError::Call {
+                call: "pthread_create",
+                source: std::io::Error::from_raw_os_error(rc),
+            });
         }
         // SAFETY: `thread` was created above, joinable, and is joined exactly once.
         let rc = unsafe { libc::pthread_join(thread, std::ptr::null_mut()) };
         if rc != 0 {
-            bail!(
-                "failed to `pthread_join`: {}",
-                std::io::Error::from_raw_os_error(rc)
-            );
+            return Err(RunError::Call {
+                call: "pthread_join",
+                source: std::io::Error::from_raw_os_error(rc),
+            });
         }
     }
     Ok(start.elapsed())
@@ -234,7 +233,7 @@ enum Turn {
 /// One handoff: a thread waits for its turn on a pthread mutex+condvar, then gives the turn to
 /// the other thread (which sleeps in `pthread_cond_wait` until then). The lock ping-pong a
 /// commenter on the seed article asked for.
-pub(crate) fn mutex_handoff(_: &Fixture, iterations: u64) -> Result<Duration> {
+pub(crate) fn mutex_handoff(_: &Fixture, iterations: u64) -> Result<Duration, RunError> {
     let turn = Box::new(PthreadMutex::new(Turn::Starting));
     let changed = Box::new(PthreadCondvar::new());
     // Each iteration is a round of two handoffs, one each way.
@@ -260,7 +259,7 @@ pub(crate) fn mutex_handoff(_: &Fixture, iterations: u64) -> Result<Duration> {
                 }
                 take_turns(Turn::Partner, Turn::Main);
             })
-            .context("cannot spawn a thread")?;
+            .map_err(RunError::spawn)?;
         {
             let mut guard = turn.lock();
             while *guard == Turn::Starting {
@@ -270,9 +269,9 @@ pub(crate) fn mutex_handoff(_: &Fixture, iterations: u64) -> Result<Duration> {
         let start = Instant::now();
         take_turns(Turn::Main, Turn::Partner);
         let elapsed = start.elapsed();
-        partner
-            .join()
-            .map_err(|_| anyhow::anyhow!("the partner thread panicked"))?;
+        partner.join().map_err(|_| RunError::Panicked {
+            thread: "the partner thread",
+        })?;
         Ok(elapsed / 2)
     })
 }
@@ -326,7 +325,7 @@ fn run_workers(
     duration: Duration,
     worker: &(dyn Fn(usize) -> u64 + Sync),
     stop: &dyn Fn(),
-) -> Result<(u64, Duration)> {
+) -> Result<(u64, Duration), RunError> {
     let gate = Gate::new();
     std::thread::scope(|scope| {
         let mut handles = Vec::with_capacity(count);
@@ -343,8 +342,10 @@ fn run_workers(
                 Ok(handle) => handles.push(handle),
                 Err(error) => {
                     gate.set(GateState::Aborted);
-                    return Err(anyhow::Error::new(error)
-                        .context(format!("cannot spawn worker thread {}", index + 1)));
+                    return Err(RunError::Spawn {
+                        thread: format!("worker thread {}", index + 1),
+                        source: error,
+                    });
                 }
             }
         }
@@ -355,9 +356,9 @@ fn run_workers(
         let elapsed = start.elapsed();
         let mut operations: u64 = 0;
         for handle in handles {
-            operations += handle
-                .join()
-                .map_err(|_| anyhow::anyhow!("a worker thread panicked"))?;
+            operations += handle.join().map_err(|_| RunError::Panicked {
+                thread: "a worker thread",
+            })?;
         }
         Ok((operations, elapsed))
     })
@@ -370,7 +371,10 @@ const ROUNDS_UNLOCKED: u32 = 250;
 
 /// `threads` threads repeatedly lock one shared pthread mutex, update shared state, unlock and
 /// compute privately; one operation is one such cycle.
-pub(crate) fn mutex_contention(threads: u32, duration: Duration) -> Result<(u64, Duration)> {
+pub(crate) fn mutex_contention(
+    threads: u32,
+    duration: Duration,
+) -> Result<(u64, Duration), RunError> {
     let shared = Box::new(PthreadMutex::new(0u64));
     let stop = AtomicBool::new(false);
     let worker = |index: usize| {
@@ -406,7 +410,7 @@ struct Queue {
 /// condvars) that `threads` consumer threads drain, each doing some work per item outside the
 /// lock: MySQL's one-listener, many-connection-threads pattern. One operation is one item
 /// consumed.
-pub(crate) fn condvar_queue(threads: u32, duration: Duration) -> Result<(u64, Duration)> {
+pub(crate) fn condvar_queue(threads: u32, duration: Duration) -> Result<(u64, Duration), RunError> {
     let queue = Box::new(PthreadMutex::new(Queue {
         items: VecDeque::with_capacity(QUEUE_CAPACITY),
         stopping: false,

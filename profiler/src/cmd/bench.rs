@@ -117,7 +117,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     })?;
     super::write_stdout("the results", |out| {
         if args.json {
-            lockscope::bench::write_json(&results, out)
+            Ok(lockscope::bench::write_json(&results, out)?)
         } else {
             Ok(lockscope::bench::write_table(&results, out)?)
         }

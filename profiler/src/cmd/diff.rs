@@ -80,7 +80,9 @@ pub fn run(args: &DiffArgs) -> Result<()> {
     let b = super::read(&args.b)?;
     if let Some(path) = &args.output {
         super::write_file(path, |out| {
-            lockscope::diff::write_diff_flamegraph(&a, &b, &options, out)
+            Ok(lockscope::diff::write_diff_flamegraph(
+                &a, &b, &options, out,
+            )?)
         })?;
     }
     if let Some(path) = &args.folded {

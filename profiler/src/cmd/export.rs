@@ -81,10 +81,11 @@ pub fn run(args: &ExportArgs) -> Result<()> {
     };
     super::write_output(args.output.as_deref(), "the export", |out| {
         if args.wakeups {
-            lockscope::export::write_wakeup_chains(&profile, &fold, out)
+            lockscope::export::write_wakeup_chains(&profile, &fold, out)?;
         } else {
-            lockscope::export::write_export(&profile, format, &fold, out)
+            lockscope::export::write_export(&profile, format, &fold, out)?;
         }
+        Ok(())
     })
 }
 
@@ -109,10 +110,11 @@ fn export_ecosystem(args: &ExportArgs, profile: &Profile, fold: FoldOptions) -> 
                 let mut options = lockscope::export::pprof::PprofOptions::default();
                 options.fold = fold.clone();
                 options.concurrency = args.concurrency;
-                lockscope::export::pprof::write_pprof(profile, &options, out)
+                lockscope::export::pprof::write_pprof(profile, &options, out)?;
             } else {
-                lockscope::export::speedscope::write_speedscope(profile, &fold, out)
+                lockscope::export::speedscope::write_speedscope(profile, &fold, out)?;
             }
+            Ok(())
         },
     )
 }

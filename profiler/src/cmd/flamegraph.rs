@@ -49,6 +49,8 @@ pub fn run(args: &FlamegraphArgs) -> Result<()> {
     let profile = super::read(&args.profile)?;
     let options = args.to_options(&profile)?;
     super::write_file(&args.output, |out| {
-        lockscope::render::flamegraph::write_flamegraph(&profile, &options, out)
+        Ok(lockscope::render::flamegraph::write_flamegraph(
+            &profile, &options, out,
+        )?)
     })
 }

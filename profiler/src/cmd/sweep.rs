@@ -7,7 +7,7 @@ use crate::cli::{parse_duration, BackendArg, ProbeSettingsArgs, TargetArgs};
 use crate::session::{Session, SessionOptions};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use lockscope::sweep::{SweepOptions, SweepTarget, Throughput};
+use lockscope::sweep::{RecordError, SweepOptions, SweepTarget, Throughput};
 use lockscope_probes::Target;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -224,10 +224,10 @@ impl SessionRecorder {
         options.cache_dir = super::record::cache_dir(None);
         Ok(options)
     }
-}
 
-impl lockscope::sweep::LevelRecorder for SessionRecorder {
-    fn start(&mut self, level: &lockscope::sweep::LevelRecording) -> Result<()> {
+    /// Starts recording `level`: the recorder's `start`, before its error is boxed into a
+    /// [`RecordError`] (which keeps the error's context).
+    fn start_level(&mut self, level: &lockscope::sweep::LevelRecording) -> Result<()> {
         super::record::check_output_writable(&level.output)?;
         let options = Self::options(level)?;
         let probes = options.probes.join(",");
@@ -243,7 +243,9 @@ impl lockscope::sweep::LevelRecorder for SessionRecorder {
         Ok(())
     }
 
-    fn finish(&mut self) -> Result<()> {
+    /// Ends the recording started last and saves its profile: the recorder's `finish`, before
+    /// its error is boxed into a [`RecordError`].
+    fn finish_level(&mut self) -> Result<()> {
         let Some((session, output)) = self.running.take() else {
             bail!("no recording was started");
         };
@@ -253,6 +255,16 @@ impl lockscope::sweep::LevelRecorder for SessionRecorder {
         }
         super::record::save(&recorded.profile, &output)?;
         recorded.failure.map_or(Ok(()), Err)
+    }
+}
+
+impl lockscope::sweep::LevelRecorder for SessionRecorder {
+    fn start(&mut self, level: &lockscope::sweep::LevelRecording) -> Result<(), RecordError> {
+        Ok(self.start_level(level)?)
+    }
+
+    fn finish(&mut self) -> Result<(), RecordError> {
+        Ok(self.finish_level()?)
     }
 
     #[cfg(target_os = "linux")]

@@ -22,7 +22,8 @@
 //! probe's per-thread times) and the normalized value. Imported captures ([`Measure`]: sampled
 //! CPU time, events, samples) are compared by what they hold and never called waits.
 //! Anything that makes the comparison unfair (lost events, different probes, different
-//! workloads) is printed as a `WARNING` line at the top ([`mismatches`]), never silently.
+//! workloads) is printed as a `WARNING` line at the top ([`mismatches`]), never silently. What
+//! keeps a diff from being drawn or written is a [`DiffError`].
 
 mod rows;
 mod table;
@@ -36,10 +37,59 @@ pub use value::{write_diff_json, DIFF_JSON_VERSION};
 use crate::analysis::canonical::{canonical_stacks_at, site_depth, SiteDepth};
 use crate::analysis::fold::{Measure, NO_USER_STACK};
 use crate::render::units::format_ns;
-use anyhow::{bail, Context};
 use lockscope_probes::{AttachStatus, Profile, StackWalk, WaitStats};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
+use std::io;
+
+/// Why two profiles could not be compared, or their comparison not drawn or written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DiffError {
+    /// Per-operation normalization with a count of 0.
+    #[error("invalid operation counts {ops_a},{ops_b}: both must be at least 1")]
+    InvalidOperationCounts {
+        /// Operations of A.
+        ops_a: u64,
+        /// Operations of B.
+        ops_b: u64,
+    },
+    /// inferno could not pair the two sides' folded stacks.
+    #[error("failed to pair the folded stacks")]
+    Pair(#[source] io::Error),
+    /// inferno paired them into something that is not text.
+    #[error("paired folded stacks are not UTF-8")]
+    PairedNotUtf8(#[source] std::string::FromUtf8Error),
+    /// The side the flamegraph draws has nothing to draw.
+    #[error("profile {side} has no {what} to draw (try --negate to draw the other side)")]
+    NothingToDraw {
+        /// The side's label.
+        side: String,
+        /// What its records measure, plural (`waits`, `samples`).
+        what: &'static str,
+    },
+    /// inferno could not write the differential flamegraph.
+    #[error("failed to render the differential flamegraph")]
+    Render(#[source] io::Error),
+    /// The output could not be written.
+    #[error("failed to write {what}")]
+    Write {
+        /// What was being written (`the diff table`).
+        what: &'static str,
+        /// The writer's error.
+        #[source]
+        source: io::Error,
+    },
+    /// The JSON diff could not be written to the output.
+    #[error("failed to write {what}")]
+    WriteJson {
+        /// What was being written (`the diff as JSON`).
+        what: &'static str,
+        /// serde_json's error (the writer's, or the serializer's).
+        #[source]
+        source: serde_json::Error,
+    },
+}
 
 /// What the records of both sides measure: waits, or (both sides imported captures, `lockscope
 /// import`) sampled CPU time, events or samples, which are never called waits.
@@ -102,10 +152,10 @@ impl Normalization {
     }
 
     /// Checks the operation counts.
-    pub fn validate(self) -> anyhow::Result<()> {
+    pub fn validate(self) -> Result<(), DiffError> {
         if let Normalization::PerOperation { ops_a, ops_b } = self {
             if ops_a == 0 || ops_b == 0 {
-                bail!("invalid operation counts {ops_a},{ops_b}: both must be at least 1");
+                return Err(DiffError::InvalidOperationCounts { ops_a, ops_b });
             }
         }
         Ok(())
@@ -197,7 +247,7 @@ pub fn differential_lines(
     a: &Profile,
     b: &Profile,
     options: &DiffOptions,
-) -> anyhow::Result<Vec<String>> {
+) -> Result<Vec<String>, DiffError> {
     options.normalization.validate()?;
     let depth = site_depth(a, b);
     let measure = diff_measure(a, b);
@@ -210,8 +260,8 @@ pub fn differential_lines(
         after.as_bytes(),
         &mut paired,
     )
-    .context("failed to pair the folded stacks")?;
-    let text = String::from_utf8(paired).context("paired folded stacks are not UTF-8")?;
+    .map_err(DiffError::Pair)?;
+    let text = String::from_utf8(paired).map_err(DiffError::PairedNotUtf8)?;
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
     lines.sort();
     Ok(lines)
@@ -223,7 +273,7 @@ pub fn write_diff_flamegraph(
     b: &Profile,
     options: &DiffOptions,
     out: &mut dyn std::io::Write,
-) -> anyhow::Result<()> {
+) -> Result<(), DiffError> {
     let mut lines = differential_lines(a, b, options)?;
     if options.negate {
         // inferno draws the second column's widths: swap the columns so they are A's, and negate
@@ -247,10 +297,10 @@ pub fn write_diff_flamegraph(
         } else {
             &options.labels.1
         };
-        bail!(
-            "profile {side} has no {} to draw (try --negate to draw the other side)",
-            diff_measure(a, b).noun(2)
-        );
+        return Err(DiffError::NothingToDraw {
+            side: side.clone(),
+            what: diff_measure(a, b).noun(2),
+        });
     }
     let mut inferno_options = inferno::flamegraph::Options::default();
     inferno_options.title = options.title.clone().unwrap_or_else(|| {
@@ -284,7 +334,7 @@ pub fn write_diff_flamegraph(
     inferno_options.negate_differentials = options.negate;
     inferno_options.hash = true;
     inferno::flamegraph::from_lines(&mut inferno_options, lines.iter().map(String::as_str), out)
-        .context("failed to render the differential flamegraph")
+        .map_err(DiffError::Render)
 }
 
 fn short_command(profile: &Profile) -> String {

@@ -1,12 +1,11 @@
 //! `lockscope diff`'s side-by-side table ([`write_diff_table`]).
 
 use super::rows::{grouped, rank_by_change, SideRow};
-use super::{diff_measure, measured, mismatches, DiffOptions};
+use super::{diff_measure, measured, mismatches, DiffError, DiffOptions};
 use crate::analysis::canonical::{canonical_site, canonical_thread, site_depth};
 use crate::analysis::fold::Measure;
 use crate::analysis::processes::{command_groups, command_of};
 use crate::render::units::{format_fraction, format_normalized, format_ns, format_unix_ns};
-use anyhow::Context;
 use lockscope_probes::{Profile, WaitStats};
 use std::fmt::Write as _;
 
@@ -121,7 +120,7 @@ pub fn write_diff_table(
     paths: (&str, &str),
     options: &DiffOptions,
     out: &mut dyn std::io::Write,
-) -> anyhow::Result<()> {
+) -> Result<(), DiffError> {
     options.normalization.validate()?;
     let n = options.normalization;
     let measure = diff_measure(a, b);
@@ -199,6 +198,8 @@ pub fn write_diff_table(
         write_rows(&mut text, site, [(la, ra), (lb, rb)], unit);
     }
     out.write_all(text.as_bytes())
-        .context("failed to write the diff table")?;
-    Ok(())
+        .map_err(|source| DiffError::Write {
+            what: "the diff table",
+            source,
+        })
 }

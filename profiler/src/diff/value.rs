@@ -2,10 +2,9 @@
 //! schema in `docs/DIFF.md`) and `lockscope html` draws its comparison tables from its fields.
 
 use super::rows::{grouped, rank_by_change, SideRow};
-use super::{diff_measure, mismatches, DiffOptions, Normalization};
+use super::{diff_measure, mismatches, DiffError, DiffOptions, Normalization};
 use crate::analysis::canonical::{canonical_stack, site_depth};
 use crate::analysis::processes::{command_groups, command_of};
-use anyhow::Context;
 use lockscope_probes::{Profile, WaitKind};
 use serde::Serialize;
 
@@ -198,11 +197,12 @@ pub fn write_diff_json(
     paths: (&str, &str),
     options: &DiffOptions,
     out: &mut dyn std::io::Write,
-) -> anyhow::Result<()> {
+) -> Result<(), DiffError> {
+    const WHAT: &str = "the diff as JSON";
     let diff = build_diff(a, b, paths, options)?;
-    serde_json::to_writer_pretty(&mut *out, &diff).context("failed to write the diff as JSON")?;
-    writeln!(out).context("failed to write the diff as JSON")?;
-    Ok(())
+    serde_json::to_writer_pretty(&mut *out, &diff)
+        .map_err(|source| DiffError::WriteJson { what: WHAT, source })?;
+    writeln!(out).map_err(|source| DiffError::Write { what: WHAT, source })
 }
 
 /// The diff of A (`paths.0`) and B per `options`; an error when its normalization is invalid.
@@ -211,7 +211,7 @@ pub(crate) fn build_diff(
     b: &Profile,
     paths: (&str, &str),
     options: &DiffOptions,
-) -> anyhow::Result<Diff> {
+) -> Result<Diff, DiffError> {
     options.normalization.validate()?;
     let n = options.normalization;
     let rates = rates_apply(a, b);

@@ -11,17 +11,74 @@
 //! - [`write_wakeup_chains`]: the wakeups as folded chains (`export --format folded --wakeups`).
 //! - [`pprof`]: pprof's `profile.proto`, gzip-compressed (`export --format pprof`).
 //! - [`speedscope`]: speedscope's JSON file format (`export --format speedscope`).
+//!
+//! Every format fails the same ways, with an [`ExportError`].
 
 pub mod pprof;
 pub mod speedscope;
 
-use crate::analysis::fold::{check_probe, folded_lines, selects, FoldOptions};
-use anyhow::Context;
+use crate::analysis::fold::{check_probe, folded_lines, selects, FoldError, FoldOptions};
 use lockscope_probes::catalog;
 use lockscope_probes::{Profile, StackId};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::io;
 use std::str::FromStr;
+
+/// Why a profile could not be exported.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExportError {
+    /// The fold options do not fit the profile (a probe it does not have, the wall-clock view
+    /// without its probes' records).
+    #[error(transparent)]
+    Fold(#[from] FoldError),
+    /// The wakeup chains of a profile (or a probe filter) without wakeups.
+    #[error("no wakeups to export (they are recorded by --probes offcpu)")]
+    NoWakeups,
+    /// A folded line whose value is not a number (speedscope reads the folded lines back).
+    #[error("bad folded value in `{line}`")]
+    FoldedValue {
+        /// The line.
+        line: String,
+        /// Why its value does not parse.
+        #[source]
+        source: std::num::ParseIntError,
+    },
+    /// The output could not be written.
+    #[error("failed to write {what}")]
+    Write {
+        /// What was being written (`folded stacks`, `the pprof profile`).
+        what: &'static str,
+        /// The writer's error.
+        #[source]
+        source: io::Error,
+    },
+    /// A JSON document could not be written to the output.
+    #[error("failed to write {what}")]
+    WriteJson {
+        /// What was being written (`the profile as JSON`).
+        what: &'static str,
+        /// serde_json's error (the writer's, or the serializer's).
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The output could not be flushed.
+    #[error("failed to flush the export")]
+    Flush(#[source] io::Error),
+}
+
+impl ExportError {
+    /// An [`ExportError::Write`] of `what`, to `map_err` a writer's error with.
+    pub(crate) fn write(what: &'static str) -> impl FnOnce(io::Error) -> ExportError {
+        move |source| ExportError::Write { what, source }
+    }
+
+    /// An [`ExportError::WriteJson`] of `what`, to `map_err` serde_json's error with.
+    pub(crate) fn write_json(what: &'static str) -> impl FnOnce(serde_json::Error) -> ExportError {
+        move |source| ExportError::WriteJson { what, source }
+    }
+}
 
 /// Output format of `lockscope export`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -144,16 +201,16 @@ pub fn write_wakeup_chains(
     profile: &Profile,
     fold: &FoldOptions,
     out: &mut dyn std::io::Write,
-) -> anyhow::Result<()> {
+) -> Result<(), ExportError> {
     check_probe(profile, fold)?;
     let lines = crate::analysis::wakeup::wakeup_lines(&filter_profile(profile, fold), fold);
     if lines.is_empty() {
-        anyhow::bail!("no wakeups to export (they are recorded by --probes offcpu)");
+        return Err(ExportError::NoWakeups);
     }
     for line in lines {
-        writeln!(out, "{line}").context("failed to write the wakeup chains")?;
+        writeln!(out, "{line}").map_err(ExportError::write("the wakeup chains"))?;
     }
-    out.flush().context("failed to flush the export")
+    out.flush().map_err(ExportError::Flush)
 }
 
 /// Writes `profile` to `out` in `format`; `fold` selects the probe (both formats) and the weight
@@ -163,7 +220,7 @@ pub fn write_export(
     format: ExportFormat,
     fold: &FoldOptions,
     out: &mut dyn std::io::Write,
-) -> anyhow::Result<()> {
+) -> Result<(), ExportError> {
     check_probe(profile, fold)?;
     if fold.wall {
         crate::analysis::fold::check_wall(profile)?;
@@ -171,14 +228,15 @@ pub fn write_export(
     match format {
         ExportFormat::Folded => {
             for line in folded_lines(profile, fold) {
-                writeln!(out, "{line}").context("failed to write folded stacks")?;
+                writeln!(out, "{line}").map_err(ExportError::write("folded stacks"))?;
             }
         }
         ExportFormat::Json => {
+            const WHAT: &str = "the profile as JSON";
             serde_json::to_writer_pretty(&mut *out, &filter_profile(profile, fold))
-                .context("failed to write the profile as JSON")?;
-            writeln!(out).context("failed to write the profile as JSON")?;
+                .map_err(ExportError::write_json(WHAT))?;
+            writeln!(out).map_err(ExportError::write(WHAT))?;
         }
     }
-    out.flush().context("failed to flush the export")
+    out.flush().map_err(ExportError::Flush)
 }

@@ -19,8 +19,10 @@
 //! - `time_nanos` and `duration_nanos` from the metadata, `period_type` `contentions`/`count`
 //!   with period 1, and comments naming lockscope and the target command.
 
-use crate::analysis::fold::{check_probe, selected, FoldOptions, Measure, NO_USER_STACK};
-use anyhow::Context;
+use super::ExportError;
+use crate::analysis::fold::{
+    check_probe, selected, FoldError, FoldOptions, Measure, NO_USER_STACK,
+};
 use flate2::write::GzEncoder;
 use lockscope_probes::{Frame, Profile, WaitRecord};
 use std::collections::HashMap;
@@ -232,7 +234,7 @@ impl Builder {
 }
 
 /// The uncompressed `profile.proto` message of `profile`.
-pub fn encode_profile(profile: &Profile, options: &PprofOptions) -> anyhow::Result<Vec<u8>> {
+pub fn encode_profile(profile: &Profile, options: &PprofOptions) -> Result<Vec<u8>, FoldError> {
     check_probe(profile, &options.fold)?;
     let mut b = Builder {
         strings: Strings::new(),
@@ -309,12 +311,12 @@ pub fn write_pprof(
     profile: &Profile,
     options: &PprofOptions,
     out: &mut dyn Write,
-) -> anyhow::Result<()> {
+) -> Result<(), ExportError> {
     let message = encode_profile(profile, options)?;
     let mut gz = GzEncoder::new(out, flate2::Compression::default());
     gz.write_all(&message)
         .and_then(|()| gz.finish().map(|_| ()))
-        .context("failed to write the pprof profile")
+        .map_err(ExportError::write("the pprof profile"))
 }
 
 #[cfg(test)]

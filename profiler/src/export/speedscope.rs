@@ -10,8 +10,8 @@
 //! [`crate::analysis::fold`] (thread name first, then the frames root to leaf, the order speedscope wants),
 //! so speedscope shows the same stacks as the flamegraph. `docs/EXPORTS.md` has an example.
 
+use super::ExportError;
 use crate::analysis::fold::{check_probe, folded_lines, FoldOptions, Measure, Weight};
-use anyhow::Context;
 use lockscope_probes::Profile;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -61,7 +61,7 @@ pub fn write_speedscope(
     profile: &Profile,
     fold: &FoldOptions,
     out: &mut dyn std::io::Write,
-) -> anyhow::Result<()> {
+) -> Result<(), ExportError> {
     check_probe(profile, fold)?;
     let mut frames: Vec<FrameRef> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
@@ -88,9 +88,10 @@ pub fn write_speedscope(
             let Some((stack, value)) = line.rsplit_once(' ') else {
                 continue;
             };
-            let value: u64 = value
-                .parse()
-                .with_context(|| format!("bad folded value in `{line}`"))?;
+            let value: u64 = value.parse().map_err(|source| ExportError::FoldedValue {
+                line: line.clone(),
+                source,
+            })?;
             let stack = stack
                 .split(';')
                 .map(|frame| {
@@ -137,7 +138,7 @@ pub fn write_speedscope(
         active_profile_index: 0,
         exporter: format!("lockscope {}", env!("CARGO_PKG_VERSION")),
     };
-    serde_json::to_writer(&mut *out, &file).context("failed to write the speedscope JSON")?;
-    writeln!(out).context("failed to write the speedscope JSON")?;
-    Ok(())
+    const WHAT: &str = "the speedscope JSON";
+    serde_json::to_writer(&mut *out, &file).map_err(ExportError::write_json(WHAT))?;
+    writeln!(out).map_err(ExportError::write(WHAT))
 }

@@ -2,11 +2,14 @@
 //! tables (from the typed diff value `lockscope diff --json` writes) and the differential
 //! flamegraph.
 
+use super::error_chain;
 use super::page::{breakdown_bars, iframe_svg};
 use super::report::Words;
 use super::run::Run;
 use super::tables::{num_cell, table_close, table_open, Cell};
-use crate::diff::{build_diff, write_diff_flamegraph, Diff, DiffOptions, SideValues, StackDiff};
+use crate::diff::{
+    build_diff, write_diff_flamegraph, Diff, DiffError, DiffOptions, SideValues, StackDiff,
+};
 use crate::render::svg::xml_escape;
 use crate::render::units::{format_fraction, format_ns, format_threads};
 use crate::sweep::Breakdown;
@@ -63,7 +66,7 @@ pub(super) fn page_diff_options(a: &Run<'_>, b: &Run<'_>, labels: (&str, &str)) 
 
 /// The comparison of `a` with `b` (what `lockscope diff --json` writes, every stack, sides named
 /// `labels`), or why there is none.
-pub(super) fn page_diff(a: &Run<'_>, b: &Run<'_>, labels: (&str, &str)) -> anyhow::Result<Diff> {
+pub(super) fn page_diff(a: &Run<'_>, b: &Run<'_>, labels: (&str, &str)) -> Result<Diff, DiffError> {
     let options = page_diff_options(a, b, labels);
     build_diff(a.profile, b.profile, (&a.label, &b.label), &options)
 }
@@ -277,7 +280,7 @@ pub(super) fn diff_section(
             let _ = writeln!(
                 out,
                 "<p class=\"muted\">No comparison: {}</p>",
-                xml_escape(&format!("{e:#}"))
+                xml_escape(&error_chain(&e))
             );
             return;
         }
@@ -299,7 +302,7 @@ pub(super) fn diff_section(
             let _ = writeln!(
                 out,
                 r#"<p class="muted">No differential flamegraph: {}</p>"#,
-                xml_escape(&format!("{e:#}"))
+                xml_escape(&error_chain(&e))
             );
         }
     }

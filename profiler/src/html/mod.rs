@@ -43,6 +43,10 @@
 //!
 //! Level sections start open: a flamegraph laid out while hidden would have no width to fit its
 //! labels to until the reader opens it (inferno refits them on resize, but open is simplest).
+//!
+//! A part that cannot be drawn (a flamegraph without waits, a diff without a comparison) says why
+//! in its place; the page itself fails only when a sweep's profile cannot be read
+//! ([`HtmlError`]).
 
 mod diff;
 mod page;
@@ -65,10 +69,39 @@ use self::sweep::{knee_pair, level_anchor, levels_section, sweep_section};
 use crate::analysis::fold::Measure;
 use crate::render::svg::xml_escape;
 use crate::sweep::Sweep;
-use anyhow::Context;
-use lockscope_probes::Profile;
+use lockscope_probes::{FormatError, Profile};
 use std::fmt::Write as _;
 use std::path::PathBuf;
+
+/// Why the page could not be written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HtmlError {
+    /// The profile of a sweep's level could not be read.
+    #[error("failed to read profile `{}` of sweep `{}`", .path.display(), .sweep.display())]
+    ReadProfile {
+        /// The level's profile.
+        path: PathBuf,
+        /// The sweep file.
+        sweep: PathBuf,
+        /// Why.
+        #[source]
+        source: FormatError,
+    },
+}
+
+/// `error` and its causes, `: `-separated, as the command line prints them: a part of the page
+/// that could not be drawn says why as fully as `lockscope` would.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
 
 /// One input of the report.
 #[derive(Clone, Debug)]
@@ -111,7 +144,7 @@ impl Default for HtmlOptions {
 }
 
 /// Renders the report page.
-pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> anyhow::Result<String> {
+pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> Result<String, HtmlError> {
     // Profiles of every sweep level, loaded once, in each sweep's order: (input index, runs).
     let mut sweep_profiles: Vec<(usize, Vec<(String, Profile)>)> = Vec::new();
     for (i, input) in inputs.iter().enumerate() {
@@ -119,12 +152,12 @@ pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> anyhow::Result<St
             let mut profiles = Vec::new();
             for level in &sweep.levels {
                 let file = dir.join(&level.profile);
-                let profile = lockscope_probes::read_profile(&file).with_context(|| {
-                    format!(
-                        "failed to read profile `{}` of sweep `{}`",
-                        file.display(),
-                        path.display()
-                    )
+                let profile = lockscope_probes::read_profile(&file).map_err(|source| {
+                    HtmlError::ReadProfile {
+                        path: file.clone(),
+                        sweep: path.clone(),
+                        source,
+                    }
                 })?;
                 profiles.push((format!("concurrency {}", level.concurrency), profile));
             }

@@ -2,7 +2,7 @@
 
 use super::page::iframe_svg;
 use super::report::report_tables;
-use super::HtmlOptions;
+use super::{error_chain, HtmlOptions};
 use crate::analysis::fold::{Measure, Weight};
 use crate::render::flamegraph::{write_flamegraph, FlamegraphOptions};
 use crate::render::svg::xml_escape;
@@ -129,7 +129,7 @@ pub(super) fn run_body(out: &mut String, run: &Run<'_>, options: &HtmlOptions, h
             let _ = writeln!(
                 out,
                 r#"<p class="muted">No flamegraph: {}</p>"#,
-                xml_escape(&format!("{e:#}"))
+                xml_escape(&error_chain(&e))
             );
         }
     }

@@ -4,15 +4,14 @@
 //! merged and sorted). [`ImportOptions::folded_values`] says what the values are
 //! ([`FoldedValues`]).
 
-use super::{base_metadata, Builder, FoldedValues, ImportOptions};
-use anyhow::{bail, Context};
+use super::{base_metadata, Builder, FoldedValues, ImportError, ImportOptions};
 use lockscope_probes::{Profile, WaitKind};
 
 pub(super) fn import_folded(
     text: &str,
     source: &str,
     options: &ImportOptions,
-) -> anyhow::Result<Profile> {
+) -> Result<Profile, ImportError> {
     let mut builder = Builder::default();
     let mut lines_read = 0;
     for (number, line) in text.lines().enumerate() {
@@ -22,13 +21,19 @@ pub(super) fn import_folded(
         }
         let (stack, value) = line
             .rsplit_once(' ')
-            .with_context(|| format!("{source}:{}: expected `stack value`", number + 1))?;
-        let value: u64 = value.trim().parse().with_context(|| {
-            format!(
-                "{source}:{}: value `{value}` is not a whole number",
-                number + 1
-            )
-        })?;
+            .ok_or_else(|| ImportError::FoldedLine {
+                input: source.to_string(),
+                line: number + 1,
+            })?;
+        let value: u64 = value
+            .trim()
+            .parse()
+            .map_err(|error| ImportError::FoldedValue {
+                input: source.to_string(),
+                line: number + 1,
+                value: value.to_string(),
+                source: error,
+            })?;
         lines_read += 1;
         if value == 0 {
             continue;
@@ -55,7 +60,9 @@ pub(super) fn import_folded(
         }
     }
     if lines_read == 0 {
-        bail!("no folded stacks in {source}");
+        return Err(ImportError::NoFoldedStacks {
+            input: source.to_string(),
+        });
     }
     Ok(builder.finish(base_metadata("folded", options.os.as_deref(), source)))
 }

@@ -7,7 +7,8 @@
 //!   `lockscope export --format folded` write.
 //!
 //! Both build the profile the same way ([`import`]): stacks deduplicated by their frames,
-//! records keyed by probe, kind, thread, operation and stack.
+//! records keyed by probe, kind, thread, operation and stack. What cannot be imported is
+//! an [`ImportError`] naming the input and, where one line is to blame, that line.
 
 mod folded;
 mod perf_script;
@@ -18,6 +19,92 @@ use lockscope_probes::{
     WaitStats,
 };
 use std::collections::{BTreeMap, HashMap};
+use std::num::ParseIntError;
+
+/// Why a capture could not be imported ([`import`]); `input` is the name it was given, `line`
+/// a 1-based line number.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ImportError {
+    /// A folded line without a space between its stack and its value.
+    #[error("{input}:{line}: expected `stack value`")]
+    FoldedLine {
+        /// The input's name.
+        input: String,
+        /// The line.
+        line: usize,
+    },
+    /// A folded line whose value is not a whole number.
+    #[error("{input}:{line}: value `{value}` is not a whole number")]
+    FoldedValue {
+        /// The input's name.
+        input: String,
+        /// The line.
+        line: usize,
+        /// The value as written.
+        value: String,
+        /// Why it does not parse.
+        #[source]
+        source: ParseIntError,
+    },
+    /// Folded input without a single stack.
+    #[error("no folded stacks in {input}")]
+    NoFoldedStacks {
+        /// The input's name.
+        input: String,
+    },
+    /// inferno's perf collapser failed on a sample.
+    #[error("{input}:{line}: cannot fold this sample")]
+    Collapse {
+        /// The input's name.
+        input: String,
+        /// The sample's header line.
+        line: usize,
+        /// The collapser's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The collapser folded a sample into something other than `stack weight`.
+    #[error("{input}:{line}: cannot fold this sample: the collapser wrote `{output}`")]
+    CollapsedLine {
+        /// The input's name.
+        input: String,
+        /// The sample's header line.
+        line: usize,
+        /// What the collapser wrote.
+        output: String,
+        /// Why its weight does not parse, when it has one.
+        #[source]
+        source: Option<ParseIntError>,
+    },
+    /// `perf script` text without a sample of the event asked for.
+    #[error("no samples of event `{event}` in {input}")]
+    NoSamplesOfEvent {
+        /// The input's name.
+        input: String,
+        /// The event asked for.
+        event: String,
+    },
+    /// Text whose first line that is not a comment is not a perf sample header.
+    #[error(
+        "no perf script samples in {input}: line {line} `{text}` is not a sample header \
+         (`COMM [PID/]TID [CPU] [TIME:] [PERIOD] EVENT:`)"
+    )]
+    NotASampleHeader {
+        /// The input's name.
+        input: String,
+        /// The line.
+        line: usize,
+        /// What it says.
+        text: String,
+    },
+    /// Text without any perf sample.
+    #[error("no perf script samples in {input} (expected the output of `perf script`)")]
+    NoPerfSamples {
+        /// The input's name.
+        input: String,
+    },
+}
 
 /// Formats `lockscope import` reads besides dtrace.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -162,7 +249,7 @@ fn base_metadata(backend: &str, os: Option<&str>, source: &str) -> Metadata {
 }
 
 /// Imports `text` per `options`; `source` names the input in errors and in the metadata.
-pub fn import(text: &str, source: &str, options: &ImportOptions) -> anyhow::Result<Profile> {
+pub fn import(text: &str, source: &str, options: &ImportOptions) -> Result<Profile, ImportError> {
     match options.format {
         ImportFormat::PerfScript => perf_script::import_perf_script(text, source, options),
         ImportFormat::Folded => folded::import_folded(text, source, options),

@@ -31,9 +31,8 @@
 //!   one-frame stack, so the frames below stay the sample's (jonhoo/inferno#308).
 //!
 
-use super::{base_metadata, Builder, Frames, ImportOptions};
+use super::{base_metadata, Builder, Frames, ImportError, ImportOptions};
 use crate::analysis::fold::{KERNEL_SUFFIX, PERF_PROBE_PREFIX};
-use anyhow::{bail, Context};
 use inferno::collapse::perf::{Folder, Options as PerfOptions};
 use inferno::collapse::Collapse;
 use lockscope_probes::{Profile, WaitKind};
@@ -277,8 +276,13 @@ fn perf_samples(text: &str) -> (Vec<PerfSample<'_>>, Option<(usize, &str)>) {
 }
 
 /// Folds one sample with inferno's perf collapser: its frames root first (kernel frames
-/// marked) and its weight, or `None` when the sample has no frame.
-fn collapse_sample(block: &str, header: &PerfHeader<'_>) -> anyhow::Result<Option<(Frames, u64)>> {
+/// marked) and its weight, or `None` when the sample has no frame. Errors name the sample as
+/// `input:line`.
+fn collapse_sample(
+    block: &str,
+    header: &PerfHeader<'_>,
+    (input, line): (&str, usize),
+) -> Result<Option<(Frames, u64)>, ImportError> {
     let mut options = PerfOptions::default();
     options.annotate_kernel = true;
     // The sample's own event: the collapser keeps it (the choice of event is made here, so the
@@ -286,17 +290,27 @@ fn collapse_sample(block: &str, header: &PerfHeader<'_>) -> anyhow::Result<Optio
     options.event_filter = Some(header.filter_event.unwrap_or_default().to_string());
     options.nthreads = 1;
     let mut folded = Vec::new();
-    Folder::from(options).collapse(block.as_bytes(), &mut folded)?;
+    Folder::from(options)
+        .collapse(block.as_bytes(), &mut folded)
+        .map_err(|source| ImportError::Collapse {
+            input: input.to_string(),
+            line,
+            source,
+        })?;
     let folded = String::from_utf8_lossy(&folded);
-    let Some(line) = folded.lines().next() else {
+    let Some(output) = folded.lines().next() else {
         return Ok(None);
     };
-    let (stack, weight) = line
+    let collapsed_line = |source| ImportError::CollapsedLine {
+        input: input.to_string(),
+        line,
+        output: output.to_string(),
+        source,
+    };
+    let (stack, weight) = output
         .rsplit_once(' ')
-        .with_context(|| format!("the collapser wrote `{line}`"))?;
-    let weight: u64 = weight
-        .parse()
-        .with_context(|| format!("the collapser wrote `{line}`"))?;
+        .ok_or_else(|| collapsed_line(None))?;
+    let weight: u64 = weight.parse().map_err(|e| collapsed_line(Some(e)))?;
     let root = header.comm.replace(' ', "_");
     let frames = stack
         .strip_prefix(root.as_str())
@@ -316,7 +330,7 @@ pub(super) fn import_perf_script(
     text: &str,
     source: &str,
     options: &ImportOptions,
-) -> anyhow::Result<Profile> {
+) -> Result<Profile, ImportError> {
     let mut builder = Builder::default();
     let mut wanted: Option<String> = options.event.clone();
     let mut samples = 0u64;
@@ -335,9 +349,7 @@ pub(super) fn import_perf_script(
                 continue;
             }
         }
-        let (frames, weight) = match collapse_sample(&block, &header)
-            .with_context(|| format!("{source}:{number}: cannot fold this sample"))?
-        {
+        let (frames, weight) = match collapse_sample(&block, &header, (source, number))? {
             Some((mut frames, weight)) => {
                 frames.reverse();
                 (frames, weight)
@@ -365,16 +377,19 @@ pub(super) fn import_perf_script(
         }
     }
     if samples == 0 {
-        match (unread, &options.event) {
-            (_, Some(event)) => bail!("no samples of event `{event}` in {source}"),
-            (Some((number, line)), None) => bail!(
-                "no perf script samples in {source}: line {number} `{line}` is not a sample \
-                 header (`COMM [PID/]TID [CPU] [TIME:] [PERIOD] EVENT:`)"
-            ),
-            (None, None) => {
-                bail!("no perf script samples in {source} (expected the output of `perf script`)")
-            }
-        }
+        let input = source.to_string();
+        return Err(match (unread, &options.event) {
+            (_, Some(event)) => ImportError::NoSamplesOfEvent {
+                input,
+                event: event.clone(),
+            },
+            (Some((line, text)), None) => ImportError::NotASampleHeader {
+                input,
+                line,
+                text: text.to_string(),
+            },
+            (None, None) => ImportError::NoPerfSamples { input },
+        });
     }
     let os = options.os.as_deref().or(Some("linux"));
     Ok(builder.finish(base_metadata("perf", os, source)))

@@ -7,9 +7,10 @@
 //! FlameGraph's warm colors; the wall-clock view (`--wall`) draws on-CPU samples and off-CPU
 //! intervals together, each leaf marked with what the thread was doing.
 
-use crate::analysis::fold::{check_probe, check_wall, folded_lines, FoldOptions, Measure};
+use crate::analysis::fold::{
+    check_probe, check_wall, folded_lines, FoldError, FoldOptions, Measure,
+};
 use crate::render::units::format_ns;
-use anyhow::{bail, Context};
 use inferno::flamegraph::color::{BasicPalette, MultiPalette, Palette};
 use lockscope_probes::Profile;
 
@@ -29,6 +30,40 @@ pub struct FlamegraphOptions {
     /// Draw the wakeup chains of the `offcpu` probe (waker stacks above sleeper stacks,
     /// [`crate::analysis::wakeup`]) instead of the waits. Default: `false`.
     pub wakeups: bool,
+}
+
+/// Why a flamegraph could not be drawn ([`write_flamegraph`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RenderError {
+    /// The fold options do not fit the profile (a probe it does not have, the wall-clock view
+    /// without its probes' records).
+    #[error(transparent)]
+    Fold(#[from] FoldError),
+    /// The wakeup chains of a profile without wakeups.
+    #[error("no wakeups recorded in this profile (record with --probes wakeup)")]
+    NoWakeups,
+    /// No wait is left to draw.
+    #[error(
+        "no waits recorded {}: nothing to draw",
+        match .probe {
+            Some(probe) => format!("for probe `{probe}`"),
+            None => "in this profile".to_string(),
+        }
+    )]
+    NoWaits {
+        /// The probe filter, when there is one.
+        probe: Option<String>,
+    },
+    /// inferno could not write the SVG.
+    #[error("failed to render the {graph}")]
+    Inferno {
+        /// The graph (`flamegraph`, `wakeup flamegraph`).
+        graph: &'static str,
+        /// The writer's error.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// The title used when none is given: the probes, the target command, its pid and the duration.
@@ -111,7 +146,7 @@ pub fn write_flamegraph(
     profile: &Profile,
     options: &FlamegraphOptions,
     out: &mut dyn std::io::Write,
-) -> anyhow::Result<()> {
+) -> Result<(), RenderError> {
     check_probe(profile, &options.fold)?;
     if options.fold.wall {
         check_wall(profile)?;
@@ -119,7 +154,7 @@ pub fn write_flamegraph(
     if options.wakeups {
         let lines = crate::analysis::wakeup::wakeup_lines(profile, &options.fold);
         if lines.is_empty() {
-            bail!("no wakeups recorded in this profile (record with --probes wakeup)");
+            return Err(RenderError::NoWakeups);
         }
         let mut inferno_options = inferno::flamegraph::Options::default();
         inferno_options.title = options.title.clone().unwrap_or_else(|| {
@@ -137,14 +172,16 @@ pub fn write_flamegraph(
             lines.iter().map(String::as_str),
             out,
         )
-        .context("failed to render the wakeup flamegraph");
+        .map_err(|source| RenderError::Inferno {
+            graph: "wakeup flamegraph",
+            source,
+        });
     }
     let lines = folded_lines(profile, &options.fold);
     if lines.is_empty() {
-        match &options.fold.probe {
-            Some(probe) => bail!("no waits recorded for probe `{probe}`: nothing to draw"),
-            None => bail!("no waits recorded in this profile: nothing to draw"),
-        }
+        return Err(RenderError::NoWaits {
+            probe: options.fold.probe.clone(),
+        });
     }
     let mut inferno_options = inferno::flamegraph::Options::default();
     inferno_options.title = options
@@ -165,5 +202,8 @@ pub fn write_flamegraph(
     inferno_options.hash = true;
     // `folded_lines` returns sorted lines, which is what `from_lines` requires.
     inferno::flamegraph::from_lines(&mut inferno_options, lines.iter().map(String::as_str), out)
-        .context("failed to render the flamegraph")
+        .map_err(|source| RenderError::Inferno {
+            graph: "flamegraph",
+            source,
+        })
 }

@@ -17,7 +17,7 @@
 //! [`crate::render::units`]). The SVG uses only generic font families and no external resources, so it
 //! renders the same in a browser, an HTML report (`lockscope html`) and a paper.
 
-use super::{Sweep, NO_BREAKDOWN};
+use super::{Sweep, SweepError, NO_BREAKDOWN};
 use crate::render::svg::{xml_escape, CLASS_COLORS};
 use crate::render::units::{format_fraction, format_threads};
 use lockscope_probes::TimeClass;
@@ -437,23 +437,22 @@ pub const PNG_SCALE: f32 = 2.0;
 
 /// The scaling chart of `sweep` as a PNG image, rendered from [`scaling_svg`] by resvg with the
 /// system's fonts (DejaVu Sans on Debian: `fonts-dejavu-core`).
-pub fn scaling_png(sweep: &Sweep, options: &ChartOptions) -> anyhow::Result<Vec<u8>> {
-    use anyhow::Context;
+pub fn scaling_png(sweep: &Sweep, options: &ChartOptions) -> Result<Vec<u8>, SweepError> {
     use resvg::{tiny_skia, usvg};
     let svg = scaling_svg(sweep, options);
     let mut opt = usvg::Options::default();
     opt.fontdb_mut().load_system_fonts();
     if opt.fontdb.is_empty() {
-        anyhow::bail!("no system fonts to draw the chart's text with (install fonts-dejavu-core)");
+        return Err(SweepError::NoFonts);
     }
-    let tree = usvg::Tree::from_str(&svg, &opt).context("failed to parse the chart's SVG")?;
+    let tree = usvg::Tree::from_str(&svg, &opt).map_err(SweepError::ChartSvg)?;
     let size = tree.size().to_int_size();
     let (width, height) = (
         (size.width() as f32 * PNG_SCALE).ceil() as u32,
         (size.height() as f32 * PNG_SCALE).ceil() as u32,
     );
-    let mut pixmap = tiny_skia::Pixmap::new(width, height)
-        .with_context(|| format!("cannot allocate a {width} × {height} image"))?;
+    let mut pixmap =
+        tiny_skia::Pixmap::new(width, height).ok_or(SweepError::ChartImage { width, height })?;
     resvg::render(
         &tree,
         tiny_skia::Transform::from_scale(PNG_SCALE, PNG_SCALE),
@@ -461,7 +460,7 @@ pub fn scaling_png(sweep: &Sweep, options: &ChartOptions) -> anyhow::Result<Vec<
     );
     pixmap
         .encode_png()
-        .context("failed to encode the chart as PNG")
+        .map_err(|e| SweepError::ChartPng(e.into()))
 }
 
 #[cfg(test)]

@@ -2,11 +2,10 @@
 //! load command and its throughput, then `sweep.json`.
 
 use super::{
-    fill_scaling, find_knee, finding, level_warnings, summarize_level, Sweep, Throughput,
-    SWEEP_FILE, SWEEP_VERSION,
+    fill_scaling, find_knee, finding, level_warnings, summarize_level, Sweep, SweepError,
+    Throughput, SWEEP_FILE, SWEEP_VERSION,
 };
 use crate::export::pprof::{write_pprof, PprofOptions};
-use anyhow::{bail, Context};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -60,26 +59,25 @@ impl Default for SweepOptions {
 
 impl SweepOptions {
     /// Checks the options before anything runs.
-    pub fn validate(&self) -> anyhow::Result<()> {
+    pub fn validate(&self) -> Result<(), SweepError> {
         if self.levels.is_empty() {
-            bail!("no concurrency levels given");
+            return Err(SweepError::NoLevels);
         }
         if self.levels.contains(&0) {
-            bail!("concurrency levels must be at least 1");
+            return Err(SweepError::ZeroLevel);
         }
         if !self.load.contains("{c}") {
-            bail!(
-                "the load command `{}` has no `{{c}}` for the concurrency level",
-                self.load
-            );
+            return Err(SweepError::NoLevelInLoad {
+                load: self.load.clone(),
+            });
         }
         for name in &self.probes {
             lockscope_probes::catalog::lookup(name)?;
         }
         if self.min_block == Some(Duration::ZERO) {
-            bail!("--min-block must be greater than zero");
+            return Err(SweepError::ZeroMinBlock);
         }
-        self.throughput.validate()
+        Ok(self.throughput.validate()?)
     }
 }
 
@@ -182,14 +180,19 @@ impl LevelRecording {
     }
 }
 
+/// Why a [`LevelRecorder`] could not record a level: any error, since recording is the caller's
+/// (the `lockscope` binary's sessions fail with the backends' errors and its own); [`run_sweep`]
+/// names the level it was recording ([`SweepError::StartRecording`], [`SweepError::Record`]).
+pub type RecordError = Box<dyn std::error::Error + Send + Sync>;
+
 /// Records the server for a sweep, one level at a time.
 pub trait LevelRecorder {
     /// Starts recording `level`; returns once the probes are attached, so the load that starts
     /// next is recorded from its first request.
-    fn start(&mut self, level: &LevelRecording) -> anyhow::Result<()>;
+    fn start(&mut self, level: &LevelRecording) -> Result<(), RecordError>;
     /// Waits for the recording started last to end (after its duration) and its profile to be
     /// written.
-    fn finish(&mut self) -> anyhow::Result<()>;
+    fn finish(&mut self) -> Result<(), RecordError>;
 
     /// The processes the target has now (the processes given and their descendants, a
     /// cgroup's processes, every process), asked once a level's recording runs, to find those
@@ -209,11 +212,13 @@ pub fn run_sweep(
     server: Option<String>,
     recorder: &mut dyn LevelRecorder,
     progress: &mut dyn FnMut(&str),
-) -> anyhow::Result<Sweep> {
+) -> Result<Sweep, SweepError> {
     options.validate()?;
     let dir = &options.output_dir;
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("cannot create sweep directory `{}`", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(|source| SweepError::CreateDir {
+        path: dir.clone(),
+        source,
+    })?;
     let mut levels = Vec::new();
     let mut unit = String::new();
     let mut parser = options.throughput.name().to_string();
@@ -232,17 +237,15 @@ pub fn run_sweep(
         recording.syscalls = options.syscalls.clone();
         recorder
             .start(&recording)
-            .with_context(|| format!("failed to start recording level {c}"))?;
+            .map_err(|source| SweepError::StartRecording { level: c, source })?;
         // Counted once the recording runs: every process the target has then must be recorded
         // (those it forks later are followed; those forked once the recording ended are not
         // the level's).
         let target_processes = recorder.target_processes(&target);
         progress(&format!("level {c}: running `{command}`"));
-        let stdout = std::fs::File::create(&output_path)
-            .with_context(|| format!("cannot write `{}`", output_path.display()))?;
+        let stdout = create(&output_path)?;
         let stderr_path = dir.join(format!("level-{c}.load.err"));
-        let stderr = std::fs::File::create(&stderr_path)
-            .with_context(|| format!("cannot write `{}`", stderr_path.display()))?;
+        let stderr = create(&stderr_path)?;
         let load = Command::new("sh")
             .arg("-c")
             .arg(&command)
@@ -250,7 +253,10 @@ pub fn run_sweep(
             .stdout(stdout)
             .stderr(stderr)
             .spawn()
-            .with_context(|| format!("failed to start load command `{command}`"));
+            .map_err(|source| SweepError::StartLoad {
+                command: command.clone(),
+                source,
+            });
         let mut load = match load {
             Ok(load) => load,
             Err(e) => {
@@ -259,27 +265,38 @@ pub fn run_sweep(
             }
         };
         let recorded = recorder.finish();
-        let status = wait_with_deadline(&mut load, options.load_grace)
-            .with_context(|| format!("load command `{command}`"))?;
-        recorded.with_context(|| format!("failed to record level {c}"))?;
-        let text = std::fs::read_to_string(&output_path)
-            .with_context(|| format!("cannot read `{}`", output_path.display()))?;
+        let status = wait_with_deadline(&mut load, &command, options.load_grace)?;
+        recorded.map_err(|source| SweepError::Record { level: c, source })?;
+        let text = std::fs::read_to_string(&output_path).map_err(|source| SweepError::Read {
+            path: output_path.clone(),
+            source,
+        })?;
         if !status.success() {
             let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
             let tail: Vec<&str> = err.lines().rev().take(5).collect();
-            bail!(
-                "load command `{command}` failed ({status}): {}",
-                tail.into_iter().rev().collect::<Vec<_>>().join(" / ")
-            );
+            return Err(SweepError::LoadFailed {
+                command,
+                status,
+                stderr: tail.into_iter().rev().collect::<Vec<_>>().join(" / "),
+            });
         }
-        let parsed = options
-            .throughput
-            .parse(&text)
-            .with_context(|| format!("level {c}: `{}`", output_path.display()))?;
+        let parsed =
+            options
+                .throughput
+                .parse(&text)
+                .map_err(|source| SweepError::LevelThroughput {
+                    level: c,
+                    path: output_path.clone(),
+                    source,
+                })?;
         unit = parsed.unit.clone();
         parser = parsed.parser.clone();
-        let profile = lockscope_probes::read_profile(&recording.output)
-            .with_context(|| format!("failed to read profile `{}`", recording.output.display()))?;
+        let profile = lockscope_probes::read_profile(&recording.output).map_err(|source| {
+            SweepError::ReadProfile {
+                path: recording.output.clone(),
+                source,
+            }
+        })?;
         // The level in pprof too, labelled with its concurrency, so that all levels load
         // together into pprof-reading tools and can be told apart there.
         let pprof_path = dir.join(format!("level-{c}.pb.gz"));
@@ -289,11 +306,12 @@ pub fn run_sweep(
         };
         let mut pprof = Vec::new();
         write_pprof(&profile, &pprof_options, &mut pprof)
-            .and_then(|()| {
-                std::fs::write(&pprof_path, &pprof)
-                    .with_context(|| format!("cannot write `{}`", pprof_path.display()))
-            })
-            .with_context(|| format!("level {c}: failed to export pprof"))?;
+            .map_err(|source| SweepError::Pprof { level: c, source })?;
+        std::fs::write(&pprof_path, &pprof).map_err(|source| SweepError::WritePprof {
+            level: c,
+            path: pprof_path,
+            source,
+        })?;
         progress(&format!(
             "level {c}: {:.1} {}, {} waits recorded",
             parsed.value,
@@ -333,10 +351,19 @@ pub fn run_sweep(
         syscalls: non_empty(&options.syscalls),
     };
     let path = dir.join(SWEEP_FILE);
-    let json = serde_json::to_string_pretty(&sweep).context("failed to encode the sweep")?;
-    std::fs::write(&path, json + "\n")
-        .with_context(|| format!("cannot write sweep file `{}`", path.display()))?;
+    let json = serde_json::to_string_pretty(&sweep).map_err(SweepError::Encode)?;
+    if let Err(source) = std::fs::write(&path, json + "\n") {
+        return Err(SweepError::WriteSweep { path, source });
+    }
     Ok(sweep)
+}
+
+/// Creates (or truncates) `path` for a load command's output.
+fn create(path: &std::path::Path) -> Result<std::fs::File, SweepError> {
+    std::fs::File::create(path).map_err(|source| SweepError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// `names`, or `None` when there are none (a setting left to the recording's default).
@@ -344,23 +371,28 @@ fn non_empty(names: &[String]) -> Option<Vec<String>> {
     (!names.is_empty()).then(|| names.to_vec())
 }
 
-/// Waits for `child` up to `grace`; kills it past that.
+/// Waits for `child`, the load `command`, up to `grace`; kills it past that.
 fn wait_with_deadline(
     child: &mut std::process::Child,
+    command: &str,
     grace: Duration,
-) -> anyhow::Result<std::process::ExitStatus> {
+) -> Result<std::process::ExitStatus, SweepError> {
     let deadline = Instant::now() + grace;
     loop {
-        if let Some(status) = child.try_wait().context("failed to wait")? {
+        let exited = child.try_wait().map_err(|source| SweepError::WaitLoad {
+            command: command.to_string(),
+            source,
+        })?;
+        if let Some(status) = exited {
             return Ok(status);
         }
         if Instant::now() >= deadline {
             let _ = child.kill();
             let _ = child.wait();
-            bail!(
-                "still running {:.0} s after the recording ended: killed",
-                grace.as_secs_f64()
-            );
+            return Err(SweepError::LoadKilled {
+                command: command.to_string(),
+                grace,
+            });
         }
         std::thread::sleep(Duration::from_millis(50));
     }

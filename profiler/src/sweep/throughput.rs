@@ -1,7 +1,51 @@
 //! The throughput of one level, read from the load tool's output ([`Throughput`]: built-in
-//! parsers for sysbench, ab and wrk, or a regular expression).
+//! parsers for sysbench, ab and wrk, or a regular expression), or why there is none
+//! ([`ThroughputError`]).
 
-use anyhow::{bail, Context};
+/// Why no throughput was read: a `--throughput-regex` that cannot read one, or an output
+/// without one.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ThroughputError {
+    /// The regular expression does not compile.
+    #[error("invalid --throughput-regex `{pattern}`")]
+    InvalidRegex {
+        /// The expression.
+        pattern: String,
+        /// Why.
+        #[source]
+        source: regex::Error,
+    },
+    /// The regular expression has no group to capture the number with.
+    #[error("--throughput-regex `{pattern}` has no capture group for the number")]
+    NoCaptureGroup {
+        /// The expression.
+        pattern: String,
+    },
+    /// The regular expression captured something other than a number.
+    #[error("--throughput-regex captured `{text}`, which is not a number")]
+    NotANumber {
+        /// What it captured.
+        text: String,
+        /// Why it does not parse.
+        #[source]
+        source: std::num::ParseFloatError,
+    },
+    /// The parser found no throughput in the output.
+    #[error("no throughput found in the load output by the {parser} parser")]
+    NotFound {
+        /// The parser ([`Throughput::name`]).
+        parser: String,
+    },
+}
+
+/// Compiles a `--throughput-regex`.
+fn compile(pattern: &str) -> Result<regex::Regex, ThroughputError> {
+    regex::Regex::new(pattern).map_err(|source| ThroughputError::InvalidRegex {
+        pattern: pattern.to_string(),
+        source,
+    })
+}
 
 /// How the throughput is read from the load tool's output.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -81,19 +125,19 @@ impl Throughput {
     }
 
     /// Checks a regular expression: it must compile and have a capture group.
-    pub fn validate(&self) -> anyhow::Result<()> {
+    pub fn validate(&self) -> Result<(), ThroughputError> {
         if let Throughput::Regex(pattern) = self {
-            let re = regex::Regex::new(pattern)
-                .with_context(|| format!("invalid --throughput-regex `{pattern}`"))?;
-            if re.captures_len() < 2 {
-                bail!("--throughput-regex `{pattern}` has no capture group for the number");
+            if compile(pattern)?.captures_len() < 2 {
+                return Err(ThroughputError::NoCaptureGroup {
+                    pattern: pattern.clone(),
+                });
             }
         }
         Ok(())
     }
 
     /// Reads the throughput from a load tool's output.
-    pub fn parse(&self, output: &str) -> anyhow::Result<ParsedThroughput> {
+    pub fn parse(&self, output: &str) -> Result<ParsedThroughput, ThroughputError> {
         let found = match self {
             Throughput::Auto => parse_sysbench(output)
                 .or_else(|| parse_ab(output))
@@ -102,16 +146,17 @@ impl Throughput {
             Throughput::Ab => parse_ab(output),
             Throughput::Wrk => parse_wrk(output),
             Throughput::Regex(pattern) => {
-                let re = regex::Regex::new(pattern)
-                    .with_context(|| format!("invalid --throughput-regex `{pattern}`"))?;
-                let captured = re
+                let captured = compile(pattern)?
                     .captures(output)
                     .and_then(|c| c.get(1))
                     .map(|m| m.as_str().to_string());
                 match captured {
                     Some(text) => Some(ParsedThroughput {
-                        value: text.trim().parse().with_context(|| {
-                            format!("--throughput-regex captured `{text}`, which is not a number")
+                        value: text.trim().parse().map_err(|source| {
+                            ThroughputError::NotANumber {
+                                text: text.clone(),
+                                source,
+                            }
                         })?,
                         unit: "ops/s".to_string(),
                         parser: "regex".to_string(),
@@ -120,11 +165,8 @@ impl Throughput {
                 }
             }
         };
-        found.with_context(|| {
-            format!(
-                "no throughput found in the load output by the {} parser",
-                self.name()
-            )
+        found.ok_or_else(|| ThroughputError::NotFound {
+            parser: self.name().to_string(),
         })
     }
 }

@@ -290,7 +290,10 @@ struct FakeRecorder {
 }
 
 impl lockscope::sweep::LevelRecorder for FakeRecorder {
-    fn start(&mut self, level: &lockscope::sweep::LevelRecording) -> anyhow::Result<()> {
+    fn start(
+        &mut self,
+        level: &lockscope::sweep::LevelRecording,
+    ) -> Result<(), lockscope::sweep::RecordError> {
         let mut profile = lockscope_probes::Profile::default();
         profile.metadata.duration_ns = level.duration.as_nanos() as u64;
         lockscope_probes::write_profile(&profile, &level.output)?;
@@ -298,7 +301,7 @@ impl lockscope::sweep::LevelRecorder for FakeRecorder {
         Ok(())
     }
 
-    fn finish(&mut self) -> anyhow::Result<()> {
+    fn finish(&mut self) -> Result<(), lockscope::sweep::RecordError> {
         Ok(())
     }
 }
@@ -804,7 +807,10 @@ fn old_sweep_finding_is_rewritten() {
 struct PartialRecorder;
 
 impl lockscope::sweep::LevelRecorder for PartialRecorder {
-    fn start(&mut self, level: &lockscope::sweep::LevelRecording) -> anyhow::Result<()> {
+    fn start(
+        &mut self,
+        level: &lockscope::sweep::LevelRecording,
+    ) -> Result<(), lockscope::sweep::RecordError> {
         let mut profile = fixtures::demo_profile();
         profile.metadata.duration_ns = level.duration.as_nanos() as u64;
         profile.processes = vec![lockscope_probes::ProcessInfo {
@@ -816,7 +822,7 @@ impl lockscope::sweep::LevelRecorder for PartialRecorder {
         Ok(())
     }
 
-    fn finish(&mut self) -> anyhow::Result<()> {
+    fn finish(&mut self) -> Result<(), lockscope::sweep::RecordError> {
         Ok(())
     }
 
