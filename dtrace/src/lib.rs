@@ -34,17 +34,17 @@
 //! [`Frame::function`]: lockscope_probes::Frame::function
 
 pub mod catalog;
-pub mod driver;
 pub mod parse;
 mod profile;
+pub mod recorder;
 pub mod script;
 #[cfg(target_os = "linux")]
 pub mod symbolize;
 pub mod waitfor;
 
 pub use catalog::{canonical_wait_frame, DtraceProbe, TargetOs, DTRACE_CATALOG};
-pub use driver::{Driver, DriverOptions, Launcher, Recording};
 pub use profile::{import_capture, to_profile, to_profile_with, FrameResolver};
+pub use recorder::{Driver, DriverOptions, Launcher, Recording};
 pub use script::{generate_script, ScriptOptions, ScriptTarget};
 
 use std::path::PathBuf;

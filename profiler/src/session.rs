@@ -395,8 +395,8 @@ fn record_dtrace(options: SessionOptions, shared: &Shared) -> Result<Recording> 
     }
     let mut driver = DriverOptions::new(script, options.target);
     // The dtrace binary enters here, from the environment (the tests run a fake one).
-    driver.dtrace = lockscope_dtrace::driver::dtrace_binary(std::env::var_os(
-        lockscope_dtrace::driver::DTRACE_ENV,
+    driver.dtrace = lockscope_dtrace::recorder::dtrace_binary(std::env::var_os(
+        lockscope_dtrace::recorder::DTRACE_ENV,
     ));
     driver.echo_target_output = options.echo_target_output;
     driver.stop = Arc::clone(&shared.stop_flag);

@@ -2,7 +2,7 @@
 //! The driver against a fake dtrace (tests/fake-dtrace, selected with LOCKSCOPE_DTRACE) that
 //! replays recorded output and stderr: normal output, drops, refusals and early exits.
 
-use lockscope_dtrace::driver::dtrace_binary;
+use lockscope_dtrace::recorder::dtrace_binary;
 use lockscope_dtrace::{Driver, DriverOptions, Error, Launcher, ScriptOptions, TargetOs};
 use lockscope_probes::{AttachStatus, Target, WaitKind};
 use std::path::PathBuf;
