@@ -13,7 +13,7 @@
 //!   that the parser owns);
 //! - [`parse`]: DTrace text output (lockscope's own records and generic `printa` output) into
 //!   [`parse::Output`];
-//! - [`driver`]: [`Driver`] records a [`lockscope_probes::Target`] (resolved into the
+//! - [`recorder`]: [`Recorder`] records a [`lockscope_probes::Target`] (resolved into the
 //!   [`ScriptTarget`] a D script can name) by running `dtrace -q -s SCRIPT -p PID` (or
 //!   `-c CMD`), stops it, and turns its complaints into clear [`Error`]s and its drop reports
 //!   into [`lockscope_probes::Losses`];
@@ -44,7 +44,7 @@ pub mod waitfor;
 
 pub use catalog::{canonical_wait_frame, DtraceProbe, TargetOs, DTRACE_CATALOG};
 pub use profile::{import_capture, to_profile, to_profile_with, FrameResolver};
-pub use recorder::{Driver, DriverOptions, Launcher, Recording};
+pub use recorder::{Launcher, RecordOptions, Recorder, Recording};
 pub use script::{generate_script, ScriptOptions, ScriptTarget};
 
 use std::path::PathBuf;
@@ -115,7 +115,7 @@ pub enum Error {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// The command to trace could not be started (by the driver's own launcher).
+    /// The command to trace could not be started (by the recorder's own launcher).
     #[error("failed to launch `{command}`")]
     Launch {
         /// argv[0].
@@ -123,7 +123,7 @@ pub enum Error {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// Stopping or resuming the command the driver launched failed.
+    /// Stopping or resuming the command the recorder launched failed.
     #[error("failed to {action} the launched command (pid {pid})")]
     Signal {
         /// `stop` or `resume`.
