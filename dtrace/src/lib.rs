@@ -43,7 +43,7 @@ pub mod symbolize;
 pub mod waitfor;
 
 pub use catalog::{canonical_wait_frame, DtraceProbe, TargetOs, DTRACE_CATALOG};
-pub use profile::{import_capture, to_profile, to_profile_with, FrameResolver};
+pub use profile::{import_capture, to_profile, to_profile_with, FrameResolver, GENERIC_PROBE};
 pub use recorder::{Launcher, RecordOptions, Recorder, Recording};
 pub use script::{generate_script, ScriptOptions, ScriptTarget};
 

@@ -201,17 +201,23 @@ fn site_frame(profile: &Profile, record: &WaitRecord) -> String {
 }
 
 /// Why a profile does not say who ended its sleeps, and what would.
-pub(crate) fn no_wakers_reason(profile: &Profile) -> &'static str {
+pub(crate) fn no_wakers_reason(profile: &Profile) -> String {
     let offcpu = profile.waits.iter().any(|w| w.is_from(&catalog::OFFCPU))
         || profile
             .metadata
             .probes
             .iter()
             .any(|p| p.probe == catalog::OFFCPU.name);
+    let offcpu_name = catalog::OFFCPU.name;
     match (profile.metadata.backend.as_str(), offcpu) {
-        ("dtrace", _) => "the DTrace backend does not record who ended a sleep",
-        (_, true) => "not in this profile: its offcpu records predate who ended each sleep",
-        _ => "not recorded: record with --probes futex,offcpu",
+        ("dtrace", _) => "the DTrace backend does not record who ended a sleep".to_string(),
+        (_, true) => {
+            format!("not in this profile: its {offcpu_name} records predate who ended each sleep")
+        }
+        _ => format!(
+            "not recorded: record with --probes {},{offcpu_name}",
+            catalog::FUTEX.name
+        ),
     }
 }
 
