@@ -24,7 +24,8 @@
 //!   of the script read as dtrace prints them, assembled into off-CPU intervals and fed to the
 //!   OS-neutral wait-for engine ([`lockscope_probes::waitfor::Engine`]) for `lockscope why`;
 //! - [`import_capture`]: a profile from DTrace output captured elsewhere
-//!   (`dtrace -n 'profile-997 { @[ustack()] = count(); }'` and the like).
+//!   (`dtrace -n 'profile-997 { @[ustack()] = count(); }'` and the like), whose generic
+//!   aggregations' records carry the probe name [`GENERIC_PROBE`].
 //!
 //! Frames are stored the way Brendan Gregg's `stackcollapse.pl` prints them: [`Frame::function`]
 //! holds ``module`symbol`` without the `+0x..` offset (which goes to `function_offset`), so a

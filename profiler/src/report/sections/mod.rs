@@ -28,8 +28,10 @@
 //! - **on_cpu**: the `cpu` probe's samples as CPU time (never wait time): per thread, its CPU
 //!   time beside its recorded wait time and its hottest stack, then the top stacks by CPU time.
 //!
-//! One file per section, named as the section (and, for a probe's, as the probe): this file holds
-//! what they share (the site rows, thread labels, the wait plumbing skipped when naming a site).
+//! One file per section, named as the section (its key in `Sections` and in the JSON, which is
+//! the `section` of the probes' descriptors in the catalog: `on_cpu` for the cpu probe,
+//! `cpu_saturation` for preempt): this file holds what they share (the site rows, thread labels,
+//! the wait plumbing skipped when naming a site).
 
 use crate::render::units::{format_ns, format_percent};
 use lockscope_probes::catalog;
