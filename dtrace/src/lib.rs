@@ -13,7 +13,7 @@
 //!   that the parser owns);
 //! - [`parse`]: DTrace text output (lockscope's own records and generic `printa` output) into
 //!   [`parse::Output`];
-//! - [`driver`]: [`Driver`] records a [`lockscope_probes::Target`] (resolved into the
+//! - [`recorder`]: [`Recorder`] records a [`lockscope_probes::Target`] (resolved into the
 //!   [`ScriptTarget`] a D script can name) by running `dtrace -q -s SCRIPT -p PID` (or
 //!   `-c CMD`), stops it, and turns its complaints into clear [`Error`]s and its drop reports
 //!   into [`lockscope_probes::Losses`];
@@ -24,7 +24,8 @@
 //!   of the script read as dtrace prints them, assembled into off-CPU intervals and fed to the
 //!   OS-neutral wait-for engine ([`lockscope_probes::waitfor::Engine`]) for `lockscope why`;
 //! - [`import_capture`]: a profile from DTrace output captured elsewhere
-//!   (`dtrace -n 'profile-997 { @[ustack()] = count(); }'` and the like).
+//!   (`dtrace -n 'profile-997 { @[ustack()] = count(); }'` and the like), whose generic
+//!   aggregations' records carry the probe name [`GENERIC_PROBE`].
 //!
 //! Frames are stored the way Brendan Gregg's `stackcollapse.pl` prints them: [`Frame::function`]
 //! holds ``module`symbol`` without the `+0x..` offset (which goes to `function_offset`), so a
@@ -34,17 +35,17 @@
 //! [`Frame::function`]: lockscope_probes::Frame::function
 
 pub mod catalog;
-pub mod driver;
 pub mod parse;
 mod profile;
+pub mod recorder;
 pub mod script;
 #[cfg(target_os = "linux")]
 pub mod symbolize;
 pub mod waitfor;
 
 pub use catalog::{canonical_wait_frame, DtraceProbe, TargetOs, DTRACE_CATALOG};
-pub use driver::{Driver, DriverOptions, Launcher, Recording};
-pub use profile::{import_capture, to_profile, to_profile_with, FrameResolver};
+pub use profile::{import_capture, to_profile, to_profile_with, FrameResolver, GENERIC_PROBE};
+pub use recorder::{Launcher, RecordOptions, Recorder, Recording};
 pub use script::{generate_script, ScriptOptions, ScriptTarget};
 
 use std::path::PathBuf;
@@ -115,7 +116,7 @@ pub enum Error {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// The command to trace could not be started (by the driver's own launcher).
+    /// The command to trace could not be started (by the recorder's own launcher).
     #[error("failed to launch `{command}`")]
     Launch {
         /// argv[0].
@@ -123,7 +124,7 @@ pub enum Error {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// Stopping or resuming the command the driver launched failed.
+    /// Stopping or resuming the command the recorder launched failed.
     #[error("failed to {action} the launched command (pid {pid})")]
     Signal {
         /// `stop` or `resume`.

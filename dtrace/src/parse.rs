@@ -12,7 +12,7 @@
 //!
 //! The parser never fails: bytes that are not UTF-8 are replaced (lossy), and lines that belong
 //! to no record are counted in [`Output::skipped_lines`]. It is fed line by line
-//! ([`Parser::feed_line`]), so the driver streams dtrace's stdout into it.
+//! ([`Parser::feed_line`]), so the recorder streams dtrace's stdout into it.
 
 use lockscope_probes::{Frame, Log2Histogram};
 

@@ -26,7 +26,7 @@ struct TextInterner {
 type TextStackKey = (bool, Vec<(String, Option<String>)>);
 
 /// Turns a user frame's text into a [`Frame`] when something knows better than the text (the
-/// Linux driver's own symbolizer, from the target's mappings); `None` keeps
+/// Linux recorder's own symbolizer, from the target's mappings); `None` keeps
 /// [`parse::parse_frame`]'s reading.
 pub type FrameResolver<'a> = &'a dyn Fn(&ParsedFrame) -> Option<Frame>;
 
@@ -172,7 +172,7 @@ pub fn to_profile(output: &Output, os: Option<TargetOs>, ustack_frames: Option<u
     to_profile_with(output, os, ustack_frames, &|_| None)
 }
 
-/// [`to_profile`] with user frames read by `resolve` where it knows them (the Linux driver
+/// [`to_profile`] with user frames read by `resolve` where it knows them (the Linux recorder
 /// symbolizes addresses itself from the target's mappings): the categories that depend on the
 /// user stack are decided on the resolved names.
 pub fn to_profile_with(

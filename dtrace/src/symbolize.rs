@@ -3,7 +3,7 @@
 //! DTrace for Linux symbolizes `ustack()` frames when `END` prints, through the live process:
 //! a target that has exited by then (always with `dtrace -c`, and with `-p` when the target
 //! ends the recording) leaves bare addresses, and even a live one gets exported symbols only
-//! (no separate debug files, no Rust demangling). So the driver snapshots `/proc/PID/maps`
+//! (no separate debug files, no Rust demangling). So the recorder snapshots `/proc/PID/maps`
 //! while the target lives ([`MapsSnapshot`]) and, once dtrace has printed, reads every user
 //! frame back into a mapped file and file offset and symbolizes it the way the eBPF backend
 //! does (blazesym, with debug files and demangling): both backends name the same frames alike.

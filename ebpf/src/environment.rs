@@ -589,6 +589,7 @@ pub fn check_kernel_btf(path: &Path) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lockscope_probes::catalog::{CPU, FUTEX, MUTEX_HOLD};
 
     fn caps(list: &[Capability]) -> CapabilitySet {
         CapabilitySet(list.iter().fold(0, |set, c| set | 1u64 << *c as u32))
@@ -626,7 +627,7 @@ mod tests {
     /// default probe on a current kernel; the hex of /proc/PID/status parses.
     #[test]
     fn sufficient_capability_sets() {
-        let futex = info("futex");
+        let futex = info(FUTEX.name);
         for set in [
             CapabilitySet::from_hex("000001ffffffffff"),
             CapabilitySet::from_hex(&format!("{:016x}\n", 1u64 << 21)),
@@ -641,7 +642,7 @@ mod tests {
     /// setcap line grants them to this very program.
     #[test]
     fn missing_base_capabilities_named() {
-        let futex = info("futex");
+        let futex = info(FUTEX.name);
         let found = missing(&[&futex], &facts(CapabilitySet(0))).expect("missing");
         assert_eq!(found.names(), ["CAP_BPF", "CAP_PERFMON"]);
         let text = MissingCapabilities {
@@ -663,7 +664,7 @@ mod tests {
     /// the other probes never do.
     #[test]
     fn uprobes_need_sys_admin_where_the_kernel_says_so() {
-        let hold = info("mutex-hold");
+        let hold = info(MUTEX_HOLD.name);
         let mut refused = facts(caps(&BASE));
         refused.uprobes_allowed = Some(false);
         let found = missing(&[&hold], &refused).expect("missing");
@@ -682,8 +683,12 @@ mod tests {
         let mut allowed = refused.clone();
         allowed.uprobes_allowed = Some(true);
         assert_eq!(missing(&[&hold], &allowed), None);
-        for name in ["futex", "offcpu", "syscall", "lifecycle", "klock", "cpu"] {
-            assert_eq!(missing(&[&info(name)], &refused), None, "{name}");
+        let others = probes::all()
+            .into_iter()
+            .map(|r| r.info)
+            .filter(|info| !info.serves(MUTEX_HOLD.name));
+        for other in others {
+            assert_eq!(missing(&[&other], &refused), None, "{}", other.name());
         }
     }
 
@@ -691,7 +696,7 @@ mod tests {
     /// its hard limit is unlimited (libbpf raises the soft one then).
     #[test]
     fn memlock_before_5_11() {
-        let futex = info("futex");
+        let futex = info(FUTEX.name);
         let mut old = facts(caps(&BASE));
         old.kernel = Some((5, 10));
         let found = missing(&[&futex], &old).expect("missing");
@@ -726,7 +731,7 @@ mod tests {
     /// owner; every missing capability is named at once, each with its reason.
     #[test]
     fn unreadable_target_needs_ptrace() {
-        let futex = info("futex");
+        let futex = info(FUTEX.name);
         let mut other = facts(caps(&[Capability::Bpf]));
         other.target = TargetAccess::Denied {
             pid: 42,
@@ -752,7 +757,7 @@ mod tests {
     /// not errors; with CAP_SYSLOG there is no symbol warning.
     #[test]
     fn optional_capabilities_are_warnings() {
-        let futex = info("futex");
+        let futex = info(FUTEX.name);
         let mut limited = facts(caps(&BASE));
         limited.kernel_symbols_visible = false;
         limited.tracefs_closed = true;
@@ -764,7 +769,7 @@ mod tests {
         limited.capabilities = caps(&[Capability::Bpf, Capability::Perfmon, Capability::Syslog]);
         assert_eq!(assess(&[&futex], &limited).warnings.len(), 1);
         // tracefs matters to futex only.
-        assert_eq!(assess(&[&info("cpu")], &limited).warnings.len(), 0);
+        assert_eq!(assess(&[&info(CPU.name)], &limited).warnings.len(), 0);
     }
 
     /// This process's own facts can be gathered without privileges (and without a probe that

@@ -24,10 +24,15 @@
 //! - [`symbols`] (Linux): what both backends' Linux symbolizers share (blazesym symbols as
 //!   frames, `/proc/PID/maps` lines);
 //! - [`procfs`] (Linux): what both backends read of the processes in `/proc` (a `stat` line,
-//!   every process, the descendants of some).
+//!   every process, the descendants of some);
+//! - [`linux_syscalls`]: x86_64 Linux system call names by number (what both backends decode
+//!   calls with), and the sets of calls sleeps are classed by (futex, poll, I/O, sleep, file I/O,
+//!   input), written once for the eBPF `offcpu` probe, the DTrace wait-for stream and the
+//!   analyses.
 //!
-//! Apart from [`host`]'s POSIX calls and [`symbols`]' and [`procfs`]' Linux formats, nothing here is specific
-//! to an OS: the model never talks to a kernel.
+//! Apart from [`host`]'s POSIX calls, [`symbols`]' and [`procfs`]' Linux formats and
+//! [`linux_syscalls`]' Linux names, nothing here is specific to an OS: the model never talks to a
+//! kernel.
 
 pub mod catalog;
 pub mod format;

@@ -1,6 +1,125 @@
 //! x86_64 Linux system call names by number: what both backends decode system calls with (the
 //! eBPF probes' `orig_ax`, DTrace for Linux's `uregs[R_ERR]`). From `asm/unistd_64.h`, up to
 //! Linux 6.10's `mseal` (462); the numbers are ABI and never change.
+//!
+//! And the sets of system calls lockscope tells sleeps apart by, written once: where a thread's
+//! time asleep in a call goes ([`time_class`]: futex, poll, I/O or sleep, from
+//! [`FUTEX_WAIT_CALLS`], [`POLL_CALLS`], [`IO_CALLS`] and [`SLEEP_CALLS`]; the eBPF `offcpu`
+//! probe loads the same lists into its program by number), which calls are file I/O
+//! ([`FILE_IO_CALLS`]) and which wait for input ([`INPUT_CALLS`]).
+
+use crate::sched::TimeClass;
+
+/// The system calls a futex wait sleeps in: `futex`, and Linux 5.16's `futex_waitv` and 6.7's
+/// `futex_wait`.
+pub const FUTEX_WAIT_CALLS: &[&str] = &["futex", "futex_waitv", "futex_wait"];
+
+/// The system calls that wait for any of several files to be ready. The eBPF `offcpu` program
+/// walks the kernel stack of a poll or sleep call's interruptible sleep once per call and reuses
+/// it (offcpu.bpf.c's sleep_kernel_stack): a call listed here or in [`SLEEP_CALLS`] must sleep
+/// at one site only.
+pub const POLL_CALLS: &[&str] = &[
+    "poll",
+    "select",
+    "epoll_wait",
+    "pselect6",
+    "ppoll",
+    "epoll_pwait",
+    "epoll_pwait2",
+];
+
+/// The system calls that read, write or sync a file or socket, or wait for asynchronous I/O.
+pub const IO_CALLS: &[&str] = &[
+    "read",
+    "write",
+    "pread64",
+    "pwrite64",
+    "readv",
+    "writev",
+    "sendfile",
+    "connect",
+    "accept",
+    "sendto",
+    "recvfrom",
+    "sendmsg",
+    "recvmsg",
+    "fsync",
+    "fdatasync",
+    "io_getevents",
+    "openat",
+    "sync_file_range",
+    "accept4",
+    "preadv",
+    "pwritev",
+    "recvmmsg",
+    "sendmmsg",
+    "preadv2",
+    "pwritev2",
+    "io_uring_enter",
+];
+
+/// The system calls that sleep for a time or until a signal (see [`POLL_CALLS`] for what the
+/// eBPF program asks of them).
+pub const SLEEP_CALLS: &[&str] = &[
+    "pause",
+    "nanosleep",
+    "rt_sigtimedwait",
+    "rt_sigsuspend",
+    "clock_nanosleep",
+];
+
+/// Where a thread's time asleep in system call `call` goes: [`TimeClass::Futex`],
+/// [`TimeClass::Poll`], [`TimeClass::Io`] or [`TimeClass::Sleep`] for the calls of
+/// [`FUTEX_WAIT_CALLS`], [`POLL_CALLS`], [`IO_CALLS`] and [`SLEEP_CALLS`], else `None` (other
+/// time).
+pub fn time_class(call: &str) -> Option<TimeClass> {
+    [
+        (TimeClass::Futex, FUTEX_WAIT_CALLS),
+        (TimeClass::Poll, POLL_CALLS),
+        (TimeClass::Io, IO_CALLS),
+        (TimeClass::Sleep, SLEEP_CALLS),
+    ]
+    .into_iter()
+    .find(|(_, calls)| calls.contains(&call))
+    .map(|(class, _)| class)
+}
+
+/// The system calls of file and disk I/O: a sleep in one that something outside the program
+/// ended waited for a device, not for input.
+pub const FILE_IO_CALLS: &[&str] = &[
+    "fsync",
+    "fdatasync",
+    "sync_file_range",
+    "sync",
+    "syncfs",
+    "pread64",
+    "pwrite64",
+    "preadv",
+    "pwritev",
+    "preadv2",
+    "pwritev2",
+    "io_getevents",
+    "io_pgetevents",
+    "openat",
+    "open",
+    "fallocate",
+    "ftruncate",
+    "msync",
+];
+
+/// The I/O system calls that wait for input (a request, a message, a connection, a completion):
+/// with [`POLL_CALLS`] and [`SLEEP_CALLS`], where a thread may be waiting for work.
+pub const INPUT_CALLS: &[&str] = &[
+    "read",
+    "readv",
+    "recvfrom",
+    "recvmsg",
+    "recvmmsg",
+    "accept",
+    "accept4",
+    "io_getevents",
+    "io_uring_enter",
+];
 
 /// System call names by number (`None` for unassigned numbers).
 const SYSCALLS: [Option<&str>; 463] = [
@@ -487,6 +606,28 @@ pub fn syscall_number(name: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every call of the sets is an x86_64 system call, and each class has its calls.
+    #[test]
+    fn sets_name_system_calls() {
+        for set in [
+            FUTEX_WAIT_CALLS,
+            POLL_CALLS,
+            IO_CALLS,
+            SLEEP_CALLS,
+            FILE_IO_CALLS,
+            INPUT_CALLS,
+        ] {
+            for call in set {
+                assert!(syscall_number(call).is_some(), "{call} has no number");
+            }
+        }
+        assert_eq!(time_class("futex_waitv"), Some(TimeClass::Futex));
+        assert_eq!(time_class("epoll_pwait2"), Some(TimeClass::Poll));
+        assert_eq!(time_class("sendfile"), Some(TimeClass::Io));
+        assert_eq!(time_class("rt_sigsuspend"), Some(TimeClass::Sleep));
+        assert_eq!(time_class("getpid"), None);
+    }
 
     /// The numbers the wait-for classes depend on name their calls; -1 (no call) names none.
     #[test]

@@ -15,12 +15,10 @@
 //! futex` from the eBPF backend, `futex` from DTrace for Linux's `offcpu`).
 
 use crate::catalog::{offcpu_operation, FUTEX, OFFCPU};
+use crate::linux_syscalls::FUTEX_WAIT_CALLS;
 use crate::profile::{Profile, StackId, WaitRecord, WaitStats};
 use crate::waitfor::WokenBy;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// The system calls whose sleeps the futex probe records as its waits.
-const FUTEX_CALLS: [&str; 3] = ["futex", "futex_waitv", "futex_wait"];
 
 /// The system call an `offcpu` record slept in, when it names one: `sleeping in CALL` (eBPF),
 /// or the call itself (DTrace for Linux).
@@ -43,7 +41,7 @@ pub fn offcpu_call(record: &WaitRecord) -> Option<&str> {
 
 /// True for an `offcpu` sleep in a futex system call.
 pub fn is_offcpu_futex_sleep(record: &WaitRecord) -> bool {
-    offcpu_call(record).is_some_and(|call| FUTEX_CALLS.contains(&call))
+    offcpu_call(record).is_some_and(|call| FUTEX_WAIT_CALLS.contains(&call))
 }
 
 /// The records of a profile whose time the futex probe's waits already hold: the `offcpu`

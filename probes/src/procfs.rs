@@ -1,5 +1,5 @@
 //! What both backends read of a Linux machine's processes in `/proc` (the eBPF recorder's
-//! target set, and the DTrace driver's on Linux, which watches the processes it traces): a
+//! target set, and the DTrace recorder's on Linux, which watches the processes it traces): a
 //! process's `stat` line, every process, and the descendants of some. Linux only.
 
 use std::collections::{BTreeSet, HashMap};

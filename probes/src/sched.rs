@@ -5,6 +5,7 @@
 //! its sleeps where the profile says, by a rule of thumb on any other profile.
 
 use crate::catalog::{offcpu_operation, MUTEX_HOLD, OFFCPU};
+use crate::linux_syscalls::{FILE_IO_CALLS, INPUT_CALLS, POLL_CALLS, SLEEP_CALLS};
 use crate::overlap::{futex_wakers, offcpu_call, SeenTwice, Wakers};
 use crate::profile::{Profile, StackId, WaitRecord, WaitStats};
 use crate::wait::WaitKind;
@@ -158,37 +159,17 @@ pub const IDLE_SHARE: f64 = 0.5;
 
 /// True for waits that can be a thread waiting for work rather than for another thread's lock:
 /// condition variables, semaphores, unclassified futex waits, and off-CPU sleeps in poll, epoll,
-/// select, reads and receives, accept, nanosleep and signal waits. The rule of thumb for
-/// profiles that do not say who ended their sleeps ([`wait_roles`]).
+/// select, reads and receives, accept, nanosleep and signal waits ([`POLL_CALLS`],
+/// [`INPUT_CALLS`], [`SLEEP_CALLS`]). The rule of thumb for profiles that do not say who ended
+/// their sleeps ([`wait_roles`]).
 pub fn may_be_idle(record: &WaitRecord) -> bool {
     match record.kind {
         WaitKind::Condvar | WaitKind::Semaphore | WaitKind::Wait => true,
-        WaitKind::OffCpu => {
-            const IDLE_CALLS: &[&str] = &[
-                "poll",
-                "ppoll",
-                "select",
-                "pselect6",
-                "epoll_wait",
-                "epoll_pwait",
-                "epoll_pwait2",
-                "read",
-                "readv",
-                "recvfrom",
-                "recvmsg",
-                "recvmmsg",
-                "accept",
-                "accept4",
-                "nanosleep",
-                "clock_nanosleep",
-                "pause",
-                "rt_sigtimedwait",
-                "rt_sigsuspend",
-                "io_getevents",
-                "io_uring_enter",
-            ];
-            offcpu_call(record).is_some_and(|call| IDLE_CALLS.contains(&call))
-        }
+        WaitKind::OffCpu => offcpu_call(record).is_some_and(|call| {
+            [POLL_CALLS, INPUT_CALLS, SLEEP_CALLS]
+                .iter()
+                .any(|calls| calls.contains(&call))
+        }),
         _ => false,
     }
 }
@@ -266,22 +247,6 @@ pub struct RoleOf {
     /// known.
     pub woken_ns: BTreeMap<WokenBy, u64>,
 }
-
-/// File system calls: a sleep in one that something outside the program ended is I/O, not
-/// idleness.
-const FILE_IO_CALLS: &[&str] = &[
-    "fsync",
-    "fdatasync",
-    "sync_file_range",
-    "pread64",
-    "pwrite64",
-    "preadv",
-    "pwritev",
-    "preadv2",
-    "pwritev2",
-    "openat",
-    "io_getevents",
-];
 
 /// True for a sleep in disk or file I/O: a file system call, or `io_schedule` (how the kernel
 /// waits for block I/O and page locks) on its kernel stack.

@@ -1,4 +1,4 @@
-//! What both backends' Linux symbolizers share (the eBPF backend's, and the DTrace driver's on
+//! What both backends' Linux symbolizers share (the eBPF backend's, and the DTrace recorder's on
 //! Linux, which symbolizes user frames itself): parsing `/proc/PID/maps` lines, opening the files
 //! they name as the process sees them ([`open_in_root`]), and turning a blazesym symbol into a
 //! profile [`Frame`]. Linux only; the rest of this crate is OS-neutral.

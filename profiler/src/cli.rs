@@ -386,24 +386,23 @@ mod tests {
         }
     }
 
-    /// Probe names are checked against the catalog, and none means the defaults.
+    /// Probe names are checked against the catalog (an unknown one gets the catalog's message),
+    /// and none means the defaults.
     #[test]
     fn probe_validation() {
-        assert_eq!(validate_probes(&[]).ok(), Some(vec!["futex".to_string()]));
+        use lockscope_probes::catalog::{self, UnknownProbe, BOTTLENECK};
+        let names = |probes: &[&str]| probes.iter().map(|p| p.to_string()).collect::<Vec<_>>();
+        let defaults: Vec<&str> = catalog::defaults().map(|p| p.name).collect();
+        assert_eq!(validate_probes(&[]).ok(), Some(names(&defaults)));
         let err = validate_probes(&["nosuch".into()]).expect_err("unknown");
+        let unknown = UnknownProbe {
+            name: "nosuch".into(),
+        };
+        assert_eq!(err.to_string(), unknown.to_string());
+        // A set selects its probes, once each: a probe of the set given before it is not repeated.
         assert_eq!(
-            err.to_string(),
-            "unknown probe `nosuch`: known probes are futex, offcpu, wakeup, preempt, waitfor, \
-             syscall, lifecycle, klock, mutex-hold, cpu (sets: bottleneck)"
-        );
-        // A set selects its probes, once each.
-        assert_eq!(
-            validate_probes(&["offcpu".into(), "bottleneck".into()]).ok(),
-            Some(
-                ["offcpu", "wakeup", "preempt", "waitfor", "cpu"]
-                    .map(String::from)
-                    .to_vec()
-            )
+            validate_probes(&names(&[BOTTLENECK.probes[0], BOTTLENECK.name])).ok(),
+            Some(names(BOTTLENECK.probes))
         );
     }
 }

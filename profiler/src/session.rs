@@ -1,9 +1,10 @@
 //! One recording session over either backend: what `record`, `sweep` and `bench --record` share.
 //!
-//! [`Session::start`] returns once the probes are attached (the eBPF recorder started, or dtrace's
-//! BEGIN clause printed), so a caller can start a load knowing it is recorded from its first
-//! request. The backend then records on a thread of its own: the eBPF recorder is polled there
-//! (its ring buffers drained, new processes' tables built), dtrace's output is read there. The
+//! [`Session::start`] returns once the probes are attached (the eBPF backend's `Recorder` started,
+//! or dtrace's BEGIN clause printed), so a caller can start a load knowing it is recorded from its
+//! first request. The backend's `Recorder` then records on a thread of its own: the eBPF one is
+//! polled there (its ring buffers drained, new processes' tables built), the DTrace one runs
+//! dtrace there and reads its output. The
 //! recording ends by itself when its duration elapses or the target exits, or when the caller
 //! asks ([`Session::stop`]); [`Session::finish`] returns the profile.
 
@@ -97,7 +98,7 @@ pub struct Recording {
 /// State shared between the caller and the backend's thread.
 #[derive(Default)]
 struct Shared {
-    /// Set once the probes are attached (by the DTrace driver itself: its `began` flag).
+    /// Set once the probes are attached (by the DTrace recorder itself: its `began` flag).
     ready: Arc<AtomicBool>,
     /// The target's pid, once known.
     pid: Mutex<Option<u32>>,
@@ -107,7 +108,7 @@ struct Shared {
     warnings: Mutex<Vec<String>>,
     /// Set by [`Session::stop`], with the reason the profile gives.
     stop: Mutex<Option<String>>,
-    /// The same request as a flag, as the DTrace driver takes it.
+    /// The same request as a flag, as the DTrace recorder takes it.
     stop_flag: Arc<AtomicBool>,
     progress: Mutex<Progress>,
 }
@@ -382,9 +383,9 @@ fn record_ebpf(_options: SessionOptions, _shared: &Shared) -> Result<Recording> 
     bail!("the ebpf backend is Linux-only; use --backend dtrace")
 }
 
-/// The DTrace backend on the session's thread: the driver runs dtrace until the end.
+/// The DTrace backend on the session's thread: the recorder runs dtrace until the end.
 fn record_dtrace(options: SessionOptions, shared: &Shared) -> Result<Recording> {
-    use lockscope_dtrace::{Driver, DriverOptions, ScriptOptions};
+    use lockscope_dtrace::{RecordOptions, Recorder, ScriptOptions};
 
     let os = dtrace_os(options.dtrace_os)?;
     let mut script = ScriptOptions::new(os);
@@ -393,16 +394,16 @@ fn record_dtrace(options: SessionOptions, shared: &Shared) -> Result<Recording> 
     if let Some(pid) = options.target.single_pid() {
         *lock(&shared.pid) = Some(pid);
     }
-    let mut driver = DriverOptions::new(script, options.target);
+    let mut record = RecordOptions::new(script, options.target);
     // The dtrace binary enters here, from the environment (the tests run a fake one).
-    driver.dtrace = lockscope_dtrace::driver::dtrace_binary(std::env::var_os(
-        lockscope_dtrace::driver::DTRACE_ENV,
+    record.dtrace = lockscope_dtrace::recorder::dtrace_binary(std::env::var_os(
+        lockscope_dtrace::recorder::DTRACE_ENV,
     ));
-    driver.echo_target_output = options.echo_target_output;
-    driver.stop = Arc::clone(&shared.stop_flag);
-    // The driver sets it once dtrace has enabled every probe (a second or more).
-    driver.began = Arc::clone(&shared.ready);
-    let recording = Driver::new(driver)?.run()?;
+    record.echo_target_output = options.echo_target_output;
+    record.stop = Arc::clone(&shared.stop_flag);
+    // The recorder sets it once dtrace has enabled every probe (a second or more).
+    record.began = Arc::clone(&shared.ready);
+    let recording = Recorder::new(record)?.run()?;
     Ok(Recording {
         profile: recording.profile,
         notes: recording

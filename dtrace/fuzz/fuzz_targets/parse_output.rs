@@ -4,7 +4,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use lockscope_dtrace::parse::{self, Parser, Record, Value};
-use lockscope_dtrace::{driver, import_capture, to_profile, TargetOs};
+use lockscope_dtrace::{import_capture, recorder, to_profile, TargetOs};
 
 fuzz_target!(|data: &[u8]| {
     // Whole input at once, and the same input streamed line by line: same result.
@@ -53,6 +53,6 @@ fuzz_target!(|data: &[u8]| {
         let _ = frame.display_name();
         let _ = lockscope_dtrace::canonical_wait_frame(line);
     }
-    let diagnosis = driver::diagnose(&lines);
+    let diagnosis = recorder::diagnose(&lines);
     let _ = diagnosis.losses.lost_events();
 });

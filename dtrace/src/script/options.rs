@@ -36,7 +36,7 @@ pub struct ScriptOptions {
     pub bufsize: u64,
     /// Linux `futex` probe: also trace the libc entry points ([`FUTEX_ENTRY_POINTS`]) with
     /// `pid$target` probes to tell condvar, join, rwlock and semaphore waits apart when the
-    /// user stack is too short to. The driver turns it off when the target has no such
+    /// user stack is too short to. The recorder turns it off when the target has no such
     /// functions (a static or non-glibc binary: the descriptions match nothing). Default: true.
     ///
     /// [`FUTEX_ENTRY_POINTS`]: crate::catalog::FUTEX_ENTRY_POINTS

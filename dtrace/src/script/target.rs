@@ -9,7 +9,7 @@ use lockscope_probes::Target;
 /// What the script traces: a [`Target`] resolved into what D and dtrace(1) can say. A D script
 /// names one process as `$target` (`-p PID` or `-c CMD`, whose argv goes to dtrace's command
 /// line, not into the script) and several by a predicate on `pid`; it cannot name a cgroup.
-/// The script generator and the driver decide by this form, not by the [`Target`].
+/// The script generator and the recorder decide by this form, not by the [`Target`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ScriptTarget {
     /// A running process, attached with `dtrace -p PID`.

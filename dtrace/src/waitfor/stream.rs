@@ -10,7 +10,7 @@ use crate::parse::ParsedFrame;
 use lockscope_probes::waitfor::{
     Engine, EngineCounts, EngineLimits, Interval, IntervalKind, RawBlame, ThreadRef, WokenBy,
 };
-use lockscope_probes::{AddressSpace, ThreadTime, TimeClass};
+use lockscope_probes::{linux_syscalls, AddressSpace, ThreadTime, TimeClass};
 use std::collections::{BTreeMap, HashMap};
 
 /// How long an event is kept before it is acted on, nanoseconds: dtrace prints the per-CPU
@@ -521,22 +521,16 @@ impl WaitForStream {
     }
 }
 
-/// Where a sleep in `call` goes in a thread's time.
+/// Where a sleep in `call` goes in a thread's time: as the eBPF backend classes it on Linux
+/// ([`linux_syscalls::time_class`]), and the other OSes' own calls of those classes.
 fn time_class(call: Option<&str>) -> TimeClass {
     let Some(call) = call else {
         return TimeClass::Other;
     };
-    match call {
-        "futex" | "lwp_park" | "_umtx_op" | "lwp_mutex_timedlock" => TimeClass::Futex,
-        "nanosleep" | "clock_nanosleep" | "pause" | "rt_sigsuspend" | "rt_sigtimedwait" => {
-            TimeClass::Sleep
-        }
-        "poll" | "ppoll" | "select" | "pselect6" | "epoll_wait" | "epoll_pwait"
-        | "epoll_pwait2" | "pollsys" | "kevent" | "port_getn" => TimeClass::Poll,
-        "read" | "write" | "readv" | "writev" | "pread64" | "pwrite64" | "preadv" | "pwritev"
-        | "preadv2" | "pwritev2" | "fsync" | "fdatasync" | "sync_file_range" | "recvfrom"
-        | "recvmsg" | "recvmmsg" | "sendto" | "sendmsg" | "sendmmsg" | "accept" | "accept4"
-        | "connect" | "io_getevents" | "io_uring_enter" | "openat" | "open" => TimeClass::Io,
+    linux_syscalls::time_class(call).unwrap_or(match call {
+        "lwp_park" | "_umtx_op" | "lwp_mutex_timedlock" => TimeClass::Futex,
+        "pollsys" | "kevent" | "port_getn" => TimeClass::Poll,
+        "open" => TimeClass::Io,
         _ => TimeClass::Other,
-    }
+    })
 }

@@ -4,6 +4,6 @@
 mod common;
 
 mod compile;
-mod driver;
 mod fixtures;
+mod recorder;
 mod script;

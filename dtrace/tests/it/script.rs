@@ -3,6 +3,7 @@
 use crate::common::check_golden;
 use lockscope_dtrace::catalog::{self, TargetOs};
 use lockscope_dtrace::{generate_script, Error, ScriptOptions, ScriptTarget};
+use lockscope_probes::catalog::{BOTTLENECK, WAITFOR};
 use std::time::Duration;
 
 /// Checks what dtrace's compiler would reject first: unbalanced braces, parentheses, quotes
@@ -310,7 +311,7 @@ fn linux_absent_probes_are_named() {
 /// and where it is recorded.
 #[test]
 fn wait_for_analysis_is_refused_on_macos() {
-    for probe in ["waitfor", "bottleneck"] {
+    for probe in [WAITFOR.name, BOTTLENECK.name] {
         let mut options = ScriptOptions::new(TargetOs::MacOs);
         options.probes = vec![probe.to_string()];
         let err = generate_script(&options).expect_err("no wait-for analysis on macOS");
@@ -335,7 +336,7 @@ fn wait_for_stream_where_wakeups_exist() {
     for os in [TargetOs::Linux, TargetOs::Illumos, TargetOs::FreeBsd] {
         let mut options = ScriptOptions::new(os);
         options.target = ScriptTarget::Pid(4242);
-        options.probes = vec!["bottleneck".into()];
+        options.probes = vec![BOTTLENECK.name.into()];
         let names: Vec<&str> = options
             .selected_probes()
             .expect("bottleneck")
@@ -343,7 +344,7 @@ fn wait_for_stream_where_wakeups_exist() {
             .map(|p| p.name)
             .collect();
         let mut expected: Vec<&str> = catalog::defaults_for(os, false).map(|p| p.name).collect();
-        expected.push("waitfor");
+        expected.push(WAITFOR.name);
         assert_eq!(names, expected, "{os}");
         let script = generate_script(&options).expect("script");
         validate(&script, os);

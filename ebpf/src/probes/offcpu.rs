@@ -21,6 +21,7 @@ use crate::skel::offcpu::types::{
 use crate::skel::offcpu::{OffcpuSkel, OffcpuSkelBuilder, OpenOffcpuSkel};
 use crate::syscalls::{syscall_name, syscall_number};
 use lockscope_probes::catalog::{self, offcpu_operation};
+use lockscope_probes::linux_syscalls;
 use lockscope_probes::waitfor::{Interval, IntervalKind, ThreadRef, WokenBy};
 use lockscope_probes::{ThreadTime, TimeClass, WaitKind};
 use std::collections::{BTreeMap, HashSet};
@@ -54,65 +55,13 @@ const INTERRUPT_WAKER_STACK_INTERVAL_NS: u64 = 10_000_000;
 /// the BPF program's table by number (`targ_syscall_class`), and the threads that never ran are
 /// classed by the same table. The program walks the kernel stack of a `poll` or `sleep` call's
 /// interruptible sleep once per call and reuses it (offcpu.bpf.c's sleep_kernel_stack): a call
-/// listed there must sleep at one site only.
+/// listed there must sleep at one site only. The lists are `lockscope_probes::linux_syscalls`',
+/// which the DTrace backend classes sleeps by too.
 const SYSCALL_CLASSES: [(time_class, &[&str]); 4] = [
-    (
-        time_class::LKS_TIME_FUTEX,
-        &["futex", "futex_waitv", "futex_wait"],
-    ),
-    (
-        time_class::LKS_TIME_POLL,
-        &[
-            "poll",
-            "select",
-            "epoll_wait",
-            "pselect6",
-            "ppoll",
-            "epoll_pwait",
-            "epoll_pwait2",
-        ],
-    ),
-    (
-        time_class::LKS_TIME_IO,
-        &[
-            "read",
-            "write",
-            "pread64",
-            "pwrite64",
-            "readv",
-            "writev",
-            "sendfile",
-            "connect",
-            "accept",
-            "sendto",
-            "recvfrom",
-            "sendmsg",
-            "recvmsg",
-            "fsync",
-            "fdatasync",
-            "io_getevents",
-            "openat",
-            "sync_file_range",
-            "accept4",
-            "preadv",
-            "pwritev",
-            "recvmmsg",
-            "sendmmsg",
-            "preadv2",
-            "pwritev2",
-            "io_uring_enter",
-        ],
-    ),
-    (
-        time_class::LKS_TIME_SLEEP,
-        &[
-            "pause",
-            "nanosleep",
-            "rt_sigtimedwait",
-            "rt_sigsuspend",
-            "clock_nanosleep",
-        ],
-    ),
+    (time_class::LKS_TIME_FUTEX, linux_syscalls::FUTEX_WAIT_CALLS),
+    (time_class::LKS_TIME_POLL, linux_syscalls::POLL_CALLS),
+    (time_class::LKS_TIME_IO, linux_syscalls::IO_CALLS),
+    (time_class::LKS_TIME_SLEEP, linux_syscalls::SLEEP_CALLS),
 ];
 
 /// The class table by system call number, `slots` long (the BPF program's

@@ -269,14 +269,18 @@ pub fn wall_state(profile: &Profile, record: &WaitRecord) -> String {
 pub enum FoldError {
     /// The wall-clock view without both of its probes' records.
     #[error(
-        "the wall-clock view needs the cpu and offcpu probes' records: record with \
-         --probes cpu,offcpu"
+        "the wall-clock view needs the {cpu} and {offcpu} probes' records: record with \
+         --probes {cpu},{offcpu}",
+        cpu = catalog::CPU.name,
+        offcpu = catalog::OFFCPU.name
     )]
     WallNeedsCpuAndOffcpu,
     /// `--probe wakeup`, whose records are the offcpu probe's.
     #[error(
-        "the `wakeup` probe's records are the `offcpu` probe's: use --probe offcpu (its \
-         wakeups come with it) or --wakeups"
+        "the `{wakeup}` probe's records are the `{offcpu}` probe's: use --probe {offcpu} (its \
+         wakeups come with it) or --wakeups",
+        wakeup = catalog::WAKEUP.name,
+        offcpu = catalog::OFFCPU.name
     )]
     WakeupIsOffcpu,
     /// A probe the profile neither asked for nor has records of.

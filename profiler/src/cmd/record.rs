@@ -90,7 +90,10 @@ impl RecordArgs {
     /// `--frequency` sets the `cpu` probe's rate, so it needs that probe.
     fn check_frequency(&self) -> Result<()> {
         if self.frequency.is_some() && !self.probes.iter().any(|p| p.trim() == catalog::CPU.name) {
-            bail!("--frequency sets the `cpu` probe's sampling rate: add `cpu` to --probes");
+            bail!(
+                "--frequency sets the `{cpu}` probe's sampling rate: add `{cpu}` to --probes",
+                cpu = catalog::CPU.name
+            );
         }
         Ok(())
     }

@@ -34,7 +34,10 @@ pub enum ExportError {
     #[error(transparent)]
     Fold(#[from] FoldError),
     /// The wakeup chains of a profile (or a probe filter) without wakeups.
-    #[error("no wakeups to export (they are recorded by --probes offcpu)")]
+    #[error(
+        "no wakeups to export (they are recorded by --probes {})",
+        catalog::OFFCPU.name
+    )]
     NoWakeups,
     /// A folded line whose value is not a number (speedscope reads the folded lines back).
     #[error("bad folded value in `{line}`")]

@@ -257,13 +257,15 @@ pub fn import(text: &str, source: &str, options: &ImportOptions) -> Result<Profi
 }
 
 /// Marks the generic records of an imported DTrace capture (an `@[ustack()] = count()`
-/// aggregation and the like: probe `dtrace`, counts without times) as [`WaitKind::Sample`]:
-/// they count probe firings, not waits. lockscope's own records keep their kinds.
+/// aggregation and the like: probe [`lockscope_dtrace::GENERIC_PROBE`], counts without times)
+/// as [`WaitKind::Sample`]: they count probe firings, not waits. lockscope's own records keep
+/// their kinds.
 pub fn mark_dtrace_samples(profile: &mut Profile) {
     for record in &mut profile.waits {
-        // `dtrace` is the probe lockscope_dtrace gives generic records (its GENERIC_PROBE,
-        // which that crate does not export).
-        if record.probe == "dtrace" && record.kind == WaitKind::Wait && record.stats.total_ns == 0 {
+        if record.probe == lockscope_dtrace::GENERIC_PROBE
+            && record.kind == WaitKind::Wait
+            && record.stats.total_ns == 0
+        {
             record.kind = WaitKind::Sample;
         }
     }

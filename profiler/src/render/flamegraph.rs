@@ -12,7 +12,7 @@ use crate::analysis::fold::{
 };
 use crate::render::units::format_ns;
 use inferno::flamegraph::color::{BasicPalette, MultiPalette, Palette};
-use lockscope_probes::Profile;
+use lockscope_probes::{catalog, Profile};
 
 /// Longest command line shown in a default title; longer ones are cut with `…`.
 const MAX_TITLE_COMMAND_CHARS: usize = 60;
@@ -41,7 +41,10 @@ pub enum RenderError {
     #[error(transparent)]
     Fold(#[from] FoldError),
     /// The wakeup chains of a profile without wakeups.
-    #[error("no wakeups recorded in this profile (record with --probes wakeup)")]
+    #[error(
+        "no wakeups recorded in this profile (record with --probes {})",
+        catalog::WAKEUP.name
+    )]
     NoWakeups,
     /// No wait is left to draw.
     #[error(
@@ -89,7 +92,8 @@ pub fn default_title(profile: &Profile, fold: &FoldOptions) -> String {
     };
     if fold.wall {
         // Whatever the probes, the view is the cpu and offcpu probes'.
-        return target_title(profile, "cpu+offcpu", what);
+        let probes = format!("{}+{}", catalog::CPU.name, catalog::OFFCPU.name);
+        return target_title(profile, &probes, what);
     }
     if measure != Measure::Waits
         && (measure != Measure::OnCpu || profile.metadata.target.command.is_empty())

@@ -170,12 +170,17 @@ impl Coverage {
 fn suggestion(profile: &Profile) -> String {
     if profile.metadata.backend == "ebpf" {
         format!(
-            "most of it unseen: --probes futex,offcpu sees every sleep, whatever the call, who \
+            "most of it unseen: --probes {futex},{offcpu} sees every sleep, whatever the call, who \
              ended it, and the time on a CPU ({OFFCPU_COST}; docs/BENCHMARKS.md); --probes \
-             bottleneck adds what `lockscope why` needs ({BOTTLENECK_COST})"
+             {bottleneck} adds what `lockscope why` needs ({BOTTLENECK_COST})",
+            futex = catalog::FUTEX.name,
+            offcpu = catalog::OFFCPU.name,
+            bottleneck = catalog::BOTTLENECK.name
         )
     } else {
-        "most of it unseen: the offcpu probe sees every sleep (--probes with offcpu added)"
-            .to_string()
+        format!(
+            "most of it unseen: the {offcpu} probe sees every sleep (--probes with {offcpu} added)",
+            offcpu = catalog::OFFCPU.name
+        )
     }
 }

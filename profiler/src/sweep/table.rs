@@ -93,7 +93,8 @@ pub fn sweep_table(sweep: &Sweep) -> String {
     } else {
         let _ = writeln!(
             out,
-            "No level has a breakdown of the threads' time (on CPU, run queue, lock, ...): sweep with `--probes` including offcpu to see where it went."
+            "No level has a breakdown of the threads' time (on CPU, run queue, lock, ...): sweep with `--probes` including {} to see where it went.",
+            lockscope_probes::catalog::OFFCPU.name
         );
     }
     let _ = writeln!(out, "{}", sweep.finding);

@@ -4,6 +4,7 @@
 use super::model::CauseKind;
 use super::select::is_idle_cpu;
 use super::stacks::stack_names;
+use lockscope_probes::linux_syscalls::FILE_IO_CALLS;
 use lockscope_probes::waitfor::{Blame, RootKind, ThreadRef, WaitFor, WokenBy};
 use lockscope_probes::{Profile, StackId};
 use std::collections::BTreeSet;
@@ -19,30 +20,8 @@ pub(super) fn waited_on_sleeps(waitfor: &WaitFor) -> BTreeSet<(ThreadRef, Option
         .collect()
 }
 
-/// System calls whose sleeps are I/O the program waits on (not input it waits for).
-const IO_CALLS: &[&str] = &[
-    "fsync",
-    "fdatasync",
-    "sync_file_range",
-    "sync",
-    "syncfs",
-    "pread64",
-    "pwrite64",
-    "preadv",
-    "pwritev",
-    "preadv2",
-    "pwritev2",
-    "io_getevents",
-    "io_pgetevents",
-    "openat",
-    "open",
-    "fallocate",
-    "ftruncate",
-    "msync",
-];
-
 /// System calls that sleep on purpose.
-const SLEEP_CALLS: &[&str] = &["nanosleep", "clock_nanosleep", "pause"];
+const ON_PURPOSE_CALLS: &[&str] = &["nanosleep", "clock_nanosleep", "pause"];
 
 /// Kernel functions under which a sleep waits for a device or a file system.
 fn is_io_frame(name: &str) -> bool {
@@ -91,14 +70,14 @@ pub(super) fn classify(
                 return CauseKind::Unknown;
             };
             let call = b.root.call.as_deref().unwrap_or("");
-            let io = IO_CALLS.contains(&call)
+            let io = FILE_IO_CALLS.contains(&call)
                 || stack_names(profile, b.root.kernel_stack)
                     .iter()
                     .any(|f| is_io_frame(f));
             if io {
                 return CauseKind::Io;
             }
-            let on_purpose = SLEEP_CALLS.contains(&call)
+            let on_purpose = ON_PURPOSE_CALLS.contains(&call)
                 || (call.starts_with("futex") && woken_by == WokenBy::Interrupt);
             let waited = b.depth > 0 || waited_on.contains(&(b.root.thread, b.root.user_stack));
             if on_purpose && waited {

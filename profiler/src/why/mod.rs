@@ -39,6 +39,7 @@ mod select;
 mod stacks;
 mod text;
 
+use lockscope_probes::catalog;
 pub use model::{
     Analysed, Cause, CauseKind, Coverage, GroupRow, Header, HopRow, NamedTime, Site, StackShare,
     Why,
@@ -57,8 +58,10 @@ pub const WORKING_SHARE: f64 = 0.1;
 pub enum WhyError {
     /// The profile was recorded without the `waitfor` probe.
     #[error(
-        "this profile has no wait-for analysis: record it with `--probes bottleneck` (or add \
-         `waitfor` to its probes)"
+        "this profile has no wait-for analysis: record it with `--probes {}` (or add `{}` to its \
+         probes)",
+        catalog::BOTTLENECK.name,
+        catalog::WAITFOR.name
     )]
     NoWaitFor,
     /// A DTrace profile without the wait-for analysis: recorded without `waitfor`, imported, or
@@ -78,13 +81,17 @@ fn dtrace_hint(os: &str) -> String {
     if os == "macos" {
         format!(
             "the DTrace backend does not record one on macOS ({}); record on illumos, FreeBSD or \
-             Linux (DTrace for Linux) with `--probes bottleneck`, or with the eBPF backend",
-            lockscope_dtrace::catalog::WAIT_FOR_MISSING_MACOS
+             Linux (DTrace for Linux) with `--probes {}`, or with the eBPF backend",
+            lockscope_dtrace::catalog::WAIT_FOR_MISSING_MACOS,
+            catalog::BOTTLENECK.name
         )
     } else {
-        "record it with `--probes bottleneck` (the DTrace backend streams who woke each sleeping \
-         thread on illumos, FreeBSD and Linux), or add `waitfor` to its probes"
-            .to_string()
+        format!(
+            "record it with `--probes {}` (the DTrace backend streams who woke each sleeping \
+             thread on illumos, FreeBSD and Linux), or add `{}` to its probes",
+            catalog::BOTTLENECK.name,
+            catalog::WAITFOR.name
+        )
     }
 }
 

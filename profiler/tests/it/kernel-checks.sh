@@ -1,8 +1,12 @@
 # What the kernel matrix (tests/it/kernels.rs) runs on each kernel, inside a QEMU guest or on the
-# host: `lockscope probes`, then the demo recorded with each probe alone, with all of them, with
-# the `bottleneck` set, and (in a guest) with the futex probe after tracefs is unmounted. Every result goes to $OUT, where
-# the test reads it: NAME.lsp (the profile), NAME.log (lockscope's output), NAME.rc (its exit
-# status). The caller sets LOCKSCOPE, DEMO, OUT, and TOGGLE_TRACEFS=1 to run the last check.
+# host: `lockscope probes`, then the demo recorded with each probe alone (the names as
+# `lockscope probes --names` gives them), with all of them, with the probe set `why` records
+# with, and (in a guest) with the probe whose hooks need tracefs after tracefs is unmounted. Every
+# result goes to $OUT, where the test reads it: NAME.lsp (the profile), NAME.log (lockscope's
+# output), NAME.rc (its exit status). The caller sets LOCKSCOPE, DEMO, OUT, TOGGLE_TRACEFS=1 to
+# run the last check, and from the catalog SAMPLED_PROBE (the probe --frequency samples with),
+# TRACEFS_PROBE (the probe whose hooks need tracefs) and PROBE_SET (the set `why` records with):
+# no probe is named here.
 set -u
 
 record() {
@@ -18,29 +22,30 @@ echo $? >"$OUT/probes.rc"
 
 # Every probe of the catalog, as lockscope names them (one per line).
 probes=$("$LOCKSCOPE" probes --names)
-# The cpu probe at 997 Hz, not its default 99: the demo's 300 ms of spinning are then about 300
-# samples. A thread that has half of a CPU is sampled binomially (sd = sqrt(300 x 0.5) = 12
+# The sampling probe at 997 Hz, not its default 99: the demo's 300 ms of spinning are then about
+# 300 samples. A thread that has half of a CPU is sampled binomially (sd = sqrt(300 x 0.5) = 12
 # samples), so the check's 15% is 3.7 standard deviations; at 99 Hz it was 1.2 (30 samples, sd 3.9),
 # a failure in about one run in four whenever the spinner shared its CPU.
 sampling="--frequency 997"
 for probe in $probes; do
-    if [ "$probe" = cpu ]; then
+    if [ "$probe" = "$SAMPLED_PROBE" ]; then
         # shellcheck disable=SC2086 # $sampling is a flag and its value, split on purpose
-        record cpu --probes cpu $sampling
+        record "$probe" --probes "$probe" $sampling
     else
         record "$probe" --probes "$probe"
     fi
 done
 # shellcheck disable=SC2086 # $probes is a list of names, split into words on purpose
 record all --probes "$(echo $probes | tr ' ' ',')" $sampling
-record bottleneck --probes bottleneck
+record "$PROBE_SET" --probes "$PROBE_SET"
 
 if [ "${TOGGLE_TRACEFS:-0}" = 1 ]; then
-    # The futex probe's generic hooks: without tracefs, its per-syscall events do not exist.
-    # debugfs too: its tracing directory mounts tracefs again when looked into.
+    # Without tracefs, the per-syscall events TRACEFS_PROBE prefers do not exist: it falls back
+    # on its generic hooks. debugfs too: its tracing directory mounts tracefs again when looked
+    # into.
     umount /sys/kernel/debug/tracing 2>/dev/null
     umount /sys/kernel/debug
     umount /sys/kernel/tracing
-    record futex-notracefs --probes futex
+    record "$TRACEFS_PROBE-notracefs" --probes "$TRACEFS_PROBE"
 fi
 exit 0

@@ -14,6 +14,7 @@
 use crate::common;
 
 use common::*;
+use lockscope_probes::catalog::{BOTTLENECK, CPU, FUTEX, KLOCK, OFFCPU};
 use lockscope_probes::{read_profile, AttachStatus, Profile, CATALOG};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -22,6 +23,20 @@ use std::process::Command;
 /// The probes of the eBPF backend (the catalog's), as the checks record them one by one.
 fn probes() -> impl Iterator<Item = &'static str> {
     CATALOG.iter().map(|probe| probe.name)
+}
+
+/// What `kernel-checks.sh` is told of the catalog besides the names `lockscope probes --names`
+/// gives it: the probe `--frequency` samples with, the probe whose hooks need tracefs, and the
+/// probe set `why` records with.
+const CHECK_PROBES: [(&str, &str); 3] = [
+    ("SAMPLED_PROBE", CPU.name),
+    ("TRACEFS_PROBE", FUTEX.name),
+    ("PROBE_SET", BOTTLENECK.name),
+];
+
+/// The name of the check recording the [`FUTEX`] probe without tracefs (`TRACEFS_PROBE`).
+fn notracefs() -> String {
+    format!("{}-notracefs", FUTEX.name)
 }
 
 /// How long one guest may take, boot to power-off (the checks take 1-4 minutes under TCG).
@@ -155,7 +170,7 @@ fn check_kernel(kernel: Kernel) {
                     rc,
                     0,
                     "{probe}: `probes` says it loads, `record` failed:\n{}",
-                    results.text(&format!("{probe}.log"))
+                    results.log(probe)
                 );
                 let profile = results.profile(probe);
                 let status = attach_status(&profile, probe);
@@ -167,12 +182,12 @@ fn check_kernel(kernel: Kernel) {
             "absent" => {
                 // Only a probe whose kernel hooks are missing may be absent: klock, before
                 // the lock contention tracepoints (Linux 5.19).
-                assert_eq!(probe, "klock", "{probe} absent: {why}");
+                assert_eq!(probe, KLOCK.name, "{probe} absent: {why}");
                 assert_ne!(
                     rc, 0,
                     "{probe} absent, yet `record --probes {probe}` succeeded"
                 );
-                let log = results.text(&format!("{probe}.log"));
+                let log = results.log(probe);
                 assert!(
                     log.contains("no probe attached") && log.contains("absent"),
                     "{probe}: record's error should say it is absent:\n{log}"
@@ -184,37 +199,34 @@ fn check_kernel(kernel: Kernel) {
     }
 
     // The demo's known answer, on complete stacks, from the futex and offcpu probes.
-    let futex = results.profile("futex");
+    let futex = results.profile(FUTEX.name);
     assert!(
         futex.metadata.losses.is_zero(),
         "futex losses: {:?}",
         futex.metadata.losses
     );
-    assert_demo_answer(&futex, "futex", &results.text("futex.log"));
+    assert_demo_answer(&futex, FUTEX.name, &results.log(FUTEX.name));
     // The offcpu probe's stacks are taken as the waits begin, in the demo's first milliseconds,
     // before its process table exists: its libc frames are then found through the VMA, which
     // bpf_find_vma cannot lock while the demo's threads are being created (one stack in a few
     // runs is cut there). Their share is in the summary; the waits themselves must be exact.
-    let offcpu = results.profile("offcpu");
-    assert_demo_waits(&offcpu, "offcpu", &results.text("offcpu.log"));
-    summary.push(format!("stacks futex {}", complete_share(&futex, "futex")));
-    summary.push(format!(
-        "stacks offcpu {}",
-        complete_share(&offcpu, "offcpu")
-    ));
+    let offcpu = results.profile(OFFCPU.name);
+    assert_demo_waits(&offcpu, OFFCPU.name, &results.log(OFFCPU.name));
+    for (probe, profile) in [(FUTEX.name, &futex), (OFFCPU.name, &offcpu)] {
+        summary.push(format!("stacks {probe} {}", complete_share(profile, probe)));
+    }
     // The cpu probe's samples interrupt the demo's spinner and cruncher (a perf_event program,
     // in the unwinder's interrupt slot): their CPU time as their own clocks measured it.
-    let cpu = results.profile("cpu");
-    assert_demo_on_cpu(&cpu, &results.text("cpu.log"), kernel.on_cpu_tolerance());
-    summary.push(format!("stacks cpu {}", complete_share(&cpu, "cpu")));
+    let cpu = results.profile(CPU.name);
+    assert_demo_on_cpu(&cpu, &results.log(CPU.name), kernel.on_cpu_tolerance());
+    summary.push(format!(
+        "stacks {} {}",
+        CPU.name,
+        complete_share(&cpu, CPU.name)
+    ));
 
     // All probes at once: each attaches as it did alone, and futex still measures the demo.
-    assert_eq!(
-        results.rc("all"),
-        0,
-        "all probes:\n{}",
-        results.text("all.log")
-    );
+    assert_eq!(results.rc("all"), 0, "all probes:\n{}", results.log("all"));
     let all = results.profile("all");
     for probe in probes() {
         let alone = &verdicts[probe].0;
@@ -227,46 +239,41 @@ fn check_kernel(kernel: Kernel) {
     }
     // The stacks too: mutex-hold's uretprobes replace return addresses in libc's lock path
     // with their trampoline's, which the unwinder must see through.
-    assert_demo_answer(&all, "futex", &results.text("all.log"));
-    assert_demo_on_cpu(&all, &results.text("all.log"), kernel.on_cpu_tolerance());
+    assert_demo_answer(&all, FUTEX.name, &results.log("all"));
+    assert_demo_on_cpu(&all, &results.log("all"), kernel.on_cpu_tolerance());
 
     // The wait-for analysis (--probes bottleneck): the mutex waiters' time ends in the main
     // thread's sleep under the order lock, with nothing lost from the stream.
     assert_eq!(
-        results.rc("bottleneck"),
+        results.rc(BOTTLENECK.name),
         0,
         "{}",
-        results.text("bottleneck.log")
+        results.log(BOTTLENECK.name)
     );
-    let bottleneck = results.profile("bottleneck");
+    let bottleneck = results.profile(BOTTLENECK.name);
     let waitfor = bottleneck.waitfor.as_ref().expect("the wait-for analysis");
     assert_eq!(waitfor.lost_intervals, 0, "{waitfor:?}");
     assert_demo_waits_end_in_the_hold(
-        &results.dir.join("bottleneck.lsp"),
-        &results.text("bottleneck.log"),
+        &results.dir.join(format!("{}.lsp", BOTTLENECK.name)),
+        &results.log(BOTTLENECK.name),
     );
 
     // Without tracefs, the futex probe falls back on the generic system call hooks.
     if let Kernel::Guest(_) = kernel {
-        assert_eq!(
-            results.rc("futex-notracefs"),
-            0,
-            "{}",
-            results.text("futex-notracefs.log")
-        );
-        let profile = results.profile("futex-notracefs");
+        assert_eq!(results.rc(&notracefs()), 0, "{}", results.log(&notracefs()));
+        let profile = results.profile(&notracefs());
         let hook = &profile
             .metadata
             .probes
             .iter()
-            .find(|p| p.probe == "futex")
+            .find(|p| p.probe == FUTEX.name)
             .expect("futex in the metadata")
             .hook;
         assert!(
             hook.contains("sys_enter") && !hook.contains("tracepoint/syscalls"),
             "hooks without tracefs: {hook}"
         );
-        assert_demo_answer(&profile, "futex", &results.text("futex-notracefs.log"));
+        assert_demo_answer(&profile, FUTEX.name, &results.log(&notracefs()));
         let with = &futex.metadata.probes[0].hook;
         assert!(
             with.contains("tracepoint/syscalls"),
@@ -387,6 +394,7 @@ fn run_checks(kernel: Kernel) -> PathBuf {
             std::fs::write(&script, checks).expect("write the checks");
             let status = Command::new("sh")
                 .arg(&script)
+                .envs(CHECK_PROBES)
                 .env("LOCKSCOPE", env!("CARGO_BIN_EXE_lockscope"))
                 .env("DEMO", demo_path())
                 .env("OUT", &out)
@@ -407,11 +415,14 @@ fn run_checks(kernel: Kernel) -> PathBuf {
                 .expect("run strip");
             assert!(strip.success(), "strip failed");
             let script = work.path().join("guest.sh");
-            let header = format!(
+            let mut header = format!(
                 "LOCKSCOPE={}\nDEMO={}\nOUT=/out\nTOGGLE_TRACEFS=1\n",
                 lockscope.display(),
                 demo_path()
             );
+            for (var, value) in CHECK_PROBES {
+                header.push_str(&format!("{var}={value}\n"));
+            }
             std::fs::write(&script, header + checks).expect("write the guest script");
             let vm = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.ci/kernel-vm");
             let status = Command::new("bash")
@@ -454,6 +465,11 @@ impl Results {
             .unwrap_or_else(|e| panic!("no {name} in {}: {e}", self.dir.display()))
     }
 
+    /// What lockscope printed in the check `name`.
+    fn log(&self, name: &str) -> String {
+        self.text(&format!("{name}.log"))
+    }
+
     fn rc(&self, name: &str) -> i32 {
         let text = self.text(&format!("{name}.rc"));
         text.trim()
@@ -463,7 +479,7 @@ impl Results {
 
     fn profile(&self, name: &str) -> Profile {
         read_profile(&self.dir.join(format!("{name}.lsp")))
-            .unwrap_or_else(|e| panic!("{name}.lsp: {e:#}\n{}", self.text(&format!("{name}.log"))))
+            .unwrap_or_else(|e| panic!("{name}.lsp: {e:#}\n{}", self.log(name)))
     }
 
     /// The programs line of `lockscope probes`.

@@ -702,7 +702,7 @@ fn live_record_pids_tree_and_all() {
         return;
     };
     // Every demo stays alive until the recording ends: DTrace for Linux names frames when END
-    // prints, through the live process (the driver reads one target's mappings only).
+    // prints, through the live process (the recorder reads one target's mappings only).
     let record = |lsp: &Path, args: &[String], demos: &mut [&mut Child]| {
         let mut recorder = KillOnDrop(
             live.record(lsp)

@@ -381,11 +381,12 @@ fn files_in(dir: &Path) -> Vec<std::ffi::OsString> {
 /// no sweep directory.
 #[test]
 fn sweep_refuses_bad_probe_settings_before_starting() {
+    let unknown = lockscope_probes::catalog::UnknownProbe {
+        name: "nosuch".into(),
+    }
+    .to_string();
     let cases: [(&[&str], &str); 4] = [
-        (
-            &["--probes", "futex,nosuch"],
-            "unknown probe `nosuch`: known probes are futex, offcpu",
-        ),
+        (&["--probes", "futex,nosuch"], &unknown),
         (&["--min-block", "0s"], "must be greater than zero"),
         (&["--min-block", "10 parsecs"], "unit `parsecs`"),
         (

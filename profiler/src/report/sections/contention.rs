@@ -19,7 +19,7 @@ pub(crate) struct Contention {
     pub(crate) wakers_known: bool,
     /// Why it does not, when it does not (text only).
     #[serde(skip)]
-    pub(crate) no_wakers: &'static str,
+    pub(crate) no_wakers: String,
 }
 
 pub(super) fn contention(profile: &Profile) -> Option<Contention> {

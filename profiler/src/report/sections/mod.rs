@@ -28,8 +28,10 @@
 //! - **on_cpu**: the `cpu` probe's samples as CPU time (never wait time): per thread, its CPU
 //!   time beside its recorded wait time and its hottest stack, then the top stacks by CPU time.
 //!
-//! One file per section, named as the section (and, for a probe's, as the probe): this file holds
-//! what they share (the site rows, thread labels, the wait plumbing skipped when naming a site).
+//! One file per section, named as the section (its key in `Sections` and in the JSON, which is
+//! the `section` of the probes' descriptors in the catalog: `on_cpu` for the cpu probe,
+//! `cpu_saturation` for preempt): this file holds what they share (the site rows, thread labels,
+//! the wait plumbing skipped when naming a site).
 
 use crate::render::units::{format_ns, format_percent};
 use lockscope_probes::catalog;
@@ -201,17 +203,23 @@ fn site_frame(profile: &Profile, record: &WaitRecord) -> String {
 }
 
 /// Why a profile does not say who ended its sleeps, and what would.
-pub(crate) fn no_wakers_reason(profile: &Profile) -> &'static str {
+pub(crate) fn no_wakers_reason(profile: &Profile) -> String {
     let offcpu = profile.waits.iter().any(|w| w.is_from(&catalog::OFFCPU))
         || profile
             .metadata
             .probes
             .iter()
             .any(|p| p.probe == catalog::OFFCPU.name);
+    let offcpu_name = catalog::OFFCPU.name;
     match (profile.metadata.backend.as_str(), offcpu) {
-        ("dtrace", _) => "the DTrace backend does not record who ended a sleep",
-        (_, true) => "not in this profile: its offcpu records predate who ended each sleep",
-        _ => "not recorded: record with --probes futex,offcpu",
+        ("dtrace", _) => "the DTrace backend does not record who ended a sleep".to_string(),
+        (_, true) => {
+            format!("not in this profile: its {offcpu_name} records predate who ended each sleep")
+        }
+        _ => format!(
+            "not recorded: record with --probes {},{offcpu_name}",
+            catalog::FUTEX.name
+        ),
     }
 }
 

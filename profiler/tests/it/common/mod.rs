@@ -2,6 +2,7 @@
 //! reading the recorder's start-up line, and golden files.
 #![allow(dead_code)]
 
+use lockscope_probes::catalog::{CPU, FUTEX};
 use lockscope_probes::{Profile, StackWalk, WaitKind, WaitRecord};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -70,7 +71,7 @@ pub fn assert_demo_on_cpu(profile: &Profile, log: &str, tolerance: f64) {
         for w in profile
             .waits
             .iter()
-            .filter(|w| w.probe == "cpu" && profile.thread_name(w.pid, w.tid) == Some(thread))
+            .filter(|w| w.is_from(&CPU) && profile.thread_name(w.pid, w.tid) == Some(thread))
         {
             assert_eq!(w.kind, WaitKind::OnCpu, "{w:#?}");
             let Some(stack) = profile.stack(w.user_stack) else {
@@ -181,7 +182,7 @@ pub fn assert_demo_waits(profile: &Profile, probe: &str, log: &str) {
         assert_eq!(longest.stats.count, 1, "{probe}: {thread}: {longest:#?}");
         let total_ms = longest.stats.total_ns as f64 / 1e6;
         let complete_stacks = profile.metadata.user_stack_walk() == StackWalk::UnwindTables;
-        if probe == "futex" && complete_stacks {
+        if probe == FUTEX.name && complete_stacks {
             // Exactly one wait at the demo's own site (the unwinder's futex stacks are complete;
             // frame-pointer walks stop in the demo and glibc, built without them).
             let site = if prefix == "mutex-waiter-" {
@@ -263,7 +264,7 @@ pub fn assert_demo_stacks(profile: &Profile, probe: &str) {
             names.iter().any(|n| n.contains("lll_lock_wait")),
             "mutex wait stack: {names:?}"
         );
-        if probe == "futex" {
+        if probe == FUTEX.name {
             assert_eq!(w.kind, WaitKind::Mutex);
             assert!(w.operation.starts_with("FUTEX_WAIT"), "{}", w.operation);
         }
@@ -290,7 +291,7 @@ pub fn assert_demo_stacks(profile: &Profile, probe: &str) {
             &names,
             &["await_shipment", "wait_for_signal", "pthread_cond_wait"],
         );
-        if probe == "futex" {
+        if probe == FUTEX.name {
             assert_eq!(w.kind, WaitKind::Condvar);
         }
     }

@@ -77,12 +77,12 @@ pub(super) fn read_stdout(
 /// Where dtrace writes its output when it has a pipe of its own (see [`OutputPipe`]).
 pub(super) const OUTPUT_FD_PATH: &str = "/dev/fd/3";
 
-/// What the driver writes into dtrace's output pipe once dtrace has exited: the reader stops
+/// What the recorder writes into dtrace's output pipe once dtrace has exited: the reader stops
 /// there (a `-c` command that outlives dtrace still holds the pipe open).
 pub(super) const OUTPUT_EOF: &[u8] = b"\n=== lockscope output ends\n";
 
 /// A pipe for dtrace's output (`-o /dev/fd/3`): its write end becomes dtrace's fd 3, its read
-/// end is the driver's; the driver keeps a write end too, for [`OUTPUT_EOF`].
+/// end is the recorder's; the recorder keeps a write end too, for [`OUTPUT_EOF`].
 pub(super) struct OutputPipe {
     read: std::os::fd::OwnedFd,
     write: std::os::fd::OwnedFd,
@@ -135,7 +135,7 @@ impl OutputPipe {
         }
     }
 
-    /// The read end, and the driver's write end.
+    /// The read end, and the recorder's write end.
     pub(super) fn split(self) -> (std::fs::File, std::fs::File) {
         (
             std::fs::File::from(self.read),

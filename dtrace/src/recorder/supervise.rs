@@ -3,7 +3,7 @@
 
 use super::output::StdoutFlags;
 use super::process::{send_signal, LaunchedTarget, TargetWatch};
-use super::Driver;
+use super::Recorder;
 use crate::Error;
 use std::process::{Child, ExitStatus};
 use std::sync::atomic::Ordering;
@@ -31,10 +31,10 @@ const HELD_STOPPED_KILL: Duration = Duration::from_secs(2);
 /// Why a recording ended when dtrace held its target stopped (see [`HELD_STOPPED_GRACE`]).
 pub(super) const HELD_STOPPED: &str = "dtrace held the target stopped";
 
-impl Driver {
+impl Recorder {
     /// Waits for dtrace, interrupting it when the duration elapses, the stop flag is set or
     /// the target has gone, and killing it when it does not finish within the grace period
-    /// after that, or [`DONE_GRACE`] after it printed everything. A command the driver
+    /// after that, or [`DONE_GRACE`] after it printed everything. A command the recorder
     /// launched is resumed once dtrace's BEGIN clause has printed.
     pub(super) fn supervise(
         &self,

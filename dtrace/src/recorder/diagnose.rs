@@ -1,7 +1,7 @@
 //! What dtrace's stderr says: drops counted into losses, refusals made into clear errors (with
 //! a hint when lockscope knows why), and the catalog probe a "does not match" message names.
 
-use super::Driver;
+use super::Recorder;
 use crate::catalog::{DtraceProbe, TargetOs, MACOS_INTROSPECTION};
 use crate::script::ScriptTarget;
 use crate::Error;
@@ -101,7 +101,7 @@ fn drop_report(message: &str) -> Option<(u64, &str)> {
     rest.contains("drops").then_some((count, rest))
 }
 
-impl Driver {
+impl Recorder {
     pub(super) fn failure(&self, status: &ExitStatus, stderr: &[String], d: &Diagnosis) -> Error {
         if let Some(message) = &d.bpf_load_failed {
             return verifier_error(message, stderr, d);

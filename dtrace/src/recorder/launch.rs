@@ -1,4 +1,4 @@
-//! Starting the attempts of a recording: the command the driver launches itself, and each run
+//! Starting the attempts of a recording: the command the recorder launches itself, and each run
 //! of dtrace on the script with its output readers (run again without a probe whose description
 //! matches nothing).
 
@@ -11,7 +11,7 @@ use super::process::{
     killed_by_signal, killed_status, restore_stop_signals, send_signal, wait_until_stopped,
     LaunchedTarget, Many, TargetWatch,
 };
-use super::Driver;
+use super::Recorder;
 use crate::catalog::{DtraceProbe, MACOS_INTROSPECTION};
 use crate::parse::Output;
 use crate::script::generate_script;
@@ -50,7 +50,7 @@ pub(super) struct Attempt {
     pub(super) watch: TargetWatch,
 }
 
-impl Driver {
+impl Recorder {
     /// Starts the command, stopped. Its environment is lockscope's, plus `env`, plus the
     /// introspection libpthread when a plockstat probe is selected on macOS.
     pub(super) fn launch(&self, argv: &[String]) -> Result<LaunchedTarget, Error> {

@@ -1,9 +1,9 @@
 #![allow(clippy::unwrap_used)]
-//! The driver against a fake dtrace (tests/fake-dtrace, selected with LOCKSCOPE_DTRACE) that
+//! The recorder against a fake dtrace (tests/fake-dtrace, selected with LOCKSCOPE_DTRACE) that
 //! replays recorded output and stderr: normal output, drops, refusals and early exits.
 
-use lockscope_dtrace::driver::dtrace_binary;
-use lockscope_dtrace::{Driver, DriverOptions, Error, Launcher, ScriptOptions, TargetOs};
+use lockscope_dtrace::recorder::dtrace_binary;
+use lockscope_dtrace::{Error, Launcher, RecordOptions, Recorder, ScriptOptions, TargetOs};
 use lockscope_probes::{AttachStatus, Target, WaitKind};
 use std::path::PathBuf;
 use std::process::Command;
@@ -31,9 +31,9 @@ struct Fake {
     wait_for_sigint: bool,
 }
 
-fn options(name: &str, os: TargetOs, target: Target, fake: Fake) -> (DriverOptions, PathBuf) {
+fn options(name: &str, os: TargetOs, target: Target, fake: Fake) -> (RecordOptions, PathBuf) {
     let dir = scratch(name);
-    let mut options = DriverOptions::new(ScriptOptions::new(os), target);
+    let mut options = RecordOptions::new(ScriptOptions::new(os), target);
     options.dtrace = dtrace_binary(Some(tests_dir().join("fake-dtrace").into()));
     let log = dir.join("log");
     options
@@ -74,13 +74,13 @@ fn stop_flag_interrupts_and_output_is_parsed() {
     };
     let (options, log) = options("stop", TargetOs::MacOs, Target::pid(4242), fake);
     let stop = options.stop.clone();
-    let driver = Driver::new(options).expect("driver");
-    assert!(driver.script().contains("pid == $target"));
+    let recorder = Recorder::new(options).expect("recorder");
+    assert!(recorder.script().contains("pid == $target"));
     std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(300));
         stop.store(true, Ordering::Relaxed);
     });
-    let recording = driver.run().expect("recording");
+    let recording = recorder.run().expect("recording");
     let profile = &recording.profile;
     assert_eq!(profile.metadata.end_reason, "interrupted (stop requested)");
     assert_eq!(profile.metadata.backend, "dtrace");
@@ -157,7 +157,7 @@ fn stop_flag_interrupts_and_output_is_parsed() {
 
 /// A command launched by `dtrace -c` with a duration: SIGINT when it elapses; plockstat is
 /// selected and the introspection libpthread is put on dtrace's DYLD_LIBRARY_PATH (all that
-/// `dtrace -c` allows; SIP strips it on a real Mac, hence the driver's own launcher).
+/// `dtrace -c` allows; SIP strips it on a real Mac, hence the recorder's own launcher).
 #[test]
 fn duration_ends_a_launched_command() {
     let fake = Fake {
@@ -171,8 +171,8 @@ fn duration_ends_a_launched_command() {
     options.script.duration = Some(Duration::from_millis(400));
     options.launcher = Launcher::Dtrace;
     let started = Instant::now();
-    let recording = Driver::new(options)
-        .expect("driver")
+    let recording = Recorder::new(options)
+        .expect("recorder")
         .run()
         .expect("recording");
     assert!(started.elapsed() >= Duration::from_millis(400));
@@ -206,8 +206,8 @@ fn drops_become_losses() {
         wait_for_sigint: false,
     };
     let (options, _) = options("drops", TargetOs::MacOs, Target::pid(4242), fake);
-    let recording = Driver::new(options)
-        .expect("driver")
+    let recording = Recorder::new(options)
+        .expect("recorder")
         .run()
         .expect("recording");
     let m = &recording.profile.metadata;
@@ -239,8 +239,8 @@ fn lingering_dtrace_is_not_waited_for() {
     let (mut options, _) = options("linger", TargetOs::MacOs, Target::pid(4242), fake);
     options.env.push(("FAKE_DTRACE_LINGER".into(), "20".into()));
     let started = std::time::Instant::now();
-    let recording = Driver::new(options)
-        .expect("driver")
+    let recording = Recorder::new(options)
+        .expect("recorder")
         .run()
         .expect("recording");
     assert!(
@@ -253,8 +253,8 @@ fn lingering_dtrace_is_not_waited_for() {
     assert!(!recording.profile.waits.is_empty());
 }
 
-/// On Linux the driver never launches the command itself (SIGSTOP, then `dtrace -p`, crashed
-/// DTrace for Linux): `dtrace -c` does, and asking for the driver's launcher is refused.
+/// On Linux the recorder never launches the command itself (SIGSTOP, then `dtrace -p`, crashed
+/// DTrace for Linux): `dtrace -c` does, and asking for the recorder's launcher is refused.
 #[test]
 fn linux_launches_through_dtrace_c() {
     let fake = Fake {
@@ -265,13 +265,13 @@ fn linux_launches_through_dtrace_c() {
     };
     let target = Target::Command(vec!["true".into()]);
     let (options, _) = options("linux-launch", TargetOs::Linux, target, fake);
-    let driver = Driver::new(options.clone()).expect("driver");
-    assert!(!driver.launches_target());
-    let args = driver.arguments(std::path::Path::new("x.d"));
+    let recorder = Recorder::new(options.clone()).expect("recorder");
+    assert!(!recorder.launches_target());
+    let args = recorder.arguments(std::path::Path::new("x.d"));
     assert!(args.iter().any(|a| a == "-c"), "{args:?}");
     let mut forced = options;
-    forced.launcher = lockscope_dtrace::Launcher::Driver;
-    let err = Driver::new(forced).expect_err("refused");
+    forced.launcher = lockscope_dtrace::Launcher::Recorder;
+    let err = Recorder::new(forced).expect_err("refused");
     assert!(err.to_string().contains("dtrace -c"), "{err}");
 }
 
@@ -287,8 +287,8 @@ fn sip_refusal_is_explained() {
         wait_for_sigint: false,
     };
     let (options, _) = options("sip", TargetOs::MacOs, Target::pid(4242), fake);
-    let err = Driver::new(options)
-        .expect("driver")
+    let err = Recorder::new(options)
+        .expect("recorder")
         .run()
         .expect_err("refused");
     assert!(matches!(err, Error::SipRestricted { .. }), "{err:?}");
@@ -312,8 +312,8 @@ fn early_exit_is_reported() {
         wait_for_sigint: false,
     };
     let (options, _) = options("early", TargetOs::FreeBsd, Target::pid(4242), fake);
-    let err = Driver::new(options)
-        .expect("driver")
+    let err = Recorder::new(options)
+        .expect("recorder")
         .run()
         .expect_err("failed");
     let Error::DtraceFailed { status, stderr } = &err else {
@@ -340,8 +340,8 @@ fn cut_output_warns() {
         wait_for_sigint: false,
     };
     let (options, _) = options("cut-run", TargetOs::MacOs, Target::pid(4242), fake);
-    let recording = Driver::new(options)
-        .expect("driver")
+    let recording = Recorder::new(options)
+        .expect("recorder")
         .run()
         .expect("recording");
     assert_eq!(recording.profile.waits.len(), 2);
@@ -388,8 +388,8 @@ fn refusals_are_classified() {
             fake,
         );
         options.script.probes = vec!["psynch".into(), "plockstat".into()];
-        let err = Driver::new(options)
-            .expect("driver")
+        let err = Recorder::new(options)
+            .expect("recorder")
             .run()
             .expect_err("refused");
         assert!(is_expected(&err), "{err:?}");
@@ -400,12 +400,12 @@ fn refusals_are_classified() {
 /// A command argument with a space cannot pass through `dtrace -c`: refused up front.
 #[test]
 fn command_with_spaces_is_refused() {
-    let options = DriverOptions::new(
+    let options = RecordOptions::new(
         ScriptOptions::new(TargetOs::Illumos),
         Target::Command(vec!["sh".into(), "-c".into(), "sleep 1".into()]),
     );
     assert!(matches!(
-        Driver::new(options),
+        Recorder::new(options),
         Err(Error::InvalidOption {
             option: "command",
             ..
@@ -433,11 +433,11 @@ fn process_exists(pid: u32) -> bool {
         .success()
 }
 
-/// On macOS with plockstat, the driver launches the command itself: the command gets
+/// On macOS with plockstat, the recorder launches the command itself: the command gets
 /// DYLD_LIBRARY_PATH (dtrace does not: SIP would strip it), is stopped when dtrace starts
 /// (`dtrace -Z -p PID`), runs once the BEGIN line is out, and its exit ends the recording.
 #[test]
-fn driver_launches_the_command_stopped_with_the_introspection_library() {
+fn recorder_launches_the_command_stopped_with_the_introspection_library() {
     let dir = scratch("self-launch");
     let seen = dir.join("seen-by-command");
     let fake = Fake {
@@ -449,7 +449,7 @@ fn driver_launches_the_command_stopped_with_the_introspection_library() {
     let target = Target::Command(vec![
         "sh".into(),
         "-c".into(),
-        // The sleep outlasts the moment between its start and the driver's SIGSTOP.
+        // The sleep outlasts the moment between its start and the recorder's SIGSTOP.
         format!(
             "sleep 0.2; echo \"$DYLD_LIBRARY_PATH\" > {}",
             seen.display()
@@ -459,12 +459,12 @@ fn driver_launches_the_command_stopped_with_the_introspection_library() {
     let (mut options, log) = options("self-launch-run", TargetOs::MacOs, target, fake);
     options.env.push(("FAKE_DTRACE_BEGIN".into(), "1".into()));
     options.env.push(("FAKE_DTRACE_FOLLOW".into(), "1".into()));
-    let driver = Driver::new(options).expect("an argument with spaces is fine here");
+    let recorder = Recorder::new(options).expect("an argument with spaces is fine here");
     assert!(
-        driver.launches_target(),
-        "plockstat on macOS: the driver launches"
+        recorder.launches_target(),
+        "plockstat on macOS: the recorder launches"
     );
-    let recording = driver.run().expect("recording");
+    let recording = recorder.run().expect("recording");
 
     let log = std::fs::read_to_string(log).expect("log");
     let args: Vec<&str> = log.lines().take_while(|l| *l != "--- script").collect();
@@ -483,7 +483,7 @@ fn driver_launches_the_command_stopped_with_the_introspection_library() {
     assert_eq!(m.end_reason, "target exited");
     assert!(m.target.launched);
     assert_eq!(m.target.command[0], "sh");
-    assert_eq!(m.target.pid, pid, "the pid the driver launched");
+    assert_eq!(m.target.pid, pid, "the pid the recorder launched");
     assert!(m
         .probes
         .iter()
@@ -505,10 +505,10 @@ fn refused_dtrace_leaves_no_stopped_command() {
     };
     let target = Target::Command(vec!["sleep".into(), "30".into()]);
     let (mut options, log) = options("self-launch-refused", TargetOs::FreeBsd, target, fake);
-    options.launcher = Launcher::Driver;
+    options.launcher = Launcher::Recorder;
     let started = Instant::now();
-    let err = Driver::new(options)
-        .expect("driver")
+    let err = Recorder::new(options)
+        .expect("recorder")
         .run()
         .expect_err("refused");
     assert!(matches!(err, Error::NotPrivileged { .. }), "{err:?}");
@@ -520,16 +520,16 @@ fn refused_dtrace_leaves_no_stopped_command() {
     assert!(!process_exists(pid), "command {pid} is gone");
 }
 
-/// A command the driver cannot start is reported by name.
+/// A command the recorder cannot start is reported by name.
 #[test]
 fn missing_command_is_reported() {
-    let mut options = DriverOptions::new(
+    let mut options = RecordOptions::new(
         ScriptOptions::new(TargetOs::Illumos),
         Target::Command(vec!["/nonexistent/lockscope-test-command".into()]),
     );
-    options.launcher = Launcher::Driver;
-    let err = Driver::new(options)
-        .expect("driver")
+    options.launcher = Launcher::Recorder;
+    let err = Recorder::new(options)
+        .expect("recorder")
         .run()
         .expect_err("no such command");
     assert!(matches!(err, Error::Launch { .. }), "{err:?}");
@@ -560,8 +560,8 @@ fn unmatched_probe_is_recorded_as_failed() {
          plockstat4242:::mutex-block does not match any probes"
             .into(),
     ));
-    let recording = Driver::new(options)
-        .expect("driver")
+    let recording = Recorder::new(options)
+        .expect("recorder")
         .run()
         .expect("recorded without plockstat");
     let probes = &recording.profile.metadata.probes;
@@ -608,8 +608,8 @@ fn probes_that_fail_to_enable_are_enabled_again() {
         .push(("FAKE_DTRACE_REFUSE_ONCE".into(), marker.into()));
     opts.env
         .push(("FAKE_DTRACE_REFUSE_STDERR".into(), REFUSAL.into()));
-    let recording = Driver::new(opts)
-        .expect("driver")
+    let recording = Recorder::new(opts)
+        .expect("recorder")
         .run()
         .expect("recorded on the second run");
     assert!(!recording.profile.waits.is_empty());
@@ -627,8 +627,8 @@ fn probes_that_fail_to_enable_are_enabled_again() {
         .push(("FAKE_DTRACE_REFUSE_IF".into(), "BEGIN".into()));
     opts.env
         .push(("FAKE_DTRACE_REFUSE_STDERR".into(), REFUSAL.into()));
-    let err = Driver::new(opts)
-        .expect("driver")
+    let err = Recorder::new(opts)
+        .expect("recorder")
         .run()
         .expect_err("the failure lasts");
     assert!(err.to_string().contains("Failed to enable probe"), "{err}");
@@ -644,8 +644,8 @@ fn metadata_names_the_host() {
         wait_for_sigint: false,
     };
     let (options, _) = options("host", TargetOs::MacOs, Target::pid(4242), fake);
-    let recording = Driver::new(options)
-        .expect("driver")
+    let recording = Recorder::new(options)
+        .expect("recorder")
         .run()
         .expect("recording");
     let uname = |flag: &str| {
@@ -663,7 +663,7 @@ fn metadata_names_the_host() {
     assert_eq!(m.libc, None);
 }
 
-/// A command that exits at once (maybe before the driver's SIGSTOP lands) ends the recording
+/// A command that exits at once (maybe before the recorder's SIGSTOP lands) ends the recording
 /// cleanly: it is never signalled after it was reaped.
 #[test]
 fn command_exiting_at_once_ends_the_recording() {
@@ -676,11 +676,11 @@ fn command_exiting_at_once_ends_the_recording() {
         };
         let target = Target::Command(vec!["true".into()]);
         let (mut options, _) = options(&format!("at-once-{i}"), TargetOs::Illumos, target, fake);
-        options.launcher = Launcher::Driver;
+        options.launcher = Launcher::Recorder;
         options.env.push(("FAKE_DTRACE_BEGIN".into(), "1".into()));
         options.env.push(("FAKE_DTRACE_FOLLOW".into(), "1".into()));
-        let recording = Driver::new(options)
-            .expect("driver")
+        let recording = Recorder::new(options)
+            .expect("recorder")
             .run()
             .expect("recording");
         assert_eq!(recording.profile.metadata.end_reason, "target exited");
@@ -689,7 +689,7 @@ fn command_exiting_at_once_ends_the_recording() {
 
 /// A launched command still running when the duration elapses is terminated and reaped.
 #[test]
-fn duration_terminates_a_command_the_driver_launched() {
+fn duration_terminates_a_command_the_recorder_launched() {
     let fake = Fake {
         stdout: recorded(),
         stderr: None,
@@ -698,12 +698,12 @@ fn duration_terminates_a_command_the_driver_launched() {
     };
     let target = Target::Command(vec!["sleep".into(), "30".into()]);
     let (mut options, log) = options("self-launch-duration", TargetOs::FreeBsd, target, fake);
-    options.launcher = Launcher::Driver;
+    options.launcher = Launcher::Recorder;
     options.script.duration = Some(Duration::from_millis(300));
     options.env.push(("FAKE_DTRACE_BEGIN".into(), "1".into()));
     let started = Instant::now();
-    let recording = Driver::new(options)
-        .expect("driver")
+    let recording = Recorder::new(options)
+        .expect("recorder")
         .run()
         .expect("recording");
     assert!(

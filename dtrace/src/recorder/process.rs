@@ -1,4 +1,4 @@
-//! Process control: the command the driver launched, the traced process watched while dtrace
+//! Process control: the command the recorder launched, the traced process watched while dtrace
 //! runs (`/proc` on Linux), signals, and dtrace's signal dispositions.
 
 use std::process::{Child, Command, ExitStatus};
@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 /// does, before it is killed.
 const TERMINATE_GRACE: Duration = Duration::from_secs(2);
 
-/// A command the driver started and stopped, until dtrace has attached.
+/// A command the recorder started and stopped, until dtrace has attached.
 pub(super) struct LaunchedTarget {
     pub(super) child: Child,
     /// Resumed with SIGCONT after dtrace's BEGIN clause printed.
@@ -246,7 +246,7 @@ fn first_child(pid: u32) -> Option<u32> {
     })
 }
 
-/// The status of a dtrace the driver killed with SIGKILL and did not wait for.
+/// The status of a dtrace the recorder killed with SIGKILL and did not wait for.
 pub(super) fn killed_status() -> ExitStatus {
     use std::os::unix::process::ExitStatusExt;
     ExitStatus::from_raw(libc::SIGKILL)
@@ -258,7 +258,7 @@ pub(super) fn killed_by_signal(status: &ExitStatus) -> bool {
     status.signal().is_some()
 }
 
-/// dtrace must stop on SIGINT and SIGTERM, which is how the driver ends a recording: a process
+/// dtrace must stop on SIGINT and SIGTERM, which is how the recorder ends a recording: a process
 /// started in the background by a non-interactive shell inherits SIGINT as ignored (and
 /// lockscope's own handlers are reset at exec, but an ignored disposition is not), so the
 /// child gets the default dispositions and an empty signal mask back before it runs dtrace.

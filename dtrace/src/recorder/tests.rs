@@ -1,4 +1,4 @@
-//! Unit tests of the driver: stderr classification, probes named by dtrace's messages,
+//! Unit tests of the recorder: stderr classification, probes named by dtrace's messages,
 //! verifier rejections, tracing stops, the C library and the dtrace binary.
 
 use super::diagnose::verifier_error;

@@ -5,7 +5,7 @@ use super::diagnose::{diagnose, silent_plockstat};
 use super::launch::{Attempt, Outcome};
 use super::process::{killed_by_signal, TargetWatch};
 use super::supervise::{HELD_STOPPED, HELD_STOPPED_GRACE};
-use super::{Driver, Recording};
+use super::{Recorder, Recording};
 use crate::catalog::TargetOs;
 use crate::parse::Output;
 use crate::script::ScriptTarget;
@@ -14,7 +14,7 @@ use crate::{profile, Error};
 use lockscope_probes::{AttachStatus, ProbeAttachment, RecordedTarget};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-impl Driver {
+impl Recorder {
     /// The recording from the attempt that ran.
     pub(super) fn finish(
         &self,
@@ -250,7 +250,7 @@ fn resolve_user_frames<'s>(
     resolved
 }
 
-/// Only the Linux driver symbolizes frames itself.
+/// Only the Linux recorder symbolizes frames itself.
 #[cfg(not(target_os = "linux"))]
 fn resolve_user_frames<'s>(
     _os: TargetOs,

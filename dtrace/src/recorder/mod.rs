@@ -1,17 +1,19 @@
 //! Runs dtrace(1) as a child process on a generated script and turns what it prints into a
-//! [`Recording`].
+//! [`Recording`]: the DTrace backend's [`Recorder`], named as the eBPF backend's, which records
+//! the same thing (a target, with the selected probes, into a profile) but is started, polled and
+//! finished by its caller where this one runs to the end in one call ([`Recorder::run`]).
 //!
 //! `dtrace -q -s SCRIPT -p PID` (or `-c CMD`) runs until the target exits, the script's tick
-//! clause calls `exit(0)`, or the driver interrupts it with SIGINT (duration elapsed or the stop
+//! clause calls `exit(0)`, or the recorder interrupts it with SIGINT (duration elapsed or the stop
 //! flag set): in every case dtrace runs the `END` clause, which prints the aggregations. Its
 //! stdout is streamed into [`Parser`]; its stderr is read for errors (made into clear
 //! [`Error`]s) and drop reports (counted into [`Losses`]).
 //!
 //! Launching a command: by default `dtrace -c CMD` starts it. On macOS, when a selected probe
-//! needs the introspection libpthread (`plockstat`, `mutex-hold`), the driver starts the command
-//! itself instead ([`Launcher::Driver`]): `/usr/sbin/dtrace` is protected by System Integrity
+//! needs the introspection libpthread (`plockstat`, `mutex-hold`), the recorder starts the command
+//! itself instead ([`Launcher::Recorder`]): `/usr/sbin/dtrace` is protected by System Integrity
 //! Protection, and dyld strips `DYLD_*` variables from protected binaries, so
-//! `DYLD_LIBRARY_PATH` given to `dtrace -c` never reaches the command. The driver spawns the
+//! `DYLD_LIBRARY_PATH` given to `dtrace -c` never reaches the command. The recorder spawns the
 //! command with `DYLD_LIBRARY_PATH` set, stops it with SIGSTOP at once, runs
 //! `dtrace -Z -q -s SCRIPT -p PID`, and resumes the command with SIGCONT when the script's
 //! `BEGIN` clause has printed (dtrace has enabled every probe by then). `-Z` keeps the plockstat
@@ -20,16 +22,16 @@
 //! the provider appears.
 //!
 //! A probe description that matches nothing (`probe description plockstat4242:::mutex-block
-//! does not match any probes`) is pinned to its catalog probe; the driver runs dtrace again
+//! does not match any probes`) is pinned to its catalog probe; the recorder runs dtrace again
 //! without that probe and records it as [`AttachStatus::Failed`] with dtrace's message, as the
 //! eBPF backend does for a probe that fails to attach.
 //!
-//! [`DriverOptions::dtrace`] names the binary; the `lockscope` binary sets it from
+//! [`RecordOptions::dtrace`] names the binary; the `lockscope` binary sets it from
 //! `LOCKSCOPE_DTRACE=/path/to/dtrace` ([`DTRACE_ENV`], [`dtrace_binary`]): the tests run a fake
 //! one.
 //!
-//! The code is split by job: the public types and [`Driver::new`], [`Driver::run`] here;
-//! `launch.rs` starts a command the driver launches and each run of dtrace (leaving out a probe
+//! The code is split by job: the public types and [`Recorder::new`], [`Recorder::run`] here;
+//! `launch.rs` starts a command the recorder launches and each run of dtrace (leaving out a probe
 //! that matches nothing); `supervise.rs` waits for dtrace and ends it; `process.rs` controls and
 //! watches processes (signals, `/proc`); `output.rs` reads dtrace's stdout and stderr;
 //! `diagnose.rs` classifies its stderr into errors and warnings; `finish.rs` turns the run that
@@ -71,7 +73,7 @@ pub const DTRACE_ENV: &str = "LOCKSCOPE_DTRACE";
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Launcher {
-    /// [`Launcher::Driver`] on macOS when a selected probe needs the introspection libpthread,
+    /// [`Launcher::Recorder`] on macOS when a selected probe needs the introspection libpthread,
     /// else [`Launcher::Dtrace`].
     #[default]
     Auto,
@@ -79,25 +81,25 @@ pub enum Launcher {
     /// enabled. Environment variables reach it through dtrace (not `DYLD_*` on macOS: SIP
     /// strips them from the protected dtrace binary).
     Dtrace,
-    /// The driver starts the command with the environment it needs, stops it (SIGSTOP) at once,
+    /// The recorder starts the command with the environment it needs, stops it (SIGSTOP) at once,
     /// attaches with `dtrace -Z -p PID` and resumes it (SIGCONT) when the script's `BEGIN`
     /// clause has printed. The command may have run for the microseconds between its start and
     /// the SIGSTOP (inside dyld or the dynamic linker, before `main`). Arguments may contain
     /// white space.
-    Driver,
+    Recorder,
 }
 
-/// Options of a [`Driver`]. Build with [`DriverOptions::new`] and set fields.
+/// Options of a [`Recorder`]. Build with [`RecordOptions::new`] and set fields.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
-pub struct DriverOptions {
-    /// The script to generate; its `target` is set from [`DriverOptions::target`]
-    /// ([`ScriptTarget::of`]) and its `duration` is also enforced by the driver (SIGINT when it
+pub struct RecordOptions {
+    /// The script to generate; its `target` is set from [`RecordOptions::target`]
+    /// ([`ScriptTarget::of`]) and its `duration` is also enforced by the recorder (SIGINT when it
     /// elapses).
     pub script: ScriptOptions,
     /// What to trace. One running process without its tree is attached to (`-p PID`); several,
     /// or one with its tree, or every process, are selected by the script's predicates (dtrace
-    /// symbolizes their frames itself: the Linux driver reads one target's mappings only) and
+    /// symbolizes their frames itself: the Linux recorder reads one target's mappings only) and
     /// recorded until the duration elapses or a stop, not until they exit; a command is
     /// launched (with [`Launcher::Dtrace`] by `dtrace -c CMD`, which splits its string on white
     /// space, so no argument may contain any); a cgroup is refused ([`Error::NoCgroup`]).
@@ -108,7 +110,7 @@ pub struct DriverOptions {
     /// Default: a flag nobody sets.
     pub stop: Arc<AtomicBool>,
     /// Extra environment variables for dtrace and a launched command. Default: empty; on macOS,
-    /// when launching a command with a plockstat probe selected, the driver adds
+    /// when launching a command with a plockstat probe selected, the recorder adds
     /// `DYLD_LIBRARY_PATH=/usr/lib/system/introspection` for the command.
     pub env: Vec<(OsString, OsString)>,
     /// Who starts a launched command. Default: [`Launcher::Auto`].
@@ -116,20 +118,20 @@ pub struct DriverOptions {
     /// How long dtrace may take to print its aggregations after SIGINT before it is killed
     /// (and the recording lost). Default: 30 s.
     pub grace: Duration,
-    /// Set by the driver when dtrace's BEGIN clause has printed: every probe is enabled and
+    /// Set by the recorder when dtrace's BEGIN clause has printed: every probe is enabled and
     /// the recording has started (for a status line, or a test that starts the load then).
     pub began: Arc<AtomicBool>,
     /// Copy what a command launched by `dtrace -c` prints to lockscope's stdout. Its stdout is
-    /// dtrace's, which the driver reads; with `quiet` dtrace prints nothing of its own until
+    /// dtrace's, which the recorder reads; with `quiet` dtrace prints nothing of its own until
     /// END, so the lines between `BEGIN` and the first record are the command's. Default:
     /// false (they are counted as skipped lines).
     pub echo_target_output: bool,
 }
 
-impl DriverOptions {
+impl RecordOptions {
     /// Default options for tracing `target` with `script`.
     pub fn new(script: ScriptOptions, target: Target) -> Self {
-        DriverOptions {
+        RecordOptions {
             script,
             target,
             dtrace: dtrace_binary(None),
@@ -163,18 +165,18 @@ pub struct Recording {
 
 /// Runs one recording. See the [module documentation](self).
 #[derive(Debug)]
-pub struct Driver {
-    options: DriverOptions,
+pub struct Recorder {
+    options: RecordOptions,
     /// The command to launch (argv[0] first), as dtrace -c takes it; empty for other targets.
     command: Vec<String>,
     script: String,
-    /// The driver starts the command itself ([`Launcher::Driver`], resolved).
+    /// The recorder starts the command itself ([`Launcher::Recorder`], resolved).
     self_launch: bool,
 }
 
-impl Driver {
+impl Recorder {
     /// Validates the options and generates the script.
-    pub fn new(mut options: DriverOptions) -> Result<Driver, Error> {
+    pub fn new(mut options: RecordOptions) -> Result<Recorder, Error> {
         let wants_introspection = options.script.os == TargetOs::MacOs
             && options
                 .script
@@ -194,11 +196,11 @@ impl Driver {
                 })
                 .collect::<Result<Vec<String>, Error>>()?;
             self_launch = match options.launcher {
-                Launcher::Driver => true,
+                Launcher::Recorder => true,
                 Launcher::Dtrace => false,
                 // Never on Linux: DTrace for Linux crashed (4 runs of 4) attaching with -p
                 // to a process stopped with SIGSTOP and continued, and `dtrace -c` loses
-                // nothing there that the driver does not restore (symbols: see
+                // nothing there that the recorder does not restore (symbols: see
                 // crate::symbolize).
                 Launcher::Auto => wants_introspection,
             };
@@ -225,7 +227,7 @@ impl Driver {
                 return Err(Error::InvalidOption {
                     option: "command",
                     reason: "dtrace -c splits its command on white space: no argument may be \
-                             empty or contain spaces (the driver's own launcher takes them)"
+                             empty or contain spaces (the recorder's own launcher takes them)"
                         .into(),
                 });
             }
@@ -247,7 +249,7 @@ impl Driver {
             });
         }
         let script = generate_script(&options.script)?;
-        Ok(Driver {
+        Ok(Recorder {
             options,
             command,
             script,
@@ -255,19 +257,19 @@ impl Driver {
         })
     }
 
-    /// The D script that [`Driver::run`] will run (first: a probe that matches nothing is left
+    /// The D script that [`Recorder::run`] will run (first: a probe that matches nothing is left
     /// out of the next attempt).
     pub fn script(&self) -> &str {
         &self.script
     }
 
-    /// True when the driver starts the command itself (see [`Launcher::Driver`]).
+    /// True when the recorder starts the command itself (see [`Launcher::Recorder`]).
     pub fn launches_target(&self) -> bool {
         self.self_launch
     }
 
     /// The dtrace arguments after the binary, with the script at `script_path`. A command the
-    /// driver launches is traced as `-Z -p` with its pid, which [`Driver::run`] fills in; here
+    /// recorder launches is traced as `-Z -p` with its pid, which [`Recorder::run`] fills in; here
     /// it shows as `-p 0`.
     pub fn arguments(&self, script_path: &Path) -> Vec<OsString> {
         self.arguments_for(script_path, None)
