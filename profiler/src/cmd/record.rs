@@ -87,9 +87,12 @@ impl RecordArgs {
         })
     }
 
-    /// `--frequency` sets the `cpu` probe's rate, so it needs that probe.
+    /// `--frequency` sets the `cpu` probe's rate, so it needs that probe, given by its name or
+    /// by a set that has it (`bottleneck`). An unknown name is left to the probes' own check.
     fn check_frequency(&self) -> Result<()> {
-        if self.frequency.is_some() && !self.probes.iter().any(|p| p.trim() == catalog::CPU.name) {
+        let samples_cpu = catalog::select(&self.probes)
+            .map_or(true, |probes| probes.contains(&catalog::CPU.name));
+        if self.frequency.is_some() && !samples_cpu {
             bail!(
                 "--frequency sets the `{cpu}` probe's sampling rate: add `{cpu}` to --probes",
                 cpu = catalog::CPU.name

@@ -155,6 +155,21 @@ fn record_bad_arguments() {
         msg,
         "--frequency sets the `cpu` probe's sampling rate: add `cpu` to --probes"
     );
+    // A set with `cpu` in it is enough: the next check is the one to fail.
+    let msg = one_line_error(lockscope().args([
+        "record",
+        "--probes",
+        lockscope_probes::catalog::BOTTLENECK.name,
+        "--frequency",
+        "49",
+        "--tree",
+        "--",
+        "true",
+    ]));
+    assert_eq!(
+        msg,
+        "--tree records the descendants of the processes of -p PID: give -p"
+    );
     let out = lockscope()
         .args([
             "record",
