@@ -334,14 +334,4 @@ pub(crate) struct Drained {
     pub warnings: Vec<String>,
 }
 
-/// An error with its causes, `: `-separated.
-pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
+pub(crate) use lockscope_probes::error_chain;

@@ -65,3 +65,16 @@ pub use sched::{
 };
 pub use target::Target;
 pub use wait::WaitKind;
+
+/// An error with its causes, `: `-separated, as the command line prints them (for messages that
+/// hold another error, and for output that shows one whole).
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

@@ -69,7 +69,7 @@ use self::sweep::{knee_pair, level_anchor, levels_section, sweep_section};
 use crate::analysis::fold::Measure;
 use crate::render::svg::xml_escape;
 use crate::sweep::Sweep;
-use lockscope_probes::{FormatError, Profile};
+use lockscope_probes::{error_chain, FormatError, Profile};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -88,19 +88,6 @@ pub enum HtmlError {
         #[source]
         source: FormatError,
     },
-}
-
-/// `error` and its causes, `: `-separated, as the command line prints them: a part of the page
-/// that could not be drawn says why as fully as `lockscope` would.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// One input of the report.
