@@ -308,7 +308,7 @@ pub const DTRACE_CATALOG: &[DtraceProbe] = &[
         name: catalog::MUTEX_HOLD.name,
         description: "mutex hold times (acquire to release) per lock; records carry hold time, \
                       not wait time (operation `hold`); fires on every lock operation",
-        kinds: &[WaitKind::Mutex],
+        kinds: catalog::MUTEX_HOLD.kinds,
         cost: CostClass::PerSyscall,
         hooks: &[
             (
@@ -678,9 +678,10 @@ pub fn futex_kind(op: u64, ctx: u64, symbols: &[String]) -> WaitKind {
 /// does not tell.
 pub fn kind_of_operation(operation: &str) -> Option<WaitKind> {
     Some(match operation {
-        "psynch_mutexwait" | "mutex-block" | "mutex-spin" | "hold" | "lwp_mutex_timedlock" => {
+        "psynch_mutexwait" | "mutex-block" | "mutex-spin" | "lwp_mutex_timedlock" => {
             WaitKind::Mutex
         }
+        "hold" => WaitKind::Hold,
         "psynch_cvwait" => WaitKind::Condvar,
         "psynch_rw_rdlock" | "rw-rdlock" => WaitKind::RwlockRead,
         "psynch_rw_wrlock" | "rw-wrlock" => WaitKind::RwlockWrite,

@@ -253,7 +253,7 @@ pub const MUTEX_HOLD: ProbeDescriptor = ProbeDescriptor {
                   acquisition site, and how each acquisition went (free, spun, blocked); \
                   records carry hold time, not wait time (operation `hold ...`); a uprobe \
                   hit costs microseconds, measured when the probe attaches",
-    kinds: &[WaitKind::Mutex],
+    kinds: &[WaitKind::Hold],
     measures: Measure::HoldTime,
     cost: CostClass::PerLockCall,
     default: false,

@@ -15,8 +15,15 @@
 //! version-1 reader cannot parse them, so a profile that has such records is written as version
 //! 2 (older readers then ask for an upgrade instead of failing on the JSON), and every other
 //! profile still as version 1, which every reader reads ([`version_of`]).
+//!
+//! Version 3 added the record kind `hold` (lock hold times, which version 2 stored as `mutex`
+//! records of the `mutex-hold` probe and readers added to wait time): a profile with holds is
+//! written as version 3, and the `mutex-hold` records of older profiles are read as holds
+//! ([`upgrade`]).
 
+use crate::catalog::MUTEX_HOLD;
 use crate::profile::Profile;
+use crate::WaitKind;
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 use flate2::Compression;
@@ -28,15 +35,28 @@ use thiserror::Error;
 pub const MAGIC: [u8; 8] = *b"\x89LSP\r\n\x1a\n";
 
 /// The newest format version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
-/// The version `profile` is written as: 2 when it has records of imported samples (kinds that
-/// only version 2 has), else 1, so readers that predate those kinds still read it.
+/// The version `profile` is written as: 3 when it has holds, 2 when it has records of imported
+/// samples (kinds that only those versions have), else 1, so readers that predate those kinds
+/// still read it.
 pub fn version_of(profile: &Profile) -> u32 {
-    if profile.waits.iter().any(|w| w.kind.is_sampled()) {
+    if profile.waits.iter().any(|w| w.kind == WaitKind::Hold) {
+        3
+    } else if profile.waits.iter().any(|w| w.kind.is_sampled()) {
         2
     } else {
         1
+    }
+}
+
+/// Brings a profile of format `version` to the current one: before version 3 the `mutex-hold`
+/// probe's hold times were stored with the kind `mutex`, as if they were waits.
+pub fn upgrade(profile: &mut Profile, version: u32) {
+    if version < 3 {
+        for w in profile.waits.iter_mut().filter(|w| w.is_from(&MUTEX_HOLD)) {
+            w.kind = WaitKind::Hold;
+        }
     }
 }
 
@@ -119,8 +139,9 @@ pub fn read_profile_from(reader: impl Read) -> Result<Profile, FormatError> {
     GzDecoder::new(reader)
         .read_to_end(&mut json)
         .map_err(|e| FormatError::Corrupt(e.to_string()))?;
-    let profile: Profile =
+    let mut profile: Profile =
         serde_json::from_slice(&json).map_err(|e| FormatError::Corrupt(e.to_string()))?;
+    upgrade(&mut profile, version);
     profile
         .validate()
         .map_err(|e| FormatError::Corrupt(e.to_string()))?;
@@ -358,7 +379,7 @@ mod tests {
         let err = read_profile_from(&bytes[..]).expect_err("newer");
         assert_eq!(
             err.to_string(),
-            "profile format version 7 is newer than this lockscope reads (up to 2); upgrade lockscope"
+            "profile format version 7 is newer than this lockscope reads (up to 3); upgrade lockscope"
         );
     }
 
@@ -373,6 +394,34 @@ mod tests {
         let bytes = encode(&sampled);
         assert_eq!(bytes[8..12], 2u32.to_le_bytes());
         assert_eq!(read_profile_from(&bytes[..]).expect("read"), sampled);
+        let mut held = sample();
+        held.waits[0].probe = MUTEX_HOLD.name.into();
+        held.waits[0].kind = crate::WaitKind::Hold;
+        let bytes = encode(&held);
+        assert_eq!(bytes[8..12], 3u32.to_le_bytes());
+        assert_eq!(read_profile_from(&bytes[..]).expect("read"), held);
+    }
+
+    /// The `mutex-hold` records of a profile written before holds had their own kind (as
+    /// `mutex`) are read as holds; the same records of any other probe keep their kind.
+    #[test]
+    fn older_holds_are_read_as_holds() {
+        let mut old = sample();
+        let mut hold = old.waits[0].clone();
+        hold.probe = MUTEX_HOLD.name.into();
+        hold.operation = "hold (blocked)".into();
+        old.waits.push(hold);
+        for version in [1u32, 2] {
+            let mut bytes = encode(&old);
+            bytes[8..12].copy_from_slice(&version.to_le_bytes());
+            let back = read_profile_from(&bytes[..]).expect("read");
+            let kinds: Vec<WaitKind> = back.waits.iter().map(|w| w.kind).collect();
+            assert_eq!(
+                kinds,
+                [WaitKind::Mutex, WaitKind::Hold],
+                "version {version}"
+            );
+        }
     }
 
     /// A record pointing at a missing stack is refused rather than read.

@@ -53,7 +53,7 @@ pub mod waitfor;
 pub use catalog::{CostClass, Measure, ProbeDescriptor, CATALOG};
 pub use format::{read_profile, version_of, write_profile, FormatError, FORMAT_VERSION};
 pub use hist::Log2Histogram;
-pub use overlap::SeenTwice;
+pub use overlap::{MixedMeasures, SeenTwice};
 pub use profile::{
     AddressSpace, AttachStatus, Frame, InconsistentProfile, InlinedFrame, Losses, Metadata,
     ProbeAttachment, ProcessInfo, Profile, RecordedTarget, Stack, StackId, StackInterner,

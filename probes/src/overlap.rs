@@ -13,10 +13,14 @@
 //! futex probe has no record of (it ran before the futex probe's hooks were in, or the probe was
 //! not asked for) are kept. Linux only: the sleeps are told by their system call (`sleeping in
 //! futex` from the eBPF backend, `futex` from DTrace for Linux's `offcpu`).
+//!
+//! Records that are not waits beside waits: the `cpu` probe's samples (CPU time) and the
+//! `mutex-hold` probe's holds (time held) are never summed with wait time ([`MixedMeasures`]).
 
 use crate::catalog::{offcpu_operation, FUTEX, OFFCPU};
 use crate::linux_syscalls::FUTEX_WAIT_CALLS;
 use crate::profile::{Profile, StackId, WaitRecord, WaitStats};
+use crate::wait::WaitKind;
 use crate::waitfor::WokenBy;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -125,12 +129,45 @@ pub struct Merged {
     pub futex: WaitStats,
 }
 
+/// What the default views of a profile that mixes measures leave out: they show one measure,
+/// its waits when it has any (beside them, the `cpu` probe's samples are CPU time and the
+/// `mutex-hold` probe's holds are hold time, never wait time: they are shown with `--probe`),
+/// else its holds.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MixedMeasures {
+    waits: bool,
+    holds: bool,
+}
+
+impl MixedMeasures {
+    /// What `profile` has.
+    pub fn of(profile: &Profile) -> MixedMeasures {
+        MixedMeasures {
+            waits: profile.waits.iter().any(|w| w.kind.is_wait()),
+            holds: profile.waits.iter().any(|w| w.kind == WaitKind::Hold),
+        }
+    }
+
+    /// True when the default views leave `record` out.
+    pub fn leaves_out(&self, record: &WaitRecord) -> bool {
+        if self.waits {
+            !record.kind.is_wait()
+        } else {
+            self.holds && record.kind != WaitKind::Hold
+        }
+    }
+}
+
 impl Profile {
     /// The records every total counts: all but the `offcpu` records whose time the futex
-    /// probe's waits hold ([`SeenTwice`]).
+    /// probe's waits hold ([`SeenTwice`]), and in a profile that mixes measures, those of the
+    /// one its totals show ([`MixedMeasures`]: beside waits, no sample or hold is summed).
     pub fn counted_waits(&self) -> impl Iterator<Item = &WaitRecord> + '_ {
         let twice = SeenTwice::of(self);
-        self.waits.iter().filter(move |w| !twice.contains(w))
+        let mixed = MixedMeasures::of(self);
+        self.waits
+            .iter()
+            .filter(move |w| !mixed.leaves_out(w) && !twice.contains(w))
     }
 }
 
@@ -218,6 +255,30 @@ mod tests {
         };
         assert_eq!(alone.counted_waits().count(), 7);
         assert!(SeenTwice::of(&alone).merged(&alone).is_none());
+    }
+
+    /// Beside waits, the `cpu` probe's samples and the `mutex-hold` probe's holds are never
+    /// summed with wait time; holds alone are counted (as holds), and so are samples alone.
+    #[test]
+    fn other_measures_are_not_waits() {
+        let kind = |kind, r: WaitRecord| WaitRecord { kind, ..r };
+        let wait = record("futex", 2, "FUTEX_WAIT_PRIVATE", 100);
+        let hold = kind(
+            WaitKind::Hold,
+            record("mutex-hold", 2, "hold (blocked)", 300),
+        );
+        let sample = kind(WaitKind::OnCpu, record("cpu", 2, "cpu-clock", 20));
+        let counted = |waits: &[&WaitRecord]| -> Vec<u64> {
+            let profile = Profile {
+                waits: waits.iter().map(|&w| w.clone()).collect(),
+                ..Profile::default()
+            };
+            profile.counted_waits().map(|w| w.stats.total_ns).collect()
+        };
+        assert_eq!(counted(&[&wait, &hold, &sample]), [100]);
+        assert_eq!(counted(&[&hold, &sample]), [300]);
+        assert_eq!(counted(&[&hold]), [300]);
+        assert_eq!(counted(&[&sample]), [20]);
     }
 
     /// Who ended the futex sleeps, per thread and stack, by waker class.

@@ -4,7 +4,7 @@
 //! on another thread of the program) or idle (waiting for something outside it), by who ended
 //! its sleeps where the profile says, by a rule of thumb on any other profile.
 
-use crate::catalog::{offcpu_operation, MUTEX_HOLD, OFFCPU};
+use crate::catalog::{offcpu_operation, OFFCPU};
 use crate::linux_syscalls::{FILE_IO_CALLS, INPUT_CALLS, POLL_CALLS, SLEEP_CALLS};
 use crate::overlap::{futex_wakers, offcpu_call, SeenTwice, Wakers};
 use crate::profile::{Profile, StackId, WaitRecord, WaitStats};
@@ -280,10 +280,7 @@ pub fn is_role_candidate(record: &WaitRecord) -> bool {
     let unknown = record.operation == offcpu_operation::SLEEPING
         && record.user_stack.is_none()
         && record.kernel_stack.is_none();
-    waits
-        && !unknown
-        && !record.is_from(&MUTEX_HOLD)
-        && !offcpu_operation::is_cpu_wait(&record.operation)
+    waits && !unknown && !offcpu_operation::is_cpu_wait(&record.operation)
 }
 
 /// The role of each record of `profile.waits` (by index; `None`: neither, or not a wait this

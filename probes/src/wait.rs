@@ -45,11 +45,14 @@ pub enum WaitKind {
     /// aggregations, perf headers without a period). `count` is the number of samples; there are
     /// no times.
     Sample,
+    /// Not a wait: how long a lock was held, from its acquisition to its release (the
+    /// `mutex-hold` probe). `count` is the number of holds, `total_ns` the time held.
+    Hold,
 }
 
 impl WaitKind {
     /// Every kind, in report order.
-    pub const ALL: [WaitKind; 14] = [
+    pub const ALL: [WaitKind; 15] = [
         WaitKind::Mutex,
         WaitKind::Condvar,
         WaitKind::RwlockRead,
@@ -64,6 +67,7 @@ impl WaitKind {
         WaitKind::OnCpu,
         WaitKind::Event,
         WaitKind::Sample,
+        WaitKind::Hold,
     ];
 
     /// The kind's name as printed in reports and stored in profiles.
@@ -83,6 +87,7 @@ impl WaitKind {
             WaitKind::OnCpu => "on-cpu",
             WaitKind::Event => "event",
             WaitKind::Sample => "sample",
+            WaitKind::Hold => "hold",
         }
     }
 
@@ -90,6 +95,13 @@ impl WaitKind {
     /// [`WaitKind::Sample`]): their records measure CPU time, events or samples, not waits.
     pub fn is_sampled(self) -> bool {
         matches!(self, WaitKind::OnCpu | WaitKind::Event | WaitKind::Sample)
+    }
+
+    /// True for the kinds whose records are waits (a thread's time blocked); false for the
+    /// [sampled](WaitKind::is_sampled) kinds and for [`WaitKind::Hold`], which measure something
+    /// else and are never added to wait time.
+    pub fn is_wait(self) -> bool {
+        !self.is_sampled() && self != WaitKind::Hold
     }
 
     /// Classifies a user-level wait from the function names of its user stack, leaf first.

@@ -29,7 +29,7 @@ unsafe impl Plain for hold_key {}
 impl AggregationKey for hold_key {
     type Skel = MutexHoldSkel<'static>;
     const MAP: &'static str = "holds";
-    const KIND: WaitKind = WaitKind::Mutex;
+    const KIND: WaitKind = WaitKind::Hold;
 
     fn info() -> ProbeInfo {
         ProbeInfo {

@@ -31,7 +31,9 @@
 
 use lockscope_probes::catalog::{self, offcpu_operation};
 use lockscope_probes::ProbeDescriptor;
-use lockscope_probes::{Frame, Profile, SeenTwice, Stack, WaitKind, WaitRecord, WaitStats};
+use lockscope_probes::{
+    Frame, MixedMeasures, Profile, SeenTwice, Stack, WaitKind, WaitRecord, WaitStats,
+};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
@@ -125,11 +127,13 @@ pub enum Measure {
     Events,
     /// Samples without a period (folded stacks, DTrace `count()`, perf without periods).
     Samples,
+    /// Lock hold times (the `mutex-hold` probe): counts of holds and how long each lasted.
+    Holds,
 }
 
 impl Measure {
-    /// What `records` measure: waits unless every one is an imported sample; samples when the
-    /// sampled kinds are mixed.
+    /// What `records` measure: waits unless every one is a hold or an imported sample; samples
+    /// when the sampled kinds are mixed (and when holds are mixed with them).
     pub fn of_records<'a>(records: impl IntoIterator<Item = &'a WaitRecord>) -> Measure {
         let mut measure = None;
         for record in records {
@@ -137,6 +141,7 @@ impl Measure {
                 WaitKind::OnCpu => Measure::OnCpu,
                 WaitKind::Event => Measure::Events,
                 WaitKind::Sample => Measure::Samples,
+                WaitKind::Hold => Measure::Holds,
                 _ => return Measure::Waits,
             };
             measure = match measure {
@@ -153,26 +158,45 @@ impl Measure {
         Measure::of_records(selected(profile, options))
     }
 
-    /// Its name in JSON (`waits`, `on-cpu`, `events`, `samples`).
+    /// Its name in JSON (`waits`, `on-cpu`, `events`, `samples`, `holds`).
     pub fn name(self) -> &'static str {
         match self {
             Measure::Waits => "waits",
             Measure::OnCpu => "on-cpu",
             Measure::Events => "events",
             Measure::Samples => "samples",
+            Measure::Holds => "holds",
         }
     }
 
-    /// True when the records carry times (waits, CPU time), false for bare counts.
-    pub fn is_timed(self) -> bool {
-        matches!(self, Measure::Waits | Measure::OnCpu)
+    /// True when each record is a count of events with their durations (waits, holds), whose
+    /// mean, maximum and distribution mean something; false for samples and counts.
+    pub fn has_durations(self) -> bool {
+        matches!(self, Measure::Waits | Measure::Holds)
     }
 
-    /// The unit of a folded value weighted by `weight` (`ns`, `waits`, `ns on CPU`, `samples`,
-    /// `events`), as flamegraphs label it.
+    /// What the records' time is, in words (`wait time`, `CPU time`, `time held`).
+    pub fn time_name(self) -> &'static str {
+        match self {
+            Measure::Waits => "wait time",
+            Measure::OnCpu => "CPU time",
+            Measure::Holds => "time held",
+            Measure::Events | Measure::Samples => "time",
+        }
+    }
+
+    /// True when the records carry times (waits, CPU time, hold times), false for bare counts.
+    pub fn is_timed(self) -> bool {
+        matches!(self, Measure::Waits | Measure::OnCpu | Measure::Holds)
+    }
+
+    /// The unit of a folded value weighted by `weight` (`ns`, `waits`, `ns on CPU`, `ns held`,
+    /// `samples`, `events`, `holds`), as flamegraphs label it.
     pub fn unit(self, weight: Weight) -> &'static str {
         match (self, weight) {
             (Measure::Waits, Weight::Count) => "waits",
+            (Measure::Holds, Weight::Nanoseconds) => "ns held",
+            (Measure::Holds, Weight::Count) => "holds",
             (Measure::OnCpu, Weight::Nanoseconds) => "ns on CPU",
             (Measure::OnCpu | Measure::Samples, Weight::Count) => "samples",
             (Measure::Events, Weight::Count) => "events",
@@ -180,11 +204,14 @@ impl Measure {
         }
     }
 
-    /// The noun of a count of `n` (`wait`/`waits`, `sample`/`samples`, `event`/`events`).
+    /// The noun of a count of `n` (`wait`/`waits`, `sample`/`samples`, `event`/`events`,
+    /// `hold`/`holds`).
     pub fn noun(self, n: u64) -> &'static str {
         match (self, n == 1) {
             (Measure::Waits, true) => "wait",
             (Measure::Waits, false) => "waits",
+            (Measure::Holds, true) => "hold",
+            (Measure::Holds, false) => "holds",
             (Measure::Events, true) => "event",
             (Measure::Events, false) => "events",
             (_, true) => "sample",
@@ -197,8 +224,10 @@ impl Measure {
         match (self, weight) {
             (Measure::Waits, Weight::Nanoseconds) => "total wait time",
             (Measure::OnCpu, Weight::Nanoseconds) => "CPU time (sum of the sample periods)",
+            (Measure::Holds, Weight::Nanoseconds) => "total time held",
             (_, Weight::Nanoseconds) => "total time",
             (Measure::Waits, Weight::Count) => "number of waits",
+            (Measure::Holds, Weight::Count) => "number of holds",
             (Measure::Events, Weight::Count) => "number of events (sum of the sample periods)",
             (_, Weight::Count) => "number of samples",
         }
@@ -335,22 +364,19 @@ pub fn selects(options: &FoldOptions, record: &WaitRecord) -> bool {
     options.probe.as_deref().is_none_or(|p| p == record.probe)
 }
 
-/// True when `profile` has both waits and sampled records (a recording with the `cpu` probe
-/// beside wait probes): its wait views leave the samples out.
-pub fn mixes_samples(profile: &Profile) -> bool {
-    profile.waits.iter().any(|w| w.kind.is_sampled())
-        && profile.waits.iter().any(|w| !w.kind.is_sampled())
-}
-
 /// The records of `profile` that `options` selects: those of its probe; with no probe named,
 /// each sleep once (the offcpu probe's futex sleeps that the futex probe recorded too are the
-/// futex probe's waits: [`SeenTwice`]) and, in a profile that [`mixes_samples`], the waits
-/// alone (the samples are CPU time, not waits: they are shown with `--probe cpu`).
+/// futex probe's waits: [`SeenTwice`]) and, in a profile that mixes measures, the one
+/// [`MixedMeasures`] shows.
 pub fn selected<'a>(
     profile: &'a Profile,
     options: &'a FoldOptions,
 ) -> impl Iterator<Item = &'a WaitRecord> + 'a {
-    let waits_only = options.probe.is_none() && mixes_samples(profile);
+    let mixed = if options.probe.is_none() {
+        MixedMeasures::of(profile)
+    } else {
+        MixedMeasures::default()
+    };
     let twice = if options.probe.is_none() && !options.wall {
         SeenTwice::of(profile)
     } else {
@@ -361,7 +387,7 @@ pub fn selected<'a>(
             return (r.is_from(&catalog::CPU) && r.kind == WaitKind::OnCpu)
                 || r.is_from(&catalog::OFFCPU);
         }
-        selects(options, r) && !(waits_only && r.kind.is_sampled()) && !twice.contains(r)
+        selects(options, r) && !mixed.leaves_out(r) && !twice.contains(r)
     })
 }
 

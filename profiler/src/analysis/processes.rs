@@ -68,7 +68,7 @@ pub fn command_groups(profile: &Profile) -> Vec<CommandGroup> {
         let group = groups.entry(name).or_default();
         if w.kind == WaitKind::OnCpu {
             group.cpu_ns = group.cpu_ns.saturating_add(w.stats.total_ns);
-        } else if !w.kind.is_sampled() && !offcpu_operation::is_cpu_wait(&w.operation) {
+        } else if w.kind.is_wait() && !offcpu_operation::is_cpu_wait(&w.operation) {
             group.waits.merge(&w.stats);
         }
     }

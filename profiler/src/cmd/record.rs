@@ -377,14 +377,31 @@ pub(crate) fn save(profile: &lockscope_probes::Profile, output: &Path) -> Result
     lockscope_probes::write_profile(profile, output)
         .with_context(|| format!("failed to write profile `{}`", output.display()))?;
     let meta = &profile.metadata;
-    // The `cpu` probe's samples are events but not waits: said apart (scripts read the line's
-    // start, which stays).
-    let samples: u64 = profile
-        .waits
-        .iter()
-        .filter(|w| w.kind == lockscope_probes::WaitKind::OnCpu)
-        .map(|w| w.stats.count)
-        .sum();
+    // The `cpu` probe's samples and the `mutex-hold` probe's holds are events but not waits:
+    // said apart (scripts read the line's start, which stays).
+    let events_of = |kind: lockscope_probes::WaitKind| -> u64 {
+        profile
+            .waits
+            .iter()
+            .filter(|w| w.kind == kind)
+            .map(|w| w.stats.count)
+            .sum()
+    };
+    let (samples, holds) = (
+        events_of(lockscope_probes::WaitKind::OnCpu),
+        events_of(lockscope_probes::WaitKind::Hold),
+    );
+    let mut apart = String::new();
+    if samples > 0 {
+        apart.push_str(&format!(
+            "; {samples} of the events are on-CPU samples (CPU time, not waits)"
+        ));
+    }
+    if holds > 0 {
+        apart.push_str(&format!(
+            "; {holds} of the events are lock holds (time held, not waits)"
+        ));
+    }
     eprintln!(
         "lockscope: wrote `{}`: {} waits in {} records from {} threads over {:.2} s ({}); {} lost, {} stack failures{}",
         output.display(),
@@ -395,11 +412,7 @@ pub(crate) fn save(profile: &lockscope_probes::Profile, output: &Path) -> Result
         meta.end_reason,
         meta.losses.lost_events(),
         meta.losses.user_stack_failures + meta.losses.kernel_stack_failures,
-        if samples > 0 {
-            format!("; {samples} of the events are on-CPU samples (CPU time, not waits)")
-        } else {
-            String::new()
-        }
+        apart
     );
     Ok(())
 }

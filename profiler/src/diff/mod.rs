@@ -107,10 +107,11 @@ fn measured_value(stats: &WaitStats, measure: Measure) -> u64 {
     }
 }
 
-/// What a normalized value is of, in words (`wait`, `CPU time`, `events`, `samples`).
+/// What a normalized value is of, in words (`wait`, `CPU time`, `events`, `samples`, `hold`).
 fn measured(measure: Measure) -> &'static str {
     match measure {
         Measure::Waits => "wait",
+        Measure::Holds => "hold",
         Measure::OnCpu => "CPU time",
         Measure::Events => "events",
         Measure::Samples => "samples",

@@ -108,6 +108,7 @@ fn columns_legend(measure: Measure, la: &str, lb: &str) -> String {
              the threads' time (- without the offcpu probe's per-thread times)"
         }
         Measure::OnCpu => "threads: average threads on CPU (CPU time / wall time)",
+        Measure::Holds => "threads: average threads holding a lock (time held / wall time)",
         Measure::Events | Measure::Samples => "counts only: no times",
     };
     format!("{threads}; change: {lb} - {la}, normalized")

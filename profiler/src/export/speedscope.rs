@@ -76,6 +76,10 @@ pub fn write_speedscope(
             (Weight::Nanoseconds, "CPU time", "nanoseconds"),
             (Weight::Count, "samples", "none"),
         ],
+        Measure::Holds => &[
+            (Weight::Nanoseconds, "time held", "nanoseconds"),
+            (Weight::Count, "holds", "none"),
+        ],
         Measure::Events => &[(Weight::Count, "events", "none")],
         Measure::Samples => &[(Weight::Count, "samples", "none")],
     };
@@ -122,8 +126,9 @@ pub fn write_speedscope(
         shared: Shared { frames },
         profiles,
         name: match Measure::of(profile, fold) {
-            Measure::Waits => format!(
-                "lockscope: waits of `{}` (pid {})",
+            Measure::Waits | Measure::Holds => format!(
+                "lockscope: {} of `{}` (pid {})",
+                Measure::of(profile, fold).noun(2),
                 meta.target.command.join(" "),
                 meta.target.pid
             ),

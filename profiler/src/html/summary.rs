@@ -217,10 +217,10 @@ pub(super) fn run_summary(profile: &Profile) -> Vec<(String, String)> {
         format_ns(wall_ns)
     );
     if measure.is_timed() && wall_ns > 0 {
-        let doing = if measure == Measure::Waits {
-            "waiting"
-        } else {
-            "on CPU"
+        let doing = match measure {
+            Measure::Waits => "waiting",
+            Measure::Holds => "holding a lock",
+            _ => "on CPU",
         };
         let parts: Vec<String> = kinds
             .iter()

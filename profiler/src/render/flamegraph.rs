@@ -87,6 +87,8 @@ pub fn default_title(profile: &Profile, fold: &FoldOptions) -> String {
         "wall time"
     } else if measure == Measure::OnCpu {
         "CPU time"
+    } else if measure == Measure::Holds {
+        "lock holds"
     } else {
         "waits"
     };
@@ -95,7 +97,7 @@ pub fn default_title(profile: &Profile, fold: &FoldOptions) -> String {
         let probes = format!("{}+{}", catalog::CPU.name, catalog::OFFCPU.name);
         return target_title(profile, &probes, what);
     }
-    if measure != Measure::Waits
+    if !matches!(measure, Measure::Waits | Measure::Holds)
         && (measure != Measure::OnCpu || profile.metadata.target.command.is_empty())
     {
         // An imported capture: no target, no duration; say what was sampled, and from where.

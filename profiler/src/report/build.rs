@@ -15,8 +15,8 @@ use super::{GroupBy, ReportOptions, REPORT_JSON_VERSION};
 use crate::analysis::fold::Measure;
 use crate::render::units::{format_ns, share};
 use lockscope_probes::{
-    AttachStatus, Frame, Log2Histogram, Profile, SeenTwice, Stack, StackId, WaitKind, WaitRecord,
-    WaitStats,
+    AttachStatus, Frame, Log2Histogram, MixedMeasures, Profile, SeenTwice, Stack, StackId,
+    WaitKind, WaitRecord, WaitStats,
 };
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
@@ -158,23 +158,24 @@ fn stack_trace(profile: &Profile, id: Option<StackId>) -> Option<StackTrace> {
 
 impl Report {
     pub(super) fn build(full: &Profile, options: &ReportOptions) -> Report {
-        // With waits beside the `cpu` probe's samples, everything but the on-CPU section is
-        // about the waits: the samples are CPU time, never added to wait time.
+        // With waits beside the `cpu` probe's samples or the `mutex-hold` probe's holds,
+        // everything but the on-CPU section is about the waits: samples are CPU time and holds
+        // hold time, never added to wait time.
         let waits_only;
         let mut on_cpu_by_thread: BTreeMap<(u32, u32), OnCpuRow> = BTreeMap::new();
-        let drop_samples = crate::analysis::fold::mixes_samples(full);
-        if drop_samples {
-            for w in full.waits.iter().filter(|w| w.kind == WaitKind::OnCpu) {
-                let row = on_cpu_by_thread.entry((w.pid, w.tid)).or_default();
-                row.samples += w.stats.count;
-                row.cpu_ns = row.cpu_ns.saturating_add(w.stats.total_ns);
-            }
+        let mixed = MixedMeasures::of(full);
+        for w in full
+            .waits
+            .iter()
+            .filter(|w| w.kind == WaitKind::OnCpu && mixed.leaves_out(w))
+        {
+            let row = on_cpu_by_thread.entry((w.pid, w.tid)).or_default();
+            row.samples += w.stats.count;
+            row.cpu_ns = row.cpu_ns.saturating_add(w.stats.total_ns);
         }
         // A futex sleep both the futex and offcpu probes saw counts once, as the futex wait.
         let twice = SeenTwice::of(full);
-        let apart = |w: &WaitRecord| {
-            (drop_samples && w.kind.is_sampled()) || w.is_cpu_wait() || twice.contains(w)
-        };
+        let apart = |w: &WaitRecord| mixed.leaves_out(w) || w.is_cpu_wait() || twice.contains(w);
         let cpu_wait_intervals: u64 = full
             .waits
             .iter()

@@ -246,11 +246,7 @@ impl Report {
                 t.waits,
                 m.noun(t.waits),
                 t.share * 100.0,
-                if m == Measure::OnCpu {
-                    "CPU time"
-                } else {
-                    "wait time"
-                },
+                m.time_name(),
                 plural(t.stacks as u64, "user stack", "user stacks")
             );
         }
@@ -259,7 +255,7 @@ impl Report {
     fn kinds_text(&self, out: &mut String) {
         let m = self.measure_kind;
         put!(out);
-        if m != Measure::Waits {
+        if !m.has_durations() {
             let noun = m.noun(2);
             put!(out, "{}{} by kind", noun[..1].to_uppercase(), &noun[1..]);
             put!(out, "  {:<13}{:>12}{:>8}", "kind", noun, "share");
@@ -291,16 +287,17 @@ impl Report {
             );
             return;
         }
-        put!(out, "Waits by kind");
+        let noun = m.noun(2);
+        put!(out, "{}{} by kind", noun[..1].to_uppercase(), &noun[1..]);
         if self.by_kind.is_empty() {
-            put!(out, "  (no waits recorded)");
+            put!(out, "  (no {noun} recorded)");
             return;
         }
         put!(
             out,
             "  {:<13}{:>8}{:>11}{:>11}{:>11}{:>8}",
             "kind",
-            "waits",
+            noun,
             "total",
             "mean",
             "max",
@@ -335,13 +332,16 @@ impl Report {
             "Top {} of {} {} by {}",
             self.groups.len(),
             self.groups_total,
-            if m == Measure::Waits || options.group_by != GroupBy::Stack {
-                options.group_by.plural()
-            } else {
-                "stacks"
+            match (m, options.group_by) {
+                (Measure::Holds, GroupBy::Stack) => "hold sites (stack)",
+                (Measure::Waits, _) | (_, GroupBy::Thread | GroupBy::Lock | GroupBy::Process) => {
+                    options.group_by.plural()
+                }
+                _ => "stacks",
             },
             match m {
                 Measure::Waits => "total wait time",
+                Measure::Holds => "total time held",
                 Measure::OnCpu => "CPU time",
                 Measure::Events => "events",
                 Measure::Samples => "samples",
@@ -349,9 +349,10 @@ impl Report {
         );
         if let Some(k) = &self.kernel_threads {
             let what = match m {
-                Measure::Waits => format!(
-                    "{} waits, {} ({} of all)",
+                Measure::Waits | Measure::Holds => format!(
+                    "{} {}, {} ({} of all)",
                     k.stats.count,
+                    m.noun(k.stats.count),
                     format_ns(k.stats.total_ns),
                     format_percent(k.stats.total_ns, self.totals.total_ns)
                 ),
@@ -423,10 +424,10 @@ impl Report {
             }
             let s = &g.stats;
             match m {
-                Measure::Waits => put!(
+                Measure::Waits | Measure::Holds => put!(
                     out,
                     "{}{}, total {} ({} of all), mean {}, max {}",
-                    label("waits"),
+                    label(m.noun(2)),
                     s.count,
                     format_ns(s.total_ns),
                     format_percent(s.total_ns, whole),
@@ -494,7 +495,7 @@ impl Report {
                 );
             }
             // Imported samples have no lock (their operation is the sampled command).
-            if options.group_by != GroupBy::Lock && m == Measure::Waits {
+            if options.group_by != GroupBy::Lock && m.has_durations() {
                 let locks = g
                     .locks
                     .iter()
@@ -523,7 +524,7 @@ impl Report {
                     "leaf first".to_string()
                 } else {
                     match m {
-                        Measure::Waits | Measure::OnCpu => format!(
+                        Measure::Waits | Measure::OnCpu | Measure::Holds => format!(
                             "{} of {}: {} {}, {} ({} of this group), leaf first",
                             i + 1,
                             g.stacks_total,
@@ -562,7 +563,7 @@ impl Report {
                 );
             }
             // Durations only: sampled CPU time and counts have no distribution to show.
-            if m == Measure::Waits {
+            if m.has_durations() {
                 out.push_str(&histogram::render(&g.log2, INDENT));
             }
         }

@@ -246,7 +246,7 @@ fn bad_profile_files() {
     std::fs::write(&newer_path, newer).expect("write newer");
     let msg = one_line_error(lockscope().arg("report").arg(&newer_path));
     assert!(
-        msg.ends_with("profile format version 99 is newer than this lockscope reads (up to 2); upgrade lockscope"),
+        msg.ends_with("profile format version 99 is newer than this lockscope reads (up to 3); upgrade lockscope"),
         "{msg}"
     );
 }

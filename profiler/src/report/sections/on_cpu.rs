@@ -107,9 +107,7 @@ pub(super) fn on_cpu(profile: &Profile) -> Option<OnCpu> {
             cpu_ns: stats.total_ns,
             wait_ns: profile
                 .counted_waits()
-                .filter(|w| {
-                    !w.kind.is_sampled() && !w.is_cpu_wait() && (w.pid, w.tid) == (pid, tid)
-                })
+                .filter(|w| w.kind.is_wait() && !w.is_cpu_wait() && (w.pid, w.tid) == (pid, tid))
                 .map(|w| w.stats.total_ns)
                 .sum(),
             hottest: names_leaf_first(profile, heaviest(&by_stack))
