@@ -64,7 +64,7 @@ pub use sched::{
     WakeupRecord,
 };
 pub use target::Target;
-pub use wait::WaitKind;
+pub use wait::{Quantity, WaitKind};
 
 /// An error with its causes, `: `-separated, as the command line prints them (for messages that
 /// hold another error, and for output that shows one whole).

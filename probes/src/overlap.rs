@@ -14,13 +14,14 @@
 //! not asked for) are kept. Linux only: the sleeps are told by their system call (`sleeping in
 //! futex` from the eBPF backend, `futex` from DTrace for Linux's `offcpu`).
 //!
-//! Records that are not waits beside waits: the `cpu` probe's samples (CPU time) and the
-//! `mutex-hold` probe's holds (time held) are never summed with wait time ([`MixedMeasures`]).
+//! Records that are not waits beside waits: the `syscall` and `lifecycle` probes' time in system
+//! calls (a futex wait is also a `futex` call), the `mutex-hold` probe's holds (time held) and the
+//! `cpu` probe's samples (CPU time) are never summed with wait time ([`MixedMeasures`]).
 
 use crate::catalog::{offcpu_operation, FUTEX, OFFCPU};
 use crate::linux_syscalls::FUTEX_WAIT_CALLS;
 use crate::profile::{Profile, StackId, WaitRecord, WaitStats};
-use crate::wait::WaitKind;
+use crate::wait::Quantity;
 use crate::waitfor::WokenBy;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -129,39 +130,35 @@ pub struct Merged {
     pub futex: WaitStats,
 }
 
-/// What the default views of a profile that mixes measures leave out: they show one measure,
-/// its waits when it has any (beside them, the `cpu` probe's samples are CPU time and the
-/// `mutex-hold` probe's holds are hold time, never wait time: they are shown with `--probe`),
-/// else its holds.
+/// What the default views of a profile that mixes measures leave out: they show one
+/// [`Quantity`], its waits when it has any (beside them, the `syscall` and `lifecycle` probes'
+/// records are time in system calls, which holds the waits inside them, the `mutex-hold` probe's
+/// are time held and the `cpu` probe's samples CPU time, never wait time: they have their report
+/// sections, and are shown with `--probe`), else its system calls, else its holds.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct MixedMeasures {
-    waits: bool,
-    holds: bool,
+    /// The quantity shown ([`Quantity`]'s order); `None`: every record (no records).
+    shown: Option<Quantity>,
 }
 
 impl MixedMeasures {
     /// What `profile` has.
     pub fn of(profile: &Profile) -> MixedMeasures {
         MixedMeasures {
-            waits: profile.waits.iter().any(|w| w.kind.is_wait()),
-            holds: profile.waits.iter().any(|w| w.kind == WaitKind::Hold),
+            shown: profile.waits.iter().map(|w| w.kind.quantity()).min(),
         }
     }
 
     /// True when the default views leave `record` out.
     pub fn leaves_out(&self, record: &WaitRecord) -> bool {
-        if self.waits {
-            !record.kind.is_wait()
-        } else {
-            self.holds && record.kind != WaitKind::Hold
-        }
+        self.shown.is_some_and(|q| record.kind.quantity() != q)
     }
 }
 
 impl Profile {
     /// The records every total counts: all but the `offcpu` records whose time the futex
     /// probe's waits hold ([`SeenTwice`]), and in a profile that mixes measures, those of the
-    /// one its totals show ([`MixedMeasures`]: beside waits, no sample or hold is summed).
+    /// one its totals show ([`MixedMeasures`]: beside waits, no call, hold or sample is summed).
     pub fn counted_waits(&self) -> impl Iterator<Item = &WaitRecord> + '_ {
         let twice = SeenTwice::of(self);
         let mixed = MixedMeasures::of(self);
@@ -257,8 +254,9 @@ mod tests {
         assert!(SeenTwice::of(&alone).merged(&alone).is_none());
     }
 
-    /// Beside waits, the `cpu` probe's samples and the `mutex-hold` probe's holds are never
-    /// summed with wait time; holds alone are counted (as holds), and so are samples alone.
+    /// Beside waits, the `syscall` probe's calls (a futex wait is also a `futex` call), the
+    /// `mutex-hold` probe's holds and the `cpu` probe's samples are never summed with wait time;
+    /// without waits, calls are counted, else holds, and samples alone.
     #[test]
     fn other_measures_are_not_waits() {
         let kind = |kind, r: WaitRecord| WaitRecord { kind, ..r };
@@ -268,6 +266,7 @@ mod tests {
             record("mutex-hold", 2, "hold (blocked)", 300),
         );
         let sample = kind(WaitKind::OnCpu, record("cpu", 2, "cpu-clock", 20));
+        let call = kind(WaitKind::Syscall, record("syscall", 2, "futex", 101));
         let counted = |waits: &[&WaitRecord]| -> Vec<u64> {
             let profile = Profile {
                 waits: waits.iter().map(|&w| w.clone()).collect(),
@@ -275,7 +274,8 @@ mod tests {
             };
             profile.counted_waits().map(|w| w.stats.total_ns).collect()
         };
-        assert_eq!(counted(&[&wait, &hold, &sample]), [100]);
+        assert_eq!(counted(&[&wait, &hold, &sample, &call]), [100]);
+        assert_eq!(counted(&[&call, &hold, &sample]), [101]);
         assert_eq!(counted(&[&hold, &sample]), [300]);
         assert_eq!(counted(&[&hold]), [300]);
         assert_eq!(counted(&[&sample]), [20]);

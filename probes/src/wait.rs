@@ -7,6 +7,21 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// What the records of a kind measure, in the order a profile that has several shows them: its
+/// waits when it has any, else its system calls, else its holds, else its samples.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Quantity {
+    /// Waits: time blocked (locks, condvars, futex words, kernel locks, sleeps off the CPU).
+    Waits,
+    /// Time in system calls (the `syscall` and `lifecycle` probes), which holds the waits and
+    /// sleeps inside them.
+    Calls,
+    /// Time a lock was held (the `mutex-hold` probe).
+    Holds,
+    /// Samples or counted events: CPU time, events, samples.
+    Samples,
+}
+
 /// What a thread was waiting for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -97,11 +112,27 @@ impl WaitKind {
         matches!(self, WaitKind::OnCpu | WaitKind::Event | WaitKind::Sample)
     }
 
-    /// True for the kinds whose records are waits (a thread's time blocked); false for the
-    /// [sampled](WaitKind::is_sampled) kinds and for [`WaitKind::Hold`], which measure something
-    /// else and are never added to wait time.
+    /// What records of this kind measure: waits, or something never added to wait time.
+    pub fn quantity(self) -> Quantity {
+        match self {
+            WaitKind::Mutex
+            | WaitKind::Condvar
+            | WaitKind::RwlockRead
+            | WaitKind::RwlockWrite
+            | WaitKind::Semaphore
+            | WaitKind::Join
+            | WaitKind::Wait
+            | WaitKind::KernelLock
+            | WaitKind::OffCpu => Quantity::Waits,
+            WaitKind::Syscall | WaitKind::Lifecycle => Quantity::Calls,
+            WaitKind::Hold => Quantity::Holds,
+            WaitKind::OnCpu | WaitKind::Event | WaitKind::Sample => Quantity::Samples,
+        }
+    }
+
+    /// True for the kinds whose records are waits (a thread's time blocked).
     pub fn is_wait(self) -> bool {
-        !self.is_sampled() && self != WaitKind::Hold
+        self.quantity() == Quantity::Waits
     }
 
     /// Classifies a user-level wait from the function names of its user stack, leaf first.

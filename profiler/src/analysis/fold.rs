@@ -32,7 +32,7 @@
 use lockscope_probes::catalog::{self, offcpu_operation};
 use lockscope_probes::ProbeDescriptor;
 use lockscope_probes::{
-    Frame, MixedMeasures, Profile, SeenTwice, Stack, WaitKind, WaitRecord, WaitStats,
+    Frame, MixedMeasures, Profile, Quantity, SeenTwice, Stack, WaitKind, WaitRecord, WaitStats,
 };
 use std::collections::BTreeMap;
 use std::fmt;
@@ -129,28 +129,34 @@ pub enum Measure {
     Samples,
     /// Lock hold times (the `mutex-hold` probe): counts of holds and how long each lasted.
     Holds,
+    /// Time in system calls (the `syscall` and `lifecycle` probes): counts of calls and how long
+    /// each lasted.
+    Calls,
 }
 
 impl Measure {
-    /// What `records` measure: waits unless every one is a hold or an imported sample; samples
-    /// when the sampled kinds are mixed (and when holds are mixed with them).
+    /// What `records` measure: waits when one is a wait, else calls, else holds, else what the
+    /// samples are (samples when their kinds are mixed).
     pub fn of_records<'a>(records: impl IntoIterator<Item = &'a WaitRecord>) -> Measure {
-        let mut measure = None;
+        let mut measure: Option<(Quantity, Measure)> = None;
         for record in records {
-            let this = match record.kind {
-                WaitKind::OnCpu => Measure::OnCpu,
-                WaitKind::Event => Measure::Events,
-                WaitKind::Sample => Measure::Samples,
-                WaitKind::Hold => Measure::Holds,
-                _ => return Measure::Waits,
+            let quantity = record.kind.quantity();
+            let this = match (quantity, record.kind) {
+                (Quantity::Waits, _) => return Measure::Waits,
+                (Quantity::Calls, _) => Measure::Calls,
+                (Quantity::Holds, _) => Measure::Holds,
+                (Quantity::Samples, WaitKind::OnCpu) => Measure::OnCpu,
+                (Quantity::Samples, WaitKind::Event) => Measure::Events,
+                (Quantity::Samples, _) => Measure::Samples,
             };
-            measure = match measure {
-                None => Some(this),
-                Some(m) if m == this => Some(m),
-                Some(_) => Some(Measure::Samples),
-            };
+            measure = Some(match measure {
+                None => (quantity, this),
+                Some((q, m)) if q < quantity || m == this => (q, m),
+                Some((q, _)) if q == quantity => (q, Measure::Samples),
+                Some(_) => (quantity, this),
+            });
         }
-        measure.unwrap_or(Measure::Waits)
+        measure.map_or(Measure::Waits, |(_, m)| m)
     }
 
     /// What the records `options` selects in `profile` measure.
@@ -158,7 +164,7 @@ impl Measure {
         Measure::of_records(selected(profile, options))
     }
 
-    /// Its name in JSON (`waits`, `on-cpu`, `events`, `samples`, `holds`).
+    /// Its name in JSON (`waits`, `on-cpu`, `events`, `samples`, `holds`, `calls`).
     pub fn name(self) -> &'static str {
         match self {
             Measure::Waits => "waits",
@@ -166,13 +172,14 @@ impl Measure {
             Measure::Events => "events",
             Measure::Samples => "samples",
             Measure::Holds => "holds",
+            Measure::Calls => "calls",
         }
     }
 
     /// True when each record is a count of events with their durations (waits, holds), whose
     /// mean, maximum and distribution mean something; false for samples and counts.
     pub fn has_durations(self) -> bool {
-        matches!(self, Measure::Waits | Measure::Holds)
+        matches!(self, Measure::Waits | Measure::Holds | Measure::Calls)
     }
 
     /// What the records' time is, in words (`wait time`, `CPU time`, `time held`).
@@ -181,22 +188,29 @@ impl Measure {
             Measure::Waits => "wait time",
             Measure::OnCpu => "CPU time",
             Measure::Holds => "time held",
+            Measure::Calls => "time in calls",
             Measure::Events | Measure::Samples => "time",
         }
     }
 
-    /// True when the records carry times (waits, CPU time, hold times), false for bare counts.
+    /// True when the records carry times (waits, CPU time, hold times, call times), false for
+    /// bare counts.
     pub fn is_timed(self) -> bool {
-        matches!(self, Measure::Waits | Measure::OnCpu | Measure::Holds)
+        matches!(
+            self,
+            Measure::Waits | Measure::OnCpu | Measure::Holds | Measure::Calls
+        )
     }
 
     /// The unit of a folded value weighted by `weight` (`ns`, `waits`, `ns on CPU`, `ns held`,
-    /// `samples`, `events`, `holds`), as flamegraphs label it.
+    /// `ns in calls`, `samples`, `events`, `holds`, `calls`), as flamegraphs label it.
     pub fn unit(self, weight: Weight) -> &'static str {
         match (self, weight) {
             (Measure::Waits, Weight::Count) => "waits",
             (Measure::Holds, Weight::Nanoseconds) => "ns held",
             (Measure::Holds, Weight::Count) => "holds",
+            (Measure::Calls, Weight::Nanoseconds) => "ns in calls",
+            (Measure::Calls, Weight::Count) => "calls",
             (Measure::OnCpu, Weight::Nanoseconds) => "ns on CPU",
             (Measure::OnCpu | Measure::Samples, Weight::Count) => "samples",
             (Measure::Events, Weight::Count) => "events",
@@ -205,13 +219,15 @@ impl Measure {
     }
 
     /// The noun of a count of `n` (`wait`/`waits`, `sample`/`samples`, `event`/`events`,
-    /// `hold`/`holds`).
+    /// `hold`/`holds`, `call`/`calls`).
     pub fn noun(self, n: u64) -> &'static str {
         match (self, n == 1) {
             (Measure::Waits, true) => "wait",
             (Measure::Waits, false) => "waits",
             (Measure::Holds, true) => "hold",
             (Measure::Holds, false) => "holds",
+            (Measure::Calls, true) => "call",
+            (Measure::Calls, false) => "calls",
             (Measure::Events, true) => "event",
             (Measure::Events, false) => "events",
             (_, true) => "sample",
@@ -225,9 +241,11 @@ impl Measure {
             (Measure::Waits, Weight::Nanoseconds) => "total wait time",
             (Measure::OnCpu, Weight::Nanoseconds) => "CPU time (sum of the sample periods)",
             (Measure::Holds, Weight::Nanoseconds) => "total time held",
+            (Measure::Calls, Weight::Nanoseconds) => "total time in calls",
             (_, Weight::Nanoseconds) => "total time",
             (Measure::Waits, Weight::Count) => "number of waits",
             (Measure::Holds, Weight::Count) => "number of holds",
+            (Measure::Calls, Weight::Count) => "number of calls",
             (Measure::Events, Weight::Count) => "number of events (sum of the sample periods)",
             (_, Weight::Count) => "number of samples",
         }

@@ -8,8 +8,8 @@
 //!   thread; a profile without a table (recorded before it existed) groups by the name of each
 //!   process's main thread;
 //! - each group counts its processes and their threads with records, their waits (the records
-//!   that are waits: not the `cpu` probe's samples, not the intervals of threads waiting for a
-//!   CPU) and the `cpu` probe's CPU time.
+//!   every total counts, [`Profile::counted_waits`], but not the `cpu` probe's samples and not
+//!   the intervals of threads waiting for a CPU) and the `cpu` probe's CPU time.
 
 use crate::analysis::canonical::thread_group;
 use lockscope_probes::catalog::offcpu_operation;
@@ -68,7 +68,11 @@ pub fn command_groups(profile: &Profile) -> Vec<CommandGroup> {
         let group = groups.entry(name).or_default();
         if w.kind == WaitKind::OnCpu {
             group.cpu_ns = group.cpu_ns.saturating_add(w.stats.total_ns);
-        } else if w.kind.is_wait() && !offcpu_operation::is_cpu_wait(&w.operation) {
+        }
+    }
+    for w in profile.counted_waits() {
+        if !w.kind.is_sampled() && !offcpu_operation::is_cpu_wait(&w.operation) {
+            let group = groups.entry(command(w.pid)).or_default();
             group.waits.merge(&w.stats);
         }
     }

@@ -9,7 +9,7 @@ use crate::session::{Progress, Session, SessionOptions};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use lockscope_dtrace::{ScriptOptions, ScriptTarget};
-use lockscope_probes::{catalog, Target};
+use lockscope_probes::{catalog, Quantity, Target};
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -377,30 +377,27 @@ pub(crate) fn save(profile: &lockscope_probes::Profile, output: &Path) -> Result
     lockscope_probes::write_profile(profile, output)
         .with_context(|| format!("failed to write profile `{}`", output.display()))?;
     let meta = &profile.metadata;
-    // The `cpu` probe's samples and the `mutex-hold` probe's holds are events but not waits:
-    // said apart (scripts read the line's start, which stays).
-    let events_of = |kind: lockscope_probes::WaitKind| -> u64 {
+    // The system calls of the syscall and lifecycle probes, the mutex-hold probe's holds and
+    // the cpu probe's samples are events but not waits: said apart (scripts read the line's
+    // start, which stays).
+    let events_of = |quantity: Quantity| -> u64 {
         profile
             .waits
             .iter()
-            .filter(|w| w.kind == kind)
+            .filter(|w| w.kind.quantity() == quantity)
             .map(|w| w.stats.count)
             .sum()
     };
-    let (samples, holds) = (
-        events_of(lockscope_probes::WaitKind::OnCpu),
-        events_of(lockscope_probes::WaitKind::Hold),
-    );
     let mut apart = String::new();
-    if samples > 0 {
-        apart.push_str(&format!(
-            "; {samples} of the events are on-CPU samples (CPU time, not waits)"
-        ));
-    }
-    if holds > 0 {
-        apart.push_str(&format!(
-            "; {holds} of the events are lock holds (time held, not waits)"
-        ));
+    for (quantity, what) in [
+        (Quantity::Calls, "system calls (time in calls, not waits)"),
+        (Quantity::Holds, "lock holds (time held, not waits)"),
+        (Quantity::Samples, "on-CPU samples (CPU time, not waits)"),
+    ] {
+        let n = events_of(quantity);
+        if n > 0 {
+            apart.push_str(&format!("; {n} of the events are {what}"));
+        }
     }
     eprintln!(
         "lockscope: wrote `{}`: {} waits in {} records from {} threads over {:.2} s ({}); {} lost, {} stack failures{}",

@@ -107,11 +107,13 @@ fn measured_value(stats: &WaitStats, measure: Measure) -> u64 {
     }
 }
 
-/// What a normalized value is of, in words (`wait`, `CPU time`, `events`, `samples`, `hold`).
+/// What a normalized value is of, in words (`wait`, `CPU time`, `events`, `samples`, `hold`,
+/// `call time`).
 fn measured(measure: Measure) -> &'static str {
     match measure {
         Measure::Waits => "wait",
         Measure::Holds => "hold",
+        Measure::Calls => "call time",
         Measure::OnCpu => "CPU time",
         Measure::Events => "events",
         Measure::Samples => "samples",

@@ -109,6 +109,7 @@ fn columns_legend(measure: Measure, la: &str, lb: &str) -> String {
         }
         Measure::OnCpu => "threads: average threads on CPU (CPU time / wall time)",
         Measure::Holds => "threads: average threads holding a lock (time held / wall time)",
+        Measure::Calls => "threads: average threads in a system call (call time / wall time)",
         Measure::Events | Measure::Samples => "counts only: no times",
     };
     format!("{threads}; change: {lb} - {la}, normalized")

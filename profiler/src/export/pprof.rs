@@ -256,6 +256,7 @@ pub fn encode_profile(profile: &Profile, options: &PprofOptions) -> Result<Vec<u
     let (count_name, time_name) = match Measure::of(profile, &options.fold) {
         Measure::Waits => ("contentions", "delay"),
         Measure::Holds => ("holds", "held"),
+        Measure::Calls => ("calls", "time"),
         Measure::OnCpu => ("samples", "cpu"),
         Measure::Events => ("events", "time"),
         Measure::Samples => ("samples", "time"),

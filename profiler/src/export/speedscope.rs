@@ -80,6 +80,10 @@ pub fn write_speedscope(
             (Weight::Nanoseconds, "time held", "nanoseconds"),
             (Weight::Count, "holds", "none"),
         ],
+        Measure::Calls => &[
+            (Weight::Nanoseconds, "time in calls", "nanoseconds"),
+            (Weight::Count, "calls", "none"),
+        ],
         Measure::Events => &[(Weight::Count, "events", "none")],
         Measure::Samples => &[(Weight::Count, "samples", "none")],
     };
@@ -126,7 +130,7 @@ pub fn write_speedscope(
         shared: Shared { frames },
         profiles,
         name: match Measure::of(profile, fold) {
-            Measure::Waits | Measure::Holds => format!(
+            Measure::Waits | Measure::Holds | Measure::Calls => format!(
                 "lockscope: {} of `{}` (pid {})",
                 Measure::of(profile, fold).noun(2),
                 meta.target.command.join(" "),

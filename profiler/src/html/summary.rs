@@ -220,6 +220,7 @@ pub(super) fn run_summary(profile: &Profile) -> Vec<(String, String)> {
         let doing = match measure {
             Measure::Waits => "waiting",
             Measure::Holds => "holding a lock",
+            Measure::Calls => "in a system call",
             _ => "on CPU",
         };
         let parts: Vec<String> = kinds

@@ -89,6 +89,8 @@ pub fn default_title(profile: &Profile, fold: &FoldOptions) -> String {
         "CPU time"
     } else if measure == Measure::Holds {
         "lock holds"
+    } else if measure == Measure::Calls {
+        "system calls"
     } else {
         "waits"
     };
@@ -97,7 +99,7 @@ pub fn default_title(profile: &Profile, fold: &FoldOptions) -> String {
         let probes = format!("{}+{}", catalog::CPU.name, catalog::OFFCPU.name);
         return target_title(profile, &probes, what);
     }
-    if !matches!(measure, Measure::Waits | Measure::Holds)
+    if !matches!(measure, Measure::Waits | Measure::Holds | Measure::Calls)
         && (measure != Measure::OnCpu || profile.metadata.target.command.is_empty())
     {
         // An imported capture: no target, no duration; say what was sampled, and from where.

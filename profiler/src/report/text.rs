@@ -334,6 +334,7 @@ impl Report {
             self.groups_total,
             match (m, options.group_by) {
                 (Measure::Holds, GroupBy::Stack) => "hold sites (stack)",
+                (Measure::Calls, GroupBy::Stack) => "call sites (stack and kind)",
                 (Measure::Waits, _) | (_, GroupBy::Thread | GroupBy::Lock | GroupBy::Process) => {
                     options.group_by.plural()
                 }
@@ -342,6 +343,7 @@ impl Report {
             match m {
                 Measure::Waits => "total wait time",
                 Measure::Holds => "total time held",
+                Measure::Calls => "total time in calls",
                 Measure::OnCpu => "CPU time",
                 Measure::Events => "events",
                 Measure::Samples => "samples",
@@ -349,7 +351,7 @@ impl Report {
         );
         if let Some(k) = &self.kernel_threads {
             let what = match m {
-                Measure::Waits | Measure::Holds => format!(
+                Measure::Waits | Measure::Holds | Measure::Calls => format!(
                     "{} {}, {} ({} of all)",
                     k.stats.count,
                     m.noun(k.stats.count),
@@ -424,7 +426,7 @@ impl Report {
             }
             let s = &g.stats;
             match m {
-                Measure::Waits | Measure::Holds => put!(
+                Measure::Waits | Measure::Holds | Measure::Calls => put!(
                     out,
                     "{}{}, total {} ({} of all), mean {}, max {}",
                     label(m.noun(2)),
@@ -524,15 +526,17 @@ impl Report {
                     "leaf first".to_string()
                 } else {
                     match m {
-                        Measure::Waits | Measure::OnCpu | Measure::Holds => format!(
-                            "{} of {}: {} {}, {} ({} of this group), leaf first",
-                            i + 1,
-                            g.stacks_total,
-                            row.count,
-                            m.noun(row.count),
-                            format_ns(row.total_ns),
-                            format_percent(row.total_ns, s.total_ns)
-                        ),
+                        Measure::Waits | Measure::OnCpu | Measure::Holds | Measure::Calls => {
+                            format!(
+                                "{} of {}: {} {}, {} ({} of this group), leaf first",
+                                i + 1,
+                                g.stacks_total,
+                                row.count,
+                                m.noun(row.count),
+                                format_ns(row.total_ns),
+                                format_percent(row.total_ns, s.total_ns)
+                            )
+                        }
                         _ => format!(
                             "{} of {}: {} {} ({} of this group), leaf first",
                             i + 1,
