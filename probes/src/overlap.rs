@@ -18,7 +18,7 @@
 //! calls (a futex wait is also a `futex` call), the `mutex-hold` probe's holds (time held) and the
 //! `cpu` probe's samples (CPU time) are never summed with wait time ([`MixedMeasures`]).
 
-use crate::catalog::{offcpu_operation, FUTEX, OFFCPU};
+use crate::catalog::{offcpu_operation, ProbeDescriptor, FUTEX, KLOCK, OFFCPU};
 use crate::linux_syscalls::FUTEX_WAIT_CALLS;
 use crate::profile::{Profile, StackId, WaitRecord, WaitStats};
 use crate::wait::Quantity;
@@ -49,27 +49,77 @@ pub fn is_offcpu_futex_sleep(record: &WaitRecord) -> bool {
     offcpu_call(record).is_some_and(|call| FUTEX_WAIT_CALLS.contains(&call))
 }
 
-/// The records of a profile whose time the futex probe's waits already hold: the `offcpu`
-/// probe's futex sleeps of the threads the `futex` probe recorded, and the `offcpu` run-queue
-/// delays that followed them (a run-queue interval carries the user stack of the sleep it woke
-/// from; a futex wait lasts until its system call returns, so the delay is inside it).
+/// Kernel functions under which a thread sleeps for a sleeping kernel lock, where the lock
+/// contention tracepoints of the `klock` probe fire (Linux 5.19 on: mutexes, rwsems,
+/// semaphores, rt-mutexes, percpu-rwsems), matched as prefixes of a frame's function (compilers
+/// add `.constprop.0` and the like; `__down` covers the semaphore's `__down_interruptible`...).
+const KERNEL_LOCK_SLEEPS: &[&str] = &[
+    "rwsem_down_read_slowpath",
+    "rwsem_down_write_slowpath",
+    "__mutex_lock",
+    "__ww_mutex_lock",
+    "rt_mutex_slowlock",
+    "__rt_mutex_slowlock",
+    "rtlock_slowlock",
+    "percpu_rwsem_wait",
+    "percpu_down_write",
+    "__down",
+];
+
+/// The records of a profile whose time another probe's waits already hold:
+///
+/// - the `offcpu` probe's futex sleeps of the threads the `futex` probe recorded, and the
+///   `offcpu` run-queue delays that followed them (a run-queue interval carries the user stack
+///   of the sleep it woke from; a futex wait lasts until its system call returns, so the delay
+///   is inside it);
+/// - the `offcpu` probe's sleeps under a sleeping kernel lock ([`KERNEL_LOCK_SLEEPS`] on their
+///   kernel stack) of the threads the `klock` probe recorded, and the run-queue delays after
+///   them (they carry the sleep's kernel stack): `klock` sees every contention of the threads it
+///   traces, from before the sleep to the lock's acquisition.
 #[derive(Clone, Debug, Default)]
 pub struct SeenTwice {
     /// Threads (pid, tid) with futex probe records.
     futex_threads: BTreeSet<(u32, u32)>,
     /// (pid, tid, user stack) of the futex probe's waits.
     futex_sites: BTreeSet<(u32, u32, StackId)>,
+    /// Threads (pid, tid) with klock probe records.
+    klock_threads: BTreeSet<(u32, u32)>,
+    /// Kernel stacks of those threads' `offcpu` records that sleep under a kernel lock.
+    lock_stacks: BTreeSet<StackId>,
 }
 
 impl SeenTwice {
     /// The records of `profile` seen twice.
     pub fn of(profile: &Profile) -> SeenTwice {
         let futex = || profile.waits.iter().filter(|w| w.is_from(&FUTEX));
+        let klock_threads: BTreeSet<(u32, u32)> = profile
+            .waits
+            .iter()
+            .filter(|w| w.is_from(&KLOCK))
+            .map(|w| (w.pid, w.tid))
+            .collect();
+        let lock_stacks = profile
+            .waits
+            .iter()
+            .filter(|w| w.is_from(&OFFCPU) && klock_threads.contains(&(w.pid, w.tid)))
+            .filter_map(|w| w.kernel_stack)
+            .filter(|&id| {
+                profile.stack(Some(id)).is_some_and(|stack| {
+                    stack.frames.iter().any(|f| {
+                        f.function.as_deref().is_some_and(|name| {
+                            KERNEL_LOCK_SLEEPS.iter().any(|p| name.starts_with(p))
+                        })
+                    })
+                })
+            })
+            .collect();
         SeenTwice {
             futex_threads: futex().map(|w| (w.pid, w.tid)).collect(),
             futex_sites: futex()
                 .filter_map(|w| Some((w.pid, w.tid, w.user_stack?)))
                 .collect(),
+            klock_threads,
+            lock_stacks,
         }
     }
 
@@ -88,46 +138,88 @@ impl SeenTwice {
                 .is_some_and(|id| self.futex_sites.contains(&(record.pid, record.tid, id)))
     }
 
-    /// True when the futex probe's waits hold `record`'s time: [`SeenTwice::is_sleep`] or
-    /// [`SeenTwice::is_run_queue_tail`].
-    pub fn contains(&self, record: &WaitRecord) -> bool {
-        self.is_sleep(record) || self.is_run_queue_tail(record)
+    /// True when `record` is an `offcpu` sleep under a kernel lock, or the run-queue delay
+    /// after one, of a thread the klock probe recorded (not one the futex probe holds).
+    pub fn is_kernel_lock_sleep(&self, record: &WaitRecord) -> bool {
+        record.is_from(&OFFCPU)
+            && record.operation != offcpu_operation::PREEMPTED
+            && self.klock_threads.contains(&(record.pid, record.tid))
+            && record
+                .kernel_stack
+                .is_some_and(|id| self.lock_stacks.contains(&id))
+            && !self.is_sleep(record)
+            && !self.is_run_queue_tail(record)
     }
 
-    /// What was merged in `profile`: the `offcpu` sleeps (and run-queue delays after them) left
-    /// out, their threads, and the futex probe's waits that stand for them.
+    /// True when another probe's waits hold `record`'s time: [`SeenTwice::is_sleep`],
+    /// [`SeenTwice::is_run_queue_tail`] or [`SeenTwice::is_kernel_lock_sleep`].
+    pub fn contains(&self, record: &WaitRecord) -> bool {
+        self.is_sleep(record) || self.is_run_queue_tail(record) || self.is_kernel_lock_sleep(record)
+    }
+
+    /// What was merged in `profile` for the futex probe: the `offcpu` sleeps (and run-queue
+    /// delays after them) left out, their threads, and the futex probe's waits that stand for
+    /// them.
     pub fn merged(&self, profile: &Profile) -> Option<Merged> {
+        self.merged_into(
+            profile,
+            &FUTEX,
+            |w| self.is_sleep(w),
+            |w| self.is_run_queue_tail(w),
+        )
+    }
+
+    /// What was merged in `profile` for the klock probe: the `offcpu` sleeps under kernel locks
+    /// (and run-queue delays after them) left out, their threads, and the klock probe's waits
+    /// of those threads.
+    pub fn merged_kernel_locks(&self, profile: &Profile) -> Option<Merged> {
+        let tail = |w: &WaitRecord| w.operation == offcpu_operation::RUN_QUEUE;
+        self.merged_into(
+            profile,
+            &KLOCK,
+            |w| self.is_kernel_lock_sleep(w) && !tail(w),
+            |w| self.is_kernel_lock_sleep(w) && tail(w),
+        )
+    }
+
+    fn merged_into(
+        &self,
+        profile: &Profile,
+        counted: &ProbeDescriptor,
+        is_sleep: impl Fn(&WaitRecord) -> bool,
+        is_tail: impl Fn(&WaitRecord) -> bool,
+    ) -> Option<Merged> {
         let mut merged = Merged::default();
         let mut threads = BTreeSet::new();
         for w in &profile.waits {
-            if self.is_sleep(w) {
+            if is_sleep(w) {
                 merged.offcpu.merge(&w.stats);
                 threads.insert((w.pid, w.tid));
-            } else if self.is_run_queue_tail(w) {
+            } else if is_tail(w) {
                 merged.run_queue.merge(&w.stats);
             }
         }
         merged.threads = threads.len();
         for w in &profile.waits {
-            if w.is_from(&FUTEX) && threads.contains(&(w.pid, w.tid)) {
-                merged.futex.merge(&w.stats);
+            if w.is_from(counted) && threads.contains(&(w.pid, w.tid)) {
+                merged.counted.merge(&w.stats);
             }
         }
         (merged.offcpu.count > 0).then_some(merged)
     }
 }
 
-/// What [`SeenTwice::merged`] found.
+/// What [`SeenTwice::merged`] or [`SeenTwice::merged_kernel_locks`] found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Merged {
-    /// Threads whose futex sleeps both probes saw.
+    /// Threads whose sleeps both probes saw.
     pub threads: usize,
-    /// Their `offcpu` futex sleeps, left out of the totals.
+    /// Their `offcpu` sleeps, left out of the totals.
     pub offcpu: WaitStats,
-    /// The `offcpu` run-queue delays after them (inside the futex waits).
+    /// The `offcpu` run-queue delays after them (inside the other probe's waits).
     pub run_queue: WaitStats,
-    /// Their futex probe waits, which count instead.
-    pub futex: WaitStats,
+    /// Those threads' waits of the other probe (`futex`, `klock`), which count instead.
+    pub counted: WaitStats,
 }
 
 /// What the default views of a profile that mixes measures leave out: they show one
@@ -245,7 +337,7 @@ mod tests {
         assert_eq!(merged.threads, 1);
         assert_eq!(merged.offcpu.total_ns, 100);
         assert_eq!(merged.run_queue.total_ns, 3);
-        assert_eq!(merged.futex.total_ns, 100);
+        assert_eq!(merged.counted.total_ns, 100);
         let alone = Profile {
             waits: profile.waits[1..].to_vec(),
             ..Profile::default()
@@ -279,6 +371,74 @@ mod tests {
         assert_eq!(counted(&[&hold, &sample]), [300]);
         assert_eq!(counted(&[&hold]), [300]);
         assert_eq!(counted(&[&sample]), [20]);
+    }
+
+    /// A klock-traced thread's offcpu sleeps under a kernel lock (rwsem, mutex: their kernel
+    /// stack says so), and the run-queue delays after them, are left out and merged into its
+    /// klock waits; its other sleeps, its preemptions and another thread's lock sleeps count.
+    #[test]
+    fn kernel_lock_sleeps_count_once() {
+        use crate::profile::{AddressSpace, Frame, Stack};
+        let kernel = |functions: &[&str]| Stack {
+            space: AddressSpace::Kernel,
+            frames: functions
+                .iter()
+                .map(|f| Frame {
+                    function: Some((*f).into()),
+                    ..Frame::unsymbolized(0xffff_ffff_8100_0000)
+                })
+                .collect(),
+            truncated: false,
+        };
+        let on = |stack: u32, r: WaitRecord| WaitRecord {
+            kernel_stack: Some(stack),
+            ..r
+        };
+        let klock = WaitRecord {
+            kind: WaitKind::KernelLock,
+            ..record("klock", 2, "rwsem-write", 120)
+        };
+        let profile = Profile {
+            stacks: vec![
+                kernel(&[
+                    "__schedule",
+                    "schedule",
+                    "rwsem_down_write_slowpath",
+                    "__vm_munmap",
+                ]),
+                kernel(&[
+                    "__schedule",
+                    "schedule",
+                    "__mutex_lock.constprop.0",
+                    "do_open",
+                ]),
+                kernel(&["__schedule", "schedule", "do_nanosleep"]),
+            ],
+            waits: vec![
+                klock,
+                on(0, record("offcpu", 2, "sleeping in munmap", 80)),
+                on(1, record("offcpu", 2, "sleeping in openat", 30)),
+                on(0, record("offcpu", 2, "run-queue", 6)),
+                on(2, record("offcpu", 2, "sleeping in clock_nanosleep", 50)),
+                record("offcpu", 2, "preempted", 7),
+                on(0, record("offcpu", 3, "sleeping in munmap", 40)),
+            ],
+            ..Profile::default()
+        };
+        let counted: Vec<u64> = profile.counted_waits().map(|w| w.stats.total_ns).collect();
+        assert_eq!(counted, [120, 50, 7, 40]);
+        let twice = SeenTwice::of(&profile);
+        let merged = twice.merged_kernel_locks(&profile).expect("merged");
+        assert_eq!(
+            (
+                merged.threads,
+                merged.offcpu.total_ns,
+                merged.run_queue.total_ns
+            ),
+            (1, 110, 6)
+        );
+        assert_eq!(merged.counted.total_ns, 120);
+        assert!(twice.merged(&profile).is_none());
     }
 
     /// Who ended the futex sleeps, per thread and stack, by waker class.

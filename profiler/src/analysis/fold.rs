@@ -21,9 +21,11 @@
 //!   can neither split a frame nor a line;
 //! - identical stacks are merged (weights added), lines are sorted, and zero weights are dropped;
 //! - a recording that has both waits and the `cpu` probe's on-CPU samples folds its waits unless
-//!   `--probe cpu` selects the samples ([`selected`]): CPU time is never added to wait time;
+//!   `--probe cpu` selects the samples ([`selected`]): CPU time is never added to wait time, and
+//!   neither are system calls or lock holds ([`MixedMeasures`]);
 //! - a futex sleep that both the futex and offcpu probes recorded folds once, as the futex
-//!   probe's wait ([`SeenTwice`]), unless `--probe offcpu` asks for that probe's view alone;
+//!   probe's wait ([`SeenTwice`]), and a sleep under a kernel lock that both klock and offcpu
+//!   recorded as the klock probe's, unless `--probe offcpu` asks for that probe's view alone;
 //! - the wall-clock view ([`FoldOptions::wall`]) folds the `cpu` probe's samples and the `offcpu`
 //!   probe's intervals together, in nanoseconds, each stack topped by a frame saying what the
 //!   thread was doing: `[on-cpu]`, `[run-queue]`, `[preempted]`, or `[off-cpu: ...]` with the wait
@@ -384,8 +386,8 @@ pub fn selects(options: &FoldOptions, record: &WaitRecord) -> bool {
 
 /// The records of `profile` that `options` selects: those of its probe; with no probe named,
 /// each sleep once (the offcpu probe's futex sleeps that the futex probe recorded too are the
-/// futex probe's waits: [`SeenTwice`]) and, in a profile that mixes measures, the one
-/// [`MixedMeasures`] shows.
+/// futex probe's waits, its sleeps under kernel locks that klock recorded the klock probe's:
+/// [`SeenTwice`]) and, in a profile that mixes measures, the one [`MixedMeasures`] shows.
 pub fn selected<'a>(
     profile: &'a Profile,
     options: &'a FoldOptions,

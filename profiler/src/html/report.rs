@@ -269,6 +269,13 @@ pub(super) fn report_tables(
                 .as_ref()
                 .map(|m| (m.text.as_str(), None)),
         ),
+        (
+            "Merged",
+            header
+                .merged_lock_sleeps
+                .as_ref()
+                .map(|m| (m.text.as_str(), None)),
+        ),
     ];
     for (label, note) in notes {
         let Some((text, suggestion)) = note else {

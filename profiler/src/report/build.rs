@@ -14,9 +14,11 @@ use super::text::plural;
 use super::{GroupBy, ReportOptions, REPORT_JSON_VERSION};
 use crate::analysis::fold::Measure;
 use crate::render::units::{format_ns, share};
+use lockscope_probes::catalog;
+use lockscope_probes::overlap::Merged;
 use lockscope_probes::{
-    AttachStatus, Frame, Log2Histogram, MixedMeasures, Profile, SeenTwice, Stack, StackId,
-    WaitKind, WaitRecord, WaitStats,
+    AttachStatus, Frame, Log2Histogram, MixedMeasures, ProbeDescriptor, Profile, SeenTwice, Stack,
+    StackId, WaitKind, WaitRecord, WaitStats,
 };
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
@@ -112,6 +114,56 @@ struct Acc {
 }
 
 /// Rows sorted heaviest first: by total, then count, then their natural order.
+impl MergedRow {
+    /// The row of the sleeps `counted`'s waits hold (the futex or klock probe's).
+    fn of(m: &Merged, counted: &ProbeDescriptor) -> MergedRow {
+        let waits = |n: u64| if n == 1 { "wait" } else { "waits" };
+        let (sleep, sleeps, others) = if counted.name == catalog::KLOCK.name {
+            (
+                "sleep under a kernel lock",
+                "sleeps under kernel locks",
+                "other sleeps",
+            )
+        } else {
+            (
+                "futex sleep",
+                "futex sleeps",
+                "sleeps in other system calls",
+            )
+        };
+        let text = format!(
+            "{} and {} both saw {} of {} ({}): counted once, as {} {} {} {} ({}); {}'s {others} \
+             are kept",
+            counted.name,
+            catalog::OFFCPU.name,
+            plural(m.offcpu.count, sleep, sleeps),
+            plural(m.threads as u64, "thread", "threads"),
+            format_ns(m.offcpu.total_ns),
+            if m.threads == 1 {
+                "that thread's"
+            } else {
+                "those threads'"
+            },
+            m.counted.count,
+            counted.name,
+            waits(m.counted.count),
+            format_ns(m.counted.total_ns),
+            catalog::OFFCPU.name,
+        );
+        let is = |probe: &ProbeDescriptor, n: u64| (counted.name == probe.name).then_some(n);
+        MergedRow {
+            threads: m.threads,
+            offcpu_sleeps: m.offcpu.count,
+            offcpu_ns: m.offcpu.total_ns,
+            futex_waits: is(&catalog::FUTEX, m.counted.count),
+            futex_ns: is(&catalog::FUTEX, m.counted.total_ns),
+            klock_waits: is(&catalog::KLOCK, m.counted.count),
+            klock_ns: is(&catalog::KLOCK, m.counted.total_ns),
+            text,
+        }
+    }
+}
+
 fn kind_rows(kinds: &BTreeMap<WaitKind, WaitStats>, whole: Whole) -> Vec<KindRow> {
     let mut rows: Vec<(&WaitKind, &WaitStats)> = kinds.iter().collect();
     rows.sort_by_key(|(kind, s)| (Reverse(s.total_ns), Reverse(s.count), **kind));
@@ -461,28 +513,12 @@ impl Report {
                 } else {
                     None
                 },
-                merged_sleeps: twice.merged(full).map(|m| MergedRow {
-                    threads: m.threads,
-                    offcpu_sleeps: m.offcpu.count,
-                    offcpu_ns: m.offcpu.total_ns,
-                    futex_waits: m.futex.count,
-                    futex_ns: m.futex.total_ns,
-                    text: format!(
-                        "futex and offcpu both saw {} of {} ({}): counted once, as {} {} \
-                         futex {} ({}); offcpu's sleeps in other system calls are kept",
-                        plural(m.offcpu.count, "futex sleep", "futex sleeps"),
-                        plural(m.threads as u64, "thread", "threads"),
-                        format_ns(m.offcpu.total_ns),
-                        if m.threads == 1 {
-                            "that thread's"
-                        } else {
-                            "those threads'"
-                        },
-                        m.futex.count,
-                        if m.futex.count == 1 { "wait" } else { "waits" },
-                        format_ns(m.futex.total_ns)
-                    ),
-                }),
+                merged_sleeps: twice
+                    .merged(full)
+                    .map(|m| MergedRow::of(&m, &catalog::FUTEX)),
+                merged_lock_sleeps: twice
+                    .merged_kernel_locks(full)
+                    .map(|m| MergedRow::of(&m, &catalog::KLOCK)),
             },
             measure: measure.name(),
             measure_kind: measure,

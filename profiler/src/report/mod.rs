@@ -16,11 +16,14 @@
 //!
 //! A recording with the `cpu` probe beside wait probes keeps the two apart: everything above is
 //! about waits, and the on-CPU samples are CPU time in a section of their own
-//! (`report/sections/on_cpu.rs`), with each thread's CPU time beside its waits under `--by thread`. The
+//! (`report/sections/on_cpu.rs`), with each thread's CPU time beside its waits under `--by thread`;
+//! so are the `syscall` and `lifecycle` probes' time in system calls and the `mutex-hold` probe's
+//! holds ([`lockscope_probes::MixedMeasures`]). The
 //! `offcpu` probe's intervals of threads waiting for a CPU (run queue, preempted) are CPU
 //! saturation, not waits: they have their section too, and are not among the waits above. With
 //! the `futex` and `offcpu` probes together, a futex sleep is both probes' record: it counts once,
-//! as the futex probe's wait ([`lockscope_probes::SeenTwice`]), in every total, kind and group.
+//! as the futex probe's wait ([`lockscope_probes::SeenTwice`]), in every total, kind and group;
+//! with `klock` and `offcpu`, a sleep under a kernel lock counts once, as the klock probe's wait.
 //!
 //! Times in the text use the convention of [`crate::render::units`]; the JSON keeps raw nanoseconds and
 //! is documented in `docs/REPORT-JSON.md` (version [`REPORT_JSON_VERSION`]).

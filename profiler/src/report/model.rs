@@ -86,23 +86,35 @@ pub(crate) struct Header {
     /// The futex sleeps both the futex and offcpu probes saw, counted once; absent when none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) merged_sleeps: Option<MergedRow>,
+    /// The sleeps under kernel locks both the klock and offcpu probes saw, counted once; absent
+    /// when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) merged_lock_sleeps: Option<MergedRow>,
     /// How much of the threads' wall time the probes saw; absent for imported captures.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) coverage: Option<Coverage>,
 }
 
-/// Futex sleeps that the futex and offcpu probes both recorded: the futex probe's waits count,
-/// the offcpu probe's sleeps in futex are left out of every total, kind and group.
+/// Sleeps that the offcpu probe and another both recorded: futex sleeps with the futex probe,
+/// sleeps under kernel locks with the klock probe. The other probe's waits count, the offcpu
+/// probe's sleeps are left out of every total, kind and group.
 #[derive(Serialize)]
 pub(crate) struct MergedRow {
-    /// Threads whose futex sleeps both probes saw.
+    /// Threads whose sleeps both probes saw.
     pub(crate) threads: usize,
-    /// The offcpu probe's futex sleeps of those threads, left out.
+    /// The offcpu probe's sleeps of those threads, left out.
     pub(crate) offcpu_sleeps: u64,
     pub(crate) offcpu_ns: u64,
-    /// The futex probe's waits of those threads, which count.
-    pub(crate) futex_waits: u64,
-    pub(crate) futex_ns: u64,
+    /// The futex probe's waits of those threads, which count (futex sleeps).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) futex_waits: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) futex_ns: Option<u64>,
+    /// The klock probe's waits of those threads, which count (sleeps under kernel locks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) klock_waits: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) klock_ns: Option<u64>,
     /// The text report's sentence.
     pub(crate) text: String,
 }

@@ -201,7 +201,10 @@ impl Report {
         if let Some(c) = &h.coverage {
             c.write_text(out, &label);
         }
-        if let Some(m) = &h.merged_sleeps {
+        for m in [&h.merged_sleeps, &h.merged_lock_sleeps]
+            .into_iter()
+            .flatten()
+        {
             put!(out, "{}{}", label("merged"), m.text);
         }
         let l = &h.losses;
