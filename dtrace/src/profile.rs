@@ -114,6 +114,10 @@ fn resolve_kind(record: &LockscopeRecord, resolve: FrameResolver<'_>) -> (WaitKi
         let names = symbols(&record.user_stack, resolve);
         WaitKind::classify_user_wait(names.iter().map(String::as_str), fallback)
     };
+    // Holds are holds whatever the script said: scripts before the `hold` kind wrote `mutex`.
+    if record.probe == crate::script::shared::MUTEX_HOLD {
+        return (WaitKind::Hold, record.op.clone());
+    }
     if record.kind != "auto" {
         let kind = WaitKind::ALL
             .into_iter()
@@ -442,4 +446,29 @@ pub fn import_capture(bytes: &[u8], os: Option<TargetOs>) -> Result<Profile, Err
     let mut profile = to_profile(&output, os, None);
     profile.metadata.end_reason = "imported".to_string();
     Ok(profile)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The mutex-hold probe's records are holds, whether the script said `kind=hold` or, as
+    /// scripts before the `hold` kind did, `kind=mutex`.
+    #[test]
+    fn mutex_hold_records_are_holds() {
+        for kind in ["hold", "mutex"] {
+            let text = format!(
+                "\n=== lockscope record probe=mutex-hold kind={kind}\n\
+                 === key op=hold pid=42 tid=43 object=0x1000\n\
+                 === thread worker\n\
+                 === ustack\n              libc.so.1`mutex_unlock+0x10\n\n\
+                 === count 2\n=== total_ns 500\n=== max_ns 300\n=== histogram\n=== end\n"
+            );
+            let output = crate::parse::parse_output(text.as_bytes());
+            let profile = to_profile(&output, Some(TargetOs::Illumos), None);
+            let kinds: Vec<WaitKind> = profile.waits.iter().map(|w| w.kind).collect();
+            assert_eq!(kinds, [WaitKind::Hold], "kind={kind}");
+            assert_eq!(profile.waits[0].stats.total_ns, 500);
+        }
+    }
 }

@@ -8,6 +8,7 @@ use super::shared;
 use super::syscall_wait::{emit_syscall_wait, SyscallWait};
 use super::waitfor::emit_waitfor;
 use crate::catalog::{TargetOs, UMTX_WAIT_OPS};
+use lockscope_probes::WaitKind;
 use std::fmt::Write as _;
 
 pub(super) fn emit_probe(
@@ -130,7 +131,13 @@ pub(super) fn emit_probe(
         }
         "plockstat" => emit_plockstat(out, families, os),
         shared::MUTEX_HOLD => {
-            let family = family_of("mutex_hold", shared::MUTEX_HOLD, "mutex", false, true);
+            let family = family_of(
+                "mutex_hold",
+                shared::MUTEX_HOLD,
+                WaitKind::Hold.name(),
+                false,
+                true,
+            );
             // arg1 of mutex-acquire is non-zero for a recursive acquisition: time only the
             // outermost one, keyed by lock so nested locks do not clobber each other.
             let _ = writeln!(

@@ -207,7 +207,7 @@ dtrace:::END
 	    @lockscope_semwait_count, @lockscope_semwait_total, @lockscope_semwait_max, @lockscope_semwait_hist);
 	printa("\n=== lockscope record probe=plockstat kind=auto\n=== key op=%s pid=%d tid=%d object=0x%x\n=== thread %s\n=== ustack%k=== count %@d\n=== total_ns %@d\n=== max_ns %@d\n=== histogram%@d\n=== end\n",
 	    @lockscope_plockstat_count, @lockscope_plockstat_total, @lockscope_plockstat_max, @lockscope_plockstat_hist);
-	printa("\n=== lockscope record probe=mutex-hold kind=mutex\n=== key op=%s pid=%d tid=%d object=0x%x\n=== thread %s\n=== ustack%k=== count %@d\n=== total_ns %@d\n=== max_ns %@d\n=== histogram%@d\n=== end\n",
+	printa("\n=== lockscope record probe=mutex-hold kind=hold\n=== key op=%s pid=%d tid=%d object=0x%x\n=== thread %s\n=== ustack%k=== count %@d\n=== total_ns %@d\n=== max_ns %@d\n=== histogram%@d\n=== end\n",
 	    @lockscope_mutex_hold_count, @lockscope_mutex_hold_total, @lockscope_mutex_hold_max, @lockscope_mutex_hold_hist);
 	printa("\n=== lockscope record probe=offcpu kind=off-cpu\n=== key op=%s pid=%d tid=%d object=0x%x\n=== thread %s\n=== ustack%k=== kstack%k=== count %@d\n=== total_ns %@d\n=== max_ns %@d\n=== histogram%@d\n=== end\n",
 	    @lockscope_offcpu_count, @lockscope_offcpu_total, @lockscope_offcpu_max, @lockscope_offcpu_hist);
