@@ -12,7 +12,7 @@ use crate::html::tables::{num_cell, table_close, table_open, Cell};
 use crate::render::svg::{time_bars_svg, xml_escape, TimeBar};
 use crate::render::units::format_fraction;
 
-/// This file's section, for the list of `mod.rs`.
+/// This file's section, for `build.rs`'s list.
 pub(super) const SECTION: Entry = Entry::of::<Breakdown>();
 
 #[derive(Serialize)]

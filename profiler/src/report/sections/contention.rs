@@ -8,7 +8,7 @@ use super::*;
 use crate::html::tables::{table, Cell, Column};
 use crate::render::svg::xml_escape;
 
-/// This file's section, for the list of `mod.rs`.
+/// This file's section, for `build.rs`'s list.
 pub(super) const SECTION: Entry = Entry::of::<Contention>();
 
 #[derive(Serialize)]

@@ -4,7 +4,7 @@
 use super::*;
 use lockscope_probes::catalog::offcpu_operation;
 
-/// This file's section, for the list of `mod.rs`.
+/// This file's section, for `build.rs`'s list.
 pub(super) const SECTION: Entry = Entry::of::<CpuSaturation>();
 
 /// Threads waiting for a CPU.

@@ -29,17 +29,20 @@
 //! - **on_cpu**: the `cpu` probe's samples as CPU time (never wait time): per thread, its CPU
 //!   time beside its recorded wait time and its hottest stack, then the top stacks by CPU time.
 //!
-//! A section is one file of this directory: `NAME.rs` defines a type that implements
-//! [`Section`] (its [`Source`], which gives its key and its place; how it is built from a
-//! profile, `None` without its data; its text; its tables of `lockscope html`, none by default)
-//! and declares it as `SECTION`, listed here with its `mod` line; [`Sections`] holds the ones a
+//! A section is one file of this directory, and nothing else: `NAME.rs` defines a type that
+//! implements [`Section`] (its [`Source`], which gives its key and its place; how it is built from
+//! a profile, `None` without its data; its text; its tables of `lockscope html`, none by
+//! default) and declares it as `SECTION`. The crate's `build.rs` finds the files and writes their
+//! `mod` lines and the list of their `SECTION`s, included here; [`Sections`] holds the ones a
 //! profile has, in order, and writes them as text, JSON (a map of key to section, serialized from
 //! the typed values) and HTML. The order is derived, not listed: the views of every wait by their
 //! `rank`, then the probes' sections, then the CPU's (time on a CPU or waiting for one, which the
 //! report keeps out of its waits), these two in catalog order of the descriptor whose `section`
 //! is the key. That key is the descriptor's field (`on_cpu` for the cpu probe, `cpu_saturation`
-//! for preempt), never respelled, and the file is named as it. This file also holds what the
-//! sections share (the site rows, thread labels, the wait plumbing skipped when naming a site).
+//! for preempt), never respelled, and the file is named as it. `cargo fmt` does not see modules
+//! that only `build.rs` declares: format a section with `rustfmt --edition 2021 FILE` (`.ci/run`
+//! checks them so). This file also holds what the sections share (the site rows, thread labels,
+//! the wait plumbing skipped when naming a site).
 
 use crate::render::units::{format_ns, format_percent};
 use lockscope_probes::catalog::{self, ProbeDescriptor};
@@ -54,26 +57,8 @@ use std::cmp::Reverse;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-mod breakdown;
-mod contention;
-mod cpu_saturation;
-mod klock;
-mod lifecycle;
-mod offcpu;
-mod on_cpu;
-mod syscall;
-
-/// Each file's section, by file name.
-const FILES: &[Entry] = &[
-    breakdown::SECTION,
-    contention::SECTION,
-    cpu_saturation::SECTION,
-    klock::SECTION,
-    lifecycle::SECTION,
-    offcpu::SECTION,
-    on_cpu::SECTION,
-    syscall::SECTION,
-];
+// `mod NAME;` for every section file, and `FILES`, their `SECTION`s (`build.rs`).
+include!(concat!(env!("OUT_DIR"), "/sections.rs"));
 
 /// Rows per ranked table.
 const TOP: usize = 10;

@@ -4,7 +4,7 @@
 use super::*;
 use crate::html::tables::{table, Cell, Column};
 
-/// This file's section, for the list of `mod.rs`.
+/// This file's section, for `build.rs`'s list.
 pub(super) const SECTION: Entry = Entry::of::<OffCpu>();
 
 #[derive(Serialize)]

@@ -3,7 +3,7 @@
 
 use super::*;
 
-/// This file's section, for the list of `mod.rs`.
+/// This file's section, for `build.rs`'s list.
 pub(super) const SECTION: Entry = Entry::of::<OnCpu>();
 
 /// Frames shown per stack in the on-CPU section's text (the JSON has them all).
