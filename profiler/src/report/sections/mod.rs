@@ -428,3 +428,70 @@ fn call_and_errno(operation: &str) -> (&str, Option<&str>) {
         None => (operation, None),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    /// Every probe section's key is the `section` of its descriptor in the catalog, every
+    /// `section` a descriptor names has its file here, a view's key is no probe's, and no two
+    /// sections share a key.
+    #[test]
+    fn keys_are_the_catalogs_sections_and_unique() {
+        let mut keys = BTreeSet::new();
+        for entry in registry() {
+            assert!(
+                keys.insert(entry.key),
+                "two sections have the key `{}`",
+                entry.key
+            );
+            match entry.source {
+                Source::Probe(probe) | Source::Cpu(probe) => assert!(
+                    catalog::CATALOG
+                        .iter()
+                        .any(|p| p.name == probe.name && p.section == Some(entry.key)),
+                    "section `{}` is not the `section` of catalog probe `{}`",
+                    entry.key,
+                    probe.name
+                ),
+                Source::Waits { .. } => assert!(
+                    catalog::CATALOG
+                        .iter()
+                        .all(|p| p.section != Some(entry.key)),
+                    "view `{}` is a probe's section: give it that probe's source",
+                    entry.key
+                ),
+            }
+        }
+        for probe in catalog::CATALOG {
+            if let Some(section) = probe.section {
+                assert!(
+                    keys.contains(section),
+                    "probe `{}` names section `{section}`, which no file of report/sections/ has",
+                    probe.name
+                );
+            }
+        }
+    }
+
+    /// No two sections share a place, so that their order never falls back to their files'
+    /// names, and it is the order of `sections` in docs/REPORT-JSON.md (the JSON's keys).
+    #[test]
+    fn order_is_the_documented_one() {
+        let places: BTreeSet<(u8, usize)> = registry().iter().map(|e| e.source.place()).collect();
+        assert_eq!(places.len(), FILES.len(), "two sections share a place");
+        let doc = include_str!("../../../../docs/REPORT-JSON.md");
+        let documented: Vec<&str> = doc
+            .split("\n## Sections\n")
+            .nth(1)
+            .expect("docs/REPORT-JSON.md has a Sections heading")
+            .lines()
+            .skip_while(|line| !line.starts_with("| `"))
+            .take_while(|line| line.starts_with("| `"))
+            .filter_map(|line| line.split('`').nth(1))
+            .collect();
+        let keys: Vec<&str> = registry().iter().map(|e| e.key).collect();
+        assert_eq!(keys, documented);
+    }
+}
