@@ -18,8 +18,10 @@
 //!   [`pprof`](export::pprof) and [`speedscope`](export::speedscope) one file each;
 //! - [`report`]: the `lockscope report` text and JSON (header, totals per wait kind, top groups
 //!   with stacks and DTrace-style log2 histograms), and its sections, one file per section under
-//!   `report/sections/` named as the probe it shows (`offcpu`, `syscall`, `lifecycle`, `klock`,
-//!   `on_cpu` for the cpu probe) or the view (`contention`, `breakdown`, `cpu_saturation`);
+//!   `report/sections/` (found there by the crate's `build.rs`) with its text and HTML tables,
+//!   named as its key: a probe's `section` in the catalog (`offcpu`, `syscall`, `lifecycle`,
+//!   `klock`, `cpu_saturation` for preempt, `on_cpu` for cpu) or a view of every wait
+//!   (`contention`, `breakdown`);
 //! - [`why`]: `lockscope why`, the causes behind the waits of a profile with the wait-for
 //!   analysis (`--probes bottleneck`), best first, as text and JSON;
 //! - [`diff`]: two profiles compared site by site (the differential flamegraph; the table and

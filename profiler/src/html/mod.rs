@@ -54,7 +54,7 @@ mod report;
 mod run;
 mod summary;
 mod sweep;
-mod tables;
+pub(crate) mod tables;
 
 use self::diff::{
     diff_section, diff_unit_header, page_diff, sides_time_bars, Comparison, SiteRows, RAW_NS,

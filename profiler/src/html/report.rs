@@ -1,17 +1,13 @@
 //! A run's report ([`crate::report`]'s typed value, the one `lockscope report` writes) as
 //! tables: records by kind, the top sites with their log2 histograms as small SVG bar charts and
-//! their stacks folded behind `<details>`, and each section the profile has.
+//! their stacks folded behind `<details>`, and each section the profile has, whose tables each
+//! section draws in its own file (`report/sections/`, [`crate::report::sections::Sections`]).
 
-use super::tables::{named_few, num_cell, table, table_close, table_open, Cell, Column};
+use super::tables::{named_few, table, table_close, table_open, Cell, Column};
 use super::HtmlOptions;
-use crate::render::svg::{histogram_svg, time_bars_svg, xml_escape, Bucket, TimeBar};
-use crate::render::units::format_fraction;
-use crate::report::sections::{
-    KlockRow, LifecycleRow, OperationRow, Sections, SiteRow, SyscallRow, TimeRow, WakeupRow,
-};
+use crate::render::svg::{histogram_svg, xml_escape, Bucket};
 use crate::report::{build_report, FrameRow, Group, GroupKey, KindRow, ReportOptions};
-use lockscope_probes::waitfor::WokenBy;
-use lockscope_probes::{Profile, TimeClass};
+use lockscope_probes::Profile;
 use std::fmt::Write as _;
 
 /// What a report's records measure (`report --json`'s `measure`), in the page's words.
@@ -203,18 +199,11 @@ pub(super) fn histogram_cell(group: &Group, noun: &str) -> String {
     )
 }
 
-/// What the contention tables' "ended by" column means.
-const ENDED_BY_NOTE: &str = "Ended by: who ended the sleeps, as a share of the time whose waker \
-    is known: program = another thread of the program (so a latch, a semaphore or epoll_wait \
-    another thread ended is contention), outside = another process, interrupt = a timer, a \
-    device or the network; holder = a lock's wait, ended by its release (who ended it not \
-    recorded); parked = a thread parked most of its window at one site.";
-
 /// A run's report as a document (the value `lockscope report` writes, so the page shows its
 /// numbers): the records by kind, the top sites with their distributions as small SVG bar charts
 /// and their stacks folded behind `<details>`, then every section the profile has data for
 /// (contention, where each thread group's time went, off-CPU states, system calls, lifecycle,
-/// kernel locks) as tables. No text dump.
+/// kernel locks), each drawn as tables by the section itself. No text dump.
 pub(super) fn report_tables(
     out: &mut String,
     profile: &Profile,
@@ -345,194 +334,6 @@ pub(super) fn report_tables(
         let _ = writeln!(out, "<p class=\"note\">{}</p>", xml_escape(NO_STACK_NOTE));
     }
     if let Some(sections) = &report.sections {
-        section_tables(out, sections, heading);
-    }
-}
-
-/// The report's sections as tables, and where each thread group's time went as stacked bars.
-pub(super) fn section_tables(out: &mut String, sections: &Sections, heading: &str) {
-    if let Some(contention) = &sections.contention {
-        let columns: [Column<'_, SiteRow>; 8] = [
-            ("kind", |s| Cell::Text(Some(s.kind.name()))),
-            ("site (first frame past the lock plumbing)", |s| {
-                Cell::Code(Some(&s.frame))
-            }),
-            ("operation", |s| Cell::Code(Some(&s.operation))),
-            ("waits", |s| Cell::Count(s.count)),
-            ("total", |s| Cell::Ns(s.total_ns)),
-            ("max", |s| Cell::Ns(s.max_ns)),
-            ("ended by", |s| Cell::Text(s.ended_by.as_deref())),
-            ("threads", |s| Cell::List(&s.threads)),
-        ];
-        let _ = writeln!(
-            out,
-            "<{heading}>Contention: waits on other threads of the program</{heading}>"
-        );
-        if contention.sites.is_empty() {
-            let _ = writeln!(
-                out,
-                "<p class=\"muted\">No waits on other threads of the program{}.</p>",
-                if contention.wakers_known {
-                    ""
-                } else {
-                    " told: no mutex, rwlock or kernel-lock waits, and who ended the other sleeps was not recorded"
-                }
-            );
-        } else {
-            table(out, "section-table", &columns, &contention.sites);
-        }
-        if !contention.idle.is_empty() {
-            let _ = writeln!(
-                out,
-                "<p class=\"muted\">Idle waits, apart: waiting for something outside the program (a client, a timer), or a thread parked most of its window at one site.</p>"
-            );
-            table(out, "section-table", &columns, &contention.idle);
-        }
-        let _ = writeln!(out, "<p class=\"note\">{}</p>", xml_escape(ENDED_BY_NOTE));
-    }
-    if let Some(breakdown) = &sections.breakdown {
-        let _ = writeln!(
-            out,
-            "<{heading}>Where the time went, per thread group (share of thread time)</{heading}>"
-        );
-        let mut rows: Vec<&TimeRow> = breakdown.by_name.iter().take(12).collect();
-        rows.push(&breakdown.total);
-        let bars: Vec<TimeBar> = rows
-            .iter()
-            .map(|row| TimeBar {
-                label: match row.threads {
-                    1 => format!("{} (1 thread)", row.name),
-                    n => format!("{} ({n} threads)", row.name),
-                },
-                time_ns: TimeClass::ALL
-                    .iter()
-                    .map(|&class| (class, row.time_ns.get(&class).copied().unwrap_or(0)))
-                    .collect(),
-                whole_ns: row.wall_ns,
-            })
-            .collect();
-        let _ = writeln!(
-            out,
-            "<div class=\"time-bars\">{}</div>",
-            time_bars_svg(&bars)
-        );
-        let woken = rows.iter().any(|r| !r.woken_ns.is_empty());
-        let mut headers = vec!["thread group", "threads", "thread time"];
-        headers.extend(TimeClass::ALL.iter().map(|c| c.name()));
-        if woken {
-            headers.extend(["asleep on the program", "asleep for outside"]);
-        }
-        headers.extend(["switches/s", "involuntary"]);
-        table_open(out, "section-table breakdown-table", &headers, rows.len());
-        for (row, bar) in rows.iter().zip(&bars) {
-            let _ = write!(
-                out,
-                "<tr><td>{}</td>{}{}",
-                xml_escape(&row.name),
-                Cell::Count(row.threads as u64).html(),
-                Cell::Ns(row.wall_ns).html()
-            );
-            for (_, ns) in &bar.time_ns {
-                let fraction = if bar.whole_ns == 0 {
-                    0.0
-                } else {
-                    *ns as f64 / bar.whole_ns as f64
-                };
-                out.push_str(&num_cell(fraction, &format_fraction(fraction)));
-            }
-            if woken {
-                let by = |by: WokenBy| row.woken_ns.get(&by).copied().unwrap_or(0);
-                for ns in [
-                    by(WokenBy::Program),
-                    by(WokenBy::Outside) + by(WokenBy::Interrupt),
-                ] {
-                    let fraction = if bar.whole_ns == 0 {
-                        0.0
-                    } else {
-                        ns as f64 / bar.whole_ns as f64
-                    };
-                    out.push_str(&num_cell(fraction, &format_fraction(fraction)));
-                }
-            }
-            let _ = writeln!(
-                out,
-                "{}{}</tr>",
-                Cell::Rate(row.switches_per_s).html(),
-                Cell::Fraction(row.involuntary_share).html()
-            );
-        }
-        table_close(out);
-        if woken {
-            let _ = writeln!(
-                out,
-                "<p class=\"note\">The classes add up to the thread time, sleeps by system call; the two columns after them split the time asleep by who ended the sleeps, whatever they slept in: another thread of the program (waiting on it: a latch in <code>epoll_wait</code> is as much a wait on another thread as a mutex), or something outside it (another process, a timer, a device, the network: idle, or I/O).</p>"
-            );
-        }
-    }
-    if let Some(offcpu) = &sections.offcpu {
-        let _ = writeln!(
-            out,
-            "<{heading}>Off-CPU time by state and system call</{heading}>"
-        );
-        let columns: [Column<'_, OperationRow>; 4] = [
-            ("state", |o| Cell::Code(Some(&o.operation))),
-            ("intervals", |o| Cell::Count(o.count)),
-            ("total", |o| Cell::Ns(o.total_ns)),
-            ("max", |o| Cell::Ns(o.max_ns)),
-        ];
-        table(out, "section-table", &columns, &offcpu.by_operation);
-        if !offcpu.wakeups.is_empty() {
-            let _ = writeln!(out, "<p>Heaviest wakers of sleeping threads:</p>");
-            let columns: [Column<'_, WakeupRow>; 4] = [
-                ("waker", |w| Cell::Text(Some(&w.waker))),
-                ("sleeper", |w| Cell::Text(Some(&w.sleeper))),
-                ("wakeups", |w| Cell::Count(w.count)),
-                ("sleep ended", |w| Cell::Ns(w.total_ns)),
-            ];
-            table(out, "section-table", &columns, &offcpu.wakeups);
-        }
-    }
-    if let Some(rows) = &sections.syscall {
-        let _ = writeln!(out, "<{heading}>System calls</{heading}>");
-        let columns: [Column<'_, SyscallRow>; 8] = [
-            ("system call", |s| Cell::Code(Some(&s.syscall))),
-            ("calls", |s| Cell::Count(s.calls)),
-            ("errors", |s| Cell::Counts(&s.errors)),
-            ("total", |s| Cell::Ns(s.total_ns)),
-            ("mean", |s| Cell::Ns(s.mean_ns)),
-            ("max", |s| Cell::Ns(s.max_ns)),
-            ("p99≤", |s| Cell::Ns(s.p99_upper_ns)),
-            ("slowest call's site", |s| {
-                Cell::Code(s.slowest_site.as_deref())
-            }),
-        ];
-        table(out, "section-table", &columns, rows);
-    }
-    if let Some(rows) = &sections.lifecycle {
-        let _ = writeln!(out, "<{heading}>Processes and threads</{heading}>");
-        let columns: [Column<'_, LifecycleRow>; 8] = [
-            ("operation", |l| Cell::Code(Some(&l.operation))),
-            ("count", |l| Cell::Count(l.count)),
-            ("per second", |l| Cell::Rate(l.per_second)),
-            ("failed", |l| Cell::Count(l.failed)),
-            ("total", |l| Cell::Ns(l.total_ns)),
-            ("mean", |l| Cell::Ns(l.mean_ns)),
-            ("max", |l| Cell::Ns(l.max_ns)),
-            ("heaviest caller", |l| Cell::Code(l.top_site.as_deref())),
-        ];
-        table(out, "section-table", &columns, rows);
-    }
-    if let Some(rows) = &sections.klock {
-        let _ = writeln!(out, "<{heading}>Kernel locks</{heading}>");
-        let columns: [Column<'_, KlockRow>; 7] = [
-            ("type", |k| Cell::Text(Some(&k.lock_type))),
-            ("address", |k| Cell::Code(Some(&k.address))),
-            ("waits", |k| Cell::Count(k.count)),
-            ("total", |k| Cell::Ns(k.total_ns)),
-            ("max", |k| Cell::Ns(k.max_ns)),
-            ("caller", |k| Cell::Code(Some(&k.caller))),
-            ("threads", |k| Cell::List(&k.threads)),
-        ];
-        table(out, "section-table", &columns, rows);
+        sections.write_html(out, heading);
     }
 }

@@ -1,5 +1,6 @@
 //! HTML tables of the report's and the diff's values: cells by kind ([`Cell`]), sortable long
-//! tables.
+//! tables. The report's sections draw their tables with these in their own files
+//! (`report/sections/`).
 
 use crate::render::svg::xml_escape;
 use crate::render::units::{format_fraction, format_ns};
@@ -8,7 +9,7 @@ use std::fmt::Write as _;
 
 /// A table cell: its value, and how it is shown.
 #[derive(Clone, Copy)]
-pub(super) enum Cell<'a> {
+pub(crate) enum Cell<'a> {
     /// Text; `-` when absent.
     Text(Option<&'a str>),
     /// Code (a function, a lock address); `-` when absent.
@@ -29,7 +30,7 @@ pub(super) enum Cell<'a> {
 
 impl Cell<'_> {
     /// The `<td>` of the cell.
-    pub(super) fn html(self) -> String {
+    pub(crate) fn html(self) -> String {
         // A share of nothing (NaN) shows as 0, as the page always drew it (JSON has no NaN).
         let finite = |f: f64| if f.is_finite() { f } else { 0.0 };
         match self {
@@ -67,14 +68,14 @@ impl Cell<'_> {
 }
 
 /// A table column: its header, and its cell of a row.
-pub(super) type Column<'h, T> = (&'h str, fn(&T) -> Cell<'_>);
+pub(crate) type Column<'h, T> = (&'h str, fn(&T) -> Cell<'_>);
 
 /// Tables with more rows than this get clickable (sortable) headers.
-pub(super) const SORTABLE_ROWS: usize = 8;
+pub(crate) const SORTABLE_ROWS: usize = 8;
 
 /// Opens a table with `headers`; sortable (click a header; readable without the script) when it
 /// will hold more than [`SORTABLE_ROWS`] rows.
-pub(super) fn table_open(out: &mut String, class: &str, headers: &[&str], rows: usize) {
+pub(crate) fn table_open(out: &mut String, class: &str, headers: &[&str], rows: usize) {
     let sortable = if rows > SORTABLE_ROWS {
         " sortable"
     } else {
@@ -87,12 +88,12 @@ pub(super) fn table_open(out: &mut String, class: &str, headers: &[&str], rows: 
     out.push_str("</tr></thead>\n<tbody>\n");
 }
 
-pub(super) fn table_close(out: &mut String) {
+pub(crate) fn table_close(out: &mut String) {
     out.push_str("</tbody></table>\n");
 }
 
 /// A number cell: `shown`, sorted by `value`.
-pub(super) fn num_cell(value: f64, shown: &str) -> String {
+pub(crate) fn num_cell(value: f64, shown: &str) -> String {
     format!(
         "<td class=\"num\" data-v=\"{value}\">{}</td>",
         xml_escape(shown)
@@ -100,7 +101,7 @@ pub(super) fn num_cell(value: f64, shown: &str) -> String {
 }
 
 /// `a, b, c and 4 more`.
-pub(super) fn named_few(items: &[&str], few: usize) -> String {
+pub(crate) fn named_few(items: &[&str], few: usize) -> String {
     if items.is_empty() {
         return "-".to_string();
     }
@@ -117,7 +118,7 @@ pub(super) fn named_few(items: &[&str], few: usize) -> String {
 }
 
 /// A table of `rows`, one cell per column; a line saying so when there are none.
-pub(super) fn table<T>(out: &mut String, class: &str, columns: &[Column<'_, T>], rows: &[T]) {
+pub(crate) fn table<T>(out: &mut String, class: &str, columns: &[Column<'_, T>], rows: &[T]) {
     if rows.is_empty() {
         out.push_str("<p class=\"muted\">None.</p>\n");
         return;

@@ -30,7 +30,8 @@
 //!
 //! One file per job: `model.rs` the report value (its fields are the JSON schema), `build.rs` the
 //! value of a profile, `text.rs` the text; `coverage.rs` and `sections/` the header's coverage
-//! and the sections, each built and written as text where it is defined.
+//! and the sections, each built and written as text (and a section as HTML tables) where it is
+//! defined.
 
 mod build;
 mod coverage;

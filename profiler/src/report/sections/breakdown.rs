@@ -8,6 +8,12 @@
 //! CPU section says where that time went.
 
 use super::*;
+use crate::html::tables::{num_cell, table_close, table_open, Cell};
+use crate::render::svg::{time_bars_svg, xml_escape, TimeBar};
+use crate::render::units::format_fraction;
+
+/// This file's section, for `build.rs`'s list.
+pub(super) const SECTION: Entry = Entry::of::<Breakdown>();
 
 #[derive(Serialize)]
 pub(crate) struct Breakdown {
@@ -113,7 +119,7 @@ pub(super) fn time_row(name: String, times: &[&ThreadTime]) -> TimeRow {
     row
 }
 
-pub(super) fn breakdown(profile: &Profile) -> Option<Breakdown> {
+fn breakdown(profile: &Profile) -> Option<Breakdown> {
     if profile.thread_times.is_empty() {
         return None;
     }
@@ -151,8 +157,17 @@ pub(super) fn breakdown(profile: &Profile) -> Option<Breakdown> {
     })
 }
 
-impl Breakdown {
-    pub(super) fn write_text(&self, out: &mut String) {
+impl Section for Breakdown {
+    const SOURCE: Source = Source::Waits {
+        key: "breakdown",
+        rank: 1,
+    };
+
+    fn build(profile: &Profile) -> Option<Breakdown> {
+        breakdown(profile)
+    }
+
+    fn write_text(&self, out: &mut String) {
         let sampled = self.total.sampled_cpu_ns.is_some();
         // Who ended the sleeps, when the profile says: beside the classes, not in the 100%.
         let woken = !self.total.woken_ns.is_empty();
@@ -237,6 +252,87 @@ impl Breakdown {
             for r in &self.by_thread {
                 row(out, r);
             }
+        }
+    }
+
+    /// Where each thread group's time went as stacked bars, then as a table.
+    fn write_html(&self, out: &mut String, heading: &str) {
+        let _ = writeln!(
+            out,
+            "<{heading}>Where the time went, per thread group (share of thread time)</{heading}>"
+        );
+        let mut rows: Vec<&TimeRow> = self.by_name.iter().take(12).collect();
+        rows.push(&self.total);
+        let bars: Vec<TimeBar> = rows
+            .iter()
+            .map(|row| TimeBar {
+                label: match row.threads {
+                    1 => format!("{} (1 thread)", row.name),
+                    n => format!("{} ({n} threads)", row.name),
+                },
+                time_ns: TimeClass::ALL
+                    .iter()
+                    .map(|&class| (class, row.time_ns.get(&class).copied().unwrap_or(0)))
+                    .collect(),
+                whole_ns: row.wall_ns,
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "<div class=\"time-bars\">{}</div>",
+            time_bars_svg(&bars)
+        );
+        let woken = rows.iter().any(|r| !r.woken_ns.is_empty());
+        let mut headers = vec!["thread group", "threads", "thread time"];
+        headers.extend(TimeClass::ALL.iter().map(|c| c.name()));
+        if woken {
+            headers.extend(["asleep on the program", "asleep for outside"]);
+        }
+        headers.extend(["switches/s", "involuntary"]);
+        table_open(out, "section-table breakdown-table", &headers, rows.len());
+        for (row, bar) in rows.iter().zip(&bars) {
+            let _ = write!(
+                out,
+                "<tr><td>{}</td>{}{}",
+                xml_escape(&row.name),
+                Cell::Count(row.threads as u64).html(),
+                Cell::Ns(row.wall_ns).html()
+            );
+            for (_, ns) in &bar.time_ns {
+                let fraction = if bar.whole_ns == 0 {
+                    0.0
+                } else {
+                    *ns as f64 / bar.whole_ns as f64
+                };
+                out.push_str(&num_cell(fraction, &format_fraction(fraction)));
+            }
+            if woken {
+                let by = |by: WokenBy| row.woken_ns.get(&by).copied().unwrap_or(0);
+                for ns in [
+                    by(WokenBy::Program),
+                    by(WokenBy::Outside) + by(WokenBy::Interrupt),
+                ] {
+                    let fraction = if bar.whole_ns == 0 {
+                        0.0
+                    } else {
+                        ns as f64 / bar.whole_ns as f64
+                    };
+                    out.push_str(&num_cell(fraction, &format_fraction(fraction)));
+                }
+            }
+            let _ = writeln!(
+                out,
+                "{}{}</tr>",
+                Cell::Rate(row.switches_per_s).html(),
+                Cell::Fraction(row.involuntary_share).html()
+            );
+        }
+        table_close(out);
+        if woken {
+            let _ = writeln!(
+                out,
+                "<p class=\"note\">The classes add up to the thread time, sleeps by system call; the two columns after them split the time asleep by who ended the sleeps, whatever they slept in: another thread of the program (waiting on it: a latch in <code>epoll_wait</code> is as much a wait on another thread as a mutex), or something outside it (another process, a timer, a device, the network: idle, or I/O).</p>"
+            );
         }
     }
 }

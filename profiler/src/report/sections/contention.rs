@@ -5,6 +5,11 @@
 //! idle is idle).
 
 use super::*;
+use crate::html::tables::{table, Cell, Column};
+use crate::render::svg::xml_escape;
+
+/// This file's section, for `build.rs`'s list.
+pub(super) const SECTION: Entry = Entry::of::<Contention>();
 
 #[derive(Serialize)]
 pub(crate) struct Contention {
@@ -22,7 +27,14 @@ pub(crate) struct Contention {
     pub(crate) no_wakers: String,
 }
 
-pub(super) fn contention(profile: &Profile) -> Option<Contention> {
+/// What the contention tables' "ended by" column means.
+const ENDED_BY_NOTE: &str = "Ended by: who ended the sleeps, as a share of the time whose waker \
+    is known: program = another thread of the program (so a latch, a semaphore or epoll_wait \
+    another thread ended is contention), outside = another process, interrupt = a timer, a \
+    device or the network; holder = a lock's wait, ended by its release (who ended it not \
+    recorded); parked = a thread parked most of its window at one site.";
+
+fn contention(profile: &Profile) -> Option<Contention> {
     let roles = wait_roles(profile);
     let with = |wanted: WaitRole| {
         profile
@@ -80,8 +92,17 @@ fn write_row(out: &mut String, r: &SiteRow, operation: bool) {
     );
 }
 
-impl Contention {
-    pub(super) fn write_text(&self, out: &mut String) {
+impl Section for Contention {
+    const SOURCE: Source = Source::Waits {
+        key: "contention",
+        rank: 0,
+    };
+
+    fn build(profile: &Profile) -> Option<Contention> {
+        contention(profile)
+    }
+
+    fn write_text(&self, out: &mut String) {
         let _ = writeln!(out);
         let _ = writeln!(
             out,
@@ -160,5 +181,45 @@ impl Contention {
                 self.no_wakers
             );
         }
+    }
+
+    fn write_html(&self, out: &mut String, heading: &str) {
+        let columns: [Column<'_, SiteRow>; 8] = [
+            ("kind", |s| Cell::Text(Some(s.kind.name()))),
+            ("site (first frame past the lock plumbing)", |s| {
+                Cell::Code(Some(&s.frame))
+            }),
+            ("operation", |s| Cell::Code(Some(&s.operation))),
+            ("waits", |s| Cell::Count(s.count)),
+            ("total", |s| Cell::Ns(s.total_ns)),
+            ("max", |s| Cell::Ns(s.max_ns)),
+            ("ended by", |s| Cell::Text(s.ended_by.as_deref())),
+            ("threads", |s| Cell::List(&s.threads)),
+        ];
+        let _ = writeln!(
+            out,
+            "<{heading}>Contention: waits on other threads of the program</{heading}>"
+        );
+        if self.sites.is_empty() {
+            let _ = writeln!(
+                out,
+                "<p class=\"muted\">No waits on other threads of the program{}.</p>",
+                if self.wakers_known {
+                    ""
+                } else {
+                    " told: no mutex, rwlock or kernel-lock waits, and who ended the other sleeps was not recorded"
+                }
+            );
+        } else {
+            table(out, "section-table", &columns, &self.sites);
+        }
+        if !self.idle.is_empty() {
+            let _ = writeln!(
+                out,
+                "<p class=\"muted\">Idle waits, apart: waiting for something outside the program (a client, a timer), or a thread parked most of its window at one site.</p>"
+            );
+            table(out, "section-table", &columns, &self.idle);
+        }
+        let _ = writeln!(out, "<p class=\"note\">{}</p>", xml_escape(ENDED_BY_NOTE));
     }
 }

@@ -4,6 +4,9 @@
 use super::*;
 use lockscope_probes::catalog::offcpu_operation;
 
+/// This file's section, for `build.rs`'s list.
+pub(super) const SECTION: Entry = Entry::of::<CpuSaturation>();
+
 /// Threads waiting for a CPU.
 #[derive(Serialize)]
 pub(super) struct CpuSaturation {
@@ -32,7 +35,7 @@ pub(super) struct SaturationThread {
     preempted_ns: u64,
 }
 
-pub(super) fn cpu_saturation(profile: &Profile) -> Option<CpuSaturation> {
+fn cpu_saturation(profile: &Profile) -> Option<CpuSaturation> {
     let waits: Vec<&WaitRecord> = profile.waits.iter().filter(|w| w.is_cpu_wait()).collect();
     if waits.is_empty() {
         return None;
@@ -127,8 +130,15 @@ fn sites_by_frame(rows: Vec<SiteRow>) -> Vec<SiteRow> {
     merged
 }
 
-impl CpuSaturation {
-    pub(super) fn write_text(&self, out: &mut String) {
+/// Text and JSON only: no table of `lockscope html`.
+impl Section for CpuSaturation {
+    const SOURCE: Source = Source::Cpu(&catalog::PREEMPT);
+
+    fn build(profile: &Profile) -> Option<CpuSaturation> {
+        cpu_saturation(profile)
+    }
+
+    fn write_text(&self, out: &mut String) {
         let _ = writeln!(out);
         let _ = writeln!(
             out,

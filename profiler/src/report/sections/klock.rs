@@ -1,7 +1,15 @@
 //! The `klock` probe's section: kernel locks by type and address with their caller.
 
 use super::*;
-use lockscope_probes::catalog;
+use crate::html::tables::{table, Cell, Column};
+
+/// This file's section, for `build.rs`'s list.
+pub(super) const SECTION: Entry = Entry::of::<KernelLocks>();
+
+/// The kernel locks, heaviest total first.
+#[derive(Serialize)]
+#[serde(transparent)]
+pub(crate) struct KernelLocks(Vec<KlockRow>);
 
 /// Kernel functions that are the lock itself, not its caller (for klock's caller column).
 pub(super) const LOCK_INTERNALS: &[&str] = &[
@@ -57,7 +65,7 @@ pub(super) fn lock_caller(profile: &Profile, record: &WaitRecord) -> String {
         .unwrap_or_else(|| "[unknown]".to_string())
 }
 
-pub(super) fn klock(profile: &Profile) -> Option<Vec<KlockRow>> {
+fn klock(profile: &Profile) -> Option<Vec<KlockRow>> {
     // Per (type, address): stats, time per caller, thread names.
     type LockAcc = (WaitStats, BTreeMap<String, u64>, Vec<String>);
     let mut locks: BTreeMap<(&str, u64), LockAcc> = BTreeMap::new();
@@ -94,7 +102,33 @@ pub(super) fn klock(profile: &Profile) -> Option<Vec<KlockRow>> {
     Some(rows)
 }
 
-pub(super) fn write_klock(rows: &[KlockRow], out: &mut String) {
+impl Section for KernelLocks {
+    const SOURCE: Source = Source::Probe(&catalog::KLOCK);
+
+    fn build(profile: &Profile) -> Option<KernelLocks> {
+        klock(profile).map(KernelLocks)
+    }
+
+    fn write_text(&self, out: &mut String) {
+        write_klock(&self.0, out);
+    }
+
+    fn write_html(&self, out: &mut String, heading: &str) {
+        let _ = writeln!(out, "<{heading}>Kernel locks</{heading}>");
+        let columns: [Column<'_, KlockRow>; 7] = [
+            ("type", |k| Cell::Text(Some(&k.lock_type))),
+            ("address", |k| Cell::Code(Some(&k.address))),
+            ("waits", |k| Cell::Count(k.count)),
+            ("total", |k| Cell::Ns(k.total_ns)),
+            ("max", |k| Cell::Ns(k.max_ns)),
+            ("caller", |k| Cell::Code(Some(&k.caller))),
+            ("threads", |k| Cell::List(&k.threads)),
+        ];
+        table(out, "section-table", &columns, &self.0);
+    }
+}
+
+fn write_klock(rows: &[KlockRow], out: &mut String) {
     let _ = writeln!(out);
     let _ = writeln!(out, "Kernel lock contention (klock)");
     let _ = writeln!(

@@ -2,7 +2,15 @@
 //! times.
 
 use super::*;
-use lockscope_probes::catalog;
+use crate::html::tables::{table, Cell, Column};
+
+/// This file's section, for `build.rs`'s list.
+pub(super) const SECTION: Entry = Entry::of::<Lifecycle>();
+
+/// The lifecycle operations, most frequent first.
+#[derive(Serialize)]
+#[serde(transparent)]
+pub(crate) struct Lifecycle(Vec<LifecycleRow>);
 
 #[derive(Serialize)]
 pub(crate) struct LifecycleRow {
@@ -18,7 +26,7 @@ pub(crate) struct LifecycleRow {
     pub(crate) top_site: Option<String>,
 }
 
-pub(super) fn lifecycle(profile: &Profile) -> Option<Vec<LifecycleRow>> {
+fn lifecycle(profile: &Profile) -> Option<Vec<LifecycleRow>> {
     let mut ops: BTreeMap<&str, (WaitStats, u64, u64, Option<String>)> = BTreeMap::new();
     for w in profile
         .waits
@@ -62,7 +70,34 @@ pub(super) fn lifecycle(profile: &Profile) -> Option<Vec<LifecycleRow>> {
     Some(rows)
 }
 
-pub(super) fn write_lifecycle(rows: &[LifecycleRow], out: &mut String) {
+impl Section for Lifecycle {
+    const SOURCE: Source = Source::Probe(&catalog::LIFECYCLE);
+
+    fn build(profile: &Profile) -> Option<Lifecycle> {
+        lifecycle(profile).map(Lifecycle)
+    }
+
+    fn write_text(&self, out: &mut String) {
+        write_lifecycle(&self.0, out);
+    }
+
+    fn write_html(&self, out: &mut String, heading: &str) {
+        let _ = writeln!(out, "<{heading}>Processes and threads</{heading}>");
+        let columns: [Column<'_, LifecycleRow>; 8] = [
+            ("operation", |l| Cell::Code(Some(&l.operation))),
+            ("count", |l| Cell::Count(l.count)),
+            ("per second", |l| Cell::Rate(l.per_second)),
+            ("failed", |l| Cell::Count(l.failed)),
+            ("total", |l| Cell::Ns(l.total_ns)),
+            ("mean", |l| Cell::Ns(l.mean_ns)),
+            ("max", |l| Cell::Ns(l.max_ns)),
+            ("heaviest caller", |l| Cell::Code(l.top_site.as_deref())),
+        ];
+        table(out, "section-table", &columns, &self.0);
+    }
+}
+
+fn write_lifecycle(rows: &[LifecycleRow], out: &mut String) {
     let _ = writeln!(out);
     let _ = writeln!(
         out,

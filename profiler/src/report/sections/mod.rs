@@ -2,7 +2,8 @@
 //! thread's wall time went, and one section per probe beyond futex (offcpu, syscall, lifecycle,
 //! klock). Each section appears only when the profile has its data, in text and in JSON
 //! (`sections` in `docs/REPORT-JSON.md`), and all but cpu_saturation and on_cpu as tables of
-//! `lockscope html` (`html/report.rs`, from the fields of this typed value).
+//! `lockscope html`, drawn in the section's own file from its typed fields (with the table
+//! helpers of `html/tables.rs`).
 //!
 //! - **contention**: the waits on other threads of the program ranked on their own, the idle
 //!   waits listed apart ([`lockscope_probes::wait_roles`]): a sleep another thread of the program
@@ -28,70 +29,180 @@
 //! - **on_cpu**: the `cpu` probe's samples as CPU time (never wait time): per thread, its CPU
 //!   time beside its recorded wait time and its hottest stack, then the top stacks by CPU time.
 //!
-//! One file per section, named as the section (its key in `Sections` and in the JSON, which is
-//! the `section` of the probes' descriptors in the catalog: `on_cpu` for the cpu probe,
-//! `cpu_saturation` for preempt): this file holds what they share (the site rows, thread labels,
+//! A section is one file of this directory, and nothing else: `NAME.rs` defines a type that
+//! implements [`Section`] (its [`Source`], which gives its key and its place; how it is built from
+//! a profile, `None` without its data; its text; its tables of `lockscope html`, none by
+//! default) and declares it as `SECTION`. The crate's `build.rs` finds the files and writes their
+//! `mod` lines and the list of their `SECTION`s, included here; [`Sections`] holds the ones a
+//! profile has, in order, and writes them as text, JSON (a map of key to section, serialized from
+//! the typed values) and HTML. The order is derived, not listed: the views of every wait by their
+//! `rank`, then the probes' sections, then the CPU's (time on a CPU or waiting for one, which the
+//! report keeps out of its waits), these two in catalog order of the descriptor whose `section`
+//! is the key. That key is the descriptor's field (`on_cpu` for the cpu probe, `cpu_saturation`
+//! for preempt), never respelled, and the file is named as it. `cargo fmt` does not see modules
+//! that only `build.rs` declares: format a section with `rustfmt --edition 2021 FILE` (`.ci/run`
+//! checks them so). This file also holds what the sections share (the site rows, thread labels,
 //! the wait plumbing skipped when naming a site).
 
 use crate::render::units::{format_ns, format_percent};
-use lockscope_probes::catalog;
+use lockscope_probes::catalog::{self, ProbeDescriptor};
 use lockscope_probes::waitfor::WokenBy;
 use lockscope_probes::{
     wait_roles, Profile, RoleBasis, RoleOf, StackId, ThreadTime, TimeClass, WaitKind, WaitRecord,
     WaitRole, WaitStats,
 };
-use serde::Serialize;
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-mod breakdown;
-mod contention;
-mod cpu_saturation;
-mod klock;
-mod lifecycle;
-mod offcpu;
-mod on_cpu;
-mod syscall;
-
-pub(crate) use breakdown::{Breakdown, TimeRow};
-pub(crate) use contention::Contention;
-pub(crate) use klock::KlockRow;
-pub(crate) use lifecycle::LifecycleRow;
-pub(crate) use offcpu::{OffCpu, OperationRow, WakeupRow};
-pub(crate) use syscall::SyscallRow;
-
-use breakdown::breakdown;
-use contention::contention;
-use cpu_saturation::{cpu_saturation, CpuSaturation};
-use klock::{klock, write_klock};
-use lifecycle::{lifecycle, write_lifecycle};
-use offcpu::offcpu;
-use on_cpu::{on_cpu, OnCpu};
-use syscall::{syscalls, write_syscalls};
+// `mod NAME;` for every section file, and `FILES`, their `SECTION`s (`build.rs`).
+include!(concat!(env!("OUT_DIR"), "/sections.rs"));
 
 /// Rows per ranked table.
 const TOP: usize = 10;
 
-/// Every section the profile has data for.
-#[derive(Serialize, Default)]
-pub(crate) struct Sections {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) contention: Option<Contention>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) breakdown: Option<Breakdown>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) offcpu: Option<OffCpu>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) syscall: Option<Vec<SyscallRow>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) lifecycle: Option<Vec<LifecycleRow>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) klock: Option<Vec<KlockRow>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cpu_saturation: Option<CpuSaturation>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    on_cpu: Option<OnCpu>,
+/// A section of the report, in its own file of this directory (see the overview).
+trait Section: Serialize + Sized + 'static {
+    /// What it shows: its key and its place among the sections.
+    const SOURCE: Source;
+
+    /// The section of `profile`; `None` when the profile has no data for it.
+    fn build(profile: &Profile) -> Option<Self>;
+
+    /// Appends it as text.
+    fn write_text(&self, out: &mut String);
+
+    /// Appends it as tables of `lockscope html`, with `<heading>` titles; by default nothing (a
+    /// section of the text and the JSON only).
+    fn write_html(&self, _out: &mut String, _heading: &str) {}
+}
+
+/// What a section shows, which gives its key (in `sections` of the JSON) and its place.
+#[derive(Clone, Copy)]
+enum Source {
+    /// A view of every wait, whatever probe recorded it: first, by `rank`.
+    Waits { key: &'static str, rank: u8 },
+    /// A probe's own records: after the views, in catalog order of `probe`, the descriptor whose
+    /// `section` is its key.
+    Probe(&'static ProbeDescriptor),
+    /// Time on a CPU or waiting for one, which the report keeps out of its waits: last, in
+    /// catalog order of `probe`, the descriptor whose `section` is its key.
+    Cpu(&'static ProbeDescriptor),
+}
+
+impl Source {
+    /// The section's key; a probe's section without a `section` in its descriptor fails to
+    /// compile (this runs in the `SECTION` constants).
+    const fn key(self) -> &'static str {
+        match self {
+            Source::Waits { key, .. } => key,
+            Source::Probe(probe) | Source::Cpu(probe) => match probe.section {
+                Some(key) => key,
+                None => panic!("a probe's section names a descriptor without a `section`"),
+            },
+        }
+    }
+
+    /// Where the section goes: the views by rank, the probes' then the CPU's in catalog order.
+    fn place(self) -> (u8, usize) {
+        let in_catalog = |probe: &ProbeDescriptor| {
+            catalog::CATALOG
+                .iter()
+                .position(|p| p.name == probe.name)
+                .unwrap_or(usize::MAX)
+        };
+        match self {
+            Source::Waits { rank, .. } => (0, usize::from(rank)),
+            Source::Probe(probe) => (1, in_catalog(probe)),
+            Source::Cpu(probe) => (2, in_catalog(probe)),
+        }
+    }
+}
+
+/// A section file's declaration (its `SECTION`): its source, its key and how to build it.
+struct Entry {
+    source: Source,
+    key: &'static str,
+    build: fn(&Profile) -> Option<Box<dyn Built>>,
+}
+
+impl Entry {
+    const fn of<S: Section>() -> Entry {
+        Entry {
+            source: S::SOURCE,
+            key: S::SOURCE.key(),
+            build: build_boxed::<S>,
+        }
+    }
+}
+
+fn build_boxed<S: Section>(profile: &Profile) -> Option<Box<dyn Built>> {
+    S::build(profile).map(|section| Box::new(section) as Box<dyn Built>)
+}
+
+/// A built section of any type, so that one list holds them in order.
+trait Built: erased_serde::Serialize {
+    fn write_text(&self, out: &mut String);
+    fn write_html(&self, out: &mut String, heading: &str);
+}
+
+impl<S: Section> Built for S {
+    fn write_text(&self, out: &mut String) {
+        Section::write_text(self, out);
+    }
+
+    fn write_html(&self, out: &mut String, heading: &str) {
+        Section::write_html(self, out, heading);
+    }
+}
+
+erased_serde::serialize_trait_object!(Built);
+
+/// Every section, in the report's order.
+fn registry() -> Vec<&'static Entry> {
+    let mut entries: Vec<&'static Entry> = FILES.iter().collect();
+    entries.sort_by_key(|entry| entry.source.place());
+    entries
+}
+
+/// Every section the profile has data for, in order, each under its key.
+pub(crate) struct Sections(Vec<(&'static str, Box<dyn Built>)>);
+
+impl Serialize for Sections {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (key, section) in &self.0 {
+            map.serialize_entry(key, section)?;
+        }
+        map.end()
+    }
+}
+
+impl Sections {
+    /// The sections of `profile`; `None` when it has none (no waits at all).
+    pub(crate) fn build(profile: &Profile) -> Option<Sections> {
+        let built: Vec<(&'static str, Box<dyn Built>)> = registry()
+            .into_iter()
+            .filter_map(|entry| Some((entry.key, (entry.build)(profile)?)))
+            .collect();
+        (!built.is_empty()).then_some(Sections(built))
+    }
+
+    /// Appends the sections as text.
+    pub(crate) fn write_text(&self, out: &mut String) {
+        for (_, section) in &self.0 {
+            section.write_text(out);
+        }
+    }
+
+    /// Appends the sections as tables of `lockscope html`, with `<heading>` titles.
+    pub(crate) fn write_html(&self, out: &mut String, heading: &str) {
+        for (_, section) in &self.0 {
+            section.write_html(out, heading);
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -229,59 +340,6 @@ fn thread_label(profile: &Profile, pid: u32, tid: u32) -> String {
         .map_or_else(|| format!("[{tid}]"), str::to_string)
 }
 
-impl Sections {
-    /// The sections of `profile`; `None` when it has none (no waits at all).
-    pub(crate) fn build(profile: &Profile) -> Option<Sections> {
-        let sections = Sections {
-            contention: contention(profile),
-            breakdown: breakdown(profile),
-            offcpu: offcpu(profile),
-            syscall: syscalls(profile),
-            lifecycle: lifecycle(profile),
-            klock: klock(profile),
-            cpu_saturation: cpu_saturation(profile),
-            on_cpu: on_cpu(profile),
-        };
-        let empty = sections.contention.is_none()
-            && sections.breakdown.is_none()
-            && sections.offcpu.is_none()
-            && sections.syscall.is_none()
-            && sections.lifecycle.is_none()
-            && sections.klock.is_none()
-            && sections.cpu_saturation.is_none()
-            && sections.on_cpu.is_none();
-        (!empty).then_some(sections)
-    }
-
-    /// Appends the sections as text.
-    pub(crate) fn write_text(&self, out: &mut String) {
-        if let Some(c) = &self.contention {
-            c.write_text(out);
-        }
-        if let Some(b) = &self.breakdown {
-            b.write_text(out);
-        }
-        if let Some(o) = &self.offcpu {
-            o.write_text(out);
-        }
-        if let Some(rows) = &self.syscall {
-            write_syscalls(rows, out);
-        }
-        if let Some(rows) = &self.lifecycle {
-            write_lifecycle(rows, out);
-        }
-        if let Some(rows) = &self.klock {
-            write_klock(rows, out);
-        }
-        if let Some(saturation) = &self.cpu_saturation {
-            saturation.write_text(out);
-        }
-        if let Some(on_cpu) = &self.on_cpu {
-            on_cpu.write_text(out);
-        }
-    }
-}
-
 /// Sites keyed by (probe, kind, operation, user stack).
 type SiteKey = (String, WaitKind, String, Option<StackId>);
 
@@ -368,5 +426,72 @@ fn call_and_errno(operation: &str) -> (&str, Option<&str>) {
     match operation.split_once(' ') {
         Some((call, errno)) => (call, Some(errno)),
         None => (operation, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    /// Every probe section's key is the `section` of its descriptor in the catalog, every
+    /// `section` a descriptor names has its file here, a view's key is no probe's, and no two
+    /// sections share a key.
+    #[test]
+    fn keys_are_the_catalogs_sections_and_unique() {
+        let mut keys = BTreeSet::new();
+        for entry in registry() {
+            assert!(
+                keys.insert(entry.key),
+                "two sections have the key `{}`",
+                entry.key
+            );
+            match entry.source {
+                Source::Probe(probe) | Source::Cpu(probe) => assert!(
+                    catalog::CATALOG
+                        .iter()
+                        .any(|p| p.name == probe.name && p.section == Some(entry.key)),
+                    "section `{}` is not the `section` of catalog probe `{}`",
+                    entry.key,
+                    probe.name
+                ),
+                Source::Waits { .. } => assert!(
+                    catalog::CATALOG
+                        .iter()
+                        .all(|p| p.section != Some(entry.key)),
+                    "view `{}` is a probe's section: give it that probe's source",
+                    entry.key
+                ),
+            }
+        }
+        for probe in catalog::CATALOG {
+            if let Some(section) = probe.section {
+                assert!(
+                    keys.contains(section),
+                    "probe `{}` names section `{section}`, which no file of report/sections/ has",
+                    probe.name
+                );
+            }
+        }
+    }
+
+    /// No two sections share a place, so that their order never falls back to their files'
+    /// names, and it is the order of `sections` in docs/REPORT-JSON.md (the JSON's keys).
+    #[test]
+    fn order_is_the_documented_one() {
+        let places: BTreeSet<(u8, usize)> = registry().iter().map(|e| e.source.place()).collect();
+        assert_eq!(places.len(), FILES.len(), "two sections share a place");
+        let doc = include_str!("../../../../docs/REPORT-JSON.md");
+        let documented: Vec<&str> = doc
+            .split("\n## Sections\n")
+            .nth(1)
+            .expect("docs/REPORT-JSON.md has a Sections heading")
+            .lines()
+            .skip_while(|line| !line.starts_with("| `"))
+            .take_while(|line| line.starts_with("| `"))
+            .filter_map(|line| line.split('`').nth(1))
+            .collect();
+        let keys: Vec<&str> = registry().iter().map(|e| e.key).collect();
+        assert_eq!(keys, documented);
     }
 }

@@ -2,7 +2,10 @@
 //! waker → sleeper pairs.
 
 use super::*;
-use lockscope_probes::catalog;
+use crate::html::tables::{table, Cell, Column};
+
+/// This file's section, for `build.rs`'s list.
+pub(super) const SECTION: Entry = Entry::of::<OffCpu>();
 
 #[derive(Serialize)]
 pub(crate) struct OffCpu {
@@ -35,7 +38,7 @@ pub(crate) struct WakeupRow {
     pub(crate) total_ns: u64,
 }
 
-pub(super) fn offcpu(profile: &Profile) -> Option<OffCpu> {
+fn offcpu(profile: &Profile) -> Option<OffCpu> {
     let records: Vec<&WaitRecord> = profile
         .waits
         .iter()
@@ -102,8 +105,14 @@ pub(super) fn offcpu(profile: &Profile) -> Option<OffCpu> {
     })
 }
 
-impl OffCpu {
-    pub(super) fn write_text(&self, out: &mut String) {
+impl Section for OffCpu {
+    const SOURCE: Source = Source::Probe(&catalog::OFFCPU);
+
+    fn build(profile: &Profile) -> Option<OffCpu> {
+        offcpu(profile)
+    }
+
+    fn write_text(&self, out: &mut String) {
         let _ = writeln!(out);
         let _ = writeln!(out, "Off-CPU time (offcpu), by state and system call");
         let _ = writeln!(
@@ -142,6 +151,30 @@ impl OffCpu {
                     format_ns(r.total_ns)
                 );
             }
+        }
+    }
+
+    fn write_html(&self, out: &mut String, heading: &str) {
+        let _ = writeln!(
+            out,
+            "<{heading}>Off-CPU time by state and system call</{heading}>"
+        );
+        let columns: [Column<'_, OperationRow>; 4] = [
+            ("state", |o| Cell::Code(Some(&o.operation))),
+            ("intervals", |o| Cell::Count(o.count)),
+            ("total", |o| Cell::Ns(o.total_ns)),
+            ("max", |o| Cell::Ns(o.max_ns)),
+        ];
+        table(out, "section-table", &columns, &self.by_operation);
+        if !self.wakeups.is_empty() {
+            let _ = writeln!(out, "<p>Heaviest wakers of sleeping threads:</p>");
+            let columns: [Column<'_, WakeupRow>; 4] = [
+                ("waker", |w| Cell::Text(Some(&w.waker))),
+                ("sleeper", |w| Cell::Text(Some(&w.sleeper))),
+                ("wakeups", |w| Cell::Count(w.count)),
+                ("sleep ended", |w| Cell::Ns(w.total_ns)),
+            ];
+            table(out, "section-table", &columns, &self.wakeups);
         }
     }
 }

@@ -2,7 +2,9 @@
 //! thread's wait time, then the top stacks by CPU time.
 
 use super::*;
-use lockscope_probes::catalog;
+
+/// This file's section, for `build.rs`'s list.
+pub(super) const SECTION: Entry = Entry::of::<OnCpu>();
 
 /// Frames shown per stack in the on-CPU section's text (the JSON has them all).
 pub(super) const ON_CPU_FRAMES: usize = 24;
@@ -63,7 +65,7 @@ pub(super) fn names_leaf_first(profile: &Profile, id: Option<StackId>) -> Vec<St
     })
 }
 
-pub(super) fn on_cpu(profile: &Profile) -> Option<OnCpu> {
+fn on_cpu(profile: &Profile) -> Option<OnCpu> {
     let samples: Vec<&WaitRecord> = profile
         .waits
         .iter()
@@ -143,8 +145,15 @@ pub(super) fn on_cpu(profile: &Profile) -> Option<OnCpu> {
     })
 }
 
-impl OnCpu {
-    pub(super) fn write_text(&self, out: &mut String) {
+/// Text and JSON only: no table of `lockscope html`.
+impl Section for OnCpu {
+    const SOURCE: Source = Source::Cpu(&catalog::CPU);
+
+    fn build(profile: &Profile) -> Option<OnCpu> {
+        on_cpu(profile)
+    }
+
+    fn write_text(&self, out: &mut String) {
         let _ = writeln!(out);
         let _ = writeln!(
             out,

@@ -2,7 +2,15 @@
 //! a p99 bound.
 
 use super::*;
-use lockscope_probes::catalog;
+use crate::html::tables::{table, Cell, Column};
+
+/// This file's section, for `build.rs`'s list.
+pub(super) const SECTION: Entry = Entry::of::<Syscalls>();
+
+/// The system calls, heaviest total first.
+#[derive(Serialize)]
+#[serde(transparent)]
+pub(crate) struct Syscalls(Vec<SyscallRow>);
 
 #[derive(Serialize)]
 pub(crate) struct SyscallRow {
@@ -18,7 +26,7 @@ pub(crate) struct SyscallRow {
     pub(crate) slowest_site: Option<String>,
 }
 
-pub(super) fn syscalls(profile: &Profile) -> Option<Vec<SyscallRow>> {
+fn syscalls(profile: &Profile) -> Option<Vec<SyscallRow>> {
     // Per call: stats, errors by errno, the slowest captured call and its site.
     type CallAcc = (WaitStats, BTreeMap<String, u64>, u64, Option<String>);
     let mut calls: BTreeMap<&str, CallAcc> = BTreeMap::new();
@@ -58,7 +66,36 @@ pub(super) fn syscalls(profile: &Profile) -> Option<Vec<SyscallRow>> {
     Some(rows)
 }
 
-pub(super) fn write_syscalls(rows: &[SyscallRow], out: &mut String) {
+impl Section for Syscalls {
+    const SOURCE: Source = Source::Probe(&catalog::SYSCALL);
+
+    fn build(profile: &Profile) -> Option<Syscalls> {
+        syscalls(profile).map(Syscalls)
+    }
+
+    fn write_text(&self, out: &mut String) {
+        write_syscalls(&self.0, out);
+    }
+
+    fn write_html(&self, out: &mut String, heading: &str) {
+        let _ = writeln!(out, "<{heading}>System calls</{heading}>");
+        let columns: [Column<'_, SyscallRow>; 8] = [
+            ("system call", |s| Cell::Code(Some(&s.syscall))),
+            ("calls", |s| Cell::Count(s.calls)),
+            ("errors", |s| Cell::Counts(&s.errors)),
+            ("total", |s| Cell::Ns(s.total_ns)),
+            ("mean", |s| Cell::Ns(s.mean_ns)),
+            ("max", |s| Cell::Ns(s.max_ns)),
+            ("p99≤", |s| Cell::Ns(s.p99_upper_ns)),
+            ("slowest call's site", |s| {
+                Cell::Code(s.slowest_site.as_deref())
+            }),
+        ];
+        table(out, "section-table", &columns, &self.0);
+    }
+}
+
+fn write_syscalls(rows: &[SyscallRow], out: &mut String) {
     let _ = writeln!(out);
     let _ = writeln!(out, "System calls (syscall), heaviest total first");
     let _ = writeln!(
