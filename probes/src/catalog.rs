@@ -258,7 +258,7 @@ pub const MUTEX_HOLD: ProbeDescriptor = ProbeDescriptor {
     cost: CostClass::PerLockCall,
     default: false,
     ebpf_hooks: "uprobe libc.so.6:pthread_mutex_lock (entry, return), pthread_mutex_unlock",
-    section: None,
+    section: Some("holds"),
 };
 
 /// The `cpu` probe.
