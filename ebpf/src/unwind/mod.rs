@@ -29,7 +29,7 @@
 //! (`LKS_UNWIND_TABLE_PENDING`) until theirs are, and the BPF walk stops at a pending mapping
 //! (flag and counter `table_pending`) rather than guess on by frame pointer.
 //!
-//! The maps are declared in `bpf/unwind.bpf.h`, included by every probe object through
+//! The maps are declared in `bpf/unwind_maps.bpf.h`, included by every probe object through
 //! `stacks.bpf.h`; the loader shares them between objects by name (libbpf `reuse_fd`), so all
 //! probes unwind with the same tables into the same stack map. [`Unwinder::new`] takes them from
 //! any object that has them.

@@ -10,7 +10,7 @@ use std::time::Duration;
 /// Default of [`UnwindOptions::urgent_wait`].
 const DEFAULT_URGENT_WAIT: Duration = Duration::from_secs(3);
 
-/// The unwinder's maps among the shared maps of a recording (see `bpf/unwind.bpf.h`).
+/// The unwinder's maps among the shared maps of a recording (see `bpf/unwind_maps.bpf.h`).
 pub struct StackMaps<'a> {
     /// `unwind_rows`.
     pub rows: &'a MapHandle,
@@ -75,13 +75,13 @@ pub struct UnwindOptions {
     /// [`UserStacks::Cfi`].
     pub user_stacks: UserStacks,
     /// Whether a thread's stack that its memo shows unchanged is taken from the memo instead of
-    /// unwound again (`bpf/unwind.bpf.h`). Default: [`StackMemo::On`].
+    /// unwound again (`bpf/unwind_memo.bpf.h`). Default: [`StackMemo::On`].
     pub stack_memo: StackMemo,
 }
 
 /// Whether the BPF unwinder takes a stack from the thread's memo of its last walk when the
 /// registers and every stack word that walk read are unchanged (the same stack, proven so in
-/// `bpf/unwind.bpf.h`), instead of unwinding it again.
+/// `bpf/unwind_memo.bpf.h`), instead of unwinding it again.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum StackMemo {
     /// Use the memo.
