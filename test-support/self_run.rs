@@ -5,7 +5,7 @@
 //! `profiler/tests/it`).
 //!
 //! A test's name to the harness is its module path in the binary and its own name
-//! (`probes::helper_sleeps`); callers give the own name, unique in the binary.
+//! (`probes::offcpu::helper_sleeps`); callers give the own name, unique in the binary.
 
 use std::ffi::OsString;
 use std::process::Command;

@@ -1,5 +1,5 @@
 //! Lock workload with known call chains in Rust (std::sync::Mutex and Condvar, no frame
-//! pointers: Rust's default on x86_64 Linux), for the unwinder tests (`tests/it/unwind.rs`):
+//! pointers: Rust's default on x86_64 Linux), for the unwinder tests (`tests/it/unwind/`):
 //!
 //! - `rs_worker → rs_outer → rs_inner_lock → Mutex::lock` (3 threads named `rs-mutex`),
 //! - `rs_cv_worker → rs_cv_outer → rs_cv_wait_inner → Condvar::wait` (1 thread, `rs-cv`).

@@ -16,7 +16,7 @@ pub const FUTEX_WAIT_CALLS: &[&str] = &["futex", "futex_waitv", "futex_wait"];
 
 /// The system calls that wait for any of several files to be ready. The eBPF `offcpu` program
 /// walks the kernel stack of a poll or sleep call's interruptible sleep once per call and reuses
-/// it (offcpu.bpf.c's sleep_kernel_stack): a call listed here or in [`SLEEP_CALLS`] must sleep
+/// it (offcpu.bpf.h's sleep_kernel_stack): a call listed here or in [`SLEEP_CALLS`] must sleep
 /// at one site only.
 pub const POLL_CALLS: &[&str] = &[
     "poll",

@@ -11,7 +11,7 @@
  *
  * The program runs in hard interrupt context, where it can interrupt a tracepoint or raw_tp
  * program of another probe in the middle of its unwinding: it walks in the interrupt slot of the
- * unwinder's scratch map (enum unwind_slot in unwind.bpf.h).
+ * unwinder's scratch map (enum unwind_slot in unwind_maps.bpf.h).
  */
 #include "probe.bpf.h"
 #include "cpu.h"

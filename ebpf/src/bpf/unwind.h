@@ -116,7 +116,7 @@ enum unwind_user_stacks {
 };
 
 /* Whether a thread's stack that a memo shows unchanged is taken from it instead of unwound
- * again (unwind_config.memo; the memo is described in unwind.bpf.h). */
+ * again (unwind_config.memo; the memo is described in unwind_memo.bpf.h). */
 enum unwind_memo_mode {
 	/* Use the memo: the default. */
 	LKS_MEMO_ON = 0,
@@ -139,7 +139,8 @@ struct unwind_config {
 #define LKS_MEMO_SPAN 16384
 
 /*
- * A thread's last walk, for the memo (unwind.bpf.h): what the walk depended on and what it found.
+ * A thread's last walk, for the memo (unwind_memo.bpf.h): what the walk depended on and what
+ * it found.
  * offsets[i] (bytes above sp) held values[i] when the walk read it; nothing else the walk read
  * changed what it found.
  */

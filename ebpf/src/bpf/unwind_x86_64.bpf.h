@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /*
  * The x86_64 part of the user-stack unwinder: where the user registers are, and the layout of a
- * signal frame. Everything else in unwind.bpf.h is architecture-neutral (SP, FP, PC, and a return
- * address at CFA - 8), so another architecture adds a header like this one.
+ * signal frame. Everything else in unwind.bpf.h and its parts is architecture-neutral (SP, FP,
+ * PC, and a return address at CFA - 8), so another architecture adds a header like this one.
  */
 #ifndef LOCKSCOPE_UNWIND_X86_64_BPF_H
 #define LOCKSCOPE_UNWIND_X86_64_BPF_H

@@ -7,7 +7,8 @@
 //! Where rows go is the file store's decision (it allocates ranges of the arrays); the maps only
 //! write where they are told. After every write [`BpfMaps`] adds one to the tables' generation
 //! (`unwind_generation`): a thread's stack memo is only used under the generation its walk
-//! started in (`bpf/unwind.bpf.h`), so no memo outlives a change to the tables it was made with.
+//! started in (`bpf/unwind_memo.bpf.h`), so no memo outlives a change to the tables it was made
+//! with.
 
 use super::StackMaps;
 use crate::error::Error;
@@ -16,7 +17,7 @@ use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use std::os::fd::{AsFd, AsRawFd};
 use std::ptr::NonNull;
 
-/// Writes to the unwinder's BPF maps (`bpf/unwind.bpf.h`).
+/// Writes to the unwinder's BPF maps (`bpf/unwind_maps.bpf.h`).
 pub(crate) trait UnwindMaps {
     /// Entries of `unwind_rows`.
     fn row_capacity(&self) -> u32;

@@ -29,10 +29,13 @@
 //! (`LKS_UNWIND_TABLE_PENDING`) until theirs are, and the BPF walk stops at a pending mapping
 //! (flag and counter `table_pending`) rather than guess on by frame pointer.
 //!
-//! The maps are declared in `bpf/unwind.bpf.h`, included by every probe object through
+//! The maps are declared in `bpf/unwind_maps.bpf.h`, included by every probe object through
 //! `stacks.bpf.h`; the loader shares them between objects by name (libbpf `reuse_fd`), so all
 //! probes unwind with the same tables into the same stack map. [`Unwinder::new`] takes them from
 //! any object that has them.
+//!
+//! What the caller gives the unwinder (its maps, [`UnwindOptions`]) is in `options`, what it
+//! reads back ([`UnwindStats`]) in `stats`.
 
 mod builder;
 mod cache;
@@ -41,15 +44,18 @@ mod files;
 #[cfg(feature = "fuzzing")]
 pub(crate) mod fuzzing;
 mod maps;
+mod options;
 mod processes;
+mod stats;
 mod table;
+#[cfg(test)]
+mod tests;
 mod x86_64;
 
 use crate::error::Error;
 use crate::procmaps::{open_mapped_file, parse_maps_line, MapsLine};
-use crate::shared::SharedMaps;
 use crate::skel::targets::types::{
-    unwind_config, unwind_constants, unwind_counters, unwind_memo_mode, unwind_user_stacks,
+    unwind_config, unwind_constants, unwind_memo_mode, unwind_user_stacks,
 };
 use builder::{build_image, builder_nice, Builders, Done};
 use cache::TableCache;
@@ -68,11 +74,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 pub use cache::DEFAULT_MAX_BYTES as DEFAULT_CACHE_MAX_BYTES;
+pub use options::{StackMaps, StackMemo, UnwindOptions, UserStacks};
+pub use stats::{TableBuild, UnwindStats};
 
 /// `unwind_mapping.first_row` of a mapping whose table is being built (from `bpf/unwind.h`).
 const TABLE_PENDING: u32 = unwind_constants::LKS_UNWIND_TABLE_PENDING.0;
-/// Default of [`UnwindOptions::urgent_wait`].
-const DEFAULT_URGENT_WAIT: Duration = Duration::from_secs(3);
 /// Where [`Unwinder::preload_command`] looks for needed libraries (Debian's multiarch first).
 const LIBRARY_DIRS: &[&str] = &[
     "/lib/x86_64-linux-gnu",
@@ -91,214 +97,6 @@ const MAX_VDSO_BYTES: u64 = 1 << 20;
 const MEMO_PRUNE_INTERVAL: Duration = Duration::from_secs(5);
 /// Pseudo-path of the vDSO in `/proc/PID/maps`.
 const VDSO: &str = "[vdso]";
-
-/// The unwinder's maps among the shared maps of a recording (see `bpf/unwind.bpf.h`).
-pub struct StackMaps<'a> {
-    /// `unwind_rows`.
-    pub rows: &'a MapHandle,
-    /// `unwind_pages`.
-    pub pages: &'a MapHandle,
-    /// `unwind_procs`.
-    pub procs: &'a MapHandle,
-    /// `unwind_files`.
-    pub files: &'a MapHandle,
-    /// `unwind_config`.
-    pub config: &'a MapHandle,
-    /// `unwind_counters`.
-    pub counters: &'a MapHandle,
-    /// `unwind_generation`.
-    pub generation: &'a MapHandle,
-    /// `unwind_memos`.
-    pub memos: &'a MapHandle,
-}
-
-impl<'a> StackMaps<'a> {
-    /// The unwinder's maps among the maps every probe object shares; `None` if one is missing.
-    pub fn from_shared(shared: &'a SharedMaps) -> Option<Self> {
-        Some(StackMaps {
-            rows: shared.map("unwind_rows")?,
-            pages: shared.map("unwind_pages")?,
-            procs: shared.map("unwind_procs")?,
-            files: shared.map("unwind_files")?,
-            config: shared.map("unwind_config")?,
-            counters: shared.map("unwind_counters")?,
-            generation: shared.map("unwind_generation")?,
-            memos: shared.map("unwind_memos")?,
-        })
-    }
-}
-
-/// How the unwinder gets its tables.
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct UnwindOptions {
-    /// Directory of the persistent table cache, shared by recorders (see `unwind/cache.rs`);
-    /// `None`: no cache. Default: none (the `lockscope` binary passes
-    /// `$XDG_CACHE_HOME/lockscope`).
-    pub cache_dir: Option<PathBuf>,
-    /// Size bound of the cache directory; least recently used tables go beyond it.
-    /// Default: 256 MiB.
-    pub cache_max_bytes: u64,
-    /// Build tables while recording already runs: a process is attached once the tables of its
-    /// main executable and libc are ready (at most [`UnwindOptions::urgent_wait`]); its other
-    /// mappings are marked as pending until theirs are, and stacks reaching them are cut there
-    /// and counted ([`UnwindStats::table_pending`]). Default: false (every table is ready before
-    /// [`Unwinder::add_process`] returns).
-    pub background: bool,
-    /// Longest wait for the main executable's and libc's tables with
-    /// [`UnwindOptions::background`]. Default: 3 s.
-    pub urgent_wait: Duration,
-    /// Builder threads. Default: `None`, one per CPU. `Some(0)`: none; tables are then built on
-    /// the recording's thread when they are waited for (the urgent ones, and every one without
-    /// [`UnwindOptions::background`]), and the others stay pending, which tests use.
-    pub builder_threads: Option<usize>,
-    /// How user stacks are captured, to measure what unwinding costs. Default:
-    /// [`UserStacks::Cfi`].
-    pub user_stacks: UserStacks,
-    /// Whether a thread's stack that its memo shows unchanged is taken from the memo instead of
-    /// unwound again (`bpf/unwind.bpf.h`). Default: [`StackMemo::On`].
-    pub stack_memo: StackMemo,
-}
-
-/// Whether the BPF unwinder takes a stack from the thread's memo of its last walk when the
-/// registers and every stack word that walk read are unchanged (the same stack, proven so in
-/// `bpf/unwind.bpf.h`), instead of unwinding it again.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum StackMemo {
-    /// Use the memo.
-    #[default]
-    On,
-    /// Unwind every stack: to measure what the memo saves.
-    Off,
-    /// Unwind every stack and compare it with the memo's answer where there is one
-    /// ([`UnwindStats::memo_mismatches`], 0 unless the memo is wrong): for tests.
-    Verify,
-}
-
-impl StackMemo {
-    /// The mode named `on`, `off` or `verify` (how `LOCKSCOPE_STACK_MEMO` names them).
-    pub fn from_name(name: &str) -> Option<StackMemo> {
-        match name {
-            "on" => Some(StackMemo::On),
-            "off" => Some(StackMemo::Off),
-            "verify" => Some(StackMemo::Verify),
-            _ => None,
-        }
-    }
-}
-
-/// How user stacks are captured.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum UserStacks {
-    /// CFI tables, frame pointers where a pc has none.
-    #[default]
-    Cfi,
-    /// The kernel's frame-pointer walk alone (`bpf_get_stack(BPF_F_USER_STACK)`).
-    FramePointers,
-    /// No user stacks.
-    None,
-}
-
-impl UserStacks {
-    /// The mode named `cfi`, `frame-pointers` or `none` (how `LOCKSCOPE_USER_STACKS` names
-    /// them).
-    pub fn from_name(name: &str) -> Option<UserStacks> {
-        match name {
-            "cfi" => Some(UserStacks::Cfi),
-            "frame-pointers" => Some(UserStacks::FramePointers),
-            "none" => Some(UserStacks::None),
-            _ => None,
-        }
-    }
-}
-
-impl Default for UnwindOptions {
-    fn default() -> Self {
-        UnwindOptions {
-            cache_dir: None,
-            cache_max_bytes: DEFAULT_CACHE_MAX_BYTES,
-            background: false,
-            urgent_wait: DEFAULT_URGENT_WAIT,
-            builder_threads: None,
-            user_stacks: UserStacks::Cfi,
-            stack_memo: StackMemo::On,
-        }
-    }
-}
-
-/// How one file's table was obtained (for the benchmarks and diagnostics).
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct TableBuild {
-    /// The file (path as mapped, `[vdso]`).
-    pub name: String,
-    /// Rows of its table.
-    pub rows: u32,
-    /// Bytes of the table in the BPF arrays (rows and page index).
-    pub bytes: u64,
-    /// Time to read it from the cache, or to build it.
-    pub elapsed: Duration,
-    /// It came from the cache.
-    pub cached: bool,
-}
-
-/// What the user-stack unwinder did during a recording.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct UnwindStats {
-    /// User stacks unwound.
-    pub stacks: u64,
-    /// ... that reached the outermost frame (thread or process entry).
-    pub complete: u64,
-    /// ... that were cut short; the causes follow.
-    pub truncated: u64,
-    /// Frames unwound.
-    pub frames: u64,
-    /// ... found by frame pointer (no CFI for the pc).
-    pub frame_pointer_frames: u64,
-    /// Stacks of a process without tables yet (walked by frame pointer).
-    pub unknown_process: u64,
-    /// Frames whose pc was in no mapping of their process's table (code mapped since the last
-    /// refresh, JIT code) ...
-    pub unknown_mapping: u64,
-    /// ... and frames (of those, or of processes without a table) unwound with their file's
-    /// table, found through the VMA.
-    pub file_fallbacks: u64,
-    /// Stack reads that failed.
-    pub read_failures: u64,
-    /// Frames with a CFI rule the unwinder cannot follow (DWARF expressions).
-    pub unsupported_rules: u64,
-    /// Stacks deeper than the unwinder's limit (127 frames).
-    pub too_deep: u64,
-    /// Stacks that could not be stored (map full, id collision).
-    pub store_failures: u64,
-    /// Stacks cut at a mapping whose table was still being built (counted in `truncated`).
-    pub table_pending: u64,
-    /// Stacks (of `stacks`) that the thread's memo gave without unwinding; with
-    /// [`StackMemo::Verify`], the memo answers checked against a walk.
-    pub memo_hits: u64,
-    /// With [`StackMemo::Verify`]: memo answers that differed from the walk (0 unless the memo
-    /// is wrong).
-    pub memo_mismatches: u64,
-    /// Walks kept as their thread's memo.
-    pub memo_stores: u64,
-    /// Stacks not taken because the unwinder was busy on that CPU: a wakeup in a hard
-    /// interrupt that came during another program's walk.
-    pub busy: u64,
-    /// ELF images with a loaded table now (the tables of files no traced process maps any more
-    /// are freed).
-    pub tables: usize,
-    /// Table rows in use now.
-    pub rows_used: u32,
-    /// Capacity of the row array.
-    pub rows_capacity: u32,
-    /// Images whose table could not be built, with why.
-    pub table_failures: Vec<String>,
-    /// Tables still being built.
-    pub tables_pending: usize,
-    /// How each table was obtained, in the order they were loaded.
-    pub table_builds: Vec<TableBuild>,
-}
 
 /// Identity of a mapped file.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -589,80 +387,6 @@ impl Unwinder {
         }
     }
 
-    /// What the unwinder did so far: the BPF side's counters and the tables loaded.
-    pub fn stats(&self) -> Result<UnwindStats, Error> {
-        let c = self.counters()?;
-        let (rows_used, rows_capacity) = self.files.rows_used();
-        Ok(UnwindStats {
-            stacks: c.stacks,
-            complete: c.complete,
-            truncated: c.truncated,
-            frames: c.frames,
-            frame_pointer_frames: c.fp_frames,
-            unknown_process: c.unknown_process,
-            unknown_mapping: c.unknown_mapping,
-            file_fallbacks: c.file_fallbacks,
-            read_failures: c.read_failures,
-            unsupported_rules: c.unsupported,
-            too_deep: c.too_deep,
-            store_failures: c.store_failures,
-            table_pending: c.table_pending,
-            memo_hits: c.memo_hits,
-            memo_mismatches: c.memo_mismatches,
-            memo_stores: c.memo_stores,
-            busy: c.busy,
-            tables: self.files.loaded_files(),
-            rows_used,
-            rows_capacity,
-            table_failures: self.files.failures().to_vec(),
-            tables_pending: self.files.pending_files(),
-            table_builds: self.files.builds().to_vec(),
-        })
-    }
-
-    /// The unwinder's counters, summed over CPUs and their two slots (walks in a thread's
-    /// context, and the `cpu` probe's in interrupt context: `enum unwind_slot`).
-    fn counters(&self) -> Result<unwind_counters, Error> {
-        let mut per_cpu = Vec::new();
-        for slot in 0..self.counters.max_entries() {
-            per_cpu.extend(
-                self.counters
-                    .lookup_percpu(&slot.to_ne_bytes(), MapFlags::ANY)
-                    .map_err(|source| Error::Map {
-                        map: "unwind_counters",
-                        source,
-                    })?
-                    .unwrap_or_default(),
-            );
-        }
-        let mut sum = unwind_counters::default();
-        for bytes in &per_cpu {
-            if bytes.len() < std::mem::size_of::<unwind_counters>() {
-                continue;
-            }
-            // SAFETY: at least size_of bytes; unwind_counters is plain u64s, valid for any bits.
-            let c: unwind_counters = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast()) };
-            sum.stacks += c.stacks;
-            sum.complete += c.complete;
-            sum.truncated += c.truncated;
-            sum.frames += c.frames;
-            sum.fp_frames += c.fp_frames;
-            sum.unknown_process += c.unknown_process;
-            sum.unknown_mapping += c.unknown_mapping;
-            sum.file_fallbacks += c.file_fallbacks;
-            sum.read_failures += c.read_failures;
-            sum.unsupported += c.unsupported;
-            sum.too_deep += c.too_deep;
-            sum.store_failures += c.store_failures;
-            sum.table_pending += c.table_pending;
-            sum.memo_hits += c.memo_hits;
-            sum.memo_mismatches += c.memo_mismatches;
-            sum.memo_stores += c.memo_stores;
-            sum.busy += c.busy;
-        }
-        Ok(sum)
-    }
-
     /// Loads the table of an open ELF file on this thread, unless known, and keeps it while no
     /// process maps it; true when it has a table.
     fn preload_file(&mut self, file: &File, name: &str) -> bool {
@@ -763,39 +487,4 @@ fn find_program(program: &OsStr) -> Option<PathBuf> {
         .into_iter()
         .map(|candidate| PathBuf::from(std::ffi::OsString::from_vec(candidate)))
         .find(|candidate| candidate.is_file())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A mapping that could not be opened is a failure only while its process still maps it: a
-    /// process that exited between the read of its maps and the open is not.
-    #[test]
-    fn unopened_mappings_of_gone_processes_are_not_failures() {
-        let maps = std::fs::read_to_string("/proc/self/maps").expect("read own maps");
-        let line = maps
-            .lines()
-            .filter_map(parse_maps_line)
-            .find(|line| line.executable && line.inode != 0)
-            .expect("an executable file mapping");
-        let unopened = || {
-            vec![Unopened {
-                start: line.start,
-                end: line.end,
-                inode: line.inode,
-                path: line.path.to_owned(),
-            }]
-        };
-        let mut exited = std::process::Command::new("true")
-            .spawn()
-            .expect("run true");
-        let gone = exited.id();
-        exited.wait().expect("reap true");
-        assert_eq!(still_mapped(std::process::id(), unopened()).len(), 1);
-        assert!(still_mapped(gone, unopened()).is_empty());
-        let mut moved = unopened();
-        moved[0].inode += 1;
-        assert!(still_mapped(std::process::id(), moved).is_empty());
-    }
 }

@@ -1,6 +1,6 @@
 //! Compact unwind tables from an ELF image's CFI (.eh_frame, then .debug_frame for what it does
 //! not cover), parsed with gimli: one rule per address range, sorted, with explicit gaps where no
-//! FDE covers an address. The BPF unwinder binary-searches them (`bpf/unwind.bpf.h`).
+//! FDE covers an address. The BPF unwinder binary-searches them (`bpf/unwind_lookup.bpf.h`).
 
 use super::elf::ElfImage;
 use super::x86_64;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /*
- * Lock workload with known call chains, built by ebpf/tests/it/unwind.rs with
+ * Lock workload with known call chains, built by ebpf/tests/it/unwind/mod.rs with
  * `cc -O2 -fomit-frame-pointer -pthread` (no frame pointers anywhere on the stack, as in Debian's
  * libc). Every chain function is non-inlined and does work after its call, so it keeps a frame:
  *   worker    -> outer    -> inner_lock    -> pthread_mutex_lock

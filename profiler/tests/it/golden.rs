@@ -1,5 +1,5 @@
 //! Golden-file tests of every text output, built from the hand-made demo profile of
-//! `tests/it/common/fixtures.rs`. Run with `LOCKSCOPE_BLESS=1` to rewrite the files under
+//! `tests/it/common/fixtures/mod.rs`. Run with `LOCKSCOPE_BLESS=1` to rewrite the files under
 //! `tests/golden/` after an intended change, then review the diff.
 
 use crate::common;

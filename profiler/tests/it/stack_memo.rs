@@ -1,6 +1,6 @@
-//! The unwinder's per-thread stack memo (`ebpf/src/bpf/unwind.bpf.h`) never answers with a wrong
-//! stack: real workloads recorded with `LOCKSCOPE_STACK_MEMO=verify` (every stack unwound and
-//! compared with the memo's answer) see no difference, and waits that differ only in a return
+//! The unwinder's per-thread stack memo (`ebpf/src/bpf/unwind_memo.bpf.h`) never answers with a
+//! wrong stack: real workloads recorded with `LOCKSCOPE_STACK_MEMO=verify` (every stack unwound
+//! and compared with the memo's answer) see no difference, and waits that differ only in a return
 //! address deep in the stack keep their own stacks. Root with BPF.
 
 use crate::common;

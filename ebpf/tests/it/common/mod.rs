@@ -65,7 +65,7 @@ pub fn is_helper_run(name: &str) -> bool {
 }
 
 /// argv that re-runs this test binary as the helper test `name` (its name without the module's
-/// path, `helper_sleeps` for `probes::helper_sleeps`).
+/// path, `helper_sleeps` for `probes::offcpu::helper_sleeps`).
 pub fn helper_argv(name: &str) -> Vec<OsString> {
     self_run::argv(name)
 }

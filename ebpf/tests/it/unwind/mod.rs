@@ -2,8 +2,10 @@
 //! programs with known call chains (`tests/data/chains.c`, compiled here with
 //! `cc -O2 -fomit-frame-pointer -pthread`, and the `rust_chains` example) are recorded by pid, and
 //! each chain's wait time must be on complete stacks that name, in order, the thread entry, the
-//! chain's functions, the pthread (or std) function and the libc wait frame. The unwinder's
-//! tables follow the traced processes: an exec or an exit frees those no process maps.
+//! chain's functions, the pthread (or std) function and the libc wait frame. Here the chains and
+//! the kinds of program they run in; `perf` compares the functions on the stacks with perf's DWARF
+//! unwinding, and `tables` checks the unwinder's tables: built in the background, cached, pending,
+//! and freed when an exec or an exit leaves no process mapping them.
 //!
 //! These tests need root and a BPF-capable kernel, and a C compiler; elsewhere they print
 //! "skipped: <why>" and return. A chain's waits are told apart by futex word (the programs print
@@ -21,6 +23,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod perf;
+mod tables;
 
 const CHAINS_C: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/chains.c");
 const SIGNAL_C: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/signal.c");
@@ -535,123 +540,6 @@ fn stripped_binaries_unwind_and_fall_back_to_dynsym_then_offsets() {
     assert!(checked > 0, "no mutex waits\n{}", dump_stacks(&profile));
 }
 
-/// Function names as both tools spell them: glibc aliases reduced, symbol versions dropped.
-fn function_key(name: &str) -> String {
-    normalize(name.split('@').next().unwrap_or(name)).to_owned()
-}
-
-/// The functions on user stacks of `perf script` samples taken in a futex wait of the threads
-/// named in `threads` (context-switch samples: one per blocking wait).
-fn perf_functions(script: &str, threads: &[&str]) -> BTreeSet<String> {
-    let mut functions = BTreeSet::new();
-    for sample in script.split("\n\n") {
-        let mut lines = sample.lines().filter(|l| !l.trim().is_empty());
-        let Some(header) = lines.next() else { continue };
-        if !threads.iter().any(|t| header.trim_start().starts_with(t)) {
-            continue;
-        }
-        let frames: Vec<(&str, &str)> = lines
-            .filter_map(|l| {
-                // "\t    addr sym (dso)"
-                let l = l.trim();
-                let (_, rest) = l.split_once(' ')?;
-                let (sym, dso) = rest.rsplit_once(" (")?;
-                Some((sym.trim(), dso.trim_end_matches(')')))
-            })
-            .collect();
-        let in_futex_wait = frames
-            .iter()
-            .any(|(sym, dso)| *dso == "[kernel.kallsyms]" && sym.contains("futex"));
-        if !in_futex_wait {
-            continue;
-        }
-        for (sym, dso) in frames {
-            if dso != "[kernel.kallsyms]" && sym != "[unknown]" {
-                functions.insert(function_key(sym));
-            }
-        }
-    }
-    functions
-}
-
-/// The functions (outer name of each frame, as perf names frames without --inline) on user
-/// stacks of the waits of threads named in `threads` that lasted at least `min_wait`.
-fn lockscope_functions(
-    profile: &Profile,
-    threads: &[&str],
-    min_wait: Duration,
-) -> BTreeSet<String> {
-    profile
-        .waits
-        .iter()
-        .filter(|w| {
-            profile
-                .thread_name(w.pid, w.tid)
-                .is_some_and(|n| threads.contains(&n))
-        })
-        .filter(|w| w.stats.max_ns >= min_wait.as_nanos() as u64)
-        .filter_map(|w| profile.stack(w.user_stack))
-        .flat_map(|s| &s.frames)
-        .filter_map(|f| f.function.as_deref())
-        .map(function_key)
-        .collect()
-}
-
-/// The functions on lockscope's stacks of the C chains are those on `perf record --call-graph
-/// dwarf` stacks of the same run (perf from Debian's linux-perf, sampling every context switch,
-/// so every wait that blocked): every function of a wait long enough to have surely blocked is
-/// in perf's set, and every function in perf's set is in lockscope's.
-#[test]
-#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
-fn functions_match_perf_dwarf_unwinding() {
-    require_bpf!(skip_reason());
-    if Command::new("perf").arg("--version").output().is_err() {
-        eprintln!("skipped: perf not installed (Debian: linux-perf)");
-        return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let binary = dir.path().join("chains");
-    compile(CHAINS_C, &binary, &[]);
-    let perf_data = dir.path().join("perf.data");
-    let workload = Workload::start(
-        Command::new("perf")
-            .args(["record", "-q", "-e", "context-switches", "-c", "1"])
-            .args(["--call-graph", "dwarf", "-o"])
-            .arg(&perf_data)
-            .arg("--")
-            .arg(&binary)
-            .args(["--wait-for-stdin", "20"]),
-    );
-    let (profile, _workload, _) = workload.record();
-    let script = Command::new("perf")
-        .args(["script", "--no-inline", "-F", "comm,tid,ip,sym,dso", "-i"])
-        .arg(&perf_data)
-        .output()
-        .expect("perf script");
-    assert!(script.status.success(), "perf script failed");
-    let script = String::from_utf8_lossy(&script.stdout);
-    let threads = ["mutex-worker", "rw-worker", "cv-worker"];
-    let perf = perf_functions(&script, &threads);
-    let blocked = lockscope_functions(&profile, &threads, Duration::from_millis(1));
-    let all = lockscope_functions(&profile, &threads, Duration::ZERO);
-    eprintln!("perf: {perf:?}\nlockscope (waits >= 1 ms): {blocked:?}\nlockscope (all): {all:?}");
-    assert!(
-        perf.contains("inner_lock") && perf.contains("start_thread"),
-        "perf: {perf:?}"
-    );
-    assert!(
-        blocked.is_subset(&perf),
-        "lockscope functions perf does not see: {:?}",
-        blocked.difference(&perf).collect::<Vec<_>>()
-    );
-    assert!(
-        perf.is_subset(&all),
-        "perf functions lockscope does not see: {:?}",
-        perf.difference(&all).collect::<Vec<_>>()
-    );
-}
-
 /// Path of an example of this package, built by `cargo test` next to the test binaries.
 fn example_path(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
@@ -661,182 +549,4 @@ fn example_path(name: &str) -> PathBuf {
         .unwrap()
         .join("examples")
         .join(name)
-}
-
-/// Unwinding options with tables built in the background (as `lockscope record` does).
-fn background(cache: Option<&Path>, builder_threads: Option<usize>) -> UnwindOptions {
-    let mut unwind = UnwindOptions::default();
-    unwind.background = true;
-    unwind.cache_dir = cache.map(Path::to_path_buf);
-    unwind.builder_threads = builder_threads;
-    unwind
-}
-
-/// With tables built in the background and a cache: the chains unwind completely (the
-/// executable's and libc's tables are ready before the attach), the first attach builds and
-/// caches every table, and a second attach to the same program takes every one from the cache.
-#[test]
-#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
-fn background_tables_and_cache_reuse() {
-    require_bpf!(skip_reason());
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let binary = dir.path().join("chains");
-    compile(CHAINS_C, &binary, &[]);
-    let cache = dir.path().join("cache");
-    let mut runs = Vec::new();
-    for _ in 0..2 {
-        let workload = Workload::start(Command::new(&binary).args(["--wait-for-stdin", "20"]));
-        let (profile, workload, stats) = workload.record_with(background(Some(&cache), None));
-        assert_c_chains(&profile, &workload);
-        assert_eq!(stats.table_pending, 0, "{stats:?}");
-        runs.push(stats);
-    }
-    let names = |stats: &UnwindStats, cached: bool| -> BTreeSet<String> {
-        stats
-            .table_builds
-            .iter()
-            .filter(|b| b.cached == cached)
-            .map(|b| b.name.clone())
-            .collect()
-    };
-    let first_built = names(&runs[0], false);
-    assert!(
-        first_built.iter().any(|n| n.contains("/libc.so")),
-        "{:?}",
-        runs[0].table_builds
-    );
-    assert!(first_built.iter().any(|n| n.ends_with("/chains")));
-    assert!(
-        names(&runs[1], false).is_empty(),
-        "{:?}",
-        runs[1].table_builds
-    );
-    let second_cached = names(&runs[1], true);
-    for file in first_built.iter().filter(|n| n.starts_with('/')) {
-        assert!(second_cached.contains(file), "{file} not from the cache");
-    }
-    assert!(std::fs::read_dir(&cache).unwrap().count() >= 2);
-}
-
-/// A mapping whose table is still being built (here: never, without builder threads) cuts the
-/// stack at its frame, flagged and counted, instead of walking on by frame pointer: the plugin's
-/// waits end at plugin_lock, none shows the callers beyond it, and the chains through the
-/// executable and libc alone (built before the attach) stay complete.
-#[test]
-#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
-fn pending_table_cuts_stack_and_counts_it() {
-    require_bpf!(skip_reason());
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let workload = start_chains_with_plugin(dir.path(), "50");
-    let (profile, workload, stats) = workload.record_with(background(None, Some(0)));
-    assert!(stats.table_pending > 0, "{stats:?}");
-    assert!(stats.truncated >= stats.table_pending, "{stats:?}");
-    assert!(stats.tables_pending >= 1, "{stats:?}");
-    let mutex = workload.lock("mutex");
-    let mut through_plugin = 0;
-    for wait in &profile.waits {
-        if !(mutex.0..mutex.1).contains(&wait.object) {
-            continue;
-        }
-        let Some(stack) = profile.stack(wait.user_stack) else {
-            continue;
-        };
-        let names: Vec<String> = stack
-            .frames
-            .iter()
-            .flat_map(|f| f.names_outermost_first())
-            .collect();
-        assert!(
-            stack.truncated,
-            "complete through a pending table: {names:?}"
-        );
-        assert!(
-            !names
-                .iter()
-                .any(|n| matches(n, "inner_lock") || matches(n, "worker")),
-            "frames beyond the pending mapping: {names:?}"
-        );
-        if names.iter().any(|n| matches(n, "plugin_lock")) {
-            through_plugin += wait.stats.total_ns;
-        }
-    }
-    assert!(through_plugin > 0, "{}", dump_stacks(&profile));
-    assert_chain(
-        &profile,
-        "condvar chain",
-        workload.lock("cond"),
-        CONDVAR_CHAIN,
-    );
-}
-
-/// Polls `recorder` (which refreshes the traced processes' tables) until its unwinder's stats
-/// satisfy `done`; panics after 10 s.
-fn poll_until(recorder: &mut Recorder, done: impl Fn(&UnwindStats) -> bool) -> UnwindStats {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        recorder.poll().expect("poll");
-        let stats = recorder.unwind_stats().expect("unwind stats").unwrap();
-        if done(&stats) {
-            return stats;
-        }
-        assert!(Instant::now() < deadline, "timed out: {stats:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Rows of the tables built for files whose path ends with `suffix`.
-fn rows_of(stats: &UnwindStats, suffix: &str) -> u32 {
-    stats
-        .table_builds
-        .iter()
-        .filter(|build| build.name.ends_with(suffix))
-        .map(|build| build.rows)
-        .sum()
-}
-
-/// A traced process that execs gives back its old image's table (the shell's rows are freed,
-/// the new program's loaded; libc, ld.so and the vDSO stay), and once it is gone every table it
-/// held is freed: nothing it mapped stays in the BPF arrays.
-#[test]
-#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
-fn exec_and_exit_free_the_tables_no_process_maps() {
-    require_bpf!();
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let mut child = Command::new("/bin/sh")
-        .args(["-c", "read line; exec sleep 30"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The shell runs: spawn returns once exec succeeded.
-    let mut recorder =
-        Recorder::start(RecordOptions::new(Target::pid(child.id()))).expect("start recorder");
-    let before = recorder.unwind_stats().unwrap().unwrap();
-    let shell_rows = rows_of(&before, "/dash") + rows_of(&before, "/bash");
-    assert!(shell_rows > 0, "{before:?}");
-    child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
-    // The refresh takes the maps as they are when it reads them: one read in the middle of the
-    // exec (CI saw it once) holds `sleep` alone, and a process asleep misses no stack that
-    // would refresh it again. Let the exec and the dynamic loader finish first.
-    let maps = format!("/proc/{}/maps", child.id());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !std::fs::read_to_string(&maps)
-        .is_ok_and(|m| m.contains("/sleep") && m.contains("libc.so"))
-    {
-        assert!(Instant::now() < deadline, "sleep did not load libc");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let after = poll_until(&mut recorder, |stats| rows_of(stats, "/sleep") > 0);
-    assert_eq!(
-        after.rows_used,
-        before.rows_used - shell_rows + rows_of(&after, "/sleep"),
-        "before: {before:?}\nafter: {after:?}"
-    );
-    assert_eq!(after.tables, before.tables, "{after:?}");
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let gone = poll_until(&mut recorder, |stats| stats.tables == 0);
-    assert_eq!(gone.rows_used, 0, "{gone:?}");
-    assert!(gone.rows_capacity > 0, "{gone:?}");
 }

@@ -1,0 +1,321 @@
+//! The offcpu probe on real processes: a sleep, each sleep path's kernel stack, run-queue delay,
+//! threads that never run.
+
+use super::*;
+
+/// A thread sleeping 500 ms in clock_nanosleep shows ~500 ms off-CPU in that state with its
+/// kernel stack, and in its breakdown as `sleep`; every thread's breakdown adds up.
+#[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
+fn offcpu_shows_a_sleep() {
+    require_bpf!();
+    let profile = record("helper_sleeps", &["offcpu"]);
+    let sleeps = records(&profile, "offcpu", "sleeping in clock_nanosleep");
+    let long: Vec<_> = sleeps
+        .iter()
+        .filter(|r| r.stats.max_ns >= SLEEP.as_nanos() as u64)
+        .collect();
+    assert_eq!(long.len(), 1, "{sleeps:#?}");
+    let sleep = long[0];
+    assert!(
+        sleep.stats.max_ns < SLEEP.as_nanos() as u64 + 100_000_000,
+        "{sleep:?}"
+    );
+    let stack = profile.stack(sleep.kernel_stack).expect("kernel stack");
+    let names: Vec<String> = stack.frames.iter().map(|f| f.display_name()).collect();
+    assert!(
+        names.iter().any(|n| n.contains("nanosleep")),
+        "kernel stack {names:?}"
+    );
+    let thread = profile
+        .thread_times
+        .iter()
+        .find(|t| t.tid == sleep.tid)
+        .expect("sleeper's times");
+    assert!(
+        thread.ns(TimeClass::Sleep) >= SLEEP.as_nanos() as u64,
+        "{thread:?}"
+    );
+    // Who ended each sleep: the sleeper's timer expired in interrupt context (an hrtimer
+    // callback: `current` there is whatever thread it landed on, never the waker), and the main
+    // thread, joining, was woken by the sleeper's exit, a thread of the program.
+    let woken =
+        |t: &lockscope_probes::ThreadTime, by: WokenBy| t.woken_ns.get(&by).copied().unwrap_or(0);
+    assert!(
+        woken(thread, WokenBy::Interrupt) >= SLEEP.as_nanos() as u64,
+        "the timer's wakeup is not an interrupt's: {thread:?}"
+    );
+    // The process lives through (almost) the whole recording.
+    let main = profile
+        .thread_times
+        .iter()
+        .find(|t| t.tid == profile.metadata.target.pid)
+        .expect("main thread");
+    assert!(
+        main.wall_ns * 100 >= profile.metadata.duration_ns * 90,
+        "{main:?} vs {} ns",
+        profile.metadata.duration_ns
+    );
+    assert!(
+        woken(main, WokenBy::Program) * 10 >= SLEEP.as_nanos() as u64 * 9,
+        "the join's wakeup is not the program's: {main:?}"
+    );
+}
+
+/// Each kind of sleep keeps the kernel stack of its own path, although offcpu walks a fixed path
+/// once and reuses it: a futex wait and a PI futex lock (two commands of one system call), a
+/// poll, a clock_nanosleep and a pipe read, each slept PATH_SLEEPS times by its own function,
+/// show their own kernel functions and none of the others'.
+#[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
+fn offcpu_kernel_stacks_follow_each_sleep_path() {
+    require_bpf!();
+    let profile = record("helper_sleep_paths", &["offcpu"]);
+    // (the sleeping function, the kernel function its path must show, the other paths' ones)
+    let paths = [
+        ("sleep_in_futex_wait", "futex_wait"),
+        ("sleep_in_futex_lock_pi", "futex_lock_pi"),
+        ("sleep_in_poll", "do_sys_poll"),
+        ("sleep_in_nanosleep", "nanosleep"),
+        ("sleep_in_pipe_read", "pipe_read"),
+    ];
+    for (function, kernel_function) in paths {
+        let sleeps: Vec<&WaitRecord> = profile
+            .waits
+            .iter()
+            .filter(|w| w.probe == "offcpu" && w.operation.starts_with("sleeping in "))
+            .filter(|w| {
+                profile
+                    .stack(w.user_stack)
+                    .is_some_and(|s| s.frames.iter().any(|f| f.display_name().contains(function)))
+            })
+            .collect();
+        assert!(
+            count(&sleeps) >= PATH_SLEEPS,
+            "{function}: {} sleeps recorded: {sleeps:#?}",
+            count(&sleeps)
+        );
+        for sleep in sleeps {
+            let names: Vec<String> = profile
+                .stack(sleep.kernel_stack)
+                .unwrap_or_else(|| panic!("{function}: no kernel stack: {sleep:?}"))
+                .frames
+                .iter()
+                .map(|f| f.display_name())
+                .collect();
+            assert!(
+                names.iter().any(|n| n.contains(kernel_function)),
+                "{function}: kernel stack {names:?}"
+            );
+            for (_, other) in paths.iter().filter(|(_, k)| *k != kernel_function) {
+                assert!(
+                    !names.iter().any(|n| n.contains(other)),
+                    "{function}: kernel stack {names:?} shows {other}"
+                );
+            }
+        }
+    }
+}
+
+/// Two CPU hogs pinned to one CPU wait for it in turn: each spends a large share of its wall time
+/// in the run queue, preempted.
+#[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
+fn offcpu_shows_run_queue_delay() {
+    require_bpf!();
+    let profile = record("helper_pinned_hogs", &["offcpu"]);
+    assert_breakdown_adds_up(&profile);
+    // The hogs never sleep: on a CPU or waiting for one all along (however busy the machine).
+    let hogs: Vec<_> = profile
+        .thread_times
+        .iter()
+        .filter(|t| {
+            let runnable = t.ns(TimeClass::OnCpu) + t.ns(TimeClass::RunQueue);
+            t.wall_ns >= SPIN.as_nanos() as u64 / 2 && runnable * 10 >= t.wall_ns * 9
+        })
+        .collect();
+    assert!(hogs.len() >= 2, "{:#?}", profile.thread_times);
+    for hog in hogs {
+        let run_queue = hog.ns(TimeClass::RunQueue);
+        assert!(run_queue * 5 >= hog.wall_ns, "{hog:?}");
+        assert!(hog.involuntary_switches > 0, "{hog:?}");
+    }
+    assert!(!records(&profile, "offcpu", "preempted").is_empty());
+}
+
+/// Workload: a thread sleeps SLEEP.
+#[test]
+#[ignore = "helper process of offcpu_shows_a_sleep"]
+fn helper_sleeps() {
+    if !is_helper_run("helper_sleeps") {
+        return;
+    }
+    std::thread::spawn(|| std::thread::sleep(SLEEP))
+        .join()
+        .expect("join");
+}
+
+/// How many times the sleep-path workload sleeps in each path, and how long each sleep lasts.
+const PATH_SLEEPS: u64 = 3;
+const PATH_SLEEP: Duration = Duration::from_millis(30);
+
+#[inline(never)]
+fn sleep_in_futex_wait(word: &AtomicU32) {
+    // A relative timed wait on a word nobody wakes: it times out.
+    futex(
+        word,
+        libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+        0,
+        &timespec(PATH_SLEEP),
+        0,
+    );
+}
+
+#[inline(never)]
+fn sleep_in_futex_lock_pi(word: &AtomicU32) {
+    // The word names a live thread as its owner: the lock blocks until its (absolute) timeout.
+    let rc = futex(
+        word,
+        libc::FUTEX_LOCK_PI | libc::FUTEX_PRIVATE_FLAG,
+        0,
+        &deadline(libc::CLOCK_REALTIME, PATH_SLEEP),
+        0,
+    );
+    assert_eq!(rc, -1, "FUTEX_LOCK_PI of a held word returned");
+}
+
+#[inline(never)]
+fn sleep_in_poll() {
+    // SAFETY: no descriptors: poll only sleeps for its timeout.
+    unsafe { libc::poll(std::ptr::null_mut(), 0, PATH_SLEEP.as_millis() as i32) };
+}
+
+#[inline(never)]
+fn sleep_in_nanosleep() {
+    let request = timespec(PATH_SLEEP);
+    // SAFETY: `request` is a valid timespec; no remainder is asked for.
+    unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, 0, &request, std::ptr::null_mut()) };
+}
+
+#[inline(never)]
+fn sleep_in_pipe_read(read_end: &mut std::io::PipeReader) {
+    let mut byte = [0u8; 1];
+    read_end.read_exact(&mut byte).expect("read the pipe");
+}
+
+/// Workload: a thread sleeps PATH_SLEEPS times in each of a futex wait, a PI futex lock held by
+/// another thread, a poll, a clock_nanosleep and a pipe read (a byte written PATH_SLEEP later),
+/// each from its own function.
+#[test]
+#[ignore = "helper process of offcpu_kernel_stacks_follow_each_sleep_path"]
+fn helper_sleep_paths() {
+    if !is_helper_run("helper_sleep_paths") {
+        return;
+    }
+    let wait_word = AtomicU32::new(0);
+    let pi_word = std::sync::Arc::new(AtomicU32::new(0));
+    let (owner_ready, owner_named) = std::sync::mpsc::channel();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let owner = {
+        let pi_word = pi_word.clone();
+        std::thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            let tid = unsafe { libc::gettid() } as u32;
+            pi_word.store(tid, Ordering::SeqCst);
+            owner_ready.send(()).expect("owner named");
+            released.recv().ok();
+        })
+    };
+    owner_named.recv().expect("owner named");
+    let (mut read_end, mut write_end) = std::io::pipe().expect("pipe");
+    let (ask, asked) = std::sync::mpsc::channel::<()>();
+    // Writes a byte PATH_SLEEP after each request, so that each read finds the pipe empty.
+    let writer = std::thread::spawn(move || {
+        for () in asked {
+            std::thread::sleep(PATH_SLEEP);
+            write_end.write_all(b"x").expect("write the pipe");
+        }
+    });
+    for _ in 0..PATH_SLEEPS {
+        sleep_in_futex_wait(&wait_word);
+        sleep_in_futex_lock_pi(&pi_word);
+        sleep_in_poll();
+        sleep_in_nanosleep();
+        ask.send(()).expect("ask the writer");
+        sleep_in_pipe_read(&mut read_end);
+    }
+    drop(ask);
+    writer.join().expect("writer");
+    release.send(()).expect("release the owner");
+    owner.join().expect("owner");
+}
+
+/// Pins the calling thread to CPU 0.
+fn pin_to_cpu0() {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: 0 is within the set.
+    unsafe { libc::CPU_SET(0, &mut set) };
+    // SAFETY: `set` is a valid cpu_set_t of the given size; 0 is the calling thread.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
+    assert_eq!(rc, 0, "sched_setaffinity");
+}
+
+/// Workload: two threads spin on CPU 0 for SPIN each.
+#[test]
+#[ignore = "helper process of offcpu_shows_run_queue_delay"]
+fn helper_pinned_hogs() {
+    if !is_helper_run("helper_pinned_hogs") {
+        return;
+    }
+    let hogs: Vec<_> = (0..2)
+        .map(|_| {
+            std::thread::spawn(|| {
+                pin_to_cpu0();
+                let start = Instant::now();
+                let mut n = 0u64;
+                while start.elapsed() < SPIN {
+                    n = std::hint::black_box(n.wrapping_add(1));
+                }
+                n
+            })
+        })
+        .collect();
+    for hog in hogs {
+        hog.join().expect("join");
+    }
+}
+
+/// A thread asleep for the whole recording (it never runs, so no scheduler event names it) still
+/// gets its breakdown, classed by the system call it is blocked in.
+#[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
+fn offcpu_accounts_threads_that_never_run() {
+    require_bpf!();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .expect("spawn sleep");
+    // Let it reach its nanosleep.
+    std::thread::sleep(Duration::from_millis(100));
+    let mut options = RecordOptions::new(Target::pid(sleeper.id()));
+    options.probes = vec!["offcpu".to_string()];
+    let mut recorder = Recorder::start(options).expect("start");
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(300) {
+        recorder.poll().expect("poll");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let profile = recorder.finish("duration elapsed").expect("finish");
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    let time = profile
+        .thread_times
+        .iter()
+        .find(|t| t.tid == sleeper.id())
+        .expect("the sleeper's times");
+    assert!(time.wall_ns >= 250_000_000, "{time:?}");
+    assert_eq!(time.ns(TimeClass::Sleep), time.wall_ns, "{time:?}");
+    assert_eq!(profile.thread_name(time.pid, time.tid), Some("sleep"));
+}

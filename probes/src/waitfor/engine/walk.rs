@@ -1,0 +1,241 @@
+//! One interval's analysis: blames each nanosecond of a thread's wait on what the threads it
+//! waited for did meanwhile, following wakeups from thread to thread (to a depth limit) through
+//! their timelines until a root: a thread on a CPU, blocked, runnable, in a cycle or unknown.
+
+use super::blames::{Blames, RootKey};
+use super::{EngineLimits, HashMap, IntervalKind, RawWait};
+use crate::waitfor::timeline::{Piece, Stored, Timeline};
+use crate::waitfor::{RootKind, SampleRole, ThreadRef, WaitPart, WokenBy};
+use std::hash::Hash;
+
+/// One interval's analysis: reads the timelines, adds to the blame.
+pub(super) struct Walk<'a, S> {
+    pub(super) threads: &'a HashMap<u32, Timeline<S>>,
+    pub(super) limits: EngineLimits,
+    pub(super) blames: &'a mut Blames<S>,
+    pub(super) names: &'a [String],
+}
+
+impl<S: Copy + Eq + Hash> Walk<'_, S> {
+    /// Blames every nanosecond of `interval` of `thread`.
+    pub(super) fn interval(&mut self, thread: ThreadRef, interval: &Stored<S>) {
+        let runnable_from = match interval.kind {
+            IntervalKind::Sleep => {
+                let side = RawWait {
+                    thread,
+                    part: WaitPart::Asleep,
+                    call: interval.call,
+                    object: interval.object,
+                    user_stack: interval.user_stack,
+                    kernel_stack: interval.kernel_stack,
+                    woken_by: interval.woken_by,
+                    waker: interval
+                        .waker
+                        .filter(|_| interval.woken_by == Some(WokenBy::Program)),
+                };
+                let mut chain = vec![(thread, interval.user_stack)];
+                self.asleep(
+                    &side,
+                    thread,
+                    interval,
+                    interval.start,
+                    interval.wakeup,
+                    0,
+                    &mut chain,
+                );
+                interval.wakeup
+            }
+            IntervalKind::Preempted | IntervalKind::New => interval.start,
+        };
+        let side = RawWait {
+            thread,
+            part: WaitPart::Runnable,
+            call: interval.call,
+            object: interval.object,
+            user_stack: interval.user_stack,
+            kernel_stack: None,
+            woken_by: None,
+            waker: None,
+        };
+        self.sample_holder(interval, runnable_from, interval.end);
+        let root = self.saturation_root(thread, interval);
+        let chain = [(thread, interval.user_stack)];
+        self.blames.add(
+            side,
+            root,
+            0,
+            &chain,
+            self.names,
+            interval.end - runnable_from,
+        );
+    }
+
+    /// Counts what the holder of the CPU a thread waited for in `[from, to)` of `interval` ran
+    /// then, where it is a thread of the program the cpu probe sampled.
+    fn sample_holder(&mut self, interval: &Stored<S>, from: u64, to: u64) {
+        let Some(holder) = interval.holder.filter(|h| h.tid != 0) else {
+            return;
+        };
+        let Some(timeline) = self.threads.get(&holder.tid) else {
+            return;
+        };
+        for sample in timeline.samples_in(from, to) {
+            *self
+                .blames
+                .sampled
+                .entry((SampleRole::Holder, holder, None, sample))
+                .or_insert(0) += 1;
+        }
+    }
+
+    /// `thread` runnable in `interval`: the CPUs were busy (with the thread that gave it the CPU
+    /// back, at the end).
+    fn saturation_root(&self, thread: ThreadRef, interval: &Stored<S>) -> RootKey<S> {
+        RootKey {
+            holder: interval.holder,
+            holder_name: interval.holder_name,
+            ..Self::simple_root(RootKind::CpuSaturation, thread, interval.user_stack)
+        }
+    }
+
+    fn simple_root(kind: RootKind, thread: ThreadRef, user_stack: Option<S>) -> RootKey<S> {
+        RootKey {
+            kind,
+            thread,
+            call: -1,
+            user_stack,
+            kernel_stack: None,
+            woken_by: None,
+            waker_name: None,
+            holder: None,
+            holder_name: None,
+        }
+    }
+
+    /// Blames `[from, to)` of `sleeper`'s sleep `interval` (at `depth` from the waiting thread):
+    /// to what its waker did meanwhile when a thread of the program woke it, else to the sleep.
+    #[allow(clippy::too_many_arguments)]
+    fn asleep(
+        &mut self,
+        side: &RawWait<S>,
+        sleeper: ThreadRef,
+        interval: &Stored<S>,
+        from: u64,
+        to: u64,
+        depth: u32,
+        chain: &mut Vec<(ThreadRef, Option<S>)>,
+    ) {
+        match interval.waker {
+            Some(waker) if interval.woken_by == Some(WokenBy::Program) => {
+                self.follow(
+                    side,
+                    waker,
+                    from,
+                    to,
+                    depth + 1,
+                    interval.waker_user_stack,
+                    chain,
+                );
+            }
+            _ => {
+                let root = RootKey {
+                    kind: RootKind::Blocked,
+                    thread: sleeper,
+                    call: interval.call,
+                    user_stack: interval.user_stack,
+                    kernel_stack: interval.kernel_stack,
+                    woken_by: interval.woken_by,
+                    waker_name: interval.waker_name,
+                    holder: None,
+                    holder_name: None,
+                };
+                self.blames
+                    .add(*side, root, depth, chain, self.names, to - from);
+            }
+        }
+    }
+
+    /// Blames `[from, to)` to what `thread` did then, `depth` threads from the waiting one;
+    /// `woke_at` is its user stack where it ended the sleep that led here (at `to`).
+    #[allow(clippy::too_many_arguments)]
+    fn follow(
+        &mut self,
+        side: &RawWait<S>,
+        thread: ThreadRef,
+        from: u64,
+        to: u64,
+        depth: u32,
+        woke_at: Option<S>,
+        chain: &mut Vec<(ThreadRef, Option<S>)>,
+    ) {
+        if from >= to {
+            return;
+        }
+        if chain.iter().any(|(t, _)| t.tid == thread.tid) {
+            chain.push((thread, None));
+            let root = Self::simple_root(RootKind::Cycle, thread, woke_at);
+            self.blames
+                .add(*side, root, depth, chain, self.names, to - from);
+            chain.pop();
+            return;
+        }
+        if depth > self.limits.max_depth {
+            chain.push((thread, None));
+            let root = Self::simple_root(RootKind::DepthLimit, thread, woke_at);
+            self.blames
+                .add(*side, root, depth, chain, self.names, to - from);
+            chain.pop();
+            return;
+        }
+        let Some(timeline) = self.threads.get(&thread.tid) else {
+            // Never switched during the recording: on a CPU all along.
+            chain.push((thread, None));
+            let root = Self::simple_root(RootKind::Cpu, thread, woke_at);
+            self.blames
+                .add(*side, root, depth, chain, self.names, to - from);
+            chain.pop();
+            return;
+        };
+        for (start, end, piece) in timeline.pieces(from, to) {
+            match piece {
+                Piece::Unknown => {
+                    chain.push((thread, None));
+                    let root = Self::simple_root(RootKind::Unknown, thread, None);
+                    self.blames
+                        .add(*side, root, depth, chain, self.names, end - start);
+                    chain.pop();
+                }
+                Piece::OnCpu { next } => {
+                    // The stack where this stretch of running ended: its next switch-out, or
+                    // the wakeup that led here; and what it ran meanwhile, where sampled.
+                    let stack = next.map_or(woke_at, |n| n.user_stack);
+                    for sample in timeline.samples_in(start, end) {
+                        *self
+                            .blames
+                            .sampled
+                            .entry((SampleRole::Root, thread, stack, sample))
+                            .or_insert(0) += 1;
+                    }
+                    chain.push((thread, None));
+                    let root = Self::simple_root(RootKind::Cpu, thread, stack);
+                    self.blames
+                        .add(*side, root, depth, chain, self.names, end - start);
+                    chain.pop();
+                }
+                Piece::Runnable { interval } => {
+                    chain.push((thread, interval.user_stack));
+                    self.sample_holder(interval, start, end);
+                    let root = self.saturation_root(thread, interval);
+                    self.blames
+                        .add(*side, root, depth, chain, self.names, end - start);
+                    chain.pop();
+                }
+                Piece::Asleep { interval } => {
+                    chain.push((thread, interval.user_stack));
+                    self.asleep(side, thread, interval, start, end, depth, chain);
+                    chain.pop();
+                }
+            }
+        }
+    }
+}
