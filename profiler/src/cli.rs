@@ -279,10 +279,10 @@ pub fn parse_duration(text: &str) -> Result<Duration> {
 
 impl WeightArg {
     /// The library's weight.
-    pub fn into_weight(self) -> lockscope::analysis::fold::Weight {
+    pub fn into_weight(self) -> lockscope::analysis::measure::Weight {
         match self {
-            WeightArg::Ns => lockscope::analysis::fold::Weight::Nanoseconds,
-            WeightArg::Count => lockscope::analysis::fold::Weight::Count,
+            WeightArg::Ns => lockscope::analysis::measure::Weight::Nanoseconds,
+            WeightArg::Count => lockscope::analysis::measure::Weight::Count,
         }
     }
 }
@@ -301,8 +301,8 @@ impl FoldArgs {
         let counted = profile.waits.iter().any(|w| w.stats.count > 0);
         options.weight = match self.weight {
             Some(weight) => weight.into_weight(),
-            None if !timed && counted => lockscope::analysis::fold::Weight::Count,
-            None => lockscope::analysis::fold::Weight::Nanoseconds,
+            None if !timed && counted => lockscope::analysis::measure::Weight::Count,
+            None => lockscope::analysis::measure::Weight::Nanoseconds,
         };
         options.probe = self.probe.clone();
         options.kernel_stacks = self.kernel_stacks;
@@ -311,7 +311,7 @@ impl FoldArgs {
             if matches!(self.weight, Some(WeightArg::Count)) {
                 bail!("--wall weighs by time: samples and intervals do not count alike");
             }
-            options.weight = lockscope::analysis::fold::Weight::Nanoseconds;
+            options.weight = lockscope::analysis::measure::Weight::Nanoseconds;
             options.wall = true;
         }
         Ok(options)

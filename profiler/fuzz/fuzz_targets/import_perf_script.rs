@@ -4,7 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use lockscope::analysis::fold::{folded_lines, FoldOptions, Weight};
+use lockscope::analysis::fold::{folded_lines, FoldOptions};
+use lockscope::analysis::measure::Weight;
 use lockscope::import::{import, ImportFormat, ImportOptions};
 
 fuzz_target!(|data: &[u8]| {

@@ -4,6 +4,8 @@
 //! - [`fold`]: folded stacks (Brendan Gregg's format), the common input of flamegraph tools, and
 //!   the conventions they share (what is folded, how frames are sanitized, what a value
 //!   measures);
+//! - [`measure`]: what a folded value measures (a weight, and waits or what else the records
+//!   hold), as every output labels it;
 //! - [`wakeup`]: who-woke-whom chains as folded stacks;
 //! - [`canonical`]: canonical stacks, sites and thread groups, OS-neutral so that profiles from
 //!   different kernels line up frame by frame (diffs, sweeps, the HTML page);
@@ -12,5 +14,6 @@
 
 pub mod canonical;
 pub mod fold;
+pub mod measure;
 pub mod processes;
 pub mod wakeup;

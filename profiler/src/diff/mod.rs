@@ -35,7 +35,8 @@ pub(crate) use value::{build_diff, Diff, SideValues, StackDiff};
 pub use value::{write_diff_json, DIFF_JSON_VERSION};
 
 use crate::analysis::canonical::{canonical_stacks_at, site_depth, SiteDepth};
-use crate::analysis::fold::{Measure, NO_USER_STACK};
+use crate::analysis::fold::NO_USER_STACK;
+use crate::analysis::measure::Measure;
 use crate::render::units::format_ns;
 use lockscope_probes::{AttachStatus, Profile, StackWalk, WaitStats};
 use std::collections::BTreeSet;

@@ -2,7 +2,7 @@
 //! stack), each side's statistics and normalized value, ranked by the absolute change.
 
 use super::{diff_measure, measured_value, Normalization};
-use crate::analysis::fold::Measure;
+use crate::analysis::measure::Measure;
 use crate::render::units::share;
 use lockscope_probes::{Profile, WaitRecord, WaitStats};
 use std::cmp::Reverse;

@@ -3,7 +3,7 @@
 use super::rows::{grouped, rank_by_change, SideRow};
 use super::{diff_measure, measured, mismatches, DiffError, DiffOptions};
 use crate::analysis::canonical::{canonical_site, canonical_thread, site_depth};
-use crate::analysis::fold::Measure;
+use crate::analysis::measure::Measure;
 use crate::analysis::processes::{command_groups, command_of};
 use crate::render::units::{format_fraction, format_normalized, format_ns, format_unix_ns};
 use lockscope_probes::{Profile, WaitStats};

@@ -20,9 +20,8 @@
 //!   with period 1, and comments naming lockscope and the target command.
 
 use super::ExportError;
-use crate::analysis::fold::{
-    check_probe, selected, FoldError, FoldOptions, Measure, NO_USER_STACK,
-};
+use crate::analysis::fold::{check_probe, selected, FoldError, FoldOptions, NO_USER_STACK};
+use crate::analysis::measure::Measure;
 use flate2::write::GzEncoder;
 use lockscope_probes::{Frame, Profile, WaitRecord};
 use std::collections::HashMap;

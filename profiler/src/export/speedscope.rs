@@ -11,7 +11,8 @@
 //! so speedscope shows the same stacks as the flamegraph. `docs/EXPORTS.md` has an example.
 
 use super::ExportError;
-use crate::analysis::fold::{check_probe, folded_lines, FoldOptions, Measure, Weight};
+use crate::analysis::fold::{check_probe, folded_lines, FoldOptions};
+use crate::analysis::measure::{Measure, Weight};
 use lockscope_probes::Profile;
 use serde::Serialize;
 use std::collections::HashMap;

@@ -66,7 +66,7 @@ use self::summary::{
     sweep_summary, thread_group_bars,
 };
 use self::sweep::{knee_pair, level_anchor, levels_section, sweep_section};
-use crate::analysis::fold::Measure;
+use crate::analysis::measure::Measure;
 use crate::render::svg::xml_escape;
 use crate::sweep::Sweep;
 use lockscope_probes::{error_chain, FormatError, Profile};

@@ -3,7 +3,7 @@
 use super::page::iframe_svg;
 use super::report::report_tables;
 use super::{error_chain, HtmlOptions};
-use crate::analysis::fold::{Measure, Weight};
+use crate::analysis::measure::{Measure, Weight};
 use crate::render::flamegraph::{write_flamegraph, FlamegraphOptions};
 use crate::render::svg::xml_escape;
 use crate::render::units::{format_ns, format_unix_ns};

@@ -3,7 +3,7 @@
 
 use super::diff::{diff_change, diff_unit_header, diff_value, growing_stacks};
 use super::page::breakdown_bars;
-use crate::analysis::fold::Measure;
+use crate::analysis::measure::Measure;
 use crate::diff::Diff;
 use crate::render::svg::{time_bars_svg, xml_escape, TimeBar};
 use crate::render::units::{format_fraction, format_ns, format_threads};

@@ -7,9 +7,8 @@
 //! FlameGraph's warm colors; the wall-clock view (`--wall`) draws on-CPU samples and off-CPU
 //! intervals together, each leaf marked with what the thread was doing.
 
-use crate::analysis::fold::{
-    check_probe, check_wall, folded_lines, FoldError, FoldOptions, Measure,
-};
+use crate::analysis::fold::{check_probe, check_wall, folded_lines, FoldError, FoldOptions};
+use crate::analysis::measure::Measure;
 use crate::render::units::format_ns;
 use inferno::flamegraph::color::{BasicPalette, MultiPalette, Palette};
 use lockscope_probes::{catalog, Profile};

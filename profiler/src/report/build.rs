@@ -12,7 +12,7 @@ use super::model::{
 use super::sections::Sections;
 use super::text::plural;
 use super::{GroupBy, ReportOptions, REPORT_JSON_VERSION};
-use crate::analysis::fold::Measure;
+use crate::analysis::measure::Measure;
 use crate::render::units::{format_ns, share};
 use lockscope_probes::catalog;
 use lockscope_probes::overlap::Merged;

@@ -6,7 +6,7 @@
 
 use super::coverage::Coverage;
 use super::sections::Sections;
-use crate::analysis::fold::Measure;
+use crate::analysis::measure::Measure;
 use lockscope_probes::{Log2Histogram, StackId, WaitKind};
 use serde::Serialize;
 

@@ -4,7 +4,7 @@
 
 use super::model::{GroupKey, Report, StackTrace, Stats};
 use super::{GroupBy, ReportOptions};
-use crate::analysis::fold::Measure;
+use crate::analysis::measure::Measure;
 use crate::render::histogram;
 use crate::render::units::{format_ns, format_percent, format_unix_ns};
 use std::fmt::Write as _;

@@ -11,7 +11,8 @@ use fixtures::{
     demo_profile, lossy_profile, on_cpu_profile, preempt_profile, saturation_profile,
     server_profile, waitfor_profile,
 };
-use lockscope::analysis::fold::{folded_lines, FoldOptions, Weight};
+use lockscope::analysis::fold::{folded_lines, FoldOptions};
+use lockscope::analysis::measure::Weight;
 use lockscope::export::{write_export, ExportFormat};
 use lockscope::report::{write_report, GroupBy, ReportOptions};
 use lockscope_probes::Profile;

@@ -4,7 +4,8 @@
 use crate::common::fixtures;
 
 use fixtures::{demo_profile, stats};
-use lockscope::analysis::fold::{FoldOptions, Weight};
+use lockscope::analysis::fold::FoldOptions;
+use lockscope::analysis::measure::Weight;
 use lockscope::export::{write_export, ExportFormat};
 use lockscope::render::flamegraph::{write_flamegraph, FlamegraphOptions};
 use lockscope::report::{write_report, GroupBy, ReportOptions, REPORT_JSON_VERSION};
