@@ -203,7 +203,7 @@ fn helper_sync_primitives() {
 }
 
 /// The opt-in mutex-hold probe measures its own cost when it attaches, and records how long a
-/// pthread mutex was held, apart from how it was acquired.
+/// pthread mutex was held, apart from how it was acquired, as holds (not waits).
 #[test]
 #[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn mutex_hold_times() {
@@ -219,6 +219,15 @@ fn mutex_hold_times() {
     let count: u64 = holds.iter().map(|w| w.stats.count).sum();
     assert_eq!(count, 3, "{:#?}", profile.waits);
     assert!(holds.iter().all(|w| w.operation.starts_with("hold (")));
+    // Hold time is not wait time: its own kind, which every total keeps apart from waits.
+    assert!(
+        profile
+            .waits
+            .iter()
+            .all(|w| w.probe != "mutex-hold" || w.kind == WaitKind::Hold),
+        "{:#?}",
+        profile.waits
+    );
     assert!(holds
         .iter()
         .all(|w| w.stats.max_ns < 2 * HOLD.as_nanos() as u64));
