@@ -10,9 +10,9 @@
 //! written here ([`WaitRecord::is_cpu_wait`]), never its name as a string.
 //!
 //! A new probe is: its BPF files (`ebpf/src/bpf/NAME.bpf.c`, `NAME.h`), its Rust loader
-//! (`ebpf/src/probes/NAME.rs`, a line in `probes::all`), its descriptor here (a constant and a
-//! line in [`CATALOG`]), its DTrace entry or stated absence, and its report section
-//! (`profiler/src/report/sections/NAME.rs`) when it has one.
+//! (`ebpf/src/probes/NAME.rs`, which registers itself: the eBPF build finds the file), its
+//! descriptor here (a constant and a line in [`CATALOG`]), its DTrace entry or stated absence,
+//! and its report section (`profiler/src/report/sections/NAME.rs`) when it has one.
 
 use crate::profile::WaitRecord;
 use crate::wait::WaitKind;

@@ -12,7 +12,7 @@ use crate::object::{
 };
 use crate::probe::{
     monotonic_ns, AttachContext, DrainContext, Drained, LoadContext, Probe, ProbeInfo, RawRecord,
-    RawThreadTime, RawWakeup,
+    RawThreadTime, RawWakeup, Registered,
 };
 use crate::skel::offcpu::types::{
     offcpu_interval, offcpu_key, offcpu_state as State, offcpu_thread, time_class, waker_class,
@@ -101,6 +101,9 @@ fn profile_class(class: time_class) -> TimeClass {
         _ => TimeClass::Other,
     }
 }
+
+/// The probe's loader, found by `probes::all`.
+pub(crate) const REGISTERED: fn() -> Registered = Registered::of::<OffcpuProbe>;
 
 /// The loaded offcpu object.
 pub(crate) struct OffcpuProbe {
