@@ -16,7 +16,6 @@ use lockscope_probes::{catalog, WaitKind};
 /// The probe's loader, found by `probes::all`: it aggregates by `struct hold_key`.
 pub(crate) const REGISTERED: fn() -> Registered = Registered::of::<Aggregating<hold_key>>;
 
-/// Hooks of the probe, as listed in profiles.
 /// The C library the uprobes go into (libbpf finds it on the library path).
 const LIBC: &str = "libc.so.6";
 /// Lock+unlock pairs timed to measure what the uprobes cost.
