@@ -23,6 +23,7 @@ use super::ExportError;
 use crate::analysis::fold::{
     check_probe, selected, FoldError, FoldOptions, Measure, NO_USER_STACK,
 };
+use crate::render::WriteError;
 use flate2::write::GzEncoder;
 use lockscope_probes::{Frame, Profile, WaitRecord};
 use std::collections::HashMap;
@@ -316,7 +317,8 @@ pub fn write_pprof(
     let mut gz = GzEncoder::new(out, flate2::Compression::default());
     gz.write_all(&message)
         .and_then(|()| gz.finish().map(|_| ()))
-        .map_err(ExportError::write("the pprof profile"))
+        .map_err(WriteError::io("the pprof profile"))?;
+    Ok(())
 }
 
 #[cfg(test)]
