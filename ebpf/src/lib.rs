@@ -18,8 +18,9 @@
 //! detaches, counts and drains them alike; futex is one of them (`probe_set.rs`); one that fails
 //! to load or attach is kept with why, and the others record. Adding a probe: one `.bpf.c` and
 //! one `.h` (build.rs compiles every `.bpf.c` and lists its skeleton in `skel.rs`), one Rust
-//! file implementing `Probe` (listed in `probes::all`), its descriptor in the catalog, and its
-//! report section in the profiler when it has one.
+//! file implementing `Probe` with its `REGISTERED` (build.rs lists every file of `probes/` for
+//! `probes::all`), its descriptor in the catalog, and its report section in the profiler when it
+//! has one.
 //!
 //! Every object shares the maps of the `targets` object (`shared.rs`: the target set, which also
 //! follows forks and streams the forks, execs and exits of its processes to `targets.rs`'s

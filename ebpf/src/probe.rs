@@ -2,8 +2,8 @@
 //! drain get, and the raw records it drains ([`Drained`]).
 //!
 //! A probe is one BPF object (`bpf/NAME.bpf.c`, its structs and enums in `bpf/NAME.h`) with one
-//! Rust loader implementing [`Probe`] (`probes/NAME.rs`, listed in `probes::all`), registered on
-//! its catalog descriptor ([`ProbeInfo::descriptor`]). The
+//! Rust loader implementing [`Probe`] (`probes/NAME.rs`, whose `REGISTERED` build.rs lists for
+//! `probes::all`), registered on its catalog descriptor ([`ProbeInfo::descriptor`]). The
 //! `ProbeSet` of a recording (`probe_set.rs`) holds them as a list; the `resolve` step
 //! (`resolve.rs`) turns their drained records into the profile.
 
@@ -205,8 +205,8 @@ pub(crate) struct DrainContext<'a> {
     pub ended_ns: u64,
 }
 
-/// One probe of the eBPF backend: one BPF object and its loader. Implementors are listed in
-/// `probes::all`.
+/// One probe of the eBPF backend: one BPF object and its loader. Each implementor's file
+/// registers it (`REGISTERED`, a [`Registered::of`]) for `probes::all`.
 pub(crate) trait Probe {
     /// Its names, hooks and the kernel features it needs.
     fn info() -> ProbeInfo

@@ -40,10 +40,11 @@
 //! [`ExportError`](export::ExportError), [`DiffError`](diff::DiffError),
 //! [`SweepError`](sweep::SweepError) (with [`ThroughputError`](sweep::ThroughputError)),
 //! [`HtmlError`](html::HtmlError), [`BenchError`](bench::BenchError) (with a failed benchmark's
-//! [`RunError`](bench::RunError)), [`WhyError`](why::WhyError), and
-//! [`FoldError`](analysis::fold::FoldError) for the fold checks the outputs share. Each message is
-//! one lowercase line naming its object, with its cause as its `source` rather than in the text;
-//! the binary adds context and prints the whole chain.
+//! [`RunError`](bench::RunError)), [`WhyError`](why::WhyError), with
+//! [`FoldError`](analysis::fold::FoldError) for the fold checks the outputs share and
+//! [`WriteError`](render::WriteError) for an output that could not be written (the export's and
+//! the diff's). Each message is one lowercase line naming its object, with its cause as its
+//! `source` rather than in the text; the binary adds context and prints the whole chain.
 //!
 //! [`Profile`]: lockscope_probes::Profile
 

@@ -11,10 +11,10 @@
 //! tables of the executable and of the VMAs it finds) is loaded, also on 5.17 to 6.0, whose
 //! kernels take the default variant of the other probes.
 
-use super::{load_object, AggregationKey};
+use super::{load_object, Aggregating, AggregationKey};
 use crate::error::ProbeError;
 use crate::object::{LoadedObject, Plain};
-use crate::probe::{AttachContext, LoadContext, ProbeInfo};
+use crate::probe::{AttachContext, LoadContext, ProbeInfo, Registered};
 use crate::skel::cpu::types::cpu_key;
 use crate::skel::cpu::{CpuSkel, CpuSkelBuilder, OpenCpuSkel};
 use crate::variant::ProgramVariant;
@@ -37,8 +37,8 @@ const OPERATION: &str = "cpu-clock";
 /// Where the online CPUs are listed.
 const ONLINE_CPUS: &str = "/sys/devices/system/cpu/online";
 
-/// The aggregation key (`struct cpu_key`).
-pub(crate) type Key = cpu_key;
+/// The probe's loader, found by `probes::all`: it aggregates by `struct cpu_key`.
+pub(crate) const REGISTERED: fn() -> Registered = Registered::of::<Aggregating<cpu_key>>;
 
 // SAFETY: a generated #[repr(C)] struct of integers, valid for every bit pattern.
 unsafe impl Plain for cpu_key {}

@@ -12,6 +12,7 @@ use crate::object::{
 };
 use crate::probe::{
     AttachContext, DrainContext, Drained, LoadContext, PrivilegedHook, Probe, ProbeInfo, RawRecord,
+    Registered,
 };
 use crate::skel::futex::types::{futex_wait_key, futex_wait_op as Op};
 use crate::skel::futex::{FutexProgs, FutexSkel, FutexSkelBuilder};
@@ -41,6 +42,9 @@ pub struct HookUse {
     /// Why the preferred one was not used, when it was not.
     pub fallback_reason: Option<String>,
 }
+
+/// The probe's loader, found by `probes::all`.
+pub(crate) const REGISTERED: fn() -> Registered = Registered::of::<FutexProbe>;
 
 /// The loaded (and, after attach, attached) futex object.
 pub(crate) struct FutexProbe {

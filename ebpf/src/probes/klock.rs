@@ -1,16 +1,16 @@
 //! The `klock` probe (`bpf/klock.bpf.c`, `bpf/klock.h`): kernel lock contention of the targets
 //! (lock:contention_begin/end, Linux 5.19+), by lock address and type, with stacks.
 
-use super::{load_object, AggregationKey};
+use super::{load_object, Aggregating, AggregationKey};
 use crate::error::ProbeError;
 use crate::object::{LoadedObject, Plain};
-use crate::probe::{KernelFeature, LoadContext, ProbeInfo};
+use crate::probe::{KernelFeature, LoadContext, ProbeInfo, Registered};
 use crate::skel::klock::types::klock_key;
 use crate::skel::klock::{KlockSkel, KlockSkelBuilder};
 use lockscope_probes::{catalog, WaitKind};
 
-/// The aggregation key (`struct klock_key`).
-pub(crate) type Key = klock_key;
+/// The probe's loader, found by `probes::all`: it aggregates by `struct klock_key`.
+pub(crate) const REGISTERED: fn() -> Registered = Registered::of::<Aggregating<klock_key>>;
 
 // SAFETY: a generated #[repr(C)] struct of integers: valid for every bit pattern.
 unsafe impl Plain for klock_key {}

@@ -1,16 +1,16 @@
 //! The `lifecycle` probe (`bpf/lifecycle.bpf.c`, `bpf/lifecycle.h`): fork, vfork, clone, thread
 //! creation, exec and exit of the targets, counted and timed with their stacks.
 
-use super::{load_object, with_errno, AggregationKey};
+use super::{load_object, with_errno, Aggregating, AggregationKey};
 use crate::error::ProbeError;
 use crate::object::{LoadedObject, Plain};
-use crate::probe::{LoadContext, ProbeInfo};
+use crate::probe::{LoadContext, ProbeInfo, Registered};
 use crate::skel::lifecycle::types::{lifecycle_key, lifecycle_op as Op};
 use crate::skel::lifecycle::{LifecycleSkel, LifecycleSkelBuilder};
 use lockscope_probes::{catalog, WaitKind};
 
-/// The aggregation key (`struct lifecycle_key`).
-pub(crate) type Key = lifecycle_key;
+/// The probe's loader, found by `probes::all`: it aggregates by `struct lifecycle_key`.
+pub(crate) const REGISTERED: fn() -> Registered = Registered::of::<Aggregating<lifecycle_key>>;
 
 // SAFETY: a generated #[repr(C)] struct of integers and a #[repr(transparent)] u32 enum: valid
 // for every bit pattern.

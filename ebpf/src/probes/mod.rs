@@ -1,24 +1,25 @@
 //! The probes of the eBPF backend, one file each, named as the probe's BPF object
-//! (`bpf/NAME.bpf.c`, `bpf/NAME.h`): `futex`, `offcpu` (also `wakeup`, `preempt` and
-//! `waitfor`), `syscall`, `lifecycle`, `klock`, `mutex_hold` (the `mutex-hold` probe: Rust names
-//! take `_` for `-`), `cpu` (on-CPU samples, not waits).
+//! (`bpf/NAME.bpf.c`, `bpf/NAME.h`; Rust names take `_` for `-`: `mutex_hold.rs` is the
+//! `mutex-hold` probe). One object may serve several catalog probes (`offcpu` also serves
+//! `wakeup`, `preempt` and `waitfor`).
 //!
 //! Each implements [`Probe`]. Most aggregate into one map of `lks_stats` by a key of their own
 //! (probe.bpf.h's `aggregate`) and attach every program by its section: they implement
 //! [`AggregationKey`] for their key, and [`Aggregating`] is their [`Probe`]. Each is registered on
 //! the descriptor of the catalog probe it implements (`ProbeInfo::descriptor`, from
 //! `lockscope_probes::catalog`), which gives its name and the hooks stored in profiles; a test
-//! checks that every descriptor has exactly one loader. Adding a probe: its `.bpf.c` and `.h`
-//! (build.rs finds the `.bpf.c` and makes its skeleton module), its file here with a line in
-//! [`all`], its descriptor in the OS-neutral catalog, and its report section in the profiler.
+//! checks that every descriptor has exactly one loader.
+//!
+//! Nothing here lists the probes: build.rs declares a module for every file of this directory
+//! and lists their registrations, each file's `pub(crate) const REGISTERED: fn() -> Registered`
+//! (`Registered::of::<ItsProbe>`), and [`all`] puts them in catalog order. Adding a probe: its
+//! `.bpf.c` and `.h` (build.rs finds the `.bpf.c` and makes its skeleton module), its file here
+//! with its `REGISTERED`, its descriptor in the OS-neutral catalog, and its report section in the
+//! profiler.
 
-mod cpu;
-mod futex;
-mod klock;
-mod lifecycle;
-mod mutex_hold;
-mod offcpu;
-mod syscall;
+// `mod NAME;` for every `NAME.rs` here, and `REGISTRATIONS`, their `NAME::REGISTERED`. rustfmt
+// does not follow modules declared in an included file: `.ci/run` checks these files by name.
+include!(concat!(env!("OUT_DIR"), "/probes.rs"));
 
 use crate::error::{Error, ProbeError};
 use crate::libbpf_log;
@@ -31,22 +32,28 @@ use crate::probe::{
 use crate::syscalls::errno_name;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::MapCore;
-use lockscope_probes::WaitKind;
+use lockscope_probes::{ProbeDescriptor, WaitKind, CATALOG};
 
 pub use cpu::{DEFAULT_FREQUENCY_HZ, MAX_FREQUENCY_HZ};
 pub(crate) use offcpu::interval as offcpu_interval;
 
-/// Every probe, in catalog order.
+/// Every probe, in catalog order (of the descriptors they are registered on).
 pub(crate) fn all() -> Vec<Registered> {
-    vec![
-        Registered::of::<futex::FutexProbe>(),
-        Registered::of::<offcpu::OffcpuProbe>(),
-        Registered::of::<Aggregating<syscall::Key>>(),
-        Registered::of::<Aggregating<lifecycle::Key>>(),
-        Registered::of::<Aggregating<klock::Key>>(),
-        Registered::of::<Aggregating<mutex_hold::Key>>(),
-        Registered::of::<Aggregating<cpu::Key>>(),
-    ]
+    let mut all: Vec<Registered> = REGISTRATIONS
+        .iter()
+        .map(|registered| registered())
+        .collect();
+    all.sort_by_key(|registered| catalog_position(registered.info.descriptor));
+    all
+}
+
+/// Where `descriptor` is in the catalog; past its end when it is not there (a loader the test
+/// below refuses).
+fn catalog_position(descriptor: &ProbeDescriptor) -> usize {
+    CATALOG
+        .iter()
+        .position(|d| d.name == descriptor.name)
+        .unwrap_or(CATALOG.len())
 }
 
 /// The key of a probe's aggregation map whose values are `lks_stats`: each such probe has its
@@ -196,11 +203,11 @@ fn with_errno(operation: String, err: i32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lockscope_probes::CATALOG;
 
     /// Every probe of the OS-neutral catalog has exactly one loader on Linux (the eBPF backend's
     /// only OS: no probe is absent by design), and the loaders serve the catalog's probes only,
-    /// in its order.
+    /// in its order: no probe file registers a descriptor outside the catalog or one another file
+    /// registers, and a loader serving several probes serves them in catalog order.
     #[test]
     fn every_descriptor_has_one_loader() {
         let served: Vec<&str> = all().iter().flat_map(|r| r.info.names()).collect();

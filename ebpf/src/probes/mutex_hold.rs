@@ -3,20 +3,19 @@
 //! lock. Uprobes in the target's C library: about three hits per lock+unlock, so off by default;
 //! the attach measures that cost and shows it in the probe's hooks.
 
-use super::{load_object, AggregationKey};
+use super::{load_object, Aggregating, AggregationKey};
 use crate::error::ProbeError;
 use crate::object::{LoadedObject, Plain};
-use crate::probe::{AttachContext, LoadContext, PrivilegedHook, ProbeInfo};
+use crate::probe::{AttachContext, LoadContext, PrivilegedHook, ProbeInfo, Registered};
 use crate::skel::mutex_hold::types::{hold_acquire as How, hold_key};
 use crate::skel::mutex_hold::{MutexHoldSkel, MutexHoldSkelBuilder};
 use crate::variant::ProgramVariant;
 use libbpf_rs::Link;
 use lockscope_probes::{catalog, WaitKind};
 
-/// The aggregation key (`struct hold_key`).
-pub(crate) type Key = hold_key;
+/// The probe's loader, found by `probes::all`: it aggregates by `struct hold_key`.
+pub(crate) const REGISTERED: fn() -> Registered = Registered::of::<Aggregating<hold_key>>;
 
-/// Hooks of the probe, as listed in profiles.
 /// The C library the uprobes go into (libbpf finds it on the library path).
 const LIBC: &str = "libc.so.6";
 /// Lock+unlock pairs timed to measure what the uprobes cost.

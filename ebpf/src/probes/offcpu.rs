@@ -12,7 +12,7 @@ use crate::object::{
 };
 use crate::probe::{
     monotonic_ns, AttachContext, DrainContext, Drained, LoadContext, Probe, ProbeInfo, RawRecord,
-    RawThreadTime, RawWakeup,
+    RawThreadTime, RawWakeup, Registered,
 };
 use crate::skel::offcpu::types::{
     offcpu_interval, offcpu_key, offcpu_state as State, offcpu_thread, time_class, waker_class,
@@ -54,7 +54,7 @@ const INTERRUPT_WAKER_STACK_INTERVAL_NS: u64 = 10_000_000;
 /// The system calls whose sleeps are not `other` time, by class. The loader turns them into
 /// the BPF program's table by number (`targ_syscall_class`), and the threads that never ran are
 /// classed by the same table. The program walks the kernel stack of a `poll` or `sleep` call's
-/// interruptible sleep once per call and reuses it (offcpu.bpf.c's sleep_kernel_stack): a call
+/// interruptible sleep once per call and reuses it (offcpu.bpf.h's sleep_kernel_stack): a call
 /// listed there must sleep at one site only. The lists are `lockscope_probes::linux_syscalls`',
 /// which the DTrace backend classes sleeps by too.
 const SYSCALL_CLASSES: [(time_class, &[&str]); 4] = [
@@ -101,6 +101,9 @@ fn profile_class(class: time_class) -> TimeClass {
         _ => TimeClass::Other,
     }
 }
+
+/// The probe's loader, found by `probes::all`.
+pub(crate) const REGISTERED: fn() -> Registered = Registered::of::<OffcpuProbe>;
 
 /// The loaded offcpu object.
 pub(crate) struct OffcpuProbe {

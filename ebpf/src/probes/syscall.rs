@@ -2,18 +2,18 @@
 //! (or those of `--syscalls`), counted and timed by number and errno, with stacks for the slow
 //! ones.
 
-use super::{load_object, with_errno, AggregationKey};
+use super::{load_object, with_errno, Aggregating, AggregationKey};
 use crate::error::ProbeError;
 use crate::object::{LoadedObject, Plain};
-use crate::probe::{syscall_numbers, LoadContext, ProbeInfo};
+use crate::probe::{syscall_numbers, LoadContext, ProbeInfo, Registered};
 use crate::skel::syscall::types::syscall_key;
 use crate::skel::syscall::{OpenSyscallSkel, SyscallSkel, SyscallSkelBuilder};
 use crate::syscalls::syscall_name;
 use libbpf_rs::{MapCore, MapFlags};
 use lockscope_probes::{catalog, WaitKind};
 
-/// The aggregation key (`struct syscall_key`).
-pub(crate) type Key = syscall_key;
+/// The probe's loader, found by `probes::all`: it aggregates by `struct syscall_key`.
+pub(crate) const REGISTERED: fn() -> Registered = Registered::of::<Aggregating<syscall_key>>;
 
 // SAFETY: a generated #[repr(C)] struct of integers: valid for every bit pattern.
 unsafe impl Plain for syscall_key {}

@@ -38,6 +38,7 @@ use crate::analysis::canonical::{canonical_stacks_at, site_depth, SiteDepth};
 use crate::analysis::fold::NO_USER_STACK;
 use crate::analysis::measure::Measure;
 use crate::render::units::format_ns;
+use crate::render::WriteError;
 use lockscope_probes::{AttachStatus, Profile, StackWalk, WaitStats};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -72,24 +73,9 @@ pub enum DiffError {
     /// inferno could not write the differential flamegraph.
     #[error("failed to render the differential flamegraph")]
     Render(#[source] io::Error),
-    /// The output could not be written.
-    #[error("failed to write {what}")]
-    Write {
-        /// What was being written (`the diff table`).
-        what: &'static str,
-        /// The writer's error.
-        #[source]
-        source: io::Error,
-    },
-    /// The JSON diff could not be written to the output.
-    #[error("failed to write {what}")]
-    WriteJson {
-        /// What was being written (`the diff as JSON`).
-        what: &'static str,
-        /// serde_json's error (the writer's, or the serializer's).
-        #[source]
-        source: serde_json::Error,
-    },
+    /// The output (the table, or the JSON diff) could not be written.
+    #[error(transparent)]
+    Write(#[from] WriteError),
 }
 
 /// What the records of both sides measure: waits, or (both sides imported captures, `lockscope
@@ -593,5 +579,23 @@ mod tests {
         .expect("table");
         let table = String::from_utf8(out).expect("utf-8");
         assert!(table.contains("Top 1 of 1 wait sites"), "{table}");
+    }
+
+    /// A write failure reads the same from the diff and from the export, which share
+    /// [`WriteError`]: `failed to write WHAT`, caused by the writer's own error (which the binary
+    /// looks for to tell a closed pipe).
+    #[test]
+    fn write_errors_name_what_failed_to_write() {
+        use crate::export::ExportError;
+        use std::error::Error as _;
+        let closed = || io::Error::from(io::ErrorKind::BrokenPipe);
+        let diff = DiffError::from(WriteError::io("the diff table")(closed()));
+        let export = ExportError::from(WriteError::io("folded stacks")(closed()));
+        assert_eq!(diff.to_string(), "failed to write the diff table");
+        assert_eq!(export.to_string(), "failed to write folded stacks");
+        for source in [diff.source(), export.source()] {
+            let cause = source.and_then(|s| s.downcast_ref::<io::Error>());
+            assert_eq!(cause.map(io::Error::kind), Some(io::ErrorKind::BrokenPipe));
+        }
     }
 }

@@ -6,6 +6,7 @@ use crate::analysis::canonical::{canonical_site, canonical_thread, site_depth};
 use crate::analysis::measure::Measure;
 use crate::analysis::processes::{command_groups, command_of};
 use crate::render::units::{format_fraction, format_normalized, format_ns, format_unix_ns};
+use crate::render::WriteError;
 use lockscope_probes::{Profile, WaitStats};
 use std::fmt::Write as _;
 
@@ -200,8 +201,6 @@ pub fn write_diff_table(
         write_rows(&mut text, site, [(la, ra), (lb, rb)], unit);
     }
     out.write_all(text.as_bytes())
-        .map_err(|source| DiffError::Write {
-            what: "the diff table",
-            source,
-        })
+        .map_err(WriteError::io("the diff table"))?;
+    Ok(())
 }

@@ -5,6 +5,7 @@ use super::rows::{grouped, rank_by_change, SideRow};
 use super::{diff_measure, mismatches, DiffError, DiffOptions, Normalization};
 use crate::analysis::canonical::{canonical_stack, site_depth};
 use crate::analysis::processes::{command_groups, command_of};
+use crate::render::WriteError;
 use lockscope_probes::{Profile, WaitKind};
 use serde::Serialize;
 
@@ -200,9 +201,9 @@ pub fn write_diff_json(
 ) -> Result<(), DiffError> {
     const WHAT: &str = "the diff as JSON";
     let diff = build_diff(a, b, paths, options)?;
-    serde_json::to_writer_pretty(&mut *out, &diff)
-        .map_err(|source| DiffError::WriteJson { what: WHAT, source })?;
-    writeln!(out).map_err(|source| DiffError::Write { what: WHAT, source })
+    serde_json::to_writer_pretty(&mut *out, &diff).map_err(WriteError::json(WHAT))?;
+    writeln!(out).map_err(WriteError::io(WHAT))?;
+    Ok(())
 }
 
 /// The diff of A (`paths.0`) and B per `options`; an error when its normalization is invalid.

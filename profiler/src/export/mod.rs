@@ -18,6 +18,7 @@ pub mod pprof;
 pub mod speedscope;
 
 use crate::analysis::fold::{check_probe, folded_lines, selects, FoldError, FoldOptions};
+use crate::render::WriteError;
 use lockscope_probes::catalog;
 use lockscope_probes::{Profile, StackId};
 use std::collections::BTreeMap;
@@ -49,38 +50,11 @@ pub enum ExportError {
         source: std::num::ParseIntError,
     },
     /// The output could not be written.
-    #[error("failed to write {what}")]
-    Write {
-        /// What was being written (`folded stacks`, `the pprof profile`).
-        what: &'static str,
-        /// The writer's error.
-        #[source]
-        source: io::Error,
-    },
-    /// A JSON document could not be written to the output.
-    #[error("failed to write {what}")]
-    WriteJson {
-        /// What was being written (`the profile as JSON`).
-        what: &'static str,
-        /// serde_json's error (the writer's, or the serializer's).
-        #[source]
-        source: serde_json::Error,
-    },
+    #[error(transparent)]
+    Write(#[from] WriteError),
     /// The output could not be flushed.
     #[error("failed to flush the export")]
     Flush(#[source] io::Error),
-}
-
-impl ExportError {
-    /// An [`ExportError::Write`] of `what`, to `map_err` a writer's error with.
-    pub(crate) fn write(what: &'static str) -> impl FnOnce(io::Error) -> ExportError {
-        move |source| ExportError::Write { what, source }
-    }
-
-    /// An [`ExportError::WriteJson`] of `what`, to `map_err` serde_json's error with.
-    pub(crate) fn write_json(what: &'static str) -> impl FnOnce(serde_json::Error) -> ExportError {
-        move |source| ExportError::WriteJson { what, source }
-    }
 }
 
 /// Output format of `lockscope export`.
@@ -211,7 +185,7 @@ pub fn write_wakeup_chains(
         return Err(ExportError::NoWakeups);
     }
     for line in lines {
-        writeln!(out, "{line}").map_err(ExportError::write("the wakeup chains"))?;
+        writeln!(out, "{line}").map_err(WriteError::io("the wakeup chains"))?;
     }
     out.flush().map_err(ExportError::Flush)
 }
@@ -231,14 +205,14 @@ pub fn write_export(
     match format {
         ExportFormat::Folded => {
             for line in folded_lines(profile, fold) {
-                writeln!(out, "{line}").map_err(ExportError::write("folded stacks"))?;
+                writeln!(out, "{line}").map_err(WriteError::io("folded stacks"))?;
             }
         }
         ExportFormat::Json => {
             const WHAT: &str = "the profile as JSON";
             serde_json::to_writer_pretty(&mut *out, &filter_profile(profile, fold))
-                .map_err(ExportError::write_json(WHAT))?;
-            writeln!(out).map_err(ExportError::write(WHAT))?;
+                .map_err(WriteError::json(WHAT))?;
+            writeln!(out).map_err(WriteError::io(WHAT))?;
         }
     }
     out.flush().map_err(ExportError::Flush)

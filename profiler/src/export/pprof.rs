@@ -22,6 +22,7 @@
 use super::ExportError;
 use crate::analysis::fold::{check_probe, selected, FoldError, FoldOptions, NO_USER_STACK};
 use crate::analysis::measure::Measure;
+use crate::render::WriteError;
 use flate2::write::GzEncoder;
 use lockscope_probes::{Frame, Profile, WaitRecord};
 use std::collections::HashMap;
@@ -317,7 +318,8 @@ pub fn write_pprof(
     let mut gz = GzEncoder::new(out, flate2::Compression::default());
     gz.write_all(&message)
         .and_then(|()| gz.finish().map(|_| ()))
-        .map_err(ExportError::write("the pprof profile"))
+        .map_err(WriteError::io("the pprof profile"))?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@
 use super::ExportError;
 use crate::analysis::fold::{check_probe, folded_lines, FoldOptions};
 use crate::analysis::measure::{Measure, Weight};
+use crate::render::WriteError;
 use lockscope_probes::Profile;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -149,6 +150,7 @@ pub fn write_speedscope(
         exporter: format!("lockscope {}", env!("CARGO_PKG_VERSION")),
     };
     const WHAT: &str = "the speedscope JSON";
-    serde_json::to_writer(&mut *out, &file).map_err(ExportError::write_json(WHAT))?;
-    writeln!(out).map_err(ExportError::write(WHAT))
+    serde_json::to_writer(&mut *out, &file).map_err(WriteError::json(WHAT))?;
+    writeln!(out).map_err(WriteError::io(WHAT))?;
+    Ok(())
 }
