@@ -263,18 +263,7 @@ fn is_io_sleep(profile: &Profile, record: &WaitRecord) -> bool {
 /// stack (one already going on when the recording began), hold times, system-call durations,
 /// lifecycle events or samples.
 pub fn is_role_candidate(record: &WaitRecord) -> bool {
-    let waits = matches!(
-        record.kind,
-        WaitKind::Mutex
-            | WaitKind::Condvar
-            | WaitKind::RwlockRead
-            | WaitKind::RwlockWrite
-            | WaitKind::Semaphore
-            | WaitKind::Join
-            | WaitKind::Wait
-            | WaitKind::KernelLock
-            | WaitKind::OffCpu
-    );
+    let waits = record.kind.is_wait();
     // A sleep with neither a system call nor a stack says nothing of what it waited for: the
     // offcpu probe's record of a sleep already going on when the recording began.
     let unknown = record.operation == offcpu_operation::SLEEPING
