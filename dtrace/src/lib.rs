@@ -54,6 +54,15 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
+    /// A probe of the OS-neutral catalog that the DTrace backend offers on no OS, with why
+    /// ([`lockscope_probes::ProbeDescriptor::dtrace_absence`]).
+    #[error("`{probe}` is not recorded by the DTrace backend: {reason}")]
+    NotOffered {
+        /// The name asked for.
+        probe: String,
+        /// Why.
+        reason: &'static str,
+    },
     /// A probe name that the catalog does not know for this OS.
     #[error("unknown probe `{probe}` on {os}: known probes are {known}")]
     UnknownProbe {

@@ -83,6 +83,10 @@ pub struct ProbeDescriptor {
     pub ebpf_hooks: &'static str,
     /// Key of its report section (`sections` in the JSON report), when it has its own.
     pub section: Option<&'static str>,
+    /// Why the DTrace backend offers it on no OS, when it does not: the reason its scripts give
+    /// when it is asked for. `None` for a probe the DTrace catalog implements (or states absent
+    /// OS by OS).
+    pub dtrace_absence: Option<&'static str>,
 }
 
 impl WaitRecord {
@@ -146,6 +150,7 @@ pub const FUTEX: ProbeDescriptor = ProbeDescriptor {
     ebpf_hooks: "tracepoint/syscalls/sys_{enter,exit}_futex{,_waitv,_wait} with tracefs mounted \
                   (else tp_btf or raw_tp sys_enter, sys_exit), sched_process_exit",
     section: None,
+    dtrace_absence: None,
 };
 
 /// The `offcpu` probe.
@@ -161,6 +166,7 @@ pub const OFFCPU: ProbeDescriptor = ProbeDescriptor {
     ebpf_hooks: "tp_btf/sched_switch, tp_btf/sched_waking, tp_btf/sched_wakeup_new, \
                   tp_btf/{irq_handler,softirq,hrtimer_expire}_{entry,exit}",
     section: Some("offcpu"),
+    dtrace_absence: None,
 };
 
 /// The `wakeup` probe.
@@ -174,6 +180,7 @@ pub const WAKEUP: ProbeDescriptor = ProbeDescriptor {
     default: false,
     ebpf_hooks: "tp_btf/sched_waking (with offcpu's hooks)",
     section: Some("offcpu"),
+    dtrace_absence: Some("the DTrace backend does not record who ended a sleep"),
 };
 
 /// The `preempt` probe.
@@ -189,6 +196,7 @@ pub const PREEMPT: ProbeDescriptor = ProbeDescriptor {
     default: false,
     ebpf_hooks: "tp_btf/sched_switch (with offcpu's hooks)",
     section: Some("cpu_saturation"),
+    dtrace_absence: Some("no DTrace script takes the stacks of preempted threads"),
 };
 
 /// The `waitfor` probe.
@@ -205,6 +213,7 @@ pub const WAITFOR: ProbeDescriptor = ProbeDescriptor {
     ebpf_hooks: "tp_btf/sched_switch, tp_btf/sched_waking (with offcpu's hooks), a ring \
                   buffer read at every poll",
     section: None,
+    dtrace_absence: None,
 };
 
 /// The `syscall` probe.
@@ -218,6 +227,7 @@ pub const SYSCALL: ProbeDescriptor = ProbeDescriptor {
     default: false,
     ebpf_hooks: "tp_btf/sys_enter, tp_btf/sys_exit",
     section: Some("syscall"),
+    dtrace_absence: None,
 };
 
 /// The `lifecycle` probe.
@@ -231,6 +241,7 @@ pub const LIFECYCLE: ProbeDescriptor = ProbeDescriptor {
     default: false,
     ebpf_hooks: "tp_btf/sys_enter, tp_btf/sys_exit, tp_btf/sched_process_exit",
     section: Some("lifecycle"),
+    dtrace_absence: None,
 };
 
 /// The `klock` probe.
@@ -244,6 +255,7 @@ pub const KLOCK: ProbeDescriptor = ProbeDescriptor {
     default: false,
     ebpf_hooks: "tp_btf/contention_begin, tp_btf/contention_end",
     section: Some("klock"),
+    dtrace_absence: None,
 };
 
 /// The `mutex-hold` probe.
@@ -259,6 +271,7 @@ pub const MUTEX_HOLD: ProbeDescriptor = ProbeDescriptor {
     default: false,
     ebpf_hooks: "uprobe libc.so.6:pthread_mutex_lock (entry, return), pthread_mutex_unlock",
     section: Some("holds"),
+    dtrace_absence: None,
 };
 
 /// The `cpu` probe.
@@ -274,6 +287,7 @@ pub const CPU: ProbeDescriptor = ProbeDescriptor {
     default: false,
     ebpf_hooks: "perf_event software cpu-clock on each CPU",
     section: Some("on_cpu"),
+    dtrace_absence: None,
 };
 
 /// Every probe lockscope knows, in listing order.

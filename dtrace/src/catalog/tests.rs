@@ -31,22 +31,13 @@ fn catalog_is_consistent() {
 }
 
 /// Every probe of the OS-neutral catalog has, on every OS, a DTrace implementation, a stated
-/// absence ([`DtraceProbe::absent`], [`has_wait_for`]), or a reason here why the DTrace backend
-/// does not offer it (the script then refuses it by name).
+/// absence ([`DtraceProbe::absent`], [`has_wait_for`], the descriptor's `dtrace_absence`: the
+/// script then refuses it with that reason), or a reason here why the DTrace backend does not
+/// offer it on that OS (its namesake is another probe there).
 #[test]
 fn every_descriptor_is_implemented_or_absent() {
     use lockscope_probes::catalog as model;
     let not_offered: &[(&str, Option<TargetOs>, &str)] = &[
-        (
-            model::WAKEUP.name,
-            None,
-            "the DTrace backend does not record who ended a sleep",
-        ),
-        (
-            model::PREEMPT.name,
-            None,
-            "no DTrace script takes the stacks of preempted threads",
-        ),
         (
             model::KLOCK.name,
             Some(TargetOs::MacOs),
@@ -79,7 +70,8 @@ fn every_descriptor_is_implemented_or_absent() {
         for os in TargetOs::ALL {
             let implemented =
                 find(descriptor.name).is_some_and(|p| p.supports(os) || p.absent_on(os).is_some());
-            let stated = descriptor.name == model::WAITFOR.name && !has_wait_for(os);
+            let stated = (descriptor.name == model::WAITFOR.name && !has_wait_for(os))
+                || descriptor.dtrace_absence.is_some();
             let offered_not = not_offered
                 .iter()
                 .any(|(name, on, _)| *name == descriptor.name && on.is_none_or(|o| o == os));

@@ -107,7 +107,8 @@ pub const BOTTLENECK_SET: &str = lockscope_probes::catalog::BOTTLENECK.name;
 
 /// Writes the D script for one recording.
 ///
-/// Errors: [`Error::UnknownProbe`] for a probe that does not exist on `options.os`,
+/// Errors: [`Error::NotOffered`] for a probe of the catalog that the DTrace backend records on
+/// no OS, [`Error::UnknownProbe`] for a probe that does not exist on `options.os`,
 /// [`Error::InvalidOption`] for out-of-range sizes or a zero duration.
 pub fn generate_script(options: &ScriptOptions) -> Result<String, Error> {
     options.validate()?;

@@ -94,6 +94,14 @@ impl ScriptOptions {
                     os: self.os,
                 });
             }
+            if let Some(reason) =
+                lockscope_probes::catalog::find(name).and_then(|d| d.dtrace_absence)
+            {
+                return Err(Error::NotOffered {
+                    probe: name.clone(),
+                    reason,
+                });
+            }
             let known = catalog::find(name)
                 .is_some_and(|p| p.supports(self.os) || p.absent_on(self.os).is_some());
             if !known {

@@ -252,7 +252,8 @@ fn macos_probe_names() {
         .contains("plockstat"));
 }
 
-/// Unknown probes, probes of another OS and bad sizes are refused with their name.
+/// Unknown probes, probes of another OS, probes the backend offers nowhere (with why) and bad
+/// sizes are refused with their name.
 #[test]
 fn invalid_options() {
     let mut options = ScriptOptions::new(TargetOs::FreeBsd);
@@ -260,6 +261,18 @@ fn invalid_options() {
     let err = generate_script(&options).expect_err("psynch is macOS only");
     assert!(matches!(err, Error::UnknownProbe { .. }));
     assert!(err.to_string().contains("umtx"), "{err}");
+    let wakeup = lockscope_probes::catalog::WAKEUP;
+    let mut options = ScriptOptions::new(TargetOs::Illumos);
+    options.probes = vec!["offcpu".into(), wakeup.name.into()];
+    let err = generate_script(&options).expect_err("no DTrace script records wakers");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "`{}` is not recorded by the DTrace backend: {}",
+            wakeup.name,
+            wakeup.dtrace_absence.expect("a reason")
+        )
+    );
     let mut options = ScriptOptions::new(TargetOs::MacOs);
     options.ustack_frames = 0;
     assert!(matches!(
