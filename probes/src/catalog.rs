@@ -180,7 +180,7 @@ pub const WAKEUP: ProbeDescriptor = ProbeDescriptor {
     default: false,
     ebpf_hooks: "tp_btf/sched_waking (with offcpu's hooks)",
     section: Some("offcpu"),
-    dtrace_absence: Some("the DTrace backend does not record who ended a sleep"),
+    dtrace_absence: Some("no DTrace script records who ended a sleep"),
 };
 
 /// The `preempt` probe.
