@@ -90,10 +90,28 @@ fn offcpu_kernel_stacks_follow_each_sleep_path() {
                     .is_some_and(|s| s.frames.iter().any(|f| f.display_name().contains(function)))
             })
             .collect();
+        // On failure, every offcpu record of the helper with its user frames and the recording's
+        // losses: which sleep went missing, and where it went.
+        let seen = || {
+            let records: Vec<String> = profile
+                .waits
+                .iter()
+                .filter(|w| w.probe == "offcpu" && w.pid == profile.metadata.target.pid)
+                .map(|w| {
+                    let frames: Vec<String> = profile
+                        .stack(w.user_stack)
+                        .map(|s| s.frames.iter().map(|f| f.display_name()).collect())
+                        .unwrap_or_default();
+                    format!("{} x{} {:?}", w.operation, w.stats.count, frames)
+                })
+                .collect();
+            format!("{records:#?}\nlosses: {:?}", profile.metadata.losses)
+        };
         assert!(
             count(&sleeps) >= PATH_SLEEPS,
-            "{function}: {} sleeps recorded: {sleeps:#?}",
-            count(&sleeps)
+            "{function}: {} sleeps recorded: {sleeps:#?}\n{}",
+            count(&sleeps),
+            seen()
         );
         for sleep in sleeps {
             let names: Vec<String> = profile
