@@ -7,6 +7,8 @@
 //!
 //! - [`analysis`]: how every output reads a profile: [`fold`](analysis::fold) (folded stacks,
 //!   Brendan Gregg's format, the common input of flamegraph tools),
+//!   [`measure`](analysis::measure) (what a folded value measures: waits, or the calls, holds
+//!   or samples a profile has without waits),
 //!   [`wakeup`](analysis::wakeup) (who-woke-whom chains) and [`canonical`](analysis::canonical)
 //!   (OS-neutral stacks, sites and thread groups, so that kernels compare frame by frame);
 //! - [`render`]: how outputs draw: [`units`](render::units) and
@@ -20,7 +22,8 @@
 //!   with stacks and DTrace-style log2 histograms), and its sections, one file per section under
 //!   `report/sections/` (found there by the crate's `build.rs`) with its text and HTML tables,
 //!   named as its key: a probe's `section` in the catalog (`offcpu`, `syscall`, `lifecycle`,
-//!   `klock`, `cpu_saturation` for preempt, `on_cpu` for cpu) or a view of every wait
+//!   `klock`, `holds` for mutex-hold, `cpu_saturation` for preempt, `on_cpu` for cpu) or a view
+//!   of every wait
 //!   (`contention`, `breakdown`);
 //! - [`why`]: `lockscope why`, the causes behind the waits of a profile with the wait-for
 //!   analysis (`--probes bottleneck`), best first, as text and JSON;

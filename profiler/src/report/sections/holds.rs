@@ -1,7 +1,8 @@
 //! The `mutex-hold` probe's section: how long each mutex was held, per lock and acquisition site,
-//! and how its acquisitions went (`free`: at once, `spun`: the lock call took 1 µs or more without
-//! blocking, `blocked`: the thread slept in it). Hold time is not wait time: the report keeps it
-//! out of its waits ([`lockscope_probes::MixedMeasures`]), so beside waits this is where holds are.
+//! and how its acquisitions went (`free`: at once, `spun`: the lock call took longer than the
+//! uprobes' own time without blocking, `blocked`: the thread slept in it). Hold time is not wait
+//! time: the report keeps it out of its waits ([`lockscope_probes::MixedMeasures`]), so beside
+//! waits this is where holds are.
 
 use super::*;
 use crate::html::tables::{table, Cell, Column};

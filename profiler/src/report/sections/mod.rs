@@ -1,33 +1,10 @@
-//! The report sections after the top groups: contention apart from idle waits, where each
-//! thread's wall time went, and one section per probe beyond futex (offcpu, syscall, lifecycle,
-//! klock). Each section appears only when the profile has its data, in text and in JSON
-//! (`sections` in `docs/REPORT-JSON.md`), and all but cpu_saturation and on_cpu as tables of
-//! `lockscope html`, drawn in the section's own file from its typed fields (with the table
+//! The report sections after the top groups: views of every wait (the contention apart from the
+//! idle waits, where each thread's wall time went) and one section per probe that has its own
+//! (its descriptor's `section`: offcpu, syscall, lifecycle, klock, holds, cpu_saturation,
+//! on_cpu...). Each file's overview says what its section shows. A section appears only when the
+//! profile has its data, in text and in JSON (`sections` in `docs/REPORT-JSON.md`), and as tables
+//! of `lockscope html` when it draws them, in its own file from its typed fields (with the table
 //! helpers of `html/tables.rs`).
-//!
-//! - **contention**: the waits on other threads of the program ranked on their own, the idle
-//!   waits listed apart ([`lockscope_probes::wait_roles`]): a sleep another thread of the program
-//!   ended is contention whatever it slept in (a futex, a semaphore, an eventfd or pipe latch,
-//!   `epoll_wait`, a signal), one something outside ended (a client, a timer) is idle; without who
-//!   ended them (no `offcpu` probe, old profiles, DTrace), mutex, rwlock and kernel-lock waits are
-//!   contention and a thread parked most of its window at one condvar, poll or similar site is
-//!   idle, so that an idle pool never buries the contention on the request path;
-//! - **breakdown**: per thread name (threads of one name summed) and in total, the share of wall
-//!   time on CPU, in the run queue, in lock, condvar and other futex waits, in poll, I/O, sleep and
-//!   other sleeps (the shares of one thread add up to 100%), with context switches per second and
-//!   the involuntary share, with the `cpu` probe the CPU time its samples give beside on-CPU, and
-//!   where the profile says, the time asleep by who ended the sleeps (another thread of the
-//!   program, or something outside it);
-//! - **offcpu**: off-CPU time by state and system call, and the heaviest waker → sleeper pairs;
-//! - **syscall**: per system call: calls, errors by errno, total, mean, max and a p99 bound;
-//! - **lifecycle**: forks, vforks, threads, execs and exits with rates and call times;
-//! - **klock**: kernel locks by type and address with their caller;
-//! - **cpu_saturation**: the `offcpu` probe's intervals of threads waiting for a CPU (woken and
-//!   in the run queue, or preempted), which the report keeps out of its waits: their time per
-//!   site (a run-queue delay points at the sleep it woke from) and per thread, and how many of
-//!   the target's threads waited for a CPU and ran on one on average, against the CPUs;
-//! - **on_cpu**: the `cpu` probe's samples as CPU time (never wait time): per thread, its CPU
-//!   time beside its recorded wait time and its hottest stack, then the top stacks by CPU time.
 //!
 //! A section is one file of this directory, and nothing else: `NAME.rs` defines a type that
 //! implements [`Section`] (its [`Source`], which gives its key and its place; how it is built from
