@@ -269,12 +269,16 @@ pub fn parse_duration(text: &str) -> Result<Duration> {
         "us" | "µs" => value / 1e6,
         "m" | "min" => value * 60.0,
         "h" => value * 3600.0,
-        other => bail!("invalid duration unit `{other}` in `{text}`: use ms, s, m or h"),
+        other => bail!("invalid duration unit `{other}` in `{text}`: use us, ms, s, m or h"),
     };
     if !seconds.is_finite() || seconds <= 0.0 {
         bail!("invalid duration `{text}`: must be greater than zero");
     }
-    Ok(Duration::from_secs_f64(seconds))
+    // Every duration goes to the kernel and the recorder as u64 nanoseconds (584 years).
+    match Duration::try_from_secs_f64(seconds) {
+        Ok(duration) if duration <= Duration::from_nanos(u64::MAX) => Ok(duration),
+        _ => bail!("invalid duration `{text}`: longer than 584 years"),
+    }
 }
 
 impl WeightArg {
@@ -348,6 +352,14 @@ mod tests {
         assert!(err.to_string().contains("unit `parsecs`"), "{err}");
         assert!(parse_duration("0s").is_err());
         assert!(parse_duration("s").is_err());
+        assert_eq!(
+            parse_duration("250us").ok(),
+            Some(Duration::from_micros(250))
+        );
+        // Past u64 nanoseconds: refused, never a panic or a wrapped-around value.
+        let err = parse_duration("99999999999999999999").expect_err("too long");
+        assert!(err.to_string().contains("longer than 584 years"), "{err}");
+        assert!(parse_duration("1e400").is_err());
     }
 
     /// The clap definition is consistent (clap's own debug assertions).

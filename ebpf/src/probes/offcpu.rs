@@ -168,7 +168,7 @@ impl Probe for OffcpuProbe {
     /// One object serves the four names: `wakeup` makes it take its wakers' stacks too,
     /// `preempt` the user stacks of preempted threads, `waitfor` stream every interval.
     fn load(cx: &LoadContext<'_>) -> Result<Self, ProbeError> {
-        let min_block = cx.settings.min_block.as_nanos() as u64;
+        let min_block = u64::try_from(cx.settings.min_block.as_nanos()).unwrap_or(u64::MAX);
         let waker_stacks = cx.wants(&catalog::WAKEUP);
         let preempted_stacks = cx.wants(&catalog::PREEMPT);
         let stream = cx.wants(&catalog::WAITFOR);

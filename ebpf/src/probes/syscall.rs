@@ -34,7 +34,7 @@ impl AggregationKey for syscall_key {
 
     fn load(cx: &LoadContext<'_>) -> Result<LoadedObject<Self::Skel>, ProbeError> {
         let numbers = syscall_numbers(&cx.settings.syscalls)?;
-        let slow = cx.settings.slow_syscall.as_nanos() as u64;
+        let slow = u64::try_from(cx.settings.slow_syscall.as_nanos()).unwrap_or(u64::MAX);
         let filter = !numbers.is_empty();
         let object = load_object(
             SyscallSkelBuilder::default(),
