@@ -213,6 +213,9 @@ pub enum Error {
         /// Number of verifier log lines.
         lines: usize,
     },
+    /// The thread that reads dtrace's output panicked: what it had read is lost.
+    #[error("failed to read dtrace's output: its reader thread panicked")]
+    OutputReaderPanicked,
     /// The input of [`import_capture`] has nothing DTrace would print.
     #[error("not DTrace output: {reason}")]
     NotDtraceOutput {

@@ -280,7 +280,7 @@ impl Recorder {
             // too (it inherited fd 3), so the reader will see no end of it: tell it.
             let _ = std::io::Write::write_all(&mut writer, OUTPUT_EOF);
         }
-        let (output, stream) = out_thread.join().unwrap_or_default();
+        let read = out_thread.join();
         let (status, stopped_by) = match supervised? {
             (Some(status), stopped_by) => {
                 let _ = err_thread.join();
@@ -296,6 +296,8 @@ impl Recorder {
                 (killed_status(), stopped_by)
             }
         };
+        // A panic there is a bug of ours, never "no records": say so.
+        let (output, stream) = read.map_err(|_| Error::OutputReaderPanicked)?;
         let stderr = stderr_lines.lock().map(|l| l.clone()).unwrap_or_default();
         Ok(Attempt {
             status,
