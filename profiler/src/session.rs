@@ -330,14 +330,21 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recording> {
         let status = match recorder.poll() {
             Ok(status) => status,
             Err(e) => {
-                // What was recorded so far is kept, and the failure said after it.
-                let profile = recorder
-                    .finish("recorder failed")
-                    .context("failed to finish the recording")?;
+                // What was recorded so far is kept, and the failure said after it; when
+                // nothing can be kept, the failure is still the error's cause.
+                let failure = anyhow::Error::from(e).context("recording failed");
+                let profile = match recorder.finish("recorder failed") {
+                    Ok(profile) => profile,
+                    Err(finish) => {
+                        return Err(failure.context(format!(
+                            "failed to finish the recording after it failed: {finish:#}"
+                        )))
+                    }
+                };
                 return Ok(Recording {
                     profile,
                     notes: Vec::new(),
-                    failure: Some(anyhow::Error::from(e).context("recording failed")),
+                    failure: Some(failure),
                 });
             }
         };
