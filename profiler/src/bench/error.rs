@@ -1,6 +1,7 @@
 //! Why the suite could not run ([`BenchError`], naming the benchmark), why one run of a
 //! benchmark failed ([`RunError`]), and why a bench JSON file could not be read or written.
 
+use crate::render::WriteError;
 use std::io;
 use std::path::PathBuf;
 
@@ -27,7 +28,7 @@ pub enum BenchError {
         count: u32,
     },
     /// The latency benchmarks' scratch file could not be created.
-    #[error("cannot create scratch file `{}`", .path.display())]
+    #[error("failed to create scratch file `{}`", .path.display())]
     ScratchFile {
         /// The file.
         path: PathBuf,
@@ -65,13 +66,10 @@ pub enum BenchError {
         name: &'static str,
     },
     /// The results could not be encoded or written as JSON.
-    #[error("cannot write bench JSON")]
-    EncodeJson(#[source] serde_json::Error),
-    /// The JSON's last newline could not be written.
-    #[error("cannot write bench JSON")]
-    WriteJson(#[source] io::Error),
+    #[error(transparent)]
+    Write(#[from] WriteError),
     /// A bench JSON file could not be read.
-    #[error("cannot read `{}`", .path.display())]
+    #[error("failed to read `{}`", .path.display())]
     Read {
         /// The file.
         path: PathBuf,
@@ -143,7 +141,7 @@ pub enum RunError {
         source: io::Error,
     },
     /// A file could not be opened.
-    #[error("cannot open {file}")]
+    #[error("failed to open {file}")]
     Open {
         /// The file (`` `/dev/zero` ``, `the scratch file for select`).
         file: &'static str,
@@ -161,7 +159,7 @@ pub enum RunError {
         source: io::Error,
     },
     /// A thread the benchmark needs could not be started.
-    #[error("cannot spawn {thread}")]
+    #[error("failed to spawn {thread}")]
     Spawn {
         /// The thread (`a thread`, `worker thread 3`).
         thread: String,
@@ -170,7 +168,7 @@ pub enum RunError {
         source: io::Error,
     },
     /// The thread the benchmark runs in (named after it) could not be started.
-    #[error("cannot start the benchmark thread")]
+    #[error("failed to start the benchmark thread")]
     BenchmarkThread(#[source] io::Error),
     /// A thread of the benchmark panicked.
     #[error("{thread} panicked")]

@@ -4,6 +4,7 @@
 use super::{
     BenchError, BenchResults, Environment, LatencyResult, ScalingResult, FORMAT, SCHEMA_VERSION,
 };
+use crate::render::WriteError;
 use std::io::{self, Write};
 use std::path::Path;
 
@@ -45,7 +46,11 @@ fn describe(environment: &Environment) -> String {
 /// Prints `results` as tables: latency rows (minimum, median and spread in microseconds, as
 /// lmbench reports), then the thread-scaling rows (operations per second, scaling versus one
 /// thread).
-pub fn write_table(results: &BenchResults, out: &mut dyn Write) -> io::Result<()> {
+pub fn write_table(results: &BenchResults, out: &mut dyn Write) -> Result<(), WriteError> {
+    table_to(results, out).map_err(WriteError::io("the bench table"))
+}
+
+fn table_to(results: &BenchResults, out: &mut dyn Write) -> io::Result<()> {
     let settings = &results.settings;
     writeln!(out, "lockscope bench on {}", describe(&results.environment))?;
     writeln!(
@@ -125,8 +130,10 @@ pub fn write_table(results: &BenchResults, out: &mut dyn Write) -> io::Result<()
 
 /// Writes `results` as pretty-printed JSON (schema: `docs/BENCH-JSON.md`), ending with a newline.
 pub fn write_json(results: &BenchResults, out: &mut dyn Write) -> Result<(), BenchError> {
-    serde_json::to_writer_pretty(&mut *out, results).map_err(BenchError::EncodeJson)?;
-    writeln!(out).map_err(BenchError::WriteJson)
+    const WHAT: &str = "the bench results as JSON";
+    serde_json::to_writer_pretty(&mut *out, results).map_err(WriteError::json(WHAT))?;
+    writeln!(out).map_err(WriteError::io(WHAT))?;
+    Ok(())
 }
 
 /// Reads a file written by [`write_json`]. Errors say whether the file is unreadable, not JSON,
@@ -183,7 +190,15 @@ fn union_keys<K: PartialEq + Clone>(a: &[K], b: &[K]) -> Vec<K> {
 /// Prints two runs side by side, with the ratio B/A of their medians: latency rows (B/A above
 /// 1: B is slower), then scaling rows (B/A above 1: B does more). Rows present in only one run
 /// (e.g. a run with `--only`) show `missing`.
-pub fn write_diff(a: &BenchResults, b: &BenchResults, out: &mut dyn Write) -> io::Result<()> {
+pub fn write_diff(
+    a: &BenchResults,
+    b: &BenchResults,
+    out: &mut dyn Write,
+) -> Result<(), WriteError> {
+    diff_to(a, b, out).map_err(WriteError::io("the bench diff"))
+}
+
+fn diff_to(a: &BenchResults, b: &BenchResults, out: &mut dyn Write) -> io::Result<()> {
     const MISSING: &str = "missing";
     writeln!(out, "A: {}", describe(&a.environment))?;
     writeln!(out, "B: {}", describe(&b.environment))?;

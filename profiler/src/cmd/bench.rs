@@ -127,7 +127,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
 /// `lockscope bench --record`: the same suite in a child lockscope, recorded like any command
 /// (with `record`'s defaults: the default probes, the unwind-table cache).
 fn run_recorded(args: &BenchArgs) -> Result<()> {
-    let exe = std::env::current_exe().context("cannot find the lockscope executable")?;
+    let exe = std::env::current_exe().context("failed to find the lockscope executable")?;
     let mut argv = vec![exe.into_os_string()];
     argv.extend(args.suite_arguments());
     let mut options = SessionOptions::new(lockscope_probes::Target::Command(argv));

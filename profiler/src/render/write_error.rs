@@ -1,5 +1,6 @@
 //! [`WriteError`]: an output that could not be written, the one failure the writers of text and
-//! JSON outputs share (`export`, `diff`), each error type holding it as its `Write` variant.
+//! JSON outputs share (`report`, `export`, `diff`, `bench`): the report's and the bench's writers
+//! return it, the export's and the diff's error types hold it as their `Write` variant.
 
 use std::io;
 

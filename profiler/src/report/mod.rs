@@ -41,6 +41,7 @@ mod text;
 
 pub(crate) use model::{FrameRow, Group, GroupKey, KindRow, Report};
 
+use crate::render::WriteError;
 use lockscope_probes::Profile;
 use std::fmt;
 use std::str::FromStr;
@@ -160,13 +161,15 @@ pub fn write_report(
     profile: &Profile,
     options: &ReportOptions,
     out: &mut dyn std::io::Write,
-) -> std::io::Result<()> {
+) -> Result<(), WriteError> {
+    const WHAT: &str = "the report";
     let report = build_report(profile, options);
     if options.json {
-        serde_json::to_writer_pretty(&mut *out, &report)?;
-        writeln!(out)?;
+        serde_json::to_writer_pretty(&mut *out, &report).map_err(WriteError::json(WHAT))?;
+        writeln!(out).map_err(WriteError::io(WHAT))?;
     } else {
-        out.write_all(report.to_text(options).as_bytes())?;
+        out.write_all(report.to_text(options).as_bytes())
+            .map_err(WriteError::io(WHAT))?;
     }
-    out.flush()
+    out.flush().map_err(WriteError::io(WHAT))
 }

@@ -207,7 +207,7 @@ fn read_json_errors() {
         }
         format!("{:#}", read_json(&path).unwrap_err())
     };
-    assert!(error(None).contains("cannot read"));
+    assert!(error(None).contains("failed to read"));
     assert!(error(Some("lmbench")).contains("is not JSON"));
     assert!(error(Some(r#"{"samples": []}"#)).contains("is not lockscope bench JSON"));
     let newer = r#"{"format": "lockscope-bench", "schema_version": 99}"#;
