@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 /// A listener on an ephemeral port of 127.0.0.1.
 fn loopback_listener() -> Result<(TcpListener, SocketAddr), RunError> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .map_err(RunError::tcp("cannot listen on 127.0.0.1"))?;
+        .map_err(RunError::tcp("failed to listen on 127.0.0.1"))?;
     let address = listener
         .local_addr()
-        .map_err(RunError::tcp("cannot get the listener's address"))?;
+        .map_err(RunError::tcp("failed to get the listener's address"))?;
     Ok((listener, address))
 }
 
@@ -20,7 +20,7 @@ fn loopback_listener() -> Result<(TcpListener, SocketAddr), RunError> {
 fn echo(mut stream: TcpStream) -> Result<(), RunError> {
     stream
         .set_nodelay(true)
-        .map_err(RunError::tcp("cannot set TCP_NODELAY"))?;
+        .map_err(RunError::tcp("failed to set TCP_NODELAY"))?;
     let mut byte = [0u8; 1];
     loop {
         match stream.read(&mut byte) {
@@ -47,10 +47,10 @@ pub(crate) fn tcp_round_trip(_: &Fixture, iterations: u64) -> Result<Duration, R
             .map_err(RunError::spawn)?;
         let measured = (|| -> Result<Duration, RunError> {
             let mut client = TcpStream::connect(address)
-                .map_err(RunError::tcp("cannot connect to 127.0.0.1"))?;
+                .map_err(RunError::tcp("failed to connect to 127.0.0.1"))?;
             client
                 .set_nodelay(true)
-                .map_err(RunError::tcp("cannot set TCP_NODELAY"))?;
+                .map_err(RunError::tcp("failed to set TCP_NODELAY"))?;
             let mut byte = [b't'];
             let mut round_trip = |client: &mut TcpStream| -> Result<(), RunError> {
                 client
@@ -110,7 +110,7 @@ pub(crate) fn tcp_connect(_: &Fixture, iterations: u64) -> Result<Duration, RunE
     for _ in 0..iterations {
         let start = Instant::now();
         let client =
-            TcpStream::connect(address).map_err(RunError::tcp("cannot connect to 127.0.0.1"))?;
+            TcpStream::connect(address).map_err(RunError::tcp("failed to connect to 127.0.0.1"))?;
         elapsed += start.elapsed();
         let (server, _) = listener.accept().map_err(RunError::tcp("accept failed"))?;
         close_with_reset(client);

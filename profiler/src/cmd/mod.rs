@@ -50,7 +50,7 @@ fn read(path: &Path) -> Result<Profile> {
 /// Writes an output file completely, or removes what was partly written.
 fn write_file(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
     let file = std::fs::File::create(path)
-        .with_context(|| format!("cannot write `{}`", path.display()))?;
+        .with_context(|| format!("failed to write `{}`", path.display()))?;
     let mut out = std::io::BufWriter::new(file);
     let result = write(&mut out).and_then(|()| out.flush().map_err(Into::into));
     if result.is_err() {

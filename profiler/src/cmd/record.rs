@@ -207,7 +207,10 @@ impl StopSignals {
 /// cannot be saved is a recording lost.
 pub(crate) fn check_output_writable(path: &Path) -> Result<()> {
     if path.is_dir() {
-        bail!("cannot write profile `{}`: is a directory", path.display());
+        bail!(
+            "failed to write profile `{}`: is a directory",
+            path.display()
+        );
     }
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -216,7 +219,7 @@ pub(crate) fn check_output_writable(path: &Path) -> Result<()> {
     // An unnamed file (O_TMPFILE), gone when closed: no name someone could have planted a link
     // at, nothing left behind.
     tempfile::tempfile_in(dir)
-        .with_context(|| format!("cannot write profile `{}`", path.display()))?;
+        .with_context(|| format!("failed to write profile `{}`", path.display()))?;
     Ok(())
 }
 
@@ -455,7 +458,7 @@ mod tests {
             .expect_err("missing directory");
         assert_eq!(
             format!("{err:#}"),
-            "cannot write profile `/nonexistent-dir/run.lsp`: No such file or directory (os error 2)"
+            "failed to write profile `/nonexistent-dir/run.lsp`: No such file or directory (os error 2)"
         );
         let dir = tempfile::tempdir().expect("tempdir");
         check_output_writable(&dir.path().join("ok.lsp")).expect("writable");

@@ -32,7 +32,7 @@ pub enum SweepError {
     #[error(transparent)]
     Throughput(#[from] ThroughputError),
     /// The output directory could not be created.
-    #[error("cannot create sweep directory `{}`", .path.display())]
+    #[error("failed to create sweep directory `{}`", .path.display())]
     CreateDir {
         /// The directory.
         path: PathBuf,
@@ -109,7 +109,7 @@ pub enum SweepError {
         source: ThroughputError,
     },
     /// A file of the sweep could not be read.
-    #[error("cannot read `{}`", .path.display())]
+    #[error("failed to read `{}`", .path.display())]
     Read {
         /// The file.
         path: PathBuf,
@@ -118,7 +118,7 @@ pub enum SweepError {
         source: io::Error,
     },
     /// A file of the sweep could not be written.
-    #[error("cannot write `{}`", .path.display())]
+    #[error("failed to write `{}`", .path.display())]
     Write {
         /// The file.
         path: PathBuf,
@@ -145,7 +145,7 @@ pub enum SweepError {
         source: crate::export::ExportError,
     },
     /// A level's pprof file could not be written.
-    #[error("level {level}: failed to export pprof: cannot write `{}`", .path.display())]
+    #[error("level {level}: failed to write pprof `{}`", .path.display())]
     WritePprof {
         /// The level's concurrency.
         level: u32,
@@ -159,7 +159,7 @@ pub enum SweepError {
     #[error("failed to encode the sweep")]
     Encode(#[source] serde_json::Error),
     /// The sweep file could not be written.
-    #[error("cannot write sweep file `{}`", .path.display())]
+    #[error("failed to write sweep file `{}`", .path.display())]
     WriteSweep {
         /// The file.
         path: PathBuf,
@@ -168,7 +168,7 @@ pub enum SweepError {
         source: io::Error,
     },
     /// The sweep file could not be read.
-    #[error("cannot read sweep file `{}`", .path.display())]
+    #[error("failed to read sweep file `{}`", .path.display())]
     ReadSweep {
         /// The file.
         path: PathBuf,
@@ -204,7 +204,7 @@ pub enum SweepError {
     #[error("failed to parse the chart's SVG")]
     ChartSvg(#[source] resvg::usvg::Error),
     /// The PNG chart's image could not be allocated.
-    #[error("cannot allocate a {width} × {height} image")]
+    #[error("failed to allocate a {width} × {height} image")]
     ChartImage {
         /// Width, pixels.
         width: u32,

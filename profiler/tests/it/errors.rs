@@ -111,7 +111,7 @@ fn record_unwritable_output() {
     ]));
     assert_eq!(
         msg,
-        "cannot write profile `/nonexistent-dir/run.lsp`: No such file or directory (os error 2)"
+        "failed to write profile `/nonexistent-dir/run.lsp`: No such file or directory (os error 2)"
     );
 }
 
@@ -265,7 +265,7 @@ fn unwritable_outputs() {
     );
     assert_eq!(
         msg,
-        "cannot write `/nonexistent-dir/w.svg`: No such file or directory (os error 2)"
+        "failed to write `/nonexistent-dir/w.svg`: No such file or directory (os error 2)"
     );
     let msg = one_line_error(lockscope().arg("export").arg(&good).args([
         "--format",
@@ -275,6 +275,6 @@ fn unwritable_outputs() {
     ]));
     assert_eq!(
         msg,
-        "cannot write `/nonexistent-dir/w.folded`: No such file or directory (os error 2)"
+        "failed to write `/nonexistent-dir/w.folded`: No such file or directory (os error 2)"
     );
 }
