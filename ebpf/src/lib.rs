@@ -43,9 +43,9 @@
 //! can cost to its own table and symbols (the `fuzzing` feature exposes that path to `fuzz/`).
 //!
 //! Configuration comes in through [`RecordOptions`], [`ProbeSettings`] and [`UnwindOptions`]:
-//! this library reads no environment variable (the `lockscope` binary reads
+//! this library reads no configuration from the environment (the `lockscope` binary reads
 //! `LOCKSCOPE_FAIL_ATTACH`, `LOCKSCOPE_BPF_PROGRAMS`, `LOCKSCOPE_USER_STACKS` and
-//! `LOCKSCOPE_STACK_MEMO` into them).
+//! `LOCKSCOPE_STACK_MEMO` into them); `launch` reads `PATH` to find a command as execvp does.
 //! `launch` starts a command only once the probes are attached; `procmaps` and `symbolize` turn
 //! addresses into frames. The `cpu` probe (`probes/cpu.rs`) samples on-CPU time with per-CPU
 //! cpu-clock perf events; its records are on-CPU time, never waits.

@@ -9,12 +9,14 @@
 //!   Brendan Gregg's format, the common input of flamegraph tools),
 //!   [`measure`](analysis::measure) (what a folded value measures: waits, or the calls, holds
 //!   or samples a profile has without waits),
-//!   [`wakeup`](analysis::wakeup) (who-woke-whom chains) and [`canonical`](analysis::canonical)
-//!   (OS-neutral stacks, sites and thread groups, so that kernels compare frame by frame);
+//!   [`wakeup`](analysis::wakeup) (who-woke-whom chains), [`canonical`](analysis::canonical)
+//!   (OS-neutral stacks, sites and thread groups, so that kernels compare frame by frame) and
+//!   [`processes`](analysis::processes) (processes grouped by command);
 //! - [`render`]: how outputs draw: [`units`](render::units) and
 //!   [`histogram`](render::histogram) (the text conventions every output shares: `134 ms`-style
 //!   times, DTrace-style log2 histogram layout), [`flamegraph`](render::flamegraph) (SVG
-//!   flamegraphs drawn by inferno) and [`svg`](render::svg) (small SVG charts, XML escaping);
+//!   flamegraphs drawn by inferno), [`svg`](render::svg) (small SVG charts, XML escaping) and
+//!   the HTML tables the report's sections and the page draw;
 //! - [`import`]: other tools' captures as profiles (`perf script`, folded stacks);
 //! - [`export`]: `lockscope export` (folded stacks, JSON, wakeup chains), with
 //!   [`pprof`](export::pprof) and [`speedscope`](export::speedscope) one file each;
@@ -45,9 +47,10 @@
 //! [`HtmlError`](html::HtmlError), [`BenchError`](bench::BenchError) (with a failed benchmark's
 //! [`RunError`](bench::RunError)), [`WhyError`](why::WhyError), with
 //! [`FoldError`](analysis::fold::FoldError) for the fold checks the outputs share and
-//! [`WriteError`](render::WriteError) for an output that could not be written (the export's and
-//! the diff's). Each message is one lowercase line naming its object, with its cause as its
-//! `source` rather than in the text; the binary adds context and prints the whole chain.
+//! [`WriteError`](render::WriteError) for an output that could not be written (the report's, the
+//! export's, the diff's and the bench's). Each message is one lowercase line naming its object,
+//! with its cause as its `source` rather than in the text; the binary adds context and prints
+//! the whole chain.
 //!
 //! [`Profile`]: lockscope_probes::Profile
 

@@ -6,11 +6,11 @@ use super::error_chain;
 use super::page::{breakdown_bars, iframe_svg};
 use super::report::Words;
 use super::run::Run;
-use super::tables::{num_cell, table_close, table_open, Cell};
 use crate::diff::{
     build_diff, write_diff_flamegraph, Diff, DiffError, DiffOptions, SideValues, StackDiff,
 };
 use crate::render::svg::xml_escape;
+use crate::render::tables::{num_cell, table_close, table_open, Cell};
 use crate::render::units::{format_fraction, format_ns, format_threads};
 use crate::sweep::Breakdown;
 use std::fmt::Write as _;

@@ -37,7 +37,8 @@
 //!
 //! One file per part of the page: `page.rs` (styles, script, embedded flamegraphs),
 //! `summary.rs` (0), `sweep.rs` (1), `diff.rs` (2 and the knee's comparison), `run.rs` and
-//! `report.rs` (3), and `tables.rs` (the tables they all draw). The tables read the typed values
+//! `report.rs` (3); the tables they draw are [`crate::render`]'s (`render/tables.rs`, shared with
+//! the report's sections). The tables read the typed values
 //! `lockscope report` and `lockscope diff` write as JSON ([`crate::report`]'s, [`crate::diff`]'s),
 //! never the JSON back, so a renamed field fails to compile.
 //!
@@ -54,7 +55,6 @@ mod report;
 mod run;
 mod summary;
 mod sweep;
-pub(crate) mod tables;
 
 use self::diff::{
     diff_section, diff_unit_header, page_diff, sides_time_bars, Comparison, SiteRows, RAW_NS,

@@ -3,9 +3,9 @@
 //! their stacks folded behind `<details>`, and each section the profile has, whose tables each
 //! section draws in its own file (`report/sections/`, [`crate::report::sections::Sections`]).
 
-use super::tables::{named_few, table, table_close, table_open, Cell, Column};
 use super::HtmlOptions;
 use crate::render::svg::{histogram_svg, xml_escape, Bucket};
+use crate::render::tables::{named_few, table, table_close, table_open, Cell, Column};
 use crate::report::{build_report, FrameRow, Group, GroupKey, KindRow, ReportOptions};
 use lockscope_probes::Profile;
 use std::fmt::Write as _;

@@ -1,6 +1,6 @@
 //! HTML tables of the report's and the diff's values: cells by kind ([`Cell`]), sortable long
 //! tables. The report's sections draw their tables with these in their own files
-//! (`report/sections/`).
+//! (`report/sections/`), and the HTML page its other tables (`html/`).
 
 use crate::render::svg::xml_escape;
 use crate::render::units::{format_fraction, format_ns};

@@ -8,8 +8,8 @@
 //! CPU section says where that time went.
 
 use super::*;
-use crate::html::tables::{num_cell, table_close, table_open, Cell};
 use crate::render::svg::{time_bars_svg, xml_escape, TimeBar};
+use crate::render::tables::{num_cell, table_close, table_open, Cell};
 use crate::render::units::format_fraction;
 
 /// This file's section, for `build.rs`'s list.

@@ -5,8 +5,8 @@
 //! idle is idle).
 
 use super::*;
-use crate::html::tables::{table, Cell, Column};
 use crate::render::svg::xml_escape;
+use crate::render::tables::{table, Cell, Column};
 
 /// This file's section, for `build.rs`'s list.
 pub(super) const SECTION: Entry = Entry::of::<Contention>();

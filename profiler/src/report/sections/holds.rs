@@ -5,7 +5,7 @@
 //! waits this is where holds are.
 
 use super::*;
-use crate::html::tables::{table, Cell, Column};
+use crate::render::tables::{table, Cell, Column};
 
 /// This file's section, for `build.rs`'s list.
 pub(super) const SECTION: Entry = Entry::of::<Holds>();

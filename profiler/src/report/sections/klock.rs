@@ -1,7 +1,7 @@
 //! The `klock` probe's section: kernel locks by type and address with their caller.
 
 use super::*;
-use crate::html::tables::{table, Cell, Column};
+use crate::render::tables::{table, Cell, Column};
 
 /// This file's section, for `build.rs`'s list.
 pub(super) const SECTION: Entry = Entry::of::<KernelLocks>();

@@ -2,7 +2,7 @@
 //! waker → sleeper pairs.
 
 use super::*;
-use crate::html::tables::{table, Cell, Column};
+use crate::render::tables::{table, Cell, Column};
 
 /// This file's section, for `build.rs`'s list.
 pub(super) const SECTION: Entry = Entry::of::<OffCpu>();
