@@ -67,12 +67,6 @@ impl TimeClass {
             TimeClass::Other => "other",
         }
     }
-
-    /// True for the classes that are waiting on another thread of the program (lock contention,
-    /// not idleness).
-    pub fn is_contention(self) -> bool {
-        matches!(self, TimeClass::Lock | TimeClass::RunQueue)
-    }
 }
 
 impl fmt::Display for TimeClass {

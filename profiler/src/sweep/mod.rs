@@ -241,14 +241,6 @@ impl Breakdown {
             .map(|c| c.share_of_thread_time)
     }
 
-    /// The share of thread time asleep by `by` ([`Breakdown::woken`]), `None` when unknown.
-    pub fn woken_share(&self, by: WokenBy) -> Option<f64> {
-        self.woken
-            .iter()
-            .find(|c| c.name == by.name())
-            .map(|c| c.share_of_thread_time)
-    }
-
     /// The class named `name`.
     pub fn class(&self, name: &str) -> Option<&ClassTime> {
         self.classes.iter().find(|c| c.name == name)
