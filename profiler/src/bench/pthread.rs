@@ -2,14 +2,16 @@
 //!
 //! The thread benchmarks measure the platform's pthread primitives, the ones C servers (MySQL)
 //! use, not Rust's `std::sync` (which on Linux is its own futex code and would hide libc).
-//! Both types are only ever used behind a shared reference, never moved once a thread uses them.
+//! Each keeps its pthread object in a box of its own, so it never moves once a thread used it
+//! (POSIX leaves a moved mutex or condition variable undefined; macOS's do break), even when the
+//! wrapper moves.
 
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
 
 /// A `pthread_mutex_t` (default attributes) protecting a `T`.
 pub(crate) struct PthreadMutex<T> {
-    raw: UnsafeCell<libc::pthread_mutex_t>,
+    raw: Box<UnsafeCell<libc::pthread_mutex_t>>,
     data: UnsafeCell<T>,
 }
 
@@ -23,15 +25,15 @@ impl<T> PthreadMutex<T> {
     /// A new, unlocked mutex holding `data`.
     pub(crate) fn new(data: T) -> Self {
         PthreadMutex {
-            raw: UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER),
+            raw: Box::new(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER)),
             data: UnsafeCell::new(data),
         }
     }
 
     /// Locks the mutex, blocking until it is free.
     pub(crate) fn lock(&self) -> PthreadGuard<'_, T> {
-        // SAFETY: `raw` was initialized with PTHREAD_MUTEX_INITIALIZER and is not moved while
-        // borrowed; a default mutex locked by a thread that does not hold it cannot fail.
+        // SAFETY: `raw` was initialized with PTHREAD_MUTEX_INITIALIZER and never moves (boxed);
+        // a default mutex locked by a thread that does not hold it cannot fail.
         let rc = unsafe { libc::pthread_mutex_lock(self.raw.get()) };
         debug_assert_eq!(rc, 0, "pthread_mutex_lock");
         PthreadGuard { mutex: self }
@@ -76,7 +78,7 @@ impl<T> Drop for PthreadGuard<'_, T> {
 
 /// A `pthread_cond_t` (default attributes).
 pub(crate) struct PthreadCondvar {
-    raw: UnsafeCell<libc::pthread_cond_t>,
+    raw: Box<UnsafeCell<libc::pthread_cond_t>>,
 }
 
 // SAFETY: pthread condition variables are made to be shared between threads.
@@ -88,15 +90,15 @@ impl PthreadCondvar {
     /// A new condition variable.
     pub(crate) fn new() -> Self {
         PthreadCondvar {
-            raw: UnsafeCell::new(libc::PTHREAD_COND_INITIALIZER),
+            raw: Box::new(UnsafeCell::new(libc::PTHREAD_COND_INITIALIZER)),
         }
     }
 
     /// Atomically unlocks the guard's mutex and sleeps until signalled (or a spurious wake-up),
     /// then locks it again. Callers re-check their condition in a loop.
     pub(crate) fn wait<'a, T>(&self, guard: PthreadGuard<'a, T>) -> PthreadGuard<'a, T> {
-        // SAFETY: both objects are initialized and pinned behind shared references; the guard
-        // proves this thread holds the mutex, as pthread_cond_wait requires.
+        // SAFETY: both objects are initialized and never move (boxed); the guard proves this
+        // thread holds the mutex, as pthread_cond_wait requires.
         let rc = unsafe { libc::pthread_cond_wait(self.raw.get(), guard.mutex.raw.get()) };
         debug_assert_eq!(rc, 0, "pthread_cond_wait");
         guard
@@ -104,13 +106,13 @@ impl PthreadCondvar {
 
     /// Wakes one waiter, if any.
     pub(crate) fn signal(&self) {
-        // SAFETY: `raw` is initialized and pinned behind a shared reference.
+        // SAFETY: `raw` is initialized and never moves (boxed).
         unsafe { libc::pthread_cond_signal(self.raw.get()) };
     }
 
     /// Wakes every waiter.
     pub(crate) fn broadcast(&self) {
-        // SAFETY: `raw` is initialized and pinned behind a shared reference.
+        // SAFETY: `raw` is initialized and never moves (boxed).
         unsafe { libc::pthread_cond_broadcast(self.raw.get()) };
     }
 }
