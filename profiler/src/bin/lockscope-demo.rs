@@ -406,19 +406,38 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<(bool, Duration)
     Ok((wait_for_stdin, mutex_hold))
 }
 
+/// Says `message` and exits with `code`: the demo has nothing to clean up.
+fn fail(message: &str, code: i32) -> ! {
+    eprintln!("lockscope-demo: {message}");
+    std::process::exit(code);
+}
+
+/// Starts a thread named `name` (what the recording shows), or says why it could not.
+fn spawn<T: Send + 'static>(
+    name: String,
+    run: impl FnOnce() -> T + Send + 'static,
+) -> thread::JoinHandle<T> {
+    thread::Builder::new()
+        .name(name.clone())
+        .spawn(run)
+        .unwrap_or_else(|e| fail(&format!("failed to spawn `{name}`: {e}"), 1))
+}
+
+/// Waits for `thread` and returns what it measured; a panic in it ends the demo with its name.
+fn join<T>(thread: thread::JoinHandle<T>) -> T {
+    let name = thread.thread().name().unwrap_or("a thread").to_owned();
+    thread
+        .join()
+        .unwrap_or_else(|_| fail(&format!("`{name}` panicked"), 1))
+}
+
 fn main() {
-    let (wait_for_stdin, mutex_hold) = match parse_args(std::env::args().skip(1)) {
-        Ok(parsed) => parsed,
-        Err(message) => {
-            eprintln!("lockscope-demo: {message}");
-            std::process::exit(2);
-        }
-    };
+    let (wait_for_stdin, mutex_hold) =
+        parse_args(std::env::args().skip(1)).unwrap_or_else(|message| fail(&message, 2));
     if wait_for_stdin {
         let mut line = String::new();
         if let Err(e) = std::io::stdin().read_line(&mut line) {
-            eprintln!("lockscope-demo: failed to read standard input: {e}");
-            std::process::exit(1);
+            fail(&format!("failed to read standard input: {e}"), 1);
         }
     }
     let started = Instant::now();
@@ -430,10 +449,9 @@ fn main() {
         .iter()
         .enumerate()
         .map(|(i, announcement)| {
-            thread::Builder::new()
-                .name(format!("mutex-waiter-{}", i + 1))
-                .spawn(move || place_order(announcement))
-                .expect("spawn mutex waiter")
+            spawn(format!("mutex-waiter-{}", i + 1), move || {
+                place_order(announcement)
+            })
         })
         .collect();
     wait_until_ready(MUTEX_WAITERS);
@@ -463,7 +481,7 @@ fn main() {
     // machine's speed shifts the waits away from the nominal ones (an emulated kernel).
     let mut measured = Vec::new();
     for (i, t) in mutex_waiters.into_iter().enumerate() {
-        let waited = t.join().expect("mutex waiter panicked");
+        let waited = join(t);
         measured.push(format!(
             "mutex-waiter-{} {:.1} ms",
             i + 1,
@@ -478,10 +496,9 @@ fn main() {
         .zip(cond_announcements)
         .enumerate()
         .map(|(i, (shipment, announcement))| {
-            thread::Builder::new()
-                .name(format!("cond-waiter-{}", i + 1))
-                .spawn(move || await_shipment(shipment, announcement))
-                .expect("spawn condvar waiter")
+            spawn(format!("cond-waiter-{}", i + 1), move || {
+                await_shipment(shipment, announcement)
+            })
         })
         .collect();
     wait_until_ready(CONDVAR_WAITERS);
@@ -503,7 +520,7 @@ fn main() {
             .map(|i| format!("cond-waiter-{i} {}", asleep_for(asleep_at, release))),
     );
     for (i, t) in cond_waiters.into_iter().enumerate() {
-        let waited = t.join().expect("condvar waiter panicked");
+        let waited = join(t);
         measured.push(format!(
             "cond-waiter-{} {:.1} ms",
             i + 1,
@@ -514,22 +531,15 @@ fn main() {
     // Part 3: on CPU. The spinlock is taken before the spinner starts, and the holder releases
     // it once the spinner has spun SPIN_HOLD of CPU, so its CPU time is all spent spinning.
     SPIN_LOCK.store(true, Ordering::Release);
-    let spinner = thread::Builder::new()
-        .name("spinner".to_owned())
-        .spawn(acquire_spin_lock)
-        .expect("spawn spinner");
+    let spinner = spawn("spinner".to_owned(), acquire_spin_lock);
     let spinner_cpu = cpu_clock_of(&spinner);
-    let holder = thread::Builder::new()
-        .name("lock-holder".to_owned())
-        .spawn(move || hold_spin_lock(SPIN_HOLD, spinner_cpu))
-        .expect("spawn lock holder");
-    let cruncher = thread::Builder::new()
-        .name("cruncher".to_owned())
-        .spawn(|| crunch_numbers(CRUNCH_TIME))
-        .expect("spawn cruncher");
-    holder.join().expect("lock holder panicked");
-    let spun = spinner.join().expect("spinner panicked");
-    let crunched = cruncher.join().expect("cruncher panicked");
+    let holder = spawn("lock-holder".to_owned(), move || {
+        hold_spin_lock(SPIN_HOLD, spinner_cpu)
+    });
+    let cruncher = spawn("cruncher".to_owned(), || crunch_numbers(CRUNCH_TIME));
+    join(holder);
+    let spun = join(spinner);
+    let crunched = join(cruncher);
 
     println!(
         "lockscope-demo: held the order lock {:.1} ms against {MUTEX_WAITERS} waiters; \
