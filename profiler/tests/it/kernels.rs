@@ -62,13 +62,14 @@ macro_rules! guest_kernels {
 }
 
 guest_kernels! {
-    /// Debian's 5.10 (bullseye): no bpf_loop, bpf_find_vma or lock contention tracepoints.
+    /// The known answers under Debian's 5.10 (bullseye), booted in QEMU: no bpf_loop,
+    /// bpf_find_vma or lock contention tracepoints.
     kernel_5_10 = "5.10",
         ignore = "boots Debian's 5.10 kernel under QEMU for minutes; .ci/run runs it as root";
-    /// Debian's 6.1 (bookworm, the README's system).
+    /// The known answers under Debian's 6.1 (bookworm, the README's system), booted in QEMU.
     kernel_6_1 = "6.1",
         ignore = "boots Debian's 6.1 kernel under QEMU for minutes; .ci/run runs it as root";
-    /// Debian's 6.12 (bookworm-backports).
+    /// The known answers under Debian's 6.12 (bookworm-backports), booted in QEMU.
     kernel_6_12 = "6.12",
         ignore = "boots Debian's 6.12 kernel under QEMU for minutes; .ci/run runs it as root";
 }

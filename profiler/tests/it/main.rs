@@ -1,7 +1,8 @@
 //! lockscope's integration tests, one test binary: a module per subject, from the library's API
 //! to the `lockscope` binary end to end, the helpers they share in `common` (with the synthetic
-//! profiles in `common::fixtures`). The tests that need root with BPF, a real dtrace or QEMU are
-//! ignored by a plain `cargo test` and say why; `.ci/run` runs them.
+//! profiles in `common::fixtures`). The tests that need root with BPF or QEMU are ignored by a
+//! plain `cargo test` and say why; those that need a real dtrace print `skipped: REASON` where
+//! there is none. `.ci/run` runs them all.
 
 mod common;
 

@@ -1,6 +1,5 @@
 //! Helpers shared by the end-to-end tests: the built binaries, privilege checks that skip loudly,
 //! reading the recorder's start-up line, and golden files.
-#![allow(dead_code)]
 
 use lockscope_probes::catalog::{CPU, FUTEX};
 use lockscope_probes::{Profile, StackWalk, WaitKind, WaitRecord};
@@ -16,9 +15,7 @@ pub mod self_run;
 
 /// What the demo does (see `profiler/src/bin/lockscope-demo.rs`).
 pub const MUTEX_WAITERS: u64 = 4;
-pub const MUTEX_WAIT: Duration = Duration::from_millis(200);
 pub const CONDVAR_WAITERS: u64 = 2;
-pub const CONDVAR_WAIT: Duration = Duration::from_millis(300);
 
 /// The demo's on-CPU threads (part 3), each with the demo functions its samples must be in,
 /// outermost first.
