@@ -90,8 +90,9 @@ fn offcpu_kernel_stacks_follow_each_sleep_path() {
                     .is_some_and(|s| s.frames.iter().any(|f| f.display_name().contains(function)))
             })
             .collect();
-        // On failure, every offcpu record of the helper with its user frames and the recording's
-        // losses: which sleep went missing, and where it went.
+        // On failure, every offcpu record of the helper (thread, time, waker, user frames), the
+        // losses and the threads' times: which sleep went missing, and where it went. (The
+        // helper says on stderr when a call of its own did not sleep its whole time.)
         let seen = || {
             let records: Vec<String> = profile
                 .waits
@@ -102,10 +103,21 @@ fn offcpu_kernel_stacks_follow_each_sleep_path() {
                         .stack(w.user_stack)
                         .map(|s| s.frames.iter().map(|f| f.display_name()).collect())
                         .unwrap_or_default();
-                    format!("{} x{} {:?}", w.operation, w.stats.count, frames)
+                    format!(
+                        "tid {} {} x{} {:.1} ms woken by {:?} {:?}",
+                        w.tid,
+                        w.operation,
+                        w.stats.count,
+                        w.stats.total_ns as f64 / 1e6,
+                        w.woken_by,
+                        frames
+                    )
                 })
                 .collect();
-            format!("{records:#?}\nlosses: {:?}", profile.metadata.losses)
+            format!(
+                "{records:#?}\nlosses: {:?}\nthread times: {:#?}",
+                profile.metadata.losses, profile.thread_times
+            )
         };
         assert!(
             count(&sleeps) >= PATH_SLEEPS,
@@ -221,6 +233,21 @@ fn sleep_in_pipe_read(read_end: &mut std::io::PipeReader) {
     read_end.read_exact(&mut byte).expect("read the pipe");
 }
 
+/// Calls `sleep` until one call lasts PATH_SLEEP by the thread's own clock (a timed sleep cannot
+/// end sooner unless something interrupted it), saying so on stderr when one did not: the
+/// workload's truth, PATH_SLEEPS whole sleeps a path, is then exact.
+fn slept_whole(name: &str, mut sleep: impl FnMut()) {
+    loop {
+        let start = Instant::now();
+        sleep();
+        let slept = start.elapsed();
+        if slept >= PATH_SLEEP {
+            return;
+        }
+        eprintln!("helper_sleep_paths: {name} returned after {slept:?}: sleeping again");
+    }
+}
+
 /// Workload: a thread sleeps PATH_SLEEPS times in each of a futex wait, a PI futex lock held by
 /// another thread, a poll, a clock_nanosleep and a pipe read (a byte written PATH_SLEEP later),
 /// each from its own function.
@@ -255,10 +282,12 @@ fn helper_sleep_paths() {
         }
     });
     for _ in 0..PATH_SLEEPS {
-        sleep_in_futex_wait(&wait_word);
-        sleep_in_futex_lock_pi(&pi_word);
-        sleep_in_poll();
-        sleep_in_nanosleep();
+        slept_whole("sleep_in_futex_wait", || sleep_in_futex_wait(&wait_word));
+        slept_whole("sleep_in_futex_lock_pi", || {
+            sleep_in_futex_lock_pi(&pi_word)
+        });
+        slept_whole("sleep_in_poll", sleep_in_poll);
+        slept_whole("sleep_in_nanosleep", sleep_in_nanosleep);
         ask.send(()).expect("ask the writer");
         sleep_in_pipe_read(&mut read_end);
     }
