@@ -1,11 +1,11 @@
 //! Why the suite could not run ([`BenchError`], naming the benchmark), why one run of a
-//! benchmark failed ([`RunError`]), and why a bench JSON file could not be read or written.
+//! benchmark failed ([`RunError`]), and why a bench JSON file could not be read (writing one
+//! fails with [`WriteError`](crate::render::WriteError), as every writer does).
 
-use crate::render::WriteError;
 use std::io;
 use std::path::PathBuf;
 
-/// Why `lockscope bench` could not run, or a bench JSON file could not be read or written.
+/// Why `lockscope bench` could not run, or a bench JSON file could not be read.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BenchError {
@@ -65,9 +65,6 @@ pub enum BenchError {
         /// The benchmark.
         name: &'static str,
     },
-    /// The results could not be encoded or written as JSON.
-    #[error(transparent)]
-    Write(#[from] WriteError),
     /// A bench JSON file could not be read.
     #[error("failed to read `{}`", .path.display())]
     Read {

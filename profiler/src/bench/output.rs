@@ -129,7 +129,7 @@ fn table_to(results: &BenchResults, out: &mut dyn Write) -> io::Result<()> {
 }
 
 /// Writes `results` as pretty-printed JSON (schema: `docs/BENCH-JSON.md`), ending with a newline.
-pub fn write_json(results: &BenchResults, out: &mut dyn Write) -> Result<(), BenchError> {
+pub fn write_json(results: &BenchResults, out: &mut dyn Write) -> Result<(), WriteError> {
     const WHAT: &str = "the bench results as JSON";
     serde_json::to_writer_pretty(&mut *out, results).map_err(WriteError::json(WHAT))?;
     writeln!(out).map_err(WriteError::io(WHAT))?;
