@@ -14,6 +14,7 @@ use lockscope_probes::{Log2Histogram, Losses, WaitStats};
 use std::borrow::Cow;
 use std::ffi::CStr;
 use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd};
 use std::ptr::NonNull;
 
 /// Heap storage for the libbpf object that a skeleton borrows. Private to this module: only
@@ -93,6 +94,57 @@ impl<S: Skel<'static>> LoadedObject<S> {
         }
         self.links.extend(links);
         Ok(())
+    }
+}
+
+impl<S: Skel<'static>> LoadedObject<S> {
+    /// Runs of its programs that the kernel skipped (`recursion_misses` of each): the kernel
+    /// never runs a program while the same program is running on that CPU, so a hook that fires
+    /// in an interrupt of the program (a timer waking a thread while `sched_waking`'s program
+    /// runs for another) goes unseen. Each may have lost an event.
+    pub fn skipped_runs(&self) -> Result<u64, Error> {
+        let mut skipped = 0u64;
+        for program in self.skel.object().progs().filter(|p| p.autoload()) {
+            let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
+            let mut len = std::mem::size_of_val(&info) as u32;
+            // SAFETY: `info` is a bpf_prog_info of `len` bytes, which the kernel fills (no
+            // array field asks for more: their pointers are null); the fd is the program's.
+            let rc = unsafe {
+                libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(
+                    program.as_fd().as_raw_fd(),
+                    &mut info,
+                    &mut len,
+                )
+            };
+            if rc != 0 {
+                return Err(Error::io(
+                    format!(
+                        "read the statistics of BPF program `{}`",
+                        program.name().to_string_lossy()
+                    ),
+                    std::io::Error::from_raw_os_error(-rc),
+                ));
+            }
+            skipped = skipped.saturating_add(info.recursion_misses);
+        }
+        Ok(skipped)
+    }
+
+    /// Its events and losses: the `counters` map every probe has (common.bpf.h), and the runs
+    /// of its programs the kernel skipped.
+    pub fn counters(&self) -> Result<Counters, Error> {
+        let map = self
+            .skel
+            .object()
+            .maps()
+            .find(|m| m.name() == "counters")
+            .ok_or_else(|| Error::Map {
+                map: "counters",
+                source: libbpf_rs::Error::from(std::io::Error::from(std::io::ErrorKind::NotFound)),
+            })?;
+        let mut counters = read_counters(&map)?;
+        counters.losses.skipped_runs = self.skipped_runs()?;
+        Ok(counters)
     }
 }
 
@@ -195,11 +247,13 @@ pub(crate) fn add_losses(a: Losses, b: Losses) -> Losses {
         kernel_stack_failures: a.kernel_stack_failures + b.kernel_stack_failures,
         map_full: a.map_full + b.map_full,
         dropped: a.dropped + b.dropped,
+        skipped_runs: a.skipped_runs + b.skipped_runs,
+        out_of_order: a.out_of_order + b.out_of_order,
     }
 }
 
 /// A probe's per-CPU `counters` map (common.bpf.h), summed.
-pub(crate) fn read_counters(map: &impl MapCore) -> Result<Counters, Error> {
+fn read_counters(map: &impl MapCore) -> Result<Counters, Error> {
     let per_cpu = map
         .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
         .map_err(|source| Error::Map {

@@ -225,6 +225,8 @@ mod tests {
                 events: 1,
                 losses: Losses {
                     user_stack_failures: 1,
+                    skipped_runs: 2,
+                    out_of_order: 1,
                     ..Losses::default()
                 },
                 end_reason: "target exited".into(),
@@ -346,6 +348,28 @@ mod tests {
             json.contains("\"processes\":[{\"pid\":42,\"parent\":1"),
             "{json}"
         );
+    }
+
+    /// A profile written before the probes counted skipped program runs and out-of-order
+    /// scheduler events reads with both 0; skipped runs count as lost waits (each may have lost
+    /// one), out-of-order events do not (their sleeps are recorded, without their waker).
+    #[test]
+    fn losses_of_unseen_events() {
+        let mut old = sample();
+        old.metadata.losses = Losses {
+            map_full: 3,
+            ..Losses::default()
+        };
+        let json = serde_json::to_string(&old).expect("json");
+        assert!(
+            !json.contains("skipped_runs") && !json.contains("out_of_order"),
+            "{json}"
+        );
+        let back: Profile = serde_json::from_str(&json).expect("old profile reads");
+        assert_eq!(back, old);
+        let losses = sample().metadata.losses;
+        assert_eq!(losses.lost_events(), 2);
+        assert!(!losses.is_zero());
     }
 
     /// A file cut anywhere is reported as truncated or corrupt, never read as a shorter profile.

@@ -265,12 +265,28 @@ pub struct Losses {
     pub map_full: u64,
     /// Events dropped for any other reason (buffers overrun, unreadable arguments).
     pub dropped: u64,
+    /// Runs of a probe's programs the kernel skipped: it never runs a BPF program while the
+    /// same program is running on that CPU, so an event in an interrupt of it (a timer waking
+    /// a thread) goes unseen. Each may have lost a wait.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skipped_runs: u64,
+    /// Scheduler events that did not fit a thread's state (a switch-in of a thread already on a
+    /// CPU, a switch-out of one asleep): an event was missed before them. The time is kept, in
+    /// the state the thread was in, but the wait it ended may be missing from the records.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub out_of_order: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Losses {
     /// Waits that are missing from the profile altogether (saturating at `u64::MAX`).
     pub fn lost_events(&self) -> u64 {
-        self.map_full.saturating_add(self.dropped)
+        self.map_full
+            .saturating_add(self.dropped)
+            .saturating_add(self.skipped_runs)
     }
 
     /// True when nothing at all was lost.

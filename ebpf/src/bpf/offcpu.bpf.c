@@ -90,7 +90,8 @@ __u64 lks_start_ns = 0;
 
 /* Scheduler events that did not fit the state machine (a missed or reordered event): a switch-out
  * of a thread not on the CPU, a switch-in of a thread already on it. Their interval is still
- * accounted (to the state the thread was in), so the classes keep adding up to wall time. */
+ * accounted, so the classes keep adding up to wall time: split by the kernel's own clocks of the
+ * thread where they say how (recover_unseen_run), else to the state the thread was in. */
 __u64 lks_out_of_order = 0;
 
 struct {
@@ -222,7 +223,7 @@ static __always_inline void forget_waker(struct offcpu_thread *t)
 }
 
 /* Streams the off-CPU interval of `t` that ends at `now` (`targ_intervals`), where `prev` gave
- * it the CPU. Numbered even when not streamed or lost, so that user space sees a gap where one is
+ * it the CPU (NULL: unknown). Numbered even when not streamed or lost, so that user space sees a gap where one is
  * missing. */
 static __always_inline void stream_interval(struct offcpu_thread *t, __u32 tid,
 					    struct task_struct *prev, __u64 now)
@@ -271,10 +272,16 @@ static __always_inline void stream_interval(struct offcpu_thread *t, __u32 tid,
 	e->waker_user_stack_id = t->waker_user_stack_id;
 	e->waker_kernel_stack_id = t->waker_kernel_stack_id;
 	e->owner_tid = t->owner_tid;
-	e->holder_tgid = prev->tgid;
-	e->holder_tid = prev->pid;
 	__builtin_memcpy(e->waker_comm, t->waker_comm, sizeof(e->waker_comm));
-	bpf_probe_read_kernel_str(e->holder_comm, sizeof(e->holder_comm), prev->comm);
+	if (prev) {
+		e->holder_tgid = prev->tgid;
+		e->holder_tid = prev->pid;
+		bpf_probe_read_kernel_str(e->holder_comm, sizeof(e->holder_comm), prev->comm);
+	} else {
+		e->holder_tgid = 0;
+		e->holder_tid = 0;
+		e->holder_comm[0] = 0;
+	}
 	bpf_ringbuf_submit(e, 0);
 }
 
@@ -338,6 +345,57 @@ static __always_inline unsigned int switch_state(bool preempt, struct task_struc
 	return BPF_CORE_READ((struct task_struct___state *)task, state);
 }
 
+/* sched_info of kernels built without CONFIG_SCHED_INFO (CO-RE flavor: the field is absent). */
+struct task_struct___sched_info {
+	struct sched_info sched_info;
+} __attribute__((preserve_access_index));
+
+/* The kernel's count of the time `task` spent on a CPU. */
+static __always_inline __u64 task_exec_ns(struct task_struct *task)
+{
+	return BPF_CORE_READ(task, se.sum_exec_runtime);
+}
+
+/* The kernel's count of the time `task` spent waiting for a CPU (0 without CONFIG_SCHED_INFO). */
+static __always_inline __u64 task_run_delay_ns(struct task_struct *task)
+{
+	struct task_struct___sched_info *t = (void *)task;
+
+	if (!bpf_core_field_exists(t->sched_info))
+		return 0;
+	return BPF_CORE_READ(t, sched_info.run_delay);
+}
+
+/* A switch-out of `task` found it still asleep: its wakeup and its switch-in went unseen (a
+ * program run the kernel skipped; on some virtual machines, hooks do not run in the context of
+ * the host's agent, so a timer that fires while the agent has the CPU wakes a thread unseen, and
+ * the agent's switch-out is not traced either). The kernel's own clocks of the thread split the
+ * time since the sleep began: it ran for the growth of its CPU time, waited for a CPU for the
+ * growth of its run delay, and slept the rest. The sleep and the wait for a CPU are recorded as
+ * if seen, with their stacks; who woke it is unknown. */
+static __always_inline void recover_unseen_run(struct offcpu_thread *t, __u32 tid,
+					       struct task_struct *task, __u64 now)
+{
+	__u64 elapsed = now - t->since_ns, ran, queued, slept;
+
+	ran = task_exec_ns(task) - t->exec_at_out_ns;
+	queued = task_run_delay_ns(task) - t->run_delay_at_out_ns;
+	/* The clocks are the scheduler's, not bpf_ktime_get_ns: bound each by what is left. */
+	if (ran > elapsed)
+		ran = elapsed;
+	if (queued > elapsed - ran)
+		queued = elapsed - ran;
+	slept = elapsed - ran - queued;
+	add_time(t, t->sleep_class, slept);
+	record_interval(t, tid, LKS_STATE_SLEEPING, slept, true, task);
+	t->state = LKS_STATE_RUN_QUEUE;
+	t->wakeup_ns = t->since_ns + slept;
+	add_time(t, LKS_TIME_RUN_QUEUE, queued);
+	stream_interval(t, tid, NULL, t->wakeup_ns + queued);
+	record_interval(t, tid, LKS_STATE_RUN_QUEUE, queued, true, task);
+	add_time(t, LKS_TIME_ON_CPU, ran);
+}
+
 static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, unsigned int prev_state,
 					  __u64 now, const bool compat)
 {
@@ -365,7 +423,7 @@ static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, u
 		break;
 	case LKS_STATE_SLEEPING:
 		__sync_fetch_and_add(&lks_out_of_order, 1);
-		add_time(t, t->sleep_class, now - t->since_ns);
+		recover_unseen_run(t, tid, prev, now);
 		break;
 	case LKS_STATE_DEAD:
 		__sync_fetch_and_add(&lks_out_of_order, 1);
@@ -382,6 +440,8 @@ static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, u
 	}
 	bpf_get_current_comm(t->comm, sizeof(t->comm));
 	t->out_ns = now;
+	t->exec_at_out_ns = task_exec_ns(prev);
+	t->run_delay_at_out_ns = task_run_delay_ns(prev);
 	t->syscall = -1;
 	t->object = 0;
 	t->owner_tid = 0;
@@ -630,6 +690,9 @@ int BPF_PROG(lks_offcpu_wakeup_new, struct task_struct *p)
 		t->since_ns = now;
 		t->out_ns = now;
 		t->wakeup_ns = now;
+		/* A new task's clocks start at 0. */
+		t->exec_at_out_ns = 0;
+		t->run_delay_at_out_ns = 0;
 		t->interval_state = LKS_STATE_RUN_QUEUE;
 		t->syscall = -1;
 		t->object = 0;

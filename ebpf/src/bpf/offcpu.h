@@ -68,6 +68,11 @@ struct offcpu_thread {
 	__u64 out_ns;
 	/* When a sleeping thread was woken (state RUN_QUEUE after SLEEPING). */
 	__u64 wakeup_ns;
+	/* The kernel's own clocks of the thread at its last switch-out: its time on a CPU
+	 * (se.sum_exec_runtime) and waiting for one (sched_info.run_delay, 0 without
+	 * CONFIG_SCHED_INFO). When its wakeup and switch-in go unseen, they split the time since. */
+	__u64 exec_at_out_ns;
+	__u64 run_delay_at_out_ns;
 	/* Nanoseconds per enum time_class. */
 	__u64 time_ns[LKS_TIME_CLASSES];
 	/* Nanoseconds asleep (any class) per enum waker_class: who ended the sleeps. */
@@ -186,7 +191,8 @@ struct offcpu_interval {
 	/* offcpu_thread.owner_tid at the switch-out. */
 	__u32 owner_tid;
 	/* The task that had the CPU until this one got it back (the idle task, pid 0, when the CPU
-	 * was idle): for a thread waiting for a CPU, who held it. */
+	 * was idle): for a thread waiting for a CPU, who held it. Unknown (holder_comm empty) when
+	 * the switch-in went unseen. */
 	__u32 holder_tgid;
 	__u32 holder_tid;
 	char waker_comm[LKS_COMM_LEN];

@@ -7,9 +7,7 @@
 
 use crate::error::{Error, ProbeError};
 use crate::libbpf_log;
-use crate::object::{
-    comm, entries, read_counters, wait_stats, Counters, LksStats, LoadedObject, Plain,
-};
+use crate::object::{comm, entries, wait_stats, Counters, LksStats, LoadedObject, Plain};
 use crate::probe::{
     AttachContext, DrainContext, Drained, LoadContext, PrivilegedHook, Probe, ProbeInfo, RawRecord,
     Registered,
@@ -217,7 +215,7 @@ impl Probe for FutexProbe {
     }
 
     fn counters(&self) -> Result<Counters, Error> {
-        read_counters(&self.object.skel().maps.counters)
+        self.object.counters()
     }
 
     fn drain(&self, _cx: &DrainContext<'_>, out: &mut Drained) -> Result<(), Error> {

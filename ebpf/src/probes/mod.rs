@@ -23,9 +23,7 @@ include!(concat!(env!("OUT_DIR"), "/probes.rs"));
 
 use crate::error::{Error, ProbeError};
 use crate::libbpf_log;
-use crate::object::{
-    comm, entries, read_counters, wait_stats, Counters, LksStats, LoadedObject, Plain,
-};
+use crate::object::{comm, entries, wait_stats, Counters, LksStats, LoadedObject, Plain};
 use crate::probe::{
     AttachContext, DrainContext, Drained, LoadContext, Probe, ProbeInfo, RawRecord, Registered,
 };
@@ -163,7 +161,7 @@ impl<K: AggregationKey> Probe for Aggregating<K> {
     }
 
     fn counters(&self) -> Result<Counters, Error> {
-        read_counters(&self.map("counters")?)
+        self.object.counters()
     }
 
     fn drain(&self, _cx: &DrainContext<'_>, out: &mut Drained) -> Result<(), Error> {

@@ -7,9 +7,7 @@
 
 use super::load_object;
 use crate::error::{Error, ProbeError};
-use crate::object::{
-    comm, entries, read_counters, wait_stats, Counters, LksStats, LoadedObject, Plain,
-};
+use crate::object::{comm, entries, wait_stats, Counters, LksStats, LoadedObject, Plain};
 use crate::probe::{
     monotonic_ns, AttachContext, DrainContext, Drained, LoadContext, Probe, ProbeInfo, RawRecord,
     RawThreadTime, RawWakeup, Registered,
@@ -138,7 +136,8 @@ pub(crate) fn interval(e: &offcpu_interval) -> Interval<i32> {
         user_stack: stack(e.user_stack_id),
         kernel_stack: stack(e.kernel_stack_id),
         waker_user_stack: stack(e.waker_user_stack_id),
-        holder: Some(ThreadRef {
+        // No name: the switch-in went unseen (the idle task's is `swapper/N`).
+        holder: (e.holder_comm[0] != 0).then_some(ThreadRef {
             pid: e.holder_tgid,
             tid: e.holder_tid,
         }),
@@ -204,7 +203,11 @@ impl Probe for OffcpuProbe {
     }
 
     fn counters(&self) -> Result<Counters, Error> {
-        read_counters(&self.object.skel().maps.counters)
+        let mut counters = self.object.counters()?;
+        if let Some(bss) = self.object.skel().maps.bss_data.as_deref() {
+            counters.losses.out_of_order = bss.lks_out_of_order;
+        }
+        Ok(counters)
     }
 
     /// The off-CPU intervals, the wakeups, and every thread's times; the targets' threads that

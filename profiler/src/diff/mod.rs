@@ -377,10 +377,12 @@ pub fn mismatches(a: &Profile, b: &Profile, options: &DiffOptions) -> Vec<String
         let losses = &p.metadata.losses;
         if losses.lost_events() > 0 {
             out.push(format!(
-                "{label} lost {} waits while recording ({} map full, {} dropped): its totals undercount",
+                "{label} lost {} waits while recording ({} map full, {} dropped, {} probe runs \
+                 skipped): its totals undercount",
                 losses.lost_events(),
                 losses.map_full,
-                losses.dropped
+                losses.dropped,
+                losses.skipped_runs
             ));
         }
         let stack_failures = losses.user_stack_failures + losses.kernel_stack_failures;

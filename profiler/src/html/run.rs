@@ -75,12 +75,16 @@ pub(super) fn metadata_table(out: &mut String, profile: &Profile) {
             "none".to_string()
         } else {
             format!(
-                "{} lost waits ({} map full, {} dropped), {} user / {} kernel stack failures",
+                "{} lost waits ({} map full, {} dropped, {} probe runs skipped), {} user / {} \
+                 kernel stack failures, {} scheduler events out of order (their sleeps kept, \
+                 wakers unknown)",
                 l.lost_events(),
                 l.map_full,
                 l.dropped,
+                l.skipped_runs,
                 l.user_stack_failures,
-                l.kernel_stack_failures
+                l.kernel_stack_failures,
+                l.out_of_order
             )
         },
     ));

@@ -506,6 +506,8 @@ impl Report {
                     kernel_stack_failures: losses.kernel_stack_failures,
                     map_full: losses.map_full,
                     dropped: losses.dropped,
+                    skipped_runs: losses.skipped_runs,
+                    out_of_order: losses.out_of_order,
                 },
                 truncated_stacks: TruncatedRow::of(profile, all.total_ns),
                 coverage: if measure == Measure::Waits {

@@ -153,6 +153,8 @@ pub(crate) struct LossRow {
     pub(crate) kernel_stack_failures: u64,
     pub(crate) map_full: u64,
     pub(crate) dropped: u64,
+    pub(crate) skipped_runs: u64,
+    pub(crate) out_of_order: u64,
 }
 
 /// Count, times and share of some records.

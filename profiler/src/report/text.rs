@@ -219,11 +219,25 @@ impl Report {
             if l.lost_events > 0 {
                 put!(
                     out,
-                    "{}  {} lost, missing from every total below (map full: {}, dropped: {})",
+                    "{}  {} lost, missing from every total below (map full: {}, dropped: {}{})",
                     label(""),
                     plural(l.lost_events, "wait", "waits"),
                     l.map_full,
-                    l.dropped
+                    l.dropped,
+                    if l.skipped_runs > 0 {
+                        format!(", probe runs the kernel skipped: {}", l.skipped_runs)
+                    } else {
+                        String::new()
+                    }
+                );
+            }
+            if l.out_of_order > 0 {
+                put!(
+                    out,
+                    "{}  {} out of order: a wakeup or switch went unseen (their sleeps are \
+                     counted, split by the kernel's own clocks; who woke them is unknown)",
+                    label(""),
+                    plural(l.out_of_order, "scheduler event", "scheduler events")
                 );
             }
             for (n, what) in [
