@@ -128,7 +128,7 @@ pub enum Error {
     /// The command to trace could not be started (by the recorder's own launcher).
     #[error("failed to launch `{command}`")]
     Launch {
-        /// argv[0].
+        /// `argv[0]`.
         command: String,
         /// The I/O error.
         source: std::io::Error,

@@ -42,7 +42,7 @@ pub enum Error {
     /// The command could not be started.
     #[error("failed to start `{command}`")]
     Launch {
-        /// argv[0] of the command.
+        /// `argv[0]` of the command.
         command: String,
         /// Why (from fork, or errno of the failed exec).
         source: io::Error,

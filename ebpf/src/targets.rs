@@ -253,7 +253,7 @@ fn collect_procs(dir: &Path, depth: usize, pids: &mut BTreeSet<u32>) {
 
 pub(crate) use lockscope_probes::procfs::{all_processes, descendants, proc_stat};
 
-/// The command line of a process, argv[0] first (empty for kernel threads or when unreadable).
+/// The command line of a process, `argv[0]` first (empty for kernel threads or when unreadable).
 pub(crate) fn process_command(pid: u32) -> Vec<String> {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .unwrap_or_default()

@@ -17,7 +17,7 @@
 //! - [`sched`]: per-thread wall-time breakdown and wakeups (the `offcpu` probe);
 //! - [`waitfor`]: the wait-for analysis (the `waitfor` probe): who each wait waited for, down to
 //!   the root of its chain, from a stream of off-CPU intervals;
-//! - [`format`]: the versioned on-disk profile format (`.lsp`);
+//! - [`format`](mod@format): the versioned on-disk profile format (`.lsp`);
 //! - [`host`]: what both backends ask of the host, written once: `uname`, the online CPUs and
 //!   the C library's version (a profile's metadata), and ending a launched process (SIGTERM,
 //!   then SIGKILL);

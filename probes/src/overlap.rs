@@ -72,7 +72,7 @@ const KERNEL_LOCK_SLEEPS: &[&str] = &[
 ///   `offcpu` run-queue delays that followed them (a run-queue interval carries the user stack
 ///   of the sleep it woke from; a futex wait lasts until its system call returns, so the delay
 ///   is inside it);
-/// - the `offcpu` probe's sleeps under a sleeping kernel lock ([`KERNEL_LOCK_SLEEPS`] on their
+/// - the `offcpu` probe's sleeps under a sleeping kernel lock (`KERNEL_LOCK_SLEEPS` on their
 ///   kernel stack) of the threads the `klock` probe recorded, and the run-queue delays after
 ///   them (they carry the sleep's kernel stack): `klock` sees every contention of the threads it
 ///   traces, from before the sleep to the lock's acquisition.

@@ -53,7 +53,7 @@ pub struct ProcessInfo {
     pub parent: Option<u32>,
     /// Name (`comm` on Linux, at most 15 bytes): the program's, or a kernel thread's.
     pub name: String,
-    /// Command line, argv[0] first; empty for a kernel thread, or for a process that exited
+    /// Command line, `argv[0]` first; empty for a kernel thread, or for a process that exited
     /// before it could be read (`name` is then all there is).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub command: Vec<String>,
@@ -74,7 +74,7 @@ pub struct ProcessInfo {
 }
 
 impl ProcessInfo {
-    /// The name a person reads for this process: argv[0]'s file name, else its `name`, else
+    /// The name a person reads for this process: `argv[0]`'s file name, else its `name`, else
     /// `[pid N]`.
     pub fn display_name(&self) -> String {
         let argv0 = self
@@ -173,7 +173,7 @@ pub struct RecordedTarget {
     /// Process id (of the launched command, or the first one attached to); 0 for a cgroup or
     /// all processes.
     pub pid: u32,
-    /// Its command line, argv[0] first (empty for a cgroup or all processes).
+    /// Its command line, `argv[0]` first (empty for a cgroup or all processes).
     pub command: Vec<String>,
     /// True when lockscope launched it, false when it attached to a running process.
     pub launched: bool,

@@ -1,6 +1,6 @@
 //! The library half of the `lockscope` binary: everything that turns a recorded [`Profile`] into
 //! something to read, with no command-line parsing; recording is the binary's (its sessions
-//! drive the backends), though [`bench`] times system calls of its own.
+//! drive the backends), though [`bench`](mod@bench) times system calls of its own.
 //!
 //! One folder per job, in layers that only reach down (a module uses those above it in this
 //! list, never one beside or below it):

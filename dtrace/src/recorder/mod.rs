@@ -167,7 +167,7 @@ pub struct Recording {
 #[derive(Debug)]
 pub struct Recorder {
     options: RecordOptions,
-    /// The command to launch (argv[0] first), as dtrace -c takes it; empty for other targets.
+    /// The command to launch (`argv[0]` first), as dtrace -c takes it; empty for other targets.
     command: Vec<String>,
     script: String,
     /// The recorder starts the command itself ([`Launcher::Recorder`], resolved).

@@ -62,7 +62,7 @@ pub struct UnwindOptions {
     /// mappings are marked as pending until theirs are, and stacks reaching them are cut there
     /// and counted ([`UnwindStats::table_pending`](super::UnwindStats::table_pending)).
     /// Default: false (every table is ready before
-    /// [`Unwinder::add_process`](super::Unwinder::add_process) returns).
+    /// `Unwinder::add_process` returns).
     pub background: bool,
     /// Longest wait for the main executable's and libc's tables with
     /// [`UnwindOptions::background`]. Default: 3 s.

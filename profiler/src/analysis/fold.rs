@@ -72,7 +72,7 @@ pub struct FoldOptions {
     pub process: bool,
 }
 
-/// The root frame of process `pid` with [`FoldOptions::process`]: its name (argv[0]'s file name
+/// The root frame of process `pid` with [`FoldOptions::process`]: its name (`argv[0]`'s file name
 /// from the process table, else its main thread's name) and pid, `apache2-1234`.
 pub fn process_frame(profile: &Profile, pid: u32) -> String {
     let name = profile

@@ -215,7 +215,7 @@ fn find_program(candidates: &[&'static CStr]) -> Result<&'static CStr, RunError>
         })
 }
 
-/// `fork()`; the child `execve()`s `program` with `arguments` (argv[0] is the program path);
+/// `fork()`; the child `execve()`s `program` with `arguments` (`argv[0]` is the program path);
 /// the parent reaps it.
 fn fork_exec(program: &CStr, arguments: &[&CStr], iterations: u64) -> Result<Duration, RunError> {
     let what = program.to_string_lossy().into_owned();

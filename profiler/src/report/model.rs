@@ -247,7 +247,7 @@ pub(crate) enum GroupKey {
     },
     Process {
         pid: u32,
-        /// argv[0]'s file name, else the process's name.
+        /// `argv[0]`'s file name, else the process's name.
         process: String,
         #[serde(skip_serializing_if = "Option::is_none")]
         parent: Option<u32>,

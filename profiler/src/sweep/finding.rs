@@ -71,10 +71,10 @@ fn growth(from: &Level, to: &Level, kind: &str, a: f64, b: f64) -> String {
 /// One sentence for a writeup: how throughput scales, the knee, and the wait kind and site whose
 /// average threads waiting grows most across it (from the knee to the last level; from the first
 /// to the last when there is no knee), with its share of thread time when both levels have a
-/// breakdown, and then the part of thread time whose share grows most ([`time_grows_most`]:
+/// breakdown, and then the part of thread time whose share grows most (`time_grows_most`:
 /// by who ended the sleeps where both levels say, else by class), and for levels recorded with
 /// the `waitfor` probe, what `lockscope why` traces the working threads' time back to at both
-/// ([`why_words`]).
+/// (`why_words`).
 pub fn finding(levels: &[Level], knee: Option<&Knee>) -> String {
     let text = waits_finding(levels, knee);
     let (Some(first), Some(last)) = (levels.first(), levels.last()) else {

@@ -38,12 +38,15 @@ fn offcpu_shows_a_sleep() {
     );
     // Who ended each sleep: the sleeper's timer expired in interrupt context (an hrtimer
     // callback: `current` there is whatever thread it landed on, never the waker), and the main
-    // thread, joining, was woken by the sleeper's exit, a thread of the program.
+    // thread, joining, was woken by the sleeper's exit, a thread of the program. Unless the
+    // timer's wakeup went unseen (docs/RELIABILITY.md: on this VM, no hook runs while the host's
+    // agent has the CPU): then the profile says so, and the sleep has no waker.
     let woken =
         |t: &lockscope_probes::ThreadTime, by: WokenBy| t.woken_ns.get(&by).copied().unwrap_or(0);
+    let wakeup_unseen = profile.metadata.losses.out_of_order > 0 && sleep.woken_by.is_none();
     assert!(
-        woken(thread, WokenBy::Interrupt) >= SLEEP.as_nanos() as u64,
-        "the timer's wakeup is not an interrupt's: {thread:?}"
+        woken(thread, WokenBy::Interrupt) >= SLEEP.as_nanos() as u64 || wakeup_unseen,
+        "the timer's wakeup is not an interrupt's: {thread:?} {sleep:?}"
     );
     // The process lives through (almost) the whole recording.
     let main = profile
