@@ -91,7 +91,8 @@ __u64 lks_start_ns = 0;
 /* Scheduler events that did not fit the state machine (a missed or reordered event): a switch-out
  * of a thread not on the CPU, a switch-in of a thread already on it. Their interval is still
  * accounted, so the classes keep adding up to wall time: split by the kernel's own clocks of the
- * thread where they say how (recover_unseen_run), else to the state the thread was in. */
+ * thread where they say how (recover_unseen_wakeup, recover_unseen_switch_in), else to the state
+ * the thread was in. */
 __u64 lks_out_of_order = 0;
 
 struct {
@@ -366,15 +367,14 @@ static __always_inline __u64 task_run_delay_ns(struct task_struct *task)
 	return BPF_CORE_READ(t, sched_info.run_delay);
 }
 
-/* A switch-out of `task` found it still asleep: its wakeup and its switch-in went unseen (a
- * program run the kernel skipped; on some virtual machines, hooks do not run in the context of
- * the host's agent, so a timer that fires while the agent has the CPU wakes a thread unseen, and
- * the agent's switch-out is not traced either). The kernel's own clocks of the thread split the
- * time since the sleep began: it ran for the growth of its CPU time, waited for a CPU for the
- * growth of its run delay, and slept the rest. The sleep and the wait for a CPU are recorded as
- * if seen, with their stacks; who woke it is unknown. */
-static __always_inline void recover_unseen_run(struct offcpu_thread *t, __u32 tid,
-					       struct task_struct *task, __u64 now)
+/* A switch-out of `task` found it still asleep: its wakeup went unseen (a program run the kernel
+ * skipped; on some virtual machines no hook runs in the context of the host's agent, so a timer
+ * that fires while the agent has the CPU wakes a thread unseen). The kernel's own clocks of the
+ * thread split the time since the sleep began: it ran for the growth of its CPU time, waited for
+ * a CPU for the growth of its run delay, and slept the rest. The sleep is recorded as if seen,
+ * with its stacks and no waker; the thread is left woken at the sleep's end. */
+static __always_inline void recover_unseen_wakeup(struct offcpu_thread *t, __u32 tid,
+						  struct task_struct *task, __u64 now)
 {
 	__u64 elapsed = now - t->since_ns, ran, queued, slept;
 
@@ -389,10 +389,26 @@ static __always_inline void recover_unseen_run(struct offcpu_thread *t, __u32 ti
 	add_time(t, t->sleep_class, slept);
 	record_interval(t, tid, LKS_STATE_SLEEPING, slept, true, task);
 	t->state = LKS_STATE_RUN_QUEUE;
-	t->wakeup_ns = t->since_ns + slept;
+	t->since_ns += slept;
+	t->wakeup_ns = t->since_ns;
+}
+
+/* A switch-out of `task` found it waiting for a CPU (woken, or preempted): its switch-in went
+ * unseen (the host agent's switch-outs are not traced on those virtual machines). It ran for the
+ * growth of its CPU time since its last switch-out, and waited for a CPU the rest: that wait is
+ * recorded as if seen, its holder unknown. */
+static __always_inline void recover_unseen_switch_in(struct offcpu_thread *t, __u32 tid,
+						     struct task_struct *task, __u64 now)
+{
+	__u64 elapsed = now - t->since_ns, ran, queued;
+
+	ran = task_exec_ns(task) - t->exec_at_out_ns;
+	if (ran > elapsed)
+		ran = elapsed;
+	queued = elapsed - ran;
 	add_time(t, LKS_TIME_RUN_QUEUE, queued);
-	stream_interval(t, tid, NULL, t->wakeup_ns + queued);
-	record_interval(t, tid, LKS_STATE_RUN_QUEUE, queued, true, task);
+	stream_interval(t, tid, NULL, t->since_ns + queued);
+	record_interval(t, tid, t->state, queued, true, task);
 	add_time(t, LKS_TIME_ON_CPU, ran);
 }
 
@@ -421,16 +437,16 @@ static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, u
 	case LKS_STATE_ON_CPU:
 		add_time(t, LKS_TIME_ON_CPU, now - t->since_ns);
 		break;
-	case LKS_STATE_SLEEPING:
-		__sync_fetch_and_add(&lks_out_of_order, 1);
-		recover_unseen_run(t, tid, prev, now);
-		break;
 	case LKS_STATE_DEAD:
 		__sync_fetch_and_add(&lks_out_of_order, 1);
 		break;
 	default:
+		/* Off the CPU by our account: its switch-in (and, asleep, its wakeup) went unseen.
+		 * One call site each keeps the program small for old verifiers. */
 		__sync_fetch_and_add(&lks_out_of_order, 1);
-		add_time(t, LKS_TIME_RUN_QUEUE, now - t->since_ns);
+		if (t->state == LKS_STATE_SLEEPING)
+			recover_unseen_wakeup(t, tid, prev, now);
+		recover_unseen_switch_in(t, tid, prev, now);
 		break;
 	}
 	t->since_ns = now;
