@@ -352,7 +352,8 @@ mod tests {
 
     /// A profile written before the probes counted skipped program runs and out-of-order
     /// scheduler events reads with both 0; skipped runs count as lost waits (each may have lost
-    /// one), out-of-order events do not (their sleeps are recorded, without their waker).
+    /// one), out-of-order events do not, nor make the profile incomplete (their sleeps are
+    /// recorded, without their waker).
     #[test]
     fn losses_of_unseen_events() {
         let mut old = sample();
@@ -370,6 +371,11 @@ mod tests {
         let losses = sample().metadata.losses;
         assert_eq!(losses.lost_events(), 2);
         assert!(!losses.is_zero());
+        let recovered = Losses {
+            out_of_order: 4,
+            ..Losses::default()
+        };
+        assert!(recovered.is_zero(), "out-of-order events lose no wait");
     }
 
     /// A file cut anywhere is reported as truncated or corrupt, never read as a shorter profile.

@@ -254,7 +254,8 @@ pub enum AttachStatus {
     },
 }
 
-/// Counters of what could not be recorded. All zero in a complete profile.
+/// Counters of what could not be recorded. All zero but `out_of_order` in a complete profile:
+/// out-of-order scheduler events lose no wait (their sleeps are recovered), only who woke them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Losses {
     /// Waits whose user stack could not be captured (recorded without it).
@@ -289,9 +290,13 @@ impl Losses {
             .saturating_add(self.skipped_runs)
     }
 
-    /// True when nothing at all was lost.
+    /// True when no wait, stack or probe run was lost (out-of-order scheduler events lose none:
+    /// their sleeps are recovered, without their waker).
     pub fn is_zero(&self) -> bool {
-        *self == Losses::default()
+        Losses {
+            out_of_order: 0,
+            ..*self
+        } == Losses::default()
     }
 }
 

@@ -76,18 +76,26 @@ pub(super) fn metadata_table(out: &mut String, profile: &Profile) {
         } else {
             format!(
                 "{} lost waits ({} map full, {} dropped, {} probe runs skipped), {} user / {} \
-                 kernel stack failures, {} scheduler events out of order (their sleeps kept, \
-                 wakers unknown)",
+                 kernel stack failures",
                 l.lost_events(),
                 l.map_full,
                 l.dropped,
                 l.skipped_runs,
                 l.user_stack_failures,
-                l.kernel_stack_failures,
-                l.out_of_order
+                l.kernel_stack_failures
             )
         },
     ));
+    if l.out_of_order > 0 {
+        rows.push((
+            "unseen",
+            format!(
+                "{} scheduler events out of order: a wakeup or switch went unseen (their sleeps \
+                 are kept; who woke them is unknown)",
+                l.out_of_order
+            ),
+        ));
+    }
     out.push_str("<table>\n");
     for (key, value) in rows {
         let _ = writeln!(

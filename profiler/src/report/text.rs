@@ -208,6 +208,15 @@ impl Report {
             put!(out, "{}{}", label("merged"), m.text);
         }
         let l = &h.losses;
+        if l.out_of_order > 0 {
+            put!(
+                out,
+                "{}{} out of order: a wakeup or switch went unseen (their sleeps are kept, \
+                 split by the kernel's own clocks of each thread; who woke them is unknown)",
+                label("unseen"),
+                plural(l.out_of_order, "scheduler event", "scheduler events")
+            );
+        }
         if l.complete {
             put!(out, "{}none", label("losses"));
         } else {
@@ -229,15 +238,6 @@ impl Report {
                     } else {
                         String::new()
                     }
-                );
-            }
-            if l.out_of_order > 0 {
-                put!(
-                    out,
-                    "{}  {} out of order: a wakeup or switch went unseen (their sleeps are \
-                     counted, split by the kernel's own clocks; who woke them is unknown)",
-                    label(""),
-                    plural(l.out_of_order, "scheduler event", "scheduler events")
                 );
             }
             for (n, what) in [
