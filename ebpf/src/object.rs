@@ -95,9 +95,19 @@ impl<S: Skel<'static>> LoadedObject<S> {
         self.links.extend(links);
         Ok(())
     }
-}
 
-impl<S: Skel<'static>> LoadedObject<S> {
+    /// Its map `name`.
+    pub fn map(&self, name: &'static str) -> Result<libbpf_rs::Map<'_>, Error> {
+        self.skel
+            .object()
+            .maps()
+            .find(|m| m.name() == name)
+            .ok_or_else(|| Error::Map {
+                map: name,
+                source: libbpf_rs::Error::from(std::io::Error::from(std::io::ErrorKind::NotFound)),
+            })
+    }
+
     /// Runs of its programs that the kernel skipped (`recursion_misses` of each): the kernel
     /// never runs a program while the same program is running on that CPU, so a hook that fires
     /// in an interrupt of the program (a timer waking a thread while `sched_waking`'s program
@@ -133,16 +143,7 @@ impl<S: Skel<'static>> LoadedObject<S> {
     /// Its events and losses: the `counters` map every probe has (common.bpf.h), and the runs
     /// of its programs the kernel skipped.
     pub fn counters(&self) -> Result<Counters, Error> {
-        let map = self
-            .skel
-            .object()
-            .maps()
-            .find(|m| m.name() == "counters")
-            .ok_or_else(|| Error::Map {
-                map: "counters",
-                source: libbpf_rs::Error::from(std::io::Error::from(std::io::ErrorKind::NotFound)),
-            })?;
-        let mut counters = read_counters(&map)?;
+        let mut counters = read_counters(&self.map("counters")?)?;
         counters.losses.skipped_runs = self.skipped_runs()?;
         Ok(counters)
     }

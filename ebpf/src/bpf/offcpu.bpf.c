@@ -224,8 +224,8 @@ static __always_inline void forget_waker(struct offcpu_thread *t)
 }
 
 /* Streams the off-CPU interval of `t` that ends at `now` (`targ_intervals`), where `prev` gave
- * it the CPU (NULL: unknown). Numbered even when not streamed or lost, so that user space sees a gap where one is
- * missing. */
+ * it the CPU (NULL: unknown). Numbered even when not streamed or lost, so that user space sees a
+ * gap where one is missing. */
 static __always_inline void stream_interval(struct offcpu_thread *t, __u32 tid,
 					    struct task_struct *prev, __u64 now)
 {

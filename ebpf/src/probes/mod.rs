@@ -29,7 +29,6 @@ use crate::probe::{
 };
 use crate::syscalls::errno_name;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::MapCore;
 use lockscope_probes::{ProbeDescriptor, WaitKind, CATALOG};
 
 pub use cpu::{DEFAULT_FREQUENCY_HZ, MAX_FREQUENCY_HZ};
@@ -117,21 +116,6 @@ pub(crate) struct Aggregating<K: AggregationKey> {
     hooks: Option<String>,
 }
 
-impl<K: AggregationKey> Aggregating<K> {
-    /// The object's map `name`.
-    fn map(&self, name: &'static str) -> Result<libbpf_rs::Map<'_>, Error> {
-        self.object
-            .skel()
-            .object()
-            .maps()
-            .find(|m| m.name() == name)
-            .ok_or_else(|| Error::Map {
-                map: name,
-                source: libbpf_rs::Error::from(std::io::Error::from(std::io::ErrorKind::NotFound)),
-            })
-    }
-}
-
 impl<K: AggregationKey> Probe for Aggregating<K> {
     fn info() -> ProbeInfo {
         K::info()
@@ -165,7 +149,7 @@ impl<K: AggregationKey> Probe for Aggregating<K> {
     }
 
     fn drain(&self, _cx: &DrainContext<'_>, out: &mut Drained) -> Result<(), Error> {
-        let map = self.map(K::MAP)?;
+        let map = self.object.map(K::MAP)?;
         for (k, v) in entries::<K, LksStats>(&map, K::MAP)? {
             let (pid, tid) = k.thread();
             let (user_stack_id, kernel_stack_id) = k.stack_ids();
