@@ -163,9 +163,33 @@ static __always_inline __u64 start_ns(__u64 now)
 	return start && start < now ? start : now;
 }
 
-/* The entry of thread `tid`, created in `state` since `since` when missing. */
-static __always_inline struct offcpu_thread *thread_entry(__u32 tid, __u32 tgid,
-							   enum offcpu_state state, __u64 since)
+/* sched_info of kernels built without CONFIG_SCHED_INFO (CO-RE flavor: the field is absent). */
+struct task_struct___sched_info {
+	struct sched_info sched_info;
+} __attribute__((preserve_access_index));
+
+/* The kernel's count of the time `task` spent on a CPU. */
+static __always_inline __u64 task_exec_ns(struct task_struct *task)
+{
+	return BPF_CORE_READ(task, se.sum_exec_runtime);
+}
+
+/* The kernel's count of the time `task` spent waiting for a CPU (0 without CONFIG_SCHED_INFO). */
+static __always_inline __u64 task_run_delay_ns(struct task_struct *task)
+{
+	struct task_struct___sched_info *t = (void *)task;
+
+	if (!bpf_core_field_exists(t->sched_info))
+		return 0;
+	return BPF_CORE_READ(t, sched_info.run_delay);
+}
+
+/* The entry of thread `tid` (`task`), created in `state` since `since` when missing. A thread
+ * first seen off a CPU has not run since its last switch-out: its clocks now are its clocks then,
+ * which the recovery of an unseen switch-in measures from. */
+static __always_inline struct offcpu_thread *thread_entry(struct task_struct *task, __u32 tid,
+							   __u32 tgid, enum offcpu_state state,
+							   __u64 since)
 {
 	struct offcpu_thread *t = bpf_map_lookup_elem(&threads, &tid);
 	__u32 zero = 0;
@@ -192,6 +216,8 @@ static __always_inline struct offcpu_thread *thread_entry(__u32 tid, __u32 tgid,
 	t->woken_by = LKS_WOKEN_UNKNOWN;
 	t->waker_user_stack_id = -1;
 	t->waker_kernel_stack_id = -1;
+	t->exec_at_out_ns = task_exec_ns(task);
+	t->run_delay_at_out_ns = task_run_delay_ns(task);
 	err = bpf_map_update_elem(&threads, &tid, t, BPF_NOEXIST);
 	if (err && err != -EEXIST) {
 		COUNT(start_map_full);
@@ -346,27 +372,6 @@ static __always_inline unsigned int switch_state(bool preempt, struct task_struc
 	return BPF_CORE_READ((struct task_struct___state *)task, state);
 }
 
-/* sched_info of kernels built without CONFIG_SCHED_INFO (CO-RE flavor: the field is absent). */
-struct task_struct___sched_info {
-	struct sched_info sched_info;
-} __attribute__((preserve_access_index));
-
-/* The kernel's count of the time `task` spent on a CPU. */
-static __always_inline __u64 task_exec_ns(struct task_struct *task)
-{
-	return BPF_CORE_READ(task, se.sum_exec_runtime);
-}
-
-/* The kernel's count of the time `task` spent waiting for a CPU (0 without CONFIG_SCHED_INFO). */
-static __always_inline __u64 task_run_delay_ns(struct task_struct *task)
-{
-	struct task_struct___sched_info *t = (void *)task;
-
-	if (!bpf_core_field_exists(t->sched_info))
-		return 0;
-	return BPF_CORE_READ(t, sched_info.run_delay);
-}
-
 /* A switch-out of `task` found it still asleep: its wakeup went unseen (a program run the kernel
  * skipped; on some virtual machines no hook runs in the context of the host's agent, so a timer
  * that fires while the agent has the CPU wakes a thread unseen). The kernel's own clocks of the
@@ -426,7 +431,7 @@ static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, u
 		return;
 	COUNT(events);
 	/* First seen running: on the CPU since the recording started. */
-	t = thread_entry(tid, tgid, LKS_STATE_ON_CPU, start_ns(now));
+	t = thread_entry(prev, tid, tgid, LKS_STATE_ON_CPU, start_ns(now));
 	if (!t)
 		return;
 	/* Another CPU may have moved this thread's clock past our `now` (a waker that read the time
@@ -517,7 +522,7 @@ static __always_inline void on_switch_in(struct task_struct *next, struct task_s
 		return;
 	/* First seen switching in: runnable since the recording started (a sleep would have been
 	 * seen ending at its wakeup). */
-	t = thread_entry(tid, tgid, LKS_STATE_RUN_QUEUE, start_ns(now));
+	t = thread_entry(next, tid, tgid, LKS_STATE_RUN_QUEUE, start_ns(now));
 	if (!t)
 		return;
 	/* Another CPU may have moved this thread's clock past our `now` (a waker that read the time
@@ -597,7 +602,7 @@ static __always_inline int on_waking(void *ctx, struct task_struct *p, const boo
 	if (!is_target(tgid))
 		return 0;
 	/* First seen being woken: asleep (in something unknown) since the recording started. */
-	t = thread_entry(tid, tgid, LKS_STATE_SLEEPING, start_ns(now));
+	t = thread_entry(p, tid, tgid, LKS_STATE_SLEEPING, start_ns(now));
 	if (!t || t->state != LKS_STATE_SLEEPING)
 		return 0;
 	/* Another CPU may have moved this thread's clock past our `now` (a waker that read the time
@@ -692,7 +697,7 @@ int BPF_PROG(lks_offcpu_wakeup_new, struct task_struct *p)
 
 	if (!is_target(tgid))
 		return 0;
-	t = thread_entry(tid, tgid, LKS_STATE_RUN_QUEUE, now);
+	t = thread_entry(p, tid, tgid, LKS_STATE_RUN_QUEUE, now);
 	if (t) {
 		/* A reused thread id: start over. */
 		if (t->state == LKS_STATE_DEAD) {
