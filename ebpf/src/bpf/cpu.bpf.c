@@ -37,44 +37,12 @@ struct {
 	__type(value, struct lks_stats);
 } samples SEC(".maps");
 
-/* The cpu-clock count of each CPU's event at its last sample (0 before the first). */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} clock_at_last_sample SEC(".maps");
-
-/* The CPU time a sample stands for: the CPU's cpu-clock time since its previous sample. That is
- * the period, unless the timer's interrupt came late: the hrtimer then skips the periods it
- * missed, and a sample weighing one period would lose them. Late interrupts are the rule where a
- * vCPU does not run while its guest's clock does (an overcommitted hypervisor; QEMU's TCG, whose
- * one thread runs both vCPUs in turn, where a spinning thread's 314.9 ms of CPU once got 177
- * samples at 997 Hz), and the thread's own CPU clock counts that time. Every sample passes here,
- * of a target thread or not, so that a delta never spans another thread's sample. The period
- * when the count cannot be read. */
-static __always_inline __u64 sample_ns(struct bpf_perf_event_data *ctx)
-{
-	struct bpf_perf_event_value value;
-	__u32 zero = 0;
-	__u64 *last = bpf_map_lookup_elem(&clock_at_last_sample, &zero);
-	__u64 ns = ctx->sample_period;
-
-	if (!last || bpf_perf_prog_read_value(ctx, &value, sizeof(value)))
-		return ns;
-	if (*last && value.counter > *last)
-		ns = value.counter - *last;
-	*last = value.counter;
-	return ns;
-}
-
 /* `compat`: the program for kernels before 5.17, which also cannot give a perf_event program the
  * process tables (not preallocated, refused before 6.1): its stacks unwind through the file
  * tables of the executable and of the VMAs it finds. */
 static __always_inline int on_sample(struct bpf_perf_event_data *ctx, const bool compat)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u64 ns = sample_ns(ctx);
 	struct cpu_key key = {};
 	struct lks_stats *entry = NULL;
 	__s32 id;
@@ -105,9 +73,9 @@ static __always_inline int on_sample(struct bpf_perf_event_data *ctx, const bool
 		key.kernel_stack_id = -1;
 	}
 	if (entry)
-		add_duration(entry, ns);
+		add_duration(entry, ctx->sample_period);
 	else
-		aggregate(&samples, &key, ns, NULL);
+		aggregate(&samples, &key, ctx->sample_period, NULL);
 	if (targ_stream) {
 		struct lks_cpu_sample *e = bpf_ringbuf_reserve(&waitfor_events, sizeof(*e), 0);
 

@@ -2,11 +2,9 @@
 //!
 //! One software `cpu-clock` perf event per online CPU (an hrtimer, so it works in VMs without a
 //! PMU) fires at the requested frequency; its program keeps the samples of target threads,
-//! aggregated in the kernel per (thread, user stack, kernel stack) with the CPU time they stand
-//! for: each sample the cpu-clock time since its CPU's previous sample, which is the period
-//! unless the timer's interrupt came late (a descheduled vCPU, emulation) and would otherwise lose
-//! the periods it skipped. The drained records are of kind [`WaitKind::OnCpu`]: `count` samples
-//! standing for `total_ns` of CPU time, never a wait.
+//! aggregated in the kernel per (thread, user stack, kernel stack) with the sum of their periods
+//! (nanoseconds). The drained records are of kind [`WaitKind::OnCpu`]: `count` samples standing
+//! for `total_ns` of CPU time, never a wait.
 //!
 //! On kernels before 6.1 a perf_event program may use only preallocated hash maps, and the
 //! unwinder's process tables are not: there the compat program (which unwinds through the file

@@ -136,9 +136,7 @@ impl Kernel {
     /// clock. Interrupts are slow there (the sampling hrtimer's, with its program, and the other
     /// probes' work in interrupt context), and samples count them as the interrupted thread's
     /// time, while a kernel that accounts interrupt time apart (IRQ_TIME_ACCOUNTING) leaves
-    /// them out of the thread's clock. (The other way, late timer interrupts that skip periods
-    /// while the guest's clock runs on, cost a fresh-clone run its spinner's samples: 177.5 ms
-    /// against 314.9 ms on 5.10. Samples weigh the cpu-clock time since the last one since then.)
+    /// them out of the thread's clock.
     fn on_cpu_tolerance(self) -> f64 {
         match self {
             Kernel::Guest(_) => 0.3,
