@@ -72,6 +72,8 @@ static __always_inline int on_sample(struct bpf_perf_event_data *ctx, const bool
 		key.user_stack_id = -1;
 		key.kernel_stack_id = -1;
 	}
+	/* One period, not the CPU's clock time since its last sample: that clock counts the time a
+	 * hypervisor steals, which the kernel keeps out of the thread's (docs/RELIABILITY.md). */
 	if (entry)
 		add_duration(entry, ctx->sample_period);
 	else
