@@ -48,9 +48,10 @@ pub enum WaitKind {
     Lifecycle,
     /// Time inside a system call.
     Syscall,
-    /// Not a wait: sampled CPU time imported from a profiler (perf's `cpu-clock` and
-    /// `task-clock` samples with their periods). `count` is the number of samples, `total_ns` the
-    /// CPU time they stand for (the sum of their periods).
+    /// Not a wait: sampled CPU time, from the `cpu` probe or imported from a profiler (perf's
+    /// `cpu-clock` and `task-clock` samples with their periods). `count` is the number of
+    /// samples, `total_ns` the CPU time they stand for (the sum of their periods; the eBPF `cpu`
+    /// probe's, the CPU time the kernel charged the thread, docs/FORMAT.md).
     OnCpu,
     /// Not a wait: events counted by an imported capture (perf samples of `cycles`, page faults,
     /// `sched:sched_switch`... with their periods). `count` is the number of events (the sum of

@@ -5,9 +5,9 @@
  * frequency and attaches this program to each. A sample of a target thread unwinds its user
  * stack with the in-kernel unwinder (through FP-less code), takes its kernel stack when it
  * interrupted the kernel, and is aggregated here per (thread, user stack, kernel stack): count =
- * samples, total_ns = the sum of their periods (cpu-clock periods are nanoseconds). Nothing is
- * copied to user space per sample, except for the wait-for analysis (`targ_stream`): then each
- * sample also goes to the shared `waitfor_events` ring with its time.
+ * samples, total_ns = the CPU time they stand for (sample_ns). Nothing is copied to user space
+ * per sample, except for the wait-for analysis (`targ_stream`): then each sample also goes to
+ * the shared `waitfor_events` ring with its time.
  *
  * The program runs in hard interrupt context, where it can interrupt a tracepoint or raw_tp
  * program of another probe in the middle of its unwinding: it walks in the interrupt slot of the
@@ -37,6 +37,63 @@ struct {
 	__type(value, struct lks_stats);
 } samples SEC(".maps");
 
+/* A sampled thread's CPU clock, as its kernel charges it (se.sum_exec_runtime), at its last
+ * sample, and the part of it no sample has stood for yet. */
+struct thread_clock {
+	__u64 charged_ns;
+	__u64 owed_ns;
+	__u64 sampled_at_ns;
+};
+
+/* LRU: a thread that exits leaves its entry behind, and a new one must still find room (LRU
+ * maps are preallocated, which perf_event programs need before 6.1). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MAX_CPU_KEYS);
+	__type(key, __u32);
+	__type(value, struct thread_clock);
+} thread_clocks SEC(".maps");
+
+/* The CPU time a sample of thread `tid` stands for: the CPU time its kernel charged the thread
+ * since its previous sample, never more than the time between the two (the charge comes in
+ * lumps, at ticks and switches, and is spread over the samples that follow). Not one period: a
+ * timer interrupt that comes late (a vCPU stopped while its guest's clock runs on: QEMU's TCG,
+ * whose one thread runs both vCPUs in turn, once gave a spinning thread 34 samples at 997 Hz for
+ * 326.8 ms of its clock) makes the hrtimer skip periods the thread's clock counts. Not the CPU's
+ * cpu-clock time since its last sample: under KVM that counts the time the hypervisor steals,
+ * which the kernel keeps out of the thread's clock (docs/RELIABILITY.md). One period for a
+ * thread's first sample, or when its entry cannot be made. */
+static __always_inline __u64 sample_ns(struct bpf_perf_event_data *ctx, __u32 tid)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	__u64 charged = BPF_CORE_READ(task, se.sum_exec_runtime);
+	__u64 now = bpf_ktime_get_ns();
+	struct thread_clock *clock = bpf_map_lookup_elem(&thread_clocks, &tid);
+	__u64 ns;
+
+	if (!clock) {
+		struct thread_clock first = { .charged_ns = charged, .sampled_at_ns = now };
+
+		bpf_map_update_elem(&thread_clocks, &tid, &first, BPF_ANY);
+		return ctx->sample_period;
+	}
+	if (charged < clock->charged_ns) {
+		/* A new thread with an exited one's id. */
+		clock->charged_ns = charged;
+		clock->owed_ns = 0;
+		clock->sampled_at_ns = now;
+		return ctx->sample_period;
+	}
+	clock->owed_ns += charged - clock->charged_ns;
+	clock->charged_ns = charged;
+	ns = now > clock->sampled_at_ns ? now - clock->sampled_at_ns : 0;
+	if (ns > clock->owed_ns)
+		ns = clock->owed_ns;
+	clock->owed_ns -= ns;
+	clock->sampled_at_ns = now;
+	return ns;
+}
+
 /* `compat`: the program for kernels before 5.17, which also cannot give a perf_event program the
  * process tables (not preallocated, refused before 6.1): its stacks unwind through the file
  * tables of the executable and of the VMAs it finds. */
@@ -45,6 +102,7 @@ static __always_inline int on_sample(struct bpf_perf_event_data *ctx, const bool
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct cpu_key key = {};
 	struct lks_stats *entry = NULL;
+	__u64 ns;
 	__s32 id;
 
 	if (!is_target(pid_tgid >> 32))
@@ -72,12 +130,11 @@ static __always_inline int on_sample(struct bpf_perf_event_data *ctx, const bool
 		key.user_stack_id = -1;
 		key.kernel_stack_id = -1;
 	}
-	/* One period, not the CPU's clock time since its last sample: that clock counts the time a
-	 * hypervisor steals, which the kernel keeps out of the thread's (docs/RELIABILITY.md). */
+	ns = sample_ns(ctx, key.tid);
 	if (entry)
-		add_duration(entry, ctx->sample_period);
+		add_duration(entry, ns);
 	else
-		aggregate(&samples, &key, ctx->sample_period, NULL);
+		aggregate(&samples, &key, ns, NULL);
 	if (targ_stream) {
 		struct lks_cpu_sample *e = bpf_ringbuf_reserve(&waitfor_events, sizeof(*e), 0);
 

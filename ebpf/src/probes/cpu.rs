@@ -2,8 +2,12 @@
 //!
 //! One software `cpu-clock` perf event per online CPU (an hrtimer, so it works in VMs without a
 //! PMU) fires at the requested frequency; its program keeps the samples of target threads,
-//! aggregated in the kernel per (thread, user stack, kernel stack) with the sum of their periods
-//! (nanoseconds). The drained records are of kind [`WaitKind::OnCpu`]: `count` samples standing
+//! aggregated in the kernel per (thread, user stack, kernel stack) with the CPU time they stand
+//! for: each sample the CPU time the kernel charged its thread since the thread's previous
+//! sample (its `se.sum_exec_runtime`, the thread's own CPU clock), which is the period where
+//! timer interrupts come on time, and not where they come late (a stopped vCPU whose guest's
+//! clock runs on: the hrtimer skips the periods it missed, which the thread's clock counts).
+//! The drained records are of kind [`WaitKind::OnCpu`]: `count` samples standing
 //! for `total_ns` of CPU time, never a wait.
 //!
 //! On kernels before 6.1 a perf_event program may use only preallocated hash maps, and the

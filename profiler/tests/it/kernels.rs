@@ -131,12 +131,13 @@ impl Kernel {
     }
 
     /// How far the cpu probe's CPU time of a demo thread may be from the thread's own CPU clock.
-    /// Under emulation the two clocks part: with every probe recording under TCG on 6.1 the
-    /// spinner's 30 samples (303 ms, its whole 300 ms spin) stood against 250 ms on its own
-    /// clock. Interrupts are slow there (the sampling hrtimer's, with its program, and the other
-    /// probes' work in interrupt context), and samples count them as the interrupted thread's
-    /// time, while a kernel that accounts interrupt time apart (IRQ_TIME_ACCOUNTING) leaves
-    /// them out of the thread's clock.
+    /// A sample weighs the CPU time the kernel charged its thread since its previous sample, so
+    /// the samples of a thread stand for its clock but for the time after its last sample (and
+    /// one period for its first). Under emulation samples are few and far apart: QEMU's TCG runs
+    /// both vCPUs on one thread, a stopped vCPU's guest clock runs on and the sampling hrtimer
+    /// skips the periods it missed (one CI run gave the spinner 34 samples for 326.8 ms of its
+    /// clock), so that time, up to the gap between two samples, is a larger share than on the
+    /// host.
     fn on_cpu_tolerance(self) -> f64 {
         match self {
             Kernel::Guest(_) => 0.3,

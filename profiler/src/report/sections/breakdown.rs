@@ -37,7 +37,7 @@ pub(crate) struct TimeRow {
     pub(crate) switches_per_s: f64,
     /// Involuntary share of the context switches.
     pub(crate) involuntary_share: f64,
-    /// The `cpu` probe's CPU time of the row's threads (samples x period); absent without it.
+    /// The `cpu` probe's CPU time of the row's threads (what its samples stand for); absent without it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) sampled_cpu_ns: Option<u64>,
     /// The row's time asleep by who ended the sleeps (`program`, `outside`, `interrupt`); the
