@@ -192,7 +192,7 @@ impl Measure {
     pub fn width(self, weight: Weight) -> &'static str {
         match (self, weight) {
             (Measure::Waits, Weight::Nanoseconds) => "total wait time",
-            (Measure::OnCpu, Weight::Nanoseconds) => "CPU time (sum of the sample periods)",
+            (Measure::OnCpu, Weight::Nanoseconds) => "CPU time (what the samples stand for)",
             (Measure::Holds, Weight::Nanoseconds) => "total time held",
             (Measure::Calls, Weight::Nanoseconds) => "total time in calls",
             (_, Weight::Nanoseconds) => "total time",
