@@ -469,10 +469,10 @@ fn signal_name(signal: i32) -> Option<&'static str> {
 /// One line on the user stacks: how many were cut short, and how many of those at a file whose
 /// unwind table was still being built (the first moments of an attach), how many the threads'
 /// stack memos gave (with `LOCKSCOPE_STACK_MEMO=verify`: checked, and how many differed), how
-/// many an interrupted unwinder could not take, where the tables came from and how many files
-/// have none; then one line per file the unwinder or the symbolizer could not use (a traced
-/// program's broken or hostile file costs its own table or symbols, named here). Nothing when
-/// nothing was unwound or looked up.
+/// many an interrupted unwinder could not take and how many walked stacks the stack map did not
+/// store, where the tables came from and how many files have none; then one line per file the
+/// unwinder or the symbolizer could not use (a traced program's broken or hostile file costs its
+/// own table or symbols, named here). Nothing when nothing was unwound or looked up.
 #[cfg(target_os = "linux")]
 fn unwind_summary(
     stats: Option<&lockscope_ebpf::UnwindStats>,
@@ -494,11 +494,15 @@ fn unwind_summary(
             ),
             _ => format!("{} from the stack memo", stats.memo_hits),
         };
-        let busy = if stats.busy > 0 {
+        let mut busy = if stats.busy > 0 {
             format!(", {} not taken (unwinder busy)", stats.busy)
         } else {
             String::new()
         };
+        // Walked but lost: the stack map refused it, or another stack had its id.
+        if stats.store_failures > 0 {
+            busy += &format!(", {} not stored (stack map)", stats.store_failures);
+        }
         lines.push(format!(
             "unwinding: {} user stacks ({memo}), {} cut short ({} at a file whose table was still being built){busy}; {} tables ({cached} from the cache), {} still building{without}",
             stats.stacks,
@@ -550,6 +554,14 @@ mod tests {
                  read the ELF image",
                 "  without symbols (frames are addresses): /opt/x/libbad.so: invalid offset",
             ]
+        );
+        stats.busy = 2;
+        stats.store_failures = 1;
+        assert!(
+            unwind_summary(Some(&stats), &[], on)[0]
+                .contains("cut short (0 at a file whose table was still being built), 2 not taken (unwinder busy), 1 not stored (stack map);"),
+            "{:?}",
+            unwind_summary(Some(&stats), &[], on)
         );
         assert!(unwind_summary(Some(&lockscope_ebpf::UnwindStats::default()), &[], on).is_empty());
         assert!(unwind_summary(None, &[], on).is_empty());
