@@ -196,9 +196,10 @@ pub fn assert_demo_waits(profile: &Profile, probe: &str, log: &str) {
                 })
                 .map(|w| w.stats.count)
                 .sum();
+            // The log's unwinding line says why a stack is missing.
             assert_eq!(
                 at_site, 1,
-                "{probe}: waits of {thread} at {site}: {waits:#?}"
+                "{probe}: waits of {thread} at {site}: {waits:#?}\n{log}"
             );
         }
         // The upper bound is rounded to the nearest 0.1 ms, the lower one floored.
