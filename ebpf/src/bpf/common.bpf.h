@@ -88,6 +88,13 @@ static __always_inline bool current_is_kernel_thread(void)
 	return BPF_CORE_READ(task, flags) & LKS_PF_KTHREAD;
 }
 
+/* The kernel's count of the time `task` spent on a CPU (its CPU clock, as charged at the last
+ * tick or switch). */
+static __always_inline __u64 task_exec_ns(struct task_struct *task)
+{
+	return BPF_CORE_READ(task, se.sum_exec_runtime);
+}
+
 /* Bit length of v (0 for 0): the histogram slot, as probes::hist::Log2Histogram::slot_of. */
 static __always_inline __u32 hist_slot(__u64 v)
 {

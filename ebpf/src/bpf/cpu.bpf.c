@@ -65,23 +65,16 @@ struct {
  * thread's first sample, or when its entry cannot be made. */
 static __always_inline __u64 sample_ns(struct bpf_perf_event_data *ctx, __u32 tid)
 {
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	__u64 charged = BPF_CORE_READ(task, se.sum_exec_runtime);
+	__u64 charged = task_exec_ns((struct task_struct *)bpf_get_current_task());
 	__u64 now = bpf_ktime_get_ns();
 	struct thread_clock *clock = bpf_map_lookup_elem(&thread_clocks, &tid);
 	__u64 ns;
 
-	if (!clock) {
+	/* A thread's first sample; or a smaller charge: a new thread with an exited one's id. */
+	if (!clock || charged < clock->charged_ns) {
 		struct thread_clock first = { .charged_ns = charged, .sampled_at_ns = now };
 
 		bpf_map_update_elem(&thread_clocks, &tid, &first, BPF_ANY);
-		return ctx->sample_period;
-	}
-	if (charged < clock->charged_ns) {
-		/* A new thread with an exited one's id. */
-		clock->charged_ns = charged;
-		clock->owed_ns = 0;
-		clock->sampled_at_ns = now;
 		return ctx->sample_period;
 	}
 	clock->owed_ns += charged - clock->charged_ns;

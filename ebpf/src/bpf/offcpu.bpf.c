@@ -168,12 +168,6 @@ struct task_struct___sched_info {
 	struct sched_info sched_info;
 } __attribute__((preserve_access_index));
 
-/* The kernel's count of the time `task` spent on a CPU. */
-static __always_inline __u64 task_exec_ns(struct task_struct *task)
-{
-	return BPF_CORE_READ(task, se.sum_exec_runtime);
-}
-
 /* The kernel's count of the time `task` spent waiting for a CPU (0 without CONFIG_SCHED_INFO). */
 static __always_inline __u64 task_run_delay_ns(struct task_struct *task)
 {
