@@ -494,17 +494,17 @@ fn unwind_summary(
             ),
             _ => format!("{} from the stack memo", stats.memo_hits),
         };
-        let mut busy = if stats.busy > 0 {
-            format!(", {} not taken (unwinder busy)", stats.busy)
-        } else {
-            String::new()
-        };
-        // Walked but lost: the stack map refused it, or another stack had its id.
+        // Stacks lost: not taken by a busy unwinder, or walked and not stored (the stack map
+        // refused them, or another stack had their id).
+        let mut lost = String::new();
+        if stats.busy > 0 {
+            lost += &format!(", {} not taken (unwinder busy)", stats.busy);
+        }
         if stats.store_failures > 0 {
-            busy += &format!(", {} not stored (stack map)", stats.store_failures);
+            lost += &format!(", {} not stored (stack map)", stats.store_failures);
         }
         lines.push(format!(
-            "unwinding: {} user stacks ({memo}), {} cut short ({} at a file whose table was still being built){busy}; {} tables ({cached} from the cache), {} still building{without}",
+            "unwinding: {} user stacks ({memo}), {} cut short ({} at a file whose table was still being built){lost}; {} tables ({cached} from the cache), {} still building{without}",
             stats.stacks,
             stats.truncated,
             stats.table_pending,
@@ -557,11 +557,13 @@ mod tests {
         );
         stats.busy = 2;
         stats.store_failures = 1;
+        let lines = unwind_summary(Some(&stats), &[], on);
         assert!(
-            unwind_summary(Some(&stats), &[], on)[0]
-                .contains("cut short (0 at a file whose table was still being built), 2 not taken (unwinder busy), 1 not stored (stack map);"),
-            "{:?}",
-            unwind_summary(Some(&stats), &[], on)
+            lines[0].contains(
+                "cut short (0 at a file whose table was still being built), 2 not taken \
+                 (unwinder busy), 1 not stored (stack map);"
+            ),
+            "{lines:?}"
         );
         assert!(unwind_summary(Some(&lockscope_ebpf::UnwindStats::default()), &[], on).is_empty());
         assert!(unwind_summary(None, &[], on).is_empty());
