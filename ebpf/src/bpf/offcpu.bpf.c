@@ -18,7 +18,8 @@
  *
  * Every sleep's waker is classed (enum waker_class): a thread of the program, one outside it,
  * or interrupt context (where `current` is just the thread the interrupt happened to land on),
- * told by hooks on interrupt handlers, softirqs and hrtimer callbacks. Futex sleeps also read the
+ * told by hooks on interrupt handlers, softirqs and hrtimer callbacks. A wakeup may come before
+ * the switch-out of the sleep it ends (on_waking): it is kept and ends that sleep as it began. Futex sleeps also read the
  * lock word's owner at switch-out.
  *
  * offcpu.bpf.h has its helpers: interrupt context, a futex's lock owner, and the kernel stacks of
@@ -243,6 +244,38 @@ static __always_inline void forget_waker(struct offcpu_thread *t)
 	t->waker_comm[0] = 0;
 }
 
+/* Who is waking a thread, in the waker's context (sched_waking): the waker's class, and for a
+ * thread (not interrupt context, where `current` is just the thread the interrupt landed on)
+ * its ids and name in `tgid`, `tid` and `comm` (LKS_COMM_LEN bytes), left as they are otherwise. */
+static __always_inline enum waker_class waker_of(__u64 now, __u32 *tgid, __u32 *tid, char *comm)
+{
+	__u64 pid_tgid;
+
+	if (in_interrupt_context(now))
+		return LKS_WOKEN_BY_INTERRUPT;
+	pid_tgid = bpf_get_current_pid_tgid();
+	*tgid = pid_tgid >> 32;
+	*tid = (__u32)pid_tgid;
+	bpf_get_current_comm(comm, LKS_COMM_LEN);
+	return is_target(*tgid) ? LKS_WOKEN_BY_PROGRAM : LKS_WOKEN_BY_OUTSIDE;
+}
+
+/* Ends the sleep `t` began at its switch-out, `at`, by the wakeup that came as it was leaving
+ * its CPU (early_woken_by, see on_waking): asleep for no time, waiting for a CPU since. Too
+ * short to aggregate (targ_min_block_ns), the sleep leaves its stacks and its waker to the
+ * run-queue interval that follows, as a sleep woken later does. */
+static __always_inline void take_early_wakeup(struct offcpu_thread *t, __u64 at)
+{
+	t->woken_by = t->early_woken_by;
+	t->waker_tgid = t->early_waker_tgid;
+	t->waker_tid = t->early_waker_tid;
+	__builtin_memcpy(t->waker_comm, t->early_waker_comm, sizeof(t->waker_comm));
+	t->early_woken_by = LKS_WOKEN_UNKNOWN;
+	t->state = LKS_STATE_RUN_QUEUE;
+	t->since_ns = at;
+	t->wakeup_ns = at;
+}
+
 /* Streams the off-CPU interval of `t` that ends at `now` (`targ_intervals`), where `prev` gave
  * it the CPU (NULL: unknown). Numbered even when not streamed or lost, so that user space sees a
  * gap where one is missing. */
@@ -443,6 +476,8 @@ static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, u
 		/* Off the CPU by our account: its switch-in (and, asleep, its wakeup) went unseen.
 		 * One call site each keeps the program small for old verifiers. */
 		__sync_fetch_and_add(&lks_out_of_order, 1);
+		/* Kept before the sleep whose switch-in went unseen: not this sleep's. */
+		t->early_woken_by = LKS_WOKEN_UNKNOWN;
 		if (t->state == LKS_STATE_SLEEPING)
 			recover_unseen_wakeup(t, tid, prev, now);
 		recover_unseen_switch_in(t, tid, prev, now);
@@ -451,6 +486,7 @@ static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, u
 	t->since_ns = now;
 	if (prev_state & LKS_TASK_DEAD) {
 		t->state = LKS_STATE_DEAD;
+		t->early_woken_by = LKS_WOKEN_UNKNOWN;
 		return;
 	}
 	bpf_get_current_comm(t->comm, sizeof(t->comm));
@@ -523,6 +559,11 @@ static __always_inline void on_switch_in(struct task_struct *next, struct task_s
 	 * before the sleeper's switch-out was written): never count backwards. */
 	if (now < t->since_ns)
 		now = t->since_ns;
+	/* Back from a sleep no wakeup was seen ending: the wakeup that raced its switch-out
+	 * (on_waking) ended it as it began. */
+	if (t->state == LKS_STATE_SLEEPING && t->early_woken_by != LKS_WOKEN_UNKNOWN)
+		take_early_wakeup(t, t->since_ns);
+	t->early_woken_by = LKS_WOKEN_UNKNOWN;
 	ns = now - t->since_ns;
 	if (t->state != LKS_STATE_ON_CPU && t->state != LKS_STATE_DEAD)
 		stream_interval(t, tid, prev, now);
@@ -587,7 +628,8 @@ int BPF_PROG(lks_offcpu_switch_compat, bool preempt, struct task_struct *prev,
 static __always_inline int on_waking(void *ctx, struct task_struct *p, const bool compat)
 {
 	__u32 tgid = p->tgid, tid = p->pid;
-	__u64 now = bpf_ktime_get_ns(), pid_tgid, ns;
+	__u64 now = bpf_ktime_get_ns(), ns;
+	enum waker_class by;
 	struct offcpu_thread *t;
 	struct wakeup_key key = {};
 	struct lks_stats *entry = NULL;
@@ -597,8 +639,28 @@ static __always_inline int on_waking(void *ctx, struct task_struct *p, const boo
 		return 0;
 	/* First seen being woken: asleep (in something unknown) since the recording started. */
 	t = thread_entry(p, tid, tgid, LKS_STATE_SLEEPING, start_ns(now));
-	if (!t || t->state != LKS_STATE_SLEEPING)
+	if (!t)
 		return 0;
+	/* On its CPU by our account: the thread has set itself asleep and either gets the CPU
+	 * back from this wakeup (still on the run queue: no sleep follows), or is leaving the CPU
+	 * for a sleep whose switch-out, on its own CPU, is still to come (the scheduler has taken
+	 * it off the run queue and is picking what runs next) and which this wakeup ends. Which
+	 * one, only what follows says: the waker is kept, and a sleep that ends with no wakeup
+	 * seen is this one's (take_early_wakeup, at its switch-in). The latest such wakeup is
+	 * kept; the switch-in forgets it, and a wakeup seen during the sleep supersedes it. */
+	if (t->state == LKS_STATE_ON_CPU) {
+		t->early_waker_tgid = 0;
+		t->early_waker_tid = 0;
+		t->early_waker_comm[0] = 0;
+		by = waker_of(now, &t->early_waker_tgid, &t->early_waker_tid, t->early_waker_comm);
+		/* The class last: it says the rest is written. */
+		asm volatile("" ::: "memory");
+		t->early_woken_by = by;
+		return 0;
+	}
+	if (t->state != LKS_STATE_SLEEPING)
+		return 0;
+	t->early_woken_by = LKS_WOKEN_UNKNOWN;
 	/* Another CPU may have moved this thread's clock past our `now` (a waker that read the time
 	 * before the sleeper's switch-out was written): never count backwards. */
 	if (now < t->since_ns)
@@ -608,17 +670,7 @@ static __always_inline int on_waking(void *ctx, struct task_struct *p, const boo
 	t->state = LKS_STATE_RUN_QUEUE;
 	t->since_ns = now;
 	t->wakeup_ns = now;
-	/* From interrupt context (a timer expiring, I/O completing) `current` is just the
-	 * interrupted thread: no waker thread then. */
-	if (in_interrupt_context(now)) {
-		t->woken_by = LKS_WOKEN_BY_INTERRUPT;
-	} else {
-		pid_tgid = bpf_get_current_pid_tgid();
-		t->waker_tgid = pid_tgid >> 32;
-		t->waker_tid = (__u32)pid_tgid;
-		t->woken_by = is_target(t->waker_tgid) ? LKS_WOKEN_BY_PROGRAM : LKS_WOKEN_BY_OUTSIDE;
-		bpf_get_current_comm(t->waker_comm, sizeof(t->waker_comm));
-	}
+	t->woken_by = waker_of(now, &t->waker_tgid, &t->waker_tid, t->waker_comm);
 	t->woken_ns[t->woken_by & 3] += ns;
 	if (ns < targ_min_block_ns)
 		return 0;
@@ -714,6 +766,7 @@ int BPF_PROG(lks_offcpu_wakeup_new, struct task_struct *p)
 		t->owner_tid = 0;
 		t->in_futex_wait = 0;
 		forget_waker(t);
+		t->early_woken_by = LKS_WOKEN_UNKNOWN;
 		/* No sleep to point at: its first run-queue delay has no stack. */
 		t->user_stack_id = -1;
 		t->kernel_stack_id = -1;

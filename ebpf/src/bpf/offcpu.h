@@ -116,6 +116,15 @@ struct offcpu_thread {
 	 * wakeups from interrupt context since the start that did not (their time kept). */
 	__u64 interrupt_waker_stack_ns;
 	__u64 interrupt_waker_unsampled;
+	/* The latest wakeup seen while the thread was on its CPU by our account: the waker's
+	 * sched_waking, on another CPU, ran before the switch-out of the sleep it ends (the
+	 * scheduler had taken the thread off the run queue and was picking what runs next). A
+	 * sleep that reaches its switch-in with no wakeup seen during it is ended by this one as
+	 * it began (take_early_wakeup); LKS_WOKEN_UNKNOWN: none. */
+	enum waker_class early_woken_by;
+	__u32 early_waker_tgid;
+	__u32 early_waker_tid;
+	char early_waker_comm[LKS_COMM_LEN];
 };
 
 /* Aggregation key of off-CPU intervals at least `targ_min_block_ns` long. */
