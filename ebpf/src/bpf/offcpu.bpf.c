@@ -569,7 +569,7 @@ static __always_inline void on_switch_in(struct task_struct *next, struct task_s
 		stream_interval(t, tid, prev, now);
 	switch (t->state) {
 	case LKS_STATE_SLEEPING:
-		/* Woken without a sched_waking seen (or racing it): all of it was the sleep. */
+		/* No wakeup seen, none kept either (on_waking): all of it was the sleep. */
 		add_time(t, t->sleep_class, ns);
 		record_interval(t, tid, LKS_STATE_SLEEPING, ns, true, next);
 		break;
