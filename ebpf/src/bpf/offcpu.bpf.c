@@ -19,8 +19,8 @@
  * Every sleep's waker is classed (enum waker_class): a thread of the program, one outside it,
  * or interrupt context (where `current` is just the thread the interrupt happened to land on),
  * told by hooks on interrupt handlers, softirqs and hrtimer callbacks. A wakeup may come before
- * the switch-out of the sleep it ends (on_waking): it is kept and ends that sleep as it began. Futex sleeps also read the
- * lock word's owner at switch-out.
+ * the switch-out of the sleep it ends (on_waking): it is kept and ends that sleep as it began.
+ * Futex sleeps also read the lock word's owner at switch-out.
  *
  * offcpu.bpf.h has its helpers: interrupt context, a futex's lock owner, and the kernel stacks of
  * sleeps and wakes whose path is fixed.
