@@ -179,6 +179,16 @@ static __always_inline __u64 task_run_delay_ns(struct task_struct *task)
 	return BPF_CORE_READ(t, sched_info.run_delay);
 }
 
+/* The kernel's count of the times `task` was given a CPU (0 without CONFIG_SCHED_INFO). */
+static __always_inline __u64 task_switch_ins(struct task_struct *task)
+{
+	struct task_struct___sched_info *t = (void *)task;
+
+	if (!bpf_core_field_exists(t->sched_info))
+		return 0;
+	return BPF_CORE_READ(t, sched_info.pcount);
+}
+
 /* The entry of thread `tid` (`task`), created in `state` since `since` when missing. A thread
  * first seen off a CPU has not run since its last switch-out: its clocks now are its clocks then,
  * which the recovery of an unseen switch-in measures from. */
@@ -213,6 +223,7 @@ static __always_inline struct offcpu_thread *thread_entry(struct task_struct *ta
 	t->waker_kernel_stack_id = -1;
 	t->exec_at_out_ns = task_exec_ns(task);
 	t->run_delay_at_out_ns = task_run_delay_ns(task);
+	t->switch_ins_at_out = task_switch_ins(task);
 	err = bpf_map_update_elem(&threads, &tid, t, BPF_NOEXIST);
 	if (err && err != -EEXIST) {
 		COUNT(start_map_full);
@@ -260,17 +271,24 @@ static __always_inline enum waker_class waker_of(__u64 now, __u32 *tgid, __u32 *
 	return is_target(*tgid) ? LKS_WOKEN_BY_PROGRAM : LKS_WOKEN_BY_OUTSIDE;
 }
 
-/* Ends the sleep `t` began at its switch-out, `at`, by the wakeup that came as it was leaving
- * its CPU (early_woken_by, see on_waking): asleep for no time, waiting for a CPU since. Too
- * short to aggregate (targ_min_block_ns), the sleep leaves its stacks and its waker to the
- * run-queue interval that follows, as a sleep woken later does. */
-static __always_inline void take_early_wakeup(struct offcpu_thread *t, __u64 at)
+/* The wakeup kept as the thread left its CPU (early_woken_by, see on_waking) is its sleep's: its
+ * waker becomes the sleep's. */
+static __always_inline void adopt_early_waker(struct offcpu_thread *t)
 {
 	t->woken_by = t->early_woken_by;
 	t->waker_tgid = t->early_waker_tgid;
 	t->waker_tid = t->early_waker_tid;
 	__builtin_memcpy(t->waker_comm, t->early_waker_comm, sizeof(t->waker_comm));
 	t->early_woken_by = LKS_WOKEN_UNKNOWN;
+}
+
+/* Ends the sleep `t` began at its switch-out, `at`, by the wakeup that came as it was leaving
+ * its CPU (early_woken_by, see on_waking): asleep for no time, waiting for a CPU since. Too
+ * short to aggregate (targ_min_block_ns), the sleep leaves its stacks and its waker to the
+ * run-queue interval that follows, as a sleep woken later does. */
+static __always_inline void take_early_wakeup(struct offcpu_thread *t, __u64 at)
+{
+	adopt_early_waker(t);
 	t->state = LKS_STATE_RUN_QUEUE;
 	t->since_ns = at;
 	t->wakeup_ns = at;
@@ -399,12 +417,14 @@ static __always_inline unsigned int switch_state(bool preempt, struct task_struc
 	return BPF_CORE_READ((struct task_struct___state *)task, state);
 }
 
-/* A switch-out of `task` found it still asleep: its wakeup went unseen (a program run the kernel
- * skipped; on some virtual machines no hook runs in the context of the host's agent, so a timer
- * that fires while the agent has the CPU wakes a thread unseen). The kernel's own clocks of the
- * thread split the time since the sleep began: it ran for the growth of its CPU time, waited for
- * a CPU for the growth of its run delay, and slept the rest. The sleep is recorded as if seen,
- * with its stacks and no waker; the thread is left woken at the sleep's end. */
+/* A switch-out of `task` (or a wakeup, on_waking) found it still asleep, though its sleep had
+ * ended: its wakeup or its switch-in went unseen (a program run the kernel skipped; on some
+ * virtual machines no hook runs in the context of the host's agent, so a timer that fires while
+ * the agent has the CPU wakes a thread unseen, and the agent's switch to it is not traced). The
+ * kernel's own clocks of the thread split the time since the sleep began: it ran for the growth
+ * of its CPU time, waited for a CPU for the growth of its run delay, and slept the rest. The
+ * sleep is recorded as if seen, with its stacks and the waker kept as it left its CPU, if any
+ * (else none); the thread is left woken at the sleep's end. */
 static __always_inline void recover_unseen_wakeup(struct offcpu_thread *t, __u32 tid,
 						  struct task_struct *task, __u64 now)
 {
@@ -418,7 +438,12 @@ static __always_inline void recover_unseen_wakeup(struct offcpu_thread *t, __u32
 	if (queued > elapsed - ran)
 		queued = elapsed - ran;
 	slept = elapsed - ran - queued;
+	/* A wakeup kept as the thread left its CPU came before this sleep's switch-out (a later
+	 * one would have been seen during it): the sleep ended by it, unseen from then on. */
+	if (t->early_woken_by != LKS_WOKEN_UNKNOWN)
+		adopt_early_waker(t);
 	add_time(t, t->sleep_class, slept);
+	t->woken_ns[t->woken_by & 3] += slept;
 	record_interval(t, tid, LKS_STATE_SLEEPING, slept, true, task);
 	t->state = LKS_STATE_RUN_QUEUE;
 	t->since_ns += slept;
@@ -476,8 +501,8 @@ static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, u
 		/* Off the CPU by our account: its switch-in (and, asleep, its wakeup) went unseen.
 		 * One call site each keeps the program small for old verifiers. */
 		__sync_fetch_and_add(&lks_out_of_order, 1);
-		/* Kept before the sleep whose switch-in went unseen: not this sleep's. */
-		t->early_woken_by = LKS_WOKEN_UNKNOWN;
+		/* Asleep by our account: a wakeup kept came before that sleep and ended it. Waiting
+		 * for a CPU: one kept came while the thread ran unseen, and is this sleep's. */
 		if (t->state == LKS_STATE_SLEEPING)
 			recover_unseen_wakeup(t, tid, prev, now);
 		recover_unseen_switch_in(t, tid, prev, now);
@@ -493,6 +518,7 @@ static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, u
 	t->out_ns = now;
 	t->exec_at_out_ns = task_exec_ns(prev);
 	t->run_delay_at_out_ns = task_run_delay_ns(prev);
+	t->switch_ins_at_out = task_switch_ins(prev);
 	t->syscall = -1;
 	t->object = 0;
 	t->owner_tid = 0;
@@ -515,6 +541,8 @@ static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, u
 		 * kernel stack would be the scheduler's own path. */
 		t->state = LKS_STATE_PREEMPTED;
 		t->involuntary++;
+		/* Still runnable: a wakeup kept only set it running again, and ends no later sleep. */
+		t->early_woken_by = LKS_WOKEN_UNKNOWN;
 		t->user_stack_id = -1;
 		t->kernel_stack_id = -1;
 		if (!targ_preempted_stacks ||
@@ -647,8 +675,24 @@ static __always_inline int on_waking(void *ctx, struct task_struct *p, const boo
 	 * it off the run queue and is picking what runs next) and which this wakeup ends. Which
 	 * one, only what follows says: the waker is kept, and a sleep that ends with no wakeup
 	 * seen is this one's (take_early_wakeup, at its switch-in). The latest such wakeup is
-	 * kept; the switch-in forgets it, and a wakeup seen during the sleep supersedes it. */
-	if (t->state == LKS_STATE_ON_CPU) {
+	 * kept; the switch-in forgets it, and a wakeup seen during the sleep supersedes it.
+	 * Waiting for a CPU by our account, likewise: the kernel wakes only a thread that set
+	 * itself asleep, so it was either preempted as it did (no sleep follows) or is on its
+	 * CPU after a switch-in we did not see (docs/RELIABILITY.md), in the case above. */
+	if (t->state == LKS_STATE_SLEEPING && task_switch_ins(p) != t->switch_ins_at_out) {
+		/* Asleep by our account, yet given a CPU since: the sleep's wakeup and switch-in
+		 * went unseen, and this wakeup is of a thread on its CPU. Accounted as its
+		 * switch-out would (on_switch_out), up to now. */
+		__sync_fetch_and_add(&lks_out_of_order, 1);
+		if (now < t->since_ns)
+			now = t->since_ns;
+		recover_unseen_wakeup(t, tid, p, now);
+		recover_unseen_switch_in(t, tid, p, now);
+		t->state = LKS_STATE_ON_CPU;
+		t->since_ns = now;
+	}
+	if (t->state == LKS_STATE_ON_CPU || t->state == LKS_STATE_RUN_QUEUE ||
+	    t->state == LKS_STATE_PREEMPTED) {
 		t->early_waker_tgid = 0;
 		t->early_waker_tid = 0;
 		t->early_waker_comm[0] = 0;
@@ -760,6 +804,7 @@ int BPF_PROG(lks_offcpu_wakeup_new, struct task_struct *p)
 		/* A new task's clocks start at 0. */
 		t->exec_at_out_ns = 0;
 		t->run_delay_at_out_ns = 0;
+		t->switch_ins_at_out = 0;
 		t->interval_state = LKS_STATE_RUN_QUEUE;
 		t->syscall = -1;
 		t->object = 0;

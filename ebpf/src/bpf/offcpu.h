@@ -73,6 +73,9 @@ struct offcpu_thread {
 	 * CONFIG_SCHED_INFO). When its wakeup and switch-in go unseen, they split the time since. */
 	__u64 exec_at_out_ns;
 	__u64 run_delay_at_out_ns;
+	/* Its count of switch-ins (sched_info.pcount) at its last switch-out: grown at a wakeup of
+	 * the thread asleep by our account, it ran since by a switch-in we did not see. */
+	__u64 switch_ins_at_out;
 	/* Nanoseconds per enum time_class. */
 	__u64 time_ns[LKS_TIME_CLASSES];
 	/* Nanoseconds asleep (any class) per enum waker_class: who ended the sleeps. */

@@ -178,8 +178,11 @@ fn offcpu_shows_run_queue_delay() {
 
 /// Threads mapping and unmapping memory in one address space hand its mmap lock to each other,
 /// often while the waiter is still leaving its CPU (the waker's sched_waking runs before the
-/// waiter's switch-out): every sleep in those calls has its waker. Before the probe kept such a
-/// wakeup for the sleep it ends, 3 to 50 of them per recording had none (docs/RELIABILITY.md).
+/// waiter's switch-out): every sleep in those calls has its waker, also when the waiter's
+/// switch-in went unseen (`out_of_order`, a hidden context of this VM's host agent). Before the
+/// probe kept such a wakeup for the sleep it ends, 3 to 50 of them per recording had none; before
+/// it kept one through an unseen switch-in, 6 of 15 recordings had one or two
+/// (docs/RELIABILITY.md). Only a program run the kernel skipped may cost a sleep its waker.
 #[test]
 #[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
 fn offcpu_keeps_a_wakeup_that_comes_before_the_switch_out() {
@@ -210,10 +213,10 @@ fn offcpu_keeps_a_wakeup_that_comes_before_the_switch_out() {
         .copied()
         .filter(|w| w.woken_by.is_none())
         .collect();
+    let losses = &profile.metadata.losses;
     assert!(
-        unknown.is_empty(),
-        "sleeps with no waker: {unknown:#?}\nlosses: {:?}",
-        profile.metadata.losses
+        count(&unknown) <= losses.skipped_runs,
+        "sleeps with no waker: {unknown:#?}\nlosses: {losses:?}"
     );
 }
 
