@@ -218,7 +218,7 @@ static __always_inline struct offcpu_thread *thread_entry(struct task_struct *ta
 	t->sleep_class = LKS_TIME_OTHER;
 	t->user_stack_id = -1;
 	t->kernel_stack_id = -1;
-	t->woken_by = LKS_WOKEN_UNKNOWN;
+	t->waker.by = LKS_WOKEN_UNKNOWN;
 	t->waker_user_stack_id = -1;
 	t->waker_kernel_stack_id = -1;
 	t->exec_at_out_ns = task_exec_ns(task);
@@ -247,43 +247,65 @@ static __always_inline void add_time(struct offcpu_thread *t, enum time_class cl
 /* Forgets the last sleep's waker (a new interval begins). */
 static __always_inline void forget_waker(struct offcpu_thread *t)
 {
-	t->woken_by = LKS_WOKEN_UNKNOWN;
-	t->waker_tgid = 0;
-	t->waker_tid = 0;
+	t->waker.by = LKS_WOKEN_UNKNOWN;
+	t->waker.tgid = 0;
+	t->waker.tid = 0;
+	t->waker.comm[0] = 0;
 	t->waker_user_stack_id = -1;
 	t->waker_kernel_stack_id = -1;
-	t->waker_comm[0] = 0;
 }
 
 /* Who is waking a thread, in the waker's context (sched_waking): the waker's class, and for a
  * thread (not interrupt context, where `current` is just the thread the interrupt landed on)
- * its ids and name in `tgid`, `tid` and `comm` (LKS_COMM_LEN bytes), left as they are otherwise. */
-static __always_inline enum waker_class waker_of(__u64 now, __u32 *tgid, __u32 *tid, char *comm)
+ * its ids and name in `w`, left as they are otherwise; `w->by` is the caller's to write. */
+static __always_inline enum waker_class waker_of(__u64 now, struct offcpu_waker *w)
 {
 	__u64 pid_tgid;
 
 	if (in_interrupt_context(now))
 		return LKS_WOKEN_BY_INTERRUPT;
 	pid_tgid = bpf_get_current_pid_tgid();
-	*tgid = pid_tgid >> 32;
-	*tid = (__u32)pid_tgid;
-	bpf_get_current_comm(comm, LKS_COMM_LEN);
-	return is_target(*tgid) ? LKS_WOKEN_BY_PROGRAM : LKS_WOKEN_BY_OUTSIDE;
+	w->tgid = pid_tgid >> 32;
+	w->tid = (__u32)pid_tgid;
+	bpf_get_current_comm(w->comm, sizeof(w->comm));
+	return is_target(w->tgid) ? LKS_WOKEN_BY_PROGRAM : LKS_WOKEN_BY_OUTSIDE;
 }
 
-/* The wakeup kept as the thread left its CPU (early_woken_by, see on_waking) is its sleep's: its
- * waker becomes the sleep's. */
+/* The slot of `t`'s wakeups kept in its stretch on a CPU after `switch_ins` switch-ins. */
+static __always_inline struct offcpu_early_wakeup *early_wakeup_of(struct offcpu_thread *t,
+								   __u64 switch_ins)
+{
+	return &t->early_wakeups[switch_ins & 1];
+}
+
+/* Whether a wakeup was kept as the thread left its CPU for its current sleep (in the stretch on a
+ * CPU that the sleep's switch-out ended, see on_waking): then it ended that sleep. */
+static __always_inline bool early_wakeup_ends_sleep(struct offcpu_thread *t)
+{
+	struct offcpu_early_wakeup *e = early_wakeup_of(t, t->switch_ins_at_out);
+
+	return e->waker.by != LKS_WOKEN_UNKNOWN && e->switch_ins == t->switch_ins_at_out;
+}
+
+/* The wakeup kept as the thread left its CPU for its current sleep is that sleep's: its waker
+ * becomes the sleep's. */
 static __always_inline void adopt_early_waker(struct offcpu_thread *t)
 {
-	t->woken_by = t->early_woken_by;
-	t->waker_tgid = t->early_waker_tgid;
-	t->waker_tid = t->early_waker_tid;
-	__builtin_memcpy(t->waker_comm, t->early_waker_comm, sizeof(t->waker_comm));
-	t->early_woken_by = LKS_WOKEN_UNKNOWN;
+	struct offcpu_early_wakeup *e = early_wakeup_of(t, t->switch_ins_at_out);
+
+	t->waker = e->waker;
+	e->waker.by = LKS_WOKEN_UNKNOWN;
+}
+
+/* Forgets the wakeups kept as the thread left its CPU (a new stretch on one begins). */
+static __always_inline void forget_early_wakeups(struct offcpu_thread *t)
+{
+	t->early_wakeups[0].waker.by = LKS_WOKEN_UNKNOWN;
+	t->early_wakeups[1].waker.by = LKS_WOKEN_UNKNOWN;
 }
 
 /* Ends the sleep `t` began at its switch-out, `at`, by the wakeup that came as it was leaving
- * its CPU (early_woken_by, see on_waking): asleep for no time, waiting for a CPU since. Too
+ * its CPU (early_wakeups, see on_waking): asleep for no time, waiting for a CPU since. Too
  * short to aggregate (targ_min_block_ns), the sleep leaves its stacks and its waker to the
  * run-queue interval that follows, as a sleep woken later does. */
 static __always_inline void take_early_wakeup(struct offcpu_thread *t, __u64 at)
@@ -336,15 +358,15 @@ static __always_inline void stream_interval(struct offcpu_thread *t, __u32 tid,
 	e->seq = seq;
 	e->state = t->interval_state;
 	e->syscall = t->syscall;
-	e->woken_by = t->woken_by;
-	e->waker_tgid = t->waker_tgid;
-	e->waker_tid = t->waker_tid;
+	e->woken_by = t->waker.by;
+	e->waker_tgid = t->waker.tgid;
+	e->waker_tid = t->waker.tid;
 	e->user_stack_id = t->user_stack_id;
 	e->kernel_stack_id = t->kernel_stack_id;
 	e->waker_user_stack_id = t->waker_user_stack_id;
 	e->waker_kernel_stack_id = t->waker_kernel_stack_id;
 	e->owner_tid = t->owner_tid;
-	__builtin_memcpy(e->waker_comm, t->waker_comm, sizeof(e->waker_comm));
+	__builtin_memcpy(e->waker_comm, t->waker.comm, sizeof(e->waker_comm));
 	if (prev) {
 		e->holder_tgid = prev->tgid;
 		e->holder_tid = prev->pid;
@@ -376,7 +398,7 @@ static __always_inline void record_interval(struct offcpu_thread *t, __u32 tid,
 	key.object = 0;
 	key.user_stack_id = stacks ? t->user_stack_id : -1;
 	key.kernel_stack_id = stacks ? t->kernel_stack_id : -1;
-	key.woken_by = state == LKS_STATE_PREEMPTED ? LKS_WOKEN_UNKNOWN : t->woken_by;
+	key.woken_by = state == LKS_STATE_PREEMPTED ? LKS_WOKEN_UNKNOWN : t->waker.by;
 	if (state == LKS_STATE_PREEMPTED && key.user_stack_id >= 0 &&
 	    !lks_key_keeps_stacks(&offcpu, &key, &lks_preempted_key_budget, &entry)) {
 		COUNT(user_stack_failures);
@@ -417,14 +439,14 @@ static __always_inline unsigned int switch_state(bool preempt, struct task_struc
 	return BPF_CORE_READ((struct task_struct___state *)task, state);
 }
 
-/* A switch-out of `task` (or a wakeup, on_waking) found it still asleep, though its sleep had
- * ended: its wakeup or its switch-in went unseen (a program run the kernel skipped; on some
- * virtual machines no hook runs in the context of the host's agent, so a timer that fires while
- * the agent has the CPU wakes a thread unseen, and the agent's switch to it is not traced). The
- * kernel's own clocks of the thread split the time since the sleep began: it ran for the growth
- * of its CPU time, waited for a CPU for the growth of its run delay, and slept the rest. The
- * sleep is recorded as if seen, with its stacks and the waker kept as it left its CPU, if any
- * (else none); the thread is left woken at the sleep's end. */
+/* A switch-out of `task` found it still asleep by our account: its wakeup went unseen, or came
+ * as it left its CPU (kept, on_waking), and its switch-in went unseen (a program run the kernel
+ * skipped; on some virtual machines no hook runs in the context of the host's agent, so a timer
+ * that fires while the agent has the CPU wakes a thread unseen, and the agent's switch to it is
+ * not traced). The kernel's own clocks of the thread split the time since the sleep began: it
+ * ran for the growth of its CPU time, waited for a CPU for the growth of its run delay, and
+ * slept the rest. The sleep is recorded as if seen, with its stacks and the waker kept as it
+ * left its CPU, if any (else none); the thread is left woken at the sleep's end. */
 static __always_inline void recover_unseen_wakeup(struct offcpu_thread *t, __u32 tid,
 						  struct task_struct *task, __u64 now)
 {
@@ -438,12 +460,11 @@ static __always_inline void recover_unseen_wakeup(struct offcpu_thread *t, __u32
 	if (queued > elapsed - ran)
 		queued = elapsed - ran;
 	slept = elapsed - ran - queued;
-	/* A wakeup kept as the thread left its CPU came before this sleep's switch-out (a later
-	 * one would have been seen during it): the sleep ended by it, unseen from then on. */
-	if (t->early_woken_by != LKS_WOKEN_UNKNOWN)
+	/* A wakeup kept as the thread left its CPU for this sleep ended it, unseen from then on. */
+	if (early_wakeup_ends_sleep(t))
 		adopt_early_waker(t);
 	add_time(t, t->sleep_class, slept);
-	t->woken_ns[t->woken_by & 3] += slept;
+	t->woken_ns[t->waker.by & 3] += slept;
 	record_interval(t, tid, LKS_STATE_SLEEPING, slept, true, task);
 	t->state = LKS_STATE_RUN_QUEUE;
 	t->since_ns += slept;
@@ -501,8 +522,8 @@ static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, u
 		/* Off the CPU by our account: its switch-in (and, asleep, its wakeup) went unseen.
 		 * One call site each keeps the program small for old verifiers. */
 		__sync_fetch_and_add(&lks_out_of_order, 1);
-		/* Asleep by our account: a wakeup kept came before that sleep and ended it. Waiting
-		 * for a CPU: one kept came while the thread ran unseen, and is this sleep's. */
+		/* A wakeup kept stays for the sleep this switch-out begins if it came in the
+		 * stretch on a CPU this switch-out ends (on_waking). */
 		if (t->state == LKS_STATE_SLEEPING)
 			recover_unseen_wakeup(t, tid, prev, now);
 		recover_unseen_switch_in(t, tid, prev, now);
@@ -511,7 +532,6 @@ static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, u
 	t->since_ns = now;
 	if (prev_state & LKS_TASK_DEAD) {
 		t->state = LKS_STATE_DEAD;
-		t->early_woken_by = LKS_WOKEN_UNKNOWN;
 		return;
 	}
 	bpf_get_current_comm(t->comm, sizeof(t->comm));
@@ -542,7 +562,7 @@ static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, u
 		t->state = LKS_STATE_PREEMPTED;
 		t->involuntary++;
 		/* Still runnable: a wakeup kept only set it running again, and ends no later sleep. */
-		t->early_woken_by = LKS_WOKEN_UNKNOWN;
+		early_wakeup_of(t, task_switch_ins(prev))->waker.by = LKS_WOKEN_UNKNOWN;
 		t->user_stack_id = -1;
 		t->kernel_stack_id = -1;
 		if (!targ_preempted_stacks ||
@@ -589,9 +609,9 @@ static __always_inline void on_switch_in(struct task_struct *next, struct task_s
 		now = t->since_ns;
 	/* Back from a sleep no wakeup was seen ending: the wakeup that raced its switch-out
 	 * (on_waking) ended it as it began. */
-	if (t->state == LKS_STATE_SLEEPING && t->early_woken_by != LKS_WOKEN_UNKNOWN)
+	if (t->state == LKS_STATE_SLEEPING && early_wakeup_ends_sleep(t))
 		take_early_wakeup(t, t->since_ns);
-	t->early_woken_by = LKS_WOKEN_UNKNOWN;
+	forget_early_wakeups(t);
 	ns = now - t->since_ns;
 	if (t->state != LKS_STATE_ON_CPU && t->state != LKS_STATE_DEAD)
 		stream_interval(t, tid, prev, now);
@@ -662,6 +682,8 @@ static __always_inline int on_waking(void *ctx, struct task_struct *p, const boo
 	struct wakeup_key key = {};
 	struct lks_stats *entry = NULL;
 	struct stack_ids ids;
+	struct offcpu_early_wakeup *early;
+	__u64 switch_ins;
 
 	if (!is_target(tgid))
 		return 0;
@@ -669,42 +691,38 @@ static __always_inline int on_waking(void *ctx, struct task_struct *p, const boo
 	t = thread_entry(p, tid, tgid, LKS_STATE_SLEEPING, start_ns(now));
 	if (!t)
 		return 0;
+	if (t->state == LKS_STATE_DEAD)
+		return 0;
+	switch_ins = task_switch_ins(p);
 	/* On its CPU by our account: the thread has set itself asleep and either gets the CPU
 	 * back from this wakeup (still on the run queue: no sleep follows), or is leaving the CPU
 	 * for a sleep whose switch-out, on its own CPU, is still to come (the scheduler has taken
 	 * it off the run queue and is picking what runs next) and which this wakeup ends. Which
-	 * one, only what follows says: the waker is kept, and a sleep that ends with no wakeup
-	 * seen is this one's (take_early_wakeup, at its switch-in). The latest such wakeup is
-	 * kept; the switch-in forgets it, and a wakeup seen during the sleep supersedes it.
-	 * Waiting for a CPU by our account, likewise: the kernel wakes only a thread that set
-	 * itself asleep, so it was either preempted as it did (no sleep follows) or is on its
-	 * CPU after a switch-in we did not see (docs/RELIABILITY.md), in the case above. */
-	if (t->state == LKS_STATE_SLEEPING && task_switch_ins(p) != t->switch_ins_at_out) {
-		/* Asleep by our account, yet given a CPU since: the sleep's wakeup and switch-in
-		 * went unseen, and this wakeup is of a thread on its CPU. Accounted as its
-		 * switch-out would (on_switch_out), up to now. */
-		__sync_fetch_and_add(&lks_out_of_order, 1);
-		if (now < t->since_ns)
-			now = t->since_ns;
-		recover_unseen_wakeup(t, tid, p, now);
-		recover_unseen_switch_in(t, tid, p, now);
-		t->state = LKS_STATE_ON_CPU;
-		t->since_ns = now;
-	}
-	if (t->state == LKS_STATE_ON_CPU || t->state == LKS_STATE_RUN_QUEUE ||
-	    t->state == LKS_STATE_PREEMPTED) {
-		t->early_waker_tgid = 0;
-		t->early_waker_tid = 0;
-		t->early_waker_comm[0] = 0;
-		by = waker_of(now, &t->early_waker_tgid, &t->early_waker_tid, t->early_waker_comm);
+	 * one, only what follows says: the waker is kept, and a sleep begun at the end of this
+	 * stretch on a CPU that ends with no wakeup seen is this one's (take_early_wakeup, at its
+	 * switch-in). The latest such wakeup is kept; the switch-in forgets it, and a wakeup seen
+	 * during the sleep supersedes it. The kernel wakes only a thread that set itself asleep,
+	 * so the same holds when our account is behind (docs/RELIABILITY.md): waiting for a CPU
+	 * (preempted as it set itself asleep, when no sleep follows, or on its CPU after a
+	 * switch-in we did not see), or asleep though given a CPU since its switch-out (its
+	 * count of switch-ins grew: that sleep's wakeup and switch-in went unseen; its switch-out
+	 * will account for them). Only this stretch's slot of kept wakeups is written here (the
+	 * sleep being accounted has the other): the thread's own CPU may be running its
+	 * switch-out, which reads that one. */
+	if (t->state != LKS_STATE_SLEEPING || switch_ins != t->switch_ins_at_out) {
+		early = early_wakeup_of(t, switch_ins);
+		early->waker.tgid = 0;
+		early->waker.tid = 0;
+		early->waker.comm[0] = 0;
+		by = waker_of(now, &early->waker);
+		early->switch_ins = switch_ins;
 		/* The class last: it says the rest is written. */
 		asm volatile("" ::: "memory");
-		t->early_woken_by = by;
+		early->waker.by = by;
 		return 0;
 	}
-	if (t->state != LKS_STATE_SLEEPING)
-		return 0;
-	t->early_woken_by = LKS_WOKEN_UNKNOWN;
+	/* Seen during the sleep: it supersedes one kept as the thread left its CPU. */
+	early_wakeup_of(t, switch_ins)->waker.by = LKS_WOKEN_UNKNOWN;
 	/* Another CPU may have moved this thread's clock past our `now` (a waker that read the time
 	 * before the sleeper's switch-out was written): never count backwards. */
 	if (now < t->since_ns)
@@ -714,14 +732,14 @@ static __always_inline int on_waking(void *ctx, struct task_struct *p, const boo
 	t->state = LKS_STATE_RUN_QUEUE;
 	t->since_ns = now;
 	t->wakeup_ns = now;
-	t->woken_by = waker_of(now, &t->waker_tgid, &t->waker_tid, t->waker_comm);
-	t->woken_ns[t->woken_by & 3] += ns;
+	t->waker.by = waker_of(now, &t->waker);
+	t->woken_ns[t->waker.by & 3] += ns;
 	if (ns < targ_min_block_ns)
 		return 0;
 	if (targ_waker_stacks) {
 		/* In interrupt context the user stack would be the interrupted thread's: only the
 		 * handler's kernel stack says anything. */
-		if (t->woken_by == LKS_WOKEN_BY_INTERRUPT) {
+		if (t->waker.by == LKS_WOKEN_BY_INTERRUPT) {
 			ids.user = -1;
 			ids.kernel = stack_due(&t->interrupt_waker_stack_ns,
 					       &t->interrupt_waker_unsampled, now,
@@ -740,8 +758,8 @@ static __always_inline int on_waking(void *ctx, struct task_struct *p, const boo
 		return 0;
 	key.tgid = tgid;
 	key.tid = tid;
-	key.waker_tgid = t->waker_tgid;
-	key.waker_tid = t->waker_tid;
+	key.waker_tgid = t->waker.tgid;
+	key.waker_tid = t->waker.tid;
 	key.user_stack_id = t->user_stack_id;
 	key.kernel_stack_id = t->kernel_stack_id;
 	key.waker_user_stack_id = t->waker_user_stack_id;
@@ -811,7 +829,7 @@ int BPF_PROG(lks_offcpu_wakeup_new, struct task_struct *p)
 		t->owner_tid = 0;
 		t->in_futex_wait = 0;
 		forget_waker(t);
-		t->early_woken_by = LKS_WOKEN_UNKNOWN;
+		forget_early_wakeups(t);
 		/* No sleep to point at: its first run-queue delay has no stack. */
 		t->user_stack_id = -1;
 		t->kernel_stack_id = -1;

@@ -56,6 +56,24 @@ enum waker_class {
 /* Entries of the system call class table (targ_syscall_class, by system call number). */
 #define LKS_SYSCALL_CLASS_SLOTS 512
 
+/* Who woke a thread (waker_of, in the waker's context): its class (LKS_WOKEN_UNKNOWN: no
+ * wakeup seen) and, for a thread of the program or outside it, its ids and name. */
+struct offcpu_waker {
+	enum waker_class by;
+	__u32 tgid;
+	__u32 tid;
+	char comm[LKS_COMM_LEN];
+};
+
+/* A wakeup that came as a thread left its CPU (offcpu_thread.early_wakeups): its waker (`by`
+ * LKS_WOKEN_UNKNOWN: none kept), and the thread's count of switch-ins when it came (the
+ * kernel's sched_info.pcount, 0 without CONFIG_SCHED_INFO), which names the stretch on a CPU it
+ * came in. */
+struct offcpu_early_wakeup {
+	struct offcpu_waker waker;
+	__u64 switch_ins;
+};
+
 /* Per-thread state and time accounting, by thread id. */
 struct offcpu_thread {
 	__u32 tgid;
@@ -95,13 +113,10 @@ struct offcpu_thread {
 	 * interruptible sleep): from a thread's context, only a futex wake command ends it. */
 	__u32 in_futex_wait;
 	/* Who woke the current sleep (once woken), with the waker's stacks (the `wakeup` probe;
-	 * -1 otherwise) and name. */
-	enum waker_class woken_by;
-	__u32 waker_tgid;
-	__u32 waker_tid;
+	 * -1 otherwise). */
+	struct offcpu_waker waker;
 	__s32 waker_user_stack_id;
 	__s32 waker_kernel_stack_id;
-	char waker_comm[LKS_COMM_LEN];
 	/* Intervals streamed so far (`targ_intervals`), lost ones included: a gap in the stream's
 	 * numbers tells user space which thread's timeline has a hole. */
 	__u32 interval_seq;
@@ -119,15 +134,15 @@ struct offcpu_thread {
 	 * wakeups from interrupt context since the start that did not (their time kept). */
 	__u64 interrupt_waker_stack_ns;
 	__u64 interrupt_waker_unsampled;
-	/* The latest wakeup seen while the thread was on its CPU by our account: the waker's
-	 * sched_waking, on another CPU, ran before the switch-out of the sleep it ends (the
-	 * scheduler had taken the thread off the run queue and was picking what runs next). A
-	 * sleep that reaches its switch-in with no wakeup seen during it is ended by this one as
-	 * it began (take_early_wakeup); LKS_WOKEN_UNKNOWN: none. */
-	enum waker_class early_woken_by;
-	__u32 early_waker_tgid;
-	__u32 early_waker_tid;
-	char early_waker_comm[LKS_COMM_LEN];
+	/* Wakeups seen while the thread was on its CPU (by our account, or after a switch-in we
+	 * did not see): the waker's sched_waking, on another CPU, ran before the switch-out of the
+	 * sleep it ends (the scheduler had taken the thread off the run queue and was picking what
+	 * runs next). Kept by the stretch on a CPU they came in (its count of switch-ins, even or
+	 * odd: the stretch whose sleep is being accounted and the one after it, whose wakeup may
+	 * come before that, each have their own); the latest of a stretch wins. The sleep that
+	 * begins at the switch-out ending that stretch, if no wakeup is seen during it, is ended
+	 * by it as it began (take_early_wakeup). */
+	struct offcpu_early_wakeup early_wakeups[2];
 };
 
 /* Aggregation key of off-CPU intervals at least `targ_min_block_ns` long. */
