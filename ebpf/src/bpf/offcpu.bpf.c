@@ -562,7 +562,7 @@ static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, u
 		t->state = LKS_STATE_PREEMPTED;
 		t->involuntary++;
 		/* Still runnable: a wakeup kept only set it running again, and ends no later sleep. */
-		early_wakeup_of(t, task_switch_ins(prev))->waker.by = LKS_WOKEN_UNKNOWN;
+		early_wakeup_of(t, t->switch_ins_at_out)->waker.by = LKS_WOKEN_UNKNOWN;
 		t->user_stack_id = -1;
 		t->kernel_stack_id = -1;
 		if (!targ_preempted_stacks ||
