@@ -34,6 +34,9 @@ struct KnownAnswer {
     wait_site: &'static str,
     /// The threads to ask `why` about (`--threads`), when the question is about one group.
     threads: Option<&'static str>,
+    /// How long `why_names_…` records the program: long enough that every recording has the
+    /// naive answer's waits, which the report must list ([`RECORD_RUN`] unless they are rare).
+    record_run: Duration,
 }
 
 /// Idle consumers wait (condvar) for a producer that waits (condvar) for a supplier busy on a
@@ -46,6 +49,7 @@ const PIPELINE: KnownAnswer = KnownAnswer {
     naive_function: "consumer_wait_for_item",
     wait_site: "consumer_wait_for_item",
     threads: None,
+    record_run: RECORD_RUN,
 };
 
 /// A dozen background threads sleep holding one mutex (the most-waited lock) beside request
@@ -60,6 +64,7 @@ const TWO_LOCKS: KnownAnswer = KnownAnswer {
     naive_function: "background_",
     wait_site: "background_take_lock",
     threads: Some("request-*"),
+    record_run: RECORD_RUN,
 };
 
 /// Request threads sleep (a journal write as long as a slow disk's) inside their critical
@@ -77,6 +82,7 @@ const SLEEP_UNDER_LOCK: KnownAnswer = KnownAnswer {
     naive_function: "request_update_under_lock",
     wait_site: "request_take_lock",
     threads: None,
+    record_run: RECORD_RUN,
 };
 
 /// Hogs spin on more threads than there are CPUs and the scheduler preempts lock holders inside
@@ -91,6 +97,7 @@ const CPU_HOGS: KnownAnswer = KnownAnswer {
     naive_function: "request_take_lock",
     wait_site: "request_take_lock",
     threads: Some("request-*"),
+    record_run: CPU_HOGS_RECORD_RUN,
 };
 
 /// How long each run of a truth experiment lasts, and how many rounds (one run of each setting)
@@ -119,6 +126,13 @@ fn program_dir() -> tempfile::TempDir {
 
 /// How long a recording of a known-answer program lasts.
 const RECORD_RUN: Duration = Duration::from_secs(3);
+/// How long a recording of `cpu_hogs` lasts. Its lock waits come only when the scheduler preempts
+/// a holder inside its 10 µs critical section: 3 to 4 waits a second here (6 to 18 in five 3 s
+/// recordings, 39 to 44 in three of 10 s), one or two per preempted holder. In 3 s that is about
+/// six preemptions, and a recording with none about 1 in 400 if they come independently; the
+/// suite records it twice a run, and one recording in about 60 had no lock wait. Ten seconds
+/// make about 25, and a recording without one a chance of about 1e-11 on the same assumption.
+const CPU_HOGS_RECORD_RUN: Duration = Duration::from_secs(10);
 
 /// Compiles `tests/programs/<program>.c` into `dir` as distributions build (no frame
 /// pointers); `None` (and a loud skip) without a C compiler.
@@ -290,7 +304,7 @@ fn assert_why_names_the_true_cause(test: &str, known: &KnownAnswer) {
             .arg("--")
             .arg(&binary)
             .current_dir(dir.path())
-            .args(["--duration", &format!("{}", RECORD_RUN.as_secs_f64())]),
+            .args(["--duration", &format!("{}", known.record_run.as_secs_f64())]),
     );
     assert!(
         parse_throughput(&recorded).is_some(),
@@ -453,6 +467,8 @@ const PIGZ: KnownAnswer = KnownAnswer {
     naive_function: "pthread_cond_wait",
     wait_site: "pthread_cond_wait",
     threads: None,
+    // Not used: pigz-pipeline.sh records it, for as long as its input takes.
+    record_run: RECORD_RUN,
 };
 
 /// The median gains of the true cause and of the naive answer at 1/2 on the line
