@@ -129,9 +129,9 @@ const RECORD_RUN: Duration = Duration::from_secs(3);
 /// How long a recording of `cpu_hogs` lasts. Its lock waits come only when the scheduler preempts
 /// a holder inside its 10 µs critical section: 3 to 4 waits a second here (6 to 18 in five 3 s
 /// recordings, 39 to 44 in three of 10 s), one or two per preempted holder. In 3 s that is about
-/// six preemptions, and a recording with none about 1 in 400 if they come independently; the
-/// suite records it twice a run, and one recording in about 60 had no lock wait. Ten seconds
-/// make about 25, and a recording without one a chance of about 1e-11 on the same assumption.
+/// six preemptions, and a recording with none about 1 in 400 if they come independently; one
+/// of about 40 in the suite's runs had none. Ten seconds make about 25, and a recording without
+/// one a chance of about 1e-11 on the same assumption, and far below 3 s's if they bunch.
 const CPU_HOGS_RECORD_RUN: Duration = Duration::from_secs(10);
 
 /// Compiles `tests/programs/<program>.c` into `dir` as distributions build (no frame
