@@ -34,9 +34,6 @@ struct KnownAnswer {
     wait_site: &'static str,
     /// The threads to ask `why` about (`--threads`), when the question is about one group.
     threads: Option<&'static str>,
-    /// How long `why_names_…` records the program: long enough that every recording has the
-    /// naive answer's waits, which the report must list ([`RECORD_RUN`] unless they are rare).
-    record_run: Duration,
 }
 
 /// Idle consumers wait (condvar) for a producer that waits (condvar) for a supplier busy on a
@@ -49,7 +46,6 @@ const PIPELINE: KnownAnswer = KnownAnswer {
     naive_function: "consumer_wait_for_item",
     wait_site: "consumer_wait_for_item",
     threads: None,
-    record_run: RECORD_RUN,
 };
 
 /// A dozen background threads sleep holding one mutex (the most-waited lock) beside request
@@ -64,7 +60,6 @@ const TWO_LOCKS: KnownAnswer = KnownAnswer {
     naive_function: "background_",
     wait_site: "background_take_lock",
     threads: Some("request-*"),
-    record_run: RECORD_RUN,
 };
 
 /// Request threads sleep (a journal write as long as a slow disk's) inside their critical
@@ -82,7 +77,6 @@ const SLEEP_UNDER_LOCK: KnownAnswer = KnownAnswer {
     naive_function: "request_update_under_lock",
     wait_site: "request_take_lock",
     threads: None,
-    record_run: RECORD_RUN,
 };
 
 /// Hogs spin on more threads than there are CPUs and the scheduler preempts lock holders inside
@@ -97,7 +91,6 @@ const CPU_HOGS: KnownAnswer = KnownAnswer {
     naive_function: "request_take_lock",
     wait_site: "request_take_lock",
     threads: Some("request-*"),
-    record_run: CPU_HOGS_RECORD_RUN,
 };
 
 /// How long each run of a truth experiment lasts, and how many rounds (one run of each setting)
@@ -124,7 +117,8 @@ fn program_dir() -> tempfile::TempDir {
     tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir")
 }
 
-/// How long a recording of a known-answer program lasts.
+/// How long a recording of a known-answer program lasts: long enough that every recording has
+/// the naive answer's waits, which the report must list.
 const RECORD_RUN: Duration = Duration::from_secs(3);
 /// How long a recording of `cpu_hogs` lasts. Its lock waits come only when the scheduler preempts
 /// a holder inside its 10 µs critical section: 3 to 4 waits a second here (6 to 18 in five 3 s
@@ -286,9 +280,9 @@ fn frame_names(stack: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
-/// Records a program with `--probes bottleneck`, then checks that `why` names its true cause
-/// first ([`assert_first_cause`]).
-fn assert_why_names_the_true_cause(test: &str, known: &KnownAnswer) {
+/// Records a program with `--probes bottleneck` for `record_run`, then checks that `why` names
+/// its true cause first ([`assert_first_cause`]).
+fn assert_why_names_the_true_cause(test: &str, known: &KnownAnswer, record_run: Duration) {
     if !bpf_available(test) {
         return;
     }
@@ -304,7 +298,7 @@ fn assert_why_names_the_true_cause(test: &str, known: &KnownAnswer) {
             .arg("--")
             .arg(&binary)
             .current_dir(dir.path())
-            .args(["--duration", &format!("{}", known.record_run.as_secs_f64())]),
+            .args(["--duration", &format!("{}", record_run.as_secs_f64())]),
     );
     assert!(
         parse_throughput(&recorded).is_some(),
@@ -407,7 +401,7 @@ fn pipeline_truth_by_experiment() {
 #[test]
 #[ignore = "needs root with BPF; .ci/run runs it"]
 fn why_names_the_pipeline_supplier() {
-    assert_why_names_the_true_cause("why_names_the_pipeline_supplier", &PIPELINE);
+    assert_why_names_the_true_cause("why_names_the_pipeline_supplier", &PIPELINE, RECORD_RUN);
 }
 
 /// Two locks' truth: a shorter request critical section raises throughput, a shorter hold of
@@ -423,7 +417,11 @@ fn two_locks_truth_by_experiment() {
 #[test]
 #[ignore = "needs root with BPF; .ci/run runs it"]
 fn why_names_the_request_critical_section() {
-    assert_why_names_the_true_cause("why_names_the_request_critical_section", &TWO_LOCKS);
+    assert_why_names_the_true_cause(
+        "why_names_the_request_critical_section",
+        &TWO_LOCKS,
+        RECORD_RUN,
+    );
 }
 
 /// A sleep under a lock's truth: a shorter sleep raises throughput, less CPU work under the lock
@@ -438,7 +436,11 @@ fn sleep_under_lock_truth_by_experiment() {
 #[test]
 #[ignore = "needs root with BPF; .ci/run runs it"]
 fn why_names_the_sleep_under_the_lock() {
-    assert_why_names_the_true_cause("why_names_the_sleep_under_the_lock", &SLEEP_UNDER_LOCK);
+    assert_why_names_the_true_cause(
+        "why_names_the_sleep_under_the_lock",
+        &SLEEP_UNDER_LOCK,
+        RECORD_RUN,
+    );
 }
 
 /// CPU hogs' truth: half the hogs raise throughput, a critical section half as long does not.
@@ -452,7 +454,11 @@ fn cpu_hogs_truth_by_experiment() {
 #[test]
 #[ignore = "needs root with BPF; .ci/run runs it"]
 fn why_names_cpu_saturation_by_the_hogs() {
-    assert_why_names_the_true_cause("why_names_cpu_saturation_by_the_hogs", &CPU_HOGS);
+    assert_why_names_the_true_cause(
+        "why_names_cpu_saturation_by_the_hogs",
+        &CPU_HOGS,
+        CPU_HOGS_RECORD_RUN,
+    );
 }
 
 /// pigz (Debian's parallel gzip, which nobody here wrote) as a pipeline: its reader hands blocks
@@ -467,8 +473,6 @@ const PIGZ: KnownAnswer = KnownAnswer {
     naive_function: "pthread_cond_wait",
     wait_site: "pthread_cond_wait",
     threads: None,
-    // Not used: pigz-pipeline.sh records it, for as long as its input takes.
-    record_run: RECORD_RUN,
 };
 
 /// The median gains of the true cause and of the naive answer at 1/2 on the line
