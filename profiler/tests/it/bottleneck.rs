@@ -539,19 +539,15 @@ fn why_names_deflate_in_pigz() {
         parse_round_gains(&stdout).unwrap_or_else(|| panic!("no gains by round in {stdout}"));
     assert_eq!(true_gains.len(), PIGZ_ROUNDS, "{stdout}");
     assert_eq!(naive_gains.len(), PIGZ_ROUNDS, "{stdout}");
+    let (true_gain, naive_gain) = (true_gains[PIGZ_ROUNDS / 2], naive_gains[PIGZ_ROUNDS / 2]);
     // The verdict first, on one line: a CI log may cut the script's output short.
     let summary = format!(
-        "pigz: {PIGZ_ROUNDS} rounds, median gains: true cause at 1/2 x{:.2}, naive answer at \
-         1/2 x{:.2}; sorted by round: {true_gains:?}, {naive_gains:?}",
-        true_gains[PIGZ_ROUNDS / 2],
-        naive_gains[PIGZ_ROUNDS / 2],
+        "pigz: {PIGZ_ROUNDS} rounds, median gains: true cause at 1/2 x{true_gain:.2}, naive \
+         answer at 1/2 x{naive_gain:.2}; the rounds' gains, sorted: {true_gains:?}, \
+         {naive_gains:?}"
     );
     eprintln!("{summary}");
-    assert_median_gains(
-        true_gains[PIGZ_ROUNDS / 2],
-        naive_gains[PIGZ_ROUNDS / 2],
-        &format!("{summary}\n{stdout}"),
-    );
+    assert_median_gains(true_gain, naive_gain, &format!("{summary}\n{stdout}"));
     assert_first_cause(&PIGZ, &lsp);
     eprintln!("{stdout}");
 }
