@@ -285,7 +285,7 @@ pub(crate) fn to_profile_streamed(
     let events = waits
         .iter()
         .fold(0u64, |sum, w| sum.saturating_add(w.stats.count));
-    Profile {
+    let mut profile = Profile {
         metadata: Metadata {
             lockscope_version: env!("CARGO_PKG_VERSION").to_string(),
             backend: "dtrace".to_string(),
@@ -299,7 +299,10 @@ pub(crate) fn to_profile_streamed(
         thread_times,
         waitfor,
         ..Profile::default()
-    }
+    };
+    // A futex sleep `offcpu` saw is `mutex`, `condvar`... as on the eBPF backend.
+    lockscope_probes::overlap::classify_offcpu_sleeps(&mut profile);
+    profile
 }
 
 /// The stream's blame in profile terms: stacks interned (user frames read by `resolve`), calls

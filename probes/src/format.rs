@@ -145,6 +145,8 @@ pub fn read_profile_from(reader: impl Read) -> Result<Profile, FormatError> {
     profile
         .validate()
         .map_err(|e| FormatError::Corrupt(e.to_string()))?;
+    // Profiles written before the `offcpu` probe's sleeps had their kinds read the same.
+    crate::overlap::classify_offcpu_sleeps(&mut profile);
     Ok(profile)
 }
 

@@ -20,8 +20,8 @@
 
 use crate::catalog::{offcpu_operation, ProbeDescriptor, FUTEX, KLOCK, OFFCPU};
 use crate::linux_syscalls::FUTEX_WAIT_CALLS;
-use crate::profile::{Profile, StackId, WaitRecord, WaitStats};
-use crate::wait::Quantity;
+use crate::profile::{Frame, Profile, Stack, StackId, WaitRecord, WaitStats};
+use crate::wait::{Quantity, WaitKind};
 use crate::waitfor::WokenBy;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -66,6 +66,64 @@ const KERNEL_LOCK_SLEEPS: &[&str] = &[
     "__down",
 ];
 
+/// True when `stack` sleeps under a sleeping kernel lock: a frame of [`KERNEL_LOCK_SLEEPS`].
+pub fn sleeps_on_kernel_lock(stack: &Stack) -> bool {
+    stack.frames.iter().any(|f| {
+        f.function
+            .as_deref()
+            .is_some_and(|name| KERNEL_LOCK_SLEEPS.iter().any(|p| name.starts_with(p)))
+    })
+}
+
+/// What an `offcpu` sleep waited for, as its stacks tell it, where they tell more than "off
+/// CPU": a sleep under a sleeping kernel lock is [`WaitKind::KernelLock`] (its kernel stack,
+/// as the `klock` probe would have seen it); a futex sleep is what its user stack says, as the
+/// `futex` probe classifies its waits ([`WaitKind::classify_user_wait`]: `mutex` under
+/// `pthread_mutex_lock`, `condvar` under `pthread_cond_wait`...). `None` for every other record,
+/// and for a sleep whose stacks say nothing more.
+///
+/// So the same sleep has the same kind whichever probe saw it: a mutex convoy is `mutex`, and
+/// contention, with `--probes offcpu` as with the default `futex`.
+pub fn offcpu_sleep_kind(profile: &Profile, record: &WaitRecord) -> Option<WaitKind> {
+    if !record.is_from(&OFFCPU)
+        || record.kind != WaitKind::OffCpu
+        || offcpu_operation::is_cpu_wait(&record.operation)
+    {
+        return None;
+    }
+    if profile
+        .stack(record.kernel_stack)
+        .is_some_and(sleeps_on_kernel_lock)
+    {
+        return Some(WaitKind::KernelLock);
+    }
+    if !is_offcpu_futex_sleep(record) {
+        return None;
+    }
+    let stack = profile.stack(record.user_stack)?;
+    let names: Vec<String> = stack.frames.iter().map(Frame::display_name).collect();
+    match WaitKind::classify_user_wait(names.iter().map(String::as_str), WaitKind::OffCpu) {
+        WaitKind::OffCpu | WaitKind::Wait => None,
+        kind => Some(kind),
+    }
+}
+
+/// Gives every `offcpu` sleep of `profile` the kind its stacks tell ([`offcpu_sleep_kind`]).
+/// The eBPF backend does so when it builds a profile, and every profile read from a file is
+/// given it ([`crate::format::read_profile`]), so profiles recorded before it say the same.
+pub fn classify_offcpu_sleeps(profile: &mut Profile) {
+    let kinds: Vec<Option<WaitKind>> = profile
+        .waits
+        .iter()
+        .map(|w| offcpu_sleep_kind(profile, w))
+        .collect();
+    for (w, kind) in profile.waits.iter_mut().zip(kinds) {
+        if let Some(kind) = kind {
+            w.kind = kind;
+        }
+    }
+}
+
 /// The records of a profile whose time another probe's waits already hold:
 ///
 /// - the `offcpu` probe's futex sleeps of the threads the `futex` probe recorded, and the
@@ -103,15 +161,7 @@ impl SeenTwice {
             .iter()
             .filter(|w| w.is_from(&OFFCPU) && klock_threads.contains(&(w.pid, w.tid)))
             .filter_map(|w| w.kernel_stack)
-            .filter(|&id| {
-                profile.stack(Some(id)).is_some_and(|stack| {
-                    stack.frames.iter().any(|f| {
-                        f.function.as_deref().is_some_and(|name| {
-                            KERNEL_LOCK_SLEEPS.iter().any(|p| name.starts_with(p))
-                        })
-                    })
-                })
-            })
+            .filter(|&id| profile.stack(Some(id)).is_some_and(sleeps_on_kernel_lock))
             .collect();
         SeenTwice {
             futex_threads: futex().map(|w| (w.pid, w.tid)).collect(),
@@ -439,6 +489,86 @@ mod tests {
         );
         assert_eq!(merged.counted.total_ns, 120);
         assert!(twice.merged(&profile).is_none());
+    }
+
+    /// An `offcpu` sleep takes the kind its stacks say: a futex sleep under glibc's mutex lock
+    /// is `mutex`, under a condvar wait `condvar`, a sleep under a kernel rwsem `kernel-lock`;
+    /// a futex sleep with no telling frame, a nanosleep, a run-queue delay and another probe's
+    /// record keep theirs.
+    #[test]
+    fn offcpu_sleeps_take_their_stacks_kind() {
+        use crate::profile::{AddressSpace, Frame, Stack};
+        let stack = |space, functions: &[&str]| Stack {
+            space,
+            frames: functions
+                .iter()
+                .map(|f| Frame {
+                    function: Some((*f).into()),
+                    ..Frame::unsymbolized(0x1000)
+                })
+                .collect(),
+            truncated: false,
+        };
+        let user = |functions: &[&str]| stack(AddressSpace::User, functions);
+        let on = |user: Option<u32>, kernel: Option<u32>, r: WaitRecord| WaitRecord {
+            user_stack: user,
+            kernel_stack: kernel,
+            ..r
+        };
+        let mut profile = Profile {
+            stacks: vec![
+                user(&[
+                    "futex_wait",
+                    "__GI___lll_lock_wait",
+                    "___pthread_mutex_lock",
+                    "take_order_lock",
+                ]),
+                user(&[
+                    "__futex_abstimed_wait_common",
+                    "___pthread_cond_wait",
+                    "wait",
+                ]),
+                user(&["__futex_abstimed_wait_common", "work"]),
+                stack(
+                    AddressSpace::Kernel,
+                    &[
+                        "__schedule",
+                        "rwsem_down_read_slowpath",
+                        "do_user_addr_fault",
+                    ],
+                ),
+            ],
+            waits: vec![
+                on(Some(0), None, record("offcpu", 2, "sleeping in futex", 10)),
+                on(Some(1), None, record("offcpu", 3, "sleeping in futex", 10)),
+                on(Some(2), None, record("offcpu", 4, "sleeping in futex", 10)),
+                on(Some(2), Some(3), record("offcpu", 5, "sleeping", 10)),
+                on(
+                    Some(0),
+                    None,
+                    record("offcpu", 6, "sleeping in nanosleep", 10),
+                ),
+                on(Some(0), None, record("offcpu", 7, "run-queue", 10)),
+                on(Some(1), None, record("futex", 8, "FUTEX_WAIT_PRIVATE", 10)),
+            ],
+            ..Profile::default()
+        };
+        classify_offcpu_sleeps(&mut profile);
+        let kinds: Vec<WaitKind> = profile.waits.iter().map(|w| w.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                WaitKind::Mutex,
+                WaitKind::Condvar,
+                WaitKind::OffCpu,
+                WaitKind::KernelLock,
+                WaitKind::OffCpu,
+                WaitKind::OffCpu,
+                WaitKind::Mutex,
+            ]
+        );
+        // The probe is still told by its name: the records stay the `offcpu` probe's.
+        assert!(profile.waits[0].is_from(&OFFCPU));
     }
 
     /// Who ended the futex sleeps, per thread and stack, by waker class.

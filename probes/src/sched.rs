@@ -147,18 +147,19 @@ pub struct WakeupRecord {
     pub stats: WaitStats,
 }
 
-/// Without who ended its sleeps, a thread is idle at a wait site when that one site holds at
-/// least this share of its window.
+/// A thread is parked at a wait site (idle, without who ended its sleeps) when that one site
+/// holds at least this share of the recording.
 pub const IDLE_SHARE: f64 = 0.5;
 
 /// True for waits that can be a thread waiting for work rather than for another thread's lock:
-/// condition variables, semaphores, unclassified futex waits, and off-CPU sleeps in poll, epoll,
+/// condition variables, semaphores, joins (a supervisor waiting for its workers' end),
+/// unclassified futex waits, and off-CPU sleeps in poll, epoll,
 /// select, reads and receives, accept, nanosleep and signal waits ([`POLL_CALLS`],
 /// [`INPUT_CALLS`], [`SLEEP_CALLS`]). The rule of thumb for profiles that do not say who ended
 /// their sleeps ([`wait_roles`]).
 pub fn may_be_idle(record: &WaitRecord) -> bool {
     match record.kind {
-        WaitKind::Condvar | WaitKind::Semaphore | WaitKind::Wait => true,
+        WaitKind::Condvar | WaitKind::Semaphore | WaitKind::Wait | WaitKind::Join => true,
         WaitKind::OffCpu => offcpu_call(record).is_some_and(|call| {
             [POLL_CALLS, INPUT_CALLS, SLEEP_CALLS]
                 .iter()
@@ -203,11 +204,12 @@ pub enum RoleBasis {
     /// lock.
     Lock,
     /// Without who ended it (profiles without the `offcpu` probe, old profiles, DTrace): a wait
-    /// that [`may_be_idle`] at a site holding at least [`IDLE_SHARE`] of its thread's window.
+    /// that [`may_be_idle`] at a site holding at least [`IDLE_SHARE`] of the recording.
     Window,
-    /// A sleep through at least [`IDLE_SHARE`] of its thread's window at the site, whoever ended
-    /// it: a thread parked for the recording (a pool released at shutdown, a supervisor woken
-    /// when a child exits) waited on nobody while it lasted.
+    /// A sleep through at least [`IDLE_SHARE`] of the recording at the site, whoever ended it: a
+    /// thread parked for the recording (a pool released at shutdown, a supervisor woken when a
+    /// child exits) waited on nobody while it lasted. A thread that lived for one wait (a worker
+    /// waiting on its producer's signal) is not parked: it waited on the producer.
     Parked,
     /// By where the wait-for analysis (the `waitfor` probe: [`crate::waitfor`]) followed its
     /// time, thread to thread: idle when at least half of it ends in a sleep something outside the
@@ -273,7 +275,7 @@ pub fn is_role_candidate(record: &WaitRecord) -> bool {
 /// 2. else, where who ended its sleeps is known ([`RoleBasis::Waker`]): contention when threads
 ///    of the program ended at least half of that time, else idle, unless it is disk or file I/O
 ///    (a file system call, `io_schedule` on its kernel stack), which is neither; but a site with
-///    one sleep through at least [`IDLE_SHARE`] of its thread's window is idle whoever ended it
+///    one sleep through at least [`IDLE_SHARE`] of the recording is idle whoever ended it
 ///    ([`RoleBasis::Parked`]: a pool parked for the recording and released at its end, a
 ///    supervisor woken when a child exits);
 /// 3. but where the wait-for analysis followed the time (the `waitfor` probe), where it ended
@@ -282,8 +284,12 @@ pub fn is_role_candidate(record: &WaitRecord) -> bool {
 ///    for a lock's holder on a CPU is contention;
 /// 4. else (profiles without the `offcpu` probe's wakeups: old ones, futex alone, DTrace) the
 ///    rule of thumb ([`RoleBasis::Window`]): idle when a thread spent at least [`IDLE_SHARE`] of
-///    its window (its wall time when the profile has per-thread times, else the recording) at
-///    one site (probe, kind, operation and user stack) of a kind that [`may_be_idle`].
+///    the recording at one site (probe, kind, operation and user stack) of a kind that
+///    [`may_be_idle`]; the rest of those waits is neither (who ended them is not known).
+///
+/// A mutex, condvar or join is the same whichever probe saw it: the `offcpu` probe's futex
+/// sleeps have the kind their user stack says ([`crate::overlap::classify_offcpu_sleeps`]), so
+/// a mutex convoy is contention by rule 1 with `futex`, `offcpu` or both.
 ///
 /// Who ended the sleeps is told per thread and site (probe, kind, operation, user stack), so
 /// that the few sleeps of a lock wait that a timeout cut short go with the rest: for `offcpu`
@@ -349,8 +355,11 @@ pub fn wait_roles(profile: &Profile) -> Vec<Option<RoleOf>> {
             *ns = ns.saturating_add(w.stats.total_ns);
         }
     }
+    // Parked for the recording: most of the thread's window, and most of the recording. A
+    // thread that lived only for one wait (a worker waiting on its producer's signal) waited on
+    // that producer, not for work from outside.
     let holds_window = |w: &WaitRecord, ns: u64| {
-        let window = window(w.pid, w.tid);
+        let window = window(w.pid, w.tid).max(profile.metadata.duration_ns);
         window > 0 && ns as f64 >= IDLE_SHARE * window as f64
     };
     let parked_once =
@@ -425,41 +434,36 @@ pub fn wait_roles(profile: &Profile) -> Vec<Option<RoleOf>> {
 }
 
 /// Where the wait-for analysis followed the time each (pid, tid, user stack) slept ended, as
-/// nanoseconds (contention, idle): contention when the chain ends at a thread on a CPU or waiting
-/// for one, in a cycle, at the depth limit, or in another thread's sleep in disk or file I/O;
-/// idle when it ends in a sleep (the thread's own, or one further down the chain) something
-/// outside the program ended, not disk I/O. Time whose end is unknown, and the thread's own disk
-/// I/O, count in neither. Empty without the analysis.
+/// nanoseconds (contention, idle), by the kind `lockscope why` names its cause
+/// ([`crate::waitfor::cause_kind`]): contention when the chain ends at a thread on a CPU or
+/// waiting for one, in a cycle, at the depth limit, in another thread's sleep in disk or file
+/// I/O, or in another thread's sleep on purpose (a lock holder's nanosleep); idle when it ends
+/// in the thread's own sleep something outside the program ended, or in one further down the
+/// chain that was no sleep on purpose (a client), not disk I/O. Time whose end is unknown, and
+/// the thread's own disk I/O, count in neither. Empty without the analysis.
 fn chain_ends(profile: &Profile) -> BTreeMap<(u32, u32, Option<StackId>), (u64, u64)> {
-    use crate::waitfor::{RootKind, WaitPart};
+    use crate::waitfor::{cause_kind, waited_on_sleeps, CauseKind, WaitPart};
     let mut out: BTreeMap<(u32, u32, Option<StackId>), (u64, u64)> = BTreeMap::new();
     let Some(waitfor) = &profile.waitfor else {
         return out;
     };
+    let waited_on = waited_on_sleeps(waitfor);
     for b in waitfor.blame.iter().filter(|b| b.part == WaitPart::Asleep) {
-        let root = &b.root;
-        let contended = match root.kind {
-            RootKind::Cpu | RootKind::CpuSaturation | RootKind::Cycle | RootKind::DepthLimit => {
-                true
-            }
-            RootKind::Blocked => {
-                let io = root
-                    .call
-                    .as_deref()
-                    .is_some_and(|c| FILE_IO_CALLS.contains(&c))
-                    || profile
-                        .stack(root.kernel_stack)
-                        .is_some_and(has_io_schedule);
-                match (io, b.depth, root.woken_by) {
-                    // Disk I/O of another thread this one waited for: a dependency.
-                    (true, 1.., _) => true,
-                    // Its own disk I/O: neither (the rules of `wait_roles` say so).
-                    (true, 0, _) => continue,
-                    (false, _, Some(WokenBy::Outside | WokenBy::Interrupt)) => false,
-                    _ => continue,
-                }
-            }
-            _ => continue,
+        // The same kind `lockscope why` names the cause by: a convoy behind a holder that
+        // sleeps on purpose (`sleep`) is contention, a chain that ends in a client (`idle`) not.
+        let contended = match cause_kind(profile, b, &waited_on) {
+            CauseKind::Cpu
+            | CauseKind::CpuSaturation
+            | CauseKind::WakeupLatency
+            | CauseKind::Cycle
+            | CauseKind::DepthLimit => true,
+            // Another thread's sleep or disk I/O this one waited for: a dependency. The
+            // thread's own sleep a timer ended is idle for itself (it is the cause of the
+            // others' waits), as where only who ended it is known; its own disk I/O is neither
+            // (the rules of `wait_roles` say so).
+            CauseKind::Sleep | CauseKind::Io if b.depth > 0 => true,
+            CauseKind::Sleep | CauseKind::Idle => false,
+            CauseKind::Io | CauseKind::Unknown => continue,
         };
         let entry = out
             .entry((b.thread.pid, b.thread.tid, b.user_stack))
@@ -674,6 +678,99 @@ mod tests {
         let condvar = wait_roles(&profile)[5].clone().expect("a role");
         assert_eq!(condvar.woken_ns, BTreeMap::from([(Program, 600)]));
         assert_eq!(idle_waits(&profile), BTreeSet::from([3, 4, 9]));
+    }
+
+    /// One answer whichever probe saw the sleeps: a mutex convoy of threads that lived for
+    /// their one wait is contention with `futex` alone and with `offcpu` alone (its futex sleeps
+    /// take their stack's kind); a worker that lived for one condvar wait its producer ended is
+    /// contention, not parked; a pool parked through most of the recording is idle.
+    #[test]
+    fn roles_agree_across_probes() {
+        use crate::profile::{AddressSpace, Frame, Stack};
+        let user = |functions: &[&str]| Stack {
+            space: AddressSpace::User,
+            frames: functions
+                .iter()
+                .map(|f| Frame {
+                    function: Some((*f).into()),
+                    ..Frame::unsymbolized(0x1000)
+                })
+                .collect(),
+            truncated: false,
+        };
+        let lived = |tid: u32, wall_ns: u64| ThreadTime {
+            pid: 1,
+            tid,
+            wall_ns,
+            ..ThreadTime::default()
+        };
+        let at = |stack: u32, r: WaitRecord| WaitRecord {
+            user_stack: Some(stack),
+            ..r
+        };
+        let stacks = vec![
+            user(&[
+                "__GI___lll_lock_wait",
+                "___pthread_mutex_lock",
+                "take_order_lock",
+            ]),
+            user(&["___pthread_cond_wait", "wait_for_signal"]),
+        ];
+        let roles = |profile: &Profile| -> Vec<Option<(WaitRole, RoleBasis)>> {
+            wait_roles(profile)
+                .into_iter()
+                .map(|r| r.map(|r| (r.role, r.basis)))
+                .collect()
+        };
+        let futex_only = Profile {
+            stacks: stacks.clone(),
+            waits: vec![at(0, wait(2, WaitKind::Mutex, "FUTEX_WAIT_PRIVATE", 200))],
+            metadata: crate::profile::Metadata {
+                duration_ns: 1000,
+                ..Default::default()
+            },
+            ..Profile::default()
+        };
+        let mut offcpu_only = Profile {
+            stacks,
+            waits: vec![
+                at(
+                    0,
+                    woken(
+                        wait(2, WaitKind::OffCpu, "sleeping in futex", 200),
+                        Some(WokenBy::Program),
+                    ),
+                ),
+                at(
+                    1,
+                    woken(
+                        wait(3, WaitKind::OffCpu, "sleeping in futex", 300),
+                        Some(WokenBy::Program),
+                    ),
+                ),
+                at(
+                    1,
+                    woken(
+                        wait(4, WaitKind::OffCpu, "sleeping in futex", 900),
+                        Some(WokenBy::Program),
+                    ),
+                ),
+            ],
+            thread_times: vec![lived(2, 210), lived(3, 310), lived(4, 1000)],
+            ..futex_only.clone()
+        };
+        crate::overlap::classify_offcpu_sleeps(&mut offcpu_only);
+        use RoleBasis::*;
+        use WaitRole::*;
+        assert_eq!(roles(&futex_only), [Some((Contention, Lock))]);
+        assert_eq!(
+            roles(&offcpu_only),
+            [
+                Some((Contention, Lock)),
+                Some((Contention, Waker)),
+                Some((Idle, Parked))
+            ]
+        );
     }
 
     /// With the wait-for analysis, where the time ended decides: a pool's sleeps ended by a

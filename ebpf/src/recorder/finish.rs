@@ -92,17 +92,20 @@ impl Recorder {
             end_reason: end_reason.to_owned(),
             warnings,
         };
+        let mut profile = Profile {
+            metadata,
+            threads,
+            stacks,
+            waits,
+            thread_times,
+            wakeups,
+            waitfor,
+            processes,
+        };
+        // A futex sleep is `mutex`, `condvar`... whichever probe saw it.
+        lockscope_probes::overlap::classify_offcpu_sleeps(&mut profile);
         Ok(Recording {
-            profile: Profile {
-                metadata,
-                threads,
-                stacks,
-                waits,
-                thread_times,
-                wakeups,
-                waitfor,
-                processes,
-            },
+            profile,
             unwind,
             symbol_failures,
         })

@@ -13,8 +13,11 @@
 //! The result, [`WaitFor`] in the profile, holds [`Blame`] records: per waiting thread and wait
 //! site, per root. `lockscope why` ranks them; `docs/FORMAT.md` documents every field.
 
+mod cause;
 mod engine;
 mod timeline;
+
+pub use cause::{cause_kind, is_idle_cpu, is_io_frame, waited_on_sleeps, CauseKind};
 
 pub use engine::{
     Engine, EngineCounts, EngineLimits, Interval, IntervalKind, RawBlame, RawRoot, RawSampled,

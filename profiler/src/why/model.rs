@@ -78,48 +78,7 @@ pub struct GroupRow {
     pub on_cpu_ns: u64,
 }
 
-/// What kind of cause.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum CauseKind {
-    /// A thread on a CPU: its work (in a critical section, or what a waiter waits for).
-    Cpu,
-    /// Threads waiting for a CPU: the CPUs were saturated.
-    CpuSaturation,
-    /// Threads runnable (woken, or preempted) while the CPU they then ran on was idle: the time
-    /// the kernel (or a hypervisor waking a halted virtual CPU) took to run them, not a lack of
-    /// CPUs.
-    WakeupLatency,
-    /// A thread asleep on purpose (nanosleep, a timed wait) that others waited on.
-    Sleep,
-    /// A thread in I/O (disk, fsync) that others, or itself, waited on.
-    Io,
-    /// Threads waiting on each other in a ring.
-    Cycle,
-    /// A chain longer than the analysis follows.
-    DepthLimit,
-    /// Where the analysis had no data (lost intervals, before the history, no wakeup seen).
-    Unknown,
-    /// Waiting for work from outside the program (a client, a timer nobody waited on).
-    Idle,
-}
-
-impl CauseKind {
-    /// Its name in the text and JSON.
-    pub fn name(self) -> &'static str {
-        match self {
-            CauseKind::Cpu => "cpu",
-            CauseKind::CpuSaturation => "cpu-saturation",
-            CauseKind::WakeupLatency => "wakeup-latency",
-            CauseKind::Sleep => "sleep",
-            CauseKind::Io => "io",
-            CauseKind::Cycle => "cycle",
-            CauseKind::DepthLimit => "depth-limit",
-            CauseKind::Unknown => "unknown",
-            CauseKind::Idle => "idle",
-        }
-    }
-}
+pub use lockscope_probes::waitfor::CauseKind;
 
 /// One cause of the analysed threads' waiting.
 #[derive(Debug, Serialize)]

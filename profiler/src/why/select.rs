@@ -4,7 +4,7 @@
 use super::model::GroupRow;
 use super::{WhyError, WhyOptions, WORKING_SHARE};
 use crate::analysis::canonical::thread_group;
-use lockscope_probes::waitfor::{ThreadRef, WaitFor};
+use lockscope_probes::waitfor::{is_idle_cpu, ThreadRef, WaitFor};
 use lockscope_probes::{Profile, TimeClass};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -42,11 +42,6 @@ impl ThreadNames {
     pub(super) fn group(&self, thread: ThreadRef) -> String {
         thread_group(&self.name(thread))
     }
-}
-
-/// True for the idle task (tid 0), which the engine names as the holder of a CPU nobody held.
-pub(super) fn is_idle_cpu(thread: ThreadRef) -> bool {
-    thread.tid == 0
 }
 
 /// The analysed threads.

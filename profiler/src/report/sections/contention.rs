@@ -52,6 +52,7 @@ fn contention(profile: &Profile) -> Option<Contention> {
     for row in idle
         .iter_mut()
         .filter(|r| r.basis == Some(RoleBasis::Chain))
+        .filter(|r| r.ended_by.as_deref().is_none_or(|by| by.starts_with("program")))
     {
         row.ended_by = Some("chain: outside".to_string());
     }
