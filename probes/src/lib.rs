@@ -60,8 +60,8 @@ pub use profile::{
     StackWalk, ThreadInfo, WaitRecord, WaitStats,
 };
 pub use sched::{
-    idle_waits, is_role_candidate, wait_roles, RoleBasis, RoleOf, ThreadTime, TimeClass, WaitRole,
-    WakeupRecord,
+    idle_waits, is_role_candidate, sleep_site_roles, wait_roles, RoleBasis, RoleOf, ThreadTime,
+    TimeClass, WaitRole, WakeupRecord,
 };
 pub use target::Target;
 pub use wait::{Quantity, WaitKind};

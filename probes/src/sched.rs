@@ -433,6 +433,25 @@ pub fn wait_roles(profile: &Profile) -> Vec<Option<RoleOf>> {
         .collect()
 }
 
+/// The role of the sleeps of each thread and user stack (pid, tid, user stack), as
+/// [`wait_roles`] tells them (the heaviest record's where records there differ): what
+/// `lockscope why` reads so that a sleep the report calls idle is idle there too, and a lock
+/// wait the report calls contention has a cause.
+pub fn sleep_site_roles(profile: &Profile) -> BTreeMap<(u32, u32, Option<StackId>), RoleOf> {
+    let mut out: BTreeMap<(u32, u32, Option<StackId>), (u64, RoleOf)> = BTreeMap::new();
+    for (w, role) in profile.waits.iter().zip(wait_roles(profile)) {
+        let Some(role) = role else { continue };
+        let key = (w.pid, w.tid, w.user_stack);
+        match out.get(&key) {
+            Some((ns, _)) if *ns >= w.stats.total_ns => {}
+            _ => {
+                out.insert(key, (w.stats.total_ns, role));
+            }
+        }
+    }
+    out.into_iter().map(|(k, (_, role))| (k, role)).collect()
+}
+
 /// Where the wait-for analysis followed the time each (pid, tid, user stack) slept ended, as
 /// nanoseconds (contention, idle), by the kind `lockscope why` names its cause
 /// ([`crate::waitfor::cause_kind`]): contention when the chain ends at a thread on a CPU or

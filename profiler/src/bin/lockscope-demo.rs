@@ -3,11 +3,12 @@
 //! It blocks threads on pthread primitives through a small named call chain, built like most
 //! distribution software (without frame pointers: Rust's default on x86_64 Linux):
 //!
-//! 1. the main thread holds `ORDER_LOCK` for [`MUTEX_HOLD`] (200 ms; `--hold-ms N` changes it) while 4 threads named
-//!    `mutex-waiter-N` block on it in `place_order` → `take_order_lock` → `pthread_mutex_lock`;
+//! 1. the main thread holds `ORDER_LOCK` for [`MUTEX_HOLD`] (200 ms; `--hold-ms N` changes it),
+//!    asleep in `hold_order_lock`, while 4 threads named `mutex-waiter-N` block on it in
+//!    `place_order` → `take_order_lock` → `pthread_mutex_lock`;
 //! 2. then 2 threads named `cond-waiter-N` wait [`CONDVAR_WAIT`] (300 ms) on a condition
 //!    variable each, in `await_shipment` → `wait_for_signal` → `pthread_cond_wait`, until the
-//!    main thread signals them;
+//!    main thread, asleep in `prepare_shipment` meanwhile, signals them;
 //! 3. then on CPU, never entering the kernel: a thread named `spinner` spins on a user-space
 //!    spinlock in `acquire_spin_lock` → `spin_until_free` while `lock-holder` holds it (asleep)
 //!    until the spinner has used [`SPIN_HOLD`] (300 ms) of CPU, and a thread named `cruncher`
@@ -219,6 +220,21 @@ fn clock_time(clock: libc::clockid_t) -> Duration {
     let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
     assert_eq!(rc, 0, "clock_gettime({clock}) failed");
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// The main thread's slow step with the order lock held: it sleeps, so the waiters' time is
+/// all this sleep's (the cause `lockscope why` names for the mutex waits). Not inlined, so
+/// that its stack tells it from the other sleep.
+#[inline(never)]
+fn hold_order_lock(hold: Duration) {
+    thread::sleep(hold);
+}
+
+/// The main thread's slow step before it signals the shipments: the condvar waiters' time is
+/// all this sleep's.
+#[inline(never)]
+fn prepare_shipment(time: Duration) {
+    thread::sleep(time);
 }
 
 /// Takes the spinlock (held by `lock-holder` when called), spinning until it is free.
@@ -466,7 +482,7 @@ fn main() {
         thread::sleep(Duration::from_millis(5));
     }
     let asleep_at = Instant::now();
-    thread::sleep(mutex_hold.saturating_sub(hold_start.elapsed()));
+    hold_order_lock(mutex_hold.saturating_sub(hold_start.elapsed()));
     let release = Instant::now();
     let awake_after = awake_ns();
     ORDER_LOCK.unlock();
@@ -510,7 +526,7 @@ fn main() {
     }
     asleep_known &= wait_until_asleep(cond_announcements);
     let asleep_at = Instant::now();
-    thread::sleep(CONDVAR_WAIT);
+    prepare_shipment(CONDVAR_WAIT);
     let release = Instant::now();
     for shipment in &SHIPMENTS {
         deliver(shipment);

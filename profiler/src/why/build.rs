@@ -3,12 +3,12 @@
 
 use super::cause::{cause, Sampled};
 use super::classify::{classify, waited_on_sleeps};
-use super::model::{Analysed, Cause, CauseKey, CauseKind, Coverage, Header, Why};
+use super::model::{Analysed, Cause, CauseKey, CauseKind, Coverage, Header, Why, WorkingWaited};
 use super::select::{Selection, ThreadNames};
 use super::stacks::{place_names, stack_names};
 use super::{WhyError, WhyOptions, WHY_JSON_VERSION};
 use lockscope_probes::waitfor::Blame;
-use lockscope_probes::Profile;
+use lockscope_probes::{sleep_site_roles, Profile};
 use std::collections::BTreeMap;
 
 impl Why {
@@ -22,11 +22,17 @@ impl Why {
             }
         })?;
         let names = ThreadNames::of(profile, waitfor);
-        let selection = Selection::choose(profile, waitfor, &names, options)?;
         let waited_on = waited_on_sleeps(waitfor);
+        let roles = sleep_site_roles(profile);
+        let kinds: Vec<CauseKind> = waitfor
+            .blame
+            .iter()
+            .map(|b| classify(profile, b, &waited_on, &roles))
+            .collect();
+        let selection = Selection::choose(profile, waitfor, &kinds, &names, options)?;
         let sampled = Sampled::of(profile, waitfor);
         let mut causes: BTreeMap<CauseKey, Vec<&Blame>> = BTreeMap::new();
-        for b in &waitfor.blame {
+        for (b, &kind) in waitfor.blame.iter().zip(&kinds) {
             if !selection.threads.contains(&b.thread) {
                 continue;
             }
@@ -38,7 +44,6 @@ impl Why {
                     continue;
                 }
             }
-            let kind = classify(profile, b, &waited_on);
             // Where a thread ran, slept or did I/O is the cause; waiting for a CPU, in a cycle
             // or where the analysis stopped is one cause each, wherever the threads were.
             let by_stack = matches!(
@@ -114,11 +119,11 @@ impl Why {
                 history_ns: waitfor.history_ns,
             },
             analysed: Analysed {
-                selection: if options.threads.is_some() {
-                    "asked"
-                } else {
-                    "working"
-                },
+                selection: selection.how,
+                working: selection.working.map(|(groups, share)| WorkingWaited {
+                    groups,
+                    waited_share: share,
+                }),
                 pattern: options.threads.clone(),
                 site: options.site.clone(),
                 groups: selection.groups,

@@ -2,26 +2,41 @@
 //! wakeup latency), a cycle, a sleep, I/O, or idle (the program waiting for outside input), as
 //! `lockscope_probes::waitfor::cause_kind` tells it for every view.
 
-use lockscope_probes::waitfor::{cause_kind, Blame, CauseKind, ThreadRef};
-use lockscope_probes::{Profile, StackId};
-use std::collections::BTreeSet;
+use lockscope_probes::waitfor::{cause_kind, Blame, CauseKind, ThreadRef, WaitPart};
+use lockscope_probes::{Profile, RoleBasis, RoleOf, StackId, WaitRole};
+use std::collections::{BTreeMap, BTreeSet};
 
 pub(super) use lockscope_probes::waitfor::waited_on_sleeps;
 
-/// What kind of cause a record's root is ([`cause_kind`], which the report's contention and
-/// idle waits read too).
+/// The roles of the program's sleeps, by (pid, tid, user stack), as the report tells them.
+pub(super) type SiteRoles = BTreeMap<(u32, u32, Option<StackId>), RoleOf>;
+
+/// What kind of cause a record's root is: [`cause_kind`] (which the report's chain rule reads
+/// too), as the report's role of the waiting sleep has it: a sleep the report calls idle (a
+/// pool parked for the recording, a sleep a client ended) is idle here, whatever the thread it
+/// was parked on did; and a lock wait, contention whatever its holder slept in, has a cause: the
+/// holder's sleep (`sleep`), not idleness.
 pub(super) fn classify(
     profile: &Profile,
     b: &Blame,
     waited_on: &BTreeSet<(ThreadRef, Option<StackId>)>,
+    roles: &SiteRoles,
 ) -> CauseKind {
-    cause_kind(profile, b, waited_on)
+    let kind = cause_kind(profile, b, waited_on);
+    if b.part != WaitPart::Asleep {
+        return kind;
+    }
+    match roles.get(&(b.thread.pid, b.thread.tid, b.user_stack)) {
+        Some(r) if r.role == WaitRole::Idle => CauseKind::Idle,
+        Some(r) if r.basis == RoleBasis::Lock && kind == CauseKind::Idle => CauseKind::Sleep,
+        _ => kind,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lockscope_probes::waitfor::{RootKind, WaitPart};
+    use lockscope_probes::waitfor::RootKind;
 
     /// Waiting for a CPU is saturation when a thread held the CPU meanwhile, and the wakeup's
     /// latency when the CPU was idle until the waiting thread got it (the idle task gave it back).
@@ -59,11 +74,11 @@ mod tests {
         let profile = Profile::default();
         let none = BTreeSet::new();
         assert_eq!(
-            classify(&profile, &blame(0), &none),
+            classify(&profile, &blame(0), &none, &SiteRoles::new()),
             CauseKind::WakeupLatency
         );
         assert_eq!(
-            classify(&profile, &blame(12), &none),
+            classify(&profile, &blame(12), &none, &SiteRoles::new()),
             CauseKind::CpuSaturation
         );
     }

@@ -45,8 +45,13 @@ pub struct Header {
 /// The analysed threads.
 #[derive(Debug, Serialize)]
 pub struct Analysed {
-    /// How they were chosen: `working` (the default) or `asked` (`--threads`).
+    /// How they were chosen: by default `working` (the groups that did the work) or `waiting`
+    /// (the groups that waited most, where the working groups barely waited); `asked`
+    /// (`--threads`).
     pub selection: &'static str,
+    /// With `waiting`: the groups that did the work, and how little they waited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub working: Option<WorkingWaited>,
     /// The pattern of `--threads`, when given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pattern: Option<String>,
@@ -65,6 +70,15 @@ pub struct Analysed {
     pub waits_ns: u64,
     /// Thread groups left out, with counts (`working` selection).
     pub left_out: Vec<GroupRow>,
+}
+
+/// The groups that did the work, when they barely waited (the `waiting` selection).
+#[derive(Debug, Serialize)]
+pub struct WorkingWaited {
+    /// Their groups' names.
+    pub groups: Vec<String>,
+    /// The share of their time they waited (idle waits apart), under [`super::WORKING_SHARE`].
+    pub waited_share: f64,
 }
 
 /// A thread group and how many threads it has.

@@ -1,9 +1,11 @@
 //! Which threads `why` analyses, and their names: by default the groups of threads that did the
-//! work ([`working_threads`]), or those `--threads` names ([`ThreadPattern`]).
+//! work, or where they barely waited the groups that waited most ([`default_threads`]), or those
+//! `--threads` names ([`ThreadPattern`]).
 
 use super::model::GroupRow;
 use super::{WhyError, WhyOptions, WORKING_SHARE};
 use crate::analysis::canonical::thread_group;
+use lockscope_probes::waitfor::CauseKind;
 use lockscope_probes::waitfor::{is_idle_cpu, ThreadRef, WaitFor};
 use lockscope_probes::{Profile, TimeClass};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -47,6 +49,10 @@ impl ThreadNames {
 /// The analysed threads.
 pub(super) struct Selection {
     pub(super) threads: BTreeSet<ThreadRef>,
+    /// How they were chosen: `asked`, `working` or `waiting` ([`default_threads`]).
+    pub(super) how: &'static str,
+    /// With `waiting`: the groups that did the work, and the share of their time they waited.
+    pub(super) working: Option<(Vec<String>, f64)>,
     pub(super) wall_ns: u64,
     pub(super) on_cpu_ns: u64,
     pub(super) groups: Vec<GroupRow>,
@@ -54,9 +60,12 @@ pub(super) struct Selection {
 }
 
 impl Selection {
+    /// The threads `options` ask about, else [`default_threads`]; `kinds` are the cause kinds
+    /// of `waitfor.blame`, record by record.
     pub(super) fn choose(
         profile: &Profile,
         waitfor: &WaitFor,
+        kinds: &[CauseKind],
         names: &ThreadNames,
         options: &WhyOptions,
     ) -> Result<Selection, WhyError> {
@@ -77,7 +86,7 @@ impl Selection {
         for b in &waitfor.blame {
             times.entry(b.thread).or_insert((0, 0));
         }
-        let chosen: BTreeSet<ThreadRef> = match &options.threads {
+        let (chosen, how, working) = match &options.threads {
             Some(pattern) => {
                 let matcher = ThreadPattern::parse(pattern)?;
                 let chosen: BTreeSet<ThreadRef> = times
@@ -91,9 +100,9 @@ impl Selection {
                     all.dedup();
                     return Err(WhyError::NoThreads(pattern.clone(), all.join(", ")));
                 }
-                chosen
+                (chosen, "asked", None)
             }
-            None => working_threads(waitfor, &times),
+            None => default_threads(waitfor, kinds, &times, names),
         };
         let mut groups: BTreeMap<String, (usize, u64)> = BTreeMap::new();
         let mut left_out: BTreeMap<String, (usize, u64)> = BTreeMap::new();
@@ -109,41 +118,42 @@ impl Selection {
             row.0 += 1;
             row.1 += cpu;
         }
-        let rows = |map: BTreeMap<String, (usize, u64)>| {
-            let mut rows: Vec<GroupRow> = map
-                .into_iter()
-                .map(|(group, (threads, on_cpu_ns))| GroupRow {
-                    group,
-                    threads,
-                    on_cpu_ns,
-                })
-                .collect();
-            rows.sort_by(|a, b| b.on_cpu_ns.cmp(&a.on_cpu_ns).then(a.group.cmp(&b.group)));
-            rows
-        };
         Ok(Selection {
             threads: chosen,
+            how,
+            working,
             wall_ns,
             on_cpu_ns,
-            groups: rows(groups),
-            left_out: rows(left_out),
+            groups: group_rows(groups),
+            left_out: group_rows(left_out),
         })
     }
+}
+
+/// Rows of thread groups, the busiest on a CPU first.
+fn group_rows(map: BTreeMap<String, (usize, u64)>) -> Vec<GroupRow> {
+    let mut rows: Vec<GroupRow> = map
+        .into_iter()
+        .map(|(group, (threads, on_cpu_ns))| GroupRow {
+            group,
+            threads,
+            on_cpu_ns,
+        })
+        .collect();
+    rows.sort_by(|a, b| b.on_cpu_ns.cmp(&a.on_cpu_ns).then(a.group.cmp(&b.group)));
+    rows
 }
 
 /// A thread waits on another when at least this share of its wall time ended in that thread's
 /// wakeups (a join at the end of a run does not tie a thread to a group).
 const LINK_SHARE: f64 = 0.01;
 
-/// The default selection: the threads of the groups that did the work. Threads that wait on each
-/// other (one's sleeps ended by the other's wakeups, [`LINK_SHARE`]) form a group, whatever
-/// their own CPU time: idle consumers of a busy supplier belong with it. Groups whose threads
-/// together ran at least [`WORKING_SHARE`] of the busiest group's CPU time are analysed; a group
-/// that barely ran (background threads parked on their own lock) holds no work back.
-fn working_threads(
+/// Threads that wait on each other (one's sleeps ended by the other's wakeups, [`LINK_SHARE`]),
+/// whatever their own CPU time: idle consumers of a busy supplier belong with it.
+fn thread_groups(
     waitfor: &WaitFor,
     times: &BTreeMap<ThreadRef, (u64, u64)>,
-) -> BTreeSet<ThreadRef> {
+) -> Vec<Vec<ThreadRef>> {
     let threads: Vec<ThreadRef> = times.keys().copied().collect();
     let index: HashMap<ThreadRef, usize> =
         threads.iter().enumerate().map(|(i, &t)| (t, i)).collect();
@@ -171,16 +181,92 @@ fn working_threads(
             parent[ra] = rw;
         }
     }
-    let mut group_cpu: HashMap<usize, u64> = HashMap::new();
-    for (i, t) in threads.iter().enumerate() {
-        *group_cpu.entry(root(&mut parent, i)).or_default() += times[t].1;
+    let mut groups: BTreeMap<usize, Vec<ThreadRef>> = BTreeMap::new();
+    for (i, &t) in threads.iter().enumerate() {
+        groups.entry(root(&mut parent, i)).or_default().push(t);
     }
-    let busiest = group_cpu.values().copied().max().unwrap_or(0);
+    groups.into_values().collect()
+}
+
+/// The threads [`default_threads`] chose, how (`working`, `waiting`), and with `waiting` the
+/// groups that did the work with the share of their time they waited.
+type DefaultChoice = (
+    BTreeSet<ThreadRef>,
+    &'static str,
+    Option<(Vec<String>, f64)>,
+);
+
+/// The default selection: the question a user asks of a recording, which threads were held
+/// back by waiting.
+///
+/// 1. **working**: the groups of threads that did the work ([`thread_groups`] whose threads
+///    together ran at least [`WORKING_SHARE`] of the busiest group's CPU time), when they waited
+///    at least [`WORKING_SHARE`] of their time (not counting idle waits): throughput is the work
+///    they do, and a group that barely ran (a dozen background threads parked on their own lock)
+///    holds none of it back, however long it waited;
+/// 2. **waiting**: else nothing held the working groups back, and the question is where the
+///    program's threads waited: the groups whose waiting (idle apart) is at least
+///    [`WORKING_SHARE`] of the group that waited most (on the demo, the mutex and condvar waiters
+///    with the main thread they waited on, rather than two threads that only computed).
+fn default_threads(
+    waitfor: &WaitFor,
+    kinds: &[CauseKind],
+    times: &BTreeMap<ThreadRef, (u64, u64)>,
+    names: &ThreadNames,
+) -> DefaultChoice {
+    let groups = thread_groups(waitfor, times);
+    let mut waited: HashMap<ThreadRef, u64> = HashMap::new();
+    for (b, &kind) in waitfor.blame.iter().zip(kinds) {
+        if kind != CauseKind::Idle {
+            *waited.entry(b.thread).or_default() += b.total_ns;
+        }
+    }
+    // (cpu, wall, waited) per group.
+    let sums: Vec<(u64, u64, u64)> = groups
+        .iter()
+        .map(|g| {
+            g.iter().fold((0, 0, 0), |(cpu, wall, w), t| {
+                let (t_wall, t_cpu) = times[t];
+                (
+                    cpu + t_cpu,
+                    wall + t_wall,
+                    w + waited.get(t).copied().unwrap_or(0),
+                )
+            })
+        })
+        .collect();
+    let busiest = sums.iter().map(|s| s.0).max().unwrap_or(0);
     let floor = ((busiest as f64 * WORKING_SHARE) as u64).max(1);
-    (0..threads.len())
-        .filter(|&i| busiest == 0 || group_cpu[&root(&mut parent, i)] >= floor)
-        .map(|i| threads[i])
-        .collect()
+    let working: Vec<usize> = (0..groups.len())
+        .filter(|&i| busiest == 0 || sums[i].0 >= floor)
+        .collect();
+    let (working_wall, working_waited) = working.iter().fold((0u64, 0u64), |(wall, w), &i| {
+        (wall + sums[i].1, w + sums[i].2)
+    });
+    let most_waited = sums.iter().map(|s| s.2).max().unwrap_or(0);
+    let held_back = working_wall == 0
+        || working_waited as f64 >= WORKING_SHARE * working_wall as f64
+        || most_waited == 0;
+    let collect = |chosen: &[usize]| -> BTreeSet<ThreadRef> {
+        chosen
+            .iter()
+            .flat_map(|&i| groups[i].iter().copied())
+            .collect()
+    };
+    if held_back {
+        return (collect(&working), "working", None);
+    }
+    let waiting: Vec<usize> = (0..groups.len())
+        .filter(|&i| sums[i].2 as f64 >= WORKING_SHARE * most_waited as f64)
+        .collect();
+    let mut working_names: Vec<String> = working
+        .iter()
+        .flat_map(|&i| groups[i].iter().map(|&t| names.group(t)))
+        .collect();
+    working_names.sort();
+    working_names.dedup();
+    let share = working_waited as f64 / working_wall as f64;
+    (collect(&waiting), "waiting", Some((working_names, share)))
 }
 
 /// `--threads`: comma-separated name globs or thread ids.

@@ -38,6 +38,11 @@ fn render(why: &Why) -> String {
             a.threads,
             a.pattern.as_deref().unwrap_or("")
         ),
+        "waiting" => format!(
+            "{} threads of the groups that waited most (threads that wait on each other, with at \
+             least a tenth of the most waiting)",
+            a.threads
+        ),
         _ => format!(
             "{} threads of the groups that did the work (threads that wait on each other, with at \
              least a tenth of the busiest group's CPU time)",
@@ -45,6 +50,15 @@ fn render(why: &Why) -> String {
         ),
     };
     let _ = writeln!(out, "  analysed   {chosen}: {}", groups(&a.groups));
+    if let Some(w) = &a.working {
+        let _ = writeln!(
+            out,
+            "  why        the groups that did the work ({}) waited {} of their time: nothing held \
+             them back",
+            w.groups.join(", "),
+            format_percent((w.waited_share * 1e6) as u64, 1_000_000),
+        );
+    }
     if !a.left_out.is_empty() {
         let first = &a.left_out[0].group;
         let _ = writeln!(

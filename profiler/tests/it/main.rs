@@ -9,6 +9,7 @@ mod common;
 mod bench;
 mod bench_cli;
 mod bottleneck;
+mod demo_answer;
 mod diff;
 mod errors;
 mod exports;
