@@ -55,6 +55,7 @@ mod report;
 mod run;
 mod summary;
 mod sweep;
+mod why;
 
 use self::diff::{
     diff_section, diff_unit_header, page_diff, sides_time_bars, Comparison, SiteRows, RAW_NS,

@@ -43,7 +43,7 @@ use crate::why::{Why, WhyOptions};
 use lockscope_probes::catalog;
 use lockscope_probes::overlap::offcpu_call;
 use lockscope_probes::waitfor::WokenBy;
-use lockscope_probes::{wait_roles, Profile, RoleBasis, TimeClass, WaitRole, WaitStats};
+use lockscope_probes::{wait_roles, Profile, TimeClass, WaitRole, WaitStats};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -123,7 +123,8 @@ pub struct Breakdown {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub woken: Vec<ClassTime>,
     /// The threads' waits as the report tells them where who ended their sleeps is known
-    /// (`lockscope_probes::wait_roles`): `contention` (waiting on other threads of the program,
+    /// (`lockscope_probes::wait_roles`, summed by [`crate::report::Classified`], the same totals
+    /// as the report's `classified`): `contention` (waiting on other threads of the program,
     /// whatever the call) and `idle` (waiting for something outside it); empty when the profile
     /// does not say who ended its sleeps.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -183,20 +184,14 @@ impl Breakdown {
         } else {
             Vec::new()
         };
-        // The report's contention and idle waits (`wait_roles`), where who ended them is known,
-        // and the calls the contention slept in.
-        let mut roles: BTreeMap<WaitRole, u64> = BTreeMap::new();
+        // The report's contention and idle waits, summed once for every view
+        // (`report::Classified`), where who ended them is known, and the calls the contention
+        // slept in.
+        let classified = crate::report::Classified::of(profile);
         let mut calls: BTreeMap<&str, u64> = BTreeMap::new();
-        let told = wait_roles(profile);
-        if told
-            .iter()
-            .flatten()
-            .any(|r| !matches!(r.basis, RoleBasis::Lock | RoleBasis::Window))
-        {
-            for (w, role) in profile.waits.iter().zip(&told) {
-                let Some(role) = role else { continue };
-                *roles.entry(role.role).or_default() += w.stats.total_ns;
-                if role.role == WaitRole::Contention {
+        let roles = if classified.wakers_known {
+            for (w, role) in profile.waits.iter().zip(wait_roles(profile)) {
+                if role.is_some_and(|r| r.role == WaitRole::Contention) {
                     let call = offcpu_call(w).unwrap_or(if w.is_from(&catalog::FUTEX) {
                         // The futex probe's waits are all in the system call of that name.
                         "futex"
@@ -208,14 +203,12 @@ impl Breakdown {
                     }
                 }
             }
-        }
-        let roles = if roles.is_empty() {
-            Vec::new()
+            vec![
+                time(WaitRole::Contention.name(), classified.contention_ns),
+                time(WaitRole::Idle.name(), classified.idle_ns),
+            ]
         } else {
-            [WaitRole::Contention, WaitRole::Idle]
-                .iter()
-                .map(|role| time(role.name(), roles.get(role).copied().unwrap_or(0)))
-                .collect()
+            Vec::new()
         };
         let mut program_calls: Vec<ClassTime> =
             calls.into_iter().map(|(call, ns)| time(call, ns)).collect();
