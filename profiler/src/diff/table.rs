@@ -139,7 +139,7 @@ pub fn write_diff_table(
     let _ = writeln!(text, "{}", describe_side(lb, paths.1, b));
     if measure == Measure::Waits {
         for (label, p) in [(la, a), (lb, b)] {
-            let words = crate::report::Classified::of(p).words();
+            let words = crate::report::Classified::of(p).words(false);
             let _ = writeln!(text, "  {label:<4} {words}");
         }
     }
@@ -210,7 +210,7 @@ pub fn write_diff_table(
         sites.len(),
         what.to_lowercase(),
         if measure == Measure::Waits {
-            "; threads waiting for a CPU (CPU saturation, not waits) are here too"
+            ", waits for a CPU (CPU saturation) included"
         } else {
             ""
         }

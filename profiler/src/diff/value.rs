@@ -4,12 +4,12 @@
 use super::rows::{grouped, rank_by_change, Records, SideRow};
 use super::{diff_measure, mismatches, DiffError, DiffOptions, Normalization};
 use crate::analysis::canonical::{canonical_stack, site_depth};
+use crate::analysis::measure::Measure;
 use crate::analysis::processes::{command_groups, command_of};
 use crate::render::WriteError;
-use crate::analysis::measure::Measure;
 use lockscope_probes::{Profile, WaitKind};
-use std::collections::BTreeMap;
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// Version of the JSON diff schema (`docs/DIFF.md`); bumped on incompatible changes.
 pub const DIFF_JSON_VERSION: u32 = 1;

@@ -173,7 +173,10 @@ pub(super) fn run_body(out: &mut String, run: &Run<'_>, options: &HtmlOptions, h
         );
         draw(out, run, &cpu, "CPU flamegraph");
     }
-    super::why::why_section(out, run.profile, heading);
+    if measure == Measure::Waits {
+        // Imported captures hold no waits to explain.
+        super::why::why_section(out, run.profile, heading);
+    }
     report_tables(out, run.profile, options, heading);
 }
 

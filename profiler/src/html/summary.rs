@@ -6,8 +6,8 @@ use super::page::breakdown_bars;
 use crate::analysis::measure::Measure;
 use crate::diff::Diff;
 use crate::render::svg::{time_bars_svg, xml_escape, TimeBar};
-use crate::report::{build_report, ReportOptions};
 use crate::render::units::{format_fraction, format_ns, format_threads};
+use crate::report::{build_report, ReportOptions};
 use crate::sweep::{LevelWhy, Sweep, NO_BREAKDOWN};
 use lockscope_probes::{Profile, TimeClass};
 use std::fmt::Write as _;
@@ -281,7 +281,7 @@ pub(super) fn run_summary(profile: &Profile) -> Vec<(String, String)> {
         rows.push(("top wait sites (threads waiting)".into(), top.join("; ")));
     }
     if let Some(c) = &report.classified {
-        rows.push((CLASSIFIED_ROW.into(), c.words()));
+        rows.push((CLASSIFIED_ROW.into(), c.words(true)));
     }
     if let Some(b) = crate::sweep::Breakdown::of(profile) {
         rows.push((

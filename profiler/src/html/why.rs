@@ -259,7 +259,10 @@ fn causes_table(out: &mut String, causes: &[Cause], class: &str) {
             .iter()
             .map(|hop| {
                 let at = hop.stack.first().map_or(String::new(), |f| {
-                    format!(" <span class=\"muted\">at</span> <code>{}</code>", xml_escape(f))
+                    format!(
+                        " <span class=\"muted\">at</span> <code>{}</code>",
+                        xml_escape(f)
+                    )
                 });
                 format!("{}{at}", xml_escape(&hop.thread))
             })

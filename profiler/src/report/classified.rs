@@ -8,10 +8,10 @@
 //! Each wait is contention, idle or neither as [`wait_roles`] tells it (its rules are in
 //! `probes/src/sched.rs`; this only adds them up).
 
+use crate::render::units::{format_fraction, format_ns};
 use lockscope_probes::{
     wait_roles, MixedMeasures, Profile, RoleBasis, SeenTwice, WaitRecord, WaitRole,
 };
-use crate::render::units::{format_fraction, format_ns};
 use serde::Serialize;
 use std::borrow::Cow;
 
@@ -88,10 +88,15 @@ impl Classified {
 
     /// The totals in words, for text and the page: `contention 805 ms in 4 waits, idle 1.30 s
     /// in 580, neither 0 ns in 0; waiting for a CPU 2.22 s in 899 intervals (CPU saturation,
-    /// not waits)`, with each time's share of thread time when the profile has it.
-    pub fn words(&self) -> String {
-        let part = |ns: u64| match self.of_thread_time(ns) {
-            Some(share) => format!("{} ({} of thread time)", format_ns(ns), format_fraction(share)),
+    /// not waits)`, with each time's share of thread time when the profile has it and
+    /// `shares` asks for them.
+    pub fn words(&self, shares: bool) -> String {
+        let part = |ns: u64| match self.of_thread_time(ns).filter(|_| shares) {
+            Some(share) => format!(
+                "{} ({} of thread time)",
+                format_ns(ns),
+                format_fraction(share)
+            ),
             None => format_ns(ns),
         };
         let mut text = format!(
@@ -137,7 +142,12 @@ pub fn waits_only(profile: &Profile) -> Cow<'_, Profile> {
         Cow::Borrowed(profile)
     } else {
         Cow::Owned(Profile {
-            waits: profile.waits.iter().filter(|w| counted(w)).cloned().collect(),
+            waits: profile
+                .waits
+                .iter()
+                .filter(|w| counted(w))
+                .cloned()
+                .collect(),
             ..profile.clone()
         })
     }
