@@ -193,7 +193,7 @@ fn causes_table(out: &mut String, causes: &[Cause], class: &str) {
             "kind",
             "share of their time",
             "time",
-            "waits",
+            "intervals (the analysed threads' off-CPU intervals it explains part of)",
             "where (root's stack, leaf first)",
             "the waits it explains",
             "chain (waiting thread → root)",
