@@ -523,7 +523,11 @@ pub fn summarize_level(
     files: (&str, &str),
 ) -> Level {
     let wall_ns = profile.metadata.duration_ns;
-    let kinds = profile
+    // The waits as every view counts them: the intervals of threads waiting for a CPU are CPU
+    // saturation (the breakdown's run queue), not waits; the top sites keep them, as the diff's
+    // stacks do, where the finding names them for what they are.
+    let waits = crate::report::waits_only(profile);
+    let kinds = waits
         .totals_by_kind()
         .into_iter()
         .map(|(k, s)| (k.name().to_string(), s))
@@ -537,11 +541,11 @@ pub fn summarize_level(
         profile: files.0.to_string(),
         load_output: files.1.to_string(),
         wall_ns,
-        waits: profile.counted_waits().map(|w| w.stats.count).sum(),
-        wait_ns: profile.counted_waits().map(|w| w.stats.total_ns).sum(),
+        waits: waits.counted_waits().map(|w| w.stats.count).sum(),
+        wait_ns: waits.counted_waits().map(|w| w.stats.total_ns).sum(),
         lost_events: profile.metadata.losses.lost_events(),
         kinds: shares(kinds, wall_ns, thread_ns, 0),
-        threads: shares(thread_groups(profile), wall_ns, thread_ns, TOP_PER_LEVEL),
+        threads: shares(thread_groups(&waits), wall_ns, thread_ns, TOP_PER_LEVEL),
         top_sites: shares(canonical_sites(profile), wall_ns, thread_ns, TOP_PER_LEVEL),
         breakdown,
         processes: (!profile.processes.is_empty()).then_some(profile.processes.len() as u64),

@@ -185,8 +185,16 @@ fn assert_views_agree(path: &Path) -> Totals {
         );
     }
 
-    // A sweep level's breakdown: its roles are the same contention and idle time, which the
-    // finding compares across levels.
+    // A sweep level: its waits, and its breakdown's roles (the same contention and idle time,
+    // which the finding compares across levels).
+    let level = lockscope::sweep::summarize_level(1, 1.0, &profile, ("run.lsp", "load.txt"));
+    assert_eq!(
+        (level.waits, level.wait_ns),
+        (totals.waits, totals.wait_ns),
+        "{name}: sweep"
+    );
+    let kinds: u64 = level.kinds.iter().map(|k| k.count).sum();
+    assert_eq!(kinds, totals.waits, "{name}: the sweep level's kinds");
     if let Some(breakdown) = lockscope::sweep::Breakdown::of(&profile) {
         let role = |name: &str| {
             breakdown
