@@ -163,7 +163,10 @@ pub(super) fn run_body(out: &mut String, run: &Run<'_>, options: &HtmlOptions, h
         "<{heading}>Flamegraph ({})</{heading}>",
         xml_escape(measure.width(flamegraph.fold.weight))
     );
-    draw(out, run, &flamegraph, "flamegraph");
+    // The waits the report counts: the intervals of threads waiting for a CPU are CPU saturation
+    // (the report's section), not waits, whatever the probes.
+    let waits = crate::report::waits_only(run.profile);
+    draw(out, &waits, &run.label, &flamegraph, "flamegraph");
     if samples_apart {
         let mut cpu = FlamegraphOptions::default();
         cpu.fold.probe = Some(catalog::CPU.name.to_string());
@@ -171,7 +174,7 @@ pub(super) fn run_body(out: &mut String, run: &Run<'_>, options: &HtmlOptions, h
             out,
             "<{heading}>CPU flamegraph (CPU time, the cpu probe's samples)</{heading}>"
         );
-        draw(out, run, &cpu, "CPU flamegraph");
+        draw(out, run.profile, &run.label, &cpu, "CPU flamegraph");
     }
     if measure == Measure::Waits {
         // Imported captures hold no waits to explain.
@@ -208,11 +211,11 @@ fn drawn_title(profile: &Profile) -> String {
     )
 }
 
-/// Draws one flamegraph of `run` in an iframe, or says why there is none.
-fn draw(out: &mut String, run: &Run<'_>, options: &FlamegraphOptions, what: &str) {
+/// Draws one flamegraph of `profile` (the run `label`) in an iframe, or says why there is none.
+fn draw(out: &mut String, profile: &Profile, label: &str, options: &FlamegraphOptions, what: &str) {
     let mut svg = Vec::new();
-    match write_flamegraph(run.profile, options, &mut svg) {
-        Ok(()) => iframe_svg(out, &svg, &format!("{what} of {}", run.label)),
+    match write_flamegraph(profile, options, &mut svg) {
+        Ok(()) => iframe_svg(out, &svg, &format!("{what} of {label}")),
         Err(e) => {
             let _ = writeln!(
                 out,
