@@ -154,7 +154,29 @@ fn assert_views_agree(path: &Path) -> Totals {
     let page = std::fs::read_to_string(page_file.path()).expect("page");
     assert_eq!(Totals::of_page(&page), totals, "{name}: the page");
 
-    let diff = json(&run(&["diff".as_ref(), "--json".as_ref(), p, p]));
+    let diff = json(&run(&[
+        "diff".as_ref(),
+        "--json".as_ref(),
+        "--top".as_ref(),
+        "0".as_ref(),
+        p,
+        p,
+    ]));
+    // Its stacks keep the intervals of threads waiting for a CPU, flagged: the flagged ones are
+    // some of those intervals, the others hold every wait.
+    let stacks = diff["stacks"].as_array().expect("stacks");
+    let count = |flagged: bool| -> u64 {
+        stacks
+            .iter()
+            .filter(|s| s["cpu_saturation"].as_bool().unwrap_or(false) == flagged)
+            .map(|s| s["a"]["count"].as_u64().unwrap_or(0))
+            .sum()
+    };
+    assert!(
+        count(true) <= totals.cpu_saturation_intervals,
+        "{name}: diff stacks"
+    );
+    assert!(count(false) >= totals.waits, "{name}: diff stacks");
     for side in ["a", "b"] {
         assert_eq!(
             Totals::of_json(&diff[side]["classified"], &format!("diff of {name}")),
