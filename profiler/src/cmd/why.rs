@@ -3,6 +3,7 @@
 
 use anyhow::Result;
 use clap::Args;
+use lockscope::report::Classified;
 use lockscope::why::{Why, WhyOptions};
 use std::path::PathBuf;
 
@@ -52,7 +53,18 @@ pub fn run(args: &WhyArgs) -> Result<()> {
     let why = Why::build(&profile, &options)?;
     super::write_stdout("the causes", |out| {
         if options.json {
-            serde_json::to_writer_pretty(&mut *out, &why)?;
+            // The whole profile's waits by role beside the causes: the totals every view prints.
+            #[derive(serde::Serialize)]
+            struct WithTotals<'a> {
+                #[serde(flatten)]
+                why: &'a Why,
+                classified: Classified,
+            }
+            let json = WithTotals {
+                why: &why,
+                classified: Classified::of(&profile),
+            };
+            serde_json::to_writer_pretty(&mut *out, &json)?;
             writeln!(out)?;
         } else {
             out.write_all(why.to_text().as_bytes())?;

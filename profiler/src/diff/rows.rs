@@ -83,11 +83,24 @@ pub(super) fn rank_by_change<K: Ord + Clone>(
     total
 }
 
-/// Groups each side's records by `key`, returning rows for both sides over the union of keys.
+/// Which records a grouping sums.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Records {
+    /// The waits as every view counts them ([`crate::report::Classified`]): no interval of a
+    /// thread waiting for a CPU.
+    Waits,
+    /// The waits and the intervals of threads waiting for a CPU (CPU saturation), each flagged
+    /// where it is one ([`crate::diff::StackDiff`]'s `cpu_saturation`): the sites' rows, where
+    /// the growth of the run queue is what a sweep's knee shows.
+    WaitsAndCpuWaits,
+}
+
+/// Groups each side's `records` by `key`, returning rows for both sides over the union of keys.
 pub(super) fn grouped<K: Ord + Clone>(
     a: &Profile,
     b: &Profile,
     normalization: Normalization,
+    records: Records,
     key: impl Fn(&Profile, &WaitRecord) -> K,
 ) -> Vec<(K, SideRow, SideRow)> {
     let measure = diff_measure(a, b);
@@ -100,7 +113,10 @@ pub(super) fn grouped<K: Ord + Clone>(
     let (side_a, side_b) = (side(a, true), side(b, false));
     let mut sums: BTreeMap<K, [WaitStats; 2]> = BTreeMap::new();
     for (i, profile) in [a, b].into_iter().enumerate() {
-        for record in profile.counted_waits() {
+        for record in profile
+            .counted_waits()
+            .filter(|w| records == Records::WaitsAndCpuWaits || !w.is_cpu_wait())
+        {
             sums.entry(key(profile, record)).or_default()[i].merge(&record.stats);
         }
     }

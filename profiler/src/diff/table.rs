@@ -1,6 +1,6 @@
 //! `lockscope diff`'s side-by-side table ([`write_diff_table`]).
 
-use super::rows::{grouped, rank_by_change, SideRow};
+use super::rows::{grouped, rank_by_change, Records, SideRow};
 use super::{diff_measure, measured, mismatches, DiffError, DiffOptions};
 use crate::analysis::canonical::{canonical_site, canonical_thread, site_depth};
 use crate::analysis::measure::Measure;
@@ -79,7 +79,12 @@ fn write_rows(out: &mut String, name: &str, rows: [(&str, &SideRow); 2], unit: &
 fn describe_side(label: &str, path: &str, p: &Profile) -> String {
     let m = &p.metadata;
     let measure = Measure::of_records(&p.waits);
-    let count: u64 = p.counted_waits().map(|w| w.stats.count).sum();
+    let classified = crate::report::Classified::of(p);
+    let count = if measure == Measure::Waits {
+        classified.waits
+    } else {
+        p.counted_waits().map(|w| w.stats.count).sum()
+    };
     let target = if measure == Measure::Waits {
         m.target.describe()
     } else {
@@ -132,6 +137,12 @@ pub fn write_diff_table(
     let _ = writeln!(text, "lockscope diff");
     let _ = writeln!(text, "{}", describe_side(la, paths.0, a));
     let _ = writeln!(text, "{}", describe_side(lb, paths.1, b));
+    if measure == Measure::Waits {
+        for (label, p) in [(la, a), (lb, b)] {
+            let words = crate::report::Classified::of(p).words(false);
+            let _ = writeln!(text, "  {label:<4} {words}");
+        }
+    }
     let _ = writeln!(text, "  normalized as {}", n.describe(a, b, measure));
     let warnings = mismatches(a, b, options);
     if warnings.is_empty() {
@@ -149,7 +160,7 @@ pub fn write_diff_table(
 
     let _ = writeln!(text, "\n{what} kinds ({})", columns_legend(measure, la, lb));
     let _ = writeln!(text, "{}", row_header(measure));
-    for (kind, ra, rb) in grouped(a, b, n, |_, r| r.kind) {
+    for (kind, ra, rb) in grouped(a, b, n, Records::Waits, |_, r| r.kind) {
         write_rows(&mut text, kind.name(), [(la, &ra), (lb, &rb)], unit);
     }
 
@@ -168,7 +179,7 @@ pub fn write_diff_table(
             gb.values().map(|g| g.0).sum::<usize>()
         );
         let _ = writeln!(text, "{}", row_header(measure));
-        for (command, ra, rb) in grouped(a, b, n, |p, r| command_of(p, r.pid)) {
+        for (command, ra, rb) in grouped(a, b, n, Records::Waits, |p, r| command_of(p, r.pid)) {
             let count = |g: &std::collections::BTreeMap<String, (usize, usize)>| {
                 g.get(&command).map_or(0, |c| c.0)
             };
@@ -183,18 +194,26 @@ pub fn write_diff_table(
 
     let _ = writeln!(text, "\nThreads (digits in names merged as `*`)");
     let _ = writeln!(text, "{}", row_header(measure));
-    for (thread, ra, rb) in grouped(a, b, n, canonical_thread) {
+    for (thread, ra, rb) in grouped(a, b, n, Records::Waits, canonical_thread) {
         write_rows(&mut text, &thread, [(la, &ra), (lb, &rb)], unit);
     }
 
     let depth = site_depth(a, b);
-    let mut sites = grouped(a, b, n, |p, r| canonical_site(p, r, depth).join(";"));
+    // The sites keep the intervals of threads waiting for a CPU, said so in their title.
+    let mut sites = grouped(a, b, n, Records::WaitsAndCpuWaits, |p, r| {
+        canonical_site(p, r, depth).join(";")
+    });
     let total_sites = rank_by_change(&mut sites, options.top);
     let _ = writeln!(
         text,
-        "\nTop {} of {total_sites} {} sites (canonical stack, root first) by change",
+        "\nTop {} of {total_sites} {} sites (canonical stack, root first) by change{}",
         sites.len(),
-        what.to_lowercase()
+        what.to_lowercase(),
+        if measure == Measure::Waits {
+            ", waits for a CPU (CPU saturation) included"
+        } else {
+            ""
+        }
     );
     let _ = writeln!(text, "{}", row_header(measure));
     for (site, ra, rb) in &sites {

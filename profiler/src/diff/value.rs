@@ -1,13 +1,15 @@
 //! The diff as one typed value ([`Diff`]): `lockscope diff --json` writes it ([`write_diff_json`],
 //! schema in `docs/DIFF.md`) and `lockscope html` draws its comparison tables from its fields.
 
-use super::rows::{grouped, rank_by_change, SideRow};
+use super::rows::{grouped, rank_by_change, Records, SideRow};
 use super::{diff_measure, mismatches, DiffError, DiffOptions, Normalization};
 use crate::analysis::canonical::{canonical_stack, site_depth};
+use crate::analysis::measure::Measure;
 use crate::analysis::processes::{command_groups, command_of};
 use crate::render::WriteError;
 use lockscope_probes::{Profile, WaitKind};
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// Version of the JSON diff schema (`docs/DIFF.md`); bumped on incompatible changes.
 pub const DIFF_JSON_VERSION: u32 = 1;
@@ -49,8 +51,13 @@ pub(crate) struct DiffSide {
     pub(crate) kernel_release: String,
     pub(crate) start_unix_ns: u64,
     pub(crate) duration_ns: u64,
+    /// Its waits and their time, as every view counts them (`classified.waits`, `wait_ns`).
     pub(crate) waits: u64,
     pub(crate) total_ns: u64,
+    /// Its waits by role and its CPU saturation, the report's `classified` (absent for imported
+    /// captures).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) classified: Option<crate::report::Classified>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) operations: Option<u64>,
 }
@@ -118,6 +125,10 @@ pub(crate) struct StackDiff {
     pub(crate) rank: usize,
     pub(crate) stack: String,
     pub(crate) frames: Vec<String>,
+    /// True when its records are intervals of threads waiting for a CPU (CPU saturation), not
+    /// waits: counted in no wait total.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) cpu_saturation: bool,
     pub(crate) a: SideValues,
     pub(crate) b: SideValues,
     pub(crate) delta: Delta,
@@ -170,6 +181,8 @@ fn delta_of(a: &SideValues, b: &SideValues, seconds: (f64, f64)) -> Delta {
 
 fn diff_side(label: &str, path: &str, profile: &Profile, operations: Option<u64>) -> DiffSide {
     let m = &profile.metadata;
+    let classified = crate::report::Classified::of(profile);
+    let measure = Measure::of_records(&profile.waits);
     DiffSide {
         label: label.to_string(),
         path: path.to_string(),
@@ -180,10 +193,9 @@ fn diff_side(label: &str, path: &str, profile: &Profile, operations: Option<u64>
         kernel_release: m.kernel_release.clone(),
         start_unix_ns: m.start_unix_ns,
         duration_ns: m.duration_ns,
-        waits: profile.counted_waits().map(|w| w.stats.count).sum(),
-        total_ns: profile
-            .counted_waits()
-            .fold(0u64, |sum, w| sum.saturating_add(w.stats.total_ns)),
+        waits: classified.waits,
+        total_ns: classified.wait_ns,
+        classified: (measure == Measure::Waits).then_some(classified),
         operations,
     }
 }
@@ -230,7 +242,7 @@ pub(crate) fn build_diff(
         let delta = delta_of(&va, &vb, seconds);
         (va, vb, delta)
     };
-    let by_kind = grouped(a, b, n, |_, r| r.kind)
+    let by_kind = grouped(a, b, n, Records::Waits, |_, r| r.kind)
         .into_iter()
         .map(|(kind, ra, rb)| {
             let (a, b, delta) = row(&ra, &rb);
@@ -244,7 +256,7 @@ pub(crate) fn build_diff(
                 .find(|g| g.command == command)
                 .map_or(0, |g| g.processes)
         };
-        grouped(a, b, n, |p, r| command_of(p, r.pid))
+        grouped(a, b, n, Records::Waits, |p, r| command_of(p, r.pid))
             .into_iter()
             .map(|(command, ra, rb)| {
                 let (va, vb, delta) = row(&ra, &rb);
@@ -261,7 +273,17 @@ pub(crate) fn build_diff(
         Vec::new()
     };
     let depth = site_depth(a, b);
-    let mut stacks = grouped(a, b, n, |p, r| canonical_stack(p, r, depth));
+    let mut stacks = grouped(a, b, n, Records::WaitsAndCpuWaits, |p, r| {
+        canonical_stack(p, r, depth)
+    });
+    // The stacks whose records (on either side) are all intervals of threads waiting for a CPU.
+    let mut cpu_only: BTreeMap<String, bool> = BTreeMap::new();
+    for p in [a, b] {
+        for r in p.counted_waits() {
+            let all = cpu_only.entry(canonical_stack(p, r, depth)).or_insert(true);
+            *all &= r.is_cpu_wait();
+        }
+    }
     let stacks_total = rank_by_change(&mut stacks, options.top);
     let stacks = stacks
         .into_iter()
@@ -270,6 +292,7 @@ pub(crate) fn build_diff(
             let (a, b, delta) = row(&ra, &rb);
             StackDiff {
                 rank: i + 1,
+                cpu_saturation: cpu_only.get(&stack).copied().unwrap_or(false),
                 frames: stack.split(';').map(str::to_string).collect(),
                 stack,
                 a,

@@ -206,11 +206,16 @@ pub(super) fn diff_tables(out: &mut String, diff: &Diff, rows: SiteRows) {
         sites.len(),
     );
     for site in &sites {
-        row(
-            out,
-            canonical_stack_cell(&site.stack),
-            (&site.a, &site.b, site.delta.normalized),
-        );
+        let mut cell = canonical_stack_cell(&site.stack);
+        if site.cpu_saturation {
+            // Threads waiting for a CPU: CPU saturation, in no wait total (the diff's kinds).
+            if let Some(open) = cell.strip_suffix("</td>") {
+                cell = format!(
+                    "{open}<span class=\"muted\">threads waiting for a CPU (CPU saturation, not waits)</span></td>"
+                );
+            }
+        }
+        row(out, cell, (&site.a, &site.b, site.delta.normalized));
     }
     table_close(out);
     if sites.is_empty() {

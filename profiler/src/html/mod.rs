@@ -26,7 +26,11 @@
 //! 2. diffs: each run against the first one (before the runs: a diff page opens on it), as tables (wait time in average threads waiting
 //!    and shares of thread time, the values of `lockscope diff --json`) and the differential flamegraph;
 //! 3. per run (each profile given, and each level of each sweep): the metadata and environment
-//!    fingerprint, the flamegraph, and the report ([`crate::report`]'s value) as tables: records
+//!    fingerprint, the flamegraph of its waits (with the `cpu` probe, a CPU flamegraph too),
+//!    `lockscope why`'s causes as tables (`why.rs`: the value `why` renders, default options; a
+//!    line saying how to record them when the profile has no wait-for analysis), and the report
+//!    ([`crate::report`]'s value, whose counts and waits by role every part of the page reads,
+//!    [`crate::report::Classified`]) as tables: records
 //!    by kind, the top sites with their log2 histograms as small SVG bar charts and their stacks
 //!    folded behind `<details>`, and each section the profile has (contention, where each thread
 //!    group's time went as stacked bars and a table, off-CPU states, system calls, lifecycle,
@@ -36,8 +40,8 @@
 //! what they hold, never as waits.
 //!
 //! One file per part of the page: `page.rs` (styles, script, embedded flamegraphs),
-//! `summary.rs` (0), `sweep.rs` (1), `diff.rs` (2 and the knee's comparison), `run.rs` and
-//! `report.rs` (3); the tables they draw are [`crate::render`]'s (`render/tables.rs`, shared with
+//! `summary.rs` (0), `sweep.rs` (1), `diff.rs` (2 and the knee's comparison), `run.rs`, `why.rs`
+//! and `report.rs` (3); the tables they draw are [`crate::render`]'s (`render/tables.rs`, shared with
 //! the report's sections). The tables read the typed values
 //! `lockscope report` and `lockscope diff` write as JSON ([`crate::report`]'s, [`crate::diff`]'s),
 //! never the JSON back, so a renamed field fails to compile.
@@ -55,6 +59,7 @@ mod report;
 mod run;
 mod summary;
 mod sweep;
+mod why;
 
 use self::diff::{
     diff_section, diff_unit_header, page_diff, sides_time_bars, Comparison, SiteRows, RAW_NS,

@@ -241,6 +241,25 @@ pub(super) fn report_tables(
     }
     columns.push((&share, |k| Cell::Fraction(k.stats.share)));
     table(out, "report-table", &columns, &report.by_kind);
+    // The waits by role, the report's value (the same as `report --json`'s `classified`), its
+    // numbers also as attributes for scripts and tests.
+    if let Some(c) = &report.classified {
+        let _ = writeln!(
+            out,
+            "<p class=\"note classified\" data-waits=\"{}\" data-wait-ns=\"{}\" data-contention-waits=\"{}\" data-contention-ns=\"{}\" data-idle-waits=\"{}\" data-idle-ns=\"{}\" data-neither-waits=\"{}\" data-neither-ns=\"{}\" data-cpu-saturation-intervals=\"{}\" data-cpu-saturation-ns=\"{}\"><b>By role</b> (as the contention section tells them; waits for a CPU apart): {}</p>",
+            c.waits,
+            c.wait_ns,
+            c.contention_waits,
+            c.contention_ns,
+            c.idle_waits,
+            c.idle_ns,
+            c.neither_waits,
+            c.neither_ns,
+            c.cpu_saturation_intervals,
+            c.cpu_saturation_ns,
+            xml_escape(&c.words(true))
+        );
+    }
     // What the probes saw, and the sleeps two probes saw counted once.
     let header = &report.header;
     let notes = [

@@ -1,4 +1,5 @@
-//! One run's section: its metadata and environment fingerprint, its flamegraph and its report.
+//! One run's section: its metadata and environment fingerprint, its flamegraphs (waits; CPU time
+//! with the `cpu` probe), `lockscope why`'s causes (with the wait-for analysis) and its report.
 
 use super::page::iframe_svg;
 use super::report::report_tables;
@@ -7,7 +8,8 @@ use crate::analysis::measure::{Measure, Weight};
 use crate::render::flamegraph::{write_flamegraph, FlamegraphOptions};
 use crate::render::svg::xml_escape;
 use crate::render::units::{format_ns, format_unix_ns};
-use lockscope_probes::{AttachStatus, Profile};
+use crate::report::{build_report, ReportOptions};
+use lockscope_probes::{catalog, AttachStatus, Profile, WaitKind};
 use std::fmt::Write as _;
 
 /// A run to show: a label, its profile, and its section anchor.
@@ -51,9 +53,30 @@ pub(super) fn metadata_table(out: &mut String, profile: &Profile) {
         ),
         ("threads seen", profile.threads.len().to_string()),
         ("events", {
-            let count = profile.counted_waits().map(|w| w.stats.count).sum::<u64>();
-            let noun = Measure::of_records(&profile.waits).noun(count);
-            format!("{} seen, {count} {noun} recorded", m.events)
+            // The report's counts: each sleep once, CPU waits and samples apart.
+            let report = build_report(profile, &ReportOptions::default());
+            let header = &report.header;
+            let count = header.waits_recorded;
+            let mut text = format!(
+                "{} seen, {count} {} recorded",
+                m.events,
+                report.measure_kind.noun(count)
+            );
+            if header.cpu_wait_intervals > 0 {
+                let _ = write!(
+                    text,
+                    ", {} intervals of threads waiting for a CPU (CPU saturation, not waits)",
+                    header.cpu_wait_intervals
+                );
+            }
+            if header.on_cpu_samples > 0 {
+                let _ = write!(
+                    text,
+                    ", {} samples of the cpu probe (CPU time, not waits)",
+                    header.on_cpu_samples
+                );
+            }
+            text
         }),
     ];
     let probes: Vec<String> = m
@@ -120,7 +143,8 @@ pub(super) fn run_section(out: &mut String, id: &str, run: &Run<'_>, options: &H
     run_body(out, run, options, "h3");
 }
 
-/// A run's metadata, flamegraph and top sites, under `heading` (`h3`, or `h4` inside a level).
+/// A run's metadata, flamegraphs (its waits; with the `cpu` probe, its CPU time), what `lockscope
+/// why` traces its waits back to, and its report, under `heading` (`h3`, or `h4` inside a level).
 pub(super) fn run_body(out: &mut String, run: &Run<'_>, options: &HtmlOptions, heading: &str) {
     metadata_table(out, run.profile);
     // Imported counts (events, samples) have no times: their widths are the counts.
@@ -129,21 +153,75 @@ pub(super) fn run_body(out: &mut String, run: &Run<'_>, options: &HtmlOptions, h
     if !measure.is_timed() {
         flamegraph.fold.weight = Weight::Count;
     }
+    let samples_apart = measure == Measure::Waits && has_cpu_samples(run.profile);
+    if samples_apart {
+        // The title names the probes whose records this graph draws, not the cpu probe's.
+        flamegraph.title = Some(drawn_title(run.profile));
+    }
     let _ = writeln!(
         out,
         "<{heading}>Flamegraph ({})</{heading}>",
         xml_escape(measure.width(flamegraph.fold.weight))
     );
+    // The waits the report counts: the intervals of threads waiting for a CPU are CPU saturation
+    // (the report's section), not waits, whatever the probes.
+    let waits = crate::report::waits_only(run.profile);
+    draw(out, &waits, &run.label, &flamegraph, "flamegraph");
+    if samples_apart {
+        let mut cpu = FlamegraphOptions::default();
+        cpu.fold.probe = Some(catalog::CPU.name.to_string());
+        let _ = writeln!(
+            out,
+            "<{heading}>CPU flamegraph (CPU time, the cpu probe's samples)</{heading}>"
+        );
+        draw(out, run.profile, &run.label, &cpu, "CPU flamegraph");
+    }
+    if measure == Measure::Waits {
+        // Imported captures hold no waits to explain.
+        super::why::why_section(out, run.profile, heading);
+    }
+    report_tables(out, run.profile, options, heading);
+}
+
+/// True when `profile` has the `cpu` probe's on-CPU samples.
+fn has_cpu_samples(profile: &Profile) -> bool {
+    profile
+        .waits
+        .iter()
+        .any(|w| w.is_from(&catalog::CPU) && w.kind == WaitKind::OnCpu)
+}
+
+/// The wait flamegraph's title beside a CPU flamegraph: the probes of the waits it draws.
+fn drawn_title(profile: &Profile) -> String {
+    let mut probes: Vec<&str> = profile
+        .waits
+        .iter()
+        .filter(|w| !w.is_from(&catalog::CPU))
+        .map(|w| w.probe.as_str())
+        .collect();
+    probes.sort_unstable();
+    probes.dedup();
+    let target = &profile.metadata.target;
+    format!(
+        "lockscope: {} waits of `{}` (pid {}), {}",
+        probes.join("+"),
+        target.command.join(" "),
+        target.pid,
+        format_ns(profile.metadata.duration_ns)
+    )
+}
+
+/// Draws one flamegraph of `profile` (the run `label`) in an iframe, or says why there is none.
+fn draw(out: &mut String, profile: &Profile, label: &str, options: &FlamegraphOptions, what: &str) {
     let mut svg = Vec::new();
-    match write_flamegraph(run.profile, &flamegraph, &mut svg) {
-        Ok(()) => iframe_svg(out, &svg, &format!("flamegraph of {}", run.label)),
+    match write_flamegraph(profile, options, &mut svg) {
+        Ok(()) => iframe_svg(out, &svg, &format!("{what} of {label}")),
         Err(e) => {
             let _ = writeln!(
                 out,
-                r#"<p class="muted">No flamegraph: {}</p>"#,
+                r#"<p class="muted">No {what}: {}</p>"#,
                 xml_escape(&error_chain(&e))
             );
         }
     }
-    report_tables(out, run.profile, options, heading);
 }

@@ -7,6 +7,7 @@ use crate::analysis::measure::Measure;
 use crate::diff::Diff;
 use crate::render::svg::{time_bars_svg, xml_escape, TimeBar};
 use crate::render::units::{format_fraction, format_ns, format_threads};
+use crate::report::{build_report, ReportOptions};
 use crate::sweep::{LevelWhy, Sweep, NO_BREAKDOWN};
 use lockscope_probes::{Profile, TimeClass};
 use std::fmt::Write as _;
@@ -14,6 +15,10 @@ use std::fmt::Write as _;
 /// The summary row of `lockscope why`'s causes (profiles and levels recorded with `waitfor`).
 const WHY_ROW: &str =
     "what the waits come down to (lockscope why, share of the working threads' time)";
+
+/// The summary row of the waits' classification ([`crate::report::Classified`]).
+pub(super) const CLASSIFIED_ROW: &str =
+    "waits by role (as the report's contention section tells them)";
 
 /// The rows every summary starts with: the input, the target, its kernel and machine.
 pub(super) fn summary_head(label: &str, profile: &Profile) -> Vec<(String, String)> {
@@ -51,15 +56,16 @@ pub(super) fn largest_classes(breakdown: &crate::sweep::Breakdown, n: usize) -> 
         .join(", ")
 }
 
-/// A breakdown's contention and idle waits, in words: `waiting on other threads of the program
-/// 59.9% (mostly in epoll_wait), for something outside it 23.7%`; `None` when the profile does
-/// not say who ended its sleeps.
+/// A breakdown's contention and idle waits (the report's classification,
+/// [`crate::report::Classified`]), in words: `contention (waiting on other threads of the
+/// program) 59.9% (mostly in epoll_wait), idle (waiting for something outside it) 23.7%`; `None`
+/// when the profile does not say who ended its sleeps.
 pub(super) fn woken_words(breakdown: &crate::sweep::Breakdown) -> Option<String> {
     use lockscope_probes::WaitRole;
     let program = breakdown.role_share(WaitRole::Contention)?;
     let outside = breakdown.role_share(WaitRole::Idle).unwrap_or(0.0);
     let mut text = format!(
-        "waiting on other threads of the program {}",
+        "contention (waiting on other threads of the program) {}",
         format_fraction(program)
     );
     if let Some(call) = breakdown.program_calls.first() {
@@ -67,7 +73,7 @@ pub(super) fn woken_words(breakdown: &crate::sweep::Breakdown) -> Option<String>
     }
     let _ = write!(
         text,
-        ", for something outside it (clients, timers, devices) {}",
+        ", idle (waiting for something outside it: clients, timers, devices) {}",
         format_fraction(outside)
     );
     Some(text)
@@ -173,7 +179,7 @@ pub(super) fn sweep_summary(sweep: &Sweep, knee_diff: Option<&Diff>) -> Vec<(Str
         })
         .collect();
     if !woken.is_empty() {
-        rows.push(("waits, by who ended them".into(), woken.join("; ")));
+        rows.push((CLASSIFIED_ROW.into(), woken.join("; ")));
     }
     let why: Vec<String> = shown
         .iter()
@@ -202,15 +208,16 @@ pub(super) fn sweep_summary(sweep: &Sweep, knee_diff: Option<&Diff>) -> Vec<(Str
     rows
 }
 
-/// The summary rows of a single run: its records and where its threads' time went.
+/// The summary rows of a single run: its records and where its threads' time went. The waits,
+/// their kinds and their classification are the report's ([`crate::report`]'s value, so the
+/// same numbers as `lockscope report`): each sleep two probes saw counted once, the intervals of
+/// threads waiting for a CPU apart as CPU saturation.
 pub(super) fn run_summary(profile: &Profile) -> Vec<(String, String)> {
     let mut rows = Vec::new();
-    let measure = Measure::of_records(&profile.waits);
-    let totals = profile.totals_by_kind();
-    let count: u64 = totals.values().map(|s| s.count).sum();
+    let report = build_report(profile, &ReportOptions::default());
+    let measure = report.measure_kind;
+    let count = report.totals.count;
     let wall_ns = profile.metadata.duration_ns;
-    let mut kinds: Vec<_> = totals.iter().collect();
-    kinds.sort_by_key(|(_, s)| std::cmp::Reverse(s.total_ns));
     let mut text = format!(
         "{count} {} over {}",
         measure.noun(count),
@@ -223,21 +230,39 @@ pub(super) fn run_summary(profile: &Profile) -> Vec<(String, String)> {
             Measure::Calls => "in a system call",
             _ => "on CPU",
         };
+        let mut kinds: Vec<_> = report.by_kind.iter().collect();
+        kinds.sort_by_key(|k| std::cmp::Reverse(k.stats.total_ns));
         let parts: Vec<String> = kinds
             .iter()
             .take(3)
-            .map(|(kind, s)| {
+            .map(|k| {
                 format!(
-                    "{kind}: {} {doing} on average",
-                    format_threads(s.total_ns as f64 / wall_ns as f64)
+                    "{}: {} {doing} on average",
+                    k.kind.name(),
+                    format_threads(k.stats.total_ns as f64 / wall_ns as f64)
                 )
             })
             .collect();
         let _ = write!(text, "; {}", parts.join(", "));
     }
+    if let Some(c) = report.classified.filter(|c| c.cpu_saturation_intervals > 0) {
+        let _ = write!(
+            text,
+            "; apart, {} intervals of threads waiting for a CPU (CPU saturation, not waits)",
+            c.cpu_saturation_intervals
+        );
+    }
+    if report.header.on_cpu_samples > 0 {
+        let _ = write!(
+            text,
+            "; {} samples of the cpu probe (CPU time, not waits)",
+            report.header.on_cpu_samples
+        );
+    }
     rows.push((measure.noun(2).to_string(), text));
     if measure == Measure::Waits && wall_ns > 0 {
-        let mut sites: Vec<(String, u64)> = crate::analysis::canonical::canonical_sites(profile)
+        let waits = crate::report::waits_only(profile);
+        let mut sites: Vec<(String, u64)> = crate::analysis::canonical::canonical_sites(&waits)
             .into_iter()
             .map(|(site, stats)| (site, stats.total_ns))
             .collect();
@@ -246,21 +271,17 @@ pub(super) fn run_summary(profile: &Profile) -> Vec<(String, String)> {
             .iter()
             .take(3)
             .map(|(site, ns)| {
-                let mut text = format!(
+                format!(
                     "{} {}",
                     crate::sweep::short_site(site),
                     format_threads(*ns as f64 / wall_ns as f64)
-                );
-                if site.ends_with(&format!(
-                    "{};[off-cpu]",
-                    crate::analysis::fold::NO_USER_STACK
-                )) {
-                    text.push_str(" [preempted or in the run queue: waiting for a CPU]");
-                }
-                text
+                )
             })
             .collect();
         rows.push(("top wait sites (threads waiting)".into(), top.join("; ")));
+    }
+    if let Some(c) = &report.classified {
+        rows.push((CLASSIFIED_ROW.into(), c.words(true)));
     }
     if let Some(b) = crate::sweep::Breakdown::of(profile) {
         rows.push((
@@ -271,9 +292,6 @@ pub(super) fn run_summary(profile: &Profile) -> Vec<(String, String)> {
                 largest_classes(&b, 4)
             ),
         ));
-        if let Some(words) = woken_words(&b) {
-            rows.push(("waits, by who ended them".into(), words));
-        }
     }
     if let Some(why) = LevelWhy::of(profile) {
         rows.push((WHY_ROW.into(), why.words()));

@@ -525,6 +525,7 @@ impl Report {
             measure: measure.name(),
             measure_kind: measure,
             totals: Stats::new(&all, whole),
+            classified: (measure == Measure::Waits).then(|| super::Classified::of(full)),
             by_kind: kind_rows(&profile.totals_by_kind(), whole),
             groups_total,
             groups,

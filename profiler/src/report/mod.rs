@@ -34,11 +34,13 @@
 //! defined.
 
 mod build;
+mod classified;
 mod coverage;
 mod model;
 pub(crate) mod sections;
 mod text;
 
+pub use classified::{waits_only, Classified};
 pub(crate) use model::{FrameRow, Group, GroupKey, KindRow, Report};
 
 use crate::render::WriteError;

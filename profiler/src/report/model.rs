@@ -24,6 +24,11 @@ pub(crate) struct Report {
     #[serde(skip)]
     pub(crate) measure_kind: Measure,
     pub(crate) totals: Stats,
+    /// The waits by role (contention, idle, neither) and the CPU saturation apart, summed over
+    /// every wait (not only the top rows): the totals every view prints; absent for imported
+    /// captures and profiles without waits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) classified: Option<super::Classified>,
     pub(crate) by_kind: Vec<KindRow>,
     pub(crate) groups_total: usize,
     pub(crate) groups: Vec<Group>,

@@ -43,7 +43,7 @@ use crate::why::{Why, WhyOptions};
 use lockscope_probes::catalog;
 use lockscope_probes::overlap::offcpu_call;
 use lockscope_probes::waitfor::WokenBy;
-use lockscope_probes::{wait_roles, Profile, RoleBasis, TimeClass, WaitRole, WaitStats};
+use lockscope_probes::{wait_roles, Profile, TimeClass, WaitRole, WaitStats};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -123,7 +123,8 @@ pub struct Breakdown {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub woken: Vec<ClassTime>,
     /// The threads' waits as the report tells them where who ended their sleeps is known
-    /// (`lockscope_probes::wait_roles`): `contention` (waiting on other threads of the program,
+    /// (`lockscope_probes::wait_roles`, summed by [`crate::report::Classified`], the same totals
+    /// as the report's `classified`): `contention` (waiting on other threads of the program,
     /// whatever the call) and `idle` (waiting for something outside it); empty when the profile
     /// does not say who ended its sleeps.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -183,20 +184,14 @@ impl Breakdown {
         } else {
             Vec::new()
         };
-        // The report's contention and idle waits (`wait_roles`), where who ended them is known,
-        // and the calls the contention slept in.
-        let mut roles: BTreeMap<WaitRole, u64> = BTreeMap::new();
+        // The report's contention and idle waits, summed once for every view
+        // (`report::Classified`), where who ended them is known, and the calls the contention
+        // slept in.
+        let classified = crate::report::Classified::of(profile);
         let mut calls: BTreeMap<&str, u64> = BTreeMap::new();
-        let told = wait_roles(profile);
-        if told
-            .iter()
-            .flatten()
-            .any(|r| !matches!(r.basis, RoleBasis::Lock | RoleBasis::Window))
-        {
-            for (w, role) in profile.waits.iter().zip(&told) {
-                let Some(role) = role else { continue };
-                *roles.entry(role.role).or_default() += w.stats.total_ns;
-                if role.role == WaitRole::Contention {
+        let roles = if classified.wakers_known {
+            for (w, role) in profile.waits.iter().zip(wait_roles(profile)) {
+                if role.is_some_and(|r| r.role == WaitRole::Contention) {
                     let call = offcpu_call(w).unwrap_or(if w.is_from(&catalog::FUTEX) {
                         // The futex probe's waits are all in the system call of that name.
                         "futex"
@@ -208,14 +203,12 @@ impl Breakdown {
                     }
                 }
             }
-        }
-        let roles = if roles.is_empty() {
-            Vec::new()
+            vec![
+                time(WaitRole::Contention.name(), classified.contention_ns),
+                time(WaitRole::Idle.name(), classified.idle_ns),
+            ]
         } else {
-            [WaitRole::Contention, WaitRole::Idle]
-                .iter()
-                .map(|role| time(role.name(), roles.get(role).copied().unwrap_or(0)))
-                .collect()
+            Vec::new()
         };
         let mut program_calls: Vec<ClassTime> =
             calls.into_iter().map(|(call, ns)| time(call, ns)).collect();
@@ -530,7 +523,11 @@ pub fn summarize_level(
     files: (&str, &str),
 ) -> Level {
     let wall_ns = profile.metadata.duration_ns;
-    let kinds = profile
+    // The waits as every view counts them: the intervals of threads waiting for a CPU are CPU
+    // saturation (the breakdown's run queue), not waits; the top sites keep them, as the diff's
+    // stacks do, where the finding names them for what they are.
+    let waits = crate::report::waits_only(profile);
+    let kinds = waits
         .totals_by_kind()
         .into_iter()
         .map(|(k, s)| (k.name().to_string(), s))
@@ -544,11 +541,11 @@ pub fn summarize_level(
         profile: files.0.to_string(),
         load_output: files.1.to_string(),
         wall_ns,
-        waits: profile.counted_waits().map(|w| w.stats.count).sum(),
-        wait_ns: profile.counted_waits().map(|w| w.stats.total_ns).sum(),
+        waits: waits.counted_waits().map(|w| w.stats.count).sum(),
+        wait_ns: waits.counted_waits().map(|w| w.stats.total_ns).sum(),
         lost_events: profile.metadata.losses.lost_events(),
         kinds: shares(kinds, wall_ns, thread_ns, 0),
-        threads: shares(thread_groups(profile), wall_ns, thread_ns, TOP_PER_LEVEL),
+        threads: shares(thread_groups(&waits), wall_ns, thread_ns, TOP_PER_LEVEL),
         top_sites: shares(canonical_sites(profile), wall_ns, thread_ns, TOP_PER_LEVEL),
         breakdown,
         processes: (!profile.processes.is_empty()).then_some(profile.processes.len() as u64),

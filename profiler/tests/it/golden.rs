@@ -353,7 +353,7 @@ fn report_latch_waits_are_contention() {
     check_golden("report_latch.json", &report(&profile, &options));
     let text = report(&profile, &report_options(GroupBy::Stack));
     assert!(
-        text.contains("all threads: 64.8% of their time asleep waiting on other threads of the program, 23.0% asleep for something outside it"),
+        text.contains("all threads: 64.8% of their time in sleeps another thread of the program ended, 23.0% in sleeps something outside it ended"),
         "{text}"
     );
     assert!(

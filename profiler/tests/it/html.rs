@@ -704,3 +704,106 @@ fn imported_cpu_captures_without_duration() {
     // The capture's 20 samples of 250 µs.
     assert!(html.contains(">5.00 ms</td>"));
 }
+
+/// The page of the demo recorded with `--probes bottleneck` (`tests/data/demo`) carries what
+/// `lockscope why` says, as tables: a row per cause with its rank, kind, share and time as
+/// `why --json` gives them, the waits it explains and its chain; with the `cpu` probe, the On
+/// CPU section's tables and a CPU flamegraph beside the waits' one, whose title names the probes
+/// of the waits it draws, not `cpu`. The demo recorded with the default probe says in one line how
+/// to record the causes, and has neither. It loads in headless Chromium, the tables laid out.
+#[test]
+fn recorded_demo_page_carries_why_and_cpu() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/demo");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bottleneck = data.join("demo-bottleneck.lsp");
+    let page = dir.path().join("bottleneck.html");
+    run_ok_stderr(
+        lockscope()
+            .arg("html")
+            .arg(&bottleneck)
+            .arg("-o")
+            .arg(&page),
+    );
+    let html = std::fs::read_to_string(&page).expect("html");
+    assert_document(&html);
+    let why: serde_json::Value = serde_json::from_str(&run_ok(
+        lockscope().args(["why", "--json"]).arg(&bottleneck),
+    ))
+    .expect("why JSON");
+    let causes = why["causes"].as_array().expect("causes");
+    assert!(!causes.is_empty(), "{why}");
+    let table = &html[html
+        .find("<table class=\"section-table why-causes")
+        .expect("causes")..];
+    let table = &table[..table.find("</table>").expect("table ends")];
+    let rows: Vec<&str> = table.split("<tr>").skip(2).collect();
+    assert_eq!(rows.len(), causes.len(), "{table}");
+    for (row, cause) in rows.iter().zip(causes) {
+        for cell in [
+            format!("data-v=\"{}\"", cause["rank"]),
+            format!("<td>{}</td>", cause["kind"].as_str().expect("kind")),
+            format!("data-v=\"{}\"", cause["total_ns"]),
+            format!("data-v=\"{}\"", cause["waits"]),
+        ] {
+            assert!(row.contains(&cell), "{cell} missing from {row}");
+        }
+        assert!(row.contains("<ul class=\"why-sites\"><li>"), "{row}");
+    }
+    assert!(html.contains("<table class=\"why-analysed\">"));
+    assert!(html.contains("On CPU (cpu probe): "));
+    assert!(html.contains("<table class=\"section-table on-cpu\">"));
+    let titles: Vec<&str> = html
+        .split("<iframe class=\"flame\"")
+        .skip(1)
+        .map(|f| &f[f.find("title=\"").expect("title") + 7..])
+        .map(|f| &f[..f.find('"').expect("title ends")])
+        .collect();
+    assert_eq!(titles.len(), 2, "{titles:?}");
+    assert!(titles[1].starts_with("CPU flamegraph of"), "{titles:?}");
+    // The waits' flamegraph's own title, inside its SVG.
+    let src = html
+        .split("<iframe class=\"flame\"")
+        .nth(1)
+        .expect("iframe");
+    let src = &src[src.find("base64,").expect("data URL") + 7..];
+    let svg = base64_decode(&src[..src.find('"').expect("src ends")]);
+    assert!(
+        svg.contains("lockscope: offcpu waits of"),
+        "the title names cpu"
+    );
+    check_in_chromium(
+        &page,
+        "html-run-why",
+        &["table.why-causes", "table.on-cpu", "table.on-cpu-stacks"],
+        &[],
+    );
+
+    let futex = data.join("demo-futex.lsp");
+    let page = dir.path().join("futex.html");
+    run_ok_stderr(lockscope().arg("html").arg(&futex).arg("-o").arg(&page));
+    let html = std::fs::read_to_string(&page).expect("html");
+    assert!(html.contains(
+        "No wait-for analysis in this profile: record it with <code>--probes bottleneck</code>"
+    ));
+    assert!(!html.contains("why-causes") && !html.contains("On CPU (cpu probe)"));
+    assert_eq!(html.matches("<iframe class=\"flame\"").count(), 1);
+}
+
+/// Standard base64 (the page's data URLs) decoded to text.
+fn base64_decode(text: &str) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut bits = 0u32;
+    let mut held = 0;
+    let mut out = Vec::new();
+    for c in text.bytes().filter(|&c| c != b'=') {
+        let v = ALPHABET.iter().position(|&a| a == c).expect("base64") as u32;
+        bits = (bits << 6) | v;
+        held += 6;
+        if held >= 8 {
+            held -= 8;
+            out.push((bits >> held) as u8);
+            bits &= (1 << held) - 1;
+        }
+    }
+    String::from_utf8(out).expect("utf-8 SVG")
+}

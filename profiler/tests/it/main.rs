@@ -27,5 +27,6 @@ mod record_dtrace;
 mod stack_memo;
 mod sweep;
 mod targets;
+mod views_agree;
 mod waits_by_waker;
 mod workloads;

@@ -241,8 +241,8 @@ impl Section for Breakdown {
             let (program, outside) = self.total.program_and_outside();
             let _ = writeln!(
                 out,
-                "  all threads: {} of their time asleep waiting on other threads of the program, {} \
-                 asleep for something outside it",
+                "  all threads: {} of their time in sleeps another thread of the program ended, {} \
+                 in sleeps something outside it ended (who ended them, not the contention above)",
                 format_percent(program, self.total.wall_ns),
                 format_percent(outside, self.total.wall_ns)
             );
@@ -286,7 +286,7 @@ impl Section for Breakdown {
         let mut headers = vec!["thread group", "threads", "thread time"];
         headers.extend(TimeClass::ALL.iter().map(|c| c.name()));
         if woken {
-            headers.extend(["asleep on the program", "asleep for outside"]);
+            headers.extend(["asleep, ended by the program", "asleep, ended from outside"]);
         }
         headers.extend(["switches/s", "involuntary"]);
         table_open(out, "section-table breakdown-table", &headers, rows.len());

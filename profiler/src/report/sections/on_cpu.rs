@@ -1,5 +1,6 @@
 //! The `cpu` probe's section: its samples as CPU time (never wait time), per thread beside the
-//! thread's wait time, then the top stacks by CPU time.
+//! thread's wait time, then the top stacks by CPU time; as text, JSON and tables of
+//! `lockscope html`.
 
 use super::*;
 
@@ -145,7 +146,6 @@ fn on_cpu(profile: &Profile) -> Option<OnCpu> {
     })
 }
 
-/// Text and JSON only: no table of `lockscope html`.
 impl Section for OnCpu {
     const SOURCE: Source = Source::Cpu(&catalog::CPU);
 
@@ -233,5 +233,108 @@ impl Section for OnCpu {
                 let _ = writeln!(out, "        ... (truncated: the unwinder stopped here)");
             }
         }
+    }
+
+    fn write_html(&self, out: &mut String, heading: &str) {
+        use crate::render::svg::xml_escape;
+        use crate::render::tables::{table_close, table_open, Cell};
+        let _ = writeln!(
+            out,
+            "<{heading}>On CPU (cpu probe): {} of CPU time in {} samples</{heading}>",
+            format_ns(self.cpu_ns),
+            self.samples
+        );
+        let _ = writeln!(
+            out,
+            "<p class=\"muted\">CPU time, not wait time: never added to the waits. Per thread, \
+             beside its wait time (without the time it waited for a CPU).</p>"
+        );
+        let names = |names: &[String]| {
+            if names.is_empty() {
+                crate::analysis::fold::NO_USER_STACK.to_string()
+            } else {
+                names.join(" <- ")
+            }
+        };
+        table_open(
+            out,
+            "section-table on-cpu",
+            &[
+                "thread",
+                "CPU time",
+                "samples",
+                "waits",
+                "hottest stack, leaf first",
+            ],
+            self.threads.len(),
+        );
+        for t in &self.threads {
+            let _ = writeln!(
+                out,
+                "<tr><td>{}</td>{}{}{}<td><code>{}</code></td></tr>",
+                xml_escape(&format!("{} (tid {})", t.name, t.tid)),
+                Cell::Ns(t.cpu_ns).html(),
+                Cell::Count(t.samples).html(),
+                Cell::Ns(t.wait_ns).html(),
+                xml_escape(&names(&t.hottest))
+            );
+        }
+        table_close(out);
+        let _ = writeln!(
+            out,
+            "<p>Top {} of {} stacks by CPU time:</p>",
+            self.stacks.len(),
+            self.stacks_total
+        );
+        table_open(
+            out,
+            "section-table on-cpu-stacks",
+            &[
+                "#",
+                "CPU time",
+                "share",
+                "samples",
+                "threads",
+                "stack (leaf first; open for every frame)",
+            ],
+            self.stacks.len(),
+        );
+        for (i, s) in self.stacks.iter().enumerate() {
+            let frames: Vec<String> = s
+                .kernel
+                .iter()
+                .map(|n| format!("{n}  [kernel]"))
+                .chain(s.user.iter().cloned())
+                .collect();
+            let headline = frames
+                .first()
+                .cloned()
+                .unwrap_or_else(|| crate::analysis::fold::NO_USER_STACK.to_string());
+            let mut cell = format!(
+                "<details class=\"stack\"><summary><code>{}</code> <span class=\"muted\">{} frames{}</span></summary><ol class=\"frames\">",
+                xml_escape(&headline),
+                frames.len(),
+                if s.truncated { ", cut short" } else { "" }
+            );
+            for name in &frames {
+                let _ = write!(cell, "<li><code>{}</code></li>", xml_escape(name));
+            }
+            cell.push_str("</ol></details>");
+            let share = if self.cpu_ns == 0 {
+                0.0
+            } else {
+                s.cpu_ns as f64 / self.cpu_ns as f64
+            };
+            let _ = writeln!(
+                out,
+                "<tr>{}{}{}{}<td>{}</td><td>{cell}</td></tr>",
+                Cell::Count(i as u64 + 1).html(),
+                Cell::Ns(s.cpu_ns).html(),
+                Cell::Fraction(share).html(),
+                Cell::Count(s.samples).html(),
+                xml_escape(&s.threads.join(", "))
+            );
+        }
+        table_close(out);
     }
 }
