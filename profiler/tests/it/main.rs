@@ -27,4 +27,5 @@ mod stack_memo;
 mod sweep;
 mod targets;
 mod waits_by_waker;
+mod why_diff;
 mod workloads;
