@@ -64,7 +64,7 @@ fn side_lines(out: &mut String, label: &str, side: &SideSummary) {
     );
     let ops = side
         .operations
-        .map(|n| format!(", {n} operations"))
+        .map(|n| format!(", {n} operation{}", if n == 1 { "" } else { "s" }))
         .unwrap_or_default();
     let _ = writeln!(
         out,
@@ -123,7 +123,13 @@ fn header(out: &mut String, diff: &WhyDiff) {
         );
     }
     for warning in &diff.warnings {
-        let _ = writeln!(out, "WARNING: {warning}");
+        for (i, line) in wrap(&format!("WARNING: {warning}"), WIDTH - 9)
+            .iter()
+            .enumerate()
+        {
+            let indent = if i == 0 { "" } else { "         " };
+            let _ = writeln!(out, "{indent}{line}");
+        }
     }
 }
 

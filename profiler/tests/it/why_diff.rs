@@ -101,7 +101,7 @@ fn why_diff_text() {
 }
 
 /// `--json` prints the comparison's schema with the changes largest first, the grown critical
-/// section first with both sides' shares.
+/// section first with both sides' shares; another kernel is no mismatch.
 #[test]
 fn why_diff_json() {
     let (dir, _, _) = written();
@@ -109,6 +109,8 @@ fn why_diff_json() {
         serde_json::from_str(&why(dir.path(), &["--json"])).expect("json");
     assert_eq!(json["schema"], "lockscope-why-diff");
     assert_eq!(json["other"]["kernel_release"], "6.1.0-57-cloud-amd64");
+    assert_eq!(json["comparable"], true, "another kernel is no mismatch");
+    assert_eq!(json["difference"]["moved"], 0.208333);
     let first = &json["changes"][0];
     assert_eq!(first["kind"], "cpu");
     assert_eq!(first["status"], "grew");
