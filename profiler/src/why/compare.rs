@@ -331,8 +331,9 @@ pub struct CauseChange {
     /// The system call the root slept in (`sleep`, `io`, `idle`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub call: Option<String>,
-    /// The frame that tells where: the first frame past the synchronization and system-call
-    /// plumbing, of the side where it weighs more.
+    /// The frame that tells where: the first of the program's own (past the synchronization and
+    /// system-call plumbing) in the stack of the side where it weighs more, with its caller when
+    /// another change listed of its kind has the same frame.
     #[serde(rename = "where")]
     pub place: String,
     /// The base side's part (zeros when `new`).
@@ -403,29 +404,52 @@ fn match_key(cause: &Cause, depth: SiteDepth) -> MatchKey {
     }
 }
 
-/// The frame that tells where a stack is: the first that is the program's own, past the wait
-/// plumbing (`pthread_mutex_lock`, `nanosleep`, ...), the wrapper of the system call `call`, the
-/// C library's internals (`__`-prefixed), the Rust runtime (`std::`, `core::`, `alloc::`) and
-/// unnamed frames (`[libz.so.1]`); else the leaf.
-pub(super) fn telling_frame(stack: &[String], call: Option<&str>) -> String {
+/// Where the frame that tells where a stack is lies: the first that is the program's own, past
+/// the wait plumbing (`pthread_mutex_lock`, `nanosleep`, ...), the wrapper of the system call
+/// `call`, the C library's internals (`__`-prefixed), the Rust runtime (`std::`, `core::`,
+/// `alloc::`) and unnamed frames (`[libz.so.1]`); else the leaf; `None` for an empty stack.
+fn telling_index(stack: &[String], call: Option<&str>) -> Option<usize> {
     let runtime = |f: &str| {
         let path = f.trim_start_matches('<');
         ["std::", "core::", "alloc::"]
             .iter()
             .any(|p| path.starts_with(p))
     };
-    stack
-        .iter()
-        .find(|f| {
-            !(crate::report::sections::is_wait_plumbing(f)
-                || Some(f.as_str()) == call
-                || f.starts_with("__")
-                || f.starts_with('[')
-                || runtime(f))
-        })
-        .or(stack.first())
-        .cloned()
-        .unwrap_or_else(|| "[no stack]".to_string())
+    let own = stack.iter().position(|f| {
+        !(crate::report::sections::is_wait_plumbing(f)
+            || Some(f.as_str()) == call
+            || f.starts_with("__")
+            || f.starts_with('[')
+            || runtime(f))
+    });
+    own.or((!stack.is_empty()).then_some(0))
+}
+
+/// Names where each change is: its telling frame in the stack of the side where it weighs more,
+/// with the frame's caller when another change of its kind has the same frame (`spin <-
+/// critical_section`, `spin <- outside_work`).
+fn name_places(changes: &mut [CauseChange]) {
+    let at = |c: &CauseChange, frames: usize| {
+        let side = if c.other.total_ns >= c.base.total_ns {
+            &c.other
+        } else {
+            &c.base
+        };
+        match telling_index(&side.stack, c.call.as_deref()) {
+            Some(i) => side.stack[i..]
+                .iter()
+                .take(frames)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(" <- "),
+            None => "[no stack]".to_string(),
+        }
+    };
+    let short: Vec<(CauseKind, String)> = changes.iter().map(|c| (c.kind, at(c, 1))).collect();
+    for (i, c) in changes.iter_mut().enumerate() {
+        let shared = short.iter().filter(|p| **p == short[i]).count() > 1;
+        c.place = if shared { at(c, 2) } else { short[i].1.clone() };
+    }
 }
 
 /// One side's causes (idle too) merged by their match key.
@@ -568,12 +592,11 @@ impl WhyDiff {
                     _ if o.normalized < b.normalized => ChangeStatus::Shrank,
                     _ => ChangeStatus::Same,
                 };
-                let heavier = if o.total_ns >= b.total_ns { &o } else { &b };
                 CauseChange {
                     rank: 0,
                     kind: key.kind,
                     status,
-                    place: telling_frame(&heavier.stack, key.call.as_deref()),
+                    place: String::new(),
                     stack: key.stack,
                     kernel_stack: Vec::new(),
                     call: key.call,
@@ -652,6 +675,7 @@ impl WhyDiff {
         if options.top > 0 {
             changes.truncate(options.top);
         }
+        name_places(&mut changes);
         for (i, c) in changes.iter_mut().enumerate() {
             c.rank = i + 1;
             for side in [&mut c.base, &mut c.other] {
@@ -1071,6 +1095,76 @@ mod tests {
             .map(|c| c["delta_normalized"].as_f64().expect("delta").abs())
             .collect();
         assert!(deltas.windows(2).all(|w| w[0] >= w[1]), "{deltas:?}");
+    }
+
+    /// Per second of recording, a recording twice as long with the same causes has half their
+    /// nanoseconds per second: every cause shrank while their shares stayed, and no part grew,
+    /// so no time moved and nothing is explained.
+    #[test]
+    fn per_second_normalisation() {
+        let mut long = profile(BASE);
+        long.metadata.duration_ns = 2 * WALL;
+        let mut options = WhyDiffOptions::default();
+        options.why.threads = Some("worker-*".to_string());
+        options.basis = Basis::PerSecond;
+        let diff = WhyDiff::build(&profile(BASE), &long, ("a.lsp", "b.lsp"), &options)
+            .expect("comparable");
+        assert_eq!(diff.basis.unit, "ns/s");
+        let cpu = change(&diff, CauseKind::Cpu);
+        assert_eq!(
+            (cpu.base.normalized, cpu.other.normalized),
+            (300_000_000.0, 150_000_000.0)
+        );
+        assert_eq!((cpu.status, cpu.delta_share), (ChangeStatus::Shrank, 0.0));
+        assert_eq!(diff.difference.moved, 0.0);
+        assert_eq!(cpu.explains, None);
+    }
+
+    /// A change's place is its telling frame, past the plumbing; with the frame's caller when
+    /// another change of its kind shows the same frame.
+    #[test]
+    fn places_are_told_apart() {
+        let names = |frames: &[&str]| frames.iter().map(|f| f.to_string()).collect::<Vec<_>>();
+        let change = |kind: CauseKind, frames: &[&str]| CauseChange {
+            rank: 0,
+            kind,
+            status: ChangeStatus::New,
+            stack: Vec::new(),
+            kernel_stack: Vec::new(),
+            call: None,
+            place: String::new(),
+            base: CauseSide::default(),
+            other: CauseSide {
+                total_ns: 1,
+                stack: names(frames),
+                ..CauseSide::default()
+            },
+            delta_share: 0.0,
+            delta_normalized: 0.0,
+            explains: None,
+        };
+        let mut changes = vec![
+            change(CauseKind::Cpu, &["spin", "critical_section", "worker"]),
+            change(CauseKind::Cpu, &["spin", "outside_work", "worker"]),
+            change(CauseKind::CpuSaturation, &["spin", "outside_work"]),
+            change(
+                CauseKind::Sleep,
+                &["__GI___clock_nanosleep", "std::thread::sleep", "backoff"],
+            ),
+            change(CauseKind::Unknown, &[]),
+        ];
+        name_places(&mut changes);
+        let places: Vec<&str> = changes.iter().map(|c| c.place.as_str()).collect();
+        assert_eq!(
+            places,
+            [
+                "spin <- critical_section",
+                "spin <- outside_work",
+                "spin",
+                "backoff",
+                "[no stack]"
+            ]
+        );
     }
 
     /// A side without the wait-for analysis is named, with what to record.
