@@ -7,7 +7,9 @@
 //! ([`canonical_place`]: OS-neutral frames, at the leaf alone when the two sides walked their
 //! stacks differently, as `lockscope diff` compares sites) and call. The kinds that are one cause
 //! per kind (`cpu-saturation`, `wakeup-latency`, `cycle`, `depth-limit`, `unknown`) match by kind
-//! alone. A cause on one side only is `new` or `gone`.
+//! alone. A cause on one side only is `new` or `gone`. A change is named by its telling frame
+//! (the program's own, past the plumbing); `why`'s causes carry user stacks only, so its
+//! `kernel_stack` stays empty until they carry one.
 //!
 //! **The basis** ([`Basis`]) makes the two sides comparable:
 //! - per analysed thread-second (the default): a cause's share of the analysed threads' wall
