@@ -16,6 +16,10 @@
 //! - the leaf frame is the wait kind in brackets (`[mutex]`, `[condvar]`, `[wait]`), so the same
 //!   kind of wait lines up across kernels even when the stacks are truncated;
 //! - a record without a user stack folds to `thread;[no user stack];[kind]`.
+//!
+//! A place where a thread ran or slept (a `why` cause's stack, leaf first) folds the same way
+//! ([`canonical_place`]), without the thread and kind frames: `why BASE OTHER` matches causes
+//! across kernels and backends by it.
 
 use crate::analysis::fold::{sanitize_frame, NO_USER_STACK, UNKNOWN_THREAD};
 use lockscope_probes::{Frame, Profile, WaitKind, WaitRecord, WaitStats};
@@ -170,6 +174,32 @@ pub fn canonical_site(profile: &Profile, record: &WaitRecord, depth: SiteDepth) 
     frames
 }
 
+/// The canonical form of a place where a thread ran or slept, given as function names leaf first
+/// (a `why` cause's stack), leaf first: DTrace modules and offsets dropped; from the outermost
+/// synchronization entry point (its public name) or, without one, the frame that enters the
+/// kernel to wait (`[kernel wait]`) outward, the C library's frames under it dropped as
+/// [`canonical_site`] drops them. At [`SiteDepth::Leaf`], its first frame alone.
+pub fn canonical_place(names: &[String], depth: SiteDepth) -> Vec<String> {
+    let bare: Vec<&str> = names.iter().map(|n| bare_symbol(n)).collect();
+    let entry = bare.iter().rposition(|n| sync_entry(n).is_some());
+    let mut frames: Vec<String> = match entry {
+        Some(at) => std::iter::once(sync_entry(bare[at]).unwrap_or_default())
+            .chain(bare[at + 1..].iter().map(|n| n.to_string()))
+            .collect(),
+        None => match bare.iter().rposition(|n| canonical_frame(n).is_some()) {
+            Some(at) => std::iter::once(KERNEL_WAIT_FRAME.to_string())
+                .chain(bare[at + 1..].iter().map(|n| n.to_string()))
+                .collect(),
+            None => bare.iter().map(|n| n.to_string()).collect(),
+        },
+    };
+    frames = frames.iter().map(|f| sanitize_frame(f)).collect();
+    if depth == SiteDepth::Leaf {
+        frames.truncate(1);
+    }
+    frames
+}
+
 /// The canonical thread frame of a record.
 pub fn canonical_thread(profile: &Profile, record: &WaitRecord) -> String {
     let name = profile
@@ -260,5 +290,37 @@ mod tests {
         );
         assert_eq!(sync_entry("__lll_lock_wait"), None);
         assert_eq!(sync_entry("worker_main"), None);
+    }
+
+    /// A place from Linux (glibc's internals under the unlock) and one from macOS (DTrace's
+    /// modules and offsets) fold to the same frames; at the leaf depth, to the first one.
+    #[test]
+    fn canonical_places() {
+        let names = |frames: &[&str]| frames.iter().map(|f| f.to_string()).collect::<Vec<_>>();
+        let linux = names(&[
+            "__lll_lock_wake",
+            "___pthread_mutex_unlock",
+            "crit",
+            "worker",
+        ]);
+        let macos = names(&[
+            "libsystem_kernel.dylib`__psynch_mutexdrop+0xa",
+            "libsystem_pthread.dylib`pthread_mutex_unlock+0x10",
+            "app`crit+0x20",
+            "app`worker+0x44",
+        ]);
+        let folded = canonical_place(&linux, SiteDepth::Full);
+        assert_eq!(folded, ["pthread_mutex_unlock", "crit", "worker"]);
+        assert_eq!(canonical_place(&macos, SiteDepth::Full), folded);
+        let sleep = names(&["__futex_abstimed_wait_common64", "do_wait", "worker"]);
+        assert_eq!(
+            canonical_place(&sleep, SiteDepth::Full),
+            [KERNEL_WAIT_FRAME, "do_wait", "worker"]
+        );
+        assert_eq!(
+            canonical_place(&linux, SiteDepth::Leaf),
+            ["pthread_mutex_unlock"]
+        );
+        assert!(canonical_place(&[], SiteDepth::Full).is_empty());
     }
 }

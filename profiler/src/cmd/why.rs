@@ -1,10 +1,11 @@
-//! `lockscope why`: the causes behind a profile's waits, as text or JSON on standard output;
-//! its arguments and their conversion into [`WhyOptions`].
+//! `lockscope why`: the causes behind a profile's waits, or (two profiles) the changes in causes
+//! between them, as text or JSON on standard output; its arguments and their conversion into
+//! [`WhyOptions`] and [`WhyDiffOptions`].
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use clap::Args;
 use lockscope::report::Classified;
-use lockscope::why::{Why, WhyOptions};
+use lockscope::why::{Basis, Why, WhyDiff, WhyDiffOptions, WhyOptions};
 use std::path::PathBuf;
 
 /// `lockscope why`.
@@ -13,6 +14,26 @@ pub struct WhyArgs {
     /// Profile to read (recorded with `--probes bottleneck`).
     #[arg(value_name = "FILE")]
     pub profile: PathBuf,
+
+    /// A second profile of the same program (another kernel, concurrency level or build): the
+    /// changes in causes from FILE (the base) to this one, largest first.
+    #[arg(value_name = "OTHER")]
+    pub other: Option<PathBuf>,
+
+    /// With OTHER: compare per operation, given the number of operations the load did during
+    /// each recording (`--per-op 120000,95000`). Default: per second of the analysed threads'
+    /// time (shares of it).
+    #[arg(
+        long,
+        value_name = "N_BASE,N_OTHER",
+        value_delimiter = ',',
+        requires = "other"
+    )]
+    pub per_op: Vec<u64>,
+
+    /// With OTHER: compare per second of each recording (the threads in each cause on average).
+    #[arg(long, conflicts_with = "per_op", requires = "other")]
+    pub per_sec: bool,
 
     /// Threads to analyse: names as globs (`worker-*`) or thread ids, comma-separated. Default:
     /// the groups that did the work (threads that wait on each other form a group; the groups
@@ -24,7 +45,7 @@ pub struct WhyArgs {
     #[arg(long, value_name = "FUNCTION")]
     pub site: Option<String>,
 
-    /// How many causes to show, best first (0: all).
+    /// How many causes (with OTHER: changes) to show, best first (0: all).
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub top: usize,
 
@@ -44,10 +65,34 @@ impl WhyArgs {
         options.json = self.json;
         options
     }
+
+    /// The comparison's options: `--per-op` is two positive counts.
+    fn to_diff_options(&self) -> Result<WhyDiffOptions> {
+        let mut options = WhyDiffOptions::default();
+        options.why = self.to_options();
+        options.top = self.top;
+        options.basis = match self.per_op.as_slice() {
+            [] if self.per_sec => Basis::PerSecond,
+            [] => Basis::PerThreadSecond,
+            &[ops_base, ops_other] => Basis::PerOperation {
+                ops_base,
+                ops_other,
+            },
+            other => bail!(
+                "--per-op takes two operation counts, N_BASE,N_OTHER (got {} number{})",
+                other.len(),
+                if other.len() == 1 { "" } else { "s" }
+            ),
+        };
+        Ok(options)
+    }
 }
 
 /// Runs `lockscope why`.
 pub fn run(args: &WhyArgs) -> Result<()> {
+    if let Some(other) = &args.other {
+        return compare(args, other);
+    }
     let options = args.to_options();
     let profile = super::read(&args.profile)?;
     let why = Why::build(&profile, &options)?;
@@ -69,6 +114,34 @@ pub fn run(args: &WhyArgs) -> Result<()> {
         } else {
             out.write_all(why.to_text().as_bytes())?;
         }
+        Ok(())
+    })
+}
+
+/// Runs `lockscope why BASE OTHER`.
+fn compare(args: &WhyArgs, other: &std::path::Path) -> Result<()> {
+    let options = args.to_diff_options()?;
+    let base_profile = super::read(&args.profile)?;
+    let other_profile = super::read(other)?;
+    let paths = (
+        args.profile.display().to_string(),
+        other.display().to_string(),
+    );
+    let diff = WhyDiff::build(
+        &base_profile,
+        &other_profile,
+        (&paths.0, &paths.1),
+        &options,
+    )?;
+    // Rendered whole first: a reader that goes away (`| head`) is then an I/O error that
+    // `write_stdout` recognizes, not one serde_json wrapped.
+    let text = if args.json {
+        serde_json::to_string_pretty(&diff)? + "\n"
+    } else {
+        diff.to_text()
+    };
+    super::write_stdout("the changes in causes", |out| {
+        out.write_all(text.as_bytes())?;
         Ok(())
     })
 }

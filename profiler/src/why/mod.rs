@@ -29,16 +29,22 @@
 //! the [`Why`] value and its parts; `build` [`Why::build`], which groups the records into
 //! causes; `select` the analysed threads (1); `classify` the kind of a record's root (2);
 //! `cause` one cause summed from its records (3); `stacks` how stacks are named; `text` the
-//! text.
+//! text; `compare` and `compare_text` two recordings' causes compared (`why BASE OTHER`).
 
 mod build;
 mod cause;
 mod classify;
+mod compare;
+mod compare_text;
 mod model;
 mod select;
 mod stacks;
 mod text;
 
+pub use compare::{
+    Basis, CauseChange, CauseSide, ChangeStatus, WhyDiff, WhyDiffError, WhyDiffOptions,
+    WHY_DIFF_JSON_VERSION,
+};
 use lockscope_probes::catalog;
 pub use model::{
     Analysed, Cause, CauseKind, Coverage, GroupRow, Header, HopRow, NamedTime, Site, StackShare,

@@ -29,4 +29,5 @@ mod sweep;
 mod targets;
 mod views_agree;
 mod waits_by_waker;
+mod why_diff;
 mod workloads;
