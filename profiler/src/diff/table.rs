@@ -5,6 +5,7 @@ use super::{diff_measure, measured, mismatches, DiffError, DiffOptions};
 use crate::analysis::canonical::{canonical_site, canonical_thread, site_depth};
 use crate::analysis::measure::Measure;
 use crate::analysis::processes::{command_groups, command_of};
+use crate::render::frames::{self, StackStyle};
 use crate::render::units::{format_fraction, format_normalized, format_ns, format_unix_ns};
 use crate::render::WriteError;
 use lockscope_probes::{Profile, WaitStats};
@@ -28,7 +29,7 @@ fn signed(value: i128, unit: &str) -> String {
 /// the records count (`waits`, `samples`, `events`).
 fn row_header(measure: Measure) -> String {
     format!(
-        "    {:<4} {:>7} {:>10} {:>10} {:>8} {:>8} {:>8} {:>11} {:>12} {:>10}",
+        "    {:<4} {:>7} {:>9} {:>9} {:>8} {:>8} {:>7} {:>11} {:>11} {:>10}",
         "side",
         measure.noun(2),
         "total",
@@ -42,8 +43,14 @@ fn row_header(measure: Measure) -> String {
     )
 }
 
+/// A row's name (cut to fit) and its two sides.
 fn write_rows(out: &mut String, name: &str, rows: [(&str, &SideRow); 2], unit: &str) {
-    let _ = writeln!(out, "  {name}");
+    let _ = writeln!(out, "  {}", frames::cut_end(name, frames::TEXT_WIDTH - 2));
+    write_side_rows(out, rows, unit);
+}
+
+/// The two sides of a row, and the change.
+fn write_side_rows(out: &mut String, rows: [(&str, &SideRow); 2], unit: &str) {
     let change = rows[1].1.normalized as i128 - rows[0].1.normalized as i128;
     let timed = unit.starts_with("ns/");
     for (i, (label, row)) in rows.into_iter().enumerate() {
@@ -57,7 +64,7 @@ fn write_rows(out: &mut String, name: &str, rows: [(&str, &SideRow); 2], unit: &
         };
         let _ = write!(
             out,
-            "    {label:<4} {:>7} {:>10} {:>10} {:>8} {:>8} {:>8} {:>11} {:>12}",
+            "    {label:<4} {:>7} {:>9} {:>9} {:>8} {:>8} {:>7} {:>11} {:>11}",
             s.count,
             time(s.total_ns),
             time(s.mean_ns()),
@@ -116,6 +123,30 @@ fn columns_legend(measure: Measure, la: &str, lb: &str) -> String {
     format!("{threads}; change: {lb} - {la}, normalized")
 }
 
+/// A site's name in the table: with [`StackStyle::Readable`], its canonical stack leaf first from
+/// its telling frame (past the synchronization entry point, the runtime and the generic wait
+/// wrappers: [`frames::telling_index`]) as far as fits, then its kind (`take_order_lock <-
+/// process_order <- … [mutex]`); with [`StackStyle::Full`], the whole canonical stack, root first.
+fn site_name(site: &str, style: StackStyle) -> String {
+    if style == StackStyle::Full {
+        return site.to_string();
+    }
+    let mut frames_leaf_first: Vec<&str> = site.split(';').rev().collect();
+    let kind = if frames_leaf_first.len() > 1 {
+        frames_leaf_first.remove(0)
+    } else {
+        ""
+    };
+    frames_leaf_first.retain(|f| *f != crate::analysis::canonical::KERNEL_WAIT_FRAME);
+    let room = frames::TEXT_WIDTH - 2 - kind.chars().count() - 1;
+    let at = frames::leaf_first_line(&frames_leaf_first, style, room);
+    if at.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{at} {kind}")
+    }
+}
+
 /// Writes the side-by-side table of A (`paths.0`) and B to `out`.
 pub fn write_diff_table(
     a: &Profile,
@@ -130,15 +161,33 @@ pub fn write_diff_table(
     let (la, lb) = (options.labels.0.as_str(), options.labels.1.as_str());
     let mut text = String::new();
     let _ = writeln!(text, "lockscope diff");
-    let _ = writeln!(text, "{}", describe_side(la, paths.0, a));
-    let _ = writeln!(text, "{}", describe_side(lb, paths.1, b));
+    let wide = |text: &mut String, line: &str, indent: &str| match options.stack_style {
+        StackStyle::Full => {
+            let _ = writeln!(text, "{line}");
+        }
+        StackStyle::Readable => {
+            let first = line.len() - line.trim_start().len();
+            let _ = writeln!(
+                text,
+                "{}",
+                frames::wrap(
+                    line.trim_start(),
+                    &line[..first],
+                    indent,
+                    frames::TEXT_WIDTH
+                )
+            );
+        }
+    };
+    wide(&mut text, &describe_side(la, paths.0, a), "         ");
+    wide(&mut text, &describe_side(lb, paths.1, b), "         ");
     let _ = writeln!(text, "  normalized as {}", n.describe(a, b, measure));
     let warnings = mismatches(a, b, options);
     if warnings.is_empty() {
         let _ = writeln!(text, "  comparable: same program and probes, nothing lost");
     }
     for warning in &warnings {
-        let _ = writeln!(text, "WARNING: {warning}");
+        wide(&mut text, &format!("WARNING: {warning}"), "  ");
     }
     let unit = n.unit_of(measure);
     let what = if measure == Measure::Waits {
@@ -147,7 +196,12 @@ pub fn write_diff_table(
         "Sample"
     };
 
-    let _ = writeln!(text, "\n{what} kinds ({})", columns_legend(measure, la, lb));
+    text.push('\n');
+    wide(
+        &mut text,
+        &format!("{what} kinds ({})", columns_legend(measure, la, lb)),
+        "  ",
+    );
     let _ = writeln!(text, "{}", row_header(measure));
     for (kind, ra, rb) in grouped(a, b, n, |_, r| r.kind) {
         write_rows(&mut text, kind.name(), [(la, &ra), (lb, &rb)], unit);
@@ -161,11 +215,15 @@ pub fn write_diff_table(
                 .collect()
         };
         let (ga, gb) = (groups(a), groups(b));
-        let _ = writeln!(
-            text,
-            "\nProcesses by command (matched by command, not pid: {la} {} processes, {lb} {})",
-            ga.values().map(|g| g.0).sum::<usize>(),
-            gb.values().map(|g| g.0).sum::<usize>()
+        text.push('\n');
+        wide(
+            &mut text,
+            &format!(
+                "Processes by command (matched by command, not pid: {la} {} processes, {lb} {})",
+                ga.values().map(|g| g.0).sum::<usize>(),
+                gb.values().map(|g| g.0).sum::<usize>()
+            ),
+            "  ",
         );
         let _ = writeln!(text, "{}", row_header(measure));
         for (command, ra, rb) in grouped(a, b, n, |p, r| command_of(p, r.pid)) {
@@ -192,13 +250,24 @@ pub fn write_diff_table(
     let total_sites = rank_by_change(&mut sites, options.top);
     let _ = writeln!(
         text,
-        "\nTop {} of {total_sites} {} sites (canonical stack, root first) by change",
+        "\nTop {} of {total_sites} {} sites ({}) by change",
         sites.len(),
-        what.to_lowercase()
+        what.to_lowercase(),
+        match options.stack_style {
+            StackStyle::Readable => "telling frame and its callers, leaf first, then the kind",
+            StackStyle::Full => "canonical stack, root first",
+        }
     );
     let _ = writeln!(text, "{}", row_header(measure));
     for (site, ra, rb) in &sites {
-        write_rows(&mut text, site, [(la, ra), (lb, rb)], unit);
+        let name = site_name(site, options.stack_style);
+        match options.stack_style {
+            StackStyle::Readable => write_rows(&mut text, &name, [(la, ra), (lb, rb)], unit),
+            StackStyle::Full => {
+                let _ = writeln!(text, "  {name}");
+                write_side_rows(&mut text, [(la, ra), (lb, rb)], unit);
+            }
+        }
     }
     out.write_all(text.as_bytes())
         .map_err(WriteError::io("the diff table"))?;

@@ -77,12 +77,13 @@ const fn rule(matches: Match, label: &'static str) -> RuntimeRule {
 /// them, in the same order.
 pub const RUNTIME: &[RuntimeRule] = &[
     // Rust: std's marker frame around every spawned thread's closure and around `main`.
-    rule(Match::Name("__rust_begin_short_backtrace"), "Rust thread start"),
+    rule(Match::Name("__rust_begin_short_backtrace"), "Rust entry"),
     // Rust: std's thread entry (`<std::sys::thread::unix::Thread>::new::thread_start`).
     rule(Match::Contains("::thread_start"), "Rust thread start"),
-    // Rust: `main`'s entry through std's runtime.
+    // Rust: `main`'s entry through std's runtime (`std::rt::lang_start::{{closure}}` too).
     rule(Match::Name("lang_start"), "Rust main start"),
     rule(Match::Name("lang_start_internal"), "Rust main start"),
+    rule(Match::Contains("std::rt::lang_start"), "Rust main start"),
     // Rust: the panic boundary std puts around every thread and `main`.
     rule(Match::Name("catch_unwind"), "catch_unwind"),
     rule(Match::Name("do_call"), "catch_unwind"),
@@ -157,6 +158,16 @@ pub const WAIT_WRAPPERS: &[&str] = &[
     "wait_timeout",
     "acquire",
     "enter",
+    "join",
+    // Rust's atomics and spin hint under a user-space spin, inlined and so named alone: the spin
+    // is the wait, its caller the site.
+    "spin_loop",
+    "atomic_load",
+    "atomic_compare_exchange",
+    "atomic_compare_exchange_weak",
+    "load",
+    "compare_exchange",
+    "compare_exchange_weak",
 ];
 
 /// Prefixes (after leading underscores and glibc's `GI_`) of the library frames between a wait
@@ -179,10 +190,13 @@ const WAIT_PLUMBING: &[&str] = &[
     "libc_",
     "std::sys::",
     "std::sync::",
-    "std::thread::sleep",
-    "std::thread::JoinInner",
+    "std::thread::",
     "core::",
     "parking_lot",
+    // System-call wrappers a sampled or preempted thread is often in: the call, not the caller.
+    "[vdso]",
+    "clock_gettime",
+    "sched_yield",
 ];
 
 /// True for a frame of the synchronization or system-call plumbing rather than the caller's code.
@@ -245,12 +259,20 @@ pub fn elide_generics(name: &str) -> String {
             out.extend(&chars[i..]);
             break;
         };
-        // A `<` that opens a path segment is a qualified path (`<T as Trait>::f`, `<T>::f`).
-        if out.is_empty() || out.ends_with("::") {
-            let inner: String = chars[i + 1..end].iter().collect();
+        // A `<` that opens the name, or a path segment with `as` or `impl` in it, is a qualified
+        // path (`<T as Trait>::f`, `<T>::f`, `alloc::vec::<impl Vec<T>>::push`); `f::<T>` after
+        // a segment is a turbofish, generic parameters.
+        let inner: String = chars[i + 1..end].iter().collect();
+        let qualified = out.is_empty()
+            || (out.ends_with("::")
+                && (inner.starts_with("impl ") || split_top_level(&inner, " as ").len() > 1));
+        if qualified {
             let parts: Vec<String> = split_top_level(&inner, " as ")
                 .into_iter()
-                .map(|part| last_path_segment(&elide_generics(part)).to_string())
+                .map(|part| match part.strip_prefix("impl ") {
+                    Some(rest) => format!("impl {}", last_path_segment(&elide_generics(rest))),
+                    None => last_path_segment(&elide_generics(part)).to_string(),
+                })
                 .collect();
             out.push('<');
             out.push_str(&parts.join(" as "));
@@ -291,6 +313,7 @@ fn split_top_level<'t>(text: &'t str, separator: &str) -> Vec<&'t str> {
 /// The last path segment of a name without its generic parameters: `do_call<…>` → `do_call`,
 /// `<Box<…> as FnOnce<…>>::call_once` → `call_once`, `std::thread::sleep` → `sleep`.
 fn bare_name(elided: &str) -> &str {
+    let elided = elided.strip_suffix("::<…>").unwrap_or(elided);
     let mut depth = 0i32;
     let mut last = 0;
     let bytes = elided.as_bytes();
@@ -364,6 +387,24 @@ pub fn telling_index(frames: &[FrameRef<'_>]) -> Option<usize> {
     })
 }
 
+/// The frame that names a site: the telling frame ([`telling_index`]); without one (a stack of
+/// the wait's plumbing alone, cut short), its outermost frame that is not the runtime's, which is
+/// the nearest to the program; else its leaf. `None` for no frame.
+pub fn site_index(frames: &[FrameRef<'_>]) -> Option<usize> {
+    if frames.is_empty() {
+        return None;
+    }
+    telling_index(frames)
+        .or_else(|| frames.iter().rposition(|f| runtime_rule(*f).is_none()))
+        .or(Some(0))
+}
+
+/// [`site_index`] of frames known by their names alone.
+pub fn site_name_index<S: AsRef<str>>(names: &[S]) -> Option<usize> {
+    let frames: Vec<FrameRef<'_>> = names.iter().map(|n| FrameRef::named(n.as_ref())).collect();
+    site_index(&frames)
+}
+
 /// [`telling_index`] of frames known by their names alone.
 pub fn telling_name<S: AsRef<str>>(names: &[S]) -> Option<usize> {
     let frames: Vec<FrameRef<'_>> = names.iter().map(|n| FrameRef::named(n.as_ref())).collect();
@@ -387,17 +428,33 @@ pub enum Line {
 }
 
 impl Line {
-    /// The folded line's text: `[8 runtime frames: Rust thread start, thread start]`; `None`
-    /// for a frame.
-    pub fn folded_text(&self) -> Option<String> {
-        match self {
-            Line::Frame(_) => None,
-            Line::Folded { count, labels, .. } => {
-                Some(format!("[{count} runtime frames: {}]", labels.join(", ")))
+    /// The folded line's text in at most `max` characters, its labels as many as fit (`…` for
+    /// the others): `[8 runtime frames: Rust entry, catch_unwind, thread start]`; `None` for a
+    /// frame.
+    pub fn folded_text(&self, max: usize) -> Option<String> {
+        let Line::Folded { count, labels, .. } = self else {
+            return None;
+        };
+        let mut text = format!("[{count} runtime frames: ");
+        for (i, label) in labels.iter().enumerate() {
+            let sep = if i == 0 { "" } else { ", " };
+            let last = i + 1 == labels.len();
+            // Room for this label, and for `, …]` when more follow.
+            let need = sep.len() + label.chars().count() + if last { 1 } else { 4 };
+            if i > 0 && text.chars().count() + need > max {
+                text.push_str(", …");
+                break;
             }
+            text.push_str(sep);
+            text.push_str(label);
         }
+        text.push(']');
+        Some(text)
     }
 }
+
+/// The labels of [`RUNTIME`]'s rules by source file, left out of a folded line that has others.
+const GENERIC_LABELS: &[&str] = &["Rust std", "Rust core", "Rust alloc"];
 
 /// True for a Rust closure's frame (`{closure#0}<…>`).
 fn is_closure(name: &str) -> bool {
@@ -417,12 +474,8 @@ pub fn lines(frames: &[FrameRef<'_>], style: StackStyle) -> Vec<Line> {
     while i < frames.len() {
         let mut end = i;
         let mut labels: Vec<&'static str> = Vec::new();
-        loop {
-            let rule = match frames.get(end) {
-                Some(f) => runtime_rule(*f),
-                None => break,
-            };
-            match rule {
+        while let Some(frame) = frames.get(end) {
+            match runtime_rule(*frame) {
                 Some(rule) => {
                     if !labels.contains(&rule.label) {
                         labels.push(rule.label);
@@ -431,11 +484,17 @@ pub fn lines(frames: &[FrameRef<'_>], style: StackStyle) -> Vec<Line> {
                 // A closure between two runtime frames is the runtime's (std's closures around a
                 // thread's, named `{closure#0}<…>` alone when the stack has no source files).
                 None if !labels.is_empty()
-                    && is_closure(frames[end].name)
-                    && frames.get(end + 1).is_some_and(|f| runtime_rule(*f).is_some()) => {}
+                    && is_closure(frame.name)
+                    && frames
+                        .get(end + 1)
+                        .is_some_and(|f| runtime_rule(*f).is_some()) => {}
                 None => break,
             }
             end += 1;
+        }
+        // A run's own rules say more than "compiled from std's sources".
+        if labels.iter().any(|l| !GENERIC_LABELS.contains(l)) {
+            labels.retain(|l| !GENERIC_LABELS.contains(l));
         }
         if end - i >= 2 {
             out.push(Line::Folded {
@@ -460,7 +519,7 @@ pub fn shown_names<S: AsRef<str>>(names: &[S], style: StackStyle, max: usize) ->
         .iter()
         .map(|line| match line {
             Line::Frame(i) => show_name(frames[*i].name, style, max),
-            folded => folded.folded_text().unwrap_or_default(),
+            folded => folded.folded_text(max).unwrap_or_default(),
         })
         .collect()
 }
@@ -505,14 +564,14 @@ pub fn cut_end(text: &str, max: usize) -> String {
     cut
 }
 
-/// A site's name for a column, from its stack given leaf first: the telling frame (else the
-/// leaf), shown per `style` in at most `max` characters.
+/// A site's name for a column, from its stack given leaf first: its [`site_index`] frame, shown
+/// per `style` in at most `max` characters.
 pub fn site_name<S: AsRef<str>>(names: &[S], style: StackStyle, max: usize) -> Option<String> {
-    let at = telling_name(names).unwrap_or(0);
+    let at = site_name_index(names).unwrap_or(0);
     names.get(at).map(|n| show_name(n.as_ref(), style, max))
 }
 
-/// A stack given leaf first as one line from its telling frame up, `a <- b <- c`, at most `max`
+/// A stack given leaf first as one line from its [`site_index`] frame up, `a <- b <- c`, at most `max`
 /// characters (whole frames; ` <- …` when some are left out), runtime frames folded as
 /// [`shown_names`] folds them; in [`StackStyle::Full`] every frame, whole.
 pub fn leaf_first_line<S: AsRef<str>>(names: &[S], style: StackStyle, max: usize) -> String {
@@ -523,8 +582,19 @@ pub fn leaf_first_line<S: AsRef<str>>(names: &[S], style: StackStyle, max: usize
             .collect::<Vec<_>>()
             .join(" <- ");
     }
-    let from = telling_name(names).unwrap_or(0);
-    let shown = shown_names(&names[from..], style, max);
+    let from = site_name_index(names).unwrap_or(0);
+    // The folded runtime says nothing in a one-line summary.
+    let frames: Vec<FrameRef<'_>> = names[from..]
+        .iter()
+        .map(|n| FrameRef::named(n.as_ref()))
+        .collect();
+    let shown: Vec<String> = lines(&frames, style)
+        .iter()
+        .filter_map(|line| match line {
+            Line::Frame(i) => Some(show_name(frames[*i].name, style, max)),
+            Line::Folded { .. } => None,
+        })
+        .collect();
     let mut line = String::new();
     for (i, name) in shown.iter().enumerate() {
         let sep = if i == 0 { "" } else { " <- " };
@@ -541,20 +611,62 @@ pub fn leaf_first_line<S: AsRef<str>>(names: &[S], style: StackStyle, max: usize
     cut_end(&line, max)
 }
 
+/// `text` wrapped at its spaces into lines of at most `width` columns, the first after `first`,
+/// the others after `indent`, joined by newlines. Spacing within a line is kept; a word longer
+/// than a line stays whole, and a time unit (`s`, `ms`, `µs`, `ns`: `1.20 s`) stays with the
+/// number before it.
+pub fn wrap(text: &str, first: &str, indent: &str, width: usize) -> String {
+    let mut out = String::from(first);
+    let mut column = first.chars().count();
+    let mut line_empty = true;
+    let mut spaces = 0usize;
+    for word in text.split(' ') {
+        if word.is_empty() {
+            spaces += 1;
+            continue;
+        }
+        let len = word.chars().count();
+        let gap = if line_empty { 0 } else { spaces + 1 };
+        // A unit (`s`, `ms`, `µs`) stays with its number.
+        let unit = ["s", "ms", "µs", "ns"]
+            .contains(&word.trim_end_matches(|c: char| c.is_ascii_punctuation()));
+        if !line_empty && column + gap + len > width && !unit {
+            out.push('\n');
+            out.push_str(indent);
+            column = indent.chars().count();
+        } else {
+            out.extend(std::iter::repeat_n(' ', gap));
+            column += gap;
+        }
+        out.push_str(word);
+        column += len;
+        line_empty = false;
+        spaces = 0;
+    }
+    out
+}
+
 /// Thread names merged by group (`mutex-waiter-* ×4, main`), in at most `max` characters (`and
 /// N more` when some do not fit).
 pub fn thread_list<S: AsRef<str>>(names: &[S], max: usize) -> String {
-    let mut groups: Vec<(String, usize)> = Vec::new();
+    // (group, the first name in it, how many).
+    let mut groups: Vec<(String, &str, usize)> = Vec::new();
     for name in names {
         let group = crate::analysis::canonical::thread_group(name.as_ref());
-        match groups.iter_mut().find(|(g, _)| *g == group) {
-            Some(entry) => entry.1 += 1,
-            None => groups.push((group, 1)),
+        match groups.iter_mut().find(|(g, ..)| *g == group) {
+            Some(entry) => entry.2 += 1,
+            None => groups.push((group, name.as_ref(), 1)),
         }
     }
     let items: Vec<String> = groups
         .into_iter()
-        .map(|(group, n)| if n == 1 { group } else { format!("{group} ×{n}") })
+        .map(|(group, first, n)| {
+            if n == 1 {
+                first.to_string()
+            } else {
+                format!("{group} ×{n}")
+            }
+        })
         .collect();
     let mut line = String::new();
     for (i, item) in items.iter().enumerate() {
@@ -661,11 +773,8 @@ mod tests {
         );
         assert_eq!(lines.len(), 9);
         assert_eq!(
-            lines[8].folded_text().as_deref(),
-            Some(
-                "[12 runtime frames: Rust thread start, Rust std, closure call, catch_unwind, \
-                 thread start]"
-            )
+            lines[8].folded_text(100).as_deref(),
+            Some("[12 runtime frames: Rust entry, closure call, catch_unwind, Rust thread start, thread start]")
         );
         assert_eq!(
             super::lines(&frames, StackStyle::Full).len(),
@@ -680,8 +789,15 @@ mod tests {
         assert_eq!(shown[5], "take_order_lock");
         assert_eq!(
             shown[8],
-            "[12 runtime frames: Rust thread start, closure call, catch_unwind, thread start]"
+            "[12 runtime frames: Rust entry, closure call, catch_unwind, Rust thread start, thread \
+             start]"
         );
+        assert_eq!(
+            lines[8].folded_text(50).as_deref(),
+            Some("[12 runtime frames: Rust entry, closure call, …]"),
+            "labels that do not fit are left out"
+        );
+        assert!(shown.iter().all(|l| l.chars().count() <= 98));
     }
 
     /// A Rust wait in std's own mutex keeps std's frames at the leaf: they are the wait.
@@ -708,7 +824,7 @@ mod tests {
         let lines = lines(&frames, StackStyle::Readable);
         assert_eq!(lines[..4], [0, 1, 2, 3].map(Line::Frame));
         assert_eq!(
-            lines[4].folded_text().as_deref(),
+            lines[4].folded_text(100).as_deref(),
             Some("[2 runtime frames: thread start]")
         );
     }
@@ -751,10 +867,29 @@ mod tests {
             Some("[3 runtime frames: libc start]")
         );
         // The client wait is named by what reads from the client.
-        let client = ["epoll_wait", "WaitEventSetWait", "secure_read", "pq_recvbuf"];
+        let client = [
+            "epoll_wait",
+            "WaitEventSetWait",
+            "secure_read",
+            "pq_recvbuf",
+        ];
         assert_eq!(
             site_name(&client, StackStyle::Readable, 40).as_deref(),
             Some("secure_read")
+        );
+        // A window of plumbing alone (why's hops) is named by its outermost frame.
+        let sleep = [
+            "__GI___clock_nanosleep",
+            "std::sys::thread::unix::sleep::nanosleep",
+            "std::thread::functions::sleep",
+        ];
+        assert_eq!(
+            site_name(&sleep, StackStyle::Readable, 40).as_deref(),
+            Some("std::thread::functions::sleep")
+        );
+        assert_eq!(
+            site_name(&["start_thread", "clone3"], StackStyle::Readable, 40).as_deref(),
+            Some("start_thread")
         );
         // The lock manager's semaphore: its LWLock caller.
         let lwlock = [
@@ -815,6 +950,14 @@ mod tests {
             ("take_order_lock", "take_order_lock"),
             ("operator<<", "operator<<"),
             ("f<fn() -> u32>", "f<…>"),
+            (
+                "std::panic::catch_unwind::<&dyn core::ops::Fn() -> i32 + Sync, i32>",
+                "std::panic::catch_unwind::<…>",
+            ),
+            (
+                "alloc::vec::<impl alloc::vec::Vec<T>>::push",
+                "alloc::vec::<impl Vec<…>>::push",
+            ),
         ];
         for (name, elided) in cases {
             assert_eq!(elide_generics(name), elided, "{name}");
@@ -846,6 +989,26 @@ mod tests {
         assert!(full.contains("AssertUnwindSafe"));
     }
 
+    /// Wrapped text keeps every word, in order, within the width.
+    #[test]
+    fn wrapped_lines_fit() {
+        let text = "who ended the sleeps: not recorded: record with --probes futex,offcpu; so \
+                    contention is told by the kind";
+        let wrapped = wrap(text, "  ", "    ", 30);
+        assert!(
+            wrapped.lines().all(|l| l.chars().count() <= 30),
+            "{wrapped}"
+        );
+        assert!(wrapped.lines().skip(1).all(|l| l.starts_with("    ")));
+        let words: Vec<&str> = wrapped.split_whitespace().collect();
+        assert_eq!(words, text.split_whitespace().collect::<Vec<_>>());
+        // Spacing within a line is kept, and a unit stays with its number.
+        assert_eq!(
+            wrap("A    a.lsp: over 1.20 s, 9 waits", "  ", "    ", 26),
+            "  A    a.lsp: over 1.20 s,\n    9 waits"
+        );
+    }
+
     /// Threads are merged by group and the list fits its room.
     #[test]
     fn thread_lists_merge_groups_and_fit() {
@@ -857,6 +1020,7 @@ mod tests {
             "main",
         ];
         assert_eq!(thread_list(&names, 40), "mutex-waiter-* ×4, main");
+        assert_eq!(thread_list(&["worker-1"], 40), "worker-1");
         let many: Vec<String> = (0..20).map(|i| format!("pool{i}-worker")).collect();
         let cut = thread_list(&["a-very-long-thread-name", "b-other", "c-third"], 40);
         assert_eq!(cut, "a-very-long-thread-name and 2 more");
