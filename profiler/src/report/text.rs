@@ -567,8 +567,35 @@ impl Report {
                     fit_list(locks, MAX_LOCKS_LISTED, options.stack_style)
                 );
             }
-            for (i, row) in g.stacks.iter().enumerate() {
-                let heading = if g.stacks_total == 1 {
+            // Each stack as shown; stacks shown alike (they differ in folded or elided frames,
+            // or at instructions of the same functions) are one, their waits summed.
+            let style = options.stack_style;
+            let mut shown: Vec<(u64, u64, String)> = Vec::new();
+            for row in &g.stacks {
+                let mut body = String::new();
+                stack_text(&mut body, row.user.as_ref(), &label(""), false, style);
+                if row.kernel_wanted {
+                    let indent = format!("{}  ", label(""));
+                    put!(body, "{}kernel stack, leaf first", label(""));
+                    match &row.kernel {
+                        Some(kernel) => stack_text(&mut body, Some(kernel), &indent, true, style),
+                        None => put!(body, "{indent}(not captured)"),
+                    }
+                }
+                match shown.iter_mut().find(|(.., b)| *b == body) {
+                    Some((count, total_ns, _)) => {
+                        *count += row.count;
+                        *total_ns += row.total_ns;
+                    }
+                    None => shown.push((row.count, row.total_ns, body)),
+                }
+            }
+            shown.sort_by_key(|(count, total_ns, _)| std::cmp::Reverse((*total_ns, *count)));
+            let merged = g.stacks.len() - shown.len();
+            let stacks_total = g.stacks_total - merged;
+            for (i, (count, total_ns, body)) in shown.iter().enumerate() {
+                let (count, total_ns) = (*count, *total_ns);
+                let heading = if stacks_total == 1 {
                     "leaf first".to_string()
                 } else {
                     match m {
@@ -576,41 +603,32 @@ impl Report {
                             format!(
                                 "{} of {}: {} {}, {} ({} of this group), leaf first",
                                 i + 1,
-                                g.stacks_total,
-                                row.count,
-                                m.noun(row.count),
-                                format_ns(row.total_ns),
-                                format_percent(row.total_ns, s.total_ns)
+                                stacks_total,
+                                count,
+                                m.noun(count),
+                                format_ns(total_ns),
+                                format_percent(total_ns, s.total_ns)
                             )
                         }
                         _ => format!(
                             "{} of {}: {} {} ({} of this group), leaf first",
                             i + 1,
-                            g.stacks_total,
-                            row.count,
-                            m.noun(row.count),
-                            format_percent(row.count, s.count)
+                            stacks_total,
+                            count,
+                            m.noun(count),
+                            format_percent(count, s.count)
                         ),
                     }
                 };
                 put!(out, "{}{heading}", label("user stack"));
-                let style = options.stack_style;
-                stack_text(out, row.user.as_ref(), &label(""), false, style);
-                if row.kernel_wanted {
-                    let indent = format!("{}  ", label(""));
-                    put!(out, "{}kernel stack, leaf first", label(""));
-                    match &row.kernel {
-                        Some(kernel) => stack_text(out, Some(kernel), &indent, true, style),
-                        None => put!(out, "{indent}(not captured)"),
-                    }
-                }
+                out.push_str(body);
             }
-            if g.stacks_total > g.stacks.len() {
+            if stacks_total > shown.len() {
                 put!(
                     out,
                     "{}{} more stacks not shown",
                     label(""),
-                    g.stacks_total - g.stacks.len()
+                    stacks_total - shown.len()
                 );
             }
             // Durations only: sampled CPU time and counts have no distribution to show.

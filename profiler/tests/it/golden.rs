@@ -535,3 +535,58 @@ fn golden_text_lines_fit_100_columns() {
         wide.join("\n")
     );
 }
+
+/// Stacks of the same functions at other instructions (the spinner sampled at two addresses of
+/// its loop) are one entry of the On CPU section's stacks, with their samples summed.
+#[test]
+fn frame_identical_stacks_are_merged() {
+    let mut profile = on_cpu_profile();
+    let (index, spin_stack) = profile
+        .stacks
+        .iter()
+        .enumerate()
+        .find(|(_, s)| {
+            s.frames
+                .iter()
+                .any(|f| f.function.as_deref() == Some("spin_until_free"))
+        })
+        .map(|(i, s)| (i as u32, s.clone()))
+        .expect("the spinner's stack");
+    let mut moved = spin_stack.clone();
+    for frame in &mut moved.frames {
+        frame.address += 4;
+    }
+    let copy = profile.stacks.len() as u32;
+    profile.stacks.push(moved);
+    // A third of the spinner's samples at the other addresses.
+    let record = profile
+        .waits
+        .iter()
+        .position(|w| w.user_stack == Some(index))
+        .expect("the spinner's samples");
+    let mut other = profile.waits[record].clone();
+    other.user_stack = Some(copy);
+    other.stats = fixtures::stats(&[10_101_010; 10]);
+    profile.waits[record].stats = fixtures::stats(&[10_101_010; 20]);
+    profile.waits.push(other);
+    let text = report(&profile, &report_options(GroupBy::Thread));
+    let on_cpu: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("On CPU"))
+        .collect();
+    let spinner_stacks: Vec<&&str> = on_cpu
+        .iter()
+        .filter(|l| l.trim_start().starts_with('#') && l.ends_with("spinner"))
+        .collect();
+    assert_eq!(spinner_stacks.len(), 1, "{}", on_cpu.join("\n"));
+    assert!(
+        spinner_stacks[0].contains("30 samples"),
+        "{}",
+        spinner_stacks[0]
+    );
+    assert!(
+        on_cpu.iter().any(|l| l.contains("Top 2 of 2 stacks")),
+        "{}",
+        on_cpu.join("\n")
+    );
+}
