@@ -1009,6 +1009,31 @@ mod tests {
         );
     }
 
+    /// docs/FRAMES.md lists every generic wait wrapper and every word of a folded line, so that
+    /// what the page says is folded and skipped is what the code does.
+    #[test]
+    fn the_rules_are_documented() {
+        let doc = include_str!("../../../docs/FRAMES.md");
+        for wrapper in WAIT_WRAPPERS {
+            assert!(
+                doc.contains(&format!("`{wrapper}`")),
+                "{wrapper} is not in FRAMES.md"
+            );
+        }
+        for rule in RUNTIME {
+            assert!(
+                doc.contains(rule.label),
+                "{} is not in FRAMES.md",
+                rule.label
+            );
+            let pattern = match rule.matches {
+                Match::Name(p) | Match::Contains(p) | Match::File(p) => p,
+            };
+            let bare = pattern.trim_start_matches(':');
+            assert!(doc.contains(bare), "{pattern} is not in FRAMES.md");
+        }
+    }
+
     /// Threads are merged by group and the list fits its room.
     #[test]
     fn thread_lists_merge_groups_and_fit() {
