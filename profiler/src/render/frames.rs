@@ -583,7 +583,19 @@ pub fn leaf_first_line<S: AsRef<str>>(names: &[S], style: StackStyle, max: usize
             .join(" <- ");
     }
     let from = site_name_index(names).unwrap_or(0);
-    // The folded runtime says nothing in a one-line summary.
+    leaf_first_line_from(names, from, style, max)
+}
+
+/// [`leaf_first_line`] from the frame at `from` (one leafward of the site's frame says what
+/// its wait was in, where two sites share their callers).
+pub fn leaf_first_line_from<S: AsRef<str>>(
+    names: &[S],
+    from: usize,
+    style: StackStyle,
+    max: usize,
+) -> String {
+    let from = from.min(names.len());
+    // The runtime says nothing in a one-line summary, folded or not.
     let frames: Vec<FrameRef<'_>> = names[from..]
         .iter()
         .map(|n| FrameRef::named(n.as_ref()))
@@ -591,6 +603,7 @@ pub fn leaf_first_line<S: AsRef<str>>(names: &[S], style: StackStyle, max: usize
     let shown: Vec<String> = lines(&frames, style)
         .iter()
         .filter_map(|line| match line {
+            Line::Frame(i) if *i > 0 && runtime_rule(frames[*i]).is_some() => None,
             Line::Frame(i) => Some(show_name(frames[*i].name, style, max)),
             Line::Folded { .. } => None,
         })

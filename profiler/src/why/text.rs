@@ -27,8 +27,8 @@ impl Why {
     }
 }
 
-/// Appends `text` as lines within [`TEXT_WIDTH`] columns (whole with [`StackStyle::Full`]), the
-/// first after `first`, the others after `indent`.
+/// Appends `text` as lines within [`TEXT_WIDTH`] columns, the first after `first`, the others
+/// after `indent`.
 fn put_wrapped(out: &mut String, text: &str, first: &str, indent: &str) {
     out.push_str(&frames::wrap(text, first, indent, TEXT_WIDTH));
     out.push('\n');
