@@ -534,9 +534,23 @@ pub fn show_name(name: &str, style: StackStyle, max: usize) -> String {
 }
 
 /// A name at most `max` characters long: its generic parameters elided first, then the middle of
-/// what is left cut to `…` (the start and the end, which names the function, kept).
+/// its path cut to `…` at whole segments (`lockscope_demo::…::wait_for_signal`, `…::f`), else
+/// the middle of its characters (the start and the end, which names the function, kept).
 pub fn shorten(name: &str, max: usize) -> String {
     let elided = elide_generics(name);
+    if elided.chars().count() <= max {
+        return elided;
+    }
+    // The middle of the path first, whole segments: `a::…::f`, then `…::f`.
+    let segments = split_top_level(&elided, "::");
+    if segments.len() > 1 {
+        let last = segments[segments.len() - 1];
+        for candidate in [format!("{}::…::{last}", segments[0]), format!("…::{last}")] {
+            if candidate.chars().count() <= max {
+                return candidate;
+            }
+        }
+    }
     cut_middle(&elided, max)
 }
 
@@ -977,16 +991,27 @@ mod tests {
         }
     }
 
-    /// A name too long after elision keeps its start and its end around `…`, within the width.
+    /// A name too long after elision loses whole path segments in its middle, else characters
+    /// in its middle, keeping its start and its end (the function) within the width.
     #[test]
-    fn long_names_are_cut_in_the_middle() {
+    fn long_names_lose_the_middle_of_their_path() {
         let name = "very::long::module::path::of::a::crate::with::many::segments::the_function";
-        let short = shorten(name, 40);
-        assert_eq!(short.chars().count(), 40);
-        assert!(short.ends_with("the_function"), "{short}");
-        assert!(short.starts_with("very::"), "{short}");
+        assert_eq!(shorten(name, 40), "very::…::the_function");
+        let flat = "a_very_long_function_name_without_any_path_segments_at_all";
+        let short = shorten(flat, 20);
+        assert_eq!(short.chars().count(), 20);
+        assert!(short.ends_with("at_all"), "{short}");
+        assert!(short.starts_with("a_ve"), "{short}");
         assert!(short.contains('…'));
         assert_eq!(shorten("short", 40), "short");
+        assert_eq!(
+            shorten("lockscope_demo::orders::wait_for_signal", 35),
+            "lockscope_demo::…::wait_for_signal"
+        );
+        assert_eq!(
+            shorten("lockscope_demo::wait_for_signal", 23),
+            "…::wait_for_signal"
+        );
     }
 
     /// A leaf-first line starts at the telling frame and stops at whole frames within the width.
