@@ -231,9 +231,10 @@ impl Section for Contention {
     fn write_html(&self, out: &mut String, heading: &str) {
         let columns: [Column<'_, SiteRow>; 8] = [
             ("kind", |s| Cell::Text(Some(s.kind.name()))),
-            ("site (first frame past the lock plumbing)", |s| {
-                Cell::Code(Some(&s.frame))
-            }),
+            (
+                "site (the program's first frame past the wait's plumbing)",
+                |s| Cell::Code(Some(&s.frame)),
+            ),
             ("operation", |s| Cell::Code(Some(&s.operation))),
             ("waits", |s| Cell::Count(s.count)),
             ("total", |s| Cell::Ns(s.total_ns)),
