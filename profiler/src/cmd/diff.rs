@@ -51,6 +51,13 @@ pub struct DiffArgs {
     /// Print the comparison as JSON instead of the table (schema in docs/DIFF.md).
     #[arg(long)]
     pub json: bool,
+
+    /// Show stacks as recorded: every frame, the language runtime's too, with full names
+    /// (generic parameters and all) and lines as long as they are. Default: the program's
+    /// frames, the runtime's folded into one marked line, generics elided, within 100 columns
+    /// (docs/FRAMES.md).
+    #[arg(long)]
+    pub full_stacks: bool,
 }
 
 impl DiffArgs {
@@ -69,6 +76,11 @@ impl DiffArgs {
         options.top = self.top;
         options.title = self.title.clone();
         options.negate = self.negate;
+        options.stack_style = if self.full_stacks {
+            lockscope::render::frames::StackStyle::Full
+        } else {
+            lockscope::render::frames::StackStyle::Readable
+        };
         Ok(options)
     }
 }

@@ -24,6 +24,13 @@ pub struct HtmlArgs {
     /// Top wait sites shown per run, with their histograms.
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub top: usize,
+
+    /// Show stacks as recorded: every frame, the language runtime's too, with full names
+    /// (generic parameters and all) and lines as long as they are. Default: the program's
+    /// frames, the runtime's folded into one marked line, generics elided, within 100 columns
+    /// (docs/FRAMES.md).
+    #[arg(long)]
+    pub full_stacks: bool,
 }
 
 impl HtmlArgs {
@@ -34,6 +41,11 @@ impl HtmlArgs {
             options.title = title.clone();
         }
         options.top = self.top;
+        options.stack_style = if self.full_stacks {
+            lockscope::render::frames::StackStyle::Full
+        } else {
+            lockscope::render::frames::StackStyle::Readable
+        };
         options
     }
 }

@@ -46,6 +46,13 @@ pub struct ReportArgs {
     /// in a recording of waits and samples). Default: all probes.
     #[arg(long, value_name = "PROBE")]
     pub probe: Option<String>,
+
+    /// Show stacks as recorded: every frame, the language runtime's too, with full names
+    /// (generic parameters and all) and lines as long as they are. Default: the program's
+    /// frames, the runtime's folded into one marked line, generics elided, within 100 columns
+    /// (docs/FRAMES.md).
+    #[arg(long)]
+    pub full_stacks: bool,
 }
 
 impl ReportArgs {
@@ -62,6 +69,11 @@ impl ReportArgs {
         options.json = self.json;
         options.show_kernel_stacks = self.kernel_stacks;
         options.probe = self.probe.as_ref().map(|p| p.trim().to_string());
+        options.stack_style = if self.full_stacks {
+            lockscope::render::frames::StackStyle::Full
+        } else {
+            lockscope::render::frames::StackStyle::Readable
+        };
         options
     }
 }

@@ -52,6 +52,13 @@ pub struct WhyArgs {
     /// Print JSON instead of text (schema in docs/WHY-JSON.md).
     #[arg(long)]
     pub json: bool,
+
+    /// Show stacks as recorded: every frame, the language runtime's too, with full names
+    /// (generic parameters and all) and lines as long as they are. Default: the program's
+    /// frames, the runtime's folded into one marked line, generics elided, within 100 columns
+    /// (docs/FRAMES.md).
+    #[arg(long)]
+    pub full_stacks: bool,
 }
 
 impl WhyArgs {
@@ -112,7 +119,12 @@ pub fn run(args: &WhyArgs) -> Result<()> {
             serde_json::to_writer_pretty(&mut *out, &json)?;
             writeln!(out)?;
         } else {
-            out.write_all(why.to_text().as_bytes())?;
+            let style = if args.full_stacks {
+                lockscope::render::frames::StackStyle::Full
+            } else {
+                lockscope::render::frames::StackStyle::Readable
+            };
+            out.write_all(why.to_text_styled(style).as_bytes())?;
         }
         Ok(())
     })

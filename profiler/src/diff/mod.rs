@@ -37,6 +37,7 @@ pub use value::{write_diff_json, DIFF_JSON_VERSION};
 use crate::analysis::canonical::{canonical_stacks_at, site_depth, SiteDepth};
 use crate::analysis::fold::NO_USER_STACK;
 use crate::analysis::measure::Measure;
+use crate::render::frames::StackStyle;
 use crate::render::units::format_ns;
 use crate::render::WriteError;
 use lockscope_probes::{AttachStatus, Profile, StackWalk, WaitStats};
@@ -200,6 +201,10 @@ pub struct DiffOptions {
     pub negate: bool,
     /// Names of the two sides in the table and the graph. Default: `("A", "B")`.
     pub labels: (String, String),
+    /// How the table names sites: by their telling frame, leaf first, within 100 columns, or by
+    /// their whole canonical stack, root first ([`StackStyle::Full`]). The JSON has the whole
+    /// stacks whatever this says. Default: [`StackStyle::Readable`].
+    pub stack_style: StackStyle,
 }
 
 impl Default for DiffOptions {
@@ -210,6 +215,7 @@ impl Default for DiffOptions {
             title: None,
             negate: false,
             labels: ("A".to_string(), "B".to_string()),
+            stack_style: StackStyle::Readable,
         }
     }
 }

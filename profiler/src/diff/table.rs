@@ -5,6 +5,7 @@ use super::{diff_measure, measured, mismatches, DiffError, DiffOptions};
 use crate::analysis::canonical::{canonical_site, canonical_thread, site_depth};
 use crate::analysis::measure::Measure;
 use crate::analysis::processes::{command_groups, command_of};
+use crate::render::frames::{self, StackStyle};
 use crate::render::units::{format_fraction, format_normalized, format_ns, format_unix_ns};
 use crate::render::WriteError;
 use lockscope_probes::{Profile, WaitStats};
@@ -28,7 +29,7 @@ fn signed(value: i128, unit: &str) -> String {
 /// the records count (`waits`, `samples`, `events`).
 fn row_header(measure: Measure) -> String {
     format!(
-        "    {:<4} {:>7} {:>10} {:>10} {:>8} {:>8} {:>8} {:>11} {:>12} {:>10}",
+        "    {:<4} {:>7} {:>9} {:>9} {:>8} {:>8} {:>7} {:>11} {:>11} {:>10}",
         "side",
         measure.noun(2),
         "total",
@@ -42,8 +43,14 @@ fn row_header(measure: Measure) -> String {
     )
 }
 
+/// A row's name (cut to fit) and its two sides.
 fn write_rows(out: &mut String, name: &str, rows: [(&str, &SideRow); 2], unit: &str) {
-    let _ = writeln!(out, "  {name}");
+    let _ = writeln!(out, "  {}", frames::cut_end(name, frames::TEXT_WIDTH - 2));
+    write_side_rows(out, rows, unit);
+}
+
+/// The two sides of a row, and the change.
+fn write_side_rows(out: &mut String, rows: [(&str, &SideRow); 2], unit: &str) {
     let change = rows[1].1.normalized as i128 - rows[0].1.normalized as i128;
     let timed = unit.starts_with("ns/");
     for (i, (label, row)) in rows.into_iter().enumerate() {
@@ -57,7 +64,7 @@ fn write_rows(out: &mut String, name: &str, rows: [(&str, &SideRow); 2], unit: &
         };
         let _ = write!(
             out,
-            "    {label:<4} {:>7} {:>10} {:>10} {:>8} {:>8} {:>8} {:>11} {:>12}",
+            "    {label:<4} {:>7} {:>9} {:>9} {:>8} {:>8} {:>7} {:>11} {:>11}",
             s.count,
             time(s.total_ns),
             time(s.mean_ns()),
@@ -121,6 +128,62 @@ fn columns_legend(measure: Measure, la: &str, lb: &str) -> String {
     format!("{threads}; change: {lb} - {la}, normalized")
 }
 
+/// A site's name in the table: with [`StackStyle::Readable`], its canonical stack leaf first from
+/// its telling frame (past the synchronization entry point, the runtime and the generic wait
+/// wrappers: [`frames::site_index`]) as far as fits, then its kind (`take_order_lock <-
+/// process_order <- … [mutex]`), from `leafward` frames nearer the leaf (where two sites would
+/// read the same); with [`StackStyle::Full`], the whole canonical stack, root first.
+fn site_name(site: &str, style: StackStyle, leafward: usize) -> String {
+    if style == StackStyle::Full {
+        return site.to_string();
+    }
+    let mut frames_leaf_first: Vec<&str> = site.split(';').rev().collect();
+    let kind = if frames_leaf_first.len() > 1 {
+        frames_leaf_first.remove(0)
+    } else {
+        ""
+    };
+    frames_leaf_first.retain(|f| *f != crate::analysis::canonical::KERNEL_WAIT_FRAME);
+    let room = frames::TEXT_WIDTH - 2 - kind.chars().count() - 1;
+    let from = frames::site_name_index(&frames_leaf_first)
+        .unwrap_or(0)
+        .saturating_sub(leafward);
+    let at = frames::leaf_first_line_from(&frames_leaf_first, from, style, room);
+    if at.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{at} {kind}")
+    }
+}
+
+/// The names of `sites` in the table ([`site_name`]): a name two sites would share starts nearer
+/// the leaf (the wait's own frames), until they differ or there is nothing nearer.
+fn site_names(sites: &[&str], style: StackStyle) -> Vec<String> {
+    let mut leafward = vec![0usize; sites.len()];
+    let mut names: Vec<String> = sites.iter().map(|s| site_name(s, style, 0)).collect();
+    for _ in 0..4 {
+        let mut changed = false;
+        let shared: Vec<bool> = names
+            .iter()
+            .map(|name| names.iter().filter(|n| *n == name).count() > 1)
+            .collect();
+        for i in 0..names.len() {
+            if shared[i] {
+                let longer = site_name(sites[i], style, leafward[i] + 1);
+                if longer != names[i] {
+                    leafward[i] += 1;
+                    names[i] = longer;
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    names
+}
+
 /// Writes the side-by-side table of A (`paths.0`) and B to `out`.
 pub fn write_diff_table(
     a: &Profile,
@@ -135,12 +198,30 @@ pub fn write_diff_table(
     let (la, lb) = (options.labels.0.as_str(), options.labels.1.as_str());
     let mut text = String::new();
     let _ = writeln!(text, "lockscope diff");
-    let _ = writeln!(text, "{}", describe_side(la, paths.0, a));
-    let _ = writeln!(text, "{}", describe_side(lb, paths.1, b));
+    let wide = |text: &mut String, line: &str, indent: &str| match options.stack_style {
+        StackStyle::Full => {
+            let _ = writeln!(text, "{line}");
+        }
+        StackStyle::Readable => {
+            let first = line.len() - line.trim_start().len();
+            let _ = writeln!(
+                text,
+                "{}",
+                frames::wrap(
+                    line.trim_start(),
+                    &line[..first],
+                    indent,
+                    frames::TEXT_WIDTH
+                )
+            );
+        }
+    };
+    wide(&mut text, &describe_side(la, paths.0, a), "         ");
+    wide(&mut text, &describe_side(lb, paths.1, b), "         ");
     if measure == Measure::Waits {
         for (label, p) in [(la, a), (lb, b)] {
             let words = crate::report::Classified::of(p).words(false);
-            let _ = writeln!(text, "  {label:<4} {words}");
+            wide(&mut text, &format!("  {label:<4} {words}"), "       ");
         }
     }
     let _ = writeln!(text, "  normalized as {}", n.describe(a, b, measure));
@@ -149,7 +230,7 @@ pub fn write_diff_table(
         let _ = writeln!(text, "  comparable: same program and probes, nothing lost");
     }
     for warning in &warnings {
-        let _ = writeln!(text, "WARNING: {warning}");
+        wide(&mut text, &format!("WARNING: {warning}"), "  ");
     }
     let unit = n.unit_of(measure);
     let what = if measure == Measure::Waits {
@@ -158,7 +239,12 @@ pub fn write_diff_table(
         "Sample"
     };
 
-    let _ = writeln!(text, "\n{what} kinds ({})", columns_legend(measure, la, lb));
+    text.push('\n');
+    wide(
+        &mut text,
+        &format!("{what} kinds ({})", columns_legend(measure, la, lb)),
+        "  ",
+    );
     let _ = writeln!(text, "{}", row_header(measure));
     for (kind, ra, rb) in grouped(a, b, n, Records::Waits, |_, r| r.kind) {
         write_rows(&mut text, kind.name(), [(la, &ra), (lb, &rb)], unit);
@@ -172,11 +258,15 @@ pub fn write_diff_table(
                 .collect()
         };
         let (ga, gb) = (groups(a), groups(b));
-        let _ = writeln!(
-            text,
-            "\nProcesses by command (matched by command, not pid: {la} {} processes, {lb} {})",
-            ga.values().map(|g| g.0).sum::<usize>(),
-            gb.values().map(|g| g.0).sum::<usize>()
+        text.push('\n');
+        wide(
+            &mut text,
+            &format!(
+                "Processes by command (matched by command, not pid: {la} {} processes, {lb} {})",
+                ga.values().map(|g| g.0).sum::<usize>(),
+                gb.values().map(|g| g.0).sum::<usize>()
+            ),
+            "  ",
         );
         let _ = writeln!(text, "{}", row_header(measure));
         for (command, ra, rb) in grouped(a, b, n, Records::Waits, |p, r| command_of(p, r.pid)) {
@@ -204,22 +294,66 @@ pub fn write_diff_table(
         canonical_site(p, r, depth).join(";")
     });
     let total_sites = rank_by_change(&mut sites, options.top);
-    let _ = writeln!(
-        text,
-        "\nTop {} of {total_sites} {} sites (canonical stack, root first) by change{}",
+    let title = format!(
+        "Top {} of {total_sites} {} sites ({}) by change{}",
         sites.len(),
         what.to_lowercase(),
+        match options.stack_style {
+            StackStyle::Readable => "telling frame and its callers, leaf first, then the kind",
+            StackStyle::Full => "canonical stack, root first",
+        },
         if measure == Measure::Waits {
             ", waits for a CPU (CPU saturation) included"
         } else {
             ""
         }
     );
+    text.push('\n');
+    wide(&mut text, &title, "  ");
     let _ = writeln!(text, "{}", row_header(measure));
-    for (site, ra, rb) in &sites {
-        write_rows(&mut text, site, [(la, ra), (lb, rb)], unit);
+    let keys: Vec<&str> = sites.iter().map(|(site, ..)| site.as_str()).collect();
+    let names = site_names(&keys, options.stack_style);
+    for ((_, ra, rb), name) in sites.iter().zip(names) {
+        match options.stack_style {
+            StackStyle::Readable => write_rows(&mut text, &name, [(la, ra), (lb, rb)], unit),
+            StackStyle::Full => {
+                let _ = writeln!(text, "  {name}");
+                write_side_rows(&mut text, [(la, ra), (lb, rb)], unit);
+            }
+        }
     }
     out.write_all(text.as_bytes())
         .map_err(WriteError::io("the diff table"))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A site is named leaf first from its telling frame, then its kind; two sites that would
+    /// read the same start nearer the leaf; `--full-stacks` names them by the canonical stack.
+    #[test]
+    fn sites_are_named_leaf_first_from_the_telling_frame() {
+        let mutex = "clone3;start_thread;worker_main;process_order;take_order_lock;\
+                     pthread_mutex_lock;[kernel wait];[mutex]";
+        assert_eq!(
+            site_name(mutex, StackStyle::Readable, 0),
+            "take_order_lock <- process_order <- worker_main [mutex]"
+        );
+        assert_eq!(site_name(mutex, StackStyle::Full, 0), mutex);
+        let sleep = "_start;main;std::thread::sleep;nanosleep;[off-cpu]";
+        let join = "_start;main;join;[off-cpu]";
+        assert_eq!(
+            site_names(&[sleep, join], StackStyle::Readable),
+            [
+                "std::thread::sleep <- main [off-cpu]",
+                "join <- main [off-cpu]"
+            ]
+        );
+        assert_eq!(
+            site_name("[no user stack];[wait]", StackStyle::Readable, 0),
+            "[no user stack] [wait]"
+        );
+    }
 }

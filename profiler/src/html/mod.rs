@@ -124,6 +124,9 @@ pub struct HtmlOptions {
     pub title: String,
     /// Top wait sites per run, with histograms. Default: `5`.
     pub top: usize,
+    /// How the tables show stacks: the program's frames with the runtime's folded and generics
+    /// elided, or every frame whole ([`StackStyle::Full`]). Default: [`StackStyle::Readable`].
+    pub stack_style: crate::render::frames::StackStyle,
 }
 
 impl Default for HtmlOptions {
@@ -131,6 +134,7 @@ impl Default for HtmlOptions {
         HtmlOptions {
             title: "lockscope report".to_string(),
             top: 5,
+            stack_style: crate::render::frames::StackStyle::Readable,
         }
     }
 }

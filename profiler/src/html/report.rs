@@ -4,6 +4,7 @@
 //! section draws in its own file (`report/sections/`, [`crate::report::sections::Sections`]).
 
 use super::HtmlOptions;
+use crate::render::frames::{self, StackStyle};
 use crate::render::svg::{histogram_svg, xml_escape, Bucket};
 use crate::render::tables::{named_few, table, table_close, table_open, Cell, Column};
 use crate::report::{build_report, FrameRow, Group, GroupKey, KindRow, ReportOptions};
@@ -53,34 +54,63 @@ impl Words {
     }
 }
 
-/// One frame of a report's stack as a list item: the function (or address), then where.
-pub(super) fn frame_item(frame: &FrameRow) -> String {
-    let mut place = String::new();
-    if let Some(module) = frame.module.as_deref().filter(|m| !m.is_empty()) {
-        let offset = frame.module_offset.as_deref().unwrap_or("");
-        let _ = write!(place, "{module}+{offset}");
+/// A report stack's functions as list items, leaf first: inlined functions (innermost first)
+/// before the frame they were inlined into, each with where it is (module+offset, file:line).
+/// Shown per `style` ([`frames`]): by default runtime frames folded into one marked item and
+/// generic parameters elided; [`StackStyle::Full`]: every frame whole.
+pub(super) fn frame_items(stack: &[FrameRow], style: StackStyle) -> String {
+    // (function, where, its source file, inlined).
+    let mut rows: Vec<(&str, String, Option<&str>, bool)> = Vec::new();
+    for frame in stack {
+        for inlined in frame.inlined.iter().rev() {
+            let place = format!(
+                "{}:{}",
+                inlined.file.as_deref().unwrap_or(""),
+                inlined.line.unwrap_or(0)
+            );
+            rows.push((&inlined.function, place, inlined.file.as_deref(), true));
+        }
+        let mut place = String::new();
+        if let Some(module) = frame.module.as_deref().filter(|m| !m.is_empty()) {
+            let offset = frame.module_offset.as_deref().unwrap_or("");
+            let _ = write!(place, "{module}+{offset}");
+        }
+        if let Some(file) = frame.file.as_deref().filter(|f| !f.is_empty()) {
+            let _ = write!(place, " {file}:{}", frame.line.unwrap_or(0));
+        }
+        rows.push((&frame.function, place, frame.file.as_deref(), false));
     }
-    if let Some(file) = frame.file.as_deref().filter(|f| !f.is_empty()) {
-        let _ = write!(place, " {file}:{}", frame.line.unwrap_or(0));
+    let refs: Vec<frames::FrameRef<'_>> = rows
+        .iter()
+        .map(|(name, _, file, _)| frames::FrameRef { name, file: *file })
+        .collect();
+    let mut items = String::new();
+    for line in frames::lines(&refs, style) {
+        match line {
+            frames::Line::Frame(i) => {
+                let (name, place, _, inlined) = &rows[i];
+                let _ = write!(
+                    items,
+                    "<li><code>{}</code> <span class=\"muted\">{}{}</span></li>",
+                    xml_escape(&frames::show_name(name, style, HTML_NAME_CHARS)),
+                    if *inlined { "inlined, " } else { "" },
+                    xml_escape(place.trim())
+                );
+            }
+            folded => {
+                let _ = write!(
+                    items,
+                    "<li class=\"muted\">{}</li>",
+                    xml_escape(&folded.folded_text(usize::MAX).unwrap_or_default())
+                );
+            }
+        }
     }
-    let mut item = String::new();
-    for inlined in frame.inlined.iter().rev() {
-        let _ = write!(
-            item,
-            "<li><code>{}</code> <span class=\"muted\">inlined, {}:{}</span></li>",
-            xml_escape(&inlined.function),
-            xml_escape(inlined.file.as_deref().unwrap_or("")),
-            inlined.line.unwrap_or(0)
-        );
-    }
-    let _ = write!(
-        item,
-        "<li><code>{}</code> <span class=\"muted\">{}</span></li>",
-        xml_escape(&frame.function),
-        xml_escape(place.trim())
-    );
-    item
+    items
 }
+
+/// Most characters of a function's name in a readable stack of the page.
+const HTML_NAME_CHARS: usize = 120;
 
 /// What the offcpu probe's stackless states mean, said once beneath a table that has them.
 pub(super) const NO_STACK_NOTE: &str =
@@ -92,7 +122,7 @@ pub(super) const NO_STACK_NOTE: &str =
 /// A site's stack cell: the first frame past the wait plumbing (else the leaf) with the frame
 /// count, and every frame (user, then kernel) folded behind `<details>`. A site without a user
 /// stack names its states (`preempted`, `run-queue`) instead.
-pub(super) fn stack_cell(group: &Group) -> String {
+pub(super) fn stack_cell(group: &Group, style: StackStyle) -> String {
     let stack = group.stacks.first();
     let user: &[FrameRow] = stack
         .and_then(|s| s.user.as_ref())
@@ -100,11 +130,22 @@ pub(super) fn stack_cell(group: &Group) -> String {
     let kernel: &[FrameRow] = stack
         .and_then(|s| s.kernel.as_ref())
         .map_or(&[], |k| k.frames.as_slice());
-    let headline = user
+    // The site's frame (frames::site_index), inlined functions counted.
+    let names: Vec<(&str, Option<&str>)> = user
         .iter()
-        .map(|f| f.function.as_str())
-        .find(|n| !crate::report::sections::is_wait_plumbing(n))
-        .or_else(|| user.first().map(|f| f.function.as_str()));
+        .flat_map(|f| {
+            f.inlined
+                .iter()
+                .rev()
+                .map(|i| (i.function.as_str(), i.file.as_deref()))
+                .chain([(f.function.as_str(), f.file.as_deref())])
+        })
+        .collect();
+    let refs: Vec<frames::FrameRef<'_>> = names
+        .iter()
+        .map(|&(name, file)| frames::FrameRef { name, file })
+        .collect();
+    let headline = frames::site_index(&refs).map(|i| frames::show_name(refs[i].name, style, 60));
     let Some(headline) = headline else {
         let states: Vec<&str> = group
             .locks
@@ -129,9 +170,7 @@ pub(super) fn stack_cell(group: &Group) -> String {
                 "<details class=\"stack\"><summary>kernel stack, {} frames</summary><ol class=\"frames\">",
                 kernel.len()
             );
-            for frame in kernel {
-                cell.push_str(&frame_item(frame));
-            }
+            cell.push_str(&frame_items(kernel, StackStyle::Full));
             cell.push_str("</ol></details>");
         }
         cell.push_str("</td>");
@@ -142,18 +181,14 @@ pub(super) fn stack_cell(group: &Group) -> String {
         .is_some_and(|u| u.truncated);
     let mut cell = format!(
         "<td><details class=\"stack\"><summary><code>{}</code> <span class=\"muted\">{} frames{}</span></summary><ol class=\"frames\">",
-        xml_escape(headline),
+        xml_escape(&headline),
         user.len() + kernel.len(),
         if truncated { ", cut short" } else { "" }
     );
-    for frame in user {
-        cell.push_str(&frame_item(frame));
-    }
+    cell.push_str(&frame_items(user, style));
     if !kernel.is_empty() {
         cell.push_str("<li class=\"muted\">kernel:</li>");
-        for frame in kernel {
-            cell.push_str(&frame_item(frame));
-        }
+        cell.push_str(&frame_items(kernel, StackStyle::Full));
     }
     cell.push_str("</ol></details></td>");
     cell
@@ -346,7 +381,12 @@ pub(super) fn report_tables(
         } else {
             out.push_str(&Cell::Fraction(stats.share).html());
         }
-        let _ = writeln!(out, "{}{}</tr>", threads_cell(group), stack_cell(group));
+        let _ = writeln!(
+            out,
+            "{}{}</tr>",
+            threads_cell(group),
+            stack_cell(group, options.stack_style)
+        );
     }
     table_close(out);
     if stackless_offcpu {

@@ -6,6 +6,7 @@
 //! be written is a [`WriteError`] (the report's, the export's, the diff's and the bench's).
 
 pub mod flamegraph;
+pub mod frames;
 pub mod histogram;
 pub mod svg;
 pub(crate) mod tables;

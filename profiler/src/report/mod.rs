@@ -43,6 +43,7 @@ mod text;
 pub use classified::{waits_only, Classified};
 pub(crate) use model::{FrameRow, Group, GroupKey, KindRow, Report};
 
+pub use crate::render::frames::StackStyle;
 use crate::render::WriteError;
 use lockscope_probes::Profile;
 use std::fmt;
@@ -124,6 +125,10 @@ pub struct ReportOptions {
     /// Only this probe's records (`cpu`: the on-CPU samples alone, ranked by CPU time).
     /// Default: `None`, every probe.
     pub probe: Option<String>,
+    /// How the text shows stacks: the program's frames (runtime folded, generics elided, lines
+    /// within 100 columns) or every frame whole ([`StackStyle::Full`]). The JSON has every frame
+    /// whatever this says. Default: [`StackStyle::Readable`].
+    pub stack_style: StackStyle,
 }
 
 impl Default for ReportOptions {
@@ -134,6 +139,7 @@ impl Default for ReportOptions {
             json: false,
             show_kernel_stacks: false,
             probe: None,
+            stack_style: StackStyle::Readable,
         }
     }
 }

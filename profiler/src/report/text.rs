@@ -5,6 +5,7 @@
 use super::model::{GroupKey, Report, StackTrace, Stats};
 use super::{GroupBy, ReportOptions};
 use crate::analysis::measure::Measure;
+use crate::render::frames::{self, StackStyle};
 use crate::render::histogram;
 use crate::render::units::{format_ns, format_percent, format_unix_ns};
 use std::fmt::Write as _;
@@ -46,6 +47,31 @@ fn list_limited(items: Vec<String>, limit: usize) -> String {
     text
 }
 
+/// A detail line's list: at most `limit` items and, unless stacks are shown whole, what fits
+/// in the line after its label (`and N more` for the rest).
+fn fit_list(items: Vec<String>, limit: usize, style: StackStyle) -> String {
+    let room = frames::TEXT_WIDTH - INDENT.len() - LABEL_WIDTH;
+    if style == StackStyle::Full {
+        return list_limited(items, limit);
+    }
+    let total = items.len();
+    let mut shown = items.len().min(limit);
+    while shown > 1 {
+        let text = list_limited(items[..shown].to_vec(), shown);
+        let more = total - shown;
+        let len = text.chars().count() + if more > 0 { 14 } else { 0 };
+        if len <= room {
+            break;
+        }
+        shown -= 1;
+    }
+    let mut text = list_limited(items[..shown.min(total)].to_vec(), shown);
+    if total > shown {
+        text.push_str(&format!(" and {} more", total - shown));
+    }
+    frames::cut_end(&text, room)
+}
+
 impl Report {
     /// The whole report as text.
     pub(super) fn to_text(&self, options: &ReportOptions) -> String {
@@ -54,7 +80,7 @@ impl Report {
         self.kinds_text(&mut out);
         self.groups_text(&mut out, options);
         if let Some(sections) = &self.sections {
-            sections.write_text(&mut out);
+            sections.write_text(&mut out, options.stack_style);
         }
         out
     }
@@ -386,11 +412,14 @@ impl Report {
             let cpu = k.on_cpu.map_or(String::new(), |c| {
                 format!(", and {} on CPU (cpu probe)", format_ns(c.cpu_ns))
             });
+            let line = format!(
+                "kernel threads: {} of the {} recorded have records: {what}{cpu}",
+                k.with_records, k.recorded
+            );
             put!(
                 out,
-                "  kernel threads: {} of the {} recorded have records: {what}{cpu}",
-                k.with_records,
-                k.recorded
+                "{}",
+                frames::wrap(&line, "  ", "    ", frames::TEXT_WIDTH)
             );
         }
         let label = |name: &str| format!("{INDENT}{name:<LABEL_WIDTH$}");
@@ -510,7 +539,7 @@ impl Report {
                     out,
                     "{}{}",
                     label("threads"),
-                    list_limited(threads, MAX_THREADS_LISTED)
+                    fit_list(threads, MAX_THREADS_LISTED, options.stack_style)
                 );
             }
             // Imported samples have no lock (their operation is the sampled command).
@@ -535,11 +564,38 @@ impl Report {
                     out,
                     "{}{}",
                     label("locks"),
-                    list_limited(locks, MAX_LOCKS_LISTED)
+                    fit_list(locks, MAX_LOCKS_LISTED, options.stack_style)
                 );
             }
-            for (i, row) in g.stacks.iter().enumerate() {
-                let heading = if g.stacks_total == 1 {
+            // Each stack as shown; stacks shown alike (they differ in folded or elided frames,
+            // or at instructions of the same functions) are one, their waits summed.
+            let style = options.stack_style;
+            let mut shown: Vec<(u64, u64, String)> = Vec::new();
+            for row in &g.stacks {
+                let mut body = String::new();
+                stack_text(&mut body, row.user.as_ref(), &label(""), false, style);
+                if row.kernel_wanted {
+                    let indent = format!("{}  ", label(""));
+                    put!(body, "{}kernel stack, leaf first", label(""));
+                    match &row.kernel {
+                        Some(kernel) => stack_text(&mut body, Some(kernel), &indent, true, style),
+                        None => put!(body, "{indent}(not captured)"),
+                    }
+                }
+                match shown.iter_mut().find(|(.., b)| *b == body) {
+                    Some((count, total_ns, _)) => {
+                        *count += row.count;
+                        *total_ns += row.total_ns;
+                    }
+                    None => shown.push((row.count, row.total_ns, body)),
+                }
+            }
+            shown.sort_by_key(|(count, total_ns, _)| std::cmp::Reverse((*total_ns, *count)));
+            let merged = g.stacks.len() - shown.len();
+            let stacks_total = g.stacks_total - merged;
+            for (i, (count, total_ns, body)) in shown.iter().enumerate() {
+                let (count, total_ns) = (*count, *total_ns);
+                let heading = if stacks_total == 1 {
                     "leaf first".to_string()
                 } else {
                     match m {
@@ -547,40 +603,32 @@ impl Report {
                             format!(
                                 "{} of {}: {} {}, {} ({} of this group), leaf first",
                                 i + 1,
-                                g.stacks_total,
-                                row.count,
-                                m.noun(row.count),
-                                format_ns(row.total_ns),
-                                format_percent(row.total_ns, s.total_ns)
+                                stacks_total,
+                                count,
+                                m.noun(count),
+                                format_ns(total_ns),
+                                format_percent(total_ns, s.total_ns)
                             )
                         }
                         _ => format!(
                             "{} of {}: {} {} ({} of this group), leaf first",
                             i + 1,
-                            g.stacks_total,
-                            row.count,
-                            m.noun(row.count),
-                            format_percent(row.count, s.count)
+                            stacks_total,
+                            count,
+                            m.noun(count),
+                            format_percent(count, s.count)
                         ),
                     }
                 };
                 put!(out, "{}{heading}", label("user stack"));
-                stack_text(out, row.user.as_ref(), &label(""), false);
-                if row.kernel_wanted {
-                    let indent = format!("{}  ", label(""));
-                    put!(out, "{}kernel stack, leaf first", label(""));
-                    match &row.kernel {
-                        Some(kernel) => stack_text(out, Some(kernel), &indent, true),
-                        None => put!(out, "{indent}(not captured)"),
-                    }
-                }
+                out.push_str(body);
             }
-            if g.stacks_total > g.stacks.len() {
+            if stacks_total > shown.len() {
                 put!(
                     out,
                     "{}{} more stacks not shown",
                     label(""),
-                    g.stacks_total - g.stacks.len()
+                    stacks_total - shown.len()
                 );
             }
             // Durations only: sampled CPU time and counts have no distribution to show.
@@ -593,13 +641,23 @@ impl Report {
 
 /// Writes a stack leaf first, one function per line: inlined functions (innermost first) before
 /// the function they were inlined into, each with its source location or module offset (kernel
-/// frames: source location only, their module is always the kernel).
-fn stack_text(out: &mut String, stack: Option<&StackTrace>, indent: &str, kernel: bool) {
+/// frames: source location only, their module is always the kernel). Shown per `style`
+/// ([`frames`]): by default runtime frames folded into one marked line, generic parameters
+/// elided, and each line within [`frames::TEXT_WIDTH`] columns, the location on a line of its own
+/// under a name too long to share one; [`StackStyle::Full`]: every frame whole.
+fn stack_text(
+    out: &mut String,
+    stack: Option<&StackTrace>,
+    indent: &str,
+    kernel: bool,
+    style: StackStyle,
+) {
     let Some(stack) = stack else {
         put!(out, "{indent}{}", crate::analysis::fold::NO_USER_STACK);
         return;
     };
-    let mut rows: Vec<(String, String)> = Vec::new();
+    // (function, location, source file).
+    let mut rows: Vec<(String, String, Option<&str>)> = Vec::new();
     for frame in &stack.frames {
         let location = |file: &Option<String>, line: Option<u32>| match (file, line) {
             (Some(file), Some(line)) => Some(format!("{file}:{line}")),
@@ -611,7 +669,7 @@ fn stack_text(out: &mut String, stack: Option<&StackTrace>, indent: &str, kernel
                 Some(location) => format!("{location} (inlined)"),
                 None => "(inlined)".to_string(),
             };
-            rows.push((inlined.function.clone(), location));
+            rows.push((inlined.function.clone(), location, inlined.file.as_deref()));
         }
         let own = location(&frame.file, frame.line)
             .or_else(|| match (&frame.module, &frame.module_offset) {
@@ -624,22 +682,58 @@ fn stack_text(out: &mut String, stack: Option<&StackTrace>, indent: &str, kernel
                 _ => None,
             })
             .unwrap_or_default();
-        rows.push((frame.function.clone(), own));
+        rows.push((frame.function.clone(), own, frame.file.as_deref()));
     }
     if rows.is_empty() {
         put!(out, "{indent}(empty stack)");
     }
-    let width = rows
+    let refs: Vec<frames::FrameRef<'_>> = rows
         .iter()
+        .map(|(name, _, file)| frames::FrameRef { name, file: *file })
+        .collect();
+    // Kernel stacks have no runtime to fold: every frame is shown.
+    let lines = if kernel {
+        frames::lines(&refs, StackStyle::Full)
+    } else {
+        frames::lines(&refs, style)
+    };
+    let room = frames::TEXT_WIDTH.saturating_sub(indent.chars().count());
+    let shown: Vec<(String, &str)> = lines
+        .iter()
+        .map(|line| match line {
+            frames::Line::Frame(i) => (
+                frames::show_name(&rows[*i].0, style, room),
+                rows[*i].1.as_str(),
+            ),
+            folded => (folded.folded_text(room).unwrap_or_default(), ""),
+        })
+        .collect();
+    let width = shown
+        .iter()
+        .filter(|(_, location)| !location.is_empty())
         .map(|(name, _)| name.chars().count())
         .max()
         .unwrap_or(0)
         .min(MAX_NAME_COLUMN);
-    for (name, location) in rows {
+    for (name, location) in shown {
+        let name_len = name.chars().count();
         if location.is_empty() {
             put!(out, "{indent}{name}");
-        } else {
+        } else if style == StackStyle::Full
+            || name_len.max(width) + 2 + location.chars().count() <= room
+        {
             put!(out, "{indent}{name:<width$}  {location}");
+        } else if name_len <= width && width + 2 + 20 <= room {
+            // The location's middle gives way: its file name and line are at its end.
+            let location = frames::cut_middle(location, room - width - 2);
+            put!(out, "{indent}{name:<width$}  {location}");
+        } else {
+            put!(out, "{indent}{name}");
+            put!(
+                out,
+                "{indent}    {}",
+                frames::cut_middle(location, room.saturating_sub(4))
+            );
         }
     }
     if stack.truncated {

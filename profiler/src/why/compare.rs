@@ -418,7 +418,7 @@ fn telling_index(stack: &[String], call: Option<&str>) -> Option<usize> {
             .any(|p| path.starts_with(p))
     };
     let own = stack.iter().position(|f| {
-        !(crate::report::sections::is_wait_plumbing(f)
+        !(crate::render::frames::is_wait_plumbing(f)
             || Some(f.as_str()) == call
             || f.starts_with("__")
             || f.starts_with('[')

@@ -1,6 +1,7 @@
 //! The text of a [`Why`]: the analysed threads, their causes best first, idle, coverage.
 
 use super::{Cause, CauseKind, GroupRow, NamedTime, Site, Why};
+use crate::render::frames::{self, StackStyle, TEXT_WIDTH};
 use crate::render::units::{format_ns, format_percent};
 use lockscope_probes::waitfor::WaitPart;
 use std::fmt::Write as _;
@@ -9,22 +10,35 @@ use std::fmt::Write as _;
 const MAX_NAMES: usize = 4;
 /// Sites listed per cause.
 const MAX_SITES: usize = 3;
-/// Root stack frames shown.
+/// Root stack lines shown (frames, or folded runtime frames).
 const MAX_FRAMES: usize = 8;
+/// Most columns of a site's stack in an `explains` line.
+const SITE_COLUMNS: usize = 48;
 
 impl Why {
-    /// The text report.
+    /// The text report, its stacks readable ([`StackStyle::Readable`]).
     pub fn to_text(&self) -> String {
-        render(self)
+        render(self, StackStyle::Readable)
+    }
+
+    /// The text report, its stacks shown per `style` ([`StackStyle::Full`]: every frame whole).
+    pub fn to_text_styled(&self, style: StackStyle) -> String {
+        render(self, style)
     }
 }
 
-fn render(why: &Why) -> String {
+/// Appends `text` as lines within [`TEXT_WIDTH`] columns, the first after `first`, the others
+/// after `indent`.
+fn put_wrapped(out: &mut String, text: &str, first: &str, indent: &str) {
+    out.push_str(&frames::wrap(text, first, indent, TEXT_WIDTH));
+    out.push('\n');
+}
+
+fn render(why: &Why, style: StackStyle) -> String {
     let mut out = String::new();
     let h = &why.header;
     let a = &why.analysed;
-    let _ = writeln!(
-        out,
+    let title = format!(
         "lockscope why: `{}` (pid {}), {} on {} CPUs, linux {}",
         h.command.join(" "),
         h.pid,
@@ -32,6 +46,7 @@ fn render(why: &Why) -> String {
         h.cpu_count,
         h.kernel_release
     );
+    put_wrapped(&mut out, &title, "", "  ");
     let chosen = match a.selection {
         "asked" => format!(
             "{} threads matching `{}`",
@@ -49,33 +64,41 @@ fn render(why: &Why) -> String {
             a.threads
         ),
     };
-    let _ = writeln!(out, "  analysed   {chosen}: {}", groups(&a.groups));
+    let indent = "             ";
+    put_wrapped(
+        &mut out,
+        &format!("{chosen}: {}", groups(&a.groups)),
+        "  analysed   ",
+        indent,
+    );
     if let Some(w) = &a.working {
-        let _ = writeln!(
-            out,
-            "  why        the groups that did the work ({}) waited {} of their time: nothing held \
-             them back",
-            w.groups.join(", "),
-            format_percent((w.waited_share * 1e6) as u64, 1_000_000),
+        put_wrapped(
+            &mut out,
+            &format!(
+                "the groups that did the work ({}) waited {} of their time: nothing held them \
+                 back",
+                w.groups.join(", "),
+                format_percent((w.waited_share * 1e6) as u64, 1_000_000),
+            ),
+            "  why        ",
+            indent,
         );
     }
     if !a.left_out.is_empty() {
         let first = &a.left_out[0].group;
-        let _ = writeln!(
-            out,
-            "  left out   {} threads: {} (--threads '{first}' to ask about them)",
+        let text = format!(
+            "{} threads: {} (--threads '{first}' to ask about them)",
             a.left_out.iter().map(|g| g.threads).sum::<usize>(),
             groups(&a.left_out),
         );
+        put_wrapped(&mut out, &text, "  left out   ", indent);
     }
     if let Some(site) = &a.site {
         let _ = writeln!(out, "  site       only waits at frames containing `{site}`");
     }
     let idle_ns: u64 = why.idle.iter().map(|c| c.total_ns).sum();
-    let _ = writeln!(
-        out,
-        "  their time {}: on a CPU {}, waiting {} (for the causes below {}, idle {}), not \
-         analysed {}",
+    let time = format!(
+        "{}: on a CPU {}, waiting {} (for the causes below {}, idle {}), not analysed {}",
         format_ns(a.wall_ns),
         format_percent(a.on_cpu_ns, a.wall_ns),
         format_percent(a.waits_ns, a.wall_ns),
@@ -83,6 +106,7 @@ fn render(why: &Why) -> String {
         format_percent(idle_ns, a.wall_ns),
         format_percent(why.coverage.unfinished_ns, a.wall_ns),
     );
+    put_wrapped(&mut out, &time, "  their time ", indent);
     out.push('\n');
     if why.causes.is_empty() {
         out.push_str("No cause: the analysed threads waited for nothing in the program.\n");
@@ -94,20 +118,19 @@ fn render(why: &Why) -> String {
             why.causes_total
         );
         for cause in &why.causes {
-            write_cause(&mut out, cause);
+            write_cause(&mut out, cause, style);
         }
     }
     if !why.idle.is_empty() {
         out.push('\n');
         out.push_str("Idle: waiting for work from outside the program (not a bottleneck)\n");
         for cause in &why.idle {
-            write_cause(&mut out, cause);
+            write_cause(&mut out, cause, style);
         }
     }
     let c = &why.coverage;
     out.push('\n');
-    let _ = writeln!(
-        out,
+    let coverage = format!(
         "Coverage: {} intervals analysed, {} lost, {} spurious wakeups; not followed {}; chains \
          followed {} threads deep over {} of history",
         c.intervals,
@@ -117,14 +140,15 @@ fn render(why: &Why) -> String {
         c.max_depth,
         format_ns(c.history_ns),
     );
+    put_wrapped(&mut out, &coverage, "", "  ");
     if c.stackless_ns > 0 {
-        let _ = writeln!(
-            out,
+        let stackless = format!(
             "Stacks: {} of the threads' waits were analysed without their stacks (the \
              analysis' limit of records was reached): their causes have threads and kinds, not \
              places, calls or locks",
             format_ns(c.stackless_ns),
         );
+        put_wrapped(&mut out, &stackless, "", "  ");
     }
     out
 }
@@ -168,7 +192,7 @@ fn what(cause: &Cause) -> &'static str {
     }
 }
 
-fn write_cause(out: &mut String, cause: &Cause) {
+fn write_cause(out: &mut String, cause: &Cause, style: StackStyle) {
     let call = cause
         .call
         .as_deref()
@@ -183,15 +207,17 @@ fn write_cause(out: &mut String, cause: &Cause) {
         format_ns(cause.total_ns),
         cause.waits,
     );
-    let _ = writeln!(out, "     {}: {}", what(cause), names(&cause.threads));
+    let who = format!("{}: {}", what(cause), names(&cause.threads));
+    put_wrapped(out, &who, "     ", "       ");
     if cause.stack.is_empty() {
         out.push_str("       [no stack]\n");
     }
-    for frame in cause.stack.iter().take(MAX_FRAMES) {
-        let _ = writeln!(out, "       {frame}");
+    let lines = frames::shown_names(&cause.stack, style, TEXT_WIDTH - 7);
+    for line in lines.iter().take(MAX_FRAMES) {
+        let _ = writeln!(out, "       {line}");
     }
-    if cause.stack.len() > MAX_FRAMES {
-        let _ = writeln!(out, "       ... {} more", cause.stack.len() - MAX_FRAMES);
+    if lines.len() > MAX_FRAMES {
+        let _ = writeln!(out, "       ... {} more", lines.len() - MAX_FRAMES);
     }
     if cause.kind == CauseKind::CpuSaturation && !cause.ran_at.is_empty() {
         out.push_str("     (the stack is what held the CPUs, from the cpu probe's samples)\n");
@@ -200,45 +226,70 @@ fn write_cause(out: &mut String, cause: &Cause) {
         let others: Vec<String> = cause.ran_at[1..]
             .iter()
             .map(|r| {
-                let at: Vec<&str> = r.stack.iter().take(2).map(String::as_str).collect();
-                let at = if at.is_empty() {
+                let at = if r.stack.is_empty() {
                     "[no stack]".to_owned()
                 } else {
-                    at.join(" <- ")
+                    let two: Vec<&String> = r.stack.iter().take(2).collect();
+                    match style {
+                        StackStyle::Full => two
+                            .iter()
+                            .map(|s| s.as_str())
+                            .collect::<Vec<_>>()
+                            .join(" <- "),
+                        StackStyle::Readable => frames::leaf_first_line(&two, style, 40),
+                    }
                 };
                 format!("{at} {:.0}%", r.share * 100.0)
             })
             .collect();
-        let _ = writeln!(
-            out,
-            "     ran there {:.0}% of the samples; elsewhere: {}",
+        let text = format!(
+            "ran there {:.0}% of the samples; elsewhere: {}",
             cause.ran_at[0].share * 100.0,
             others.join(", ")
         );
+        put_wrapped(out, &text, "     ", "       ");
     }
     if !cause.ran_at.is_empty() && cause.kind == CauseKind::Cpu {
         if let Some(end) = cause.ended_at.first() {
-            let _ = writeln!(
-                out,
-                "     until it woke them at: {}",
-                end.stack
+            let at = match style {
+                StackStyle::Full => end
+                    .stack
                     .iter()
                     .take(3)
                     .cloned()
                     .collect::<Vec<_>>()
-                    .join(" <- ")
-            );
+                    .join(" <- "),
+                StackStyle::Readable => frames::leaf_first_line(&end.stack, style, TEXT_WIDTH - 28),
+            };
+            let _ = writeln!(out, "     until it woke them at: {at}");
         }
     }
     if !cause.holders.is_empty() {
-        let _ = writeln!(out, "     CPUs held by: {}", names(&cause.holders));
+        put_wrapped(
+            out,
+            &format!("CPUs held by: {}", names(&cause.holders)),
+            "     ",
+            "       ",
+        );
     }
     if !cause.ended_by.is_empty() {
-        let _ = writeln!(out, "     ended by: {}", names(&cause.ended_by));
+        put_wrapped(
+            out,
+            &format!("ended by: {}", names(&cause.ended_by)),
+            "     ",
+            "       ",
+        );
     }
     out.push_str("     explains:\n");
     for site in cause.sites.iter().take(MAX_SITES) {
-        let _ = writeln!(out, "       {}", site_line(site));
+        match style {
+            StackStyle::Full => {
+                let _ = writeln!(out, "       {}", site_line(site, style));
+            }
+            StackStyle::Readable => {
+                put_wrapped(out, &site_line(site, style), "       ", "         ")
+            }
+        }
     }
     if cause.sites.len() > MAX_SITES {
         let _ = writeln!(
@@ -250,15 +301,23 @@ fn write_cause(out: &mut String, cause: &Cause) {
     let chain: Vec<String> = cause
         .chain
         .iter()
-        .map(|hop| match hop.stack.first() {
+        .map(|hop| match frames::site_name(&hop.stack, style, 40) {
             Some(frame) => format!("{} at {frame}", hop.thread),
             None => hop.thread.clone(),
         })
         .collect();
-    let _ = writeln!(out, "     chain: {}", chain.join(" -> "));
+    let chain = format!("chain: {}", chain.join(" -> "));
+    match style {
+        StackStyle::Full => {
+            let _ = writeln!(out, "     {chain}");
+        }
+        StackStyle::Readable => put_wrapped(out, &chain, "     ", "       "),
+    }
 }
 
-fn site_line(site: &Site) -> String {
+/// A site a cause explains: what its threads waited in, on what, at its stack from the telling
+/// frame up, who and how long.
+fn site_line(site: &Site, style: StackStyle) -> String {
     let what = match (site.part, &site.call) {
         (WaitPart::Runnable, _) => "runnable".to_owned(),
         (_, Some(call)) if !call.starts_with("futex") => call.clone(),
@@ -272,11 +331,14 @@ fn site_line(site: &Site) -> String {
     let at = if site.stack.is_empty() {
         "[no stack]".to_owned()
     } else {
-        site.stack.join(" <- ")
+        frames::leaf_first_line(&site.stack, style, SITE_COLUMNS)
+    };
+    let threads = match style {
+        StackStyle::Full => site.threads.join(", "),
+        StackStyle::Readable => frames::thread_list(&site.threads, 40),
     };
     format!(
-        "{what}{object} at {at}: {} ({})",
-        site.threads.join(", "),
+        "{what}{object} at {at}: {threads} ({})",
         format_ns(site.total_ns)
     )
 }

@@ -52,7 +52,11 @@ fn contention(profile: &Profile) -> Option<Contention> {
     for row in idle
         .iter_mut()
         .filter(|r| r.basis == Some(RoleBasis::Chain))
-        .filter(|r| r.ended_by.as_deref().is_none_or(|by| by.starts_with("program")))
+        .filter(|r| {
+            r.ended_by
+                .as_deref()
+                .is_none_or(|by| by.starts_with("program"))
+        })
     {
         row.ended_by = Some("chain: outside".to_string());
     }
@@ -73,24 +77,51 @@ fn contention(profile: &Profile) -> Option<Contention> {
     })
 }
 
-/// A site row of the contention section: kind, count, total, max, who ended it, site, threads
-/// (and, for an idle site, the operation).
-fn write_row(out: &mut String, r: &SiteRow, operation: bool) {
-    let mut threads = r.threads.join(", ");
-    if operation {
-        threads.push_str(&format!(" ({})", r.operation));
+/// The contention table's columns before the threads: kind, waits, total, max, ended by, site.
+const ROW_PREFIX: usize = 2 + 13 + 7 + 9 + 9 + 2 + 15 + SITE_WIDTH + 1;
+/// The site column's width: the telling frame, cut to fit.
+const SITE_WIDTH: usize = 24;
+
+/// A site row of the contention section: kind, count, total, max, who ended it, site (its telling
+/// frame), threads (and, for an idle site, the operation), within [`frames::TEXT_WIDTH`] columns
+/// unless `style` shows stacks whole.
+fn write_row(out: &mut String, r: &SiteRow, operation: bool, style: StackStyle) {
+    let room = frames::TEXT_WIDTH.saturating_sub(ROW_PREFIX);
+    let site = match style {
+        StackStyle::Readable => frames::shorten(&r.frame, SITE_WIDTH - 1),
+        StackStyle::Full => r.frame.clone(),
+    };
+    let mut operation = if operation {
+        format!(" ({})", r.operation)
+    } else {
+        String::new()
+    };
+    let threads = match style {
+        StackStyle::Readable => frames::thread_list(&r.threads, room),
+        StackStyle::Full => r.threads.join(", "),
+    };
+    // An operation that does not fit beside the threads goes under the site.
+    let mut under = String::new();
+    if style == StackStyle::Readable && threads.chars().count() + operation.chars().count() > room {
+        let column = ROW_PREFIX - SITE_WIDTH - 1;
+        under = format!(
+            "{:column$}{}\n",
+            "",
+            frames::cut_end(operation.trim_start(), frames::TEXT_WIDTH - column)
+        );
+        operation.clear();
     }
     let _ = writeln!(
         out,
-        "  {:<13}{:>8}{:>11}{:>11}  {:<17}{:<28} {}",
+        "  {:<13}{:>7}{:>9}{:>9}  {:<15}{:<SITE_WIDTH$} {threads}{operation}",
         r.kind.name(),
         r.count,
         format_ns(r.total_ns),
         format_ns(r.max_ns),
         r.ended_by.as_deref().unwrap_or("-"),
-        r.frame,
-        threads
+        site,
     );
+    out.push_str(&under);
 }
 
 impl Section for Contention {
@@ -104,13 +135,17 @@ impl Section for Contention {
     }
 
     fn write_text(&self, out: &mut String) {
+        self.write_text_styled(out, StackStyle::Readable);
+    }
+
+    fn write_text_styled(&self, out: &mut String, style: StackStyle) {
         let _ = writeln!(out);
         let _ = writeln!(
             out,
             "Contention: waits on other threads of the program (idle waits apart)"
         );
         let header = format!(
-            "  {:<13}{:>8}{:>11}{:>11}  {:<17}{:<28} threads",
+            "  {:<13}{:>7}{:>9}{:>9}  {:<15}{:<SITE_WIDTH$} threads",
             "kind", "waits", "total", "max", "ended by", "site"
         );
         if self.sites.is_empty() && self.wakers_known {
@@ -124,7 +159,7 @@ impl Section for Contention {
         } else {
             let _ = writeln!(out, "{header}");
             for r in &self.sites {
-                write_row(out, r, false);
+                write_row(out, r, false, style);
             }
         }
         if !self.idle.is_empty() {
@@ -135,15 +170,21 @@ impl Section for Contention {
             );
             let _ = writeln!(out, "{header}");
             for r in &self.idle {
-                write_row(out, r, true);
+                write_row(out, r, true, style);
             }
         }
         if self.wakers_known {
             let _ = writeln!(
                 out,
-                "  ended by: who ended the sleeps (share of the time whose waker is known): \
-                 program = another thread of the program, outside = another process, interrupt = \
-                 a timer, a device or the network"
+                "{}",
+                frames::wrap(
+                    "ended by: who ended the sleeps (share of the time whose waker is known): \
+                     program = another thread of the program, outside = another process, \
+                     interrupt = a timer, a device or the network",
+                    "  ",
+                    "    ",
+                    frames::TEXT_WIDTH
+                )
             );
             // The other words of the column, where some row uses them.
             let used = |word: &str| {
@@ -170,16 +211,24 @@ impl Section for Contention {
             .map(|(_, meaning)| meaning)
             .collect();
             if !words.is_empty() {
-                let _ = writeln!(out, "  {}", words.join("; "));
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    frames::wrap(&words.join("; "), "  ", "    ", frames::TEXT_WIDTH)
+                );
             }
         } else {
-            let _ = writeln!(
-                out,
-                "  who ended the sleeps: {}; so contention is told by the kind (holder: a mutex, \
+            let text = format!(
+                "who ended the sleeps: {}; so contention is told by the kind (holder: a mutex, \
                  rwlock or kernel lock), idle by a thread parked most of its window at one site \
                  (parked), and a latch, a semaphore or epoll_wait that another thread ended is \
                  neither",
                 self.no_wakers
+            );
+            let _ = writeln!(
+                out,
+                "{}",
+                frames::wrap(&text, "  ", "    ", frames::TEXT_WIDTH)
             );
         }
     }
@@ -187,9 +236,10 @@ impl Section for Contention {
     fn write_html(&self, out: &mut String, heading: &str) {
         let columns: [Column<'_, SiteRow>; 8] = [
             ("kind", |s| Cell::Text(Some(s.kind.name()))),
-            ("site (first frame past the lock plumbing)", |s| {
-                Cell::Code(Some(&s.frame))
-            }),
+            (
+                "site (the program's first frame past the wait's plumbing)",
+                |s| Cell::Code(Some(&s.frame)),
+            ),
             ("operation", |s| Cell::Code(Some(&s.operation))),
             ("waits", |s| Cell::Count(s.count)),
             ("total", |s| Cell::Ns(s.total_ns)),

@@ -140,13 +140,17 @@ impl Section for CpuSaturation {
 
     fn write_text(&self, out: &mut String) {
         let _ = writeln!(out);
-        let _ = writeln!(
-            out,
+        let title = format!(
             "CPU saturation (offcpu): {} waiting for a CPU ({} in the run queue after a wakeup, \
              {} preempted)",
             format_ns(self.run_queue_ns + self.preempted_ns),
             format_ns(self.run_queue_ns),
             format_ns(self.preempted_ns)
+        );
+        let _ = writeln!(
+            out,
+            "{}",
+            crate::render::frames::wrap(&title, "", "  ", crate::render::frames::TEXT_WIDTH)
         );
         let running = self
             .running_threads
@@ -169,8 +173,8 @@ impl Section for CpuSaturation {
                 r.count,
                 format_ns(r.total_ns),
                 format_ns(r.max_ns),
-                truncate(&r.frame, 28),
-                r.threads.join(", ")
+                crate::render::frames::shorten(&r.frame, 27),
+                crate::render::frames::thread_list(&r.threads, 100 - 75)
             );
         }
         let _ = writeln!(

@@ -145,7 +145,7 @@ fn write_klock(rows: &[KlockRow], out: &mut String) {
             r.count,
             format_ns(r.total_ns),
             format_ns(r.max_ns),
-            r.caller
+            crate::render::frames::shorten(&r.caller, 100 - 74)
         );
     }
 }

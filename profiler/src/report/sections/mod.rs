@@ -21,6 +21,7 @@
 //! checks them so). This file also holds what the sections share (the site rows, thread labels,
 //! the wait plumbing skipped when naming a site).
 
+use crate::render::frames::{self, StackStyle};
 use crate::render::units::{format_ns, format_percent};
 use lockscope_probes::catalog::{self, ProbeDescriptor};
 use lockscope_probes::waitfor::WokenBy;
@@ -50,6 +51,12 @@ trait Section: Serialize + Sized + 'static {
 
     /// Appends it as text.
     fn write_text(&self, out: &mut String);
+
+    /// Appends it as text with its stacks shown per `style`; by default [`Section::write_text`]
+    /// (a section that shows no stack).
+    fn write_text_styled(&self, out: &mut String, _style: StackStyle) {
+        self.write_text(out);
+    }
 
     /// Appends it as tables of `lockscope html`, with `<heading>` titles; by default nothing (a
     /// section of the text and the JSON only).
@@ -121,13 +128,13 @@ fn build_boxed<S: Section>(profile: &Profile) -> Option<Box<dyn Built>> {
 
 /// A built section of any type, so that one list holds them in order.
 trait Built: erased_serde::Serialize {
-    fn write_text(&self, out: &mut String);
+    fn write_text(&self, out: &mut String, style: StackStyle);
     fn write_html(&self, out: &mut String, heading: &str);
 }
 
 impl<S: Section> Built for S {
-    fn write_text(&self, out: &mut String) {
-        Section::write_text(self, out);
+    fn write_text(&self, out: &mut String, style: StackStyle) {
+        Section::write_text_styled(self, out, style);
     }
 
     fn write_html(&self, out: &mut String, heading: &str) {
@@ -167,10 +174,10 @@ impl Sections {
         (!built.is_empty()).then_some(Sections(built))
     }
 
-    /// Appends the sections as text.
-    pub(crate) fn write_text(&self, out: &mut String) {
+    /// Appends the sections as text, their stacks shown per `style`.
+    pub(crate) fn write_text(&self, out: &mut String, style: StackStyle) {
         for (_, section) in &self.0 {
-            section.write_text(out);
+            section.write_text(out, style);
         }
     }
 
@@ -233,52 +240,34 @@ impl SiteRow {
     }
 }
 
-/// Prefixes (after leading underscores and glibc's `GI_`) of the library frames between a wait
-/// and the code that asked for it: a site is named by the first frame past them.
-const WAIT_PLUMBING: &[&str] = &[
-    "pthread_",
-    "lll_",
-    "futex",
-    "sem_",
-    "new_sem_",
-    "clock_nanosleep",
-    "nanosleep",
-    "syscall",
-    "poll",
-    "ppoll",
-    "epoll_",
-    "select",
-    "pselect",
-    "libc_",
-    "std::sys::",
-    "std::sync::",
-    "std::thread::sleep",
-    "std::thread::JoinInner",
-    "core::",
-];
-
-/// True for a frame of the synchronization or system-call plumbing rather than the caller's code.
-pub(crate) fn is_wait_plumbing(name: &str) -> bool {
-    if lockscope_probes::wait::canonical_wait_frame(name).is_some() {
-        return true;
+/// A stack's functions leaf first, inlined ones (innermost first) before the frame they were
+/// inlined into, each with its source file: what [`frames`] reads.
+pub(crate) fn named_frames(stack: &lockscope_probes::Stack) -> Vec<(String, Option<String>)> {
+    let mut out = Vec::new();
+    for frame in &stack.frames {
+        for inlined in frame.inlined.iter().rev() {
+            out.push((inlined.function.clone(), inlined.file.clone()));
+        }
+        out.push((frame.display_name(), frame.file.clone()));
     }
-    let trimmed = name.trim_start_matches('_');
-    let trimmed = trimmed
-        .strip_prefix("GI_")
-        .map_or(trimmed, |n| n.trim_start_matches('_'));
-    WAIT_PLUMBING.iter().any(|p| trimmed.starts_with(p))
+    out
 }
 
-/// The name of `record`'s site: the innermost user frame past the wait plumbing (else the
-/// innermost user frame), else its innermost kernel frame.
+/// The name of `record`'s site: its user stack's telling frame ([`frames::site_index`]: the
+/// program's first frame past the wait plumbing, the runtime and the generic wait wrappers; else
+/// its outermost frame that is not the runtime's), else its innermost kernel frame.
 fn site_frame(profile: &Profile, record: &WaitRecord) -> String {
     let user = profile.stack(record.user_stack).and_then(|s| {
-        let names: Vec<String> = s.frames.iter().map(|f| f.display_name()).collect();
-        names
+        let named = named_frames(s);
+        let refs: Vec<frames::FrameRef<'_>> = named
             .iter()
-            .find(|n| !is_wait_plumbing(n))
-            .or(names.first())
-            .cloned()
+            .map(|(name, file)| frames::FrameRef {
+                name,
+                file: file.as_deref(),
+            })
+            .collect();
+        let at = frames::site_index(&refs)?;
+        named.get(at).map(|(name, _)| name.clone())
     });
     let kernel = || {
         profile

@@ -134,7 +134,7 @@ impl Section for OffCpu {
             let _ = writeln!(
                 out,
                 "  (its futex sleeps of the threads the futex probe traced are that probe's waits \
-                 above, counted there once)"
+                 above,\n  counted there once)"
             );
         }
         if let Some(why) = self.no_wakeups {

@@ -19,7 +19,8 @@ pub(super) struct OnCpu {
     cpu_ns: u64,
     /// Every thread sampled on CPU, most CPU time first.
     threads: Vec<OnCpuThread>,
-    /// Distinct user stacks sampled.
+    /// Distinct user stacks sampled (by their functions: samples at other instructions of the
+    /// same functions are one stack).
     stacks_total: usize,
     /// The top [`TOP`] of them by CPU time.
     stacks: Vec<OnCpuStack>,
@@ -120,7 +121,6 @@ fn on_cpu(profile: &Profile) -> Option<OnCpu> {
         })
         .collect();
     thread_rows.sort_by_key(|t| (Reverse(t.cpu_ns), t.pid, t.tid));
-    let stacks_total = stacks.len();
     let mut stack_rows: Vec<(Option<StackId>, OnCpuStack)> = stacks
         .into_iter()
         .map(|(id, (stats, threads, by_kernel))| {
@@ -135,14 +135,42 @@ fn on_cpu(profile: &Profile) -> Option<OnCpu> {
             (id, stack)
         })
         .collect();
+    // Stacks of the same functions (samples at other instructions of them) are one stack.
+    let mut merged: Vec<(Option<StackId>, OnCpuStack, u64)> = Vec::new();
     stack_rows.sort_by_key(|(id, s)| (Reverse(s.cpu_ns), *id));
-    stack_rows.truncate(TOP);
+    for (id, stack) in stack_rows {
+        match merged
+            .iter_mut()
+            .find(|(_, m, _)| m.user == stack.user && m.truncated == stack.truncated)
+        {
+            Some((_, into, heaviest_ns)) => {
+                into.samples += stack.samples;
+                into.cpu_ns += stack.cpu_ns;
+                for thread in stack.threads {
+                    if !into.threads.contains(&thread) {
+                        into.threads.push(thread);
+                    }
+                }
+                if stack.cpu_ns > *heaviest_ns {
+                    into.kernel = stack.kernel;
+                    *heaviest_ns = stack.cpu_ns;
+                }
+            }
+            None => {
+                let ns = stack.cpu_ns;
+                merged.push((id, stack, ns));
+            }
+        }
+    }
+    let stacks_total = merged.len();
+    merged.sort_by_key(|(id, s, _)| (Reverse(s.cpu_ns), *id));
+    merged.truncate(TOP);
     Some(OnCpu {
         samples: all.count,
         cpu_ns: all.total_ns,
         threads: thread_rows,
         stacks_total,
-        stacks: stack_rows.into_iter().map(|(_, s)| s).collect(),
+        stacks: merged.into_iter().map(|(_, s, _)| s).collect(),
     })
 }
 
@@ -154,6 +182,10 @@ impl Section for OnCpu {
     }
 
     fn write_text(&self, out: &mut String) {
+        self.write_text_styled(out, StackStyle::Readable);
+    }
+
+    fn write_text_styled(&self, out: &mut String, style: StackStyle) {
         let _ = writeln!(out);
         let _ = writeln!(
             out,
@@ -181,56 +213,73 @@ impl Section for OnCpu {
                 if t.hottest.is_empty() {
                     crate::analysis::fold::NO_USER_STACK.to_string()
                 } else {
-                    t.hottest
-                        .iter()
-                        .map(|n| truncate(n, 40))
-                        .collect::<Vec<_>>()
-                        .join(" <- ")
+                    frames::leaf_first_line(&t.hottest, style, frames::TEXT_WIDTH - 63)
                 }
             );
         }
+        // Stacks that show the same lines (they differ in folded or elided frames) are one.
+        let mut shown: Vec<(Vec<String>, u64, u64, Vec<String>)> = Vec::new();
+        for s in &self.stacks {
+            let no_user = [crate::analysis::fold::NO_USER_STACK.to_string()];
+            let user = if s.user.is_empty() {
+                no_user.to_vec()
+            } else {
+                frames::shown_names(&s.user, style, frames::TEXT_WIDTH - 8)
+            };
+            let mut lines: Vec<String> = s
+                .kernel
+                .iter()
+                .map(|n| format!("{}  [kernel]", frames::show_name(n, style, 80)))
+                .chain(user)
+                .collect();
+            if lines.len() > ON_CPU_FRAMES {
+                let more = lines.len() - ON_CPU_FRAMES;
+                lines.truncate(ON_CPU_FRAMES);
+                lines.push(format!("... {more} more frames"));
+            }
+            if s.truncated {
+                lines.push("... (truncated: the unwinder stopped here)".to_string());
+            }
+            match shown.iter_mut().find(|(l, ..)| *l == lines) {
+                Some((_, ns, samples, threads)) => {
+                    *ns += s.cpu_ns;
+                    *samples += s.samples;
+                    for thread in &s.threads {
+                        if !threads.contains(thread) {
+                            threads.push(thread.clone());
+                        }
+                    }
+                }
+                None => shown.push((lines, s.cpu_ns, s.samples, s.threads.clone())),
+            }
+        }
+        shown.sort_by_key(|(_, ns, ..)| Reverse(*ns));
         let _ = writeln!(out);
         let _ = writeln!(
             out,
             "  Top {} of {} stacks by CPU time",
-            self.stacks.len(),
+            shown.len(),
             self.stacks_total
         );
-        for (i, s) in self.stacks.iter().enumerate() {
+        for (i, (lines, cpu_ns, samples, threads)) in shown.iter().enumerate() {
             let _ = writeln!(out);
-            let _ = writeln!(
-                out,
-                "  #{:<3}{} ({} of all CPU time), {} samples, {}",
+            let head = format!(
+                "  #{:<3}{} ({} of all CPU time), {} samples, ",
                 i + 1,
-                format_ns(s.cpu_ns),
-                format_percent(s.cpu_ns, self.cpu_ns),
-                s.samples,
-                s.threads.join(", ")
+                format_ns(*cpu_ns),
+                format_percent(*cpu_ns, self.cpu_ns),
+                samples,
             );
-            let no_user = [crate::analysis::fold::NO_USER_STACK.to_string()];
-            let user = if s.user.is_empty() {
-                &no_user[..]
-            } else {
-                &s.user[..]
+            let threads = match style {
+                StackStyle::Readable => frames::thread_list(
+                    threads,
+                    frames::TEXT_WIDTH.saturating_sub(head.chars().count()),
+                ),
+                StackStyle::Full => threads.join(", "),
             };
-            let frames: Vec<String> = s
-                .kernel
-                .iter()
-                .map(|n| format!("{n}  [kernel]"))
-                .chain(user.iter().cloned())
-                .collect();
-            for name in frames.iter().take(ON_CPU_FRAMES) {
-                let _ = writeln!(out, "        {name}");
-            }
-            if frames.len() > ON_CPU_FRAMES {
-                let _ = writeln!(
-                    out,
-                    "        ... {} more frames",
-                    frames.len() - ON_CPU_FRAMES
-                );
-            }
-            if s.truncated {
-                let _ = writeln!(out, "        ... (truncated: the unwinder stopped here)");
+            let _ = writeln!(out, "{head}{threads}");
+            for line in lines {
+                let _ = writeln!(out, "        {line}");
             }
         }
     }
