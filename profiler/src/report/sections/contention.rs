@@ -1,7 +1,7 @@
 //! The contention section: the waits on other threads of the program ranked on their own, the
 //! idle waits (waiting for something outside the program: a client, a timer) listed apart, as
 //! [`wait_roles`] tells them: by who ended each sleep where the profile says, else by the rule
-//! of thumb (locks are contention, a thread parked most of its window at one site that may be
+//! of thumb (locks are contention, a thread parked most of the recording at one site that may be
 //! idle is idle).
 
 use super::*;
@@ -17,7 +17,7 @@ pub(crate) struct Contention {
     /// heaviest first.
     pub(crate) sites: Vec<SiteRow>,
     /// Idle sites: sleeps something outside the program ended, or (without who ended them) a
-    /// thread parked most of its window there.
+    /// thread parked most of the recording there.
     pub(crate) idle: Vec<SiteRow>,
     /// True when the profile says who ended some of its sleeps (the `offcpu` probe's wakeups);
     /// false when every role comes from the rule of thumb.
@@ -32,7 +32,7 @@ const ENDED_BY_NOTE: &str = "Ended by: who ended the sleeps, as a share of the t
     is known: program = another thread of the program (so a latch, a semaphore or epoll_wait \
     another thread ended is contention), outside = another process, interrupt = a timer, a \
     device or the network; holder = a lock's wait, ended by its release (who ended it not \
-    recorded); parked = a thread parked most of its window at one site.";
+    recorded); parked = a thread parked most of the recording at one site.";
 
 fn contention(profile: &Profile) -> Option<Contention> {
     let roles = wait_roles(profile);
@@ -78,9 +78,9 @@ fn contention(profile: &Profile) -> Option<Contention> {
 }
 
 /// The contention table's columns before the threads: kind, waits, total, max, ended by, site.
-const ROW_PREFIX: usize = 2 + 13 + 7 + 9 + 9 + 2 + 15 + SITE_WIDTH + 1;
+const ROW_PREFIX: usize = 2 + 13 + 7 + 9 + 9 + 2 + 17 + SITE_WIDTH + 1;
 /// The site column's width: the telling frame, cut to fit.
-const SITE_WIDTH: usize = 24;
+const SITE_WIDTH: usize = 22;
 
 /// A site row of the contention section: kind, count, total, max, who ended it, site (its telling
 /// frame), threads (and, for an idle site, the operation), within [`frames::TEXT_WIDTH`] columns
@@ -113,7 +113,7 @@ fn write_row(out: &mut String, r: &SiteRow, operation: bool, style: StackStyle) 
     }
     let _ = writeln!(
         out,
-        "  {:<13}{:>7}{:>9}{:>9}  {:<15}{:<SITE_WIDTH$} {threads}{operation}",
+        "  {:<13}{:>7}{:>9}{:>9}  {:<16} {:<SITE_WIDTH$} {threads}{operation}",
         r.kind.name(),
         r.count,
         format_ns(r.total_ns),
@@ -145,7 +145,7 @@ impl Section for Contention {
             "Contention: waits on other threads of the program (idle waits apart)"
         );
         let header = format!(
-            "  {:<13}{:>7}{:>9}{:>9}  {:<15}{:<SITE_WIDTH$} threads",
+            "  {:<13}{:>7}{:>9}{:>9}  {:<16} {:<SITE_WIDTH$} threads",
             "kind", "waits", "total", "max", "ended by", "site"
         );
         if self.sites.is_empty() && self.wakers_known {
@@ -197,7 +197,7 @@ impl Section for Contention {
                 ("holder", "holder = a lock's wait, ended by its release"),
                 (
                     "parked",
-                    "parked = a thread parked most of its window there (in one sleep, or with \
+                    "parked = a thread parked most of the recording there (in one sleep, or with \
                      who ended it not recorded)",
                 ),
                 (
@@ -220,7 +220,7 @@ impl Section for Contention {
         } else {
             let text = format!(
                 "who ended the sleeps: {}; so contention is told by the kind (holder: a mutex, \
-                 rwlock or kernel lock), idle by a thread parked most of its window at one site \
+                 rwlock or kernel lock), idle by a thread parked most of the recording at one site \
                  (parked), and a latch, a semaphore or epoll_wait that another thread ended is \
                  neither",
                 self.no_wakers
@@ -267,7 +267,7 @@ impl Section for Contention {
         if !self.idle.is_empty() {
             let _ = writeln!(
                 out,
-                "<p class=\"muted\">Idle waits, apart: waiting for something outside the program (a client, a timer), or a thread parked most of its window at one site.</p>"
+                "<p class=\"muted\">Idle waits, apart: waiting for something outside the program (a client, a timer), or a thread parked most of the recording at one site.</p>"
             );
             table(out, "section-table", &columns, &self.idle);
         }

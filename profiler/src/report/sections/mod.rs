@@ -219,7 +219,7 @@ pub(crate) struct SiteRow {
 impl SiteRow {
     /// Who ended the site's sleeps, in words for a column: `program 98%` (the largest share of
     /// the time whose waker is known), else `holder` for a lock told by its kind; `parked` for a
-    /// thread parked most of its window there (one sleep, or no waker known).
+    /// thread parked most of the recording there (one sleep, or no waker known).
     fn ended_by(&self) -> String {
         let known: u64 = self.woken_ns.values().sum();
         match self
