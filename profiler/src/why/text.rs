@@ -106,6 +106,15 @@ fn render(why: &Why, style: StackStyle) -> String {
         format_percent(idle_ns, a.wall_ns),
         format_percent(why.coverage.unfinished_ns, a.wall_ns),
     );
+    // What "not analysed" is, where it is enough to change the answer.
+    let mut time = time;
+    if why.coverage.unfinished_ns.saturating_mul(100) >= a.wall_ns && a.wall_ns > 0 {
+        time.push_str(
+            ": sleeps still going on when the recording ended (the analysis follows a sleep when \
+             it ends, so a thread asleep through the recording, a pool waiting for work or a \
+             server with no load, is not in it: record while the load runs, or longer)",
+        );
+    }
     put_wrapped(&mut out, &time, "  their time ", indent);
     out.push('\n');
     if why.causes.is_empty() {
