@@ -119,16 +119,7 @@ pub(super) fn metadata_table(out: &mut String, profile: &Profile) {
             ),
         ));
     }
-    out.push_str("<table>\n");
-    for (key, value) in rows {
-        let _ = writeln!(
-            out,
-            "<tr><th>{}</th><td>{}</td></tr>",
-            xml_escape(key),
-            xml_escape(&value)
-        );
-    }
-    out.push_str("</table>\n");
+    key_value_table(out, None, &rows);
     if l.lost_events() > 0 {
         let _ = writeln!(
             out,
@@ -224,4 +215,24 @@ fn draw(out: &mut String, profile: &Profile, label: &str, options: &FlamegraphOp
             );
         }
     }
+}
+
+/// A table of (key, value) rows, each a header cell and its value, escaped; `class` names the
+/// table for the page's style.
+pub(super) fn key_value_table(out: &mut String, class: Option<&str>, rows: &[(&str, String)]) {
+    match class {
+        Some(class) => {
+            let _ = writeln!(out, "<table class=\"{}\">", xml_escape(class));
+        }
+        None => out.push_str("<table>\n"),
+    }
+    for (key, value) in rows {
+        let _ = writeln!(
+            out,
+            "<tr><th>{}</th><td>{}</td></tr>",
+            xml_escape(key),
+            xml_escape(value)
+        );
+    }
+    out.push_str("</table>\n");
 }

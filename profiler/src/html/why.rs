@@ -146,16 +146,7 @@ fn analysed(out: &mut String, why: &Why) {
     if let Some(site) = &a.site {
         rows.push(("site", format!("only waits at frames containing `{site}`")));
     }
-    out.push_str("<table class=\"why-analysed\">\n");
-    for (key, value) in rows {
-        let _ = writeln!(
-            out,
-            "<tr><th>{}</th><td>{}</td></tr>",
-            xml_escape(key),
-            xml_escape(&value)
-        );
-    }
-    out.push_str("</table>\n");
+    super::run::key_value_table(out, Some("why-analysed"), &rows);
 }
 
 /// A list of function names, leaf first, the first few shown and the rest folded.

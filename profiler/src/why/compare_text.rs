@@ -4,7 +4,6 @@
 use super::compare::{Basis, CauseChange, CauseSide, ChangeStatus, SideSummary, WhyDiff};
 use super::model::Site;
 use crate::render::units::{format_fraction, format_ns};
-use lockscope_probes::waitfor::WaitPart;
 use std::fmt::Write as _;
 
 /// Columns a line may use.
@@ -307,23 +306,14 @@ fn detail(out: &mut String, diff: &WhyDiff, c: &CauseChange) {
 /// A waiting site: its time, what it waited in, the lock word, who, and where (last, as the
 /// part a line too long loses).
 fn site_line(site: &Site) -> String {
-    let what = match (site.part, &site.call) {
-        (WaitPart::Runnable, _) => "runnable".to_owned(),
-        (_, Some(call)) if !call.starts_with("futex") => call.clone(),
-        _ => site.kind.to_string(),
-    };
-    let object = site
-        .object
-        .as_deref()
-        .map(|o| format!(" {o}"))
-        .unwrap_or_default();
+    let what = super::text::site_what(site);
     let at = if site.stack.is_empty() {
         "[no stack]".to_owned()
     } else {
         site.stack.join(" <- ")
     };
     format!(
-        "{:>8}  {what}{object} by {} at {at}",
+        "{:>8}  {what} by {} at {at}",
         format_ns(site.total_ns),
         site.threads.join(", "),
     )

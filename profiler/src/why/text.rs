@@ -327,16 +327,7 @@ fn write_cause(out: &mut String, cause: &Cause, style: StackStyle) {
 /// A site a cause explains: what its threads waited in, on what, at its stack from the telling
 /// frame up, who and how long.
 fn site_line(site: &Site, style: StackStyle) -> String {
-    let what = match (site.part, &site.call) {
-        (WaitPart::Runnable, _) => "runnable".to_owned(),
-        (_, Some(call)) if !call.starts_with("futex") => call.clone(),
-        _ => site.kind.to_string(),
-    };
-    let object = site
-        .object
-        .as_deref()
-        .map(|o| format!(" {o}"))
-        .unwrap_or_default();
+    let what = site_what(site);
     let at = if site.stack.is_empty() {
         "[no stack]".to_owned()
     } else {
@@ -346,8 +337,19 @@ fn site_line(site: &Site, style: StackStyle) -> String {
         StackStyle::Full => site.threads.join(", "),
         StackStyle::Readable => frames::thread_list(&site.threads, 40),
     };
-    format!(
-        "{what}{object} at {at}: {threads} ({})",
-        format_ns(site.total_ns)
-    )
+    format!("{what} at {at}: {threads} ({})", format_ns(site.total_ns))
+}
+
+/// What a site's threads waited in (`runnable`, the call, else the wait's kind) and on what (the
+/// lock word), as `why` and `why A B` say it.
+pub(super) fn site_what(site: &Site) -> String {
+    let what = match (site.part, &site.call) {
+        (WaitPart::Runnable, _) => "runnable".to_owned(),
+        (_, Some(call)) if !call.starts_with("futex") => call.clone(),
+        _ => site.kind.to_string(),
+    };
+    match &site.object {
+        Some(object) => format!("{what} {object}"),
+        None => what,
+    }
 }
