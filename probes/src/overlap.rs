@@ -497,18 +497,8 @@ mod tests {
     /// record keep theirs.
     #[test]
     fn offcpu_sleeps_take_their_stacks_kind() {
-        use crate::profile::{AddressSpace, Frame, Stack};
-        let stack = |space, functions: &[&str]| Stack {
-            space,
-            frames: functions
-                .iter()
-                .map(|f| Frame {
-                    function: Some((*f).into()),
-                    ..Frame::unsymbolized(0x1000)
-                })
-                .collect(),
-            truncated: false,
-        };
+        use crate::profile::{AddressSpace, Stack};
+        let stack = Stack::named;
         let user = |functions: &[&str]| stack(AddressSpace::User, functions);
         let on = |user: Option<u32>, kernel: Option<u32>, r: WaitRecord| WaitRecord {
             user_stack: user,

@@ -332,6 +332,24 @@ pub struct Stack {
     pub truncated: bool,
 }
 
+#[cfg(test)]
+impl Stack {
+    /// A complete stack of named frames, leaf first, for the crate's tests.
+    pub(crate) fn named(space: AddressSpace, functions: &[&str]) -> Stack {
+        Stack {
+            space,
+            frames: functions
+                .iter()
+                .map(|f| Frame {
+                    function: Some((*f).into()),
+                    ..Frame::unsymbolized(0x1000)
+                })
+                .collect(),
+            truncated: false,
+        }
+    }
+}
+
 /// One frame of a stack, symbolized at record time.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Frame {

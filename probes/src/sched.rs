@@ -705,18 +705,8 @@ mod tests {
     /// contention, not parked; a pool parked through most of the recording is idle.
     #[test]
     fn roles_agree_across_probes() {
-        use crate::profile::{AddressSpace, Frame, Stack};
-        let user = |functions: &[&str]| Stack {
-            space: AddressSpace::User,
-            frames: functions
-                .iter()
-                .map(|f| Frame {
-                    function: Some((*f).into()),
-                    ..Frame::unsymbolized(0x1000)
-                })
-                .collect(),
-            truncated: false,
-        };
+        use crate::profile::{AddressSpace, Stack};
+        let user = |functions: &[&str]| Stack::named(AddressSpace::User, functions);
         let lived = |tid: u32, wall_ns: u64| ThreadTime {
             pid: 1,
             tid,
