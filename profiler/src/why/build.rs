@@ -7,6 +7,7 @@ use super::model::{Analysed, Cause, CauseKey, CauseKind, Coverage, Header, Why, 
 use super::select::{Selection, ThreadNames};
 use super::stacks::{place_names, stack_names};
 use super::{WhyError, WhyOptions, WHY_JSON_VERSION};
+use crate::render::frames;
 use lockscope_probes::waitfor::Blame;
 use lockscope_probes::{sleep_site_roles, Profile};
 use std::collections::BTreeMap;
@@ -53,9 +54,16 @@ impl Why {
             // Running is known by what it ran where the cpu probe sampled it, else by where it
             // ended (where the root woke the next thread of the chain, or blocked).
             let stack = match kind {
-                CauseKind::Cpu => sampled
-                    .dominant(b.root.thread, b.root.user_stack)
-                    .unwrap_or_else(|| place_names(profile, b.root.user_stack)),
+                // One place, one cause: samples that end in different leaves under the same
+                // caller (`clock_gettime <- compute` and `compute`) are the caller's work, from
+                // its telling frame up (docs/FRAMES.md).
+                CauseKind::Cpu => {
+                    let stack = sampled
+                        .dominant(b.root.thread, b.root.user_stack)
+                        .unwrap_or_else(|| place_names(profile, b.root.user_stack));
+                    let from = frames::site_name_index(&stack).unwrap_or(0);
+                    stack[from..].to_vec()
+                }
                 _ if by_stack => place_names(profile, b.root.user_stack),
                 _ => Vec::new(),
             };
@@ -143,6 +151,74 @@ impl Why {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Time on a CPU that ended in different leaves under one caller (`clock_gettime <-
+    /// compute_ns` and `compute_ns`) is one cause, at the caller, shown with its heaviest leaf.
+    #[test]
+    fn one_place_one_cause() {
+        use lockscope_probes::waitfor::{Root, RootKind, ThreadRef, WaitFor, WaitPart, WokenBy};
+        use lockscope_probes::{AddressSpace, Frame, Stack, ThreadTime};
+        let stack = |functions: &[&str]| Stack {
+            space: AddressSpace::User,
+            frames: functions
+                .iter()
+                .map(|f| Frame {
+                    function: Some((*f).into()),
+                    ..Frame::unsymbolized(0x1000)
+                })
+                .collect(),
+            truncated: false,
+        };
+        let (consumer, supplier) = (ThreadRef { pid: 1, tid: 2 }, ThreadRef { pid: 1, tid: 3 });
+        let blame = |root_stack: u32, total_ns: u64| Blame {
+            thread: consumer,
+            part: WaitPart::Asleep,
+            call: Some("futex".into()),
+            object: 0,
+            user_stack: Some(2),
+            kernel_stack: None,
+            woken_by: Some(WokenBy::Program),
+            waker: Some(supplier),
+            root: Root {
+                kind: RootKind::Cpu,
+                thread: supplier,
+                call: None,
+                user_stack: Some(root_stack),
+                kernel_stack: None,
+                woken_by: None,
+                waker_name: None,
+                holder: None,
+                holder_name: None,
+            },
+            depth: 1,
+            chain: Vec::new(),
+            waits: 1,
+            total_ns,
+        };
+        let lived = |thread: ThreadRef| ThreadTime {
+            pid: thread.pid,
+            tid: thread.tid,
+            wall_ns: 1000,
+            ..ThreadTime::default()
+        };
+        let profile = Profile {
+            stacks: vec![
+                stack(&["compute_ns", "supply", "start_thread"]),
+                stack(&["clock_gettime", "compute_ns", "supply", "start_thread"]),
+                stack(&["___pthread_cond_wait", "consume", "start_thread"]),
+            ],
+            thread_times: vec![lived(consumer), lived(supplier)],
+            waitfor: Some(WaitFor {
+                blame: vec![blame(0, 300), blame(1, 500)],
+                ..WaitFor::default()
+            }),
+            ..Profile::default()
+        };
+        let why = Why::build(&profile, &WhyOptions::default()).expect("why");
+        assert_eq!(why.causes.len(), 1, "{:#?}", why.causes);
+        assert_eq!(why.causes[0].total_ns, 800);
+        assert_eq!(why.causes[0].stack[..2], ["clock_gettime", "compute_ns"]);
+    }
 
     /// A profile without the wait-for analysis says which probes to record.
     #[test]

@@ -132,6 +132,20 @@ pub(super) fn cause(
             .max_by_key(|b| b.total_ns)
             .map(|b| place_names(profile, b.root.user_stack))
             .unwrap_or_default()
+    } else if key.kind == Some(CauseKind::Cpu) {
+        // Keyed from the telling frame up; shown as it ran (where sampled, else where its
+        // stretches of running ended), with its heaviest leaf.
+        let mut ran: BTreeMap<Vec<String>, u64> = ran_at.clone();
+        if ran.is_empty() {
+            for b in records {
+                *ran.entry(place_names(profile, b.root.user_stack))
+                    .or_default() += b.total_ns;
+            }
+        }
+        ran.into_iter()
+            .filter(|(stack, _)| stack.ends_with(&key.stack))
+            .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+            .map_or_else(|| key.stack.clone(), |(stack, _)| stack)
     } else {
         key.stack.clone()
     };
