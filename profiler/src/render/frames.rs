@@ -176,6 +176,9 @@ pub const WAIT_WRAPPERS: &[&str] = &[
 const WAIT_PLUMBING: &[&str] = &[
     "pthread_",
     "lll_",
+    // glibc's condition-variable internals (`__condvar_quiesce_and_switch_g1` under
+    // `pthread_cond_signal`, `__condvar_dec_grefs`...).
+    "condvar_",
     "futex",
     "sem_",
     "new_sem_",
@@ -952,6 +955,20 @@ mod tests {
             shorten(names[5], 100),
             "TTASEventMutex<…>::enter(unsigned int, unsigned int, char const*, unsigned int)"
         );
+    }
+
+    /// glibc's condition-variable internals under a signal are plumbing: nginx's thread pool
+    /// signalling its task queue is at `ngx_thread_cond_signal`.
+    #[test]
+    fn condvar_internals_are_plumbing() {
+        let names = [
+            "futex_wait",
+            "__condvar_quiesce_and_switch_g1",
+            "___pthread_cond_signal",
+            "ngx_thread_cond_signal",
+            "ngx_thread_task_post",
+        ];
+        assert_eq!(telling_name(&names), Some(3));
     }
 
     /// Generic parameters are elided, a qualified path kept readable by its last segments.
