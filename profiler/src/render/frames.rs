@@ -385,9 +385,25 @@ pub fn is_wait_wrapper(name: &str) -> bool {
 /// plumbing ([`is_wait_plumbing`]), nor the runtime ([`RUNTIME`]), nor a generic wait wrapper
 /// ([`WAIT_WRAPPERS`]); `None` when every frame is one of those.
 pub fn telling_index(frames: &[FrameRef<'_>]) -> Option<usize> {
-    frames.iter().position(|f| {
+    let telling = |f: &FrameRef<'_>| {
         !is_wait_plumbing(f.name) && runtime_rule(*f).is_none() && !is_wait_wrapper(f.name)
-    })
+    };
+    // A frame without a symbol (a stripped binary's static function: PostgreSQL's `WaitOnLock`
+    // as `postgres+0x45d95d`) says less than the named caller above it (`XactLockTableWait`).
+    frames
+        .iter()
+        .position(|f| telling(f) && !is_unnamed(f.name))
+        .or_else(|| frames.iter().position(telling))
+}
+
+/// True for a frame no symbol names: `module+0x1f2e` or `[module]`.
+fn is_unnamed(name: &str) -> bool {
+    name.starts_with('[')
+        || name.rsplit_once("+0x").is_some_and(|(module, offset)| {
+            !module.is_empty()
+                && !module.contains(' ')
+                && offset.chars().all(|c| c.is_ascii_hexdigit())
+        })
 }
 
 /// The frame that names a site: the telling frame ([`telling_index`]); without one (a stack of
@@ -955,6 +971,25 @@ mod tests {
             shorten(names[5], 100),
             "TTASEventMutex<…>::enter(unsigned int, unsigned int, char const*, unsigned int)"
         );
+    }
+
+    /// A frame no symbol names (a stripped binary's static function) is passed over for the
+    /// named caller above it; a stack of unnamed frames alone is still named by its first.
+    #[test]
+    fn unnamed_frames_give_way_to_named_callers() {
+        let names = [
+            "epoll_wait",
+            "WaitEventSetWait",
+            "WaitLatch",
+            "ProcSleep",
+            "postgres+0x45d95d",
+            "LockAcquireExtended",
+            "XactLockTableWait",
+            "heapam_tuple_lock",
+        ];
+        assert_eq!(telling_name(&names), Some(6));
+        assert_eq!(telling_name(&["nginx+0x54174", "[nginx]"]), Some(0));
+        assert!(!is_unnamed("operator+(int)"));
     }
 
     /// glibc's condition-variable internals under a signal are plumbing: nginx's thread pool
