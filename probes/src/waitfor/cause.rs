@@ -2,7 +2,7 @@
 //! causes by it, and the report's contention and idle waits ([`crate::sched::wait_roles`]) read
 //! it, so the two never disagree on whether a wait was contention or idle.
 
-use super::{Blame, RootKind, ThreadRef, WaitFor, WokenBy};
+use super::{Blame, RootKind, ThreadRef, WaitFor};
 use crate::linux_syscalls::FILE_IO_CALLS;
 use crate::profile::{Profile, StackId};
 use serde::{Deserialize, Serialize};
@@ -94,9 +94,11 @@ pub fn is_idle_cpu(thread: ThreadRef) -> bool {
 }
 
 /// What kind of cause a record's root is. A sleep no thread of the program ended is `io` when
-/// its call or kernel stack says a device; `sleep` when it slept on purpose (or a timed futex
-/// wait timed out) and someone waited on it; otherwise the program waited for outside input:
-/// `idle`. A thread's own such sleep (depth 0) is idle unless others waited on that sleep.
+/// its call or kernel stack says a device; `sleep` when it slept on purpose (nanosleep,
+/// clock_nanosleep, pause: not a timed futex wait that timed out, which waited for time to
+/// pass) and someone waited on it; otherwise the program waited for outside input or for a
+/// timer: `idle`. A thread's own such sleep (depth 0) is idle unless others waited on that
+/// sleep.
 pub fn cause_kind(
     profile: &Profile,
     b: &Blame,
@@ -113,9 +115,9 @@ pub fn cause_kind(
         RootKind::DepthLimit => CauseKind::DepthLimit,
         RootKind::Unknown => CauseKind::Unknown,
         RootKind::Blocked => {
-            let Some(woken_by) = b.root.woken_by else {
+            if b.root.woken_by.is_none() {
                 return CauseKind::Unknown;
-            };
+            }
             let call = b.root.call.as_deref().unwrap_or("");
             let io = FILE_IO_CALLS.contains(&call)
                 || profile.stack(b.root.kernel_stack).is_some_and(|s| {
@@ -127,8 +129,10 @@ pub fn cause_kind(
             if io {
                 return CauseKind::Io;
             }
-            let on_purpose = ON_PURPOSE_CALLS.contains(&call)
-                || (call.starts_with("futex") && woken_by == WokenBy::Interrupt);
+            // A timed futex wait that timed out waited for time to pass (a pool's worker, a
+            // timer thread), not for work it chose to do slowly: idle, even where others waited
+            // on the thread it woke (InnoDB's tpool workers waking each other on timeouts).
+            let on_purpose = ON_PURPOSE_CALLS.contains(&call);
             let waited = b.depth > 0 || waited_on.contains(&(b.root.thread, b.root.user_stack));
             if on_purpose && waited {
                 CauseKind::Sleep
