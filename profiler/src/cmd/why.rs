@@ -9,9 +9,10 @@ use std::path::PathBuf;
 /// `lockscope why`.
 #[derive(Debug, Args)]
 pub struct WhyArgs {
-    /// Profile to read (recorded with `--probes bottleneck`).
+    /// Profile to read (recorded with `--probes bottleneck`; default: `lockscope.lsp`, the one
+    /// `record` writes by default).
     #[arg(value_name = "FILE")]
-    pub profile: PathBuf,
+    pub profile: Option<PathBuf>,
 
     /// Threads to analyse: names as globs (`worker-*`) or thread ids, comma-separated. Default:
     /// the groups that did the work (threads that wait on each other form a group; the groups
@@ -48,7 +49,7 @@ impl WhyArgs {
 /// Runs `lockscope why`.
 pub fn run(args: &WhyArgs) -> Result<()> {
     let options = args.to_options();
-    let profile = super::read(&args.profile)?;
+    let profile = super::read_or_default(args.profile.as_deref())?;
     let why = Why::build(&profile, &options)?;
     super::write_stdout("the causes", |out| {
         if options.json {
