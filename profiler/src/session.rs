@@ -20,7 +20,8 @@ use std::time::Duration;
 /// How often the eBPF recorder is polled.
 #[cfg(target_os = "linux")]
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
-/// How often [`Session::start`] looks whether the backend is ready.
+/// How often [`Session::start`] looks whether the backend is ready, and how often a recording
+/// about to end looks for a stop request.
 const READY_POLL: Duration = Duration::from_millis(10);
 
 /// What to record and how, validated (built from `record`'s arguments by
@@ -84,6 +85,15 @@ pub struct Progress {
     pub stack_failures: u64,
 }
 
+/// The end of a recording, known before its profile is built (eBPF backend).
+#[derive(Clone, Debug)]
+pub struct Ended {
+    /// How long it recorded, from the attach to the detach: the profile's duration.
+    pub recorded: Duration,
+    /// Why it ended, as the profile says.
+    pub reason: String,
+}
+
 /// What a session's recording produced.
 #[derive(Debug)]
 pub struct Recording {
@@ -111,6 +121,8 @@ struct Shared {
     /// The same request as a flag, as the DTrace recorder takes it.
     stop_flag: Arc<AtomicBool>,
     progress: Mutex<Progress>,
+    /// Set once the probes are detached, while the profile is still being built (eBPF).
+    ended: Mutex<Option<Ended>>,
 }
 
 /// A recording in progress.
@@ -169,9 +181,16 @@ impl Session {
         *lock(&self.shared.progress)
     }
 
-    /// Whether the recording ended by itself (duration, target exit, failure).
+    /// Whether the recording ended by itself (duration, target exit, failure) and its profile
+    /// is built.
     pub fn ended(&self) -> bool {
         self.worker.is_finished()
+    }
+
+    /// The recording's end once its probes are detached, while its stacks are still being
+    /// resolved (eBPF backend; `None` before, and with dtrace).
+    pub fn recording_ended(&self) -> Option<Ended> {
+        lock(&self.shared.ended).clone()
     }
 
     /// Asks the recording to end; `reason` is what the profile says of it (eBPF backend; dtrace
@@ -280,7 +299,6 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recording> {
     record.unwind.stack_memo = stack_memo_from_env()?;
     let stack_memo = record.unwind.stack_memo;
     let mut recorder = Recorder::start(record)?;
-    let started = Instant::now();
     let target = recorder.target();
     if target.pid != 0 {
         *lock(&shared.pid) = Some(recorder.target_pid());
@@ -321,12 +339,12 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recording> {
     *lock(&shared.warnings) = recorder.warnings().to_vec();
     shared.ready.store(true, Ordering::Release);
 
+    // The duration counts from the attach (the recorder's clock), and the recording ends at
+    // it: the last sleep stops there, and a poll that would end past it (a poll takes about as
+    // long as the one before: draining the wait-for stream of a busy server takes hundreds of
+    // milliseconds) is not started, the end's drain taking what it would have.
     let reason = loop {
-        std::thread::sleep(if recorder.wants_early_polls() {
-            Recorder::EARLY_POLL_INTERVAL
-        } else {
-            POLL_INTERVAL
-        });
+        let polled = Instant::now();
         let status = match recorder.poll() {
             Ok(status) => status,
             Err(e) => {
@@ -348,6 +366,7 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recording> {
                 });
             }
         };
+        let last_poll = polled.elapsed();
         *lock(&shared.progress) = Progress {
             elapsed: status.elapsed,
             events: status.events,
@@ -357,13 +376,27 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recording> {
         if let Some(reason) = lock(&shared.stop).clone() {
             break reason;
         }
-        if options.duration.is_some_and(|d| started.elapsed() >= d) {
-            break "duration elapsed".to_string();
-        }
         if status.target_exited {
             break target_exit_reason(recorder.target_exit_status());
         }
+        let interval = if recorder.wants_early_polls() {
+            Recorder::EARLY_POLL_INTERVAL
+        } else {
+            POLL_INTERVAL
+        };
+        if let Some(duration) = options.duration {
+            let left = duration.saturating_sub(recorder.elapsed());
+            if left <= interval + last_poll {
+                break nap(left, shared).unwrap_or_else(|| "duration elapsed".to_string());
+            }
+        }
+        std::thread::sleep(interval);
     };
+    let recorded = recorder.stop();
+    *lock(&shared.ended) = Some(Ended {
+        recorded,
+        reason: reason.clone(),
+    });
     let mut notes: Vec<String> = recorder
         .warnings()
         .iter()
@@ -382,6 +415,22 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recording> {
         notes,
         failure: None,
     })
+}
+
+/// Sleeps `length`, or less when a stop is asked for, whose reason it returns.
+#[cfg(target_os = "linux")]
+fn nap(length: Duration, shared: &Shared) -> Option<String> {
+    let until = std::time::Instant::now() + length;
+    loop {
+        if let Some(reason) = lock(&shared.stop).clone() {
+            return Some(reason);
+        }
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        std::thread::sleep(left.min(READY_POLL));
+    }
 }
 
 /// The eBPF backend where there is none.

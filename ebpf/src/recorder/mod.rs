@@ -134,7 +134,10 @@ pub struct Recorder {
     maps: MapsCache,
     last_snapshot: Option<Instant>,
     last_rescan: Instant,
+    /// When the probes were attached: the recording's start, which its duration counts from.
     started: Instant,
+    /// How long it recorded, once [`Recorder::stop`] detached the probes.
+    stopped: Option<Duration>,
     start_unix_ns: u64,
     target_exited: bool,
     /// The wait-for analysis' stream and engine (the `waitfor` probe).
@@ -218,6 +221,12 @@ impl Recorder {
     /// stacks are cut short until the process's table exists.
     pub fn wants_early_polls(&self) -> bool {
         self.started.elapsed() < EARLY_SNAPSHOTS || !self.young.is_empty()
+    }
+
+    /// Time since the probes were attached (the recording's duration so far), or the whole
+    /// recording's once [`Recorder::stop`] ended it.
+    pub fn elapsed(&self) -> Duration {
+        self.stopped.unwrap_or_else(|| self.started.elapsed())
     }
 
     /// What the user-stack unwinder did so far (`None` without a probe that captures stacks).

@@ -154,8 +154,9 @@ impl RecordArgs {
     }
 }
 
-/// How often the session is looked at (and the status line redrawn).
-const POLL_INTERVAL: Duration = Duration::from_millis(100);
+/// How often the session is looked at (and the status line redrawn): its end is said within
+/// this long.
+const POLL_INTERVAL: Duration = Duration::from_millis(50);
 
 /// Why a recording stopped when a signal ended it, as stored in the profile.
 fn interrupted(signal: &str) -> String {
@@ -314,12 +315,25 @@ pub fn record(options: SessionOptions, output: &Path) -> Result<()> {
         }
     }
     let mut status_line = StatusLine::new(backend == BackendArg::Ebpf);
+    let mut end_said = false;
     while !session.ended() {
-        if let Some(signal) = signals.received() {
-            session.stop(&interrupted(signal));
-            break;
+        if let Some(ended) = session.recording_ended().filter(|_| !end_said) {
+            // The probes are off: what follows is not recording, and can take seconds.
+            status_line.clear();
+            eprintln!(
+                "lockscope: recorded {:.2} s ({}); resolving stacks and writing `{}`...",
+                ended.recorded.as_secs_f64(),
+                ended.reason,
+                output.display()
+            );
+            end_said = true;
         }
-        status_line.draw(session.progress());
+        if !end_said {
+            if let Some(signal) = signals.received() {
+                session.stop(&interrupted(signal));
+            }
+            status_line.draw(session.progress());
+        }
         std::thread::sleep(POLL_INTERVAL);
     }
     status_line.clear();
