@@ -278,9 +278,16 @@ fn stack_memo_from_env() -> Result<lockscope_ebpf::StackMemo> {
 /// The eBPF backend on the session's thread: start, poll until the end, finish.
 #[cfg(target_os = "linux")]
 fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recording> {
+    use lockscope::report::Activity;
     use lockscope_ebpf::{RecordOptions, Recorder};
+    use std::collections::HashMap;
     use std::time::Instant;
 
+    // The target's own CPU clocks around the attach and the recording: a target that did
+    // nothing while recorded is told apart from one whose load ended during the attach. Not
+    // for every process of the machine (-a), which is never idle.
+    let measured = !matches!(options.target, Target::All);
+    let given = options.target.given_pids().to_vec();
     let mut record = RecordOptions::new(options.target);
     record.probes = options.probes;
     if let Some(min_block) = options.min_block {
@@ -298,7 +305,14 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recording> {
     record.unwind.user_stacks = user_stacks_from_env()?;
     record.unwind.stack_memo = stack_memo_from_env()?;
     let stack_memo = record.unwind.stack_memo;
+    let before_attach = (Instant::now(), processes_cpu_ns(&given));
     let mut recorder = Recorder::start(record)?;
+    let attach_ns = before_attach.0.elapsed().as_nanos() as u64;
+    let at_attach = if measured {
+        processes_cpu_ns(&recorder.recorded_pids())
+    } else {
+        HashMap::new()
+    };
     let target = recorder.target();
     if target.pid != 0 {
         *lock(&shared.pid) = Some(recorder.target_pid());
@@ -392,7 +406,14 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recording> {
         }
         std::thread::sleep(interval);
     };
+    let at_end = processes_cpu_ns(&at_attach.keys().copied().collect::<Vec<_>>());
     let recorded = recorder.stop();
+    let activity = measured.then(|| Activity {
+        attach_ns,
+        attach_cpu_ns: cpu_used(&before_attach.1, &at_attach),
+        recording_ns: recorded.as_nanos() as u64,
+        recording_cpu_ns: cpu_used(&at_attach, &at_end),
+    });
     *lock(&shared.ended) = Some(Ended {
         recorded,
         reason: reason.clone(),
@@ -410,11 +431,54 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recording> {
         &finished.symbol_failures,
         stack_memo,
     ));
+    let mut profile = finished.profile;
+    if let Some(warning) = activity.and_then(|a| a.warning()) {
+        notes.push(format!("warning: {warning}"));
+        profile.metadata.warnings.push(warning);
+    }
     Ok(Recording {
-        profile: finished.profile,
+        profile,
         notes,
         failure: None,
     })
+}
+
+/// The CPU time (user and system, of every thread, the exited ones' included) each of `pids`
+/// has used since it started, nanoseconds, from `/proc/PID/stat`; a process gone is left out.
+#[cfg(target_os = "linux")]
+fn processes_cpu_ns(pids: &[u32]) -> std::collections::HashMap<u32, u64> {
+    // SAFETY: sysconf reads a constant of the system and has no preconditions.
+    let ticks_per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let ns_per_tick = match u64::try_from(ticks_per_s) {
+        Ok(ticks) if ticks > 0 => 1_000_000_000 / ticks,
+        _ => return std::collections::HashMap::new(),
+    };
+    pids.iter()
+        .filter_map(|&pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // After the command's closing parenthesis (the command may hold spaces): the state,
+            // then fields 4 to 13, then utime and stime (proc(5)).
+            let fields: Vec<&str> = stat
+                .get(stat.rfind(')')? + 1..)?
+                .split_whitespace()
+                .collect();
+            let ticks =
+                fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+            Some((pid, ticks.saturating_mul(ns_per_tick)))
+        })
+        .collect()
+}
+
+/// The CPU time the processes of `before` used until `after`, each still there counted.
+#[cfg(target_os = "linux")]
+fn cpu_used(
+    before: &std::collections::HashMap<u32, u64>,
+    after: &std::collections::HashMap<u32, u64>,
+) -> u64 {
+    before
+        .iter()
+        .filter_map(|(pid, &then)| Some(after.get(pid)?.saturating_sub(then)))
+        .fold(0u64, u64::saturating_add)
 }
 
 /// Sleeps `length`, or less when a stop is asked for, whose reason it returns.

@@ -163,6 +163,14 @@ impl Recorder {
         &self.warnings
     }
 
+    /// The processes recorded now (every process of the machine's for `-a`).
+    pub fn recorded_pids(&self) -> Vec<u32> {
+        match self.scope {
+            Scope::All => self.processes.running_user(),
+            _ => self.shared.targets(),
+        }
+    }
+
     /// How many processes were recorded so far (running or not).
     pub fn processes_recorded(&self) -> usize {
         self.processes.len()

@@ -337,11 +337,24 @@ pub fn record(options: SessionOptions, output: &Path) -> Result<()> {
         std::thread::sleep(POLL_INTERVAL);
     }
     status_line.clear();
+    if let Some(ended) = session.recording_ended().filter(|_| !end_said) {
+        // Ended and resolved between two looks: the end is still said, the writing follows.
+        eprintln!(
+            "lockscope: recorded {:.2} s ({}); writing `{}`...",
+            ended.recorded.as_secs_f64(),
+            ended.reason,
+            output.display()
+        );
+    }
     let recorded = session.finish()?;
     for note in &recorded.notes {
         eprintln!("lockscope: {note}");
     }
     save(&recorded.profile, output)?;
+    // Last, where they are read: a recording that saw (almost) nothing says why.
+    for warning in lockscope::report::quiet_warnings(&recorded.profile) {
+        eprintln!("lockscope: warning: {warning}");
+    }
     recorded.failure.map_or(Ok(()), Err)
 }
 

@@ -39,6 +39,7 @@ mod model;
 pub(crate) mod sections;
 mod text;
 
+pub use coverage::{quiet_warnings, Activity};
 pub(crate) use model::{FrameRow, Group, GroupKey, KindRow, Report};
 
 use crate::render::WriteError;
@@ -150,7 +151,10 @@ pub(crate) fn build_report(profile: &Profile, options: &ReportOptions) -> Report
                     .collect(),
                 ..profile.clone()
             };
-            Report::build(&selected, options)
+            let mut report = Report::build(&selected, options);
+            // What the recording saw too little of is the whole recording's, not the probe's.
+            report.header.quiet = coverage::Quiet::of(profile);
+            report
         }
         None => Report::build(profile, options),
     }

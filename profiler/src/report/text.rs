@@ -150,7 +150,7 @@ impl Report {
         put!(out, "{}{} seen", label("threads"), h.threads_seen);
         for (i, warning) in h.warnings.iter().enumerate() {
             let name = if i == 0 { label("warnings") } else { label("") };
-            put!(out, "{name}WARNING: {warning}");
+            wrap_text(out, &name, &format!("WARNING: {warning}"));
         }
         if h.probes.is_empty() {
             put!(out, "{}none", label("probes"));
@@ -200,6 +200,12 @@ impl Report {
         }
         if let Some(c) = &h.coverage {
             c.write_text(out, &label);
+        }
+        if let Some(quiet) = &h.quiet {
+            for (i, warning) in quiet.warnings.iter().enumerate() {
+                let name = if i == 0 { label("quiet") } else { label("") };
+                wrap_text(out, &name, &format!("WARNING: {warning}"));
+            }
         }
         for m in [&h.merged_sleeps, &h.merged_lock_sleeps]
             .into_iter()
@@ -594,6 +600,28 @@ impl Report {
 /// Writes a stack leaf first, one function per line: inlined functions (innermost first) before
 /// the function they were inlined into, each with its source location or module offset (kernel
 /// frames: source location only, their module is always the kernel).
+/// `text` after `first` (a label), in lines of at most 100 columns, the lines after the first
+/// indented as far as the label.
+fn wrap_text(out: &mut String, first: &str, text: &str) {
+    const WIDTH: usize = 100;
+    let indent = " ".repeat(first.chars().count());
+    let mut line = first.to_string();
+    let mut empty = true;
+    for word in text.split_whitespace() {
+        if !empty && line.chars().count() + 1 + word.chars().count() > WIDTH {
+            put!(out, "{line}");
+            line = indent.clone();
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+        }
+        line.push_str(word);
+        empty = false;
+    }
+    put!(out, "{line}");
+}
+
 fn stack_text(out: &mut String, stack: Option<&StackTrace>, indent: &str, kernel: bool) {
     let Some(stack) = stack else {
         put!(out, "{indent}{}", crate::analysis::fold::NO_USER_STACK);
