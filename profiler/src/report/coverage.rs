@@ -380,3 +380,119 @@ fn threads_cpu_ns(profile: &Profile) -> Option<u64> {
             .fold(0u64, |a, w| a.saturating_add(w.stats.total_ns))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lockscope_probes::{AttachStatus, ProbeAttachment, WaitRecord, WaitStats};
+
+    /// A profile of `duration_ns` with `probes` attached and one futex wait per entry of
+    /// `futex_waits`.
+    fn recording(probes: &[&str], futex_waits: usize, duration_ns: u64) -> Profile {
+        let mut profile = Profile::default();
+        profile.metadata.duration_ns = duration_ns;
+        profile.metadata.probes = probes
+            .iter()
+            .map(|p| ProbeAttachment {
+                probe: p.to_string(),
+                hook: "hook".into(),
+                status: AttachStatus::Attached,
+            })
+            .collect();
+        profile.waits = (0..futex_waits)
+            .map(|i| WaitRecord {
+                probe: catalog::FUTEX.name.into(),
+                kind: WaitKind::Mutex,
+                pid: 1,
+                tid: 2,
+                object: i as u64,
+                operation: "FUTEX_WAIT_PRIVATE".into(),
+                user_stack: None,
+                kernel_stack: None,
+                woken_by: None,
+                stats: WaitStats {
+                    count: 1,
+                    total_ns: 1_000,
+                    max_ns: 1_000,
+                    ..WaitStats::default()
+                },
+            })
+            .collect();
+        profile.metadata.events = futex_waits as u64;
+        profile
+    }
+
+    /// A target busy while recorded gets no warning; one idle throughout is idle; one busy only
+    /// during the attach had its load end before it.
+    #[test]
+    fn activity_warnings() {
+        let second = 1_000_000_000;
+        let busy = Activity {
+            attach_ns: second / 2,
+            attach_cpu_ns: second / 2,
+            recording_ns: second,
+            recording_cpu_ns: second / 50,
+        };
+        assert_eq!(busy.warning(), None);
+        let idle = Activity {
+            attach_cpu_ns: 0,
+            recording_cpu_ns: second / 1000,
+            ..busy
+        };
+        let said = idle.warning().expect("idle");
+        assert!(said.starts_with(ACTIVITY_WARNING), "{said}");
+        assert!(
+            said.contains("(0.1% of one CPU over 1.00 s): it was idle"),
+            "{said}"
+        );
+        let late = Activity {
+            attach_cpu_ns: second / 2,
+            ..idle
+        };
+        let said = late.warning().expect("late");
+        assert!(
+            said.contains("(100.0% of one CPU) during the 500 ms attach: its load ended before"),
+            "{said}"
+        );
+    }
+
+    /// Nothing recorded is said (briefly when `record` measured why), a probe that recorded
+    /// nothing beside one that did is named, and a recording that saw enough says nothing.
+    #[test]
+    fn quiet_recordings() {
+        let second = 1_000_000_000;
+        let futex_cpu = [catalog::FUTEX.name, catalog::CPU.name];
+        let empty = recording(&futex_cpu, 0, second);
+        let quiet = Quiet::of(&empty).expect("nothing recorded");
+        assert_eq!(quiet.warnings.len(), 1, "{quiet:?}");
+        assert!(quiet.warnings[0].starts_with(
+            "nothing was recorded: no probe saw an event in \
+                                               the 1.00 s recording; the target was idle"
+        ));
+        assert!(quiet.silent_probes.is_empty());
+        let mut measured = empty.clone();
+        measured
+            .metadata
+            .warnings
+            .push(format!("{ACTIVITY_WARNING}0 ns of CPU"));
+        let quiet = Quiet::of(&measured).expect("nothing recorded");
+        assert!(quiet.warnings[0].ends_with("(the warning on the target's CPU time says why)"));
+
+        // The futex probe saw waits, the cpu probe nothing: its silence, and the threads off
+        // CPU by its samples.
+        let waits = recording(&futex_cpu, 3, second);
+        let quiet = Quiet::of(&waits).expect("a silent probe");
+        assert_eq!(quiet.silent_probes, [catalog::CPU.name]);
+        assert_eq!(quiet.warnings.len(), 2, "{quiet:?}");
+        assert!(
+            quiet.warnings[0].contains("were on a CPU for 0 ns in all"),
+            "{quiet:?}"
+        );
+        assert!(quiet.warnings[1].starts_with("the cpu probe attached but recorded nothing"));
+
+        let futex_only = recording(&[catalog::FUTEX.name], 3, second);
+        assert!(Quiet::of(&futex_only).is_none());
+        // An imported capture has no probes of its own: nothing to say.
+        assert!(Quiet::of(&recording(&[], 0, second)).is_none());
+    }
+}
