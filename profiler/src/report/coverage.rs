@@ -332,8 +332,9 @@ impl Quiet {
                 .iter()
                 .filter(|name| own_records(name))
                 .filter(|name| {
-                    !profile.waits.iter().any(|w| w.probe == **name)
-                        && !(**name == catalog::OFFCPU.name && !profile.thread_times.is_empty())
+                    // The offcpu probe's per-thread times are records too.
+                    let times = **name == catalog::OFFCPU.name && !profile.thread_times.is_empty();
+                    !times && !profile.waits.iter().any(|w| w.probe == **name)
                 })
                 .map(|name| name.to_string())
                 .collect()
