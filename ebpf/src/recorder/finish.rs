@@ -29,8 +29,10 @@ impl Recorder {
         if let Some(recorded) = self.stopped {
             return recorded;
         }
-        self.probe_set.detach();
+        // The end is when the detach begins: removing a link can wait for an RCU grace
+        // period (tens of milliseconds on a loaded machine), which is no recording.
         let recorded = self.started.elapsed();
+        self.probe_set.detach();
         self.shared.detach();
         self.stopped = Some(recorded);
         recorded
