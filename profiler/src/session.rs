@@ -358,6 +358,10 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recording> {
     // long as the one before: draining the wait-for stream of a busy server takes hundreds of
     // milliseconds) is not started, the end's drain taking what it would have.
     let reason = loop {
+        // A sleep can end late on a busy machine: past the end, there is no poll to start.
+        if options.duration.is_some_and(|d| recorder.elapsed() >= d) {
+            break "duration elapsed".to_string();
+        }
         let polled = Instant::now();
         let status = match recorder.poll() {
             Ok(status) => status,
