@@ -6,7 +6,11 @@
 //! polled there (its ring buffers drained, new processes' tables built), the DTrace one runs
 //! dtrace there and reads its output. The
 //! recording ends by itself when its duration elapses or the target exits, or when the caller
-//! asks ([`Session::stop`]); [`Session::finish`] returns the profile.
+//! asks ([`Session::stop`]); the eBPF recording says when its probes are off
+//! ([`Session::recording_ended`]) before it resolves the stacks, and [`Session::finish`] returns
+//! the profile. The duration counts from the attach, and the target's own CPU clocks around the
+//! attach and the recording tell an idle target, or a load over before the attach, in the
+//! profile's warnings.
 
 use crate::cli::BackendArg;
 use anyhow::{bail, Context, Result};
@@ -88,7 +92,7 @@ pub struct Progress {
 /// The end of a recording, known before its profile is built (eBPF backend).
 #[derive(Clone, Debug)]
 pub struct Ended {
-    /// How long it recorded, from the attach to the detach: the profile's duration.
+    /// How long it recorded, from the attach to the detach's start: the profile's duration.
     pub recorded: Duration,
     /// Why it ended, as the profile says.
     pub reason: String,

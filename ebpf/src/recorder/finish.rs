@@ -1,6 +1,7 @@
 //! Ending a recording ([`Recorder::stop`], [`Recorder::finish`], [`Recorder::finish_reporting`]):
-//! detaches the probes (the recording's end, its duration counted from the attach), drains and symbolizes what they aggregated, terminates a launched command still
-//! running, and builds the profile with its metadata and process table.
+//! detaches the probes (the recording's end, its duration counted from the attach), drains and
+//! symbolizes what they aggregated, terminates a launched command still running, and builds the
+//! profile with its metadata and process table.
 
 use super::{Recorder, Recording, Scope};
 use crate::error::Error;
