@@ -416,7 +416,9 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recording> {
     };
     let at_end = processes_cpu_ns(&at_attach.keys().copied().collect::<Vec<_>>());
     let recorded = recorder.stop();
-    let activity = measured.then(|| Activity {
+    // A process gone by the end took its CPU time with it: with none left, nothing is known.
+    let still_there = at_end.keys().any(|pid| at_attach.contains_key(pid));
+    let activity = (measured && still_there).then(|| Activity {
         attach_ns,
         attach_cpu_ns: cpu_used(&before_attach.1, &at_attach),
         recording_ns: recorded.as_nanos() as u64,
