@@ -180,7 +180,7 @@ impl TargetArgs {
     }
 }
 
-/// Settings of the offcpu and syscall probes: `record` takes them, and `sweep` passes them on to
+/// Settings of the offcpu, syscall and cpu probes: `record` takes them, and `sweep` passes them on to
 /// every level's recording.
 #[derive(Debug, Args)]
 pub struct ProbeSettingsArgs {
@@ -192,6 +192,15 @@ pub struct ProbeSettingsArgs {
     /// System calls the `syscall` probe records, comma-separated (`read,write`). Default: all.
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
     pub syscalls: Vec<String>,
+
+    /// Samples per second and CPU of the `cpu` probe (1 to 10000), `-F` as perf's. Default: 99.
+    #[arg(
+        short = 'F',
+        long,
+        value_name = "HZ",
+        value_parser = clap::value_parser!(u32).range(1..=10_000)
+    )]
+    pub frequency: Option<u32>,
 }
 
 impl ProbeSettingsArgs {
@@ -202,6 +211,22 @@ impl ProbeSettingsArgs {
         #[cfg(target_os = "linux")]
         lockscope_ebpf::syscall_numbers(&self.syscalls)?;
         Ok(self.syscalls.iter().map(|n| n.trim().to_string()).collect())
+    }
+
+    /// `--frequency` sets the `cpu` probe's rate, so it needs that probe among `probes`, given
+    /// by its name or by a set that has it (`bottleneck`). An unknown name is left to the
+    /// probes' own check.
+    pub fn check_frequency(&self, probes: &[String]) -> Result<()> {
+        let samples_cpu = lockscope_probes::catalog::select(probes).map_or(true, |probes| {
+            probes.contains(&lockscope_probes::catalog::CPU.name)
+        });
+        if self.frequency.is_some() && !samples_cpu {
+            bail!(
+                "--frequency sets the `{cpu}` probe's sampling rate: add `{cpu}` to --probes",
+                cpu = lockscope_probes::catalog::CPU.name
+            );
+        }
+        Ok(())
     }
 }
 
@@ -241,6 +266,119 @@ pub struct FoldArgs {
     /// apart.
     #[arg(long)]
     pub process: bool,
+}
+
+/// The one line a usage error (an unknown flag, a bad value, a missing argument) is told in,
+/// without `lockscope: error: `: what is wrong, naming the flag and what it wants, and the help
+/// to read (`see 'lockscope record --help'`), from clap's error context. `argv` (without the
+/// program) names the subcommand whose help is meant. clap's own hint to pass an unknown flag
+/// after `--` is left out: after `record`, that would launch the flag as a command.
+pub fn usage_error_line(err: &clap::Error, argv: &[std::ffi::OsString]) -> String {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let get = |kind: ContextKind| err.get(kind).map(ContextValue::to_string);
+    let quoted_list = |kind: ContextKind| match err.get(kind) {
+        Some(ContextValue::Strings(values)) => values
+            .iter()
+            .map(|v| format!("'{v}'"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        Some(value) => format!("'{value}'"),
+        None => String::new(),
+    };
+    let arg = get(ContextKind::InvalidArg).unwrap_or_default();
+    let suggestion = |kind: ContextKind| {
+        err.get(kind)
+            .map(|s| format!("; did you mean {}?", quoted_one(s)))
+            .unwrap_or_default()
+    };
+    let what = match err.kind() {
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation => {
+            let value = get(ContextKind::InvalidValue).unwrap_or_default();
+            let why = match std::error::Error::source(err) {
+                Some(source) => source.to_string(),
+                None if value.is_empty() => "a value is required".to_string(),
+                None => format!(
+                    "expected one of {}{}",
+                    quoted_list(ContextKind::ValidValue),
+                    suggestion(ContextKind::SuggestedValue)
+                ),
+            };
+            format!("invalid value '{value}' for '{arg}': {why}")
+        }
+        ErrorKind::UnknownArgument => format!(
+            "unexpected argument '{arg}'{}",
+            suggestion(ContextKind::SuggestedArg)
+        ),
+        ErrorKind::InvalidSubcommand => format!(
+            "unrecognized subcommand '{}'{}",
+            get(ContextKind::InvalidSubcommand).unwrap_or_default(),
+            suggestion(ContextKind::SuggestedSubcommand)
+        ),
+        ErrorKind::MissingRequiredArgument => {
+            let several = matches!(
+                err.get(ContextKind::InvalidArg),
+                Some(ContextValue::Strings(args)) if args.len() > 1
+            );
+            format!(
+                "missing required argument{} {}",
+                if several { "s" } else { "" },
+                quoted_list(ContextKind::InvalidArg)
+            )
+        }
+        ErrorKind::ArgumentConflict => format!(
+            "'{arg}' cannot be used with {}",
+            quoted_list(ContextKind::PriorArg)
+        ),
+        // The rest (a wrong number of values, `--flag value` where `=` is required...): clap's
+        // own first line, which names the argument.
+        _ => err
+            .render()
+            .to_string()
+            .lines()
+            .find(|line| !line.trim().is_empty())
+            .unwrap_or("invalid arguments")
+            .trim_start_matches("error: ")
+            .to_string(),
+    };
+    format!("{what} (see '{} --help')", command_path(argv).join(" "))
+}
+
+/// A suggestion as said: one value quoted, several listed.
+fn quoted_one(value: &clap::error::ContextValue) -> String {
+    match value {
+        clap::error::ContextValue::Strings(values) => values
+            .iter()
+            .map(|v| format!("'{v}'"))
+            .collect::<Vec<_>>()
+            .join(" or "),
+        other => format!("'{other}'"),
+    }
+}
+
+/// The command `argv` runs, as words (`lockscope bench diff`): its subcommands up to the first
+/// word that is not one (or `--`).
+fn command_path(argv: &[std::ffi::OsString]) -> Vec<String> {
+    use clap::CommandFactory;
+    let mut command = Cli::command();
+    let mut path = vec![command.get_name().to_string()];
+    for word in argv {
+        let Some(word) = word.to_str() else { break };
+        if word == "--" {
+            break;
+        }
+        if word.starts_with('-') {
+            continue;
+        }
+        match command.find_subcommand(word) {
+            Some(sub) => {
+                path.push(sub.get_name().to_string());
+                let sub = sub.clone();
+                command = sub;
+            }
+            None => break,
+        }
+    }
+    path
 }
 
 /// Parses one process id of `-p`: a positive number.
@@ -396,6 +534,74 @@ mod tests {
         ] {
             assert!(Cli::try_parse_from(conflicting).is_err(), "{conflicting:?}");
         }
+    }
+
+    /// `-F` is `--frequency`, as perf's: `record -F 49` reaches the session's options, and
+    /// `sweep -F 49` its levels' recorder, instead of being refused as a command to launch.
+    #[test]
+    fn short_frequency() {
+        let cli = Cli::try_parse_from(["lockscope", "record", "-F", "49", "--probes", "cpu", "-a"])
+            .expect("parses");
+        let Command::Record(args) = cli.command else {
+            panic!("not record");
+        };
+        assert_eq!(args.probe_settings.frequency, Some(49));
+        let target = args.target.to_target().expect("-a");
+        let options = args
+            .to_session_options(BackendArg::Ebpf, target)
+            .expect("options");
+        assert_eq!(options.frequency_hz, Some(49));
+        let cli = Cli::try_parse_from([
+            "lockscope",
+            "sweep",
+            "--load",
+            "true",
+            "-o",
+            "out",
+            "-a",
+            "-F",
+            "49",
+        ])
+        .expect("parses");
+        let Command::Sweep(args) = cli.command else {
+            panic!("not sweep");
+        };
+        assert_eq!(args.probe_settings.frequency, Some(49));
+        let err = args
+            .probe_settings
+            .check_frequency(&args.probes)
+            .expect_err("no cpu probe");
+        assert!(err.to_string().starts_with("--frequency sets"), "{err}");
+    }
+
+    /// A usage error's line names the flag, the value and why, and the help of the command it
+    /// was given to; clap's multi-line rendering is not in it.
+    #[test]
+    fn usage_error_lines() {
+        let line = |argv: &[&str]| {
+            let err = Cli::try_parse_from(argv).expect_err("a usage error");
+            let words: Vec<std::ffi::OsString> = argv[1..].iter().map(Into::into).collect();
+            usage_error_line(&err, &words)
+        };
+        assert_eq!(
+            line(&["lockscope", "record", "-d", "5x", "--", "true"]),
+            "invalid value '5x' for '--duration <DURATION>': invalid duration unit `x` in `5x`: \
+             use us, ms, s, m or h (see 'lockscope record --help')"
+        );
+        assert_eq!(
+            line(&["lockscope", "sweep"]),
+            "missing required arguments '--load <CMD>', '--output <DIR>' \
+             (see 'lockscope sweep --help')"
+        );
+        assert_eq!(
+            line(&["lockscope", "record", "-a", "-p", "1"]),
+            "'--all' cannot be used with '--pid <PID>' (see 'lockscope record --help')"
+        );
+        assert_eq!(
+            line(&["lockscope", "reprot"]),
+            "unrecognized subcommand 'reprot'; did you mean 'export' or 'report'? \
+             (see 'lockscope --help')"
+        );
     }
 
     /// Probe names are checked against the catalog (an unknown one gets the catalog's message),

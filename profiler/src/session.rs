@@ -6,7 +6,11 @@
 //! polled there (its ring buffers drained, new processes' tables built), the DTrace one runs
 //! dtrace there and reads its output. The
 //! recording ends by itself when its duration elapses or the target exits, or when the caller
-//! asks ([`Session::stop`]); [`Session::finish`] returns the profile.
+//! asks ([`Session::stop`]); the eBPF recording says when its probes are off
+//! ([`Session::recording_ended`]) before it resolves the stacks, and [`Session::finish`] returns
+//! the profile. The duration counts from the attach, and the target's own CPU clocks around the
+//! attach and the recording tell an idle target, or a load over before the attach, in the
+//! profile's warnings.
 
 use crate::cli::BackendArg;
 use anyhow::{bail, Context, Result};
@@ -20,7 +24,8 @@ use std::time::Duration;
 /// How often the eBPF recorder is polled.
 #[cfg(target_os = "linux")]
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
-/// How often [`Session::start`] looks whether the backend is ready.
+/// How often [`Session::start`] looks whether the backend is ready, and how often a recording
+/// about to end looks for a stop request.
 const READY_POLL: Duration = Duration::from_millis(10);
 
 /// What to record and how, validated (built from `record`'s arguments by
@@ -84,6 +89,15 @@ pub struct Progress {
     pub stack_failures: u64,
 }
 
+/// The end of a recording, known before its profile is built (eBPF backend).
+#[derive(Clone, Debug)]
+pub struct Ended {
+    /// How long it recorded, from the attach to the detach's start: the profile's duration.
+    pub recorded: Duration,
+    /// Why it ended, as the profile says.
+    pub reason: String,
+}
+
 /// What a session's recording produced.
 #[derive(Debug)]
 pub struct Recording {
@@ -111,6 +125,8 @@ struct Shared {
     /// The same request as a flag, as the DTrace recorder takes it.
     stop_flag: Arc<AtomicBool>,
     progress: Mutex<Progress>,
+    /// Set once the probes are detached, while the profile is still being built (eBPF).
+    ended: Mutex<Option<Ended>>,
 }
 
 /// A recording in progress.
@@ -169,9 +185,16 @@ impl Session {
         *lock(&self.shared.progress)
     }
 
-    /// Whether the recording ended by itself (duration, target exit, failure).
+    /// Whether the recording ended by itself (duration, target exit, failure) and its profile
+    /// is built.
     pub fn ended(&self) -> bool {
         self.worker.is_finished()
+    }
+
+    /// The recording's end once its probes are detached, while its stacks are still being
+    /// resolved (eBPF backend; `None` before, and with dtrace).
+    pub fn recording_ended(&self) -> Option<Ended> {
+        lock(&self.shared.ended).clone()
     }
 
     /// Asks the recording to end; `reason` is what the profile says of it (eBPF backend; dtrace
@@ -259,9 +282,16 @@ fn stack_memo_from_env() -> Result<lockscope_ebpf::StackMemo> {
 /// The eBPF backend on the session's thread: start, poll until the end, finish.
 #[cfg(target_os = "linux")]
 fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recording> {
+    use lockscope::report::Activity;
     use lockscope_ebpf::{RecordOptions, Recorder};
+    use std::collections::HashMap;
     use std::time::Instant;
 
+    // The target's own CPU clocks around the attach and the recording: a target that did
+    // nothing while recorded is told apart from one whose load ended during the attach. Not
+    // for every process of the machine (-a), which is never idle.
+    let measured = !matches!(options.target, Target::All);
+    let given = options.target.given_pids().to_vec();
     let mut record = RecordOptions::new(options.target);
     record.probes = options.probes;
     if let Some(min_block) = options.min_block {
@@ -279,8 +309,14 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recording> {
     record.unwind.user_stacks = user_stacks_from_env()?;
     record.unwind.stack_memo = stack_memo_from_env()?;
     let stack_memo = record.unwind.stack_memo;
+    let before_attach = (Instant::now(), processes_cpu_ns(&given));
     let mut recorder = Recorder::start(record)?;
-    let started = Instant::now();
+    let attach_ns = before_attach.0.elapsed().as_nanos() as u64;
+    let at_attach = if measured {
+        processes_cpu_ns(&recorder.recorded_pids())
+    } else {
+        HashMap::new()
+    };
     let target = recorder.target();
     if target.pid != 0 {
         *lock(&shared.pid) = Some(recorder.target_pid());
@@ -321,12 +357,16 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recording> {
     *lock(&shared.warnings) = recorder.warnings().to_vec();
     shared.ready.store(true, Ordering::Release);
 
+    // The duration counts from the attach (the recorder's clock), and the recording ends at
+    // it: the last sleep stops there, and a poll that would end past it (a poll takes about as
+    // long as the one before: draining the wait-for stream of a busy server takes hundreds of
+    // milliseconds) is not started, the end's drain taking what it would have.
     let reason = loop {
-        std::thread::sleep(if recorder.wants_early_polls() {
-            Recorder::EARLY_POLL_INTERVAL
-        } else {
-            POLL_INTERVAL
-        });
+        // A sleep can end late on a busy machine: past the end, there is no poll to start.
+        if options.duration.is_some_and(|d| recorder.elapsed() >= d) {
+            break "duration elapsed".to_string();
+        }
+        let polled = Instant::now();
         let status = match recorder.poll() {
             Ok(status) => status,
             Err(e) => {
@@ -348,6 +388,7 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recording> {
                 });
             }
         };
+        let last_poll = polled.elapsed();
         *lock(&shared.progress) = Progress {
             elapsed: status.elapsed,
             events: status.events,
@@ -357,13 +398,36 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recording> {
         if let Some(reason) = lock(&shared.stop).clone() {
             break reason;
         }
-        if options.duration.is_some_and(|d| started.elapsed() >= d) {
-            break "duration elapsed".to_string();
-        }
         if status.target_exited {
             break target_exit_reason(recorder.target_exit_status());
         }
+        let interval = if recorder.wants_early_polls() {
+            Recorder::EARLY_POLL_INTERVAL
+        } else {
+            POLL_INTERVAL
+        };
+        if let Some(duration) = options.duration {
+            let left = duration.saturating_sub(recorder.elapsed());
+            if left <= interval + last_poll {
+                break nap(left, shared).unwrap_or_else(|| "duration elapsed".to_string());
+            }
+        }
+        std::thread::sleep(interval);
     };
+    let at_end = processes_cpu_ns(&at_attach.keys().copied().collect::<Vec<_>>());
+    let recorded = recorder.stop();
+    // A process gone by the end took its CPU time with it: with none left, nothing is known.
+    let still_there = at_end.keys().any(|pid| at_attach.contains_key(pid));
+    let activity = (measured && still_there).then(|| Activity {
+        attach_ns,
+        attach_cpu_ns: cpu_used(&before_attach.1, &at_attach),
+        recording_ns: recorded.as_nanos() as u64,
+        recording_cpu_ns: cpu_used(&at_attach, &at_end),
+    });
+    *lock(&shared.ended) = Some(Ended {
+        recorded,
+        reason: reason.clone(),
+    });
     let mut notes: Vec<String> = recorder
         .warnings()
         .iter()
@@ -377,11 +441,70 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recording> {
         &finished.symbol_failures,
         stack_memo,
     ));
+    let mut profile = finished.profile;
+    if let Some(warning) = activity.and_then(|a| a.warning()) {
+        notes.push(format!("warning: {warning}"));
+        profile.metadata.warnings.push(warning);
+    }
     Ok(Recording {
-        profile: finished.profile,
+        profile,
         notes,
         failure: None,
     })
+}
+
+/// The CPU time (user and system, of every thread, the exited ones' included) each of `pids`
+/// has used since it started, nanoseconds, from `/proc/PID/stat`; a process gone is left out.
+#[cfg(target_os = "linux")]
+fn processes_cpu_ns(pids: &[u32]) -> std::collections::HashMap<u32, u64> {
+    // SAFETY: sysconf reads a constant of the system and has no preconditions.
+    let ticks_per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let ns_per_tick = match u64::try_from(ticks_per_s) {
+        Ok(ticks) if ticks > 0 => 1_000_000_000 / ticks,
+        _ => return std::collections::HashMap::new(),
+    };
+    pids.iter()
+        .filter_map(|&pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // After the command's closing parenthesis (the command may hold spaces): the state,
+            // then fields 4 to 13, then utime and stime (proc(5)).
+            let fields: Vec<&str> = stat
+                .get(stat.rfind(')')? + 1..)?
+                .split_whitespace()
+                .collect();
+            let ticks =
+                fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+            Some((pid, ticks.saturating_mul(ns_per_tick)))
+        })
+        .collect()
+}
+
+/// The CPU time the processes of `before` used until `after`, each still there counted.
+#[cfg(target_os = "linux")]
+fn cpu_used(
+    before: &std::collections::HashMap<u32, u64>,
+    after: &std::collections::HashMap<u32, u64>,
+) -> u64 {
+    before
+        .iter()
+        .filter_map(|(pid, &then)| Some(after.get(pid)?.saturating_sub(then)))
+        .fold(0u64, u64::saturating_add)
+}
+
+/// Sleeps `length`, or less when a stop is asked for, whose reason it returns.
+#[cfg(target_os = "linux")]
+fn nap(length: Duration, shared: &Shared) -> Option<String> {
+    let until = std::time::Instant::now() + length;
+    loop {
+        if let Some(reason) = lock(&shared.stop).clone() {
+            return Some(reason);
+        }
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        std::thread::sleep(left.min(READY_POLL));
+    }
 }
 
 /// The eBPF backend where there is none.

@@ -1,6 +1,7 @@
-//! Ending a recording ([`Recorder::finish`], [`Recorder::finish_reporting`]): detaches the
-//! probes, drains and symbolizes what they aggregated, terminates a launched command still
-//! running, and builds the profile with its metadata and process table.
+//! Ending a recording ([`Recorder::stop`], [`Recorder::finish`], [`Recorder::finish_reporting`]):
+//! detaches the probes (the recording's end, its duration counted from the attach), drains and
+//! symbolizes what they aggregated, terminates a launched command still running, and builds the
+//! profile with its metadata and process table.
 
 use super::{Recorder, Recording, Scope};
 use crate::error::Error;
@@ -21,16 +22,31 @@ impl Recorder {
             .map(|finished| finished.profile)
     }
 
+    /// Ends the recording now: detaches every probe, so that nothing after this is recorded, and
+    /// returns how long it recorded (from the attach), the profile's duration. What remains to
+    /// do (draining, symbolizing: [`Recorder::finish_reporting`]) can then take its time without
+    /// counting as recording. Calling it again returns the same duration.
+    pub fn stop(&mut self) -> std::time::Duration {
+        if let Some(recorded) = self.stopped {
+            return recorded;
+        }
+        // The end is when the detach begins: removing a link can wait for an RCU grace
+        // period (tens of milliseconds on a loaded machine), which is no recording.
+        let recorded = self.started.elapsed();
+        self.probe_set.detach();
+        self.shared.detach();
+        self.stopped = Some(recorded);
+        recorded
+    }
+
     /// [`Recorder::finish`], with what became of the traced processes' files: the unwinder's
     /// statistics (files without a table among them) and the files whose symbols could not be
     /// read, for the recording's summary.
     pub fn finish_reporting(mut self, end_reason: &str) -> Result<Recording, Error> {
         // First: the per-thread times end here, not after the symbolization below.
-        self.probe_set.detach();
-        self.shared.detach();
+        let duration_ns = self.stop().as_nanos() as u64;
         self.apply_process_events();
         self.snapshot_maps();
-        let duration_ns = self.started.elapsed().as_nanos() as u64;
         let counters = self.probe_set.counters()?;
         let running = self.running_targets();
         let mut drained = self.probe_set.drain(&running)?;

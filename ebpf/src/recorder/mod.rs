@@ -134,7 +134,10 @@ pub struct Recorder {
     maps: MapsCache,
     last_snapshot: Option<Instant>,
     last_rescan: Instant,
+    /// When the probes were attached: the recording's start, which its duration counts from.
     started: Instant,
+    /// How long it recorded, once [`Recorder::stop`] detached the probes.
+    stopped: Option<Duration>,
     start_unix_ns: u64,
     target_exited: bool,
     /// The wait-for analysis' stream and engine (the `waitfor` probe).
@@ -158,6 +161,14 @@ impl Recorder {
     /// recorded, an empty cgroup); the profile's metadata carries them too.
     pub fn warnings(&self) -> &[String] {
         &self.warnings
+    }
+
+    /// The processes recorded now (every process of the machine's for `-a`).
+    pub fn recorded_pids(&self) -> Vec<u32> {
+        match self.scope {
+            Scope::All => self.processes.running_user(),
+            _ => self.shared.targets(),
+        }
     }
 
     /// How many processes were recorded so far (running or not).
@@ -218,6 +229,12 @@ impl Recorder {
     /// stacks are cut short until the process's table exists.
     pub fn wants_early_polls(&self) -> bool {
         self.started.elapsed() < EARLY_SNAPSHOTS || !self.young.is_empty()
+    }
+
+    /// Time since the probes were attached (the recording's duration so far), or the whole
+    /// recording's once [`Recorder::stop`] ended it.
+    pub fn elapsed(&self) -> Duration {
+        self.stopped.unwrap_or_else(|| self.started.elapsed())
     }
 
     /// What the user-stack unwinder did so far (`None` without a probe that captures stacks).

@@ -141,7 +141,7 @@ impl Recorder {
 
         let probes = attachments(&options.probes, &probe_set);
 
-        let mut recorder = Recorder {
+        Ok(Recorder {
             probe_set,
             shared,
             unwinder,
@@ -156,17 +156,18 @@ impl Recorder {
             process_events_lost: 0,
             child,
             maps: MapsCache::new(),
+            // The first poll snapshots the maps: `start` returns as soon as the probes are
+            // attached, so that the recording's start is said when it is.
             last_snapshot: None,
             last_rescan: Instant::now(),
             started: Instant::now(),
+            stopped: None,
             start_unix_ns: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64),
             target_exited: false,
             waitfor,
-        };
-        recorder.snapshot_maps();
-        Ok(recorder)
+        })
     }
 }
 

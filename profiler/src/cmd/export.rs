@@ -26,9 +26,9 @@ pub enum ExportFormatArg {
 /// `lockscope export`.
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// Profile to read.
+    /// Profile to read (default: `lockscope.lsp`, the one `record` writes by default).
     #[arg(value_name = "FILE")]
-    pub profile: PathBuf,
+    pub profile: Option<PathBuf>,
 
     /// Output format.
     #[arg(long, value_enum)]
@@ -70,7 +70,7 @@ impl ExportArgs {
 
 /// Runs `lockscope export`.
 pub fn run(args: &ExportArgs) -> Result<()> {
-    let profile = super::read(&args.profile)?;
+    let profile = super::read_or_default(args.profile.as_deref())?;
     let fold = args.to_fold_options(&profile)?;
     let format = match args.format {
         ExportFormatArg::Folded => lockscope::export::ExportFormat::Folded,

@@ -11,9 +11,9 @@ use std::path::PathBuf;
 /// `lockscope flamegraph`.
 #[derive(Debug, Args)]
 pub struct FlamegraphArgs {
-    /// Profile to read.
+    /// Profile to read (default: `lockscope.lsp`, the one `record` writes by default).
     #[arg(value_name = "FILE")]
-    pub profile: PathBuf,
+    pub profile: Option<PathBuf>,
 
     /// SVG file to write.
     #[arg(short, long, value_name = "SVG")]
@@ -46,7 +46,7 @@ impl FlamegraphArgs {
 
 /// Runs `lockscope flamegraph`.
 pub fn run(args: &FlamegraphArgs) -> Result<()> {
-    let profile = super::read(&args.profile)?;
+    let profile = super::read_or_default(args.profile.as_deref())?;
     let options = args.to_options(&profile)?;
     super::write_file(&args.output, |out| {
         Ok(lockscope::render::flamegraph::write_flamegraph(

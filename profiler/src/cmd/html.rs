@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 /// `lockscope html`.
 #[derive(Debug, Args)]
 pub struct HtmlArgs {
-    /// Runs (`.lsp` profiles) and sweeps (`sweep.json` or its directory) to report on.
-    #[arg(value_name = "RUN_OR_SWEEP", required = true)]
+    /// Runs (`.lsp` profiles) and sweeps (`sweep.json` or its directory) to report on
+    /// (default: `lockscope.lsp`, the run `record` writes by default).
+    #[arg(value_name = "RUN_OR_SWEEP")]
     pub inputs: Vec<PathBuf>,
 
     /// HTML file to write.
@@ -72,11 +73,18 @@ fn html_input(path: &Path) -> Result<lockscope::html::Input> {
 /// Runs `lockscope html`.
 pub fn run(args: &HtmlArgs) -> Result<()> {
     let options = args.to_options();
-    let inputs = args
-        .inputs
-        .iter()
-        .map(|p| html_input(p))
-        .collect::<Result<Vec<_>>>()?;
+    let inputs = if args.inputs.is_empty() {
+        let profile = super::read_or_default(None)?;
+        vec![lockscope::html::Input::Run {
+            path: PathBuf::from(super::record::DEFAULT_PROFILE),
+            profile: Box::new(profile),
+        }]
+    } else {
+        args.inputs
+            .iter()
+            .map(|p| html_input(p))
+            .collect::<Result<Vec<_>>>()?
+    };
     let page = lockscope::html::render_html(&inputs, &options)?;
     super::write_file(&args.output, |out| Ok(out.write_all(page.as_bytes())?))?;
     eprintln!(

@@ -47,6 +47,22 @@ fn read(path: &Path) -> Result<Profile> {
         .with_context(|| format!("failed to read profile `{}`", path.display()))
 }
 
+/// Reads the profile at `path`, else the one `record` writes by default
+/// ([`record::DEFAULT_PROFILE`]); a missing default says how to make one.
+fn read_or_default(path: Option<&Path>) -> Result<Profile> {
+    if let Some(path) = path {
+        return read(path);
+    }
+    let path = Path::new(record::DEFAULT_PROFILE);
+    if !path.exists() {
+        anyhow::bail!(
+            "no profile `{}` here: run `lockscope record` first, or give a profile file",
+            path.display()
+        );
+    }
+    read(path)
+}
+
 /// Writes an output file completely, or removes what was partly written.
 fn write_file(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
     let file = std::fs::File::create(path)

@@ -9,7 +9,7 @@ use crate::session::{Progress, Session, SessionOptions};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use lockscope_dtrace::{ScriptOptions, ScriptTarget};
-use lockscope_probes::{catalog, Quantity, Target};
+use lockscope_probes::{Quantity, Target};
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -17,11 +17,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The profile `record` writes unless told otherwise (`-o`), in the current directory, and the one
+/// `report`, `why`, `flamegraph`, `export` and `html` read when given none (as perf's
+/// `perf.data`).
+pub(crate) const DEFAULT_PROFILE: &str = "lockscope.lsp";
+
 /// `lockscope record`.
 #[derive(Debug, Args)]
 pub struct RecordArgs {
-    /// Profile to write.
-    #[arg(short, long, value_name = "FILE", default_value = "lockscope.lsp")]
+    /// Profile to write (`report`, `why`... read this one when given none).
+    #[arg(short, long, value_name = "FILE", default_value = DEFAULT_PROFILE)]
     pub output: PathBuf,
 
     /// What to attach to (a command after `--` is the other way).
@@ -37,10 +42,6 @@ pub struct RecordArgs {
     /// default probes.
     #[arg(long, value_name = "PROBES", value_delimiter = ',')]
     pub probes: Vec<String>,
-
-    /// Samples per second and CPU of the `cpu` probe (1 to 10000). Default: 99.
-    #[arg(long, value_name = "HZ", value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    pub frequency: Option<u32>,
 
     /// Settings of the offcpu and syscall probes.
     #[command(flatten)]
@@ -87,20 +88,6 @@ impl RecordArgs {
         })
     }
 
-    /// `--frequency` sets the `cpu` probe's rate, so it needs that probe, given by its name or
-    /// by a set that has it (`bottleneck`). An unknown name is left to the probes' own check.
-    fn check_frequency(&self) -> Result<()> {
-        let samples_cpu = catalog::select(&self.probes)
-            .map_or(true, |probes| probes.contains(&catalog::CPU.name));
-        if self.frequency.is_some() && !samples_cpu {
-            bail!(
-                "--frequency sets the `{cpu}` probe's sampling rate: add `{cpu}` to --probes",
-                cpu = catalog::CPU.name
-            );
-        }
-        Ok(())
-    }
-
     /// What to record: the target flags or the command after `--`, exactly one of them.
     fn to_target(&self) -> Result<Target> {
         // clap checks `requires` only without a trailing command: checked here for both.
@@ -134,7 +121,7 @@ impl RecordArgs {
                 options.probes = crate::cli::validate_probes(&self.probes)?;
                 options.min_block = self.probe_settings.min_block;
                 options.syscalls = self.probe_settings.validated_syscalls()?;
-                options.frequency_hz = self.frequency;
+                options.frequency_hz = self.probe_settings.frequency;
                 options.cache_dir = if self.no_cache {
                     None
                 } else {
@@ -167,8 +154,9 @@ impl RecordArgs {
     }
 }
 
-/// How often the session is looked at (and the status line redrawn).
-const POLL_INTERVAL: Duration = Duration::from_millis(100);
+/// How often the session is looked at (and the status line redrawn): its end is said within
+/// this long.
+const POLL_INTERVAL: Duration = Duration::from_millis(50);
 
 /// Why a recording stopped when a signal ended it, as stored in the profile.
 fn interrupted(signal: &str) -> String {
@@ -266,7 +254,7 @@ impl StatusLine {
 /// Runs `lockscope record`.
 pub fn run(args: &RecordArgs) -> Result<()> {
     let backend = args.backend()?;
-    args.check_frequency()?;
+    args.probe_settings.check_frequency(&args.probes)?;
     let target = args.to_target()?;
     if args.print_script {
         return print_script(&args.to_script_options(&target)?);
@@ -327,20 +315,46 @@ pub fn record(options: SessionOptions, output: &Path) -> Result<()> {
         }
     }
     let mut status_line = StatusLine::new(backend == BackendArg::Ebpf);
+    let mut end_said = false;
     while !session.ended() {
-        if let Some(signal) = signals.received() {
-            session.stop(&interrupted(signal));
-            break;
+        if let Some(ended) = session.recording_ended().filter(|_| !end_said) {
+            // The probes are off: what follows is not recording, and can take seconds.
+            status_line.clear();
+            eprintln!(
+                "lockscope: recorded {:.2} s ({}); resolving stacks and writing `{}`...",
+                ended.recorded.as_secs_f64(),
+                ended.reason,
+                output.display()
+            );
+            end_said = true;
         }
-        status_line.draw(session.progress());
+        if !end_said {
+            if let Some(signal) = signals.received() {
+                session.stop(&interrupted(signal));
+            }
+            status_line.draw(session.progress());
+        }
         std::thread::sleep(POLL_INTERVAL);
     }
     status_line.clear();
+    if let Some(ended) = session.recording_ended().filter(|_| !end_said) {
+        // Ended and resolved between two looks: the end is still said, the writing follows.
+        eprintln!(
+            "lockscope: recorded {:.2} s ({}); writing `{}`...",
+            ended.recorded.as_secs_f64(),
+            ended.reason,
+            output.display()
+        );
+    }
     let recorded = session.finish()?;
     for note in &recorded.notes {
         eprintln!("lockscope: {note}");
     }
     save(&recorded.profile, output)?;
+    // Last, where they are read: a recording that saw (almost) nothing says why.
+    for warning in lockscope::report::quiet_warnings(&recorded.profile) {
+        eprintln!("lockscope: warning: {warning}");
+    }
     recorded.failure.map_or(Ok(()), Err)
 }
 

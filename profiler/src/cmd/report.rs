@@ -22,9 +22,9 @@ pub enum GroupByArg {
 /// `lockscope report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// Profile to read.
+    /// Profile to read (default: `lockscope.lsp`, the one `record` writes by default).
     #[arg(value_name = "FILE")]
-    pub profile: PathBuf,
+    pub profile: Option<PathBuf>,
 
     /// How to group the waits.
     #[arg(long, value_enum, default_value = "stack")]
@@ -81,7 +81,7 @@ impl ReportArgs {
 /// Runs `lockscope report`.
 pub fn run(args: &ReportArgs) -> Result<()> {
     let options = args.to_options();
-    let profile = super::read(&args.profile)?;
+    let profile = super::read_or_default(args.profile.as_deref())?;
     // A probe the profile does not have would give an empty report: said instead.
     let mut fold = lockscope::analysis::fold::FoldOptions::default();
     fold.probe = options.probe.clone();

@@ -90,7 +90,7 @@ pub struct SweepArgs {
     #[arg(long, value_name = "PROBES", value_delimiter = ',')]
     pub probes: Vec<String>,
 
-    /// Settings of the offcpu and syscall probes, passed on to every level's recording as
+    /// Settings of the offcpu, syscall and cpu probes, passed on to every level's recording as
     /// `record` takes them.
     #[command(flatten)]
     pub probe_settings: ProbeSettingsArgs,
@@ -207,12 +207,14 @@ impl Drop for Server {
 #[derive(Default)]
 struct SessionRecorder {
     running: Option<(Session, std::path::PathBuf)>,
+    /// The `cpu` probe's rate (`--frequency`); `None`: its default.
+    frequency_hz: Option<u32>,
 }
 
 impl SessionRecorder {
     /// The session options that record `level`: the sweep's probes and settings, else the
     /// recording's defaults, the unwind-table cache as `record` uses it.
-    fn options(level: &lockscope::sweep::LevelRecording) -> Result<SessionOptions> {
+    fn options(&self, level: &lockscope::sweep::LevelRecording) -> Result<SessionOptions> {
         let mut options = SessionOptions::new(recorded_target(&level.target));
         options.duration = Some(level.duration);
         options.probes = match options.backend {
@@ -221,6 +223,7 @@ impl SessionRecorder {
         };
         options.min_block = level.min_block;
         options.syscalls = level.syscalls.clone();
+        options.frequency_hz = self.frequency_hz;
         options.cache_dir = super::record::cache_dir(None);
         Ok(options)
     }
@@ -229,7 +232,7 @@ impl SessionRecorder {
     /// [`RecordError`] (which keeps the error's context).
     fn start_level(&mut self, level: &lockscope::sweep::LevelRecording) -> Result<()> {
         super::record::check_output_writable(&level.output)?;
-        let options = Self::options(level)?;
+        let options = self.options(level)?;
         let probes = options.probes.join(",");
         let session = Session::start(options)?;
         let target = session
@@ -303,6 +306,7 @@ impl Drop for SessionRecorder {
 pub fn run(args: &SweepArgs) -> Result<()> {
     let recorded = args.recorded()?;
     let options = args.to_options()?;
+    args.probe_settings.check_frequency(&args.probes)?;
     let server = match &args.server {
         Some(command) => Some(Server::start(command, args.server_startup)?),
         None => None,
@@ -320,7 +324,10 @@ pub fn run(args: &SweepArgs) -> Result<()> {
         &options,
         target,
         args.server.clone(),
-        &mut SessionRecorder::default(),
+        &mut SessionRecorder {
+            running: None,
+            frequency_hz: args.probe_settings.frequency,
+        },
         &mut |line| eprintln!("lockscope: sweep: {line}"),
     )?;
     drop(server);
@@ -391,7 +398,8 @@ mod tests {
             Duration::from_millis(1500),
             "sweep/level-5.lsp".into(),
         );
-        let options = SessionRecorder::options(&level).expect("options");
+        let recorder = SessionRecorder::default();
+        let options = recorder.options(&level).expect("options");
         assert_eq!(
             options.target,
             Target::Pids {
@@ -408,13 +416,13 @@ mod tests {
         level.probes = vec!["futex".to_string(), "offcpu".to_string()];
         level.min_block = Some(Duration::from_nanos(1500));
         level.syscalls = vec!["read".to_string(), "epoll_wait".to_string()];
-        let options = SessionRecorder::options(&level).expect("options");
+        let options = recorder.options(&level).expect("options");
         assert_eq!(options.probes, ["futex", "offcpu"]);
         assert_eq!(options.min_block, Some(Duration::from_nanos(1500)));
         assert_eq!(options.syscalls, ["read", "epoll_wait"]);
 
         level.probes = vec!["futx".to_string()];
-        let err = SessionRecorder::options(&level).expect_err("unknown probe");
+        let err = recorder.options(&level).expect_err("unknown probe");
         assert!(err.to_string().starts_with("unknown probe `futx`"), "{err}");
     }
 }

@@ -11,9 +11,10 @@ use std::path::PathBuf;
 /// `lockscope why`.
 #[derive(Debug, Args)]
 pub struct WhyArgs {
-    /// Profile to read (recorded with `--probes bottleneck`).
+    /// Profile to read (recorded with `--probes bottleneck`; default: `lockscope.lsp`, the one
+    /// `record` writes by default).
     #[arg(value_name = "FILE")]
-    pub profile: PathBuf,
+    pub profile: Option<PathBuf>,
 
     /// A second profile of the same program (another kernel, concurrency level or build): the
     /// changes in causes from FILE (the base) to this one, largest first.
@@ -101,7 +102,7 @@ pub fn run(args: &WhyArgs) -> Result<()> {
         return compare(args, other);
     }
     let options = args.to_options();
-    let profile = super::read(&args.profile)?;
+    let profile = super::read_or_default(args.profile.as_deref())?;
     let why = Why::build(&profile, &options)?;
     super::write_stdout("the causes", |out| {
         if options.json {
@@ -133,12 +134,14 @@ pub fn run(args: &WhyArgs) -> Result<()> {
 /// Runs `lockscope why BASE OTHER`.
 fn compare(args: &WhyArgs, other: &std::path::Path) -> Result<()> {
     let options = args.to_diff_options()?;
-    let base_profile = super::read(&args.profile)?;
+    // A second profile comes after a first one on the command line.
+    let base = args
+        .profile
+        .as_deref()
+        .ok_or_else(|| anyhow::anyhow!("`why` compares two profiles: give BASE before OTHER"))?;
+    let base_profile = super::read(base)?;
     let other_profile = super::read(other)?;
-    let paths = (
-        args.profile.display().to_string(),
-        other.display().to_string(),
-    );
+    let paths = (base.display().to_string(), other.display().to_string());
     let diff = WhyDiff::build(
         &base_profile,
         &other_profile,

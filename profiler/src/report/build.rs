@@ -3,7 +3,7 @@
 //! locks, heaviest stacks and histogram), the kernel threads together, the header and the
 //! sections.
 
-use super::coverage::Coverage;
+use super::coverage::{Coverage, Quiet};
 use super::model::{
     FrameRow, Group, GroupKey, Header, HistogramBucket, InlinedRow, KernelThreads, KindRow,
     LockRow, LossRow, MergedRow, OnCpuRow, ProbeRow, Report, StackRow, StackTrace, Stats,
@@ -515,6 +515,7 @@ impl Report {
                 } else {
                     None
                 },
+                quiet: Quiet::of(full),
                 merged_sleeps: twice
                     .merged(full)
                     .map(|m| MergedRow::of(&m, &catalog::FUTEX)),

@@ -41,6 +41,7 @@ pub(crate) mod sections;
 mod text;
 
 pub use classified::{waits_only, Classified};
+pub use coverage::{quiet_warnings, Activity};
 pub(crate) use model::{FrameRow, Group, GroupKey, KindRow, Report};
 
 pub use crate::render::frames::StackStyle;
@@ -158,7 +159,10 @@ pub(crate) fn build_report(profile: &Profile, options: &ReportOptions) -> Report
                     .collect(),
                 ..profile.clone()
             };
-            Report::build(&selected, options)
+            let mut report = Report::build(&selected, options);
+            // What the recording saw too little of is the whole recording's, not the probe's.
+            report.header.quiet = coverage::Quiet::of(profile);
+            report
         }
         None => Report::build(profile, options),
     }

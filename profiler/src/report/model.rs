@@ -4,7 +4,7 @@
 //!
 //! `build.rs` fills it from a profile; `text.rs` writes it for people.
 
-use super::coverage::Coverage;
+use super::coverage::{Coverage, Quiet};
 use super::sections::Sections;
 use crate::analysis::measure::Measure;
 use lockscope_probes::{Log2Histogram, StackId, WaitKind};
@@ -98,6 +98,9 @@ pub(crate) struct Header {
     /// How much of the threads' wall time the probes saw; absent for imported captures.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) coverage: Option<Coverage>,
+    /// Why the recording saw (almost) nothing, and what to do; absent when it saw enough.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) quiet: Option<Quiet>,
 }
 
 /// Sleeps that the offcpu probe and another both recorded: futex sleeps with the futex probe,

@@ -176,7 +176,7 @@ impl Report {
         put!(out, "{}{} seen", label("threads"), h.threads_seen);
         for (i, warning) in h.warnings.iter().enumerate() {
             let name = if i == 0 { label("warnings") } else { label("") };
-            put!(out, "{name}WARNING: {warning}");
+            wrap_text(out, &name, &format!("WARNING: {warning}"));
         }
         if h.probes.is_empty() {
             put!(out, "{}none", label("probes"));
@@ -226,6 +226,12 @@ impl Report {
         }
         if let Some(c) = &h.coverage {
             c.write_text(out, &label);
+        }
+        if let Some(quiet) = &h.quiet {
+            for (i, warning) in quiet.warnings.iter().enumerate() {
+                let name = if i == 0 { label("quiet") } else { label("") };
+                wrap_text(out, &name, &format!("WARNING: {warning}"));
+            }
         }
         for m in [&h.merged_sleeps, &h.merged_lock_sleeps]
             .into_iter()
@@ -637,6 +643,18 @@ impl Report {
             }
         }
     }
+}
+
+/// `text` after `first` (a label), in lines of at most [`frames::TEXT_WIDTH`] columns, the
+/// lines after the first indented as far as the label.
+fn wrap_text(out: &mut String, first: &str, text: &str) {
+    let indent = " ".repeat(first.chars().count());
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    put!(
+        out,
+        "{}",
+        frames::wrap(&text, first, &indent, frames::TEXT_WIDTH)
+    );
 }
 
 /// Writes a stack leaf first, one function per line: inlined functions (innermost first) before

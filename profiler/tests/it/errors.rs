@@ -1,5 +1,5 @@
-//! Every user error ends in one clear line on stderr and exit status 1: never a panic or a
-//! backtrace.
+//! Every user error ends in one clear line on stderr and exit status 1 (2 for a usage error the
+//! command line's parser refused): never a panic or a backtrace.
 
 use crate::common;
 
@@ -8,9 +8,19 @@ use std::process::{Command, Output};
 
 /// Runs lockscope, expects failure, and returns its one stderr line.
 fn one_line_error(cmd: &mut Command) -> String {
+    one_line_error_with(cmd, 1)
+}
+
+/// Runs lockscope, expects a usage error (exit 2), and returns its one stderr line.
+fn usage_error(cmd: &mut Command) -> String {
+    one_line_error_with(cmd, 2)
+}
+
+/// Runs lockscope, expects exit status `code`, and returns its one stderr line.
+fn one_line_error_with(cmd: &mut Command, code: i32) -> String {
     let out: Output = cmd.output().expect("run lockscope");
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(1), "{cmd:?}: {stderr}");
+    assert_eq!(out.status.code(), Some(code), "{cmd:?}: {stderr}");
     assert!(
         !stderr.contains("panicked") && !stderr.contains("backtrace"),
         "{cmd:?} panicked: {stderr}"
@@ -139,16 +149,16 @@ fn record_bad_arguments() {
     for (pid, why) in [
         (
             "12,abc",
-            "invalid pid `abc`: expected a process id (a positive number)",
+            "invalid value 'abc' for '--pid <PID>': invalid pid `abc`: expected a process id \
+             (a positive number) (see 'lockscope record --help')",
         ),
-        ("0", "pid 0 is no process: -a records every process"),
+        (
+            "0",
+            "invalid value '0' for '--pid <PID>': pid 0 is no process: -a records every process \
+             (see 'lockscope record --help')",
+        ),
     ] {
-        let out = lockscope()
-            .args(["record", "-p", pid])
-            .output()
-            .expect("run lockscope");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success() && stderr.contains(why), "{stderr}");
+        assert_eq!(usage_error(lockscope().args(["record", "-p", pid])), why);
     }
     let msg = one_line_error(lockscope().args(["record", "--frequency", "49", "--", "true"]));
     assert_eq!(
@@ -170,22 +180,86 @@ fn record_bad_arguments() {
         msg,
         "--tree records the descendants of the processes of -p PID: give -p"
     );
-    let out = lockscope()
-        .args([
-            "record",
-            "--probes",
-            "cpu",
-            "--frequency",
-            "0",
-            "--",
-            "true",
-        ])
-        .output()
-        .expect("run lockscope");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && stderr.contains("--frequency") && stderr.contains("1..=10000"),
-        "{stderr}"
+    let msg = usage_error(lockscope().args(["record", "--probes", "cpu", "-F", "0", "--", "true"]));
+    assert_eq!(
+        msg,
+        "invalid value '0' for '--frequency <HZ>': 0 is not in 1..=10000 \
+         (see 'lockscope record --help')"
+    );
+}
+
+/// Usage errors the parser finds (an unknown flag, a bad value, a missing argument, an unknown
+/// command) are one line naming the flag and what it wants, with exit status 2; an unknown flag
+/// of `record` is not suggested after `--`, where it would be launched.
+#[test]
+fn usage_errors_are_one_line() {
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["record", "-F", "x", "--probes", "cpu", "--", "true"],
+            "invalid value 'x' for '--frequency <HZ>': invalid digit found in string \
+             (see 'lockscope record --help')",
+        ),
+        (
+            &["record", "-X", "--", "true"],
+            "unexpected argument '-X' (see 'lockscope record --help')",
+        ),
+        (
+            &["report", "--by", "nope", "x.lsp"],
+            "invalid value 'nope' for '--by <BY>': expected one of 'stack', 'thread', 'lock', \
+             'process' (see 'lockscope report --help')",
+        ),
+        (
+            &["sweep", "--load", "true"],
+            "missing required argument '--output <DIR>' (see 'lockscope sweep --help')",
+        ),
+        (
+            &["record", "--durtion", "2s"],
+            "unexpected argument '--durtion'; did you mean '--duration'? \
+             (see 'lockscope record --help')",
+        ),
+        (
+            &["bench", "diff", "a.json"],
+            "missing required argument '<B.json>' (see 'lockscope bench diff --help')",
+        ),
+    ];
+    for (args, expected) in cases {
+        assert_eq!(usage_error(lockscope().args(args)), expected, "{args:?}");
+    }
+    // Help and the version still print in full, with success.
+    for args in [&["record", "--help"][..], &["--version"][..]] {
+        let out = lockscope().args(args).output().expect("run lockscope");
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        assert!(!out.stdout.is_empty() && out.stderr.is_empty(), "{args:?}");
+    }
+}
+
+/// The readers of one profile read `lockscope.lsp`, what `record` writes by default, when given
+/// no file; when it is missing, they say so and how to make one.
+#[test]
+fn readers_default_to_records_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let msg = one_line_error(lockscope().arg("report").current_dir(dir.path()));
+    assert_eq!(
+        msg,
+        "no profile `lockscope.lsp` here: run `lockscope record` first, or give a profile file"
+    );
+    let profile = common::fixtures::demo_profile();
+    lockscope_probes::write_profile(&profile, &dir.path().join("lockscope.lsp")).expect("write");
+    let report = |args: &[&str]| {
+        let out = lockscope()
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .expect("run lockscope");
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8(out.stdout).expect("utf-8")
+    };
+    let by_default = report(&["report"]);
+    assert!(by_default.contains("Waits by kind"), "{by_default}");
+    assert_eq!(by_default, report(&["report", "lockscope.lsp"]));
+    assert_eq!(
+        report(&["export", "--format", "folded"]),
+        report(&["export", "lockscope.lsp", "--format", "folded"])
     );
 }
 

@@ -559,3 +559,112 @@ fn signals_end_recording_with_complete_profile() {
         demo.let_exit();
     }
 }
+
+/// Runs `record -p PID -d 1s ARGS` on `pid`, writing `lsp`; returns its stderr lines after the
+/// "recording" line, each with when it came, counted from that line.
+fn record_one_second(pid: u32, lsp: &Path, args: &[&str]) -> Vec<(std::time::Duration, String)> {
+    let mut recorder = lockscope()
+        .arg("record")
+        .arg("-o")
+        .arg(lsp)
+        .args(["-p", &pid.to_string(), "-d", "1s"])
+        .args(args)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start lockscope record -p -d 1s");
+    let mut stderr = BufReader::new(recorder.stderr.take().expect("stderr"));
+    let recorder = KillOnDrop(recorder);
+    wait_until_recording(&mut stderr);
+    let attached = std::time::Instant::now();
+    let lines: Vec<(std::time::Duration, String)> = stderr
+        .lines()
+        .map(|l| (attached.elapsed(), l.expect("read stderr")))
+        .collect();
+    let mut recorder = recorder;
+    let status = recorder.0.wait().expect("wait for lockscope");
+    assert!(status.success(), "record -d 1s failed: {lines:?}");
+    lines
+}
+
+/// `-d 1s` on a running process: the profile lasts 1 s within 100 ms, counted from the
+/// "recording" line; the "recorded" line comes within 1.2 s of it and says the profile's
+/// duration, and only the writing follows it.
+#[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
+fn duration_ends_the_recording_when_it_says() {
+    let Some(dir) = bpf_scratch("duration_ends_the_recording_when_it_says") else {
+        return;
+    };
+    // A busy process (a shell's empty loop): the recording has its CPU to watch.
+    let busy = KillOnDrop(
+        Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .expect("start a busy shell"),
+    );
+    for probes in ["futex", lockscope_probes::catalog::BOTTLENECK.name] {
+        let lsp = dir.path().join(format!("{probes}.lsp"));
+        let lines = record_one_second(busy.0.id(), &lsp, &["--probes", probes]);
+        let profile = read_profile(&lsp).expect("read profile");
+        let duration_ms = profile.metadata.duration_ns as f64 / 1e6;
+        assert!(
+            (duration_ms - 1000.0).abs() <= 100.0,
+            "{probes}: recorded {duration_ms} ms for -d 1s: {lines:?}"
+        );
+        let (at, ended) = lines
+            .iter()
+            .find(|(_, l)| l.starts_with("lockscope: recorded "))
+            .unwrap_or_else(|| panic!("{probes}: no \"recorded\" line: {lines:?}"));
+        assert!(
+            at.as_secs_f64() <= 1.2,
+            "{probes}: said the end {at:?} after the start: {lines:?}"
+        );
+        let said = format!(
+            "lockscope: recorded {:.2} s (duration elapsed);",
+            duration_ms / 1e3
+        );
+        assert!(
+            ended.starts_with(&said),
+            "{probes}: {ended} (expected {said})"
+        );
+    }
+}
+
+/// A process idle while recorded (`sleep`) gets the idle warning at the end of `record` and in
+/// the report's header, beside the recording's having seen nothing.
+#[test]
+#[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
+fn idle_target_is_said_idle() {
+    let Some(dir) = bpf_scratch("idle_target_is_said_idle") else {
+        return;
+    };
+    let idle = KillOnDrop(
+        Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("start sleep"),
+    );
+    let lsp = dir.path().join("idle.lsp");
+    let lines = record_one_second(idle.0.id(), &lsp, &[]);
+    let said = |start: &str| lines.iter().any(|(_, l)| l.starts_with(start));
+    assert!(
+        said("lockscope: warning: while recorded, the target used 0 ns of CPU (0.0% of one CPU"),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|(_, l)| l.contains("it was idle, or all its threads were blocked")),
+        "{lines:?}"
+    );
+    assert!(
+        said("lockscope: warning: nothing was recorded: no probe saw an event"),
+        "{lines:?}"
+    );
+    let report = run_ok(lockscope().arg("report").arg(&lsp));
+    assert!(
+        report.contains("  warnings   WARNING: while recorded, the target used 0 ns of CPU")
+            && report.contains("  quiet      WARNING: nothing was recorded"),
+        "{report}"
+    );
+}
