@@ -201,6 +201,43 @@ fn what(cause: &Cause) -> &'static str {
     }
 }
 
+/// Kernel frames shown under the user stack.
+const KERNEL_FRAMES: usize = 4;
+
+/// The root's kernel stack (a few frames past the scheduler's, marked `kernel`) and the kernel
+/// lock the cause's time was spent under.
+fn write_kernel(out: &mut String, cause: &Cause) {
+    let past_scheduler = cause
+        .kernel_stack
+        .iter()
+        .position(|f| !(f.starts_with("schedule") || f.starts_with("__schedule")))
+        .unwrap_or(0);
+    for frame in cause.kernel_stack[past_scheduler..]
+        .iter()
+        .take(KERNEL_FRAMES)
+    {
+        let _ = writeln!(out, "       kernel {frame}");
+    }
+    if let Some(lock) = &cause.kernel_lock {
+        let mut path: Vec<&str> = lock.stack.iter().take(3).map(String::as_str).collect();
+        if lock.stack.len() > 3 {
+            path.push("...");
+        }
+        let whose = if lock.slept == "root" {
+            "it"
+        } else {
+            "the waits"
+        };
+        let _ = writeln!(
+            out,
+            "     under kernel lock {} ({}): {} of it, where {whose} slept",
+            lock.lock,
+            path.join(" <- "),
+            format_percent(lock.total_ns, cause.total_ns),
+        );
+    }
+}
+
 fn write_cause(out: &mut String, cause: &Cause, style: StackStyle) {
     let call = cause
         .call
@@ -228,6 +265,7 @@ fn write_cause(out: &mut String, cause: &Cause, style: StackStyle) {
     if lines.len() > MAX_FRAMES {
         let _ = writeln!(out, "       ... {} more", lines.len() - MAX_FRAMES);
     }
+    write_kernel(out, cause);
     if cause.kind == CauseKind::CpuSaturation && !cause.ran_at.is_empty() {
         out.push_str("     (the stack is what held the CPUs, from the cpu probe's samples)\n");
     }
