@@ -219,23 +219,50 @@ fn write_kernel(out: &mut String, cause: &Cause) {
         let _ = writeln!(out, "       kernel {frame}");
     }
     if let Some(lock) = &cause.kernel_lock {
-        let mut path: Vec<&str> = lock.stack.iter().take(3).map(String::as_str).collect();
-        if lock.stack.len() > 3 {
-            path.push("...");
-        }
-        let whose = if lock.slept == "root" {
-            "it"
-        } else {
-            "the waits"
+        let share = format_percent(lock.total_ns, cause.total_ns);
+        // The slow path, then who took the lock: past the lock's own entry points (`down_read`,
+        // `mutex_lock_killable`), as many frames as fit the line.
+        let (slow, callers) = lock.stack.split_first().unzip();
+        let callers: Vec<&str> = callers
+            .unwrap_or_default()
+            .iter()
+            .map(String::as_str)
+            .skip_while(|f| is_lock_entry(f))
+            .collect();
+        let line = |frames: usize| {
+            let mut path: Vec<&str> = slow.map(String::as_str).into_iter().collect();
+            path.extend(callers.iter().take(frames));
+            if callers.len() > frames {
+                path.push("...");
+            }
+            format!(
+                "     under kernel lock {} ({}): {share} of it",
+                lock.lock,
+                path.join(" <- ")
+            )
         };
-        let _ = writeln!(
-            out,
-            "     under kernel lock {} ({}): {} of it, where {whose} slept",
-            lock.lock,
-            path.join(" <- "),
-            format_percent(lock.total_ns, cause.total_ns),
-        );
+        let fits = (0..=KERNEL_FRAMES)
+            .rev()
+            .map(line)
+            .find(|l| l.len() <= 100)
+            .unwrap_or_else(|| line(0));
+        let _ = writeln!(out, "{fits}");
     }
+}
+
+/// Whether a kernel function is a sleeping lock's entry point, which says nothing of who took it.
+fn is_lock_entry(function: &str) -> bool {
+    [
+        "down",
+        "_down",
+        "__down",
+        "mutex_lock",
+        "__mutex_lock",
+        "rt_mutex_lock",
+        "percpu_down",
+    ]
+    .iter()
+    .any(|p| function.starts_with(p))
 }
 
 fn write_cause(out: &mut String, cause: &Cause, style: StackStyle) {
