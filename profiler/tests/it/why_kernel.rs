@@ -268,3 +268,39 @@ fn recorded_mmap_lock_is_named() {
         "no root kernel stack under the rwsem: {json:#}"
     );
 }
+
+/// The comparison page of two runs with the wait-for analysis lists their differential causes
+/// as `why A B` does: the critical section under the mmap_lock `new` in B, with its lock, and
+/// the one whose waiters slept in `futex_wait` `gone`.
+#[test]
+fn comparison_page_has_differential_causes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (base, other) = (dir.path().join("base.lsp"), dir.path().join("other.lsp"));
+    lockscope_probes::write_profile(&kernel_profile(false), &base).expect("write base");
+    lockscope_probes::write_profile(&kernel_profile(true), &other).expect("write other");
+    let page = dir.path().join("page.html");
+    run_ok(
+        lockscope()
+            .arg("html")
+            .args([&base, &other])
+            .arg("-o")
+            .arg(&page),
+    );
+    let html = std::fs::read_to_string(&page).expect("page");
+    let table = html
+        .split("<table class=\"diff-table why-diff")
+        .nth(1)
+        .and_then(|t| t.split("</table>").next())
+        .expect("a differential causes table");
+    let row = |status: &str| {
+        table
+            .split("<tr>")
+            .find(|r| r.contains(&format!("<td>{status}</td>")) && r.contains("<td>cpu</td>"))
+            .unwrap_or_else(|| panic!("no {status} cpu row in {table}"))
+    };
+    assert!(
+        row("new").contains("rwsem (rwsem_down_read_slowpath)"),
+        "{table}"
+    );
+    assert!(!row("gone").contains("rwsem"), "{table}");
+}
