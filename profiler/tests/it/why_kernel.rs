@@ -304,3 +304,59 @@ fn comparison_page_has_differential_causes() {
     );
     assert!(!row("gone").contains("rwsem"), "{table}");
 }
+
+/// Two sweeps on one page (`lockscope html SWEEP_A SWEEP_B`): both curves on one chart, both
+/// per level, and at the level where the scaling differs most (20: B's throughput from 5 up
+/// is 1.6 times A's) the differential causes of its two recordings, the mmap_lock `new` in B.
+#[test]
+fn two_sweeps_page_compares_curves_and_causes() {
+    let stored = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/mariadb-sweep");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    for (side, mmap_lock) in [(&a, false), (&b, true)] {
+        std::fs::create_dir(side).expect("mkdir");
+        for entry in std::fs::read_dir(&stored).expect("stored sweep") {
+            let entry = entry.expect("entry");
+            std::fs::copy(entry.path(), side.join(entry.file_name())).expect("copy");
+        }
+        lockscope_probes::write_profile(&kernel_profile(mmap_lock), &side.join("level-20.lsp"))
+            .expect("write level 20");
+    }
+    let path = b.join("sweep.json");
+    let mut sweep: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("sweep.json")).expect("json");
+    for level in sweep["levels"].as_array_mut().expect("levels") {
+        if level["concurrency"].as_u64() > Some(1) {
+            for field in ["throughput", "scaling"] {
+                level[field] = (level[field].as_f64().expect(field) * 1.6).into();
+            }
+        }
+    }
+    std::fs::write(&path, sweep.to_string()).expect("write sweep.json");
+    let page = dir.path().join("page.html");
+    run_ok(lockscope().arg("html").args([&a, &b]).arg("-o").arg(&page));
+    let html = std::fs::read_to_string(&page).expect("page");
+    let section = html
+        .split("<h2 id=\"sweeps\">Two sweeps compared</h2>")
+        .nth(1)
+        .and_then(|s| s.split("<h2").next())
+        .expect("the two sweeps' section");
+    let chart = section.split("</svg>").next().expect("chart");
+    assert_eq!(chart.matches("<polyline").count(), 2, "{chart}");
+    assert!(
+        section.contains("<td class=\"num\">20</td><td class=\"num\">3809.3</td>"),
+        "{section}"
+    );
+    assert!(
+        section.contains("Where the curves part: concurrency 20 (scaling 383% in A, 613% in B)"),
+        "{section}"
+    );
+    let table = section
+        .split("<table class=\"diff-table why-diff")
+        .nth(1)
+        .expect("differential causes at level 20");
+    assert!(
+        table.contains("rwsem (rwsem_down_read_slowpath)"),
+        "{table}"
+    );
+}
