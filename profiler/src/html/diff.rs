@@ -381,7 +381,13 @@ pub(super) fn why_diff_rows(out: &mut String, diff: &WhyDiff, labels: (&str, &st
             (Some(lock), _) => format!(
                 "{} ({})",
                 lock.lock,
-                lock.stack.first().map_or("", String::as_str)
+                lock.stack
+                    .first()
+                    .into_iter()
+                    .chain(lock.callers().first())
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+                    .join(" <- ")
             ),
             (None, Some(frame)) => frame.clone(),
             (None, None) => String::new(),

@@ -290,6 +290,36 @@ pub(super) fn kernel_lock(names: &[String]) -> Option<(&'static str, Vec<String>
     Some((lock, names[at..].to_vec()))
 }
 
+impl KernelLock {
+    /// Who took the lock: its path past the slow path and the lock's own entry points
+    /// (`down_read`, `down_write_killable`, `mutex_lock_killable`), leaf first
+    /// (`lock_mm_and_find_vma`, `do_user_addr_fault`, ...).
+    pub fn callers(&self) -> &[String] {
+        let past = self
+            .stack
+            .iter()
+            .skip(1)
+            .take_while(|f| is_lock_entry(f))
+            .count();
+        self.stack.get(1 + past..).unwrap_or_default()
+    }
+}
+
+/// Whether a kernel function is a sleeping lock's entry point, which says nothing of who took it.
+fn is_lock_entry(function: &str) -> bool {
+    [
+        "down",
+        "_down",
+        "__down",
+        "mutex_lock",
+        "__mutex_lock",
+        "rt_mutex_lock",
+        "percpu_down",
+    ]
+    .iter()
+    .any(|p| function.starts_with(p))
+}
+
 /// The heaviest key of `map` (the first of equals), and its time.
 fn heaviest_of<K: Ord + Clone>(map: &BTreeMap<K, u64>) -> Option<(K, u64)> {
     map.iter()
@@ -332,4 +362,50 @@ fn chain(profile: &Profile, names: &ThreadNames, b: &Blame) -> Vec<HopRow> {
         _ => hops.push(root),
     }
     hops
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(frames: &[&str]) -> Vec<String> {
+        frames.iter().map(|f| f.to_string()).collect()
+    }
+
+    /// A kernel stack sleeps on the lock its slow path names (a compiler's `.constprop.0` too),
+    /// its path from the slow path out, and who took it past the lock's entry points; a futex
+    /// sleep or a stack without a slow path sleeps on no kernel lock.
+    #[test]
+    fn kernel_locks_by_slow_path() {
+        let fault = names(&[
+            "__schedule",
+            "schedule",
+            "rwsem_down_read_slowpath",
+            "down_read",
+            "lock_mm_and_find_vma",
+            "do_user_addr_fault",
+        ]);
+        let (lock, stack) = kernel_lock(&fault).expect("an rwsem");
+        assert_eq!(lock, "rwsem");
+        assert_eq!(stack, fault[2..]);
+        let lock = KernelLock {
+            lock,
+            stack,
+            slept: "waits",
+            total_ns: 1,
+        };
+        assert_eq!(lock.callers(), &fault[4..]);
+        let mutex = names(&[
+            "schedule",
+            "__mutex_lock.constprop.0",
+            "mutex_lock_killable",
+            "x",
+        ]);
+        assert_eq!(kernel_lock(&mutex).map(|l| l.0), Some("mutex"));
+        let sem = names(&["schedule", "__down_interruptible", "down_interruptible"]);
+        assert_eq!(kernel_lock(&sem).map(|l| l.0), Some("semaphore"));
+        let futex = names(&["__schedule", "schedule", "futex_wait_queue", "futex_wait"]);
+        assert_eq!(kernel_lock(&futex), None);
+        assert_eq!(kernel_lock(&[]), None);
+    }
 }

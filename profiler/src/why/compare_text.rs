@@ -279,7 +279,13 @@ fn detail(out: &mut String, diff: &WhyDiff, c: &CauseChange) {
             out,
             "   under kernel lock {}: {whose} slept in {}",
             lock.lock,
-            lock.stack.first().map_or("", String::as_str),
+            lock.stack
+                .first()
+                .into_iter()
+                .chain(lock.callers().first())
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(" <- "),
         );
     }
     if !c.kernel_stack.is_empty() {

@@ -220,18 +220,12 @@ fn write_kernel(out: &mut String, cause: &Cause) {
     }
     if let Some(lock) = &cause.kernel_lock {
         let share = format_percent(lock.total_ns, cause.total_ns);
-        // The slow path, then who took the lock: past the lock's own entry points (`down_read`,
-        // `mutex_lock_killable`), as many frames as fit the line.
-        let (slow, callers) = lock.stack.split_first().unzip();
-        let callers: Vec<&str> = callers
-            .unwrap_or_default()
-            .iter()
-            .map(String::as_str)
-            .skip_while(|f| is_lock_entry(f))
-            .collect();
+        // The slow path, then who took the lock, as many frames as fit the line.
+        let slow = lock.stack.first();
+        let callers = lock.callers();
         let line = |frames: usize| {
             let mut path: Vec<&str> = slow.map(String::as_str).into_iter().collect();
-            path.extend(callers.iter().take(frames));
+            path.extend(callers.iter().take(frames).map(String::as_str));
             if callers.len() > frames {
                 path.push("...");
             }
@@ -248,21 +242,6 @@ fn write_kernel(out: &mut String, cause: &Cause) {
             .unwrap_or_else(|| line(0));
         let _ = writeln!(out, "{fits}");
     }
-}
-
-/// Whether a kernel function is a sleeping lock's entry point, which says nothing of who took it.
-fn is_lock_entry(function: &str) -> bool {
-    [
-        "down",
-        "_down",
-        "__down",
-        "mutex_lock",
-        "__mutex_lock",
-        "rt_mutex_lock",
-        "percpu_down",
-    ]
-    .iter()
-    .any(|p| function.starts_with(p))
 }
 
 fn write_cause(out: &mut String, cause: &Cause, style: StackStyle) {

@@ -177,7 +177,7 @@ fn compare_tells_kernel_locks_apart() {
         "request-*",
     ]));
     assert!(
-        text.contains("under kernel lock rwsem: the waits slept in rwsem_down_read_slowpath"),
+        text.contains("under kernel lock rwsem: the waits slept in rwsem_down_read_slowpath <- lock_mm_and_find_vma"),
         "{text}"
     );
 }
@@ -299,7 +299,7 @@ fn comparison_page_has_differential_causes() {
             .unwrap_or_else(|| panic!("no {status} cpu row in {table}"))
     };
     assert!(
-        row("new").contains("rwsem (rwsem_down_read_slowpath)"),
+        row("new").contains("rwsem (rwsem_down_read_slowpath &lt;- lock_mm_and_find_vma)"),
         "{table}"
     );
     assert!(!row("gone").contains("rwsem"), "{table}");
@@ -356,7 +356,7 @@ fn two_sweeps_page_compares_curves_and_causes() {
         .nth(1)
         .expect("differential causes at level 20");
     assert!(
-        table.contains("rwsem (rwsem_down_read_slowpath)"),
+        table.contains("rwsem (rwsem_down_read_slowpath &lt;- lock_mm_and_find_vma)"),
         "{table}"
     );
 }
