@@ -53,7 +53,7 @@ pub fn is_offcpu_futex_sleep(record: &WaitRecord) -> bool {
 /// contention tracepoints of the `klock` probe fire (Linux 5.19 on: mutexes, rwsems,
 /// semaphores, rt-mutexes, percpu-rwsems), matched as prefixes of a frame's function (compilers
 /// add `.constprop.0` and the like; `__down` covers the semaphore's `__down_interruptible`...).
-const KERNEL_LOCK_SLEEPS: &[&str] = &[
+pub const KERNEL_LOCK_SLEEPS: &[&str] = &[
     "rwsem_down_read_slowpath",
     "rwsem_down_write_slowpath",
     "__mutex_lock",

@@ -1,6 +1,7 @@
 //! Comparisons: each run against the first, and a sweep's knee level against its last, as
-//! tables (from the typed diff value `lockscope diff --json` writes) and the differential
-//! flamegraph.
+//! tables (from the typed diff value `lockscope diff --json` writes), the differential causes
+//! (the [`WhyDiff`] of `lockscope why A B`, when both sides have the wait-for analysis) and the
+//! differential flamegraph.
 
 use super::error_chain;
 use super::page::{breakdown_bars, iframe_svg};
@@ -13,6 +14,7 @@ use crate::render::svg::xml_escape;
 use crate::render::tables::{num_cell, table_close, table_open, Cell};
 use crate::render::units::{format_fraction, format_ns, format_threads};
 use crate::sweep::Breakdown;
+use crate::why::{ChangeStatus, WhyDiff, WhyDiffOptions};
 use std::fmt::Write as _;
 
 /// The value of one side of a diff row in the page's unit: average threads waiting (on CPU for
@@ -290,6 +292,7 @@ pub(super) fn diff_section(
             return;
         }
     }
+    why_diff_table(out, a, b, labels);
     let options = page_diff_options(a, b, labels);
     let mut svg = Vec::new();
     match write_diff_flamegraph(a.profile, b.profile, &options, &mut svg) {
@@ -311,4 +314,106 @@ pub(super) fn diff_section(
             );
         }
     }
+}
+
+/// The differential causes of two runs (`lockscope why A B`, its working threads, per analysed
+/// thread-second), as the text's table: nothing when either side lacks the wait-for analysis.
+pub(super) fn why_diff_table(out: &mut String, a: &Run<'_>, b: &Run<'_>, labels: (&str, &str)) {
+    if a.profile.waitfor.is_none() || b.profile.waitfor.is_none() {
+        return;
+    }
+    let diff = match WhyDiff::build(
+        a.profile,
+        b.profile,
+        (&a.label, &b.label),
+        &WhyDiffOptions::default(),
+    ) {
+        Ok(diff) => diff,
+        Err(e) => {
+            let _ = writeln!(
+                out,
+                "<p class=\"muted\">No differential causes: {}</p>",
+                xml_escape(&error_chain(&e))
+            );
+            return;
+        }
+    };
+    why_diff_rows(out, &diff, labels);
+}
+
+/// The table of a [`WhyDiff`]'s changes, its sides named `labels`.
+pub(super) fn why_diff_rows(out: &mut String, diff: &WhyDiff, labels: (&str, &str)) {
+    let (la, lb) = labels;
+    let _ = writeln!(
+        out,
+        "<p>Differential causes (<code>lockscope why {} {}</code>): the changes in the causes of \
+         the working threads' waiting, largest first; shares of the analysed threads' time, \
+         <em>explains</em> the change's part of the time that moved.</p>",
+        xml_escape(la),
+        xml_escape(lb)
+    );
+    let headers = [
+        "#".to_string(),
+        "kind".to_string(),
+        "change".to_string(),
+        "where".to_string(),
+        "kernel".to_string(),
+        format!("{la} share"),
+        format!("{lb} share"),
+        format!("change ({lb} − {la})"),
+        "explains".to_string(),
+    ];
+    table_open(
+        out,
+        "diff-table why-diff",
+        &headers.iter().map(String::as_str).collect::<Vec<_>>(),
+        diff.changes.len(),
+    );
+    for c in &diff.changes {
+        let share = |present: bool, share: f64| {
+            if present {
+                num_cell(share, &format_fraction(share))
+            } else {
+                "<td class=\"num muted\">-</td>".to_string()
+            }
+        };
+        let kernel = match (&c.kernel_lock, c.kernel_stack.first()) {
+            (Some(lock), _) => format!(
+                "{} ({})",
+                lock.lock,
+                lock.stack
+                    .first()
+                    .into_iter()
+                    .chain(lock.callers().first())
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+                    .join(" <- ")
+            ),
+            (None, Some(frame)) => frame.clone(),
+            (None, None) => String::new(),
+        };
+        let explains = c.explains.unwrap_or(0.0);
+        let _ = writeln!(
+            out,
+            "<tr>{}<td>{}</td><td>{}</td><td><code>{}</code></td><td><code>{}</code></td>{}{}{}{}</tr>",
+            Cell::Count(c.rank as u64).html(),
+            xml_escape(c.kind.name()),
+            c.status.name(),
+            xml_escape(&c.place),
+            xml_escape(&kernel),
+            share(c.status != ChangeStatus::New, c.base.share),
+            share(c.status != ChangeStatus::Gone, c.other.share),
+            num_cell(
+                c.delta_share,
+                &format!("{:+.1} pts", c.delta_share * 100.0)
+            ),
+            num_cell(
+                explains,
+                &c.explains
+                    .map(|e| format!("{:+.0}%", e * 100.0))
+                    .unwrap_or_default()
+            ),
+        );
+    }
+    table_close(out);
 }

@@ -70,7 +70,7 @@ use self::summary::{
     growth_words, level_time_bars, losses_row, run_summary, summary_head, summary_section,
     sweep_summary, thread_group_bars,
 };
-use self::sweep::{knee_pair, level_anchor, levels_section, sweep_section};
+use self::sweep::{knee_pair, level_anchor, levels_section, sweep_section, sweeps_compared};
 use crate::analysis::measure::Measure;
 use crate::render::svg::xml_escape;
 use crate::sweep::Sweep;
@@ -289,6 +289,14 @@ pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> Result<String, Ht
 
     // Contents.
     out.push_str("<nav><ul>\n");
+    if inputs
+        .iter()
+        .filter(|i| matches!(i, Input::Sweep { .. }))
+        .count()
+        >= 2
+    {
+        out.push_str("<li><a href=\"#sweeps\">Two sweeps compared</a></li>\n");
+    }
     for (i, input) in inputs.iter().enumerate() {
         if let Input::Sweep { path, sweep, .. } = input {
             let _ = write!(
@@ -328,6 +336,29 @@ pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> Result<String, Ht
     }
     out.push_str("</ul></nav>\n");
 
+    // Two sweeps (two kernels, two builds): side by side before each on its own.
+    let sweeps: Vec<(usize, &PathBuf, &Sweep)> = inputs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, input)| match input {
+            Input::Sweep { path, sweep, .. } => Some((i, path, sweep.as_ref())),
+            Input::Run { .. } => None,
+        })
+        .collect();
+    if let [(ia, path_a, a), (ib, path_b, b), ..] = sweeps[..] {
+        let runs_of = |i: usize| {
+            level_runs
+                .iter()
+                .find(|(index, _)| *index == i)
+                .map_or(&[][..], |(_, runs)| runs.as_slice())
+        };
+        sweeps_compared(
+            &mut out,
+            "sweeps",
+            (&path_a.display().to_string(), a, runs_of(ia)),
+            (&path_b.display().to_string(), b, runs_of(ib)),
+        );
+    }
     for (i, input) in inputs.iter().enumerate() {
         if let Input::Sweep { path, sweep, .. } = input {
             let id = anchor("sweep", i);

@@ -1,13 +1,16 @@
 //! A sweep's section: the finding, the scaling chart, the table per level, where the threads'
-//! time went, and every level's run behind a selector.
+//! time went, and every level's run behind a selector; and two sweeps compared
+//! ([`sweeps_compared`]: both curves on one chart, both per level, the differential causes where
+//! the curves part).
 
+use super::diff::why_diff_table;
 use super::page::anchor;
 use super::report::NO_STACK_NOTE;
 use super::run::{run_body, Run};
 use super::HtmlOptions;
 use crate::render::svg::xml_escape;
 use crate::render::units::{format_fraction, format_ns, format_threads};
-use crate::sweep::chart::{scaling_svg, ChartOptions};
+use crate::sweep::chart::{compare_svg, scaling_svg, shared_axis, ChartOptions};
 use crate::sweep::{Sweep, NO_BREAKDOWN};
 use lockscope_probes::TimeClass;
 use std::fmt::Write as _;
@@ -233,4 +236,89 @@ pub(super) fn knee_pair(sweep: &Sweep) -> Option<(usize, usize)> {
         })
         .unwrap_or(0);
     (from < last).then_some((from, last))
+}
+
+/// One sweep of a comparison: its label (`A`, `B`), the sweep and its levels' runs.
+pub(super) type SweepSide<'s, 'r, 'p> = (&'s str, &'s Sweep, &'r [Run<'p>]);
+
+/// The concurrency level, of those both sweeps have, where their scaling differs most (the
+/// curves part), with each sweep's level index there.
+pub(super) fn parting_level(a: &Sweep, b: &Sweep) -> Option<(u32, usize, usize)> {
+    a.levels
+        .iter()
+        .enumerate()
+        .filter_map(|(i, l)| {
+            let j = b
+                .levels
+                .iter()
+                .position(|m| m.concurrency == l.concurrency)?;
+            Some((l.concurrency, i, j, (l.scaling - b.levels[j].scaling).abs()))
+        })
+        .max_by(|x, y| x.3.total_cmp(&y.3).then(y.0.cmp(&x.0)))
+        .map(|(c, i, j, _)| (c, i, j))
+}
+
+/// Two sweeps compared (`lockscope html SWEEP_A SWEEP_B`): both throughput curves on one chart,
+/// a table of both per concurrency level, and the differential causes (`lockscope why`) at the
+/// level where the scaling differs most, when both sweeps recorded the wait-for analysis there.
+pub(super) fn sweeps_compared(
+    out: &mut String,
+    id: &str,
+    a: SweepSide<'_, '_, '_>,
+    b: SweepSide<'_, '_, '_>,
+) {
+    let _ = writeln!(out, r#"<h2 id="{id}">Two sweeps compared</h2>"#);
+    let _ = writeln!(
+        out,
+        "<p class=\"muted\">A: {}; B: {}.</p>",
+        xml_escape(a.0),
+        xml_escape(b.0)
+    );
+    out.push_str(r#"<div class="chart">"#);
+    out.push_str(&compare_svg(("A", a.1), ("B", b.1)));
+    out.push_str("</div>\n");
+    out.push_str(
+        "<table class=\"levels-table sweeps-table\">\n<tr><th>concurrency</th><th>A throughput</th>\
+         <th>B throughput</th><th>A scaling (first=100%)</th><th>B scaling (first=100%)</th></tr>\n",
+    );
+    for c in shared_axis(a.1, b.1) {
+        let cells = |f: &dyn Fn(&crate::sweep::Level) -> String| {
+            [a.1, b.1].map(|sweep| {
+                sweep
+                    .levels
+                    .iter()
+                    .find(|l| l.concurrency == c)
+                    .map_or_else(|| "-".to_string(), f)
+            })
+        };
+        let [tp_a, tp_b] = cells(&|l| format!("{:.1}", l.throughput));
+        let [sc_a, sc_b] = cells(&|l| format!("{:.0}%", l.scaling * 100.0));
+        let _ = writeln!(
+            out,
+            "<tr><td class=\"num\">{c}</td><td class=\"num\">{tp_a}</td><td class=\"num\">{tp_b}</td>\
+             <td class=\"num scaling\">{sc_a}</td><td class=\"num scaling\">{sc_b}</td></tr>"
+        );
+    }
+    out.push_str("</table>\n");
+    let Some((c, i, j)) = parting_level(a.1, b.1) else {
+        out.push_str("<p class=\"muted\">The sweeps share no concurrency level.</p>\n");
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "<h3 id=\"{id}-parting\">Where the curves part: concurrency {c} (scaling {:.0}% in A, {:.0}% in B)</h3>",
+        a.1.levels[i].scaling * 100.0,
+        b.1.levels[j].scaling * 100.0
+    );
+    match (a.2.get(i), b.2.get(j)) {
+        (Some(run_a), Some(run_b))
+            if run_a.profile.waitfor.is_some() && run_b.profile.waitfor.is_some() =>
+        {
+            why_diff_table(out, run_a, run_b, ("A", "B"));
+        }
+        _ => out.push_str(
+            "<p class=\"muted\">No differential causes: both levels need the wait-for analysis \
+             (record the sweeps with <code>--probes bottleneck</code>).</p>\n",
+        ),
+    }
 }

@@ -296,6 +296,119 @@ pub fn scaling_svg(sweep: &Sweep, options: &ChartOptions) -> String {
 }
 
 /// A panel's x axis below `bottom`: each level's concurrency under its position, then `title`.
+/// The concurrency levels of two sweeps, in order, each once.
+pub fn shared_axis(a: &Sweep, b: &Sweep) -> Vec<u32> {
+    let mut levels: Vec<u32> = a
+        .levels
+        .iter()
+        .chain(&b.levels)
+        .map(|l| l.concurrency)
+        .collect();
+    levels.sort_unstable();
+    levels.dedup();
+    levels
+}
+
+/// Two sweeps' throughput on one chart (`lockscope html SWEEP_A SWEEP_B`): one line per sweep,
+/// named by its label, over the concurrency levels of both (evenly spaced, as in
+/// [`scaling_svg`]), each point labelled with its scaling against the sweep's first level.
+pub fn compare_svg(a: (&str, &Sweep), b: (&str, &Sweep)) -> String {
+    const H: f64 = 460.0;
+    const PLOT: f64 = 300.0;
+    let axis = shared_axis(a.1, b.1);
+    let n = axis.len().max(1);
+    let plot_w = WIDTH - LEFT - RIGHT;
+    let inset = 30.0;
+    let x_of = |concurrency: u32| {
+        let i = axis.iter().position(|&c| c == concurrency).unwrap_or(0);
+        if n == 1 {
+            LEFT + plot_w / 2.0
+        } else {
+            LEFT + inset + (plot_w - 2.0 * inset) * i as f64 / (n - 1) as f64
+        }
+    };
+    let max_tp =
+        a.1.levels
+            .iter()
+            .chain(&b.1.levels)
+            .map(|l| l.throughput)
+            .fold(0.0, f64::max);
+    let (tp_max, tp_step) = nice_axis(max_tp * 1.05);
+    let y_of = |v: f64| TOP + PLOT - PLOT * v / tp_max;
+    let mut svg = String::new();
+    let _ = writeln!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{H}" viewBox="0 0 {WIDTH} {H}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(
+        svg,
+        r#"<text x="{}" y="24" text-anchor="middle" font-size="15">Throughput by concurrency ({})</text>"#,
+        WIDTH / 2.0,
+        xml_escape(&a.1.throughput_unit)
+    );
+    let mut tick = 0.0;
+    while tick <= tp_max + 1e-9 {
+        let y = y_of(tick);
+        let _ = writeln!(
+            svg,
+            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+            WIDTH - RIGHT,
+            LEFT - 6.0,
+            y + 4.0,
+            format_tick(tick)
+        );
+        tick += tp_step;
+    }
+    for &c in &axis {
+        let _ = writeln!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{c}</text>"#,
+            x_of(c),
+            TOP + PLOT + 18.0
+        );
+    }
+    let _ = writeln!(
+        svg,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">concurrency</text>"#,
+        LEFT + plot_w / 2.0,
+        TOP + PLOT + 40.0
+    );
+    for (k, ((label, sweep), color)) in [a, b].into_iter().zip(["#1f5fa8", "#c2410c"]).enumerate() {
+        let points: Vec<String> = sweep
+            .levels
+            .iter()
+            .map(|l| format!("{:.1},{:.1}", x_of(l.concurrency), y_of(l.throughput)))
+            .collect();
+        let _ = writeln!(
+            svg,
+            r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="3"/>"#,
+            points.join(" ")
+        );
+        for l in &sweep.levels {
+            let (x, y) = (x_of(l.concurrency), y_of(l.throughput));
+            // A's labels above its points, B's below, so that close curves stay readable.
+            let dy = if k == 0 { -10.0 } else { 18.0 };
+            let _ = writeln!(
+                svg,
+                r#"<circle cx="{x:.1}" cy="{y:.1}" r="4" fill="{color}"/><text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="{color}">{}</text>"#,
+                y + dy,
+                format_fraction(l.scaling)
+            );
+        }
+        let ly = H - 40.0 + 18.0 * k as f64;
+        let _ = writeln!(
+            svg,
+            r#"<line x1="{LEFT}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{color}" stroke-width="3"/><text x="{:.1}" y="{:.1}">{}</text>"#,
+            LEFT + 30.0,
+            LEFT + 38.0,
+            ly + 4.0,
+            xml_escape(label)
+        );
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
 fn x_axis(svg: &mut String, sweep: &Sweep, x_of: &dyn Fn(usize) -> f64, bottom: f64, title: &str) {
     for (i, level) in sweep.levels.iter().enumerate() {
         let _ = writeln!(

@@ -1,8 +1,9 @@
 //! One cause summed from its records: its time and share, the root threads, the sites of the
 //! waits it explains, who held the CPUs or ended the sleeps, what the roots ran (the `cpu`
-//! probe's samples, [`Sampled`]) and one chain that leads there.
+//! probe's samples, [`Sampled`]), the root's kernel stack and the sleeping kernel lock its time
+//! was spent under ([`kernel_lock`]), and one chain that leads there.
 
-use super::model::{Cause, CauseKey, CauseKind, HopRow, NamedTime, Site, StackShare};
+use super::model::{Cause, CauseKey, CauseKind, HopRow, KernelLock, NamedTime, Site, StackShare};
 use super::select::ThreadNames;
 use super::stacks::{place_names, site_frames, stack_names, HOP_FRAMES};
 use lockscope_probes::waitfor::{
@@ -30,7 +31,24 @@ pub(super) fn cause(
     let mut ended_by: BTreeMap<String, u64> = BTreeMap::new();
     type SiteKey = (Vec<String>, WaitKind, Option<String>, u64, WaitPart);
     let mut sites: BTreeMap<SiteKey, (BTreeSet<String>, u64)> = BTreeMap::new();
+    let mut kernel_stacks: BTreeMap<Vec<String>, u64> = BTreeMap::new();
+    let mut locks: BTreeMap<(&'static str, Vec<String>, &'static str), u64> = BTreeMap::new();
     for b in records {
+        let root_kernel = stack_names(profile, b.root.kernel_stack);
+        // The root's own sleep on a lock first; else the waiting thread's, which a thread of the
+        // program woke (the lock's holder, at its release), so that the chain went on to it.
+        let lock = kernel_lock(&root_kernel)
+            .map(|(lock, path)| (lock, path, "root"))
+            .or_else(|| {
+                kernel_lock(&stack_names(profile, b.kernel_stack))
+                    .map(|(lock, path)| (lock, path, "waits"))
+            });
+        if let Some(lock) = lock {
+            *locks.entry(lock).or_default() += b.total_ns;
+        }
+        if !root_kernel.is_empty() {
+            *kernel_stacks.entry(root_kernel).or_default() += b.total_ns;
+        }
         *threads.entry(names.group(b.root.thread)).or_default() += b.total_ns;
         if let Some(holder) = b.root.holder {
             *holders.entry(names.group(holder)).or_default() += b.total_ns;
@@ -149,10 +167,24 @@ pub(super) fn cause(
     } else {
         key.stack.clone()
     };
+    let kernel_stack = heaviest_of(&kernel_stacks)
+        .map(|(stack, _)| stack)
+        .unwrap_or_default();
+    // A lock names the cause when most of its time was spent under it.
+    let kernel_lock = heaviest_of(&locks).filter(|(_, ns)| ns * 2 > total_ns).map(
+        |((lock, stack, slept), total_ns)| KernelLock {
+            lock,
+            stack,
+            slept,
+            total_ns,
+        },
+    );
     Cause {
         rank: 0,
         kind: key.kind.unwrap_or(CauseKind::Unknown),
         stack,
+        kernel_stack,
+        kernel_lock,
         call: key.call.clone(),
         share: if wall_ns == 0 {
             0.0
@@ -235,6 +267,66 @@ impl Sampled {
     }
 }
 
+/// The sleeping kernel lock a kernel stack (`names`, leaf first) sleeps on, and its path from
+/// the lock's slow path out: `("rwsem", ["rwsem_down_read_slowpath", "down_read", ...])`.
+pub(super) fn kernel_lock(names: &[String]) -> Option<(&'static str, Vec<String>)> {
+    let at = names.iter().position(|name| {
+        lockscope_probes::overlap::KERNEL_LOCK_SLEEPS
+            .iter()
+            .any(|p| name.starts_with(p))
+    })?;
+    let name = names[at].as_str();
+    let lock = if name.starts_with("rwsem") {
+        "rwsem"
+    } else if name.starts_with("percpu") {
+        "percpu-rwsem"
+    } else if name.starts_with("__down") {
+        "semaphore"
+    } else if name.contains("rt_mutex") || name.starts_with("rtlock") {
+        "rt-mutex"
+    } else {
+        "mutex"
+    };
+    Some((lock, names[at..].to_vec()))
+}
+
+impl KernelLock {
+    /// Who took the lock: its path past the slow path and the lock's own entry points
+    /// (`down_read`, `down_write_killable`, `mutex_lock_killable`), leaf first
+    /// (`lock_mm_and_find_vma`, `do_user_addr_fault`, ...).
+    pub fn callers(&self) -> &[String] {
+        let past = self
+            .stack
+            .iter()
+            .skip(1)
+            .take_while(|f| is_lock_entry(f))
+            .count();
+        self.stack.get(1 + past..).unwrap_or_default()
+    }
+}
+
+/// Whether a kernel function is a sleeping lock's entry point, which says nothing of who took it.
+fn is_lock_entry(function: &str) -> bool {
+    [
+        "down",
+        "_down",
+        "__down",
+        "mutex_lock",
+        "__mutex_lock",
+        "rt_mutex_lock",
+        "percpu_down",
+    ]
+    .iter()
+    .any(|p| function.starts_with(p))
+}
+
+/// The heaviest key of `map` (the first of equals), and its time.
+fn heaviest_of<K: Ord + Clone>(map: &BTreeMap<K, u64>) -> Option<(K, u64)> {
+    map.iter()
+        .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+        .map(|(k, ns)| (k.clone(), *ns))
+}
+
 fn named_times(map: BTreeMap<String, u64>) -> Vec<NamedTime> {
     let mut rows: Vec<NamedTime> = map
         .into_iter()
@@ -270,4 +362,50 @@ fn chain(profile: &Profile, names: &ThreadNames, b: &Blame) -> Vec<HopRow> {
         _ => hops.push(root),
     }
     hops
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(frames: &[&str]) -> Vec<String> {
+        frames.iter().map(|f| f.to_string()).collect()
+    }
+
+    /// A kernel stack sleeps on the lock its slow path names (a compiler's `.constprop.0` too),
+    /// its path from the slow path out, and who took it past the lock's entry points; a futex
+    /// sleep or a stack without a slow path sleeps on no kernel lock.
+    #[test]
+    fn kernel_locks_by_slow_path() {
+        let fault = names(&[
+            "__schedule",
+            "schedule",
+            "rwsem_down_read_slowpath",
+            "down_read",
+            "lock_mm_and_find_vma",
+            "do_user_addr_fault",
+        ]);
+        let (lock, stack) = kernel_lock(&fault).expect("an rwsem");
+        assert_eq!(lock, "rwsem");
+        assert_eq!(stack, fault[2..]);
+        let lock = KernelLock {
+            lock,
+            stack,
+            slept: "waits",
+            total_ns: 1,
+        };
+        assert_eq!(lock.callers(), &fault[4..]);
+        let mutex = names(&[
+            "schedule",
+            "__mutex_lock.constprop.0",
+            "mutex_lock_killable",
+            "x",
+        ]);
+        assert_eq!(kernel_lock(&mutex).map(|l| l.0), Some("mutex"));
+        let sem = names(&["schedule", "__down_interruptible", "down_interruptible"]);
+        assert_eq!(kernel_lock(&sem).map(|l| l.0), Some("semaphore"));
+        let futex = names(&["__schedule", "schedule", "futex_wait_queue", "futex_wait"]);
+        assert_eq!(kernel_lock(&futex), None);
+        assert_eq!(kernel_lock(&[]), None);
+    }
 }

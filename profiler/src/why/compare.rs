@@ -5,11 +5,13 @@
 //! Each side is explained by [`Why::build`] (all its causes, idle too); a cause on one side
 //! matches the cause on the other with the same kind, canonical stack
 //! ([`canonical_place`]: OS-neutral frames, at the leaf alone when the two sides walked their
-//! stacks differently, as `lockscope diff` compares sites) and call. The kinds that are one cause
+//! stacks differently, as `lockscope diff` compares sites), call and the sleeping kernel lock its
+//! time was spent under (a sleep under `rwsem_down_read_slowpath` is not one in `futex_wait`
+//! at the same user stack: one kernel took a lock there, the other did not). The kinds that are one cause
 //! per kind (`cpu-saturation`, `wakeup-latency`, `cycle`, `depth-limit`, `unknown`) match by kind
 //! alone. A cause on one side only is `new` or `gone`. A change is named by its telling frame
-//! (the program's own, past the plumbing); `why`'s causes carry user stacks only, so its
-//! `kernel_stack` stays empty until they carry one.
+//! (the program's own, past the plumbing), with its kernel lock; its `kernel_stack` is the root's
+//! kernel stack on the side where it weighs more, or else the path of its kernel lock.
 //!
 //! **The basis** ([`Basis`]) makes the two sides comparable:
 //! - per analysed thread-second (the default): a cause's share of the analysed threads' wall
@@ -26,7 +28,7 @@
 //! One [`WhyDiff`] value renders as text ([`WhyDiff::to_text`], in `compare_text`) and JSON
 //! (`docs/WHY-JSON.md`, schema `lockscope-why-diff`, version [`WHY_DIFF_JSON_VERSION`]).
 
-use super::model::{Cause, CauseKind, NamedTime, Site};
+use super::model::{Cause, CauseKind, KernelLock, NamedTime, Site};
 use super::{Why, WhyError, WhyOptions};
 use crate::analysis::canonical::{canonical_place, site_depth, SiteDepth};
 use crate::diff::{mismatches, DiffOptions, Normalization};
@@ -327,9 +329,14 @@ pub struct CauseChange {
     /// The canonical stack it was matched by, leaf first (empty for the kinds matched by kind
     /// alone).
     pub stack: Vec<String>,
-    /// Its root's kernel stack, leaf first, when the cause has one; `why`'s causes carry user
-    /// stacks only so far, so this is empty.
+    /// Its root's kernel stack, leaf first, on the side where it weighs more; else the kernel
+    /// path of its kernel lock; empty when neither (a root on a CPU, a backend without kernel
+    /// stacks).
     pub kernel_stack: Vec<String>,
+    /// The sleeping kernel lock its time was spent under, on the side where it weighs more
+    /// (part of what it was matched by).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_lock: Option<KernelLock>,
     /// The system call the root slept in (`sleep`, `io`, `idle`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub call: Option<String>,
@@ -382,6 +389,9 @@ struct MatchKey {
     kind: CauseKind,
     stack: Vec<String>,
     call: Option<String>,
+    /// The kernel lock's slow path (`rwsem_down_read_slowpath`), as the kernel names it across
+    /// builds (without a `.constprop.0`).
+    kernel_lock: Option<&'static str>,
 }
 
 /// Whether causes of `kind` are one per root stack (else one per kind, whose stack is only the
@@ -403,7 +413,23 @@ fn match_key(cause: &Cause, depth: SiteDepth) -> MatchKey {
             Vec::new()
         },
         call: cause.call.clone().filter(|_| keep),
+        kernel_lock: cause
+            .kernel_lock
+            .as_ref()
+            .filter(|_| keep)
+            .and_then(|lock| lock_sleep(&lock.stack)),
     }
+}
+
+/// The slow path a kernel lock's path (leaf first) sleeps in: the entry of
+/// [`KERNEL_LOCK_SLEEPS`](lockscope_probes::overlap::KERNEL_LOCK_SLEEPS) its first frame starts
+/// with.
+fn lock_sleep(path: &[String]) -> Option<&'static str> {
+    let leaf = path.first()?;
+    lockscope_probes::overlap::KERNEL_LOCK_SLEEPS
+        .iter()
+        .copied()
+        .find(|p| leaf.starts_with(p))
 }
 
 /// Where the frame that tells where a stack is lies: the first that is the program's own, past
@@ -451,6 +477,9 @@ fn name_places(changes: &mut [CauseChange]) {
     for (i, c) in changes.iter_mut().enumerate() {
         let shared = short.iter().filter(|p| **p == short[i]).count() > 1;
         c.place = if shared { at(c, 2) } else { short[i].1.clone() };
+        if let Some(lock) = &c.kernel_lock {
+            c.place = format!("{} [{}]", c.place, lock.lock);
+        }
     }
 }
 
@@ -473,6 +502,8 @@ fn side_causes(why: Why, depth: SiteDepth) -> BTreeMap<MatchKey, Cause> {
 fn merge(into: &mut Cause, from: Cause) {
     if from.total_ns > into.total_ns {
         into.stack = from.stack;
+        into.kernel_stack = from.kernel_stack;
+        into.kernel_lock = from.kernel_lock;
     }
     into.total_ns += from.total_ns;
     into.share += from.share;
@@ -586,6 +617,19 @@ impl WhyDiff {
             .map(|key| {
                 let (b, o) = (base_causes.remove(&key), other_causes.remove(&key));
                 let present = (b.is_some(), o.is_some());
+                let heavier = match (&b, &o) {
+                    (Some(b), Some(o)) if b.total_ns > o.total_ns => Some(b),
+                    (_, Some(o)) => Some(o),
+                    (b, None) => b.as_ref(),
+                };
+                let kernel_lock = heavier.and_then(|c| c.kernel_lock.clone());
+                let kernel_stack = match heavier {
+                    Some(c) if !c.kernel_stack.is_empty() => c.kernel_stack.clone(),
+                    _ => kernel_lock
+                        .as_ref()
+                        .map(|lock| lock.stack.clone())
+                        .unwrap_or_default(),
+                };
                 let (b, o) = (side(b, &base_side, true), side(o, &other_side, false));
                 let status = match present {
                     (false, _) => ChangeStatus::New,
@@ -600,7 +644,8 @@ impl WhyDiff {
                     status,
                     place: String::new(),
                     stack: key.stack,
-                    kernel_stack: Vec::new(),
+                    kernel_stack,
+                    kernel_lock,
                     call: key.call,
                     delta_share: o.share - b.share,
                     delta_normalized: o.normalized - b.normalized,
@@ -1133,6 +1178,7 @@ mod tests {
             status: ChangeStatus::New,
             stack: Vec::new(),
             kernel_stack: Vec::new(),
+            kernel_lock: None,
             call: None,
             place: String::new(),
             base: CauseSide::default(),

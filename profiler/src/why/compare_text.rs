@@ -269,6 +269,25 @@ fn detail(out: &mut String, diff: &WhyDiff, c: &CauseChange) {
             let _ = writeln!(out, "     ... {} more", c.stack.len() - MAX_FRAMES);
         }
     }
+    if let Some(lock) = &c.kernel_lock {
+        let whose = if lock.slept == "root" {
+            "its root"
+        } else {
+            "the waits"
+        };
+        let _ = writeln!(
+            out,
+            "   under kernel lock {}: {whose} slept in {}",
+            lock.lock,
+            lock.stack
+                .first()
+                .into_iter()
+                .chain(lock.callers().first())
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(" <- "),
+        );
+    }
     if !c.kernel_stack.is_empty() {
         out.push_str("   kernel stack, leaf first\n");
         for frame in c.kernel_stack.iter().take(MAX_FRAMES) {

@@ -47,8 +47,8 @@ pub use compare::{
 };
 use lockscope_probes::catalog;
 pub use model::{
-    Analysed, Cause, CauseKind, Coverage, GroupRow, Header, HopRow, NamedTime, Site, StackShare,
-    Why,
+    Analysed, Cause, CauseKind, Coverage, GroupRow, Header, HopRow, KernelLock, NamedTime, Site,
+    StackShare, Why,
 };
 use thiserror::Error;
 

@@ -106,6 +106,14 @@ pub struct Cause {
     /// sampled; for the causes that are one per kind (`cpu-saturation` without samples, `cycle`,
     /// `depth-limit`, `unknown`), the heaviest root's (the `sites` say where the threads were).
     pub stack: Vec<String>,
+    /// The root's kernel stack where it slept, leaf first (the heaviest of its records', as
+    /// `stack` is chosen); absent when the root ran or waited for a CPU, or none was recorded.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub kernel_stack: Vec<String>,
+    /// The sleeping kernel lock (rwsem, mutex, ...) most of its time was spent under: the root's
+    /// sleep, or else the waits it explains (their kernel stacks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_lock: Option<KernelLock>,
     /// The system call the root slept in (`sleep`, `io`, `idle`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub call: Option<String>,
@@ -139,6 +147,20 @@ pub struct Cause {
     pub chain: Vec<HopRow>,
     #[serde(skip)]
     pub(super) key: CauseKey,
+}
+
+/// A sleeping kernel lock a cause's time was spent under, from the kernel stacks of the sleeps.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct KernelLock {
+    /// What lock: `rwsem`, `mutex`, `rt-mutex`, `percpu-rwsem` or `semaphore`.
+    pub lock: &'static str,
+    /// The kernel path that slept on it, leaf first, from the lock's slow path
+    /// (`rwsem_down_read_slowpath`, `down_read`, `lock_mm_and_find_vma`, ...) out.
+    pub stack: Vec<String>,
+    /// Whose sleep it was: `root` (the root slept on it) or `waits` (the waits it explains).
+    pub slept: &'static str,
+    /// The cause's time under it, nanoseconds.
+    pub total_ns: u64,
 }
 
 /// A stack's share of a cause.

@@ -201,6 +201,49 @@ fn what(cause: &Cause) -> &'static str {
     }
 }
 
+/// Kernel frames shown under the user stack.
+const KERNEL_FRAMES: usize = 4;
+
+/// The root's kernel stack (a few frames past the scheduler's, marked `kernel`) and the kernel
+/// lock the cause's time was spent under.
+fn write_kernel(out: &mut String, cause: &Cause) {
+    let past_scheduler = cause
+        .kernel_stack
+        .iter()
+        .position(|f| !(f.starts_with("schedule") || f.starts_with("__schedule")))
+        .unwrap_or(0);
+    for frame in cause.kernel_stack[past_scheduler..]
+        .iter()
+        .take(KERNEL_FRAMES)
+    {
+        let _ = writeln!(out, "       kernel {frame}");
+    }
+    if let Some(lock) = &cause.kernel_lock {
+        let share = format_percent(lock.total_ns, cause.total_ns);
+        // The slow path, then who took the lock, as many frames as fit the line.
+        let slow = lock.stack.first();
+        let callers = lock.callers();
+        let line = |frames: usize| {
+            let mut path: Vec<&str> = slow.map(String::as_str).into_iter().collect();
+            path.extend(callers.iter().take(frames).map(String::as_str));
+            if callers.len() > frames {
+                path.push("...");
+            }
+            format!(
+                "     under kernel lock {} ({}): {share} of it",
+                lock.lock,
+                path.join(" <- ")
+            )
+        };
+        let fits = (0..=KERNEL_FRAMES)
+            .rev()
+            .map(line)
+            .find(|l| l.len() <= 100)
+            .unwrap_or_else(|| line(0));
+        let _ = writeln!(out, "{fits}");
+    }
+}
+
 fn write_cause(out: &mut String, cause: &Cause, style: StackStyle) {
     let call = cause
         .call
@@ -228,6 +271,7 @@ fn write_cause(out: &mut String, cause: &Cause, style: StackStyle) {
     if lines.len() > MAX_FRAMES {
         let _ = writeln!(out, "       ... {} more", lines.len() - MAX_FRAMES);
     }
+    write_kernel(out, cause);
     if cause.kind == CauseKind::CpuSaturation && !cause.ran_at.is_empty() {
         out.push_str("     (the stack is what held the CPUs, from the cpu probe's samples)\n");
     }

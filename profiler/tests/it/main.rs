@@ -30,4 +30,5 @@ mod targets;
 mod views_agree;
 mod waits_by_waker;
 mod why_diff;
+mod why_kernel;
 mod workloads;
