@@ -76,7 +76,9 @@ impl Report {
     /// The whole report as text.
     pub(super) fn to_text(&self, options: &ReportOptions) -> String {
         let mut out = String::new();
-        self.header_text(&mut out);
+        let mut header = String::new();
+        self.header_text(&mut header);
+        out.push_str(&fit_header(&header));
         self.kinds_text(&mut out);
         self.groups_text(&mut out, options);
         if let Some(sections) = &self.sections {
@@ -643,6 +645,42 @@ impl Report {
             }
         }
     }
+}
+
+/// The header's lines within [`frames::TEXT_WIDTH`] columns: a longer line (a command line, a
+/// probe's hooks) goes on under its label's value; a line without a label under two spaces.
+fn fit_header(header: &str) -> String {
+    const LABEL: usize = 13;
+    let mut out = String::new();
+    for line in header.lines() {
+        if line.chars().count() <= frames::TEXT_WIDTH {
+            put!(out, "{line}");
+            continue;
+        }
+        let lead = line.len() - line.trim_start().len();
+        let (first, rest, indent) = match lead {
+            0 => ("", line, 2),
+            2 if line.is_char_boundary(LABEL) && line.len() > LABEL => {
+                let (first, rest) = line.split_at(LABEL);
+                (first, rest, LABEL)
+            }
+            _ => {
+                let (first, rest) = line.split_at(lead);
+                (first, rest, lead)
+            }
+        };
+        put!(
+            out,
+            "{}",
+            frames::wrap(
+                rest.trim_start(),
+                first,
+                &" ".repeat(indent),
+                frames::TEXT_WIDTH
+            )
+        );
+    }
+    out
 }
 
 /// `text` after `first` (a label), in lines of at most [`frames::TEXT_WIDTH`] columns, the
