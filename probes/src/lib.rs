@@ -14,6 +14,9 @@
 //! - [`profile`]: the profile data model (metadata with what was recorded, threads, interned
 //!   stacks, wait records);
 //! - [`overlap`]: the sleeps two probes saw (futex and offcpu), counted once;
+//! - [`kernel_frames`]: the kernel functions lockscope recognizes on a kernel stack (interrupt
+//!   context, I/O waits, sleeping kernel locks and their internals), one list per concept, read
+//!   by both backends and the analyses;
 //! - [`sched`]: per-thread wall-time breakdown and wakeups (the `offcpu` probe);
 //! - [`waitfor`]: the wait-for analysis (the `waitfor` probe): who each wait waited for, down to
 //!   the root of its chain, from a stream of off-CPU intervals;
@@ -38,6 +41,7 @@ pub mod catalog;
 pub mod format;
 pub mod hist;
 pub mod host;
+pub mod kernel_frames;
 pub mod linux_syscalls;
 pub mod overlap;
 #[cfg(target_os = "linux")]

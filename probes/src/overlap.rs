@@ -19,6 +19,9 @@
 //! `cpu` probe's samples (CPU time) are never summed with wait time ([`MixedMeasures`]).
 
 use crate::catalog::{offcpu_operation, ProbeDescriptor, FUTEX, KLOCK, OFFCPU};
+use crate::kernel_frames::is_kernel_lock_sleep_frame;
+// Also here, where it was before it moved to `kernel_frames`, for the code that names it so.
+pub use crate::kernel_frames::KERNEL_LOCK_SLEEPS;
 use crate::linux_syscalls::FUTEX_WAIT_CALLS;
 use crate::profile::{Frame, Profile, Stack, StackId, WaitRecord, WaitStats};
 use crate::wait::{Quantity, WaitKind};
@@ -49,29 +52,13 @@ pub fn is_offcpu_futex_sleep(record: &WaitRecord) -> bool {
     offcpu_call(record).is_some_and(|call| FUTEX_WAIT_CALLS.contains(&call))
 }
 
-/// Kernel functions under which a thread sleeps for a sleeping kernel lock, where the lock
-/// contention tracepoints of the `klock` probe fire (Linux 5.19 on: mutexes, rwsems,
-/// semaphores, rt-mutexes, percpu-rwsems), matched as prefixes of a frame's function (compilers
-/// add `.constprop.0` and the like; `__down` covers the semaphore's `__down_interruptible`...).
-const KERNEL_LOCK_SLEEPS: &[&str] = &[
-    "rwsem_down_read_slowpath",
-    "rwsem_down_write_slowpath",
-    "__mutex_lock",
-    "__ww_mutex_lock",
-    "rt_mutex_slowlock",
-    "__rt_mutex_slowlock",
-    "rtlock_slowlock",
-    "percpu_rwsem_wait",
-    "percpu_down_write",
-    "__down",
-];
-
-/// True when `stack` sleeps under a sleeping kernel lock: a frame of [`KERNEL_LOCK_SLEEPS`].
+/// True when `stack` sleeps under a sleeping kernel lock: a frame of [`KERNEL_LOCK_SLEEPS`]
+/// ([`is_kernel_lock_sleep_frame`]).
 pub fn sleeps_on_kernel_lock(stack: &Stack) -> bool {
     stack.frames.iter().any(|f| {
         f.function
             .as_deref()
-            .is_some_and(|name| KERNEL_LOCK_SLEEPS.iter().any(|p| name.starts_with(p)))
+            .is_some_and(is_kernel_lock_sleep_frame)
     })
 }
 
