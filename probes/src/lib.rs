@@ -13,7 +13,8 @@
 //! - [`hist`]: log2 latency histograms, bucketed exactly like DTrace's `quantize()`;
 //! - [`profile`]: the profile data model (metadata with what was recorded, threads, interned
 //!   stacks, wait records);
-//! - [`overlap`]: the sleeps two probes saw (futex and offcpu), counted once;
+//! - [`overlap`]: the sleeps two probes saw (`futex` or `klock`, and `offcpu`), counted once,
+//!   and the kind of an `offcpu` sleep told by its stacks (a kernel lock, a mutex...);
 //! - [`kernel_frames`]: the kernel functions lockscope recognizes on a kernel stack (interrupt
 //!   context, I/O waits, sleeping kernel locks and their internals), one list per concept, read
 //!   by both backends and the analyses;
