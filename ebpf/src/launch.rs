@@ -193,8 +193,8 @@ unsafe fn child_after_fork(
     candidates: &[CString],
     args: &[*const libc::c_char],
 ) -> ! {
-    // SAFETY (whole body): plain system calls on descriptors and buffers valid in this process;
-    // no allocation, no locks.
+    // SAFETY: (the whole body) plain system calls on descriptors and buffers valid in this
+    // process; no allocation, no locks.
     unsafe {
         // The launcher may block signals (e.g. a signal-handling thread); the command must not
         // inherit that.

@@ -67,11 +67,12 @@ impl<S: Skel<'static>> LoadedObject<S> {
         O: OpenSkel<'static, Output = S>,
     {
         let storage = ObjectStorage::new();
-        // SAFETY: the only borrow of this fresh storage; the skeleton holding it is dropped
-        // before it: right here on error (the open skeleton is a temporary of this block), else
-        // by LoadedObject's field order.
         let skel = {
-            let mut open = builder.open(unsafe { storage.borrow() })?;
+            // SAFETY: the only borrow of this fresh storage; the skeleton holding it is dropped
+            // before it: right here on error (the open skeleton is a temporary of this block),
+            // else by LoadedObject's field order.
+            let borrowed = unsafe { storage.borrow() };
+            let mut open = builder.open(borrowed)?;
             prepare(&mut open)?;
             open.load()?
         };

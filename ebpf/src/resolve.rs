@@ -12,6 +12,7 @@ use crate::procmaps::MapsCache;
 use crate::shared::{KernelStack, SharedMaps, UnwoundStack};
 use crate::symbolize::{user_stack_complete, StackSymbolizer};
 use crate::syscalls::syscall_name;
+use lockscope_probes::kernel_frames::is_interrupt_frame;
 use lockscope_probes::waitfor::{Blame, Hop, Root, SampledCpu, WaitFor};
 use lockscope_probes::{
     AddressSpace, Stack, StackId, StackInterner, ThreadInfo, ThreadTime, TimeClass, WaitKind,
@@ -65,27 +66,6 @@ struct Resolver<'a> {
     user: HashMap<(u32, i32), UserStack>,
     kernel: HashMap<i32, Option<StackId>>,
     kernel_names: HashMap<StackId, Vec<String>>,
-}
-
-/// Kernel functions that run only in interrupt context: a wakeup under one of them was done by
-/// an interrupt handler, not by the thread it interrupted.
-fn is_interrupt_frame(name: &str) -> bool {
-    const PREFIXES: &[&str] = &[
-        "asm_sysvec_",
-        "sysvec_",
-        "__sysvec_",
-        "asm_common_interrupt",
-        "common_interrupt",
-        "hrtimer_wakeup",
-        "hrtimer_interrupt",
-        "__hrtimer_run_queues",
-        "handle_softirqs",
-        "__do_softirq",
-        "irq_exit",
-        "handle_irq_event",
-        "asm_exc_nmi",
-    ];
-    PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
 impl Resolver<'_> {

@@ -13,7 +13,11 @@
 //! - [`hist`]: log2 latency histograms, bucketed exactly like DTrace's `quantize()`;
 //! - [`profile`]: the profile data model (metadata with what was recorded, threads, interned
 //!   stacks, wait records);
-//! - [`overlap`]: the sleeps two probes saw (futex and offcpu), counted once;
+//! - [`overlap`]: the sleeps two probes saw (`futex` or `klock`, and `offcpu`), counted once,
+//!   and the kind of an `offcpu` sleep told by its stacks (a kernel lock, a mutex...);
+//! - [`kernel_frames`]: the kernel functions lockscope recognizes on a kernel stack (interrupt
+//!   context, I/O waits, sleeping kernel locks and their internals), one list per concept, read
+//!   by both backends and the analyses;
 //! - [`sched`]: per-thread wall-time breakdown and wakeups (the `offcpu` probe);
 //! - [`waitfor`]: the wait-for analysis (the `waitfor` probe): who each wait waited for, down to
 //!   the root of its chain, from a stream of off-CPU intervals;
@@ -38,6 +42,7 @@ pub mod catalog;
 pub mod format;
 pub mod hist;
 pub mod host;
+pub mod kernel_frames;
 pub mod linux_syscalls;
 pub mod overlap;
 #[cfg(target_os = "linux")]

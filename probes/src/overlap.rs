@@ -1,24 +1,41 @@
-//! Sleeps two probes saw. With the `futex` and `offcpu` probes recorded together, one futex sleep
-//! is both a futex probe wait (from the system call's entry to its return, classified by its
-//! user stack, with its futex word) and an `offcpu` interval (`sleeping in futex`, from the
-//! switch-out to the wakeup, with who ended it). Every total, share, ranking and flamegraph
-//! counts it once, as the futex probe's wait, and keeps the `offcpu` probe's sleeps in every other
-//! system call ([`Profile::counted_waits`]); so is the `offcpu` run-queue delay after such a
-//! sleep, which lies inside the futex wait (it lasts until the system call returns). The `offcpu` records stay in the profile: their
-//! [`WaitRecord::woken_by`] says who ended the futex waits ([`futex_wakers`]).
+//! Sleeps two probes saw, and what the `offcpu` probe's sleeps waited for.
 //!
-//! A thread's `offcpu` futex sleeps are the futex probe's waits when the futex probe recorded
-//! that thread: the futex probe sees every futex wait of the threads it traces, so a traced
-//! thread's futex sleeps are all among its waits. The `offcpu` futex sleeps of a thread the
-//! futex probe has no record of (it ran before the futex probe's hooks were in, or the probe was
-//! not asked for) are kept. Linux only: the sleeps are told by their system call (`sleeping in
-//! futex` from the eBPF backend, `futex` from DTrace for Linux's `offcpu`).
+//! Futex sleeps: with the `futex` and `offcpu` probes recorded together, one futex sleep is both
+//! a futex probe wait (from the system call's entry to its return, classified by its user stack,
+//! with its futex word) and an `offcpu` interval (`sleeping in futex`, from the switch-out to the
+//! wakeup, with who ended it). Every total, share, ranking and flamegraph counts it once, as the
+//! futex probe's wait, and keeps the `offcpu` probe's sleeps in every other system call
+//! ([`Profile::counted_waits`]); so is the `offcpu` run-queue delay after such a sleep, which
+//! lies inside the futex wait (it lasts until the system call returns). The `offcpu` records stay
+//! in the profile: their [`WaitRecord::woken_by`] says who ended the futex waits
+//! ([`futex_wakers`]). A thread's `offcpu` futex sleeps are the futex probe's waits when the
+//! futex probe recorded that thread: it sees every futex wait of the threads it traces. The
+//! `offcpu` futex sleeps of a thread the futex probe has no record of (it ran before the futex
+//! probe's hooks were in, or the probe was not asked for) are kept. Linux only: the sleeps are
+//! told by their system call (`sleeping in futex` from the eBPF backend, `futex` from DTrace for
+//! Linux's `offcpu`).
+//!
+//! Kernel-lock sleeps: likewise with the `klock` and `offcpu` probes, an `offcpu` sleep under a
+//! sleeping kernel lock ([`sleeps_on_kernel_lock`], its kernel stack) of a thread the `klock`
+//! probe recorded is that probe's contention, and counts once, as the `klock` probe's wait, with
+//! the run-queue delay after it ([`SeenTwice`]; [`SeenTwice::merged`] and
+//! [`SeenTwice::merged_kernel_locks`] say what was merged, for the report's notes).
+//!
+//! The kind of an `offcpu` sleep: its stacks tell more than "off CPU" ([`offcpu_sleep_kind`]): a
+//! sleep under a sleeping kernel lock is a `kernel-lock` wait, as the `klock` probe would have
+//! recorded it; a futex sleep is what its user stack says (`mutex`, `condvar`...), as the `futex`
+//! probe classifies its waits; so one sleep has one kind whichever probe saw it.
+//! [`classify_offcpu_sleeps`] gives every `offcpu` sleep of a profile that kind (the eBPF backend
+//! when it builds a profile, and every profile read from a file).
 //!
 //! Records that are not waits beside waits: the `syscall` and `lifecycle` probes' time in system
 //! calls (a futex wait is also a `futex` call), the `mutex-hold` probe's holds (time held) and the
 //! `cpu` probe's samples (CPU time) are never summed with wait time ([`MixedMeasures`]).
 
 use crate::catalog::{offcpu_operation, ProbeDescriptor, FUTEX, KLOCK, OFFCPU};
+use crate::kernel_frames::is_kernel_lock_sleep_frame;
+// Also here, where it was before it moved to `kernel_frames`, for the code that names it so.
+pub use crate::kernel_frames::KERNEL_LOCK_SLEEPS;
 use crate::linux_syscalls::FUTEX_WAIT_CALLS;
 use crate::profile::{Frame, Profile, Stack, StackId, WaitRecord, WaitStats};
 use crate::wait::{Quantity, WaitKind};
@@ -49,29 +66,13 @@ pub fn is_offcpu_futex_sleep(record: &WaitRecord) -> bool {
     offcpu_call(record).is_some_and(|call| FUTEX_WAIT_CALLS.contains(&call))
 }
 
-/// Kernel functions under which a thread sleeps for a sleeping kernel lock, where the lock
-/// contention tracepoints of the `klock` probe fire (Linux 5.19 on: mutexes, rwsems,
-/// semaphores, rt-mutexes, percpu-rwsems), matched as prefixes of a frame's function (compilers
-/// add `.constprop.0` and the like; `__down` covers the semaphore's `__down_interruptible`...).
-pub const KERNEL_LOCK_SLEEPS: &[&str] = &[
-    "rwsem_down_read_slowpath",
-    "rwsem_down_write_slowpath",
-    "__mutex_lock",
-    "__ww_mutex_lock",
-    "rt_mutex_slowlock",
-    "__rt_mutex_slowlock",
-    "rtlock_slowlock",
-    "percpu_rwsem_wait",
-    "percpu_down_write",
-    "__down",
-];
-
-/// True when `stack` sleeps under a sleeping kernel lock: a frame of [`KERNEL_LOCK_SLEEPS`].
+/// True when `stack` sleeps under a sleeping kernel lock: a frame of [`KERNEL_LOCK_SLEEPS`]
+/// ([`is_kernel_lock_sleep_frame`]).
 pub fn sleeps_on_kernel_lock(stack: &Stack) -> bool {
     stack.frames.iter().any(|f| {
         f.function
             .as_deref()
-            .is_some_and(|name| KERNEL_LOCK_SLEEPS.iter().any(|p| name.starts_with(p)))
+            .is_some_and(is_kernel_lock_sleep_frame)
     })
 }
 
@@ -298,9 +299,10 @@ impl MixedMeasures {
 }
 
 impl Profile {
-    /// The records every total counts: all but the `offcpu` records whose time the futex
-    /// probe's waits hold ([`SeenTwice`]), and in a profile that mixes measures, those of the
-    /// one its totals show ([`MixedMeasures`]: beside waits, no call, hold or sample is summed).
+    /// The records every total counts: all but the `offcpu` records whose time the `futex` or
+    /// `klock` probe's waits hold ([`SeenTwice`]), and in a profile that mixes measures, those of
+    /// the one its totals show ([`MixedMeasures`]: beside waits, no call, hold or sample is
+    /// summed).
     pub fn counted_waits(&self) -> impl Iterator<Item = &WaitRecord> + '_ {
         let twice = SeenTwice::of(self);
         let mixed = MixedMeasures::of(self);

@@ -496,12 +496,13 @@ fn chain_ends(profile: &Profile) -> BTreeMap<(u32, u32, Option<StackId>), (u64, 
     out
 }
 
-/// True when `stack` waits for block I/O or a page lock (`io_schedule*`).
+/// True when `stack` waits for block I/O or a page lock (`io_schedule*`,
+/// [`crate::kernel_frames::is_io_schedule_frame`]).
 fn has_io_schedule(stack: &crate::profile::Stack) -> bool {
     stack.frames.iter().any(|f| {
         f.function
             .as_deref()
-            .is_some_and(|n| n.starts_with("io_schedule"))
+            .is_some_and(crate::kernel_frames::is_io_schedule_frame)
     })
 }
 

@@ -1,8 +1,10 @@
 //! One event line of the stream (`=== wf KIND TS PID TID ...`) parsed into an [`Event`], and
-//! the frames that tell a wakeup done by an interrupt handler from one done by a thread.
+//! the frames that tell a wakeup done by an interrupt handler from one done by a thread
+//! ([`is_interrupt_frame`], the OS-neutral crate's list, which the eBPF backend reads too).
 
 use crate::catalog::TargetOs;
 use crate::parse::ParsedFrame;
+pub use lockscope_probes::kernel_frames::is_interrupt_frame;
 use lockscope_probes::waitfor::ThreadRef;
 
 /// What an event says.
@@ -134,45 +136,4 @@ fn call_name(field: &str, os: TargetOs) -> Option<String> {
         return lockscope_probes::linux_syscalls::syscall_name(nr).map(str::to_string);
     }
     (field != "-" && !field.is_empty()).then(|| field.to_string())
-}
-
-/// Kernel functions that run only in interrupt context (a timer, a device, a softirq): a wakeup
-/// under one of them was done by an interrupt handler, not by the thread it interrupted (Linux,
-/// illumos and FreeBSD names). `frame` is as dtrace prints it (``module`symbol+0xoff``).
-pub fn is_interrupt_frame(frame: &str) -> bool {
-    const PREFIXES: &[&str] = &[
-        // Linux
-        "asm_sysvec_",
-        "sysvec_",
-        "__sysvec_",
-        "asm_common_interrupt",
-        "common_interrupt",
-        "__common_interrupt",
-        "hrtimer_wakeup",
-        "hrtimer_interrupt",
-        "__hrtimer_run_queues",
-        "handle_softirqs",
-        "__do_softirq",
-        "irq_exit",
-        "__irq_exit_rcu",
-        "run_timer_softirq",
-        "call_timer_fn",
-        "handle_irq_event",
-        "__handle_irq_event",
-        "handle_edge_irq",
-        // illumos
-        "intr_thread",
-        "callout_",
-        "cyclic_",
-        "av_dispatch",
-        // FreeBSD
-        "ithread_loop",
-        "intr_event_execute_handlers",
-        "softclock",
-        "callout_process",
-        "sleepq_timeout",
-    ];
-    let symbol = frame.trim();
-    let symbol = symbol.split_once('`').map_or(symbol, |(_, s)| s);
-    PREFIXES.iter().any(|p| symbol.starts_with(p))
 }

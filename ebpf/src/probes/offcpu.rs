@@ -24,8 +24,8 @@ use lockscope_probes::waitfor::{Interval, IntervalKind, ThreadRef, WokenBy};
 use lockscope_probes::{ThreadTime, TimeClass, WaitKind};
 use std::collections::{BTreeMap, HashSet};
 
-// SAFETY (for all impls below): generated #[repr(C)] structs of integers and [i8; N] arrays,
-// and #[repr(transparent)] u32 enums: valid for every bit pattern.
+// SAFETY: (and for the impls below) generated #[repr(C)] structs of integers and [i8; N]
+// arrays, and #[repr(transparent)] u32 enums: valid for every bit pattern.
 unsafe impl Plain for offcpu_key {}
 // SAFETY: as above.
 unsafe impl Plain for offcpu_thread {}

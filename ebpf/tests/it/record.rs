@@ -34,11 +34,9 @@ fn thread_nice(tid: u32) -> i32 {
     unsafe { *libc::__errno_location() = 0 };
     // SAFETY: plain integers, no memory effects.
     let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, tid) };
-    // SAFETY: as above.
-    assert!(
-        nice != -1 || unsafe { *libc::__errno_location() } == 0,
-        "getpriority({tid})"
-    );
+    // SAFETY: this thread's errno, as above.
+    let errno = unsafe { *libc::__errno_location() };
+    assert!(nice != -1 || errno == 0, "getpriority({tid})");
     nice
 }
 

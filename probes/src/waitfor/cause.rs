@@ -3,6 +3,7 @@
 //! it, so the two never disagree on whether a wait was contention or idle.
 
 use super::{Blame, RootKind, ThreadRef, WaitFor};
+pub use crate::kernel_frames::is_io_frame;
 use crate::linux_syscalls::FILE_IO_CALLS;
 use crate::profile::{Profile, StackId};
 use serde::{Deserialize, Serialize};
@@ -64,29 +65,6 @@ pub fn waited_on_sleeps(waitfor: &WaitFor) -> BTreeSet<(ThreadRef, Option<StackI
 
 /// System calls that sleep on purpose.
 const ON_PURPOSE_CALLS: &[&str] = &["nanosleep", "clock_nanosleep", "pause"];
-
-/// Kernel functions under which a sleep waits for a device or a file system.
-pub fn is_io_frame(name: &str) -> bool {
-    const PREFIXES: &[&str] = &[
-        "io_schedule",
-        "folio_wait",
-        "wait_on_page",
-        "__lock_page",
-        "blk_",
-        "jbd2_",
-        "ext4_",
-        "xfs_",
-        "btrfs_",
-        "nfs_",
-        "submit_bio",
-        "bit_wait_io",
-        "wait_on_buffer",
-        "__wait_on_buffer",
-        "filemap_fault",
-        "do_read_cache",
-    ];
-    PREFIXES.iter().any(|p| name.starts_with(p))
-}
 
 /// The idle task (tid 0), which the engine names as the holder of a CPU nobody held.
 pub fn is_idle_cpu(thread: ThreadRef) -> bool {

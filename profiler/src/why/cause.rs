@@ -270,11 +270,9 @@ impl Sampled {
 /// The sleeping kernel lock a kernel stack (`names`, leaf first) sleeps on, and its path from
 /// the lock's slow path out: `("rwsem", ["rwsem_down_read_slowpath", "down_read", ...])`.
 pub(super) fn kernel_lock(names: &[String]) -> Option<(&'static str, Vec<String>)> {
-    let at = names.iter().position(|name| {
-        lockscope_probes::overlap::KERNEL_LOCK_SLEEPS
-            .iter()
-            .any(|p| name.starts_with(p))
-    })?;
+    let at = names
+        .iter()
+        .position(|name| lockscope_probes::kernel_frames::is_kernel_lock_sleep_frame(name))?;
     let name = names[at].as_str();
     let lock = if name.starts_with("rwsem") {
         "rwsem"

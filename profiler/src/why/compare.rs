@@ -422,11 +422,11 @@ fn match_key(cause: &Cause, depth: SiteDepth) -> MatchKey {
 }
 
 /// The slow path a kernel lock's path (leaf first) sleeps in: the entry of
-/// [`KERNEL_LOCK_SLEEPS`](lockscope_probes::overlap::KERNEL_LOCK_SLEEPS) its first frame starts
+/// [`KERNEL_LOCK_SLEEPS`](lockscope_probes::kernel_frames::KERNEL_LOCK_SLEEPS) its first frame starts
 /// with.
 fn lock_sleep(path: &[String]) -> Option<&'static str> {
     let leaf = path.first()?;
-    lockscope_probes::overlap::KERNEL_LOCK_SLEEPS
+    lockscope_probes::kernel_frames::KERNEL_LOCK_SLEEPS
         .iter()
         .copied()
         .find(|p| leaf.starts_with(p))

@@ -159,11 +159,8 @@ pub fn timespec(duration: Duration) -> libc::timespec {
 pub fn deadline(clock: libc::clockid_t, after: Duration) -> libc::timespec {
     let mut now = timespec(Duration::ZERO);
     // SAFETY: `now` is a valid out pointer.
-    assert_eq!(
-        unsafe { libc::clock_gettime(clock, &mut now) },
-        0,
-        "clock_gettime"
-    );
+    let status = unsafe { libc::clock_gettime(clock, &mut now) };
+    assert_eq!(status, 0, "clock_gettime");
     let at = Duration::new(now.tv_sec as u64, now.tv_nsec as u32) + after;
     timespec(at)
 }

@@ -99,7 +99,7 @@ fn helper_sync_primitives() {
         return;
     }
     use std::sync::atomic::Ordering;
-    // SAFETY (whole function): the pthread objects are statically initialized and live forever;
+    // SAFETY: (the whole closure) the pthread objects are statically initialized and live forever;
     // every lock is unlocked by the thread that took it.
     let pool = std::thread::spawn(|| unsafe {
         libc::pthread_mutex_lock(POOL_MUTEX.ptr());

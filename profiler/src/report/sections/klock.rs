@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::render::tables::{table, Cell, Column};
+use lockscope_probes::kernel_frames::is_kernel_lock_internal;
 
 /// This file's section, for `build.rs`'s list.
 pub(super) const SECTION: Entry = Entry::of::<KernelLocks>();
@@ -10,34 +11,6 @@ pub(super) const SECTION: Entry = Entry::of::<KernelLocks>();
 #[derive(Serialize)]
 #[serde(transparent)]
 pub(crate) struct KernelLocks(Vec<KlockRow>);
-
-/// Kernel functions that are the lock itself, not its caller (for klock's caller column).
-pub(super) const LOCK_INTERNALS: &[&str] = &[
-    "__mutex_lock",
-    "mutex_lock",
-    "__down",
-    "down_",
-    "rwsem_",
-    "osq_lock",
-    "mutex_spin_on_owner",
-    "queued_",
-    "native_queued",
-    "pv_queued",
-    "pv_wait",
-    "lock_acquire",
-    "_raw_",
-    "do_raw_",
-    "rt_mutex",
-    "rtlock",
-    "percpu_down",
-    "percpu_rwsem",
-    "schedule",
-    "__schedule",
-    "preempt_schedule",
-    "bpf_",
-    "lock_contended",
-    "__traceiter",
-];
 
 #[derive(Serialize)]
 pub(crate) struct KlockRow {
@@ -55,12 +28,11 @@ pub(super) fn lock_caller(profile: &Profile, record: &WaitRecord) -> String {
     profile
         .stack(record.kernel_stack)
         .and_then(|stack| {
-            stack.frames.iter().map(|f| f.display_name()).find(|name| {
-                !LOCK_INTERNALS.iter().any(|p| {
-                    name.trim_start_matches('_')
-                        .starts_with(p.trim_start_matches('_'))
-                })
-            })
+            stack
+                .frames
+                .iter()
+                .map(|f| f.display_name())
+                .find(|name| !is_kernel_lock_internal(name))
         })
         .unwrap_or_else(|| "[unknown]".to_string())
 }
