@@ -157,7 +157,8 @@ fn report_breakdown_sampled() {
         .find(|l| l.trim_start().starts_with("worker-1 ("))
         .unwrap_or_else(|| panic!("no worker-1 row:\n{breakdown}"));
     assert!(
-        worker.contains("41.5%") && worker.contains("4.2%"),
+        worker.split_whitespace().any(|w| w == "41.5")
+            && worker.split_whitespace().any(|w| w == "4.2"),
         "worker-1's on-cpu and sampled shares: {worker}"
     );
     check_golden("report_breakdown_sampled.txt", &text);
@@ -352,8 +353,10 @@ fn report_latch_waits_are_contention() {
     assert_eq!(contention["wakers_known"], true);
     check_golden("report_latch.json", &report(&profile, &options));
     let text = report(&profile, &report_options(GroupBy::Stack));
+    // The sentence as read, whatever its wrapping.
+    let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        text.contains("all threads: 64.8% of their time in sleeps another thread of the program ended, 23.0% in sleeps something outside it ended"),
+        words.contains("all threads: 64.8% of their time in sleeps another thread of the program ended, 23.0% in sleeps something outside it ended"),
         "{text}"
     );
     assert!(
@@ -492,10 +495,10 @@ fn report_by_stack_full_stacks() {
     check_golden("report_by_stack_full.txt", &text);
 }
 
-/// No line of the golden text outputs (reports, `why`, the diff table) is wider than 100
-/// columns, in their default, readable form. Two parts of the report are not checked yet, and
-/// are said here so that they are not forgotten: its header (the lines before the first blank
-/// line) and the "Where the time went" table, whose columns are one per time class.
+/// No line of the golden text outputs (reports, `why`, the diff table) is wider
+/// than 100 columns, in their default, readable form, the "Where the time went" table included.
+/// One part of the report is not checked yet, and is said here so that it is not forgotten: its
+/// header (the lines before the first blank line).
 #[test]
 fn golden_text_lines_fit_100_columns() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
@@ -514,16 +517,10 @@ fn golden_text_lines_fit_100_columns() {
         checked += 1;
         let text = std::fs::read_to_string(&path).expect("a golden text file");
         let mut header = report;
-        let mut breakdown = false;
         for (i, line) in text.lines().enumerate() {
             header &= !line.is_empty();
-            if line.starts_with("Where the time went") {
-                breakdown = true;
-            } else if line.starts_with(|c: char| c.is_ascii_uppercase()) {
-                breakdown = false;
-            }
             let columns = line.chars().count();
-            if columns > 100 && !header && !breakdown {
+            if columns > 100 && !header {
                 wide.push(format!("{name}:{}: {columns} columns: {line}", i + 1));
             }
         }
