@@ -173,6 +173,39 @@ fn report_by_stack() {
     );
 }
 
+/// Stacks that differ only by their addresses are one site of the top list (grouped by stack):
+/// worker-1's and worker-2's order-lock waits, at other instructions of the same lines, are one
+/// group with both threads, the four waits and one histogram, in the text and the JSON.
+#[test]
+fn report_groups_shown_alike_are_one() {
+    let profile = fixtures::moved_stack_profile();
+    let options = report_options(GroupBy::Stack);
+    let mut json_options = report_options(GroupBy::Stack);
+    json_options.json = true;
+    let json: serde_json::Value =
+        serde_json::from_str(&report(&profile, &json_options)).expect("report json");
+    let mutex: Vec<&serde_json::Value> = json["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .filter(|g| g["key"]["kind"] == "mutex")
+        .collect();
+    assert_eq!(mutex.len(), 1, "{mutex:#?}");
+    assert_eq!(mutex[0]["count"], 4, "{:#}", mutex[0]);
+    assert_eq!(mutex[0]["threads"].as_array().map(Vec::len), Some(2));
+    let histogram: u64 = mutex[0]["histogram"]
+        .as_array()
+        .expect("histogram")
+        .iter()
+        .map(|b| b["count"].as_u64().expect("count"))
+        .sum();
+    assert_eq!(histogram, 4);
+    let text = report(&profile, &options);
+    let headings: Vec<&str> = text.lines().filter(|l| l.starts_with('#')).collect();
+    assert_eq!(headings.len(), 3, "{text}");
+    check_golden("report_moved_stacks.txt", &text);
+}
+
 /// The text report grouped by thread matches its golden file.
 #[test]
 fn report_by_thread() {
