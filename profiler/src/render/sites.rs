@@ -6,6 +6,7 @@
 //! stays the site's key, which `--json` and `--folded` write.
 
 use crate::analysis::canonical::KERNEL_WAIT_FRAME;
+use crate::analysis::fold::NO_USER_STACK;
 use crate::render::frames::{self, StackStyle};
 
 /// A site's name in at most `max` columns: with [`StackStyle::Readable`], its canonical stack
@@ -25,9 +26,14 @@ pub fn site_name(site: &str, style: StackStyle, leafward: usize, max: usize) -> 
     };
     frames_leaf_first.retain(|f| *f != KERNEL_WAIT_FRAME);
     let room = max.saturating_sub(kind.chars().count() + 1).max(1);
-    let from = frames::site_name_index(&frames_leaf_first)
-        .unwrap_or(0)
-        .saturating_sub(leafward);
+    // A wait without a user stack says so first, whatever the frames around the marker.
+    let from = if frames_leaf_first.first() == Some(&NO_USER_STACK) {
+        0
+    } else {
+        frames::site_name_index(&frames_leaf_first)
+            .unwrap_or(0)
+            .saturating_sub(leafward)
+    };
     let at = frames::leaf_first_line_from(&frames_leaf_first, from, style, room);
     if at.is_empty() {
         kind.to_string()
@@ -76,8 +82,8 @@ mod tests {
     use super::*;
 
     /// A site is named leaf first from its telling frame, then its kind; two sites that would
-    /// read the same start nearer the leaf, the same site twice reads the same; `--full-stacks`
-    /// names them by the canonical stack.
+    /// read the same start nearer the leaf, the same site twice reads the same, a site without a
+    /// user stack says so first; `--full-stacks` names them by the canonical stack.
     #[test]
     fn sites_are_named_leaf_first_from_the_telling_frame() {
         let mutex = "clone3;start_thread;worker_main;process_order;take_order_lock;\
@@ -100,6 +106,15 @@ mod tests {
         assert_eq!(
             site_name("[no user stack];[wait]", StackStyle::Readable, 0, 98),
             "[no user stack] [wait]"
+        );
+        assert_eq!(
+            site_name(
+                "mariadbd;[no user stack];[off-cpu]",
+                StackStyle::Readable,
+                0,
+                98
+            ),
+            "[no user stack] <- mariadbd [off-cpu]"
         );
     }
 
