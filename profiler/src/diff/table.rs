@@ -6,6 +6,7 @@ use crate::analysis::canonical::{canonical_site, canonical_thread, site_depth};
 use crate::analysis::measure::Measure;
 use crate::analysis::processes::{command_groups, command_of};
 use crate::render::frames::{self, StackStyle};
+use crate::render::sites;
 use crate::render::units::{format_fraction, format_normalized, format_ns, format_unix_ns};
 use crate::render::WriteError;
 use lockscope_probes::{Profile, WaitStats};
@@ -126,62 +127,6 @@ fn columns_legend(measure: Measure, la: &str, lb: &str) -> String {
         Measure::Events | Measure::Samples => "counts only: no times",
     };
     format!("{threads}; change: {lb} - {la}, normalized")
-}
-
-/// A site's name in the table: with [`StackStyle::Readable`], its canonical stack leaf first from
-/// its telling frame (past the synchronization entry point, the runtime and the generic wait
-/// wrappers: [`frames::site_index`]) as far as fits, then its kind (`take_order_lock <-
-/// process_order <- … [mutex]`), from `leafward` frames nearer the leaf (where two sites would
-/// read the same); with [`StackStyle::Full`], the whole canonical stack, root first.
-fn site_name(site: &str, style: StackStyle, leafward: usize) -> String {
-    if style == StackStyle::Full {
-        return site.to_string();
-    }
-    let mut frames_leaf_first: Vec<&str> = site.split(';').rev().collect();
-    let kind = if frames_leaf_first.len() > 1 {
-        frames_leaf_first.remove(0)
-    } else {
-        ""
-    };
-    frames_leaf_first.retain(|f| *f != crate::analysis::canonical::KERNEL_WAIT_FRAME);
-    let room = frames::TEXT_WIDTH - 2 - kind.chars().count() - 1;
-    let from = frames::site_name_index(&frames_leaf_first)
-        .unwrap_or(0)
-        .saturating_sub(leafward);
-    let at = frames::leaf_first_line_from(&frames_leaf_first, from, style, room);
-    if at.is_empty() {
-        kind.to_string()
-    } else {
-        format!("{at} {kind}")
-    }
-}
-
-/// The names of `sites` in the table ([`site_name`]): a name two sites would share starts nearer
-/// the leaf (the wait's own frames), until they differ or there is nothing nearer.
-fn site_names(sites: &[&str], style: StackStyle) -> Vec<String> {
-    let mut leafward = vec![0usize; sites.len()];
-    let mut names: Vec<String> = sites.iter().map(|s| site_name(s, style, 0)).collect();
-    for _ in 0..4 {
-        let mut changed = false;
-        let shared: Vec<bool> = names
-            .iter()
-            .map(|name| names.iter().filter(|n| *n == name).count() > 1)
-            .collect();
-        for i in 0..names.len() {
-            if shared[i] {
-                let longer = site_name(sites[i], style, leafward[i] + 1);
-                if longer != names[i] {
-                    leafward[i] += 1;
-                    names[i] = longer;
-                    changed = true;
-                }
-            }
-        }
-        if !changed {
-            break;
-        }
-    }
-    names
 }
 
 /// Writes the side-by-side table of A (`paths.0`) and B to `out`.
@@ -312,7 +257,7 @@ pub fn write_diff_table(
     wide(&mut text, &title, "  ");
     let _ = writeln!(text, "{}", row_header(measure));
     let keys: Vec<&str> = sites.iter().map(|(site, ..)| site.as_str()).collect();
-    let names = site_names(&keys, options.stack_style);
+    let names = sites::site_names(&keys, options.stack_style, frames::TEXT_WIDTH - 2);
     for ((_, ra, rb), name) in sites.iter().zip(names) {
         match options.stack_style {
             StackStyle::Readable => write_rows(&mut text, &name, [(la, ra), (lb, rb)], unit),
@@ -325,35 +270,4 @@ pub fn write_diff_table(
     out.write_all(text.as_bytes())
         .map_err(WriteError::io("the diff table"))?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A site is named leaf first from its telling frame, then its kind; two sites that would
-    /// read the same start nearer the leaf; `--full-stacks` names them by the canonical stack.
-    #[test]
-    fn sites_are_named_leaf_first_from_the_telling_frame() {
-        let mutex = "clone3;start_thread;worker_main;process_order;take_order_lock;\
-                     pthread_mutex_lock;[kernel wait];[mutex]";
-        assert_eq!(
-            site_name(mutex, StackStyle::Readable, 0),
-            "take_order_lock <- process_order <- worker_main [mutex]"
-        );
-        assert_eq!(site_name(mutex, StackStyle::Full, 0), mutex);
-        let sleep = "_start;main;std::thread::sleep;nanosleep;[off-cpu]";
-        let join = "_start;main;join;[off-cpu]";
-        assert_eq!(
-            site_names(&[sleep, join], StackStyle::Readable),
-            [
-                "std::thread::sleep <- main [off-cpu]",
-                "join <- main [off-cpu]"
-            ]
-        );
-        assert_eq!(
-            site_name("[no user stack];[wait]", StackStyle::Readable, 0),
-            "[no user stack] [wait]"
-        );
-    }
 }

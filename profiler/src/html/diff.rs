@@ -107,12 +107,16 @@ pub(super) fn growing_stacks(diff: &Diff) -> Vec<&StackDiff> {
     rows
 }
 
-/// A canonical stack cell: its last four frames, with every frame folded behind `<details>`.
+/// A canonical stack cell: its name leaf first from its telling frame, with every frame folded
+/// behind `<details>`.
 pub(super) fn canonical_stack_cell(stack: &str) -> String {
     let frames: Vec<&str> = stack.split(';').collect();
     let mut cell = format!(
         "<td><details class=\"stack\"><summary><code>{}</code></summary><ol class=\"frames\">",
-        xml_escape(&crate::sweep::short_site(stack))
+        xml_escape(&crate::render::sites::site_label(
+            stack,
+            crate::render::frames::TEXT_WIDTH
+        ))
     );
     for frame in frames {
         let _ = write!(cell, "<li><code>{}</code></li>", xml_escape(frame));

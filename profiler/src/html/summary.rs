@@ -93,7 +93,7 @@ pub(super) fn growth_words(diff: &Diff, n: usize) -> String {
             let (_, change) = diff_change(s.delta.normalized, &unit);
             let mut text = format!(
                 "{} {change} ({} → {to})",
-                crate::sweep::short_site(stack),
+                crate::render::sites::site_label(stack, crate::render::frames::TEXT_WIDTH),
                 from.trim_end_matches(" threads")
             );
             if stack.ends_with(&format!(
@@ -273,7 +273,7 @@ pub(super) fn run_summary(profile: &Profile) -> Vec<(String, String)> {
             .map(|(site, ns)| {
                 format!(
                     "{} {}",
-                    crate::sweep::short_site(site),
+                    crate::render::sites::site_label(site, crate::render::frames::TEXT_WIDTH),
                     format_threads(*ns as f64 / wall_ns as f64)
                 )
             })

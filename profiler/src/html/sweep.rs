@@ -96,7 +96,10 @@ pub(super) fn sweep_section(out: &mut String, id: &str, path: &str, sweep: &Swee
             out,
             "<td title=\"{}\"><code>{}</code></td><td class=\"num\">{}</td></tr>",
             xml_escape(&top),
-            xml_escape(&crate::sweep::short_site(&top)),
+            xml_escape(&crate::render::sites::site_label(
+                &top,
+                crate::render::frames::TEXT_WIDTH
+            )),
             level.lost_events
         );
     }
@@ -198,7 +201,7 @@ pub(super) fn levels_section(
         let top = level
             .top_sites
             .first()
-            .map(|s| crate::sweep::short_site(&s.name))
+            .map(|s| crate::render::sites::site_label(&s.name, crate::render::frames::TEXT_WIDTH))
             .unwrap_or_else(|| "-".to_string());
         let _ = writeln!(
             out,

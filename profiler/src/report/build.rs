@@ -1,6 +1,7 @@
 //! Builds the [`Report`] of a profile: the waits apart from CPU samples, CPU waits and sleeps two
 //! probes saw, totals per kind, the groups (heaviest first, the top ones with their threads,
-//! locks, heaviest stacks and histogram), the kernel threads together, the header and the
+//! locks, heaviest stacks and histogram; grouped by stack, stacks that show the same frames at
+//! other addresses are one group), the kernel threads together, the header and the
 //! sections.
 
 use super::coverage::{Coverage, Quiet};
@@ -199,6 +200,49 @@ fn frame_row(frame: &Frame) -> FrameRow {
     }
 }
 
+/// What a frame shows in the report: its name, source location and inlined calls, and its module
+/// offset where it has no source file (its address is left out).
+type ShownFrame = (
+    String,
+    Option<String>,
+    Option<u32>,
+    Vec<(String, Option<String>, Option<u32>)>,
+    Option<(Option<String>, Option<u64>)>,
+);
+
+/// Each stack's id to the first id of the stacks that show the same frames ([`ShownFrame`]):
+/// stacks that differ only by their addresses (samples or sleeps at other instructions of the
+/// same lines) are one site of the top list.
+fn shown_alike(profile: &Profile) -> BTreeMap<StackId, StackId> {
+    let mut first: BTreeMap<(bool, Vec<ShownFrame>), StackId> = BTreeMap::new();
+    let mut alike = BTreeMap::new();
+    for (id, stack) in profile.stacks.iter().enumerate() {
+        let Ok(id) = StackId::try_from(id) else {
+            break;
+        };
+        let shown = stack
+            .frames
+            .iter()
+            .map(|f| {
+                (
+                    f.display_name(),
+                    f.file.clone(),
+                    f.line,
+                    f.inlined
+                        .iter()
+                        .map(|i| (i.function.clone(), i.file.clone(), i.line))
+                        .collect(),
+                    f.file
+                        .is_none()
+                        .then(|| (f.module.clone(), f.module_offset)),
+                )
+            })
+            .collect();
+        alike.insert(id, *first.entry((stack.truncated, shown)).or_insert(id));
+    }
+    alike
+}
+
 fn stack_trace(profile: &Profile, id: Option<StackId>) -> Option<StackTrace> {
     let stack: &Stack = profile.stack(id)?;
     Some(StackTrace {
@@ -252,10 +296,18 @@ impl Report {
         let measure = Measure::of_records(&profile.waits);
         let whole = Whole::of(&all, measure);
 
+        let alike = match options.group_by {
+            GroupBy::Stack => shown_alike(profile),
+            _ => BTreeMap::new(),
+        };
         let mut accs: BTreeMap<Key, Acc> = BTreeMap::new();
         for w in &profile.waits {
             let key = match options.group_by {
-                GroupBy::Stack => Key::Stack(w.user_stack, w.kind),
+                // Stacks shown alike are one group, keyed by the first of them.
+                GroupBy::Stack => Key::Stack(
+                    w.user_stack.map(|id| alike.get(&id).copied().unwrap_or(id)),
+                    w.kind,
+                ),
                 GroupBy::Thread => Key::Thread(w.pid, w.tid),
                 GroupBy::Lock => Key::Lock(w.pid, w.object, w.operation.clone()),
                 GroupBy::Process => Key::Process(w.pid),

@@ -1,8 +1,10 @@
 //! One sentence for a writeup ([`finding`]): how throughput scales, the knee, what grows
 //! across it, and what `lockscope why` traces the working threads' waits back to there.
 
-use super::{knee_level, short_site, Knee, Level, LevelWhy, Share, KNEE_MIN_GAIN};
+use super::{knee_level, Knee, Level, LevelWhy, Share, KNEE_MIN_GAIN};
 use crate::analysis::fold::NO_USER_STACK;
+use crate::render::frames;
+use crate::render::sites::site_label;
 use crate::render::units::{format_fraction, format_threads};
 use lockscope_probes::WaitRole;
 use std::fmt::Write as _;
@@ -293,13 +295,13 @@ fn time_grows_most(from: &Level, to: &Level) -> Option<(Part, f64, f64)> {
         .max_by(|x, y| (x.2 - x.1).total_cmp(&(y.2 - y.1)))
 }
 
-/// A site for a sentence: its last four frames in backquotes; off-CPU time without a user stack
+/// A site for a sentence: its name leaf first from its telling frame in backquotes; off-CPU time without a user stack
 /// said for what it is (the offcpu probe takes no stack for a preempted or runnable thread).
 fn site_words(site: &str) -> String {
     if site.ends_with(&format!("{NO_USER_STACK};[off-cpu]")) {
         "off-CPU time without a user stack (threads preempted or in the run queue)".to_string()
     } else {
-        format!("`{}`", short_site(site))
+        format!("`{}`", site_label(site, frames::TEXT_WIDTH - 2))
     }
 }
 

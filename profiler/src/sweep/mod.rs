@@ -615,16 +615,6 @@ pub fn find_knee(levels: &[Level]) -> Option<Knee> {
         })
 }
 
-/// A canonical site cut to its last four frames (`…;f;g;[kernel wait];[mutex]`) for a sentence.
-pub fn short_site(site: &str) -> String {
-    let frames: Vec<&str> = site.split(';').collect();
-    if frames.len() <= 4 {
-        site.to_string()
-    } else {
-        format!("…;{}", frames[frames.len() - 4..].join(";"))
-    }
-}
-
 /// Reads a sweep file, or `sweep.json` inside a sweep directory.
 pub fn read_sweep(path: &Path) -> Result<(Sweep, PathBuf), SweepError> {
     let file = if path.is_dir() {

@@ -121,7 +121,7 @@ fn collapse_from_the_first_level() {
         sentence,
         "Throughput peaks at concurrency 1 and falls to 25% of it at 5; from 1 to 5, \
          `mutex` wait grows most (0.10 → 3.00 threads waiting on average), led by \
-         `row_lock;[kernel wait];[mutex]`."
+         `row_lock [mutex]`."
     );
 }
 

@@ -474,7 +474,7 @@ fn mariadb_sweep_page() {
         "at 50: 3132.9 transactions/s, 315% of concurrency 1",
         "at 20 (knee) (29.2 threads alive): run-queue 62.0%",
         "at 50 (58.7 threads alive): run-queue 77.0%",
-        "<th>grows from 20 to 50 (threads waiting)</th><td>mariadbd;[no user stack];[off-cpu] +26.9 threads (18.5 → 45.4 threads) [preempted or in the run queue: waiting for a CPU]",
+        "<th>grows from 20 to 50 (threads waiting)</th><td>[no user stack] &lt;- mariadbd [off-cpu] +26.9 threads (18.5 → 45.4 threads) [preempted or in the run queue: waiting for a CPU]",
         "tc_acquire_table",
         "led by off-CPU time without a user stack (threads preempted or in the run queue); of the threads&#39; time, run-queue grows most (62.0% → 77.0%).",
     ] {
@@ -531,7 +531,7 @@ fn single_recording_page_in_chromium() {
         "<th>waits</th><td>9 waits over 1.20 s; mutex: 0.67 threads waiting on average, condvar: 0.50 threads waiting on average",
         "<th>threads&#39; time (share of thread time)</th><td>2.00 threads alive on average: on-cpu 60.0%, lock 20.0%, run-queue 10.0%, condvar 10.0%",
         // 599.9 ms of condvar wait over 1.204 s at the demo's order queue.
-        "<th>top wait sites (threads waiting)</th><td>…;wait_for_order;pthread_cond_wait;[kernel wait];[condvar] 0.50 threads; …;take_order_lock;pthread_mutex_lock;[kernel wait];[mutex] 0.33 threads; ",
+        "<th>top wait sites (threads waiting)</th><td>wait_for_order &lt;- demo [condvar] 0.50 threads; take_order_lock &lt;- process_order &lt;- worker_main [mutex] 0.33 threads; ",
         // Each thread group's time, stacked (the fixture's threads have no names: `[*]`).
         "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"time-bars\"",
     ] {

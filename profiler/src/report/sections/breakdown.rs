@@ -167,91 +167,173 @@ impl Section for Breakdown {
         breakdown(profile)
     }
 
+    /// The classes' table (percent of each row's wall time, the classes no row has left out
+    /// and named under it), then, beside it or as a second table when the two would not fit
+    /// [`frames::TEXT_WIDTH`] together, what is not in the 100%: sampled CPU, who ended the
+    /// sleeps, the context switches.
     fn write_text(&self, out: &mut String) {
         let sampled = self.total.sampled_cpu_ns.is_some();
         // Who ended the sleeps, when the profile says: beside the classes, not in the 100%.
         let woken = !self.total.woken_ns.is_empty();
+        // A class no row has time in: the total row sums them all.
+        let (classes, absent): (Vec<TimeClass>, Vec<TimeClass>) = TimeClass::ALL
+            .into_iter()
+            .partition(|class| self.total.time_ns.get(class).is_some_and(|&ns| ns > 0));
+        let mut rows: Vec<&TimeRow> = self.by_name.iter().collect();
+        rows.push(&self.total);
+        let by_thread = self.by_thread.len() > 1;
+        if by_thread {
+            rows.extend(&self.by_thread);
+        }
+        let percent =
+            |ns: u64, wall: u64| format_percent(ns, wall).trim_end_matches('%').to_string();
+        // Columns as (header, one cell per row of `rows`): the classes, then the rest.
+        let column = |header: &str, cell: &dyn Fn(&TimeRow) -> String| {
+            let cells: Vec<String> = rows.iter().map(|r| cell(r)).collect();
+            let width = cells
+                .iter()
+                .map(|c| c.chars().count())
+                .chain([header.chars().count()])
+                .max()
+                .unwrap_or(0);
+            (header.to_string(), cells, width + 1)
+        };
+        let class_columns: Vec<_> = classes
+            .iter()
+            .map(|&class| {
+                column(class.name(), &|r: &TimeRow| {
+                    percent(r.time_ns.get(&class).copied().unwrap_or(0), r.wall_ns)
+                })
+            })
+            .collect();
+        let mut beside = Vec::new();
+        if sampled {
+            beside.push(column("sampled", &|r: &TimeRow| {
+                percent(r.sampled_cpu_ns.unwrap_or(0), r.wall_ns)
+            }));
+        }
+        if woken {
+            beside.push(column("program", &|r: &TimeRow| {
+                percent(r.program_and_outside().0, r.wall_ns)
+            }));
+            beside.push(column("outside", &|r: &TimeRow| {
+                percent(r.program_and_outside().1, r.wall_ns)
+            }));
+        }
+        beside.push(column("csw/s", &|r: &TimeRow| {
+            format!("{:.1}", r.switches_per_s)
+        }));
+        beside.push(column("invol", &|r: &TimeRow| {
+            format!("{:.0}%", r.involuntary_share * 100.0)
+        }));
+        let names: Vec<String> = rows.iter().map(|r| truncate(&r.name, 23)).collect();
+        let lead = |out: &mut String, i: Option<usize>| {
+            let _ = match i {
+                Some(i) => write!(
+                    out,
+                    "  {:<24}{:>3}{:>9}",
+                    names[i],
+                    rows[i].threads,
+                    format_ns(rows[i].wall_ns)
+                ),
+                None => write!(out, "  {:<24}{:>3}{:>9}", "threads", "n", "wall"),
+            };
+        };
+        let lead_width = 2 + 24 + 3 + 9;
+        let width = |columns: &[(String, Vec<String>, usize)]| -> usize {
+            columns.iter().map(|c| c.2).sum()
+        };
+        let together =
+            lead_width + width(&class_columns) + 2 + width(&beside) <= frames::TEXT_WIDTH;
+        let note = |out: &mut String, text: &str| {
+            let _ = writeln!(
+                out,
+                "{}",
+                frames::wrap(text, "  ", "   ", frames::TEXT_WIDTH)
+            );
+        };
+        // One table of `parts` (separated by ` |`), its rows as `rows`, the by-thread rows
+        // after their heading.
+        let table = |out: &mut String, parts: &[&[(String, Vec<String>, usize)]]| {
+            let mut header = String::new();
+            lead(&mut header, None);
+            for (p, part) in parts.iter().enumerate() {
+                if p > 0 {
+                    header.push_str(" |");
+                }
+                for (name, _, w) in part.iter() {
+                    let _ = write!(header, "{name:>w$}");
+                }
+            }
+            let _ = writeln!(out, "{header}");
+            for i in 0..rows.len() {
+                if by_thread && i == self.by_name.len() + 1 {
+                    let _ = writeln!(out, "  by thread (heaviest wall time first):");
+                }
+                let mut line = String::new();
+                lead(&mut line, Some(i));
+                for (p, part) in parts.iter().enumerate() {
+                    if p > 0 {
+                        line.push_str(" |");
+                    }
+                    for (_, cells, w) in part.iter() {
+                        let _ = write!(line, "{:>w$}", cells[i]);
+                    }
+                }
+                let _ = writeln!(out, "{line}");
+            }
+        };
         let _ = writeln!(out);
         let _ = writeln!(
             out,
-            "Where the time went (share of each row's wall time; a thread's shares add up to 100%)"
+            "Where the time went (% of each row's wall time; a thread's classes add up to 100)"
         );
+        let mut beside_words = Vec::new();
         if sampled {
-            let _ = writeln!(
-                out,
-                "  (sampled: the cpu probe's CPU time beside the scheduler's on-cpu, not in the 100%)"
+            beside_words.push(
+                "sampled: the cpu probe's CPU time beside the scheduler's on-cpu, not in the 100",
             );
         }
         if woken {
-            let _ = writeln!(
-                out,
-                "  (after |: the time asleep by who ended the sleeps, whatever they slept in: program = \
-                 another thread of the program (waiting on it), outside = another process, a timer, \
-                 a device or the network (idle, or I/O))"
+            beside_words.push(
+                "program, outside: the time asleep by who ended the sleeps, whatever they slept \
+                 in: program = another thread of the program (waiting on it), outside = another \
+                 process, a timer, a device or the network (idle, or I/O)",
             );
         }
-        let mut header = format!("  {:<24}{:>4}{:>10}", "threads", "n", "wall");
-        for class in TimeClass::ALL {
-            let _ = write!(header, "{:>10}", class.name());
-            if sampled && class == TimeClass::OnCpu {
-                let _ = write!(header, "{:>10}", "sampled");
-            }
+        beside_words.push("csw/s: context switches per second; invol: the involuntary share");
+        let beside_words = format!(
+            "({}{})",
+            if together { "after |: " } else { "" },
+            beside_words.join("; ")
+        );
+        if together {
+            note(out, &beside_words);
+            table(out, &[&class_columns, &beside]);
+        } else {
+            table(out, &[&class_columns]);
         }
-        if woken {
-            let _ = write!(header, "  |{:>9}{:>9}", "program", "outside");
+        if !absent.is_empty() {
+            let names: Vec<&str> = absent.iter().map(|c| c.name()).collect();
+            note(out, &format!("(no row has time in {})", names.join(", ")));
         }
-        let _ = write!(header, "{:>10}{:>7}", "csw/s", "invol");
-        let _ = writeln!(out, "{header}");
-        let row = |out: &mut String, r: &TimeRow| {
-            let mut line = format!(
-                "  {:<24}{:>4}{:>10}",
-                truncate(&r.name, 23),
-                r.threads,
-                format_ns(r.wall_ns)
-            );
-            for class in TimeClass::ALL {
-                let ns = r.time_ns.get(&class).copied().unwrap_or(0);
-                let _ = write!(line, "{:>10}", format_percent(ns, r.wall_ns));
-                if let (Some(ns), TimeClass::OnCpu) = (r.sampled_cpu_ns, class) {
-                    let _ = write!(line, "{:>10}", format_percent(ns, r.wall_ns));
-                }
-            }
-            if woken {
-                let (program, outside) = r.program_and_outside();
-                let _ = write!(
-                    line,
-                    "  |{:>9}{:>9}",
-                    format_percent(program, r.wall_ns),
-                    format_percent(outside, r.wall_ns)
-                );
-            }
-            let _ = write!(
-                line,
-                "{:>10.1}{:>7}",
-                r.switches_per_s,
-                format!("{:.0}%", r.involuntary_share * 100.0)
-            );
-            let _ = writeln!(out, "{line}");
-        };
-        for r in &self.by_name {
-            row(out, r);
+        if !together {
+            let _ = writeln!(out, "  and beside them, not in the 100:");
+            note(out, &beside_words);
+            table(out, &[&beside]);
         }
-        row(out, &self.total);
         if woken {
             let (program, outside) = self.total.program_and_outside();
-            let _ = writeln!(
+            note(
                 out,
-                "  all threads: {} of their time in sleeps another thread of the program ended, {} \
-                 in sleeps something outside it ended (who ended them, not the contention above)",
-                format_percent(program, self.total.wall_ns),
-                format_percent(outside, self.total.wall_ns)
+                &format!(
+                    "all threads: {} of their time in sleeps another thread of the program ended, \
+                     {} in sleeps something outside it ended (who ended them, not the contention \
+                     above)",
+                    format_percent(program, self.total.wall_ns),
+                    format_percent(outside, self.total.wall_ns)
+                ),
             );
-        }
-        if self.by_thread.len() > 1 {
-            let _ = writeln!(out, "  by thread (heaviest wall time first):");
-            for r in &self.by_thread {
-                row(out, r);
-            }
         }
     }
 

@@ -138,7 +138,7 @@ fn sweep_table_in_threads_and_thread_time() {
         sweep.finding,
         "Throughput rises to 190% of concurrency 1 at 5, then falls (120% at 10); from 5 to 10, \
          `mutex` wait grows most (3.33 → 6.66 threads waiting on average, 55.5% → 60.5% of \
-         thread time), led by `…;take_order_lock;pthread_mutex_lock;[kernel wait];[mutex]`; of \
+         thread time), led by `take_order_lock <- process_order <- worker_main [mutex]`; of \
          the threads' time, lock grows most (25.0% → 38.0%)."
     );
     let table = lockscope::sweep::sweep_table(&sweep);
@@ -260,7 +260,7 @@ fn old_sweep_finding_is_rewritten() {
         read.finding,
         "Throughput rises to 190% of concurrency 1 at 5, then falls (120% at 10); from 5 to 10, \
          `mutex` wait grows most (3.33 → 6.66 threads waiting on average), led by \
-         `…;take_order_lock;pthread_mutex_lock;[kernel wait];[mutex]`."
+         `take_order_lock <- process_order <- worker_main [mutex]`."
     );
     assert_eq!(read.levels, sweep.levels);
 
@@ -268,4 +268,23 @@ fn old_sweep_finding_is_rewritten() {
     std::fs::write(dir.path().join("sweep.json"), json.to_string()).expect("write");
     let err = lockscope::sweep::read_sweep(dir.path()).expect_err("a newer file");
     assert!(err.to_string().contains("reads 1 to 2"), "{err}");
+}
+
+/// The table of the stored MariaDB sweep (`profiler/tests/data/mariadb-sweep`) fits 100 columns
+/// and names its top wait sites leaf first, not by root-first cut stacks.
+#[test]
+fn mariadb_sweep_table_fits_100_columns() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/mariadb-sweep");
+    let (sweep, _) = lockscope::sweep::read_sweep(&dir).expect("the stored MariaDB sweep");
+    let table = lockscope::sweep::sweep_table(&sweep);
+    println!("{table}");
+    let wide: Vec<&str> = table.lines().filter(|l| l.chars().count() > 100).collect();
+    assert!(wide.is_empty(), "lines over 100 columns: {wide:#?}");
+    assert!(!table.contains("…;"), "{table}");
+    // Level 1's top site, `…;mariadbd;pthread_cond_timedwait64;[kernel wait];[condvar]`, at
+    // the frame above the wait primitive (mariadbd's own code, unsymbolized: its module).
+    assert!(
+        table.contains("\n           1  mariadbd [condvar]\n"),
+        "{table}"
+    );
 }
