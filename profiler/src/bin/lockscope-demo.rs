@@ -228,13 +228,17 @@ fn clock_time(clock: libc::clockid_t) -> Duration {
 #[inline(never)]
 fn hold_order_lock(hold: Duration) {
     thread::sleep(hold);
+    // After the sleep: not a tail call, whose frame an optimized build would leave out.
+    std::hint::black_box(hold);
 }
 
 /// The main thread's slow step before it signals the shipments: the condvar waiters' time is
-/// all this sleep's.
+/// all this sleep's. Its body differs from [`hold_order_lock`]'s, so that an optimized build
+/// does not merge the two into one function (one symbol for both sleeps).
 #[inline(never)]
-fn prepare_shipment(time: Duration) {
+fn prepare_shipment(time: Duration, shipments: &[Shipment]) {
     thread::sleep(time);
+    std::hint::black_box(shipments.len());
 }
 
 /// Takes the spinlock (held by `lock-holder` when called), spinning until it is free.
@@ -526,7 +530,7 @@ fn main() {
     }
     asleep_known &= wait_until_asleep(cond_announcements);
     let asleep_at = Instant::now();
-    prepare_shipment(CONDVAR_WAIT);
+    prepare_shipment(CONDVAR_WAIT, &SHIPMENTS);
     let release = Instant::now();
     for shipment in &SHIPMENTS {
         deliver(shipment);

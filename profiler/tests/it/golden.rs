@@ -619,3 +619,23 @@ fn frame_identical_stacks_are_merged() {
         on_cpu.join("\n")
     );
 }
+
+/// The real recordings of the demo under each probe set (`tests/data/demo`): the report, and
+/// with the wait-for analysis `why` with no options, read as a user reads them; each matches its
+/// golden file, so that a change in what any view says of the demo is reviewed.
+#[test]
+fn recorded_demo_under_every_probe_set() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/demo");
+    for set in ["futex", "offcpu", "futex-offcpu", "bottleneck"] {
+        let profile = lockscope_probes::read_profile(&dir.join(format!("demo-{set}.lsp")))
+            .expect("a recorded demo profile");
+        let text = report(&profile, &ReportOptions::default());
+        check_golden(&format!("demo_{set}_report.txt"), &text);
+        if profile.waitfor.is_some() {
+            check_golden(
+                &format!("demo_{set}_why.txt"),
+                &why(&profile, None).to_text(),
+            );
+        }
+    }
+}
