@@ -25,6 +25,9 @@ pub(crate) struct Contention {
     /// Why it does not, when it does not (text only).
     #[serde(skip)]
     pub(crate) no_wakers: String,
+    /// The waits told neither contention nor idle (text only: the JSON's `classified` has it).
+    #[serde(skip)]
+    pub(crate) neither_ns: u64,
 }
 
 /// What the contention tables' "ended by" column means.
@@ -74,6 +77,7 @@ fn contention(profile: &Profile) -> Option<Contention> {
         idle,
         wakers_known,
         no_wakers: no_wakers_reason(profile),
+        neither_ns: crate::report::Classified::of(profile).neither_ns,
     })
 }
 
@@ -221,9 +225,10 @@ impl Section for Contention {
             let text = format!(
                 "who ended the sleeps: {}; so contention is told by the kind (holder: a mutex, \
                  rwlock or kernel lock), idle by a thread parked most of the recording at one site \
-                 (parked), and a latch, a semaphore or epoll_wait that another thread ended is \
-                 neither",
-                self.no_wakers
+                 (parked), and the rest is neither: {} of waits here (a condvar, a semaphore, a \
+                 join, a latch or epoll_wait, which another thread may have ended)",
+                self.no_wakers,
+                format_ns(self.neither_ns)
             );
             let _ = writeln!(
                 out,
