@@ -662,21 +662,33 @@ pub fn leaf_first_line_from<S: AsRef<str>>(
 /// than a line stays whole, and a time unit (`s`, `ms`, `µs`, `ns`: `1.20 s`) stays with the
 /// number before it.
 pub fn wrap(text: &str, first: &str, indent: &str, width: usize) -> String {
-    let mut out = String::from(first);
-    let mut column = first.chars().count();
-    let mut line_empty = true;
+    // Words with the spaces before them; a unit (`s`, `ms`, `µs`) is one word with its number,
+    // so that a line breaks before the number rather than between the two.
+    let mut words: Vec<(usize, String)> = Vec::new();
     let mut spaces = 0usize;
     for word in text.split(' ') {
         if word.is_empty() {
             spaces += 1;
             continue;
         }
-        let len = word.chars().count();
-        let gap = if line_empty { 0 } else { spaces + 1 };
-        // A unit (`s`, `ms`, `µs`) stays with its number.
         let unit = ["s", "ms", "µs", "ns"]
             .contains(&word.trim_end_matches(|c: char| c.is_ascii_punctuation()));
-        if !line_empty && column + gap + len > width && !unit {
+        match words.last_mut() {
+            Some((_, last)) if unit => {
+                last.extend(std::iter::repeat_n(' ', spaces + 1));
+                last.push_str(word);
+            }
+            _ => words.push((spaces + 1, word.to_string())),
+        }
+        spaces = 0;
+    }
+    let mut out = String::from(first);
+    let mut column = first.chars().count();
+    let mut line_empty = true;
+    for (gap, word) in words {
+        let len = word.chars().count();
+        let gap = if line_empty { 0 } else { gap };
+        if !line_empty && column + gap + len > width {
             out.push('\n');
             out.push_str(indent);
             column = indent.chars().count();
@@ -684,10 +696,9 @@ pub fn wrap(text: &str, first: &str, indent: &str, width: usize) -> String {
             out.extend(std::iter::repeat_n(' ', gap));
             column += gap;
         }
-        out.push_str(word);
+        out.push_str(&word);
         column += len;
         line_empty = false;
-        spaces = 0;
     }
     out
 }
@@ -1097,6 +1108,15 @@ mod tests {
             wrap("A    a.lsp: over 1.20 s, 9 waits", "  ", "    ", 26),
             "  A    a.lsp: over 1.20 s,\n    9 waits"
         );
+        // Where a number and its unit do not fit, both go to the next line: no line overflows.
+        let held = wrap(
+            "held by: rustc (53.6 ms), lockscope (48.1 ms)",
+            "",
+            "  ",
+            24,
+        );
+        assert!(held.lines().all(|l| l.chars().count() <= 24), "{held}");
+        assert_eq!(held, "held by: rustc\n  (53.6 ms), lockscope\n  (48.1 ms)");
     }
 
     /// docs/FRAMES.md lists every generic wait wrapper and every word of a folded line, so that

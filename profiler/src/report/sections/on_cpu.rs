@@ -213,7 +213,11 @@ impl Section for OnCpu {
                 if t.hottest.is_empty() {
                     crate::analysis::fold::NO_USER_STACK.to_string()
                 } else {
-                    frames::leaf_first_line(&t.hottest, style, frames::TEXT_WIDTH - 63)
+                    let line = frames::leaf_first_line(&t.hottest, style, frames::TEXT_WIDTH - 63);
+                    match style {
+                        StackStyle::Readable => frames::cut_end(&line, frames::TEXT_WIDTH - 63),
+                        StackStyle::Full => line,
+                    }
                 }
             );
         }
