@@ -415,7 +415,13 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recording> {
         std::thread::sleep(interval);
     };
     let at_end = processes_cpu_ns(&at_attach.keys().copied().collect::<Vec<_>>());
-    let recorded = recorder.stop();
+    let recorded = recorder.end();
+    // Said now: the detach that follows can wait for RCU grace periods, and records nothing.
+    *lock(&shared.ended) = Some(Ended {
+        recorded,
+        reason: reason.clone(),
+    });
+    recorder.stop();
     // A process gone by the end took its CPU time with it: with none left, nothing is known.
     let still_there = at_end.keys().any(|pid| at_attach.contains_key(pid));
     let activity = (measured && still_there).then(|| Activity {
@@ -423,10 +429,6 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recording> {
         attach_cpu_ns: cpu_used(&before_attach.1, &at_attach),
         recording_ns: recorded.as_nanos() as u64,
         recording_cpu_ns: cpu_used(&at_attach, &at_end),
-    });
-    *lock(&shared.ended) = Some(Ended {
-        recorded,
-        reason: reason.clone(),
     });
     let mut notes: Vec<String> = recorder
         .warnings()
@@ -442,7 +444,10 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recording> {
         stack_memo,
     ));
     let mut profile = finished.profile;
-    if let Some(warning) = activity.and_then(|a| a.warning()) {
+    // Said where the recording saw nothing, as the reason: the measure reads the processes
+    // recorded at the attach, not the children a tree forks later nor those gone by the end.
+    let saw_nothing = profile.waits.is_empty();
+    if let Some(warning) = activity.filter(|_| saw_nothing).and_then(|a| a.warning()) {
         notes.push(format!("warning: {warning}"));
         profile.metadata.warnings.push(warning);
     }

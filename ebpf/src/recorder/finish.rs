@@ -22,20 +22,30 @@ impl Recorder {
             .map(|finished| finished.profile)
     }
 
-    /// Ends the recording now: detaches every probe, so that nothing after this is recorded, and
-    /// returns how long it recorded (from the attach), the profile's duration. What remains to
-    /// do (draining, symbolizing: [`Recorder::finish_reporting`]) can then take its time without
-    /// counting as recording. Calling it again returns the same duration.
-    pub fn stop(&mut self) -> std::time::Duration {
+    /// Ends the recording's time now, the probes still attached: the profile's duration, from
+    /// the attach, which [`Recorder::stop`] then keeps. A caller can so say the end when it comes,
+    /// before the detach, which waits for RCU grace periods (half a second for `tp_btf` links on
+    /// a loaded machine) and is no recording. Calling it again returns the same duration.
+    pub fn end(&mut self) -> std::time::Duration {
         if let Some(recorded) = self.stopped {
             return recorded;
         }
-        // The end is when the detach begins: removing a link can wait for an RCU grace
-        // period (tens of milliseconds on a loaded machine), which is no recording.
         let recorded = self.started.elapsed();
-        self.probe_set.detach();
-        self.shared.detach();
         self.stopped = Some(recorded);
+        recorded
+    }
+
+    /// Ends the recording ([`Recorder::end`], when not yet ended) and detaches every probe, so
+    /// that nothing after this is recorded; returns the profile's duration. What remains to do
+    /// (draining, symbolizing: [`Recorder::finish_reporting`]) can then take its time without
+    /// counting as recording. Calling it again returns the same duration.
+    pub fn stop(&mut self) -> std::time::Duration {
+        let recorded = self.end();
+        if !self.detached {
+            self.probe_set.detach();
+            self.shared.detach();
+            self.detached = true;
+        }
         recorded
     }
 

@@ -136,8 +136,10 @@ pub struct Recorder {
     last_rescan: Instant,
     /// When the probes were attached: the recording's start, which its duration counts from.
     started: Instant,
-    /// How long it recorded, once [`Recorder::stop`] detached the probes.
+    /// How long it recorded, once [`Recorder::end`] (or [`Recorder::stop`]) ended it.
     stopped: Option<Duration>,
+    /// True once [`Recorder::stop`] detached the probes.
+    detached: bool,
     start_unix_ns: u64,
     target_exited: bool,
     /// The wait-for analysis' stream and engine (the `waitfor` probe).
@@ -232,7 +234,7 @@ impl Recorder {
     }
 
     /// Time since the probes were attached (the recording's duration so far), or the whole
-    /// recording's once [`Recorder::stop`] ended it.
+    /// recording's once [`Recorder::end`] ended it.
     pub fn elapsed(&self) -> Duration {
         self.stopped.unwrap_or_else(|| self.started.elapsed())
     }

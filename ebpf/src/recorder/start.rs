@@ -162,6 +162,7 @@ impl Recorder {
             last_rescan: Instant::now(),
             started: Instant::now(),
             stopped: None,
+            detached: false,
             start_unix_ns: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64),
