@@ -9,7 +9,7 @@ use lockscope_probes::{
     AddressSpace, Frame, Metadata, Profile, Stack, StackId, ThreadInfo, WaitKind, WaitRecord,
     WaitStats,
 };
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Probe name given to records of generic aggregations (not lockscope's own script).
 pub const GENERIC_PROBE: &str = "dtrace";
@@ -199,7 +199,9 @@ pub(crate) fn to_profile_streamed(
 ) -> Profile {
     let mut interner = TextInterner::default();
     let mut waits = Vec::new();
-    let mut threads: Vec<ThreadInfo> = Vec::new();
+    // A thread's names by how many of its events carry each: a thread runs under its creator's
+    // name until it names itself, so the few events of those moments must not name it.
+    let mut names: BTreeMap<(u32, u32), BTreeMap<String, u64>> = BTreeMap::new();
     let os_name = os
         .map(TargetOs::name)
         .or_else(|| {
@@ -235,13 +237,11 @@ pub(crate) fn to_profile_streamed(
                         .and_then(parse::Distribution::to_log2)
                         .unwrap_or_default(),
                 };
-                if !threads.iter().any(|t| t.pid == r.pid && t.tid == r.tid) {
-                    threads.push(ThreadInfo {
-                        pid: r.pid,
-                        tid: r.tid,
-                        name: r.thread.clone(),
-                    });
-                }
+                *names
+                    .entry((r.pid, r.tid))
+                    .or_default()
+                    .entry(r.thread.clone())
+                    .or_default() += clamp(r.count).max(1);
                 waits.push(WaitRecord {
                     probe: r.probe.clone(),
                     kind,
@@ -258,6 +258,16 @@ pub(crate) fn to_profile_streamed(
             Record::Generic(r) => waits.push(generic_wait(r, &mut interner)),
         }
     }
+    let mut threads: Vec<ThreadInfo> = names
+        .into_iter()
+        .filter_map(|((pid, tid), by_name)| {
+            let name = by_name
+                .into_iter()
+                .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))?
+                .0;
+            Some(ThreadInfo { pid, tid, name })
+        })
+        .collect();
     let mut waitfor = None;
     let mut thread_times = Vec::new();
     if let Some(stream) = stream {
