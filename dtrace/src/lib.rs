@@ -9,8 +9,9 @@
 //!   OS-neutral wait taxonomy ([`lockscope_probes::WaitKind`]), plus the decoders of `_umtx_op`
 //!   and `ulock_wait` operations ([`canonical_wait_frame`], which lines stacks of every OS up
 //!   for comparisons, lives in [`lockscope_probes::wait`] and is re-exported here);
-//! - [`script`]: [`generate_script`] builds the D script (in-kernel aggregations, record framing
-//!   that the parser owns);
+//! - `probes`: one file per probe, each its catalog entry and the D clauses it adds to a script;
+//! - [`script`]: [`generate_script`] builds the D script from the probes' clauses (in-kernel
+//!   aggregations, record framing that the parser owns);
 //! - [`parse`]: DTrace text output (lockscope's own records and generic `printa` output) into
 //!   [`parse::Output`];
 //! - [`recorder`]: [`Recorder`] records a [`lockscope_probes::Target`] (resolved into the
@@ -36,6 +37,7 @@
 
 pub mod catalog;
 pub mod parse;
+mod probes;
 mod profile;
 pub mod recorder;
 pub mod script;

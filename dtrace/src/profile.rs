@@ -108,6 +108,11 @@ fn symbols(frames: &[ParsedFrame], resolve: FrameResolver<'_>) -> Vec<String> {
         .collect()
 }
 
+/// The names of the probes whose records [`resolve_kind`] decodes by name, from their
+/// descriptors, as constants a `match` arm can take.
+const FUTEX: &str = lockscope_probes::catalog::FUTEX.name;
+const MUTEX_HOLD: &str = lockscope_probes::catalog::MUTEX_HOLD.name;
+
 /// The category and decoded operation of a lockscope record.
 fn resolve_kind(record: &LockscopeRecord, resolve: FrameResolver<'_>) -> (WaitKind, String) {
     let by_stack = |fallback: WaitKind| {
@@ -115,7 +120,7 @@ fn resolve_kind(record: &LockscopeRecord, resolve: FrameResolver<'_>) -> (WaitKi
         WaitKind::classify_user_wait(names.iter().map(String::as_str), fallback)
     };
     // Holds are holds whatever the script said: scripts before the `hold` kind wrote `mutex`.
-    if record.probe == crate::script::shared::MUTEX_HOLD {
+    if record.probe == MUTEX_HOLD {
         return (WaitKind::Hold, record.op.clone());
     }
     if record.kind != "auto" {
@@ -126,7 +131,7 @@ fn resolve_kind(record: &LockscopeRecord, resolve: FrameResolver<'_>) -> (WaitKi
         return (kind, record.op.clone());
     }
     match record.probe.as_str() {
-        crate::script::shared::FUTEX => {
+        FUTEX => {
             // `op/ctx`: the futex op, and the libc entry point it ran under (0: none).
             let (op, ctx) = record.op.split_once('/').unwrap_or((&record.op, "0"));
             let op: u64 = op.parse().unwrap_or(0);

@@ -4,21 +4,21 @@
 use std::fmt::Write as _;
 
 /// One aggregation family: the aggregations of one tag, printed by one `printa()`.
-pub(super) struct Family {
+pub(crate) struct Family {
     /// D identifier part: `@lockscope_<tag>_count`.
-    pub(super) tag: &'static str,
+    pub(crate) tag: &'static str,
     /// Catalog probe name.
-    pub(super) probe: &'static str,
+    pub(crate) probe: &'static str,
     /// WaitKind name, or `auto`.
-    pub(super) kind: &'static str,
+    pub(crate) kind: &'static str,
     /// Key by `stack()` too.
-    pub(super) kernel_stack: bool,
+    pub(crate) kernel_stack: bool,
     /// Aggregate durations (count, sum, max, quantize) rather than just count.
-    pub(super) timed: bool,
+    pub(crate) timed: bool,
 }
 
 impl Family {
-    pub(super) fn keys(&self, op: &str, object: &str) -> String {
+    pub(crate) fn keys(&self, op: &str, object: &str) -> String {
         let mut keys = format!("{op}, pid, tid, (uint64_t)({object}), execname, ustack()");
         if self.kernel_stack {
             keys.push_str(", stack()");
@@ -27,7 +27,7 @@ impl Family {
     }
 
     /// Statements that add one event to the family's aggregations.
-    pub(super) fn aggregate(&self, out: &mut String, op: &str, object: &str, ns: &str) {
+    pub(crate) fn aggregate(&self, out: &mut String, op: &str, object: &str, ns: &str) {
         let keys = self.keys(op, object);
         let tag = self.tag;
         let _ = writeln!(out, "\t@lockscope_{tag}_count[{keys}] = count();");
@@ -39,7 +39,7 @@ impl Family {
     }
 
     /// The `printa()` statement of the `END` clause.
-    pub(super) fn printa(&self, out: &mut String) {
+    pub(crate) fn printa(&self, out: &mut String) {
         let mut format = format!(
             "\\n=== lockscope record probe={} kind={}\\n=== key op=%s pid=%d tid=%d \
              object=0x%x\\n=== thread %s\\n=== ustack%k",
@@ -63,7 +63,7 @@ impl Family {
     }
 }
 
-pub(super) fn family_of(
+pub(crate) fn family_of(
     tag: &'static str,
     probe: &'static str,
     kind: &'static str,

@@ -33,46 +33,26 @@
 //! tick that ends a timed recording, `END` and its `printa()`s. The rest is split by part:
 //! `options` ([`ScriptOptions`] and the probes they select), `target` ([`ScriptTarget`] and
 //! the rewriting of clauses for it), `family` (the aggregations of one probe family and their
-//! `printa()`), `syscall_wait` (the clauses of a wait timed from a syscall's entry to its
-//! return), `probes` (each probe's clauses, per OS), `plockstat` and `linux` (the longer ones:
-//! `plockstat`'s, and Linux's futex and off-CPU clauses) and `waitfor` (the wait-for stream's
-//! `printf`s).
+//! `printa()`) and `syscall_wait` (the clauses of a wait timed from a syscall's entry to its
+//! return), which the probes' own files (`crate::probes`, one per probe) use to write their
+//! clauses.
 
-mod family;
-mod linux;
+pub(crate) mod family;
 mod options;
-mod plockstat;
-mod probes;
-mod syscall_wait;
+pub(crate) mod syscall_wait;
 mod target;
-mod waitfor;
 
+pub use crate::probes::WAKER_KERNEL_FRAMES;
 pub use options::ScriptOptions;
 pub use target::ScriptTarget;
-pub use waitfor::WAKER_KERNEL_FRAMES;
 
 use crate::catalog::TargetOs;
 use crate::Error;
 use family::Family;
 use lockscope_probes::catalog::WAITFOR;
-use probes::emit_probe;
 use std::fmt::Write as _;
 use std::time::Duration;
 use target::retarget;
-
-/// The names of the probes this backend shares with the OS-neutral catalog, from their
-/// descriptors, as constants a `match` arm can take.
-pub(crate) mod shared {
-    use lockscope_probes::catalog;
-    pub(crate) const FUTEX: &str = catalog::FUTEX.name;
-    pub(crate) const OFFCPU: &str = catalog::OFFCPU.name;
-    pub(crate) const WAITFOR: &str = catalog::WAITFOR.name;
-    pub(crate) const MUTEX_HOLD: &str = catalog::MUTEX_HOLD.name;
-    pub(crate) const KLOCK: &str = catalog::KLOCK.name;
-    pub(crate) const LIFECYCLE: &str = catalog::LIFECYCLE.name;
-    pub(crate) const CPU: &str = catalog::CPU.name;
-    pub(crate) const SYSCALL: &str = catalog::SYSCALL.name;
-}
 
 /// Version of the record framing; printed in the `=== lockscope begin` line.
 pub const FORMAT_VERSION: u32 = 1;
@@ -210,7 +190,7 @@ pub fn generate_script(options: &ScriptOptions) -> Result<String, Error> {
     for probe in &probes {
         let _ = writeln!(out, "/* {}: {} */", probe.name, probe.description);
         let mut clauses = String::new();
-        emit_probe(&mut clauses, &mut families, probe.name, options);
+        (probe.clauses)(&mut clauses, &mut families, options);
         let clauses = retarget(&clauses, &options.target);
         if !options.target.is_one_process() && clauses.contains("$target") {
             return Err(Error::InvalidOption {

@@ -83,7 +83,7 @@ impl ScriptOptions {
         if self.probes.is_empty() {
             // Of several processes, the defaults that need one process's provider are left out.
             return Ok(catalog::defaults_for(self.os, launched)
-                .filter(|p| self.target.is_one_process() || !needs_one_process(p.name, self))
+                .filter(|p| self.target.is_one_process() || !needs_one_process(p, self))
                 .collect());
         }
         let names = self.expanded_probes();
@@ -131,9 +131,7 @@ impl ScriptOptions {
                 // one process's provider.
                 names.extend(
                     catalog::defaults_for(self.os, launched)
-                        .filter(|p| {
-                            self.target.is_one_process() || !needs_one_process(p.name, self)
-                        })
+                        .filter(|p| self.target.is_one_process() || !needs_one_process(p, self))
                         .map(|p| p.name.to_string()),
                 );
                 names.push(WAITFOR.name.to_string());

@@ -5,19 +5,19 @@ use std::fmt::Write as _;
 
 /// Clauses of a syscall timed from entry to return: the entry saves the start time (and the
 /// object and op), the return aggregates and clears the thread-local variables.
-pub(super) struct SyscallWait<'a> {
-    pub(super) family: Family,
-    pub(super) functions: &'a [&'a str],
+pub(crate) struct SyscallWait<'a> {
+    pub(crate) family: Family,
+    pub(crate) functions: &'a [&'a str],
     /// Extra predicate on the entry (after `pid == $target`).
-    pub(super) entry_filter: Option<String>,
+    pub(crate) entry_filter: Option<String>,
     /// Expression of the waited-on object at entry.
-    pub(super) object: &'a str,
+    pub(crate) object: &'a str,
     /// Expression of the op key at return (may use `self->lockscope_<tag>_op`).
-    pub(super) op_at_entry: Option<&'a str>,
-    pub(super) op_at_return: &'a str,
+    pub(crate) op_at_entry: Option<&'a str>,
+    pub(crate) op_at_return: &'a str,
 }
 
-pub(super) fn emit_syscall_wait(out: &mut String, w: &SyscallWait<'_>) {
+pub(crate) fn emit_syscall_wait(out: &mut String, w: &SyscallWait<'_>) {
     let tag = w.family.tag;
     let probes = |side: &str| {
         w.functions

@@ -2,7 +2,7 @@
 //! process (`pid == $target`) for it.
 
 use super::options::ScriptOptions;
-use super::probes::emit_probe;
+use crate::catalog::DtraceProbe;
 use crate::Error;
 use lockscope_probes::Target;
 
@@ -51,7 +51,7 @@ impl ScriptTarget {
     }
 
     /// True for one process (`-p`, `-c`): the script may use `$target`.
-    pub(super) fn is_one_process(&self) -> bool {
+    pub(crate) fn is_one_process(&self) -> bool {
         matches!(self, ScriptTarget::Pid(_) | ScriptTarget::Command)
     }
 
@@ -73,9 +73,9 @@ impl ScriptTarget {
 
 /// True when probe `name`'s clauses for `options` name a per-process provider (`$target`) even
 /// once retargeted: it can record one process only.
-pub(super) fn needs_one_process(name: &str, options: &ScriptOptions) -> bool {
+pub(super) fn needs_one_process(probe: &DtraceProbe, options: &ScriptOptions) -> bool {
     let mut clauses = String::new();
-    emit_probe(&mut clauses, &mut Vec::new(), name, options);
+    (probe.clauses)(&mut clauses, &mut Vec::new(), options);
     retarget(&clauses, &options.target).contains("$target")
 }
 

@@ -1,5 +1,5 @@
 //! The wait-for stream (`waitfor`, `--probes bottleneck`): the per-event lines the script prints
-//! (`script::waitfor::emit_waitfor`), read as dtrace prints them, assembled into the off-CPU
+//! (`crate::probes`'s `waitfor`), read as dtrace prints them, assembled into the off-CPU
 //! intervals of the target's threads and fed to the OS-neutral wait-for engine
 //! ([`lockscope_probes::waitfor::Engine`]), as the eBPF backend feeds it from its ring buffer.
 //!

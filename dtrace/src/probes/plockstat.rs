@@ -1,12 +1,50 @@
-//! The `plockstat` probe's clauses: user-level mutex and reader/writer lock blocking, from the
-//! `plockstat` provider.
+//! The `plockstat` probe, its catalog entry and its D clauses: user-level mutex and reader/writer
+//! lock blocking, from the `plockstat` provider.
 
-use super::family::{family_of, Family};
-use crate::catalog::TargetOs;
+use crate::catalog::{DtraceProbe, TargetOs};
+use crate::script::family::{family_of, Family};
+use crate::script::ScriptOptions;
+use lockscope_probes::{CostClass, WaitKind};
 use std::fmt::Write as _;
 
-pub(super) fn emit_plockstat(out: &mut String, families: &mut Vec<Family>, os: TargetOs) {
-    let family = family_of("plockstat", "plockstat", "auto", false, true);
+/// The probe's entry in [`crate::DTRACE_CATALOG`].
+pub(crate) const PROBE: DtraceProbe = DtraceProbe {
+    name: "plockstat",
+    description: "user-level mutex and rwlock contention as libpthread/libc sees it \
+                  (block-to-blocked time); on macOS only with the introspection libpthread",
+    kinds: &[WaitKind::Mutex, WaitKind::RwlockRead, WaitKind::RwlockWrite],
+    cost: CostClass::OnContention,
+    hooks: &[
+        (
+            TargetOs::MacOs,
+            &[
+                "plockstat$target:::mutex-block/mutex-blocked",
+                "plockstat$target:::rw-block/rw-blocked",
+            ],
+        ),
+        (
+            TargetOs::Illumos,
+            &[
+                "plockstat$target:::mutex-block/mutex-blocked",
+                "plockstat$target:::mutex-spin/mutex-spun",
+                "plockstat$target:::rw-block/rw-blocked",
+            ],
+        ),
+    ],
+    default: true,
+    macos_needs_launch: true,
+    absent: &[(
+        TargetOs::Linux,
+        "DTrace for Linux has no plockstat provider (glibc has no plockstat probes)",
+    )],
+
+    clauses,
+};
+
+/// Writes the probe's clauses into `out` and the aggregation families they fill into
+/// `families`.
+fn clauses(out: &mut String, families: &mut Vec<Family>, options: &ScriptOptions) {
+    let family = family_of("plockstat", PROBE.name, "auto", false, true);
     // mutex-block fires before the thread blocks, mutex-blocked after (arg1: acquired or not).
     let _ = writeln!(
         out,
@@ -19,7 +57,7 @@ pub(super) fn emit_plockstat(out: &mut String, families: &mut Vec<Family>, os: T
     let _ = writeln!(out, "\tthis->ns = timestamp - self->lockscope_plock_ts;");
     family.aggregate(out, "\"mutex-block\"", "arg0", "this->ns");
     let _ = writeln!(out, "\tself->lockscope_plock_ts = 0;\n}}\n");
-    if os == TargetOs::Illumos {
+    if options.os == TargetOs::Illumos {
         // mutex-spin/mutex-spun never fire on macOS (its libpthread does not spin that way).
         let _ = writeln!(
             out,

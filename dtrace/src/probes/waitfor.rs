@@ -1,8 +1,60 @@
-//! The wait-for stream's clauses (`waitfor`): one `printf` per scheduler event of the target's
-//! threads, read back by `crate::waitfor`.
+//! Who each wait waited for (`waitfor`): the probe's catalog entry and its clauses, one `printf`
+//! per scheduler event of the target's threads, read back by `crate::waitfor`.
 
-use crate::catalog::TargetOs;
+use crate::catalog::{DtraceProbe, TargetOs};
+use crate::script::family::Family;
+use crate::script::ScriptOptions;
+use lockscope_probes::{catalog, CostClass, WaitKind};
 use std::fmt::Write as _;
+
+/// The probe's entry in [`crate::DTRACE_CATALOG`].
+pub(crate) const PROBE: DtraceProbe = DtraceProbe {
+    name: catalog::WAITFOR.name,
+    description: "who each wait waited for: every off-CPU interval of the target's threads \
+                  (switch-out with its user stack and system call, the wakeup with the \
+                  waker thread and its stacks, the switch back in with the thread that gave \
+                  the CPU back), streamed as it happens to the wait-for analysis \
+                  (`lockscope why`)",
+    kinds: &[WaitKind::OffCpu],
+    cost: CostClass::PerContextSwitch,
+    hooks: &[
+        (
+            TargetOs::FreeBsd,
+            &[
+                "sched:::off-cpu",
+                "sched:::wakeup",
+                "syscall:::entry/return",
+            ],
+        ),
+        (
+            TargetOs::Illumos,
+            &[
+                "sched:::off-cpu",
+                "sched:::wakeup",
+                "syscall:::entry/return",
+                "proc:::lwp-create",
+                "proc:::lwp-exit",
+            ],
+        ),
+        // sched:::wakeup is the sched_wakeup tracepoint here, which the kernel fires on the
+        // woken thread's CPU when it queues the wakeup there (an idle CPU): the waker's
+        // context is sched_waking's, read raw.
+        (
+            TargetOs::Linux,
+            &[
+                "sched:::off-cpu",
+                "rawtp:sched::sched_waking",
+                "proc:::lwp-create",
+                "proc:::lwp-exit",
+            ],
+        ),
+    ],
+    default: false,
+    macos_needs_launch: false,
+    absent: &[],
+
+    clauses,
+};
 
 /// Kernel frames taken at a wakeup: the tracing path's own frames (DTrace's trampoline,
 /// `bpf_trace_run1`, `try_to_wake_up` on Linux) and enough of the waker's to tell an interrupt
@@ -28,7 +80,8 @@ pub const WAKER_KERNEL_FRAMES: u32 = 12;
 /// The system call: on Linux the number the kernel saved at entry (`uregs[R_ERR]`, `orig_ax`;
 /// -1 outside a call), named by `lockscope_probes::linux_syscalls`; elsewhere the name of the call the
 /// thread entered last (`syscall:::entry/return`, a thread-local string).
-pub(super) fn emit_waitfor(out: &mut String, os: TargetOs, ustack_frames: u32) {
+fn clauses(out: &mut String, _families: &mut Vec<Family>, options: &ScriptOptions) {
+    let (os, ustack_frames) = (options.os, options.ustack_frames);
     let _ = writeln!(
         out,
         "dtrace:::BEGIN\n{{\n\tprintf(\"=== wf begin %d\\n\", timestamp);\n}}\n"
