@@ -221,58 +221,17 @@ pub(crate) fn to_profile_streamed(
     for record in &output.records {
         match record {
             Record::Lockscope(r) => {
-                let (kind, operation) = resolve_kind(r, resolve);
-                let user_stack = Some(interner.intern(
-                    AddressSpace::User,
-                    &r.user_stack,
-                    ustack_frames,
-                    resolve,
-                ));
-                let kernel_stack = r
-                    .kernel_stack
-                    .as_ref()
-                    .map(|frames| interner.intern(AddressSpace::Kernel, frames, None, resolve));
-                let stats = WaitStats {
-                    count: clamp(r.count),
-                    total_ns: r.total_ns.map_or(0, clamp),
-                    max_ns: r.max_ns.map_or(0, clamp),
-                    histogram: r
-                        .histogram
-                        .as_ref()
-                        .and_then(parse::Distribution::to_log2)
-                        .unwrap_or_default(),
-                };
                 *names
                     .entry((r.pid, r.tid))
                     .or_default()
                     .entry(r.thread.clone())
                     .or_default() += clamp(r.count).max(1);
-                waits.push(WaitRecord {
-                    probe: r.probe.clone(),
-                    kind,
-                    pid: r.pid,
-                    tid: r.tid,
-                    object: r.object,
-                    operation,
-                    user_stack,
-                    kernel_stack,
-                    woken_by: None,
-                    stats,
-                });
+                waits.push(lockscope_wait(r, &mut interner, ustack_frames, resolve));
             }
             Record::Generic(r) => waits.push(generic_wait(r, &mut interner)),
         }
     }
-    let mut threads: Vec<ThreadInfo> = names
-        .into_iter()
-        .filter_map(|((pid, tid), by_name)| {
-            let name = by_name
-                .into_iter()
-                .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))?
-                .0;
-            Some(ThreadInfo { pid, tid, name })
-        })
-        .collect();
+    let mut threads = named_threads(names);
     let mut waitfor = None;
     let mut thread_times = Vec::new();
     if let Some(stream) = stream {
@@ -318,6 +277,58 @@ pub(crate) fn to_profile_streamed(
     // A futex sleep `offcpu` saw is `mutex`, `condvar`... as on the eBPF backend.
     lockscope_probes::overlap::classify_offcpu_sleeps(&mut profile);
     profile
+}
+
+/// One of lockscope's own records as a wait of the profile, its stacks interned.
+fn lockscope_wait(
+    r: &LockscopeRecord,
+    interner: &mut TextInterner,
+    ustack_frames: Option<u32>,
+    resolve: FrameResolver<'_>,
+) -> WaitRecord {
+    let (kind, operation) = resolve_kind(r, resolve);
+    let user_stack =
+        Some(interner.intern(AddressSpace::User, &r.user_stack, ustack_frames, resolve));
+    let kernel_stack = r
+        .kernel_stack
+        .as_ref()
+        .map(|frames| interner.intern(AddressSpace::Kernel, frames, None, resolve));
+    let stats = WaitStats {
+        count: clamp(r.count),
+        total_ns: r.total_ns.map_or(0, clamp),
+        max_ns: r.max_ns.map_or(0, clamp),
+        histogram: r
+            .histogram
+            .as_ref()
+            .and_then(parse::Distribution::to_log2)
+            .unwrap_or_default(),
+    };
+    WaitRecord {
+        probe: r.probe.clone(),
+        kind,
+        pid: r.pid,
+        tid: r.tid,
+        object: r.object,
+        operation,
+        user_stack,
+        kernel_stack,
+        woken_by: None,
+        stats,
+    }
+}
+
+/// Each thread named by the name most of its events carry (ties: the first by name).
+fn named_threads(names: BTreeMap<(u32, u32), BTreeMap<String, u64>>) -> Vec<ThreadInfo> {
+    names
+        .into_iter()
+        .filter_map(|((pid, tid), by_name)| {
+            let name = by_name
+                .into_iter()
+                .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))?
+                .0;
+            Some(ThreadInfo { pid, tid, name })
+        })
+        .collect()
 }
 
 /// The stream's blame in profile terms: stacks interned (user frames read by `resolve`), calls

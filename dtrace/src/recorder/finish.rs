@@ -1,21 +1,22 @@
 //! Finishing a recording: the profile, its metadata and the warnings, from the run of dtrace
 //! that recorded.
 
-use super::diagnose::{diagnose, silent_plockstat};
+use super::diagnose::{diagnose, silent_plockstat, Diagnosis};
 use super::launch::{Attempt, Outcome};
 use super::process::{killed_by_signal, TargetWatch};
 use super::supervise::{HELD_STOPPED, HELD_STOPPED_GRACE};
 use super::{Recorder, Recording};
-use crate::catalog::TargetOs;
+use crate::catalog::{DtraceProbe, TargetOs};
 use crate::parse::Output;
 use crate::script::ScriptTarget;
-use crate::waitfor::WaitForStream;
+use crate::waitfor::{StreamResult, WaitForStream};
 use crate::{profile, Error};
-use lockscope_probes::{AttachStatus, ProbeAttachment, RecordedTarget};
+use lockscope_probes::{AttachStatus, ProbeAttachment, Profile, RecordedTarget};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 impl Recorder {
-    /// The recording from the attempt that ran.
+    /// The recording from the attempt that ran: its warnings, the profile with stacks
+    /// symbolized, and the profile's metadata.
     pub(super) fn finish(
         &self,
         outcome: Outcome,
@@ -47,6 +48,71 @@ impl Recorder {
         };
         let diagnosis = diagnose(&stderr);
         let os = self.options.script.os;
+        let killed = (!output.done && killed_by_signal(&status)).then(|| status.to_string());
+        let mut warnings = self.run_warnings(notes, &failed, &diagnosis, stopped_by);
+        warnings.extend(incomplete_output_warning(killed.as_deref(), output.done));
+        if !diagnosis.losses.is_zero() {
+            warnings.push(format!(
+                "dtrace reported drops: {} (raise aggsize/dynvarsize/bufsize)",
+                diagnosis.drop_lines.join("; ")
+            ));
+        }
+        let end_reason = match (stopped_by, &killed) {
+            (_, Some(how)) => format!("dtrace killed ({how}): partial"),
+            (Some(reason), None) => reason.to_string(),
+            (None, None) if diagnosis.target_exited || output.done => "target exited".to_string(),
+            (None, None) => format!("dtrace exited ({status})"),
+        };
+        let mut stream = stream.and_then(WaitForStream::finish);
+        warnings.extend(stream.as_ref().and_then(stream_losses_warning));
+        let user_stacks = stream.iter_mut().flat_map(|s| {
+            s.stacks
+                .iter_mut()
+                .filter(|(space, _)| *space == lockscope_probes::AddressSpace::User)
+                .map(|(_, frames)| frames)
+        });
+        let resolved = resolve_user_frames(os, &watch, &mut output, user_stacks);
+        let mut profile = profile::to_profile_streamed(
+            &output,
+            Some(os),
+            Some(self.options.script.ustack_frames),
+            &|frame| resolved.get(&frame.text).cloned(),
+            stream,
+        );
+        warnings.extend(silent_plockstat(&profile, &probes, os));
+        let target = self.recorded_target(launched_pid, &watch, &profile);
+        let host = lockscope_probes::host::Uname::current();
+        let m = &mut profile.metadata;
+        m.end_reason = end_reason;
+        m.losses = diagnosis.losses;
+        m.events = m.events.saturating_add(diagnosis.losses.lost_events());
+        m.start_unix_ns = start
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        m.duration_ns = elapsed.as_nanos() as u64;
+        m.cpu_count = lockscope_probes::host::online_cpus();
+        m.hostname = host.nodename;
+        m.kernel_release = host.release.clone();
+        m.libc = libc_description(os, TargetOs::host(), &host.release);
+        m.target = target;
+        m.probes = self.probe_attachments(&failed);
+        Ok(Recording {
+            profile,
+            output,
+            warnings,
+        })
+    }
+
+    /// What the run says of itself: the notes of the launch, the probes absent on the OS or
+    /// left out, SIP, and a target dtrace held stopped.
+    fn run_warnings(
+        &self,
+        notes: Vec<String>,
+        failed: &[(&'static DtraceProbe, String)],
+        diagnosis: &Diagnosis,
+        stopped_by: Option<&'static str>,
+    ) -> Vec<String> {
+        let os = self.options.script.os;
         let mut warnings = notes;
         for (probe, reason) in self.options.script.absent_probes() {
             warnings.push(format!(
@@ -54,7 +120,7 @@ impl Recorder {
                 probe.name
             ));
         }
-        for (probe, message) in &failed {
+        for (probe, message) in failed {
             warnings.push(format!(
                 "probe `{}` left out: {message}{}",
                 probe.name,
@@ -77,77 +143,17 @@ impl Recorder {
                 HELD_STOPPED_GRACE.as_secs()
             ));
         }
-        let killed = (!output.done && killed_by_signal(&status)).then(|| status.to_string());
-        if let Some(how) = &killed {
-            warnings.push(format!(
-                "dtrace(1) was killed ({how}) before it printed its aggregations: the profile \
-                 is partial (empty: DTrace keeps everything in the kernel until END)"
-            ));
-        } else if !output.done {
-            warnings.push(
-                "dtrace(1) ended before printing all its aggregations: the profile is empty or \
-                 partial"
-                    .to_string(),
-            );
-        }
-        if !diagnosis.losses.is_zero() {
-            warnings.push(format!(
-                "dtrace reported drops: {} (raise aggsize/dynvarsize/bufsize)",
-                diagnosis.drop_lines.join("; ")
-            ));
-        }
+        warnings
+    }
 
-        let end_reason = match (stopped_by, &killed) {
-            (_, Some(how)) => format!("dtrace killed ({how}): partial"),
-            (Some(reason), None) => reason.to_string(),
-            (None, None) if diagnosis.target_exited || output.done => "target exited".to_string(),
-            (None, None) => format!("dtrace exited ({status})"),
-        };
-        let mut stream = stream.and_then(WaitForStream::finish);
-        if let Some(stream) = &stream {
-            if stream.inconsistent > 0 || stream.late > 0 {
-                warnings.push(format!(
-                    "the wait-for stream lost events: {} switches contradicted their thread's \
-                     state (counted as lost intervals, or cut where they overlapped the \
-                     thread's last one; that time is `unknown` to `lockscope why`), {} came more \
-                     than {} ms after later ones of another CPU",
-                    stream.inconsistent,
-                    stream.late,
-                    crate::waitfor::REORDER_NS / 1_000_000
-                ));
-            }
-        }
-        let user_stacks = stream.iter_mut().flat_map(|s| {
-            s.stacks
-                .iter_mut()
-                .filter(|(space, _)| *space == lockscope_probes::AddressSpace::User)
-                .map(|(_, frames)| frames)
-        });
-        let resolved = resolve_user_frames(os, &watch, &mut output, user_stacks);
-        let mut profile = profile::to_profile_streamed(
-            &output,
-            Some(os),
-            Some(self.options.script.ustack_frames),
-            &|frame| resolved.get(&frame.text).cloned(),
-            stream,
-        );
-        if let Some(warning) = silent_plockstat(&profile, &probes, os) {
-            warnings.push(warning);
-        }
-        let host = lockscope_probes::host::Uname::current();
-        let m = &mut profile.metadata;
-        m.end_reason = end_reason;
-        m.losses = diagnosis.losses;
-        m.events = m.events.saturating_add(diagnosis.losses.lost_events());
-        m.start_unix_ns = start
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        m.duration_ns = elapsed.as_nanos() as u64;
-        m.cpu_count = lockscope_probes::host::online_cpus();
-        m.hostname = host.nodename;
-        m.kernel_release = host.release.clone();
-        m.libc = libc_description(os, TargetOs::host(), &host.release);
-        m.target = match &self.options.script.target {
+    /// The recorded target as the profile's metadata keeps it.
+    fn recorded_target(
+        &self,
+        launched_pid: Option<u32>,
+        watch: &TargetWatch,
+        profile: &Profile,
+    ) -> RecordedTarget {
+        match &self.options.script.target {
             ScriptTarget::Pid(pid) => RecordedTarget {
                 pid: *pid,
                 command: Vec::new(),
@@ -177,10 +183,15 @@ impl Recorder {
                 all: true,
                 ..RecordedTarget::default()
             },
-        };
+        }
+    }
+
+    /// Each selected probe as attached or failed, then the probes absent on the OS.
+    fn probe_attachments(&self, failed: &[(&'static DtraceProbe, String)]) -> Vec<ProbeAttachment> {
+        let os = self.options.script.os;
         let selected = self.options.script.selected_probes().unwrap_or_default();
         let absent = self.options.script.absent_probes();
-        m.probes = selected
+        selected
             .iter()
             .map(|p| {
                 let status = match failed.iter().find(|(f, _)| f.name == p.name) {
@@ -202,13 +213,40 @@ impl Recorder {
                     reason: format!("absent on {os}: {reason}"),
                 },
             }))
-            .collect();
-        Ok(Recording {
-            profile,
-            output,
-            warnings,
-        })
+            .collect()
     }
+}
+
+/// The warning of a dtrace that ended before printing all its aggregations: killed (`killed`
+/// says how) or exited early.
+fn incomplete_output_warning(killed: Option<&str>, done: bool) -> Option<String> {
+    match killed {
+        Some(how) => Some(format!(
+            "dtrace(1) was killed ({how}) before it printed its aggregations: the profile \
+             is partial (empty: DTrace keeps everything in the kernel until END)"
+        )),
+        None if !done => Some(
+            "dtrace(1) ended before printing all its aggregations: the profile is empty or \
+             partial"
+                .to_string(),
+        ),
+        None => None,
+    }
+}
+
+/// The warning of a wait-for stream that lost events, if it did.
+fn stream_losses_warning(stream: &StreamResult) -> Option<String> {
+    (stream.inconsistent > 0 || stream.late > 0).then(|| {
+        format!(
+            "the wait-for stream lost events: {} switches contradicted their thread's \
+             state (counted as lost intervals, or cut where they overlapped the \
+             thread's last one; that time is `unknown` to `lockscope why`), {} came more \
+             than {} ms after later ones of another CPU",
+            stream.inconsistent,
+            stream.late,
+            crate::waitfor::REORDER_NS / 1_000_000
+        )
+    })
 }
 
 /// On Linux, every user frame read back from the target's mappings (see [`crate::symbolize`]),

@@ -46,7 +46,7 @@ pub use crate::probes::WAKER_KERNEL_FRAMES;
 pub use options::ScriptOptions;
 pub use target::ScriptTarget;
 
-use crate::catalog::TargetOs;
+use crate::catalog::{DtraceProbe, TargetOs};
 use crate::Error;
 use family::Family;
 use lockscope_probes::catalog::WAITFOR;
@@ -93,9 +93,40 @@ pub const BOTTLENECK_SET: &str = lockscope_probes::catalog::BOTTLENECK.name;
 pub fn generate_script(options: &ScriptOptions) -> Result<String, Error> {
     options.validate()?;
     let probes = options.selected_probes()?;
-    let os = options.os;
-    let mut out = String::new();
     let names: Vec<&str> = probes.iter().map(|p| p.name).collect();
+    let streams = names.contains(&WAITFOR.name);
+    let mut out = String::new();
+    write_preamble(&mut out, options, &names, streams);
+    if let ScriptTarget::Pids { pids, tree: false } = &options.target {
+        write_traced_set(&mut out, options.os, pids);
+    }
+    let _ = writeln!(
+        out,
+        "dtrace:::BEGIN\n{{\n\tprintf(\"=== lockscope begin os={} format={FORMAT_VERSION}\\n\");\n}}\n",
+        options.os
+    );
+    let mut families: Vec<Family> = Vec::new();
+    for probe in &probes {
+        write_probe(&mut out, &mut families, probe, options)?;
+    }
+    if let Some(duration) = options.duration {
+        let _ = writeln!(out, "{}\n{{\n\texit(0);\n}}\n", tick_clause(duration));
+    }
+    let _ = writeln!(out, "dtrace:::END\n{{");
+    if streams {
+        // The stream's end: the analysis' clock stops here, before END's records print.
+        let _ = writeln!(out, "\tprintf(\"=== wf end %d\\n\", timestamp);");
+    }
+    for family in &families {
+        family.printa(&mut out);
+    }
+    let _ = writeln!(out, "\tprintf(\"\\n=== lockscope done\\n\");\n}}");
+    Ok(out)
+}
+
+/// The script's comment (what it records, for what) and its options.
+fn write_preamble(out: &mut String, options: &ScriptOptions, names: &[&str], streams: bool) {
+    let os = options.os;
     let list = |pids: &[u32]| {
         pids.iter()
             .map(u32::to_string)
@@ -147,7 +178,6 @@ pub fn generate_script(options: &ScriptOptions) -> Result<String, Error> {
         "#pragma D option dynvarsize={}",
         size_option(options.dynvarsize)
     );
-    let streams = names.contains(&WAITFOR.name);
     // The wait-for stream prints a few hundred bytes per context switch of the target: each
     // CPU's buffer must hold what comes between two passes of the consumer, and a busy
     // consumer (symbolizing stacks) falls behind now and then.
@@ -165,58 +195,48 @@ pub fn generate_script(options: &ScriptOptions) -> Result<String, Error> {
         let _ = writeln!(out, "#pragma D option switchrate=10ms");
     }
     let _ = writeln!(out);
-    if let ScriptTarget::Pids { pids, tree: false } = &options.target {
-        // The set of traced pids: the ones given, and each child a traced process forks.
-        let _ = writeln!(out, "dtrace:::BEGIN\n{{");
-        for pid in pids {
-            let _ = writeln!(out, "\tlockscope_traced[{pid}] = 1;");
-        }
-        let child = if os == TargetOs::FreeBsd {
-            "args[0]->p_pid"
-        } else {
-            "args[0]->pr_pid"
-        };
-        let _ = writeln!(
-            out,
-            "}}\n\nproc:::create\n/lockscope_traced[pid]/\n{{\n\tlockscope_traced[{child}] = 1;\n}}\n"
-        );
+}
+
+/// The set of traced pids: the ones given, and each child a traced process forks.
+fn write_traced_set(out: &mut String, os: TargetOs, pids: &[u32]) {
+    let _ = writeln!(out, "dtrace:::BEGIN\n{{");
+    for pid in pids {
+        let _ = writeln!(out, "\tlockscope_traced[{pid}] = 1;");
     }
+    let child = if os == TargetOs::FreeBsd {
+        "args[0]->p_pid"
+    } else {
+        "args[0]->pr_pid"
+    };
     let _ = writeln!(
         out,
-        "dtrace:::BEGIN\n{{\n\tprintf(\"=== lockscope begin os={os} format={FORMAT_VERSION}\\n\");\n}}\n"
+        "}}\n\nproc:::create\n/lockscope_traced[pid]/\n{{\n\tlockscope_traced[{child}] = 1;\n}}\n"
     );
+}
 
-    let mut families: Vec<Family> = Vec::new();
-    for probe in &probes {
-        let _ = writeln!(out, "/* {}: {} */", probe.name, probe.description);
-        let mut clauses = String::new();
-        (probe.clauses)(&mut clauses, &mut families, options);
-        let clauses = retarget(&clauses, &options.target);
-        if !options.target.is_one_process() && clauses.contains("$target") {
-            return Err(Error::InvalidOption {
-                option: "probes",
-                reason: format!(
-                    "probe `{}` needs the per-process provider of one process ($target), which \
-                     D names only for `dtrace -p PID` or `-c CMD`: record one process, or leave \
-                     the probe out",
-                    probe.name
-                ),
-            });
-        }
-        out.push_str(&clauses);
+/// One probe's clauses, rewritten for the script's target; an error for a probe that needs
+/// the per-process provider of one process when the target is several.
+fn write_probe(
+    out: &mut String,
+    families: &mut Vec<Family>,
+    probe: &DtraceProbe,
+    options: &ScriptOptions,
+) -> Result<(), Error> {
+    let _ = writeln!(out, "/* {}: {} */", probe.name, probe.description);
+    let mut clauses = String::new();
+    (probe.clauses)(&mut clauses, families, options);
+    let clauses = retarget(&clauses, &options.target);
+    if !options.target.is_one_process() && clauses.contains("$target") {
+        return Err(Error::InvalidOption {
+            option: "probes",
+            reason: format!(
+                "probe `{}` needs the per-process provider of one process ($target), which \
+                 D names only for `dtrace -p PID` or `-c CMD`: record one process, or leave \
+                 the probe out",
+                probe.name
+            ),
+        });
     }
-
-    if let Some(duration) = options.duration {
-        let _ = writeln!(out, "{}\n{{\n\texit(0);\n}}\n", tick_clause(duration));
-    }
-    let _ = writeln!(out, "dtrace:::END\n{{");
-    if names.contains(&WAITFOR.name) {
-        // The stream's end: the analysis' clock stops here, before END's records print.
-        let _ = writeln!(out, "\tprintf(\"=== wf end %d\\n\", timestamp);");
-    }
-    for family in &families {
-        family.printa(&mut out);
-    }
-    let _ = writeln!(out, "\tprintf(\"\\n=== lockscope done\\n\");\n}}");
-    Ok(out)
+    out.push_str(&clauses);
+    Ok(())
 }

@@ -216,8 +216,14 @@ impl WaitForStream {
 
     /// One event, in time order.
     fn act(&mut self, event: Event) {
-        let ts = event.ts;
-        match event.kind {
+        let Event {
+            ts,
+            thread,
+            kind,
+            user_stack,
+            kernel_stack,
+        } = event;
+        match kind {
             EventKind::Begin => {
                 self.begin.get_or_insert(ts);
                 if self.engine.is_none() {
@@ -230,115 +236,148 @@ impl WaitForStream {
                 self.end.get_or_insert(ts);
                 return;
             }
-            _ => {}
+            EventKind::New => self.thread_state(thread).created = Some(ts),
+            EventKind::Exit => self.thread_state(thread).exited = Some(ts),
+            EventKind::Out { state, call, name } => {
+                self.switched_out(thread, ts, state == SRUN, call, name, user_stack);
+            }
+            EventKind::Wake { waker, waker_name } => {
+                let wakeup = PendingWakeup {
+                    waker,
+                    waker_name,
+                    user_stack,
+                    kernel_stack,
+                };
+                if !self.woken(thread, ts, wakeup) {
+                    return;
+                }
+            }
+            EventKind::In { prev, prev_name } => self.switched_in(thread, ts, prev, &prev_name),
         }
-        let thread = event.thread;
+        self.advance(ts);
+    }
+
+    /// The state of `thread`, started anew for a new thread or a thread id reused by another
+    /// process.
+    fn thread_state(&mut self, thread: ThreadRef) -> &mut ThreadState {
         let state = self.threads.entry(thread.tid).or_default();
         if state.pid != thread.pid {
-            // A new thread, or a thread id reused by another process.
             *state = ThreadState {
                 pid: thread.pid,
                 ..ThreadState::default()
             };
         }
-        match event.kind {
-            EventKind::New => state.created = Some(ts),
-            EventKind::Exit => state.exited = Some(ts),
-            EventKind::Out {
-                state: s,
-                call,
-                name,
-            } => {
-                state.ran = true;
-                if !name.is_empty() {
-                    state.name = name;
-                }
-                if state.open.take().is_some() {
-                    // Out again without an `in`: the switch-in was lost.
-                    state.seq = state.seq.wrapping_add(1);
-                    self.inconsistent += 1;
-                }
-                let preempted = s == SRUN;
-                let user_stack = self.stacks.intern(AddressSpace::User, event.user_stack);
-                let state = self.threads.entry(thread.tid).or_default();
-                if preempted {
-                    state.involuntary += 1;
-                } else {
-                    state.voluntary += 1;
-                }
-                state.open = Some(Open {
-                    start: ts,
-                    kind: if preempted {
-                        IntervalKind::Preempted
-                    } else {
-                        IntervalKind::Sleep
-                    },
-                    call,
-                    user_stack,
-                    wakeup: None,
-                });
-            }
-            EventKind::Wake { waker, waker_name } => {
-                let asleep = state.open.as_ref().is_some_and(|o| {
-                    o.kind == IntervalKind::Sleep && o.wakeup.is_none() && o.start <= ts
-                });
-                if !asleep {
-                    // Woken while running (before its switch-out), or woken again: ends nothing.
-                    return;
-                }
-                let interrupt = waker.pid == 0
-                    || event
-                        .kernel_stack
-                        .iter()
-                        .any(|f| is_interrupt_frame(&f.text));
-                let woken_by = if interrupt {
-                    WokenBy::Interrupt
-                } else if waker.pid == thread.pid {
-                    WokenBy::Program
-                } else {
-                    WokenBy::Outside
-                };
-                let waker_user_stack = if woken_by == WokenBy::Program {
-                    self.stacks.intern(AddressSpace::User, event.user_stack)
-                } else {
-                    None
-                };
-                if let Some(open) = self
-                    .threads
-                    .get_mut(&thread.tid)
-                    .and_then(|s| s.open.as_mut())
-                {
-                    open.wakeup = Some(Wakeup {
-                        ts,
-                        woken_by,
-                        waker,
-                        waker_name,
-                        waker_user_stack,
-                    });
-                }
-            }
-            EventKind::In { prev, prev_name } => {
-                let first_run = !state.ran;
-                state.ran = true;
-                let open = state.open.take();
-                let created = state.created;
-                match open {
-                    Some(open) => self.close(thread, open, ts, prev, &prev_name),
-                    None if first_run && created.is_some() => {
-                        let created = created.unwrap_or(ts);
-                        self.push_new(thread, created, ts, prev, &prev_name);
-                    }
-                    None if first_run => {}
-                    None => {
-                        // In without an out: the switch-out was lost.
-                        state.seq = state.seq.wrapping_add(1);
-                        self.inconsistent += 1;
-                    }
-                }
-            }
-            EventKind::Begin | EventKind::End => {}
+        state
+    }
+
+    /// `thread` leaves its CPU, `preempted` or to sleep, in system call `call` with
+    /// `user_stack`: its interval opens.
+    fn switched_out(
+        &mut self,
+        thread: ThreadRef,
+        ts: u64,
+        preempted: bool,
+        call: Option<String>,
+        name: String,
+        user_stack: Vec<ParsedFrame>,
+    ) {
+        let state = self.thread_state(thread);
+        state.ran = true;
+        if !name.is_empty() {
+            state.name = name;
         }
-        self.advance(ts);
+        if state.open.take().is_some() {
+            // Out again without an `in`: the switch-in was lost.
+            state.seq = state.seq.wrapping_add(1);
+            self.inconsistent += 1;
+        }
+        let user_stack = self.stacks.intern(AddressSpace::User, user_stack);
+        let state = self.threads.entry(thread.tid).or_default();
+        if preempted {
+            state.involuntary += 1;
+        } else {
+            state.voluntary += 1;
+        }
+        state.open = Some(Open {
+            start: ts,
+            kind: if preempted {
+                IntervalKind::Preempted
+            } else {
+                IntervalKind::Sleep
+            },
+            call,
+            user_stack,
+            wakeup: None,
+        });
+    }
+
+    /// `thread` is woken: the wakeup ends its sleep when it is asleep and not woken yet.
+    /// False when the wakeup ends nothing (woken while running, before its switch-out, or
+    /// woken again).
+    fn woken(&mut self, thread: ThreadRef, ts: u64, wakeup: PendingWakeup) -> bool {
+        let asleep =
+            self.thread_state(thread).open.as_ref().is_some_and(|o| {
+                o.kind == IntervalKind::Sleep && o.wakeup.is_none() && o.start <= ts
+            });
+        if !asleep {
+            return false;
+        }
+        let PendingWakeup {
+            waker,
+            waker_name,
+            user_stack,
+            kernel_stack,
+        } = wakeup;
+        let interrupt = waker.pid == 0 || kernel_stack.iter().any(|f| is_interrupt_frame(&f.text));
+        let woken_by = if interrupt {
+            WokenBy::Interrupt
+        } else if waker.pid == thread.pid {
+            WokenBy::Program
+        } else {
+            WokenBy::Outside
+        };
+        let waker_user_stack = if woken_by == WokenBy::Program {
+            self.stacks.intern(AddressSpace::User, user_stack)
+        } else {
+            None
+        };
+        if let Some(open) = self
+            .threads
+            .get_mut(&thread.tid)
+            .and_then(|s| s.open.as_mut())
+        {
+            open.wakeup = Some(Wakeup {
+                ts,
+                woken_by,
+                waker,
+                waker_name,
+                waker_user_stack,
+            });
+        }
+        true
+    }
+
+    /// `thread` gets a CPU from `prev`: its open interval closes, or its first run after its
+    /// creation is its start.
+    fn switched_in(&mut self, thread: ThreadRef, ts: u64, prev: ThreadRef, prev_name: &str) {
+        let state = self.thread_state(thread);
+        let first_run = !state.ran;
+        state.ran = true;
+        let open = state.open.take();
+        let created = state.created;
+        match open {
+            Some(open) => self.close(thread, open, ts, prev, prev_name),
+            None if first_run && created.is_some() => {
+                let created = created.unwrap_or(ts);
+                self.push_new(thread, created, ts, prev, prev_name);
+            }
+            None if first_run => {}
+            None => {
+                // In without an out: the switch-out was lost.
+                state.seq = state.seq.wrapping_add(1);
+                self.inconsistent += 1;
+            }
+        }
     }
 
     /// The thread that gave the CPU back, and its name when it is outside the program.
@@ -533,4 +572,16 @@ fn time_class(call: Option<&str>) -> TimeClass {
         "open" => TimeClass::Io,
         _ => TimeClass::Other,
     })
+}
+
+/// A wakeup as its event carries it, before it is matched with the woken thread's sleep.
+struct PendingWakeup {
+    /// The waking thread (pid 0: an interrupt or the idle task).
+    waker: ThreadRef,
+    /// Its name.
+    waker_name: String,
+    /// Its user stack (printed for a waker of the target only).
+    user_stack: Vec<ParsedFrame>,
+    /// Its kernel stack: an interrupt handler there is no thread.
+    kernel_stack: Vec<ParsedFrame>,
 }
