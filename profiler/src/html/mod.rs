@@ -139,27 +139,11 @@ impl Default for HtmlOptions {
     }
 }
 
-/// Renders the report page.
+/// Renders the report page: the summary, the contents, two sweeps side by side, each sweep
+/// with what changed across its knee and its levels, the diffs of the runs, then the runs.
 pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> Result<String, HtmlError> {
     // Profiles of every sweep level, loaded once, in each sweep's order: (input index, runs).
-    let mut sweep_profiles: Vec<(usize, Vec<(String, Profile)>)> = Vec::new();
-    for (i, input) in inputs.iter().enumerate() {
-        if let Input::Sweep { path, dir, sweep } = input {
-            let mut profiles = Vec::new();
-            for level in &sweep.levels {
-                let file = dir.join(&level.profile);
-                let profile = lockscope_probes::read_profile(&file).map_err(|source| {
-                    HtmlError::ReadProfile {
-                        path: file.clone(),
-                        sweep: path.clone(),
-                        source,
-                    }
-                })?;
-                profiles.push((format!("concurrency {}", level.concurrency), profile));
-            }
-            sweep_profiles.push((i, profiles));
-        }
-    }
+    let sweep_profiles = load_sweep_profiles(inputs)?;
     let level_runs: Vec<(usize, Vec<Run<'_>>)> = sweep_profiles
         .iter()
         .map(|(i, profiles)| {
@@ -185,6 +169,54 @@ pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> Result<String, Ht
         .collect();
 
     let mut out = String::new();
+    write_head(&mut out, options, &runs, &level_runs);
+    // The summary first: the first sweep's (with what grew across its knee), else the first
+    // run's (with what grew in the second run, when there is one).
+    write_summary(&mut out, inputs, &runs, &level_runs);
+    write_contents(&mut out, inputs, &runs);
+    write_sweeps(&mut out, inputs, &level_runs, options);
+    // The comparisons before the runs they compare: what a reader of a diff looks for first.
+    write_diffs(&mut out, &runs);
+    for (i, run) in runs.iter().enumerate() {
+        run_section(&mut out, &anchor("run", i), run, options);
+    }
+    let _ = writeln!(out, "<script>{SCRIPT}</script>\n</body>\n</html>");
+    Ok(out)
+}
+
+/// The profiles of the sweeps' levels: (input index, each level's label and profile).
+type SweepProfiles = Vec<(usize, Vec<(String, Profile)>)>;
+
+/// The profiles of every sweep's levels, by input index, each labelled with its concurrency.
+fn load_sweep_profiles(inputs: &[Input]) -> Result<SweepProfiles, HtmlError> {
+    let mut sweep_profiles: Vec<(usize, Vec<(String, Profile)>)> = Vec::new();
+    for (i, input) in inputs.iter().enumerate() {
+        if let Input::Sweep { path, dir, sweep } = input {
+            let mut profiles = Vec::new();
+            for level in &sweep.levels {
+                let file = dir.join(&level.profile);
+                let profile = lockscope_probes::read_profile(&file).map_err(|source| {
+                    HtmlError::ReadProfile {
+                        path: file.clone(),
+                        sweep: path.clone(),
+                        source,
+                    }
+                })?;
+                profiles.push((format!("concurrency {}", level.concurrency), profile));
+            }
+            sweep_profiles.push((i, profiles));
+        }
+    }
+    Ok(sweep_profiles)
+}
+
+/// The page's head, title and the line on how to read it.
+fn write_head(
+    out: &mut String,
+    options: &HtmlOptions,
+    runs: &[Run<'_>],
+    level_runs: &[(usize, Vec<Run<'_>>)],
+) {
     let _ = writeln!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>",
@@ -205,9 +237,16 @@ pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> Result<String, Ht
             "Imported captures: their records are samples of CPU time, counted events or bare samples. "
         }
     );
+}
 
-    // The summary first: the first sweep's (with what grew across its knee), else the first
-    // run's (with what grew in the second run, when there is one).
+/// The summary: of the first sweep, with what grew across its knee, else of the first run,
+/// with what grew in the second when there is one.
+fn write_summary(
+    out: &mut String,
+    inputs: &[Input],
+    runs: &[Run<'_>],
+    level_runs: &[(usize, Vec<Run<'_>>)],
+) {
     let first_sweep = inputs
         .iter()
         .enumerate()
@@ -235,7 +274,7 @@ pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> Result<String, Ht
                 .unwrap_or_default();
             rows.extend(sweep_summary(sweep, knee_diff.as_ref()));
             rows.push(losses_row(&profiles, &sweep.warnings));
-            summary_section(&mut out, &rows, &level_time_bars(sweep));
+            summary_section(out, &rows, &level_time_bars(sweep));
         }
         None => {
             if let Some(run) = runs.first() {
@@ -282,12 +321,14 @@ pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> Result<String, Ht
                 };
                 let profiles: Vec<&Profile> = runs.iter().map(|r| r.profile).collect();
                 rows.push(losses_row(&profiles, &[]));
-                summary_section(&mut out, &rows, &after);
+                summary_section(out, &rows, &after);
             }
         }
     }
+}
 
-    // Contents.
+/// The contents: the sweeps compared, each sweep and its levels, the diffs, the runs.
+fn write_contents(out: &mut String, inputs: &[Input], runs: &[Run<'_>]) {
     out.push_str("<nav><ul>\n");
     if inputs
         .iter()
@@ -335,8 +376,16 @@ pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> Result<String, Ht
         );
     }
     out.push_str("</ul></nav>\n");
+}
 
-    // Two sweeps (two kernels, two builds): side by side before each on its own.
+/// Two sweeps side by side (two kernels, two builds), then each sweep on its own: its curve,
+/// what changed across its knee and its levels.
+fn write_sweeps(
+    out: &mut String,
+    inputs: &[Input],
+    level_runs: &[(usize, Vec<Run<'_>>)],
+    options: &HtmlOptions,
+) {
     let sweeps: Vec<(usize, &PathBuf, &Sweep)> = inputs
         .iter()
         .enumerate()
@@ -353,7 +402,7 @@ pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> Result<String, Ht
                 .map_or(&[][..], |(_, runs)| runs.as_slice())
         };
         sweeps_compared(
-            &mut out,
+            out,
             "sweeps",
             (&path_a.display().to_string(), a, runs_of(ia)),
             (&path_b.display().to_string(), b, runs_of(ib)),
@@ -362,7 +411,7 @@ pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> Result<String, Ht
     for (i, input) in inputs.iter().enumerate() {
         if let Input::Sweep { path, sweep, .. } = input {
             let id = anchor("sweep", i);
-            sweep_section(&mut out, &id, &path.display().to_string(), sweep);
+            sweep_section(out, &id, &path.display().to_string(), sweep);
             let Some((_, runs)) = level_runs.iter().find(|(index, _)| *index == i) else {
                 continue;
             };
@@ -390,16 +439,19 @@ pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> Result<String, Ht
                     name_sides: false,
                 };
                 diff_section(
-                    &mut out,
+                    out,
                     (&format!("{id}-knee"), &title, "h3"),
                     &comparison,
                     SiteRows::Growing,
                 );
             }
-            levels_section(&mut out, i, sweep, runs, options);
+            levels_section(out, i, sweep, runs, options);
         }
     }
-    // The comparisons before the runs they compare: what a reader of a diff looks for first.
+}
+
+/// Each run after the first against the first.
+fn write_diffs(out: &mut String, runs: &[Run<'_>]) {
     if let Some((first, rest)) = runs.split_first() {
         for (i, run) in rest.iter().enumerate() {
             let comparison = Comparison {
@@ -409,7 +461,7 @@ pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> Result<String, Ht
                 name_sides: true,
             };
             diff_section(
-                &mut out,
+                out,
                 (
                     &anchor("diff", i),
                     &format!("Diff: {} → {}", first.label, run.label),
@@ -420,9 +472,4 @@ pub fn render_html(inputs: &[Input], options: &HtmlOptions) -> Result<String, Ht
             );
         }
     }
-    for (i, run) in runs.iter().enumerate() {
-        run_section(&mut out, &anchor("run", i), run, options);
-    }
-    let _ = writeln!(out, "<script>{SCRIPT}</script>\n</body>\n</html>");
-    Ok(out)
 }

@@ -7,7 +7,9 @@ use super::HtmlOptions;
 use crate::render::frames::{self, StackStyle};
 use crate::render::svg::{histogram_svg, xml_escape, Bucket};
 use crate::render::tables::{named_few, table, table_close, table_open, Cell, Column};
-use crate::report::{build_report, FrameRow, Group, GroupKey, KindRow, ReportOptions};
+use crate::report::{
+    build_report, Classified, FrameRow, Group, GroupKey, KindRow, Report, ReportOptions,
+};
 use lockscope_probes::Profile;
 use std::fmt::Write as _;
 
@@ -251,6 +253,22 @@ pub(super) fn report_tables(
     };
     let report = build_report(profile, &report_options);
     let words = Words::of(report.measure);
+    kinds_table(out, &report, &words, heading);
+    // The waits by role, the report's value (the same as `report --json`'s `classified`), its
+    // numbers also as attributes for scripts and tests.
+    if let Some(c) = &report.classified {
+        classified_note(out, c);
+    }
+    // What the probes saw, and the sleeps two probes saw counted once.
+    header_notes(out, &report);
+    sites_table(out, &report, &words, options, heading);
+    if let Some(sections) = &report.sections {
+        sections.write_html(out, heading);
+    }
+}
+
+/// The records by kind.
+fn kinds_table(out: &mut String, report: &Report, words: &Words, heading: &str) {
     let capitalized = |s: &str| {
         let mut c = s.chars();
         c.next()
@@ -276,10 +294,11 @@ pub(super) fn report_tables(
     }
     columns.push((&share, |k| Cell::Fraction(k.stats.share)));
     table(out, "report-table", &columns, &report.by_kind);
-    // The waits by role, the report's value (the same as `report --json`'s `classified`), its
-    // numbers also as attributes for scripts and tests.
-    if let Some(c) = &report.classified {
-        let _ = writeln!(
+}
+
+/// The waits by role, as a line with its numbers as attributes.
+fn classified_note(out: &mut String, c: &Classified) {
+    let _ = writeln!(
             out,
             "<p class=\"note classified\" data-waits=\"{}\" data-wait-ns=\"{}\" data-contention-waits=\"{}\" data-contention-ns=\"{}\" data-idle-waits=\"{}\" data-idle-ns=\"{}\" data-neither-waits=\"{}\" data-neither-ns=\"{}\" data-cpu-saturation-intervals=\"{}\" data-cpu-saturation-ns=\"{}\"><b>By role</b> (as the contention section tells them; waits for a CPU apart): {}</p>",
             c.waits,
@@ -294,8 +313,10 @@ pub(super) fn report_tables(
             c.cpu_saturation_ns,
             xml_escape(&c.words(true))
         );
-    }
-    // What the probes saw, and the sleeps two probes saw counted once.
+}
+
+/// What the probes saw, and the sleeps two probes saw counted once, as notes.
+fn header_notes(out: &mut String, report: &Report) {
     let header = &report.header;
     let notes = [
         (
@@ -334,7 +355,17 @@ pub(super) fn report_tables(
             xml_escape(&text)
         );
     }
+}
 
+/// The top sites: their numbers, distributions, threads and stacks.
+fn sites_table(
+    out: &mut String,
+    report: &Report,
+    words: &Words,
+    options: &HtmlOptions,
+    heading: &str,
+) {
+    let share = format!("share of {}", words.whole());
     let groups = &report.groups;
     let _ = writeln!(
         out,
@@ -391,8 +422,5 @@ pub(super) fn report_tables(
     table_close(out);
     if stackless_offcpu {
         let _ = writeln!(out, "<p class=\"note\">{}</p>", xml_escape(NO_STACK_NOTE));
-    }
-    if let Some(sections) = &report.sections {
-        sections.write_html(out, heading);
     }
 }
