@@ -97,39 +97,91 @@ fn kinds_to_draw(sweep: &Sweep) -> Vec<String> {
         .collect()
 }
 
-/// The scaling chart of `sweep` as an SVG document.
+/// The scaling chart's plot: where a level and a value go.
+struct ScalingPlot {
+    /// The levels drawn.
+    levels: usize,
+    /// The plot's width and height, between the margins.
+    width: f64,
+    height: f64,
+    /// The throughput axis' top and tick step.
+    throughput_max: f64,
+    throughput_step: f64,
+    /// The threads-waiting axis' top and tick step.
+    waiting_max: f64,
+    waiting_step: f64,
+}
+
+impl ScalingPlot {
+    /// The plot of `sweep`, its axes fitted to its throughput and to the `kinds` drawn.
+    fn of(sweep: &Sweep, kinds: &[String]) -> ScalingPlot {
+        let max_tp = sweep
+            .levels
+            .iter()
+            .map(|l| l.throughput)
+            .fold(0.0, f64::max);
+        let (throughput_max, throughput_step) = nice_axis(max_tp * 1.05);
+        let max_waiting = sweep
+            .levels
+            .iter()
+            .flat_map(|l| l.kinds.iter())
+            .filter(|s| kinds.contains(&s.name))
+            .map(|s| s.avg_threads)
+            .fold(0.0, f64::max);
+        let (waiting_max, waiting_step) = nice_axis(max_waiting * 1.05);
+        ScalingPlot {
+            levels: sweep.levels.len().max(1),
+            width: WIDTH - LEFT - RIGHT,
+            height: PLOT_H,
+            throughput_max,
+            throughput_step,
+            waiting_max,
+            waiting_step,
+        }
+    }
+
+    /// The x of level `i`. Points stay clear of the axes so their labels do not cover the
+    /// tick labels.
+    fn x(&self, i: usize) -> f64 {
+        let inset = 30.0;
+        if self.levels == 1 {
+            LEFT + self.width / 2.0
+        } else {
+            LEFT + inset + (self.width - 2.0 * inset) * i as f64 / (self.levels - 1) as f64
+        }
+    }
+
+    /// The y of a throughput.
+    fn y_throughput(&self, v: f64) -> f64 {
+        TOP + self.height - self.height * v / self.throughput_max
+    }
+
+    /// The y of a number of threads waiting.
+    fn y_waiting(&self, v: f64) -> f64 {
+        TOP + self.height - self.height * v / self.waiting_max
+    }
+}
+
+/// The scaling chart of `sweep` as an SVG document: throughput and the waits of the main
+/// kinds against concurrency, the knee, then where the threads' time went at each level.
 pub fn scaling_svg(sweep: &Sweep, options: &ChartOptions) -> String {
     let mut svg = String::new();
-    let plot_w = WIDTH - LEFT - RIGHT;
-    let plot_h = PLOT_H;
-    let n = sweep.levels.len().max(1);
-    // Points stay clear of the axes so their labels do not cover the tick labels.
-    let inset = 30.0;
-    let x_of = |i: usize| {
-        if n == 1 {
-            LEFT + plot_w / 2.0
-        } else {
-            LEFT + inset + (plot_w - 2.0 * inset) * i as f64 / (n - 1) as f64
-        }
-    };
-    let max_tp = sweep
-        .levels
-        .iter()
-        .map(|l| l.throughput)
-        .fold(0.0, f64::max);
-    let (tp_max, tp_step) = nice_axis(max_tp * 1.05);
     let kinds = kinds_to_draw(sweep);
-    let max_waiting = sweep
-        .levels
-        .iter()
-        .flat_map(|l| l.kinds.iter())
-        .filter(|s| kinds.contains(&s.name))
-        .map(|s| s.avg_threads)
-        .fold(0.0, f64::max);
-    let (waiting_max, waiting_step) = nice_axis(max_waiting * 1.05);
-    let y_tp = |v: f64| TOP + plot_h - plot_h * v / tp_max;
-    let y_waiting = |v: f64| TOP + plot_h - plot_h * v / waiting_max;
+    let plot = ScalingPlot::of(sweep, &kinds);
+    let x_of = |i: usize| plot.x(i);
+    scaling_title(&mut svg, sweep, options);
+    scaling_axes(&mut svg, sweep, &plot);
+    x_axis(&mut svg, sweep, &x_of, TOP + plot.height, "concurrency");
+    scaling_knee(&mut svg, sweep, &plot);
+    scaling_lines(&mut svg, sweep, &plot, &kinds);
+    scaling_legend(&mut svg, &plot, &kinds);
+    time_panel(&mut svg, sweep, &x_of);
+    svg.push_str("</svg>\n");
+    svg
+}
 
+/// The document's start, its title and the load under it.
+fn scaling_title(svg: &mut String, sweep: &Sweep, options: &ChartOptions) {
     let title = options
         .title
         .clone()
@@ -158,69 +210,78 @@ pub fn scaling_svg(sweep: &Sweep, options: &ChartOptions) -> String {
         WIDTH / 2.0,
         xml_escape(&load)
     );
+}
 
+/// The grid, both axes' ticks, the plot's frame and the axes' titles.
+fn scaling_axes(svg: &mut String, sweep: &Sweep, plot: &ScalingPlot) {
     // Grid and left axis (throughput).
     let mut v = 0.0;
-    while v <= tp_max + tp_step / 2.0 {
-        let y = y_tp(v);
+    while v <= plot.throughput_max + plot.throughput_step / 2.0 {
+        let y = plot.y_throughput(v);
         let _ = writeln!(
             svg,
             r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e5e5e5"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="{THROUGHPUT_COLOR}">{}</text>"##,
-            LEFT + plot_w,
+            LEFT + plot.width,
             LEFT - 6.0,
             y + 4.0,
             format_tick(v)
         );
-        v += tp_step;
+        v += plot.throughput_step;
     }
     // Right axis (average threads waiting).
     let mut v = 0.0;
-    while v <= waiting_max + waiting_step / 2.0 {
-        let y = y_waiting(v);
+    while v <= plot.waiting_max + plot.waiting_step / 2.0 {
+        let y = plot.y_waiting(v);
         let _ = writeln!(
             svg,
             r##"<text x="{:.1}" y="{:.1}" fill="#444">{}</text>"##,
-            LEFT + plot_w + 6.0,
+            LEFT + plot.width + 6.0,
             y + 4.0,
             format_tick(v)
         );
-        v += waiting_step;
+        v += plot.waiting_step;
     }
     let _ = writeln!(
         svg,
-        r##"<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>"##
+        r##"<rect x="{LEFT}" y="{TOP}" width="{}" height="{}" fill="none" stroke="#999"/>"##,
+        plot.width, plot.height
     );
     let _ = writeln!(
         svg,
         r#"<text transform="translate(20 {:.1}) rotate(-90)" text-anchor="middle" fill="{THROUGHPUT_COLOR}">throughput ({})</text>"#,
-        TOP + plot_h / 2.0,
+        TOP + plot.height / 2.0,
         xml_escape(&sweep.throughput_unit)
     );
     let _ = writeln!(
         svg,
         r##"<text transform="translate({:.1} {:.1}) rotate(90)" text-anchor="middle" fill="#444">threads waiting (average)</text>"##,
         WIDTH - 14.0,
-        TOP + plot_h / 2.0
+        TOP + plot.height / 2.0
     );
-    x_axis(&mut svg, sweep, &x_of, TOP + plot_h, "concurrency");
-    // Knee.
+}
+
+/// The knee, a dashed line at its level.
+fn scaling_knee(svg: &mut String, sweep: &Sweep, plot: &ScalingPlot) {
     if let Some(knee) = &sweep.knee {
         if let Some(i) = sweep
             .levels
             .iter()
             .position(|l| l.concurrency == knee.concurrency)
         {
-            let x = x_of(i);
+            let x = plot.x(i);
             let _ = writeln!(
                 svg,
                 r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#333" stroke-dasharray="5 4"/><text x="{:.1}" y="{:.1}" fill="#333">knee</text>"##,
-                TOP + plot_h,
+                TOP + plot.height,
                 x + 4.0,
-                TOP + plot_h - 6.0
+                TOP + plot.height - 6.0
             );
         }
     }
-    // Wait kinds.
+}
+
+/// The waits of each kind drawn (dashed), then the throughput on top with its scaling labels.
+fn scaling_lines(svg: &mut String, sweep: &Sweep, plot: &ScalingPlot, kinds: &[String]) {
     for (k, kind) in kinds.iter().enumerate() {
         let color = KIND_COLORS[k % KIND_COLORS.len()];
         let points: Vec<String> = sweep
@@ -233,7 +294,7 @@ pub fn scaling_svg(sweep: &Sweep, options: &ChartOptions) -> String {
                     .iter()
                     .find(|s| &s.name == kind)
                     .map_or(0.0, |s| s.avg_threads);
-                format!("{:.1},{:.1}", x_of(i), y_waiting(waiting))
+                format!("{:.1},{:.1}", plot.x(i), plot.y_waiting(waiting))
             })
             .collect();
         let _ = writeln!(
@@ -247,7 +308,7 @@ pub fn scaling_svg(sweep: &Sweep, options: &ChartOptions) -> String {
         .levels
         .iter()
         .enumerate()
-        .map(|(i, l)| format!("{:.1},{:.1}", x_of(i), y_tp(l.throughput)))
+        .map(|(i, l)| format!("{:.1},{:.1}", plot.x(i), plot.y_throughput(l.throughput)))
         .collect();
     let _ = writeln!(
         svg,
@@ -255,7 +316,7 @@ pub fn scaling_svg(sweep: &Sweep, options: &ChartOptions) -> String {
         points.join(" ")
     );
     for (i, level) in sweep.levels.iter().enumerate() {
-        let (x, y) = (x_of(i), y_tp(level.throughput));
+        let (x, y) = (plot.x(i), plot.y_throughput(level.throughput));
         let _ = writeln!(
             svg,
             r#"<circle cx="{x:.1}" cy="{y:.1}" r="4" fill="{THROUGHPUT_COLOR}"><title>concurrency {}: {:.1} {} ({:.0}% of the first level)</title></circle><text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="{THROUGHPUT_COLOR}" font-weight="bold">{:.0}%</text>"#,
@@ -267,8 +328,11 @@ pub fn scaling_svg(sweep: &Sweep, options: &ChartOptions) -> String {
             level.scaling * 100.0
         );
     }
-    // Legend.
-    let legend_y = TOP + plot_h + 62.0;
+}
+
+/// The legend under the plot.
+fn scaling_legend(svg: &mut String, plot: &ScalingPlot, kinds: &[String]) {
+    let legend_y = TOP + plot.height + 62.0;
     let mut x = LEFT;
     let _ = writeln!(
         svg,
@@ -290,12 +354,8 @@ pub fn scaling_svg(sweep: &Sweep, options: &ChartOptions) -> String {
         );
         x += 40.0 + 8.0 * (kind.len() as f64 + 5.0);
     }
-    time_panel(&mut svg, sweep, &x_of);
-    svg.push_str("</svg>\n");
-    svg
 }
 
-/// A panel's x axis below `bottom`: each level's concurrency under its position, then `title`.
 /// The concurrency levels of two sweeps, in order, each once.
 pub fn shared_axis(a: &Sweep, b: &Sweep) -> Vec<u32> {
     let mut levels: Vec<u32> = a
@@ -409,6 +469,7 @@ pub fn compare_svg(a: (&str, &Sweep), b: (&str, &Sweep)) -> String {
     svg
 }
 
+/// A panel's x axis below `bottom`: each level's concurrency under its position, then `title`.
 fn x_axis(svg: &mut String, sweep: &Sweep, x_of: &dyn Fn(usize) -> f64, bottom: f64, title: &str) {
     for (i, level) in sweep.levels.iter().enumerate() {
         let _ = writeln!(
