@@ -2,12 +2,13 @@
 //! load command and its throughput, then `sweep.json`.
 
 use super::{
-    fill_scaling, find_knee, finding, level_warnings, summarize_level, Sweep, SweepError,
-    Throughput, SWEEP_FILE, SWEEP_VERSION,
+    fill_scaling, find_knee, finding, level_warnings, summarize_level, Level, ParsedThroughput,
+    Sweep, SweepError, Throughput, SWEEP_FILE, SWEEP_VERSION,
 };
 use crate::export::pprof::{write_pprof, PprofOptions};
+use lockscope_probes::Profile;
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -226,104 +227,9 @@ pub fn run_sweep(
         if i > 0 {
             std::thread::sleep(options.settle);
         }
-        let command = options.load.replace("{c}", &c.to_string());
-        let profile_name = format!("level-{c}.lsp");
-        let output_name = format!("level-{c}.load.txt");
-        let output_path = dir.join(&output_name);
-        let mut recording =
-            LevelRecording::new(c, target.clone(), options.duration, dir.join(&profile_name));
-        recording.probes = options.probes.clone();
-        recording.min_block = options.min_block;
-        recording.syscalls = options.syscalls.clone();
-        recorder
-            .start(&recording)
-            .map_err(|source| SweepError::StartRecording { level: c, source })?;
-        // Counted once the recording runs: every process the target has then must be recorded
-        // (those it forks later are followed; those forked once the recording ended are not
-        // the level's).
-        let target_processes = recorder.target_processes(&target);
-        progress(&format!("level {c}: running `{command}`"));
-        let stdout = create(&output_path)?;
-        let stderr_path = dir.join(format!("level-{c}.load.err"));
-        let stderr = create(&stderr_path)?;
-        let load = Command::new("sh")
-            .arg("-c")
-            .arg(&command)
-            .stdin(Stdio::null())
-            .stdout(stdout)
-            .stderr(stderr)
-            .spawn()
-            .map_err(|source| SweepError::StartLoad {
-                command: command.clone(),
-                source,
-            });
-        let mut load = match load {
-            Ok(load) => load,
-            Err(e) => {
-                let _ = recorder.finish();
-                return Err(e);
-            }
-        };
-        let recorded = recorder.finish();
-        let status = wait_with_deadline(&mut load, &command, options.load_grace)?;
-        recorded.map_err(|source| SweepError::Record { level: c, source })?;
-        let text = std::fs::read_to_string(&output_path).map_err(|source| SweepError::Read {
-            path: output_path.clone(),
-            source,
-        })?;
-        if !status.success() {
-            let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-            let tail: Vec<&str> = err.lines().rev().take(5).collect();
-            return Err(SweepError::LoadFailed {
-                command,
-                status,
-                stderr: tail.into_iter().rev().collect::<Vec<_>>().join(" / "),
-            });
-        }
-        let parsed =
-            options
-                .throughput
-                .parse(&text)
-                .map_err(|source| SweepError::LevelThroughput {
-                    level: c,
-                    path: output_path.clone(),
-                    source,
-                })?;
-        unit = parsed.unit.clone();
-        parser = parsed.parser.clone();
-        let profile = lockscope_probes::read_profile(&recording.output).map_err(|source| {
-            SweepError::ReadProfile {
-                path: recording.output.clone(),
-                source,
-            }
-        })?;
-        // The level in pprof too, labelled with its concurrency, so that all levels load
-        // together into pprof-reading tools and can be told apart there.
-        let pprof_path = dir.join(format!("level-{c}.pb.gz"));
-        let pprof_options = PprofOptions {
-            concurrency: Some(u64::from(c)),
-            ..PprofOptions::default()
-        };
-        let mut pprof = Vec::new();
-        write_pprof(&profile, &pprof_options, &mut pprof)
-            .map_err(|source| SweepError::Pprof { level: c, source })?;
-        std::fs::write(&pprof_path, &pprof).map_err(|source| SweepError::WritePprof {
-            level: c,
-            path: pprof_path,
-            source,
-        })?;
-        progress(&format!(
-            "level {c}: {:.1} {}, {} waits recorded",
-            parsed.value,
-            parsed.unit,
-            profile.waits.iter().map(|w| w.stats.count).sum::<u64>()
-        ));
-        let mut level = summarize_level(c, parsed.value, &profile, (&profile_name, &output_name));
-        if let Some(pids) = target_processes {
-            let recorded: BTreeSet<u32> = profile.processes.iter().map(|p| p.pid).collect();
-            level.target_processes = Some(pids.len() as u64);
-            level.missed_processes = Some(pids.difference(&recorded).count() as u64);
-        }
+        let (level, throughput) = run_level(options, &target, c, recorder, progress)?;
+        unit = throughput.unit;
+        parser = throughput.parser;
         levels.push(level);
     }
     fill_scaling(&mut levels);
@@ -356,6 +262,131 @@ pub fn run_sweep(
         return Err(SweepError::WriteSweep { path, source });
     }
     Ok(sweep)
+}
+
+/// One level at concurrency `c`: recorded while its load runs, its throughput parsed from the
+/// load's output, its profile summarized and also written as pprof.
+fn run_level(
+    options: &SweepOptions,
+    target: &SweepTarget,
+    c: u32,
+    recorder: &mut dyn LevelRecorder,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(Level, ParsedThroughput), SweepError> {
+    let dir = &options.output_dir;
+    let command = options.load.replace("{c}", &c.to_string());
+    let profile_name = format!("level-{c}.lsp");
+    let output_name = format!("level-{c}.load.txt");
+    let output_path = dir.join(&output_name);
+    let mut recording =
+        LevelRecording::new(c, target.clone(), options.duration, dir.join(&profile_name));
+    recording.probes = options.probes.clone();
+    recording.min_block = options.min_block;
+    recording.syscalls = options.syscalls.clone();
+    recorder
+        .start(&recording)
+        .map_err(|source| SweepError::StartRecording { level: c, source })?;
+    // Counted once the recording runs: every process the target has then must be recorded
+    // (those it forks later are followed; those forked once the recording ended are not
+    // the level's).
+    let target_processes = recorder.target_processes(target);
+    progress(&format!("level {c}: running `{command}`"));
+    let text = run_load(options, c, &command, recorder, &output_path)?;
+    let parsed = options
+        .throughput
+        .parse(&text)
+        .map_err(|source| SweepError::LevelThroughput {
+            level: c,
+            path: output_path.clone(),
+            source,
+        })?;
+    let profile = lockscope_probes::read_profile(&recording.output).map_err(|source| {
+        SweepError::ReadProfile {
+            path: recording.output.clone(),
+            source,
+        }
+    })?;
+    write_level_pprof(dir, c, &profile)?;
+    progress(&format!(
+        "level {c}: {:.1} {}, {} waits recorded",
+        parsed.value,
+        parsed.unit,
+        profile.waits.iter().map(|w| w.stats.count).sum::<u64>()
+    ));
+    let mut level = summarize_level(c, parsed.value, &profile, (&profile_name, &output_name));
+    if let Some(pids) = target_processes {
+        let recorded: BTreeSet<u32> = profile.processes.iter().map(|p| p.pid).collect();
+        level.target_processes = Some(pids.len() as u64);
+        level.missed_processes = Some(pids.difference(&recorded).count() as u64);
+    }
+    Ok((level, parsed))
+}
+
+/// Runs level `c`'s load `command` while the recording started runs, waits for the
+/// recording's end and the load's, and returns what the load printed (an error if it failed).
+fn run_load(
+    options: &SweepOptions,
+    c: u32,
+    command: &str,
+    recorder: &mut dyn LevelRecorder,
+    output_path: &Path,
+) -> Result<String, SweepError> {
+    let stdout = create(output_path)?;
+    let stderr_path = options.output_dir.join(format!("level-{c}.load.err"));
+    let stderr = create(&stderr_path)?;
+    let load = Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr)
+        .spawn()
+        .map_err(|source| SweepError::StartLoad {
+            command: command.to_string(),
+            source,
+        });
+    let mut load = match load {
+        Ok(load) => load,
+        Err(e) => {
+            let _ = recorder.finish();
+            return Err(e);
+        }
+    };
+    let recorded = recorder.finish();
+    let status = wait_with_deadline(&mut load, command, options.load_grace)?;
+    recorded.map_err(|source| SweepError::Record { level: c, source })?;
+    let text = std::fs::read_to_string(output_path).map_err(|source| SweepError::Read {
+        path: output_path.to_path_buf(),
+        source,
+    })?;
+    if !status.success() {
+        let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+        let tail: Vec<&str> = err.lines().rev().take(5).collect();
+        return Err(SweepError::LoadFailed {
+            command: command.to_string(),
+            status,
+            stderr: tail.into_iter().rev().collect::<Vec<_>>().join(" / "),
+        });
+    }
+    Ok(text)
+}
+
+/// The level in pprof too, labelled with its concurrency, so that all levels load together
+/// into pprof-reading tools and can be told apart there.
+fn write_level_pprof(dir: &Path, c: u32, profile: &Profile) -> Result<(), SweepError> {
+    let pprof_path = dir.join(format!("level-{c}.pb.gz"));
+    let pprof_options = PprofOptions {
+        concurrency: Some(u64::from(c)),
+        ..PprofOptions::default()
+    };
+    let mut pprof = Vec::new();
+    write_pprof(profile, &pprof_options, &mut pprof)
+        .map_err(|source| SweepError::Pprof { level: c, source })?;
+    std::fs::write(&pprof_path, &pprof).map_err(|source| SweepError::WritePprof {
+        level: c,
+        path: pprof_path,
+        source,
+    })
 }
 
 /// Creates (or truncates) `path` for a load command's output.
