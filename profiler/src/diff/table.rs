@@ -129,7 +129,9 @@ fn columns_legend(measure: Measure, la: &str, lb: &str) -> String {
     format!("{threads}; change: {lb} - {la}, normalized")
 }
 
-/// Writes the side-by-side table of A (`paths.0`) and B to `out`.
+/// Writes the side-by-side table of A (`paths.0`) and B to `out`: the sides and how they are
+/// normalized, then the waits by kind, by command (with many processes), by thread, and the
+/// sites that changed most.
 pub fn write_diff_table(
     a: &Profile,
     b: &Profile,
@@ -138,64 +140,128 @@ pub fn write_diff_table(
     out: &mut dyn std::io::Write,
 ) -> Result<(), DiffError> {
     options.normalization.validate()?;
-    let n = options.normalization;
     let measure = diff_measure(a, b);
-    let (la, lb) = (options.labels.0.as_str(), options.labels.1.as_str());
-    let mut text = String::new();
-    let _ = writeln!(text, "lockscope diff");
-    let wide = |text: &mut String, line: &str, indent: &str| match options.stack_style {
-        StackStyle::Full => {
-            let _ = writeln!(text, "{line}");
+    let mut table = Table {
+        text: String::new(),
+        options,
+        measure,
+        unit: options.normalization.unit_of(measure),
+        what: if measure == Measure::Waits {
+            "Wait"
+        } else {
+            "Sample"
+        },
+    };
+    table.head(a, b, paths);
+    table.kinds(a, b);
+    if super::many_processes(a) || super::many_processes(b) {
+        table.commands(a, b);
+    }
+    table.threads(a, b);
+    table.sites(a, b);
+    out.write_all(table.text.as_bytes())
+        .map_err(WriteError::io("the diff table"))?;
+    Ok(())
+}
+
+/// The diff table being written, with what every part of it needs.
+struct Table<'o> {
+    /// The text so far.
+    text: String,
+    options: &'o DiffOptions,
+    /// What the records measure.
+    measure: Measure,
+    /// The unit of the normalized numbers.
+    unit: &'static str,
+    /// `Wait` or `Sample`, for titles.
+    what: &'static str,
+}
+
+impl<'o> Table<'o> {
+    /// The sides' labels.
+    fn labels(&self) -> (&'o str, &'o str) {
+        (
+            self.options.labels.0.as_str(),
+            self.options.labels.1.as_str(),
+        )
+    }
+
+    /// A line of text, wrapped to the text width (at `indent`) unless full stacks are asked.
+    fn wide(&mut self, line: &str, indent: &str) {
+        match self.options.stack_style {
+            StackStyle::Full => {
+                let _ = writeln!(self.text, "{line}");
+            }
+            StackStyle::Readable => {
+                let first = line.len() - line.trim_start().len();
+                let _ = writeln!(
+                    self.text,
+                    "{}",
+                    frames::wrap(
+                        line.trim_start(),
+                        &line[..first],
+                        indent,
+                        frames::TEXT_WIDTH
+                    )
+                );
+            }
         }
-        StackStyle::Readable => {
-            let first = line.len() - line.trim_start().len();
+    }
+
+    /// The sides, their waits by role, the normalization and what makes them incomparable.
+    fn head(&mut self, a: &Profile, b: &Profile, paths: (&str, &str)) {
+        let (la, lb) = self.labels();
+        let _ = writeln!(self.text, "lockscope diff");
+        self.wide(&describe_side(la, paths.0, a), "         ");
+        self.wide(&describe_side(lb, paths.1, b), "         ");
+        if self.measure == Measure::Waits {
+            for (label, p) in [(la, a), (lb, b)] {
+                let words = crate::report::Classified::of(p).words(false);
+                self.wide(&format!("  {label:<4} {words}"), "       ");
+            }
+        }
+        let _ = writeln!(
+            self.text,
+            "  normalized as {}",
+            self.options.normalization.describe(a, b, self.measure)
+        );
+        let warnings = mismatches(a, b, self.options);
+        if warnings.is_empty() {
             let _ = writeln!(
-                text,
-                "{}",
-                frames::wrap(
-                    line.trim_start(),
-                    &line[..first],
-                    indent,
-                    frames::TEXT_WIDTH
-                )
+                self.text,
+                "  comparable: same program and probes, nothing lost"
             );
         }
-    };
-    wide(&mut text, &describe_side(la, paths.0, a), "         ");
-    wide(&mut text, &describe_side(lb, paths.1, b), "         ");
-    if measure == Measure::Waits {
-        for (label, p) in [(la, a), (lb, b)] {
-            let words = crate::report::Classified::of(p).words(false);
-            wide(&mut text, &format!("  {label:<4} {words}"), "       ");
+        for warning in &warnings {
+            self.wide(&format!("WARNING: {warning}"), "  ");
         }
     }
-    let _ = writeln!(text, "  normalized as {}", n.describe(a, b, measure));
-    let warnings = mismatches(a, b, options);
-    if warnings.is_empty() {
-        let _ = writeln!(text, "  comparable: same program and probes, nothing lost");
-    }
-    for warning in &warnings {
-        wide(&mut text, &format!("WARNING: {warning}"), "  ");
-    }
-    let unit = n.unit_of(measure);
-    let what = if measure == Measure::Waits {
-        "Wait"
-    } else {
-        "Sample"
-    };
 
-    text.push('\n');
-    wide(
-        &mut text,
-        &format!("{what} kinds ({})", columns_legend(measure, la, lb)),
-        "  ",
-    );
-    let _ = writeln!(text, "{}", row_header(measure));
-    for (kind, ra, rb) in grouped(a, b, n, Records::Waits, |_, r| r.kind) {
-        write_rows(&mut text, kind.name(), [(la, &ra), (lb, &rb)], unit);
+    /// The waits (or samples) by kind.
+    fn kinds(&mut self, a: &Profile, b: &Profile) {
+        let (la, lb) = self.labels();
+        self.text.push('\n');
+        let title = format!(
+            "{} kinds ({})",
+            self.what,
+            columns_legend(self.measure, la, lb)
+        );
+        self.wide(&title, "  ");
+        let _ = writeln!(self.text, "{}", row_header(self.measure));
+        let n = self.options.normalization;
+        for (kind, ra, rb) in grouped(a, b, n, Records::Waits, |_, r| r.kind) {
+            write_rows(
+                &mut self.text,
+                kind.name(),
+                [(la, &ra), (lb, &rb)],
+                self.unit,
+            );
+        }
     }
 
-    if super::many_processes(a) || super::many_processes(b) {
+    /// The waits by command, processes matched by command.
+    fn commands(&mut self, a: &Profile, b: &Profile) {
+        let (la, lb) = self.labels();
         let groups = |p: &Profile| -> std::collections::BTreeMap<String, (usize, usize)> {
             command_groups(p)
                 .into_iter()
@@ -203,9 +269,8 @@ pub fn write_diff_table(
                 .collect()
         };
         let (ga, gb) = (groups(a), groups(b));
-        text.push('\n');
-        wide(
-            &mut text,
+        self.text.push('\n');
+        self.wide(
             &format!(
                 "Processes by command (matched by command, not pid: {la} {} processes, {lb} {})",
                 ga.values().map(|g| g.0).sum::<usize>(),
@@ -213,7 +278,8 @@ pub fn write_diff_table(
             ),
             "  ",
         );
-        let _ = writeln!(text, "{}", row_header(measure));
+        let _ = writeln!(self.text, "{}", row_header(self.measure));
+        let n = self.options.normalization;
         for (command, ra, rb) in grouped(a, b, n, Records::Waits, |p, r| command_of(p, r.pid)) {
             let count = |g: &std::collections::BTreeMap<String, (usize, usize)>| {
                 g.get(&command).map_or(0, |c| c.0)
@@ -223,51 +289,60 @@ pub fn write_diff_table(
                 count(&ga),
                 count(&gb)
             );
-            write_rows(&mut text, &name, [(la, &ra), (lb, &rb)], unit);
+            write_rows(&mut self.text, &name, [(la, &ra), (lb, &rb)], self.unit);
         }
     }
 
-    let _ = writeln!(text, "\nThreads (digits in names merged as `*`)");
-    let _ = writeln!(text, "{}", row_header(measure));
-    for (thread, ra, rb) in grouped(a, b, n, Records::Waits, canonical_thread) {
-        write_rows(&mut text, &thread, [(la, &ra), (lb, &rb)], unit);
+    /// The waits by thread, digits in names merged.
+    fn threads(&mut self, a: &Profile, b: &Profile) {
+        let (la, lb) = self.labels();
+        let _ = writeln!(self.text, "\nThreads (digits in names merged as `*`)");
+        let _ = writeln!(self.text, "{}", row_header(self.measure));
+        let n = self.options.normalization;
+        for (thread, ra, rb) in grouped(a, b, n, Records::Waits, canonical_thread) {
+            write_rows(&mut self.text, &thread, [(la, &ra), (lb, &rb)], self.unit);
+        }
     }
 
-    let depth = site_depth(a, b);
-    // The sites keep the intervals of threads waiting for a CPU, said so in their title.
-    let mut sites = grouped(a, b, n, Records::WaitsAndCpuWaits, |p, r| {
-        canonical_site(p, r, depth).join(";")
-    });
-    let total_sites = rank_by_change(&mut sites, options.top);
-    let title = format!(
-        "Top {} of {total_sites} {} sites ({}) by change{}",
-        sites.len(),
-        what.to_lowercase(),
-        match options.stack_style {
-            StackStyle::Readable => "telling frame and its callers, leaf first, then the kind",
-            StackStyle::Full => "canonical stack, root first",
-        },
-        if measure == Measure::Waits {
-            ", waits for a CPU (CPU saturation) included"
-        } else {
-            ""
-        }
-    );
-    text.push('\n');
-    wide(&mut text, &title, "  ");
-    let _ = writeln!(text, "{}", row_header(measure));
-    let keys: Vec<&str> = sites.iter().map(|(site, ..)| site.as_str()).collect();
-    let names = sites::site_names(&keys, options.stack_style, frames::TEXT_WIDTH - 2);
-    for ((_, ra, rb), name) in sites.iter().zip(names) {
-        match options.stack_style {
-            StackStyle::Readable => write_rows(&mut text, &name, [(la, ra), (lb, rb)], unit),
-            StackStyle::Full => {
-                let _ = writeln!(text, "  {name}");
-                write_side_rows(&mut text, [(la, ra), (lb, rb)], unit);
+    /// The sites that changed most.
+    fn sites(&mut self, a: &Profile, b: &Profile) {
+        let (la, lb) = self.labels();
+        let depth = site_depth(a, b);
+        let n = self.options.normalization;
+        // The sites keep the intervals of threads waiting for a CPU, said so in their title.
+        let mut sites = grouped(a, b, n, Records::WaitsAndCpuWaits, |p, r| {
+            canonical_site(p, r, depth).join(";")
+        });
+        let total_sites = rank_by_change(&mut sites, self.options.top);
+        let title = format!(
+            "Top {} of {total_sites} {} sites ({}) by change{}",
+            sites.len(),
+            self.what.to_lowercase(),
+            match self.options.stack_style {
+                StackStyle::Readable => "telling frame and its callers, leaf first, then the kind",
+                StackStyle::Full => "canonical stack, root first",
+            },
+            if self.measure == Measure::Waits {
+                ", waits for a CPU (CPU saturation) included"
+            } else {
+                ""
+            }
+        );
+        self.text.push('\n');
+        self.wide(&title, "  ");
+        let _ = writeln!(self.text, "{}", row_header(self.measure));
+        let keys: Vec<&str> = sites.iter().map(|(site, ..)| site.as_str()).collect();
+        let names = sites::site_names(&keys, self.options.stack_style, frames::TEXT_WIDTH - 2);
+        for ((_, ra, rb), name) in sites.iter().zip(names) {
+            match self.options.stack_style {
+                StackStyle::Readable => {
+                    write_rows(&mut self.text, &name, [(la, ra), (lb, rb)], self.unit)
+                }
+                StackStyle::Full => {
+                    let _ = writeln!(self.text, "  {name}");
+                    write_side_rows(&mut self.text, [(la, ra), (lb, rb)], self.unit);
+                }
             }
         }
     }
-    out.write_all(text.as_bytes())
-        .map_err(WriteError::io("the diff table"))?;
-    Ok(())
 }
