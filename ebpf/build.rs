@@ -7,7 +7,7 @@
 //! It also writes `OUT_DIR/probes.rs`, which `src/probes/mod.rs` includes: one module per Rust
 //! loader `src/probes/NAME.rs` (every file there but `mod.rs`) and `REGISTRATIONS`, each file's
 //! `REGISTERED`, so that a new probe is one more file there too, found here by its name (the list
-//! written by `build-support/module_list.rs`, as `profiler/build.rs` writes its sections').
+//! written by `probes/dev/module_list.rs`, as `profiler/build.rs` writes its sections').
 //!
 //! The kernel's types come from the vendored `src/bpf/vmlinux/x86_64/vmlinux.h` (as libbpf-tools
 //! and libbpf-bootstrap do): the build needs neither kernel BTF nor bpftool, and gives the same
@@ -19,7 +19,7 @@ use libbpf_cargo::SkeletonBuilder;
 use std::env;
 use std::path::{Path, PathBuf};
 
-#[path = "../build-support/module_list.rs"]
+#[path = "../probes/dev/module_list.rs"]
 mod module_list;
 use module_list::{module_list, write_generated};
 

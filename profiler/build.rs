@@ -2,13 +2,13 @@
 //! declares its `SECTION`. This writes `OUT_DIR/sections.rs`, which `src/report/sections/mod.rs`
 //! includes: a `mod NAME` per file and `FILES`, their `NAME::SECTION`s by file name (the report
 //! orders them itself, from the catalog). A new section is one more file, found here by its name,
-//! as the eBPF crate's build script finds its probes' loaders (`build-support/module_list.rs`
+//! as the eBPF crate's build script finds its probes' loaders (`probes/dev/module_list.rs`
 //! for both).
 
 use std::env;
 use std::path::PathBuf;
 
-#[path = "../build-support/module_list.rs"]
+#[path = "../probes/dev/module_list.rs"]
 mod module_list;
 use module_list::{module_list, write_generated};
 

@@ -54,8 +54,7 @@ pub(crate) use require_bpf;
 pub static SERIAL: Mutex<()> = Mutex::new(());
 
 // Re-running this binary as one of its tests, found by its name under its module's path.
-#[path = "../../../../test-support/self_run.rs"]
-mod self_run;
+use lockscope_dev::self_run;
 
 /// True when this process was started by [`helper_argv`] to run helper `name`. A helper run
 /// any other way (`--include-ignored` without `--skip helper_`) returns at once: the helpers

@@ -10,8 +10,7 @@ use std::time::Duration;
 
 pub mod fixtures;
 // Re-running this binary as one of its tests, found by its name under its module's path.
-#[path = "../../../../test-support/self_run.rs"]
-pub mod self_run;
+pub use lockscope_dev::self_run;
 
 /// What the demo does (see `profiler/src/bin/lockscope-demo.rs`).
 pub const MUTEX_WAITERS: u64 = 4;
@@ -413,8 +412,7 @@ pub fn run_ok(cmd: &mut Command) -> String {
 }
 
 // The golden-file check, the same for every crate's tests.
-#[path = "../../../../test-support/golden.rs"]
-mod golden;
+use lockscope_dev::golden;
 
 /// Compares `actual` with the golden file `tests/golden/<name>`, or rewrites the file when
 /// `LOCKSCOPE_BLESS=1` (then review the diff).

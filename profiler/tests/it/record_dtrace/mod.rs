@@ -13,11 +13,8 @@
 
 use crate::common;
 // The dtrace crate's test helpers: `real_dtrace` finds (or skips without) the real dtrace alike
-// in both crates' tests, `golden_dir` its golden scripts. They load test-support/golden.rs as
-// this crate's `common` does.
-#[path = "../../../../dtrace/tests/it/common/mod.rs"]
-#[allow(clippy::duplicate_mod)]
-mod dtrace_common;
+// in both crates' tests, `golden_dir` its golden scripts.
+use lockscope_dev::dtrace as dtrace_common;
 
 use common::{
     bpf_available, demo_cpu_measures, demo_path, lockscope, KillOnDrop, DEMO_ON_CPU,

@@ -1,7 +1,7 @@
 //! The module list of a directory whose files are found, not listed: every build script that
 //! discovers Rust files (`ebpf/build.rs` its probes' loaders, `profiler/build.rs` the report's
-//! sections) includes this file by path, as the tests include `test-support/`, and writes what
-//! [`module_list`] returns to a file its crate includes ([`write_generated`]).
+//! sections) includes this file by path, and writes what [`module_list`] returns to a file its
+//! crate includes ([`write_generated`]).
 
 use std::path::Path;
 

@@ -1,6 +1,6 @@
 //! The golden-file check of every test binary that compares output with a file kept in the
 //! repository (`profiler/tests/golden/`, `dtrace/tests/golden/`), the only one: each crate's
-//! `tests/it/common` includes this file by path and names its own directory.
+//! tests name their own directory.
 //!
 //! A test compares what it made with the file; `LOCKSCOPE_BLESS=1` writes what it made there
 //! instead (then review the diff before committing it).

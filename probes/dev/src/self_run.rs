@@ -1,8 +1,7 @@
 //! Re-running a test binary as one of its own tests, alone: how the tests that need another
 //! process (a program to record, a process to attach to) start one with code of their own. The
 //! program is an ignored test (`helper_...`, which `.ci/run` skips) that does its work only when
-//! run this way. Included by path by the test binaries that do it (`ebpf/tests/it`,
-//! `profiler/tests/it`).
+//! run this way. Used by the test binaries that do it (`ebpf/tests/it`, `profiler/tests/it`).
 //!
 //! A test's name to the harness is its module path in the binary and its own name
 //! (`probes::offcpu::helper_sleeps`); callers give the own name, unique in the binary.
