@@ -16,7 +16,7 @@
 //!
 //! A recording with the `cpu` probe beside wait probes keeps the two apart: everything above is
 //! about waits, and the on-CPU samples are CPU time in a section of their own
-//! (`report/sections/on_cpu.rs`), with each thread's CPU time beside its waits under `--by thread`;
+//! (`report/sections/cpu.rs`), with each thread's CPU time beside its waits under `--by thread`;
 //! so are the `syscall` and `lifecycle` probes' time in system calls and the `mutex-hold` probe's
 //! holds ([`lockscope_probes::MixedMeasures`]). The
 //! `offcpu` probe's intervals of threads waiting for a CPU (run queue, preempted) are CPU

@@ -16,7 +16,9 @@
 //! `rank`, then the probes' sections, then the CPU's (time on a CPU or waiting for one, which the
 //! report keeps out of its waits), these two in catalog order of the descriptor whose `section`
 //! is the key. That key is the descriptor's field (`on_cpu` for the cpu probe, `cpu_saturation`
-//! for preempt), never respelled, and the file is named as it. `cargo fmt` does not see modules
+//! for preempt, `holds` for mutex-hold: the JSON's keys, kept as documented), never respelled;
+//! a probe's section file is named after its probe (`cpu.rs`, `preempt.rs`, `mutex_hold.rs`),
+//! the views of every wait after what they show. `cargo fmt` does not see modules
 //! that only `build.rs` declares: format a section with `rustfmt --edition 2021 FILE` (`.ci/run`
 //! checks them so). This file also holds what the sections share (the site rows, thread labels,
 //! the wait plumbing skipped when naming a site).

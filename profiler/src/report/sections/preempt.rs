@@ -1,5 +1,6 @@
-//! The CPU saturation section: the `offcpu` probe's intervals of threads waiting for a CPU
-//! (run queue after a wakeup, preempted), kept out of the waits, per site and per thread.
+//! The `preempt` probe's section, CPU saturation (JSON key `cpu_saturation`): the `offcpu`
+//! probe's intervals of threads waiting for a CPU (run queue after a wakeup, preempted), kept out
+//! of the waits, per site and per thread.
 
 use super::*;
 use lockscope_probes::catalog::offcpu_operation;
