@@ -44,7 +44,6 @@ pub(crate) const PROBE: DtraceProbe = DtraceProbe {
     default: true,
     macos_needs_launch: false,
     absent: &[],
-
     clauses,
 };
 
@@ -85,7 +84,8 @@ fn clauses(out: &mut String, families: &mut Vec<Family>, options: &ScriptOptions
     let op_at_return = format!("strjoin(lltostr(self->lockscope_futex_op), strjoin(\"/\", {ctx}))");
     emit_syscall_wait(
         out,
-        &SyscallWait {
+        families,
+        SyscallWait {
             family: family_of("futex", PROBE.name, "auto", false, true),
             functions: &["futex"],
             entry_filter: Some(cmds.join(" || ")),
@@ -94,5 +94,4 @@ fn clauses(out: &mut String, families: &mut Vec<Family>, options: &ScriptOptions
             op_at_return: &op_at_return,
         },
     );
-    families.push(family_of("futex", PROBE.name, "auto", false, true));
 }

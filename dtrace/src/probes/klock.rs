@@ -40,7 +40,6 @@ pub(crate) const PROBE: DtraceProbe = DtraceProbe {
         "DTrace for Linux accepts the lockstat probes but they never fire: they need the fbt \
          provider (kprobes), which this kernel does not offer",
     )],
-
     clauses,
 };
 

@@ -21,7 +21,6 @@ pub(crate) const PROBE: DtraceProbe = DtraceProbe {
     default: true,
     macos_needs_launch: false,
     absent: &[],
-
     clauses,
 };
 
@@ -30,7 +29,8 @@ pub(crate) const PROBE: DtraceProbe = DtraceProbe {
 fn clauses(out: &mut String, families: &mut Vec<Family>, _options: &ScriptOptions) {
     emit_syscall_wait(
         out,
-        &SyscallWait {
+        families,
+        SyscallWait {
             family: family_of("lwp_mutex", PROBE.name, "mutex", false, true),
             functions: &["lwp_mutex_timedlock"],
             entry_filter: None,
@@ -39,5 +39,4 @@ fn clauses(out: &mut String, families: &mut Vec<Family>, _options: &ScriptOption
             op_at_return: "probefunc",
         },
     );
-    families.push(family_of("lwp_mutex", PROBE.name, "mutex", false, true));
 }

@@ -17,7 +17,6 @@ pub(crate) const PROBE: DtraceProbe = DtraceProbe {
     default: true,
     macos_needs_launch: false,
     absent: &[],
-
     clauses,
 };
 
@@ -27,7 +26,8 @@ fn clauses(out: &mut String, families: &mut Vec<Family>, _options: &ScriptOption
     // lwp_park(which, ...): subcode 0 parks; 1 and 2 unpark and never block.
     emit_syscall_wait(
         out,
-        &SyscallWait {
+        families,
+        SyscallWait {
             family: family_of("lwp_park", PROBE.name, "auto", false, true),
             functions: &["lwp_park"],
             entry_filter: Some("arg0 == 0".into()),
@@ -36,5 +36,4 @@ fn clauses(out: &mut String, families: &mut Vec<Family>, _options: &ScriptOption
             op_at_return: "probefunc",
         },
     );
-    families.push(family_of("lwp_park", PROBE.name, "auto", false, true));
 }

@@ -30,7 +30,6 @@ pub(crate) const PROBE: DtraceProbe = DtraceProbe {
         TargetOs::Linux,
         "DTrace for Linux has no plockstat provider (glibc has no plockstat probes)",
     )],
-
     clauses,
 };
 

@@ -31,7 +31,6 @@ pub(crate) const PROBE: DtraceProbe = DtraceProbe {
     default: true,
     macos_needs_launch: false,
     absent: &[],
-
     clauses,
 };
 
@@ -40,7 +39,8 @@ pub(crate) const PROBE: DtraceProbe = DtraceProbe {
 fn clauses(out: &mut String, families: &mut Vec<Family>, _options: &ScriptOptions) {
     emit_syscall_wait(
         out,
-        &SyscallWait {
+        families,
+        SyscallWait {
             family: family_of("psynch", PROBE.name, "auto", false, true),
             functions: &[
                 "psynch_mutexwait",
@@ -54,5 +54,4 @@ fn clauses(out: &mut String, families: &mut Vec<Family>, _options: &ScriptOption
             op_at_return: "probefunc",
         },
     );
-    families.push(family_of("psynch", PROBE.name, "auto", false, true));
 }

@@ -16,7 +16,6 @@ pub(crate) const PROBE: DtraceProbe = DtraceProbe {
     default: false,
     macos_needs_launch: false,
     absent: &[],
-
     clauses,
 };
 
@@ -25,7 +24,8 @@ pub(crate) const PROBE: DtraceProbe = DtraceProbe {
 fn clauses(out: &mut String, families: &mut Vec<Family>, _options: &ScriptOptions) {
     emit_syscall_wait(
         out,
-        &SyscallWait {
+        families,
+        SyscallWait {
             family: family_of("semwait", PROBE.name, "semaphore", false, true),
             functions: &["__semwait_signal"],
             entry_filter: None,
@@ -34,5 +34,4 @@ fn clauses(out: &mut String, families: &mut Vec<Family>, _options: &ScriptOption
             op_at_return: "probefunc",
         },
     );
-    families.push(family_of("semwait", PROBE.name, "semaphore", false, true));
 }

@@ -22,7 +22,6 @@ pub(crate) const PROBE: DtraceProbe = DtraceProbe {
     default: false,
     macos_needs_launch: false,
     absent: &[],
-
     clauses,
 };
 

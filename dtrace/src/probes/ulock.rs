@@ -24,7 +24,6 @@ pub(crate) const PROBE: DtraceProbe = DtraceProbe {
     default: true,
     macos_needs_launch: false,
     absent: &[],
-
     clauses,
 };
 
@@ -33,7 +32,8 @@ pub(crate) const PROBE: DtraceProbe = DtraceProbe {
 fn clauses(out: &mut String, families: &mut Vec<Family>, _options: &ScriptOptions) {
     emit_syscall_wait(
         out,
-        &SyscallWait {
+        families,
+        SyscallWait {
             family: family_of("ulock", PROBE.name, "auto", false, true),
             functions: &["ulock_wait", "ulock_wait2"],
             entry_filter: None,
@@ -42,5 +42,4 @@ fn clauses(out: &mut String, families: &mut Vec<Family>, _options: &ScriptOption
             op_at_return: "strjoin(probefunc, strjoin(\"/\", lltostr(self->lockscope_ulock_op)))",
         },
     );
-    families.push(family_of("ulock", PROBE.name, "auto", false, true));
 }

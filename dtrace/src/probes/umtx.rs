@@ -19,7 +19,6 @@ pub(crate) const PROBE: DtraceProbe = DtraceProbe {
     default: true,
     macos_needs_launch: false,
     absent: &[],
-
     clauses,
 };
 
@@ -32,7 +31,8 @@ fn clauses(out: &mut String, families: &mut Vec<Family>, _options: &ScriptOption
         .collect();
     emit_syscall_wait(
         out,
-        &SyscallWait {
+        families,
+        SyscallWait {
             family: family_of("umtx", PROBE.name, "auto", false, true),
             functions: &["_umtx_op"],
             entry_filter: Some(ops.join(" || ")),
@@ -41,5 +41,4 @@ fn clauses(out: &mut String, families: &mut Vec<Family>, _options: &ScriptOption
             op_at_return: "lltostr(self->lockscope_umtx_op)",
         },
     );
-    families.push(family_of("umtx", PROBE.name, "auto", false, true));
 }

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 /// One aggregation family: the aggregations of one tag, printed by one `printa()`.
+#[derive(Clone, Copy)]
 pub(crate) struct Family {
     /// D identifier part: `@lockscope_<tag>_count`.
     pub(crate) tag: &'static str,

@@ -17,7 +17,8 @@ pub(crate) struct SyscallWait<'a> {
     pub(crate) op_at_return: &'a str,
 }
 
-pub(crate) fn emit_syscall_wait(out: &mut String, w: &SyscallWait<'_>) {
+/// Writes the clauses of `w` into `out` and its family into `families`.
+pub(crate) fn emit_syscall_wait(out: &mut String, families: &mut Vec<Family>, w: SyscallWait<'_>) {
     let tag = w.family.tag;
     let probes = |side: &str| {
         w.functions
@@ -51,4 +52,5 @@ pub(crate) fn emit_syscall_wait(out: &mut String, w: &SyscallWait<'_>) {
         let _ = writeln!(out, "\tself->lockscope_{tag}_op = 0;");
     }
     let _ = writeln!(out, "}}\n");
+    families.push(w.family);
 }
