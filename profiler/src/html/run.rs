@@ -219,7 +219,11 @@ fn draw(out: &mut String, profile: &Profile, label: &str, options: &FlamegraphOp
 
 /// A table of (key, value) rows, each a header cell and its value, escaped; `class` names the
 /// table for the page's style.
-pub(super) fn key_value_table(out: &mut String, class: Option<&str>, rows: &[(&str, String)]) {
+pub(super) fn key_value_table<K: AsRef<str>>(
+    out: &mut String,
+    class: Option<&str>,
+    rows: &[(K, String)],
+) {
     match class {
         Some(class) => {
             let _ = writeln!(out, "<table class=\"{}\">", xml_escape(class));
@@ -230,7 +234,7 @@ pub(super) fn key_value_table(out: &mut String, class: Option<&str>, rows: &[(&s
         let _ = writeln!(
             out,
             "<tr><th>{}</th><td>{}</td></tr>",
-            xml_escape(key),
+            xml_escape(key.as_ref()),
             xml_escape(value)
         );
     }

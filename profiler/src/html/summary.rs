@@ -3,9 +3,10 @@
 
 use super::diff::{diff_change, diff_unit_header, diff_value, growing_stacks};
 use super::page::breakdown_bars;
+use super::run::key_value_table;
 use crate::analysis::measure::Measure;
 use crate::diff::Diff;
-use crate::render::svg::{time_bars_svg, xml_escape, TimeBar};
+use crate::render::svg::{time_bars_svg, TimeBar};
 use crate::render::units::{format_fraction, format_ns, format_threads};
 use crate::report::{build_report, ReportOptions};
 use crate::sweep::{LevelWhy, Sweep, NO_BREAKDOWN};
@@ -388,16 +389,8 @@ pub(super) fn level_time_bars(sweep: &Sweep) -> String {
 /// The summary at the top of the page: what a reader of a writeup looks at before anything
 /// else; `after` follows the table (the levels' time bars of a sweep).
 pub(super) fn summary_section(out: &mut String, rows: &[(String, String)], after: &str) {
-    out.push_str("<section class=\"summary\" id=\"summary\">\n<h2>Summary</h2>\n<table class=\"summary-table\">\n");
-    for (key, value) in rows {
-        let _ = writeln!(
-            out,
-            "<tr><th>{}</th><td>{}</td></tr>",
-            xml_escape(key),
-            xml_escape(value)
-        );
-    }
-    out.push_str("</table>\n");
+    out.push_str("<section class=\"summary\" id=\"summary\">\n<h2>Summary</h2>\n");
+    key_value_table(out, Some("summary-table"), rows);
     out.push_str(after);
     out.push_str("</section>\n");
 }
