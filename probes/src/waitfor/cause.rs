@@ -17,6 +17,11 @@ pub enum CauseKind {
     Cpu,
     /// Threads waiting for a CPU: the CPUs were saturated.
     CpuSaturation,
+    /// A thread on a CPU spinning in a recognised spin primitive (`pthread_spin_lock`, a
+    /// contended `pthread_mutex_lock`: [`crate::sched::spin_samples`]) while another thread
+    /// held the lock: a wait on the holder, from the `cpu` probe's samples (the engine's
+    /// intervals are off-CPU only, so no chain ends here).
+    Spin,
     /// Threads runnable (woken, or preempted) while the CPU they then ran on was idle: the time
     /// the kernel (or a hypervisor waking a halted virtual CPU) took to run them, not a lack of
     /// CPUs.
@@ -41,6 +46,7 @@ impl CauseKind {
         match self {
             CauseKind::Cpu => "cpu",
             CauseKind::CpuSaturation => "cpu-saturation",
+            CauseKind::Spin => "spin",
             CauseKind::WakeupLatency => "wakeup-latency",
             CauseKind::Sleep => "sleep",
             CauseKind::Io => "io",

@@ -5,6 +5,7 @@ use super::cause::{cause, Sampled};
 use super::classify::{classify, waited_on_sleeps};
 use super::model::{Analysed, Cause, CauseKey, CauseKind, Coverage, Header, Why, WorkingWaited};
 use super::select::{Selection, ThreadNames};
+use super::spin::{spin_causes, spin_ns_by_thread};
 use super::stacks::{place_names, stack_names};
 use super::{WhyError, WhyOptions, WHY_JSON_VERSION};
 use crate::render::frames;
@@ -30,7 +31,8 @@ impl Why {
             .iter()
             .map(|b| classify(profile, b, &waited_on, &roles))
             .collect();
-        let selection = Selection::choose(profile, waitfor, &kinds, &names, options)?;
+        let spin_ns = spin_ns_by_thread(profile);
+        let selection = Selection::choose(profile, waitfor, &kinds, &names, &spin_ns, options)?;
         let sampled = Sampled::of(profile, waitfor);
         let mut causes: BTreeMap<CauseKey, Vec<&Blame>> = BTreeMap::new();
         for (b, &kind) in waitfor.blame.iter().zip(&kinds) {
@@ -79,6 +81,18 @@ impl Why {
             .into_iter()
             .map(|(key, records)| cause(profile, &names, &sampled, key, &records, wall_ns))
             .collect();
+        // Spinning for a lock is waiting on its holder, on a CPU: the selection counted it out
+        // of their time on a CPU.
+        all.extend(
+            spin_causes(profile, waitfor, &names, &selection.threads, wall_ns)
+                .into_iter()
+                .filter(|c| {
+                    options
+                        .site
+                        .as_ref()
+                        .is_none_or(|site| c.stack.iter().any(|f| f.contains(site.as_str())))
+                }),
+        );
         all.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.key.cmp(&b.key)));
         let waits_ns: u64 = all.iter().map(|c| c.total_ns).sum();
         let unexplained_ns = all
@@ -128,10 +142,13 @@ impl Why {
             },
             analysed: Analysed {
                 selection: selection.how,
-                working: selection.working.map(|(groups, share)| WorkingWaited {
-                    groups,
-                    waited_share: share,
-                }),
+                working: selection
+                    .working
+                    .map(|(groups, share, cpu_share)| WorkingWaited {
+                        groups,
+                        waited_share: share,
+                        cpu_waited_share: cpu_share,
+                    }),
                 pattern: options.threads.clone(),
                 site: options.site.clone(),
                 groups: selection.groups,

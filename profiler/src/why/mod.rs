@@ -38,6 +38,7 @@ mod compare;
 mod compare_text;
 mod model;
 mod select;
+mod spin;
 mod stacks;
 mod text;
 

@@ -77,8 +77,12 @@ pub struct Analysed {
 pub struct WorkingWaited {
     /// Their groups' names.
     pub groups: Vec<String>,
-    /// The share of their time they waited (idle waits apart), under [`super::WORKING_SHARE`].
+    /// The share of their time they waited on the program's threads (idle waits apart), under
+    /// [`super::WORKING_SHARE`].
     pub waited_share: f64,
+    /// The share of their time they waited for CPUs that other processes held (or that were
+    /// idle: wakeup latency): the machine's load, not counted above.
+    pub cpu_waited_share: f64,
 }
 
 /// A thread group and how many threads it has.

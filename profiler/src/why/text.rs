@@ -3,6 +3,7 @@
 use super::{Cause, CauseKind, GroupRow, NamedTime, Site, Why};
 use crate::render::frames::{self, StackStyle, TEXT_WIDTH};
 use crate::render::units::{format_ns, format_percent};
+use lockscope_probes::sched::SpinPrimitive;
 use lockscope_probes::waitfor::WaitPart;
 use std::fmt::Write as _;
 
@@ -72,17 +73,22 @@ fn render(why: &Why, style: StackStyle) -> String {
         indent,
     );
     if let Some(w) = &a.working {
-        put_wrapped(
-            &mut out,
-            &format!(
-                "the groups that did the work ({}) waited {} of their time: nothing held them \
-                 back",
-                w.groups.join(", "),
-                format_percent((w.waited_share * 1e6) as u64, 1_000_000),
-            ),
-            "  why        ",
-            indent,
+        let share = |s: f64| format_percent((s * 1e6) as u64, 1_000_000);
+        let mut text = format!(
+            "the groups that did the work ({}) waited {} of their time on the program's threads: \
+             nothing in it held them back",
+            w.groups.join(", "),
+            share(w.waited_share),
         );
+        if w.cpu_waited_share > 0.0 {
+            text.push_str(&format!(
+                " (and {} waiting for a CPU no thread of the program held: the machine's load; \
+                 --threads '{}' shows it)",
+                share(w.cpu_waited_share),
+                w.groups.join(","),
+            ));
+        }
+        put_wrapped(&mut out, &text, "  why        ", indent);
     }
     if !a.left_out.is_empty() {
         let first = &a.left_out[0].group;
@@ -191,6 +197,7 @@ fn what(cause: &Cause) -> &'static str {
     match cause.kind {
         CauseKind::Cpu => "on a CPU",
         CauseKind::CpuSaturation => "waiting for a CPU",
+        CauseKind::Spin => "on a CPU, spinning for a lock another thread held",
         CauseKind::WakeupLatency => "runnable while the CPU it got was idle",
         CauseKind::Sleep => "asleep on purpose while others waited",
         CauseKind::Io => "in I/O",
@@ -252,12 +259,18 @@ fn write_cause(out: &mut String, cause: &Cause, style: StackStyle) {
         .unwrap_or_default();
     let _ = writeln!(
         out,
-        "  #{} {}{call}: {:.1}% of their time ({}), in {} waits",
+        "  #{} {}{call}: {:.1}% of their time ({}), in {} {}",
         cause.rank,
         cause.kind.name(),
         cause.share * 100.0,
         format_ns(cause.total_ns),
         cause.waits,
+        // A spin is the cpu probe's samples, not off-CPU waits.
+        if cause.kind == CauseKind::Spin {
+            "samples"
+        } else {
+            "waits"
+        },
     );
     let who = format!("{}: {}", what(cause), names(&cause.threads));
     put_wrapped(out, &who, "     ", "       ");
@@ -317,7 +330,24 @@ fn write_cause(out: &mut String, cause: &Cause, style: StackStyle) {
             let _ = writeln!(out, "     until it woke them at: {at}");
         }
     }
-    if !cause.holders.is_empty() {
+    if cause.kind == CauseKind::Spin {
+        let spinlock = cause.call.as_deref() == Some(SpinPrimitive::SpinLock.function());
+        let holder = if spinlock {
+            "the lock's holder: not recorded (a spinlock never enters the kernel, so no probe \
+             sees who holds it)"
+                .to_owned()
+        } else if cause.holders.is_empty() {
+            "the lock's holders: not recorded (no thread of the program ended its sleeps at this \
+             site)"
+                .to_owned()
+        } else {
+            format!(
+                "the lock's holders (who ended its sleeps at this site): {}",
+                names(&cause.holders)
+            )
+        };
+        put_wrapped(out, &holder, "     ", "       ");
+    } else if !cause.holders.is_empty() {
         put_wrapped(
             out,
             &format!("CPUs held by: {}", names(&cause.holders)),
@@ -333,7 +363,9 @@ fn write_cause(out: &mut String, cause: &Cause, style: StackStyle) {
             "       ",
         );
     }
-    out.push_str("     explains:\n");
+    if !cause.sites.is_empty() {
+        out.push_str("     explains:\n");
+    }
     for site in cause.sites.iter().take(MAX_SITES) {
         match style {
             StackStyle::Full => {
