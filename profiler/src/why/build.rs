@@ -3,13 +3,15 @@
 
 use super::cause::{cause, Sampled};
 use super::classify::{classify, waited_on_sleeps};
-use super::model::{Analysed, Cause, CauseKey, CauseKind, Coverage, Header, Why, WorkingWaited};
+use super::model::{
+    Analysed, Cause, CauseKey, CauseKind, Coverage, Header, Unexplained, Why, WorkingWaited,
+};
 use super::select::{Selection, ThreadNames};
 use super::spin::{spin_causes, spin_ns_by_thread};
 use super::stacks::{place_names, stack_names};
 use super::{WhyError, WhyOptions, WHY_JSON_VERSION};
 use crate::render::frames;
-use lockscope_probes::waitfor::Blame;
+use lockscope_probes::waitfor::{Blame, RootKind};
 use lockscope_probes::{sleep_site_roles, Profile};
 use std::collections::BTreeMap;
 
@@ -35,6 +37,7 @@ impl Why {
         let selection = Selection::choose(profile, waitfor, &kinds, &names, &spin_ns, options)?;
         let sampled = Sampled::of(profile, waitfor);
         let mut causes: BTreeMap<CauseKey, Vec<&Blame>> = BTreeMap::new();
+        let mut unexplained = Unexplained::default();
         for (b, &kind) in waitfor.blame.iter().zip(&kinds) {
             if !selection.threads.contains(&b.thread) {
                 continue;
@@ -69,6 +72,9 @@ impl Why {
                 _ if by_stack => place_names(profile, b.root.user_stack),
                 _ => Vec::new(),
             };
+            if matches!(kind, CauseKind::Unknown | CauseKind::DepthLimit) {
+                unexplained.add(b, kind);
+            }
             let key = CauseKey {
                 kind: Some(kind),
                 stack,
@@ -134,6 +140,7 @@ impl Why {
                 spurious_wakeups: waitfor.spurious_wakeups,
                 stackless_ns: waitfor.stackless_ns,
                 unexplained_ns,
+                unexplained,
                 unfinished_ns: wall_ns
                     .saturating_sub(selection.on_cpu_ns)
                     .saturating_sub(waits_ns),
@@ -162,6 +169,24 @@ impl Why {
             causes_total,
             idle,
         })
+    }
+}
+
+impl Unexplained {
+    /// Adds `b`'s time, an `unknown` or `depth-limit` record's, under its reason.
+    fn add(&mut self, b: &Blame, kind: CauseKind) {
+        let root = &b.root;
+        let part = if kind == CauseKind::DepthLimit {
+            &mut self.depth_limit_ns
+        } else if root.kind == RootKind::Unknown {
+            &mut self.no_timeline_ns
+        } else if root.call.is_none() && root.user_stack.is_none() && root.kernel_stack.is_none() {
+            // The engine keeps only a root's kind and thread past its limit of records.
+            &mut self.past_record_limit_ns
+        } else {
+            &mut self.no_wakeup_seen_ns
+        };
+        *part = part.saturating_add(b.total_ns);
     }
 }
 

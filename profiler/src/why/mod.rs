@@ -49,7 +49,7 @@ pub use compare::{
 use lockscope_probes::catalog;
 pub use model::{
     Analysed, Cause, CauseKind, Coverage, GroupRow, Header, HopRow, KernelLock, NamedTime, Site,
-    StackShare, Why,
+    StackShare, Unexplained, Why, WorkingWaited,
 };
 use thiserror::Error;
 

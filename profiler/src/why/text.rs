@@ -156,6 +156,37 @@ fn render(why: &Why, style: StackStyle) -> String {
         format_ns(c.history_ns),
     );
     put_wrapped(&mut out, &coverage, "", "  ");
+    if c.unexplained_ns > 0 {
+        let u = &c.unexplained;
+        let parts: Vec<String> = [
+            (
+                u.past_record_limit_ns,
+                "in sleeps kept past the analysis' limit of records (no call, stacks or waker: \
+                 what they slept in is not known)",
+            ),
+            (
+                u.no_wakeup_seen_ns,
+                "in sleeps whose wakeup was not seen (lost or out of order in the stream)",
+            ),
+            (
+                u.no_timeline_ns,
+                "at threads' time the analysis does not know (before their history, or lost \
+                 intervals)",
+            ),
+            (u.depth_limit_ns, "past the depth followed"),
+        ]
+        .into_iter()
+        .filter(|(ns, _)| *ns > 0)
+        .map(|(ns, what)| format!("{} {what}", format_percent(ns, a.wall_ns)))
+        .collect();
+        let text = format!(
+            "Not followed: {} of their time ({}): {}",
+            format_percent(c.unexplained_ns, a.wall_ns),
+            format_ns(c.unexplained_ns),
+            parts.join("; ")
+        );
+        put_wrapped(&mut out, &text, "", "  ");
+    }
     if c.stackless_ns > 0 {
         let stackless = format!(
             "Stacks: {} of the threads' waits were analysed without their stacks (the \
