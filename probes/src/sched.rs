@@ -716,31 +716,33 @@ mod tests {
     #[test]
     fn spin_samples_by_their_leaf() {
         use crate::profile::{AddressSpace, Stack};
-        let mut profile = Profile::default();
-        profile.stacks = vec![
-            Stack::named(
-                AddressSpace::User,
-                &["__pthread_spin_lock", "take_spin", "run"],
-            ),
-            Stack::named(
-                AddressSpace::User,
-                &["___pthread_mutex_lock", "take_order", "run"],
-            ),
-            Stack::named(
-                AddressSpace::User,
-                &[
-                    "__lll_lock_wait",
-                    "___pthread_mutex_lock",
-                    "take_order",
-                    "run",
-                ],
-            ),
-            Stack::named(
-                AddressSpace::User,
-                &["___pthread_mutex_lock", "malloc", "run"],
-            ),
-            Stack::named(AddressSpace::User, &["checksum", "run"]),
-        ];
+        let mut profile = Profile {
+            stacks: vec![
+                Stack::named(
+                    AddressSpace::User,
+                    &["__pthread_spin_lock", "take_spin", "run"],
+                ),
+                Stack::named(
+                    AddressSpace::User,
+                    &["___pthread_mutex_lock", "take_order", "run"],
+                ),
+                Stack::named(
+                    AddressSpace::User,
+                    &[
+                        "__lll_lock_wait",
+                        "___pthread_mutex_lock",
+                        "take_order",
+                        "run",
+                    ],
+                ),
+                Stack::named(
+                    AddressSpace::User,
+                    &["___pthread_mutex_lock", "malloc", "run"],
+                ),
+                Stack::named(AddressSpace::User, &["checksum", "run"]),
+            ],
+            ..Profile::default()
+        };
         let sample = |stack: u32| {
             let mut w = wait(2, WaitKind::OnCpu, "sample", 10);
             w.probe = "cpu".into();

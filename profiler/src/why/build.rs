@@ -262,6 +262,123 @@ mod tests {
         assert_eq!(why.causes[0].stack[..2], ["clock_gettime", "compute_ns"]);
     }
 
+    /// A thread's `cpu` samples in `pthread_spin_lock` are a `spin` cause (a wait, out of its
+    /// time on a CPU), with the holder said to be unrecorded; a chain ending in a sleep kept
+    /// without call, stacks or waker is unknown past the record limit, one with its call but no
+    /// wakeup seen unknown for that reason, and a device wait without a wakeup seen is `io`.
+    #[test]
+    fn spin_and_unknown_by_reason() {
+        use lockscope_probes::waitfor::{Root, ThreadRef, WaitFor, WaitPart};
+        use lockscope_probes::{AddressSpace, Frame, Stack, ThreadTime, WaitKind, WaitRecord};
+        let named = |functions: &[&str]| Stack {
+            space: AddressSpace::User,
+            frames: functions
+                .iter()
+                .map(|f| Frame {
+                    function: Some((*f).into()),
+                    ..Frame::unsymbolized(0x1000)
+                })
+                .collect(),
+            truncated: false,
+        };
+        let (spinner, waiter, sleeper) = (
+            ThreadRef { pid: 1, tid: 2 },
+            ThreadRef { pid: 1, tid: 3 },
+            ThreadRef { pid: 1, tid: 4 },
+        );
+        let blame = |call: Option<&str>, kernel_stack: Option<u32>, total_ns: u64| Blame {
+            thread: waiter,
+            part: WaitPart::Asleep,
+            call: Some("futex".into()),
+            object: 0,
+            user_stack: None,
+            kernel_stack: None,
+            woken_by: None,
+            waker: Some(sleeper),
+            root: Root {
+                kind: RootKind::Blocked,
+                thread: sleeper,
+                call: call.map(str::to_owned),
+                user_stack: None,
+                kernel_stack,
+                woken_by: None,
+                waker_name: None,
+                holder: None,
+                holder_name: None,
+            },
+            depth: 1,
+            chain: Vec::new(),
+            waits: 1,
+            total_ns,
+        };
+        let lived = |thread: ThreadRef, on_cpu: u64| {
+            let mut time = ThreadTime {
+                pid: thread.pid,
+                tid: thread.tid,
+                wall_ns: 1_000,
+                ..ThreadTime::default()
+            };
+            time.time_ns
+                .insert(lockscope_probes::TimeClass::OnCpu, on_cpu);
+            time
+        };
+        let mut stacks = vec![named(&["__pthread_spin_lock", "take_spin", "run"])];
+        let mut io = named(&["io_schedule"]);
+        io.space = AddressSpace::Kernel;
+        stacks.push(io);
+        let profile = Profile {
+            stacks,
+            thread_times: vec![lived(spinner, 600), lived(waiter, 0), lived(sleeper, 0)],
+            waits: vec![WaitRecord {
+                probe: "cpu".into(),
+                kind: WaitKind::OnCpu,
+                pid: 1,
+                tid: 2,
+                object: 0,
+                operation: "sample".into(),
+                user_stack: Some(0),
+                kernel_stack: None,
+                woken_by: None,
+                stats: lockscope_probes::WaitStats {
+                    count: 5,
+                    total_ns: 500,
+                    max_ns: 100,
+                    ..Default::default()
+                },
+            }],
+            waitfor: Some(WaitFor {
+                blame: vec![
+                    blame(None, None, 300),
+                    blame(Some("nanosleep"), None, 100),
+                    blame(Some("fdatasync"), Some(1), 50),
+                ],
+                ..WaitFor::default()
+            }),
+            ..Profile::default()
+        };
+        let options = WhyOptions {
+            threads: Some("2,3".into()),
+            ..WhyOptions::default()
+        };
+        let why = Why::build(&profile, &options).expect("why");
+        let spin = why
+            .causes
+            .iter()
+            .find(|c| c.kind == CauseKind::Spin)
+            .unwrap_or_else(|| panic!("no spin cause: {:#?}", why.causes));
+        assert_eq!((spin.total_ns, spin.waits), (500, 5));
+        assert_eq!(spin.call.as_deref(), Some("pthread_spin_lock"));
+        assert_eq!(why.analysed.on_cpu_ns, 100, "the spin is still on a CPU");
+        assert!(why.to_text().contains("the lock's holder: not recorded"));
+        let u = &why.coverage.unexplained;
+        assert_eq!((u.past_record_limit_ns, u.no_wakeup_seen_ns), (300, 100));
+        assert_eq!(why.coverage.unexplained_ns, 400);
+        assert!(why
+            .causes
+            .iter()
+            .any(|c| c.kind == CauseKind::Io && c.total_ns == 50));
+    }
+
     /// A profile without the wait-for analysis says which probes to record.
     #[test]
     fn no_waitfor() {
