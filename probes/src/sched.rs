@@ -556,18 +556,13 @@ pub enum SpinPrimitive {
     /// `pthread_spin_lock` (glibc's `__pthread_spin_lock`): a user-space lock that never enters
     /// the kernel, so no probe sees who holds it.
     SpinLock,
-    /// `pthread_mutex_lock` on a CPU at a call site whose lock also put threads to sleep (a
-    /// contended mutex): glibc's adaptive spin (`PTHREAD_MUTEX_ADAPTIVE_NP`, inlined in
-    /// `___pthread_mutex_lock`) or the atomic's trips for a lock another thread holds.
-    MutexSpin,
 }
 
 impl SpinPrimitive {
-    /// Its name in reports (`spin-lock`, `mutex-spin`).
+    /// Its name in reports (`spin-lock`).
     pub fn name(self) -> &'static str {
         match self {
             SpinPrimitive::SpinLock => "spin-lock",
-            SpinPrimitive::MutexSpin => "mutex-spin",
         }
     }
 
@@ -575,70 +570,27 @@ impl SpinPrimitive {
     pub fn function(self) -> &'static str {
         match self {
             SpinPrimitive::SpinLock => "pthread_spin_lock",
-            SpinPrimitive::MutexSpin => "pthread_mutex_lock",
         }
     }
 }
 
-/// A function name without glibc's alias prefixes (`__GI_`, leading underscores):
-/// `__GI___pthread_mutex_lock` and `___pthread_mutex_lock` are `pthread_mutex_lock`.
-fn libc_base_name(name: &str) -> &str {
-    let name = name.trim_start_matches('_');
-    name.strip_prefix("GI_")
-        .map_or(name, |n| n.trim_start_matches('_'))
-}
-
-/// True for glibc's spinlock entry (`pthread_spin_lock`, `__pthread_spin_lock`).
+/// True for glibc's spinlock entry (`pthread_spin_lock`, `__pthread_spin_lock`, `__GI_`
+/// aliases).
 fn is_spin_lock_frame(name: &str) -> bool {
-    libc_base_name(name) == "pthread_spin_lock"
-}
-
-/// True for glibc's mutex lock entries (the public one, its aliases, the robust and PI path).
-fn is_mutex_lock_frame(name: &str) -> bool {
-    matches!(
-        libc_base_name(name),
-        "pthread_mutex_lock" | "pthread_mutex_lock_full" | "pthread_mutex_cond_lock"
-    )
-}
-
-/// The caller of a mutex's lock function in `names` (function names, leaf first): the frame
-/// above glibc's `pthread_mutex_lock` (or an alias), which tells a mutex's sleeps and its spins at
-/// one call site.
-pub fn mutex_lock_caller<S: AsRef<str>>(names: &[S]) -> Option<&S> {
-    let at = names.iter().position(|n| is_mutex_lock_frame(n.as_ref()))?;
-    names.get(at + 1)
-}
-
-/// The innermost function name of each frame of stack `id`, leaf first.
-fn leaf_first_names(profile: &Profile, id: Option<StackId>) -> Vec<String> {
-    profile.stack(id).map_or_else(Vec::new, |s| {
-        s.frames
-            .iter()
-            .filter_map(|f| f.names_outermost_first().pop())
-            .collect()
-    })
+    let name = name.trim_start_matches('_');
+    let name = name
+        .strip_prefix("GI_")
+        .map_or(name, |n| n.trim_start_matches('_'));
+    name == "pthread_spin_lock"
 }
 
 /// The spin primitive each record of `profile.waits` spun in (`None` for every record that is
-/// no `cpu` probe sample spinning), by the sample's user stack: its leaf in `pthread_spin_lock`,
-/// or in `pthread_mutex_lock` where the same process also slept on a mutex from the same caller
-/// (the frame above the lock function): a lock that made threads sleep is contended, and a
-/// sample on a CPU inside its lock function is a thread waiting for it there. A mutex whose
-/// callers never slept is left as CPU time: its lock function is the uncontended fast path, or
-/// a spin too short to tell from it. Other spin loops (a program's own atomics) are not told
-/// from work: no frame names them (docs/BOTTLENECK.md).
+/// no `cpu` probe sample spinning), by the sample's user stack: its innermost frame in
+/// `pthread_spin_lock`. Not recognised: glibc's adaptive mutex spin, which is inlined in
+/// `___pthread_mutex_lock` with no frame of its own, so a sample there cannot be told from the
+/// lock's fast path (which a default mutex, which never spins, shows as well); a program's own
+/// spin loops on atomics (no frame names them). docs/BOTTLENECK.md says so.
 pub fn spin_samples(profile: &Profile) -> Vec<Option<SpinPrimitive>> {
-    let mut contended: BTreeSet<(u32, String)> = BTreeSet::new();
-    for w in profile
-        .waits
-        .iter()
-        .filter(|w| w.kind == WaitKind::Mutex && w.probe != crate::catalog::CPU.name)
-    {
-        let names = leaf_first_names(profile, w.user_stack);
-        if let Some(caller) = mutex_lock_caller(&names) {
-            contended.insert((w.pid, caller.clone()));
-        }
-    }
     profile
         .waits
         .iter()
@@ -646,14 +598,13 @@ pub fn spin_samples(profile: &Profile) -> Vec<Option<SpinPrimitive>> {
             if w.kind != WaitKind::OnCpu || w.probe != crate::catalog::CPU.name {
                 return None;
             }
-            let names = leaf_first_names(profile, w.user_stack);
-            let leaf = names.first()?;
-            if is_spin_lock_frame(leaf) {
-                return Some(SpinPrimitive::SpinLock);
-            }
-            let caller = names.get(1)?;
-            (is_mutex_lock_frame(leaf) && contended.contains(&(w.pid, caller.clone())))
-                .then_some(SpinPrimitive::MutexSpin)
+            let leaf = profile
+                .stack(w.user_stack)?
+                .frames
+                .first()?
+                .names_outermost_first()
+                .pop()?;
+            is_spin_lock_frame(&leaf).then_some(SpinPrimitive::SpinLock)
         })
         .collect()
 }
@@ -711,8 +662,8 @@ mod tests {
     }
 
     /// A `cpu` probe sample whose leaf is glibc's spinlock is a spin; one in
-    /// `pthread_mutex_lock` is a spin only where the same caller also slept on a mutex; other
-    /// samples, and a futex wait in the lock function, are not.
+    /// `pthread_mutex_lock` (its adaptive spin has no frame of its own), elsewhere, or a futex
+    /// wait, is not.
     #[test]
     fn spin_samples_by_their_leaf() {
         use crate::profile::{AddressSpace, Stack};
@@ -726,19 +677,6 @@ mod tests {
                     AddressSpace::User,
                     &["___pthread_mutex_lock", "take_order", "run"],
                 ),
-                Stack::named(
-                    AddressSpace::User,
-                    &[
-                        "__lll_lock_wait",
-                        "___pthread_mutex_lock",
-                        "take_order",
-                        "run",
-                    ],
-                ),
-                Stack::named(
-                    AddressSpace::User,
-                    &["___pthread_mutex_lock", "malloc", "run"],
-                ),
                 Stack::named(AddressSpace::User, &["checksum", "run"]),
             ],
             ..Profile::default()
@@ -750,21 +688,12 @@ mod tests {
             w
         };
         let mut futex = wait(3, WaitKind::Mutex, "FUTEX_WAIT_PRIVATE", 100);
-        futex.user_stack = Some(2);
-        profile.waits = vec![sample(0), sample(1), futex, sample(3), sample(4)];
+        futex.user_stack = Some(0);
+        profile.waits = vec![sample(0), sample(1), sample(2), futex];
         assert_eq!(
             spin_samples(&profile),
-            [
-                Some(SpinPrimitive::SpinLock),
-                Some(SpinPrimitive::MutexSpin),
-                None,
-                None,
-                None
-            ]
+            [Some(SpinPrimitive::SpinLock), None, None, None]
         );
-        // Without the sleeps at `take_order`, its samples in the lock function are CPU time.
-        profile.waits[2].pid = 99;
-        assert_eq!(spin_samples(&profile)[1], None);
     }
 
     /// A pool thread parked in one condvar site for most of the window is idle; a mutex wait,

@@ -90,7 +90,7 @@ impl Why {
         // Spinning for a lock is waiting on its holder, on a CPU: the selection counted it out
         // of their time on a CPU.
         all.extend(
-            spin_causes(profile, waitfor, &names, &selection.threads, wall_ns)
+            spin_causes(profile, &names, &selection.threads, wall_ns)
                 .into_iter()
                 .filter(|c| {
                     options

@@ -1,15 +1,14 @@
 //! Spinning as a cause: the analysed threads' `cpu` probe samples in a recognised spin primitive
 //! ([`spin_samples`], the rule every view reads) are time they waited for a lock's holder, on a
 //! CPU. The wait-for engine follows off-CPU intervals only, so these are causes of their own
-//! (`spin`), one per primitive and place, with what the recording says of the holder: for a
-//! contended mutex, who ended the same site's sleeps (its holders, at their releases); for
-//! `pthread_spin_lock`, nothing (a spinlock never enters the kernel).
+//! (`spin`), one per primitive and place, with what the recording says of the holder: for
+//! `pthread_spin_lock`, nothing (a spinlock never enters the kernel, so no probe sees it).
 
 use super::model::{Cause, CauseKey, CauseKind, HopRow, NamedTime};
 use super::select::ThreadNames;
-use super::stacks::{place_names, stack_names, HOP_FRAMES};
-use lockscope_probes::sched::{mutex_lock_caller, spin_samples, SpinPrimitive};
-use lockscope_probes::waitfor::{ThreadRef, WaitFor};
+use super::stacks::{place_names, HOP_FRAMES};
+use lockscope_probes::sched::{spin_samples, SpinPrimitive};
+use lockscope_probes::waitfor::ThreadRef;
 use lockscope_probes::Profile;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -35,7 +34,6 @@ pub(super) fn spin_ns_by_thread(profile: &Profile) -> BTreeMap<ThreadRef, u64> {
 /// (unranked). `wall_ns` is the analysed threads' wall time, the whole of the shares.
 pub(super) fn spin_causes(
     profile: &Profile,
-    waitfor: &WaitFor,
     names: &ThreadNames,
     threads: &BTreeSet<ThreadRef>,
     wall_ns: u64,
@@ -45,7 +43,6 @@ pub(super) fn spin_causes(
         total_ns: u64,
         samples: u64,
         spinners: BTreeMap<String, u64>,
-        callers: BTreeSet<(u32, String)>,
     }
     let mut places: BTreeMap<Vec<String>, Acc> = BTreeMap::new();
     for (w, spin) in profile.waits.iter().zip(spin_samples(profile)) {
@@ -63,31 +60,14 @@ pub(super) fn spin_causes(
             total_ns: 0,
             samples: 0,
             spinners: BTreeMap::new(),
-            callers: BTreeSet::new(),
         });
         acc.total_ns = acc.total_ns.saturating_add(w.stats.total_ns);
         acc.samples += w.stats.count;
         *acc.spinners.entry(names.group(thread)).or_default() += w.stats.total_ns;
-        if let Some(caller) = stack.get(1) {
-            acc.callers.insert((w.pid, caller.clone()));
-        }
     }
     let mut out: Vec<Cause> = places
         .into_iter()
         .map(|(stack, acc)| {
-            // A contended mutex's holders: who woke its sleepers at the same call site.
-            let mut holders: BTreeMap<String, u64> = BTreeMap::new();
-            if acc.primitive == SpinPrimitive::MutexSpin {
-                for b in &waitfor.blame {
-                    let Some(waker) = b.waker else { continue };
-                    let site = stack_names(profile, b.user_stack);
-                    if mutex_lock_caller(&site)
-                        .is_some_and(|c| acc.callers.contains(&(b.thread.pid, c.clone())))
-                    {
-                        *holders.entry(names.group(waker)).or_default() += b.total_ns;
-                    }
-                }
-            }
             let spinner = acc
                 .spinners
                 .iter()
@@ -110,7 +90,7 @@ pub(super) fn spin_causes(
                 waits: acc.samples,
                 threads: named(acc.spinners),
                 sites: Vec::new(),
-                holders: named(holders),
+                holders: Vec::new(),
                 ended_by: Vec::new(),
                 ran_at: Vec::new(),
                 ended_at: Vec::new(),

@@ -3,7 +3,6 @@
 use super::{Cause, CauseKind, GroupRow, NamedTime, Site, Why};
 use crate::render::frames::{self, StackStyle, TEXT_WIDTH};
 use crate::render::units::{format_ns, format_percent};
-use lockscope_probes::sched::SpinPrimitive;
 use lockscope_probes::waitfor::WaitPart;
 use std::fmt::Write as _;
 
@@ -362,22 +361,11 @@ fn write_cause(out: &mut String, cause: &Cause, style: StackStyle) {
         }
     }
     if cause.kind == CauseKind::Spin {
-        let spinlock = cause.call.as_deref() == Some(SpinPrimitive::SpinLock.function());
-        let holder = if spinlock {
-            "the lock's holder: not recorded (a spinlock never enters the kernel, so no probe \
-             sees who holds it)"
-                .to_owned()
-        } else if cause.holders.is_empty() {
-            "the lock's holders: not recorded (no thread of the program ended its sleeps at this \
-             site)"
-                .to_owned()
-        } else {
-            format!(
-                "the lock's holders (who ended its sleeps at this site): {}",
-                names(&cause.holders)
-            )
-        };
-        put_wrapped(out, &holder, "     ", "       ");
+        // Only `pthread_spin_lock` is recognised (docs/BOTTLENECK.md), whose holder no probe
+        // sees.
+        let holder = "the lock's holder: not recorded (a spinlock never enters the kernel, so no \
+                      probe sees who holds it)";
+        put_wrapped(out, holder, "     ", "       ");
     } else if !cause.holders.is_empty() {
         put_wrapped(
             out,

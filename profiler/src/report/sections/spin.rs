@@ -1,6 +1,6 @@
 //! The spin section: the `cpu` probe's samples of threads spinning in a recognised spin primitive
-//! (`pthread_spin_lock`, `pthread_mutex_lock` of a contended mutex: [`spin_samples`] tells them,
-//! for every view) while another thread holds the lock. Their CPU time is contention on a CPU:
+//! (`pthread_spin_lock`: [`spin_samples`] tells them, for every view) while another thread
+//! holds the lock. Their CPU time is contention on a CPU:
 //! a wait on the lock's holder, not work; it stays CPU time in the On CPU section and in no
 //! count of waits (a sample is no wait), and is summed beside the waits' roles
 //! ([`crate::report::Classified`]'s `spin_ns`).
@@ -38,10 +38,6 @@ fn holder_note(primitive: SpinPrimitive) -> &'static str {
         SpinPrimitive::SpinLock => {
             "spin-lock: pthread_spin_lock never enters the kernel, so no probe records who holds \
              the lock; `lockscope why` counts the time as a wait on its holder (a `spin` cause)"
-        }
-        SpinPrimitive::MutexSpin => {
-            "mutex-spin: the same lock's sleeps at this site are in the contention rows, ended by \
-             its holders' releases"
         }
     }
 }
