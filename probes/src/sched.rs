@@ -473,6 +473,7 @@ fn chain_ends(profile: &Profile) -> BTreeMap<(u32, u32, Option<StackId>), (u64, 
         let contended = match cause_kind(profile, b, &waited_on) {
             CauseKind::Cpu
             | CauseKind::CpuSaturation
+            | CauseKind::Spin
             | CauseKind::WakeupLatency
             | CauseKind::Cycle
             | CauseKind::DepthLimit => true,
@@ -547,6 +548,67 @@ pub fn idle_waits(profile: &Profile) -> BTreeSet<usize> {
         .collect()
 }
 
+/// A lock primitive a thread spins in, on a CPU, while another thread holds the lock: its CPU
+/// time there is a wait on the lock's holder (contention), not work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SpinPrimitive {
+    /// `pthread_spin_lock` (glibc's `__pthread_spin_lock`): a user-space lock that never enters
+    /// the kernel, so no probe sees who holds it.
+    SpinLock,
+}
+
+impl SpinPrimitive {
+    /// Its name in reports (`spin-lock`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SpinPrimitive::SpinLock => "spin-lock",
+        }
+    }
+
+    /// The function the thread spun in.
+    pub fn function(self) -> &'static str {
+        match self {
+            SpinPrimitive::SpinLock => "pthread_spin_lock",
+        }
+    }
+}
+
+/// True for glibc's spinlock entry (`pthread_spin_lock`, `__pthread_spin_lock`, `__GI_`
+/// aliases).
+fn is_spin_lock_frame(name: &str) -> bool {
+    let name = name.trim_start_matches('_');
+    let name = name
+        .strip_prefix("GI_")
+        .map_or(name, |n| n.trim_start_matches('_'));
+    name == "pthread_spin_lock"
+}
+
+/// The spin primitive each record of `profile.waits` spun in (`None` for every record that is
+/// no `cpu` probe sample spinning), by the sample's user stack: its innermost frame in
+/// `pthread_spin_lock`. Not recognised: glibc's adaptive mutex spin, which is inlined in
+/// `___pthread_mutex_lock` with no frame of its own, so a sample there cannot be told from the
+/// lock's fast path (which a default mutex, which never spins, shows as well); a program's own
+/// spin loops on atomics (no frame names them). docs/BOTTLENECK.md says so.
+pub fn spin_samples(profile: &Profile) -> Vec<Option<SpinPrimitive>> {
+    profile
+        .waits
+        .iter()
+        .map(|w| {
+            if w.kind != WaitKind::OnCpu || w.probe != crate::catalog::CPU.name {
+                return None;
+            }
+            let leaf = profile
+                .stack(w.user_stack)?
+                .frames
+                .first()?
+                .names_outermost_first()
+                .pop()?;
+            is_spin_lock_frame(&leaf).then_some(SpinPrimitive::SpinLock)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -597,6 +659,41 @@ mod tests {
         record.stats.count = count;
         record.stats.max_ns = record.stats.total_ns / count;
         record
+    }
+
+    /// A `cpu` probe sample whose leaf is glibc's spinlock is a spin; one in
+    /// `pthread_mutex_lock` (its adaptive spin has no frame of its own), elsewhere, or a futex
+    /// wait, is not.
+    #[test]
+    fn spin_samples_by_their_leaf() {
+        use crate::profile::{AddressSpace, Stack};
+        let mut profile = Profile {
+            stacks: vec![
+                Stack::named(
+                    AddressSpace::User,
+                    &["__pthread_spin_lock", "take_spin", "run"],
+                ),
+                Stack::named(
+                    AddressSpace::User,
+                    &["___pthread_mutex_lock", "take_order", "run"],
+                ),
+                Stack::named(AddressSpace::User, &["checksum", "run"]),
+            ],
+            ..Profile::default()
+        };
+        let sample = |stack: u32| {
+            let mut w = wait(2, WaitKind::OnCpu, "sample", 10);
+            w.probe = "cpu".into();
+            w.user_stack = Some(stack);
+            w
+        };
+        let mut futex = wait(3, WaitKind::Mutex, "FUTEX_WAIT_PRIVATE", 100);
+        futex.user_stack = Some(0);
+        profile.waits = vec![sample(0), sample(1), sample(2), futex];
+        assert_eq!(
+            spin_samples(&profile),
+            [Some(SpinPrimitive::SpinLock), None, None, None]
+        );
     }
 
     /// A pool thread parked in one condvar site for most of the window is idle; a mutex wait,

@@ -17,6 +17,11 @@ pub enum CauseKind {
     Cpu,
     /// Threads waiting for a CPU: the CPUs were saturated.
     CpuSaturation,
+    /// A thread on a CPU spinning in a recognised spin primitive (`pthread_spin_lock`, a
+    /// contended `pthread_mutex_lock`: [`crate::sched::spin_samples`]) while another thread
+    /// held the lock: a wait on the holder, from the `cpu` probe's samples (the engine's
+    /// intervals are off-CPU only, so no chain ends here).
+    Spin,
     /// Threads runnable (woken, or preempted) while the CPU they then ran on was idle: the time
     /// the kernel (or a hypervisor waking a halted virtual CPU) took to run them, not a lack of
     /// CPUs.
@@ -41,6 +46,7 @@ impl CauseKind {
         match self {
             CauseKind::Cpu => "cpu",
             CauseKind::CpuSaturation => "cpu-saturation",
+            CauseKind::Spin => "spin",
             CauseKind::WakeupLatency => "wakeup-latency",
             CauseKind::Sleep => "sleep",
             CauseKind::Io => "io",
@@ -72,7 +78,8 @@ pub fn is_idle_cpu(thread: ThreadRef) -> bool {
 }
 
 /// What kind of cause a record's root is. A sleep no thread of the program ended is `io` when
-/// its call or kernel stack says a device; `sleep` when it slept on purpose (nanosleep,
+/// its call or kernel stack says a device (seen ended or not); else `unknown` when its wakeup was
+/// not seen; `sleep` when it slept on purpose (nanosleep,
 /// clock_nanosleep, pause: not a timed futex wait that timed out, which waited for time to
 /// pass) and someone waited on it; otherwise the program waited for outside input or for a
 /// timer: `idle`. A thread's own such sleep (depth 0) is idle unless others waited on that
@@ -93,9 +100,6 @@ pub fn cause_kind(
         RootKind::DepthLimit => CauseKind::DepthLimit,
         RootKind::Unknown => CauseKind::Unknown,
         RootKind::Blocked => {
-            if b.root.woken_by.is_none() {
-                return CauseKind::Unknown;
-            }
             let call = b.root.call.as_deref().unwrap_or("");
             let io = FILE_IO_CALLS.contains(&call)
                 || profile.stack(b.root.kernel_stack).is_some_and(|s| {
@@ -104,8 +108,13 @@ pub fn cause_kind(
                         .flat_map(|f| f.names_outermost_first())
                         .any(|name| is_io_frame(&name))
                 });
+            // A device wait is I/O whoever ended it: its call or kernel stack says so even where
+            // its wakeup was not seen (an I/O completion the stream missed).
             if io {
                 return CauseKind::Io;
+            }
+            if b.root.woken_by.is_none() {
+                return CauseKind::Unknown;
             }
             // A timed futex wait that timed out waited for time to pass (a pool's worker, a
             // timer thread), not for work it chose to do slowly: idle, even where others waited

@@ -10,8 +10,10 @@
 //!    variable each, in `await_shipment` → `wait_for_signal` → `pthread_cond_wait`, until the
 //!    main thread, asleep in `prepare_shipment` meanwhile, signals them;
 //! 3. then on CPU, never entering the kernel: a thread named `spinner` spins on a user-space
-//!    spinlock in `acquire_spin_lock` → `spin_until_free` while `lock-holder` holds it (asleep)
-//!    until the spinner has used [`SPIN_HOLD`] (300 ms) of CPU, and a thread named `cruncher`
+//!    spinlock in `acquire_spin_lock` → `spin_until_free` (→ `pthread_spin_lock` on Linux, a
+//!    spin primitive lockscope recognises; an atomic loop elsewhere) while `lock-holder` holds
+//!    it (asleep) until the spinner has used [`SPIN_HOLD`] (300 ms) of CPU, and a thread named
+//!    `cruncher`
 //!    computes in `crunch_numbers` → `checksum_round` until it has used [`CRUNCH_TIME`] (300 ms)
 //!    of CPU. Both are CPU time, not wall time, so a stalled or starved process (a tracer that
 //!    stops it, an emulated or loaded machine) still spins and computes that long.
@@ -151,8 +153,86 @@ fn own_thread_and_switches() -> (i32, i64) {
 fn own_thread_and_switches() -> (i32, i64) {
     (0, -1)
 }
-/// A user-space spinlock: true while held. Taking it never enters the kernel.
-static SPIN_LOCK: AtomicBool = AtomicBool::new(false);
+/// A user-space spinlock: taking it never enters the kernel. On Linux glibc's
+/// `pthread_spin_lock`, whose frame tells a profiler the thread spins for a lock (its CPU time is
+/// a wait on the holder); elsewhere (macOS has no pthread spinlock) an atomic flag.
+struct SpinLock {
+    #[cfg(target_os = "linux")]
+    lock: UnsafeCell<libc::pthread_spinlock_t>,
+    #[cfg(not(target_os = "linux"))]
+    held: AtomicBool,
+}
+
+// SAFETY: the pthread spinlock is made to be shared between threads and is only used through
+// the pthread functions, which synchronize internally (the atomic flag is Sync by itself).
+unsafe impl Sync for SpinLock {}
+
+#[cfg(target_os = "linux")]
+impl SpinLock {
+    /// A spinlock to [`SpinLock::init`] before use (its unlocked value is the C library's:
+    /// glibc's x86_64 spinlock is unlocked at 1).
+    const fn new() -> Self {
+        SpinLock {
+            lock: UnsafeCell::new(0),
+        }
+    }
+
+    /// Makes it an unlocked spinlock, private to this process; called once, before any thread
+    /// takes it.
+    fn init(&self) {
+        // SAFETY: the lock lives in a static and no thread uses it yet.
+        let rc = unsafe { libc::pthread_spin_init(self.lock.get(), libc::PTHREAD_PROCESS_PRIVATE) };
+        assert_eq!(rc, 0, "pthread_spin_init failed");
+    }
+
+    fn lock(&self) {
+        // SAFETY: the lock lives in a static, is initialized (unlocked) and never moved.
+        let rc = unsafe { libc::pthread_spin_lock(self.lock.get()) };
+        assert_eq!(rc, 0, "pthread_spin_lock failed");
+    }
+
+    fn unlock(&self) {
+        // SAFETY: called only by the thread that locked it (see `lock`).
+        let rc = unsafe { libc::pthread_spin_unlock(self.lock.get()) };
+        assert_eq!(rc, 0, "pthread_spin_unlock failed");
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+impl SpinLock {
+    const fn new() -> Self {
+        SpinLock {
+            held: AtomicBool::new(false),
+        }
+    }
+
+    fn init(&self) {}
+
+    fn lock(&self) {
+        while self
+            .held
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            while self.held.load(Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    fn unlock(&self) {
+        self.held.store(false, Ordering::Release);
+    }
+}
+
+static SPIN_LOCK: SpinLock = SpinLock::new();
+/// Set by `lock-holder` once it holds [`SPIN_LOCK`], so the spinner starts only then.
+static SPIN_HELD: AtomicBool = AtomicBool::new(false);
+/// The spinner's CPU clock for `lock-holder` ([`SPINNER_CLOCK_UNSET`] until main has it,
+/// [`SPINNER_CLOCK_NONE`] where the OS has none; Linux's thread CPU clocks are negative).
+static SPINNER_CLOCK: AtomicI64 = AtomicI64::new(SPINNER_CLOCK_UNSET);
+const SPINNER_CLOCK_UNSET: i64 = i64::MIN;
+const SPINNER_CLOCK_NONE: i64 = i64::MIN + 1;
 
 #[inline(never)]
 fn take_order_lock() {
@@ -244,14 +324,9 @@ fn prepare_shipment(time: Duration, shipments: &[Shipment]) {
 /// Takes the spinlock (held by `lock-holder` when called), spinning until it is free.
 #[inline(never)]
 fn spin_until_free() {
-    while SPIN_LOCK
-        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-        .is_err()
-    {
-        while SPIN_LOCK.load(Ordering::Relaxed) {
-            std::hint::spin_loop();
-        }
-    }
+    SPIN_LOCK.lock();
+    // After the lock: not a tail call, whose frame an optimized build would leave out.
+    std::hint::black_box(&SPIN_LOCK);
 }
 
 /// Returns the CPU time this thread spun for the spinlock, as it measured it.
@@ -260,14 +335,25 @@ fn acquire_spin_lock() -> Duration {
     let start = thread_cpu_time();
     spin_until_free();
     let spun = thread_cpu_time() - start;
-    SPIN_LOCK.store(false, Ordering::Release);
+    SPIN_LOCK.unlock();
     spun
 }
 
-/// Holds the spinlock (asleep: the spinner's time is all its own) until the spinner has used
-/// `hold` of CPU by `spinner_cpu` (its CPU clock, where the OS has one), else for `hold`.
-fn hold_spin_lock(hold: Duration, spinner_cpu: Option<libc::clockid_t>) {
-    match spinner_cpu {
+/// Takes the spinlock, says so, and holds it (asleep: the spinner's time is all its own) until
+/// the spinner has used `hold` of CPU by its CPU clock (which main passes in [`SPINNER_CLOCK`]
+/// once the spinner runs; where the OS has none, for `hold`).
+fn hold_spin_lock(hold: Duration) {
+    SPIN_LOCK.lock();
+    SPIN_HELD.store(true, Ordering::SeqCst);
+    // Yielding, not sleeping: the spinner's start must not wait on this thread's timer.
+    let clock = loop {
+        match SPINNER_CLOCK.load(Ordering::SeqCst) {
+            SPINNER_CLOCK_UNSET => thread::yield_now(),
+            SPINNER_CLOCK_NONE => break None,
+            clock => break libc::clockid_t::try_from(clock).ok(),
+        }
+    };
+    match clock {
         Some(clock) => {
             let start = clock_time(clock);
             while clock_time(clock).saturating_sub(start) < hold {
@@ -276,7 +362,7 @@ fn hold_spin_lock(hold: Duration, spinner_cpu: Option<libc::clockid_t>) {
         }
         None => thread::sleep(hold),
     }
-    SPIN_LOCK.store(false, Ordering::Release);
+    SPIN_LOCK.unlock();
 }
 
 /// The CPU clock of `thread`, where the OS has one (Linux; macOS has none).
@@ -548,14 +634,16 @@ fn main() {
         ));
     }
 
-    // Part 3: on CPU. The spinlock is taken before the spinner starts, and the holder releases
+    // Part 3: on CPU. The holder takes the spinlock before the spinner starts, and releases
     // it once the spinner has spun SPIN_HOLD of CPU, so its CPU time is all spent spinning.
-    SPIN_LOCK.store(true, Ordering::Release);
+    SPIN_LOCK.init();
+    let holder = spawn("lock-holder".to_owned(), || hold_spin_lock(SPIN_HOLD));
+    while !SPIN_HELD.load(Ordering::SeqCst) {
+        thread::yield_now();
+    }
     let spinner = spawn("spinner".to_owned(), acquire_spin_lock);
-    let spinner_cpu = cpu_clock_of(&spinner);
-    let holder = spawn("lock-holder".to_owned(), move || {
-        hold_spin_lock(SPIN_HOLD, spinner_cpu)
-    });
+    let spinner_cpu = cpu_clock_of(&spinner).map_or(SPINNER_CLOCK_NONE, i64::from);
+    SPINNER_CLOCK.store(spinner_cpu, Ordering::SeqCst);
     let cruncher = spawn("cruncher".to_owned(), || crunch_numbers(CRUNCH_TIME));
     join(holder);
     let spun = join(spinner);

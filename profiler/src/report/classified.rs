@@ -6,9 +6,11 @@
 //! sleep that two probes saw once ([`SeenTwice`]: the futex or klock probe's record counts), and
 //! never the intervals of threads waiting for a CPU, which are CPU saturation, summed apart.
 //! Each wait is contention, idle or neither as [`wait_roles`] tells it (its rules are in
-//! `probes/src/sched.rs`; this only adds them up).
+//! `probes/src/sched.rs`; this only adds them up). Beside them, the CPU time of threads spinning
+//! for a lock another thread held (`spin_samples`, the same rules' file): contention on a CPU.
 
 use crate::render::units::{format_fraction, format_ns};
+use lockscope_probes::sched::spin_samples;
 use lockscope_probes::{
     wait_roles, MixedMeasures, Profile, RoleBasis, SeenTwice, WaitRecord, WaitRole,
 };
@@ -39,6 +41,12 @@ pub struct Classified {
     pub cpu_saturation_intervals: u64,
     /// Their time (the report's CPU saturation section).
     pub cpu_saturation_ns: u64,
+    /// Samples of the `cpu` probe of threads spinning in a recognised spin primitive while
+    /// another thread held the lock ([`spin_samples`]): contention on a CPU, in no count of
+    /// waits (a sample is no wait).
+    pub spin_samples: u64,
+    /// Their CPU time, nanoseconds (the report's spin section).
+    pub spin_ns: u64,
     /// True when some role was told by who ended the sleeps or by the wait-for analysis, not
     /// only by a lock's kind or the rule of thumb.
     pub wakers_known: bool,
@@ -54,6 +62,12 @@ impl Classified {
         let mut out = Classified::default();
         let roles = wait_roles(profile);
         let counted = counted_filter(profile);
+        for (w, spin) in profile.waits.iter().zip(spin_samples(profile)) {
+            if spin.is_some() {
+                out.spin_samples += w.stats.count;
+                out.spin_ns = out.spin_ns.saturating_add(w.stats.total_ns);
+            }
+        }
         for (w, role) in profile.waits.iter().zip(&roles) {
             let (count, ns) = (w.stats.count, w.stats.total_ns);
             if w.is_cpu_wait() {
@@ -108,6 +122,13 @@ impl Classified {
             part(self.neither_ns),
             self.neither_waits
         );
+        if self.spin_samples > 0 {
+            text.push_str(&format!(
+                "; spinning on a lock another thread held {} in {} samples (contention on a CPU)",
+                part(self.spin_ns),
+                self.spin_samples
+            ));
+        }
         if self.cpu_saturation_intervals > 0 {
             text.push_str(&format!(
                 "; waiting for a CPU {} in {} intervals (CPU saturation, not waits)",

@@ -54,6 +54,11 @@ pub(crate) struct Coverage {
     pub(crate) asleep_ns: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) waker_known_ns: Option<u64>,
+    /// With per-thread times: the part of `asleep_ns` in sleeps still going on when the
+    /// recording ended (no wakeup to see: the time asleep less the `offcpu` probe's ended
+    /// sleeps); the rest of the time whose waker is unknown ended with no wakeup seen.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) unended_ns: Option<u64>,
     /// What to record to see the rest, when the probes missed most of it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) suggestion: Option<String>,
@@ -76,6 +81,13 @@ impl Coverage {
             let waker_known_ns = times.iter().fold(0u64, |a, t| {
                 a.saturating_add(t.woken_ns.values().fold(0u64, |x, &y| x.saturating_add(y)))
             });
+            // The sleeps that ended while recorded are the offcpu probe's records (whatever
+            // kind their stacks gave them), apart from the intervals of waiting for a CPU.
+            let ended_ns = profile
+                .waits
+                .iter()
+                .filter(|w| w.is_from(&catalog::OFFCPU) && !w.is_cpu_wait())
+                .fold(0u64, |a, w| a.saturating_add(w.stats.total_ns));
             return Some(
                 Coverage {
                     basis: "thread-times",
@@ -86,6 +98,7 @@ impl Coverage {
                     sampled_cpu_ns: None,
                     asleep_ns: Some(asleep_ns),
                     waker_known_ns: Some(waker_known_ns),
+                    unended_ns: Some(asleep_ns.saturating_sub(ended_ns)),
                     suggestion: None,
                     text: String::new(),
                 }
@@ -115,6 +128,7 @@ impl Coverage {
                 sampled_cpu_ns: (cpu_ns > 0).then_some(cpu_ns),
                 asleep_ns: None,
                 waker_known_ns: None,
+                unended_ns: None,
                 suggestion: (share < MOSTLY_MISSED).then(|| suggestion(profile)),
                 text: String::new(),
             }
@@ -144,7 +158,21 @@ impl Coverage {
                 if known == 0 && asleep > 0 {
                     "not in this profile (recorded before lockscope kept it)".to_string()
                 } else {
-                    format!("known for {} of the time asleep", format_percent(known, asleep))
+                    // The rest: sleeps nothing ended while recorded, and sleeps that ended
+                    // unseen (a wakeup the stream lost or saw out of order).
+                    let unended = self.unended_ns.unwrap_or(0).min(asleep.saturating_sub(known));
+                    let unseen = asleep.saturating_sub(known).saturating_sub(unended);
+                    let mut text =
+                        format!("known for {} of the time asleep", format_percent(known, asleep));
+                    if asleep > known {
+                        text.push_str(&format!(
+                            "; the rest is sleeps still going on when the recording ended ({}: \
+                             no wakeup to see) and {} ended with no wakeup seen",
+                            format_percent(unended, asleep),
+                            format_percent(unseen, asleep),
+                        ));
+                    }
+                    text
                 }
             ),
                 _ => format!(

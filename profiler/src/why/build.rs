@@ -3,12 +3,15 @@
 
 use super::cause::{cause, Sampled};
 use super::classify::{classify, waited_on_sleeps};
-use super::model::{Analysed, Cause, CauseKey, CauseKind, Coverage, Header, Why, WorkingWaited};
+use super::model::{
+    Analysed, Cause, CauseKey, CauseKind, Coverage, Header, Unexplained, Why, WorkingWaited,
+};
 use super::select::{Selection, ThreadNames};
+use super::spin::{spin_causes, spin_ns_by_thread};
 use super::stacks::{place_names, stack_names};
 use super::{WhyError, WhyOptions, WHY_JSON_VERSION};
 use crate::render::frames;
-use lockscope_probes::waitfor::Blame;
+use lockscope_probes::waitfor::{Blame, RootKind};
 use lockscope_probes::{sleep_site_roles, Profile};
 use std::collections::BTreeMap;
 
@@ -30,9 +33,11 @@ impl Why {
             .iter()
             .map(|b| classify(profile, b, &waited_on, &roles))
             .collect();
-        let selection = Selection::choose(profile, waitfor, &kinds, &names, options)?;
+        let spin_ns = spin_ns_by_thread(profile);
+        let selection = Selection::choose(profile, waitfor, &kinds, &names, &spin_ns, options)?;
         let sampled = Sampled::of(profile, waitfor);
         let mut causes: BTreeMap<CauseKey, Vec<&Blame>> = BTreeMap::new();
+        let mut unexplained = Unexplained::default();
         for (b, &kind) in waitfor.blame.iter().zip(&kinds) {
             if !selection.threads.contains(&b.thread) {
                 continue;
@@ -67,6 +72,9 @@ impl Why {
                 _ if by_stack => place_names(profile, b.root.user_stack),
                 _ => Vec::new(),
             };
+            if matches!(kind, CauseKind::Unknown | CauseKind::DepthLimit) {
+                unexplained.add(b, kind);
+            }
             let key = CauseKey {
                 kind: Some(kind),
                 stack,
@@ -79,6 +87,18 @@ impl Why {
             .into_iter()
             .map(|(key, records)| cause(profile, &names, &sampled, key, &records, wall_ns))
             .collect();
+        // Spinning for a lock is waiting on its holder, on a CPU: the selection counted it out
+        // of their time on a CPU.
+        all.extend(
+            spin_causes(profile, &names, &selection.threads, wall_ns)
+                .into_iter()
+                .filter(|c| {
+                    options
+                        .site
+                        .as_ref()
+                        .is_none_or(|site| c.stack.iter().any(|f| f.contains(site.as_str())))
+                }),
+        );
         all.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.key.cmp(&b.key)));
         let waits_ns: u64 = all.iter().map(|c| c.total_ns).sum();
         let unexplained_ns = all
@@ -120,6 +140,7 @@ impl Why {
                 spurious_wakeups: waitfor.spurious_wakeups,
                 stackless_ns: waitfor.stackless_ns,
                 unexplained_ns,
+                unexplained,
                 unfinished_ns: wall_ns
                     .saturating_sub(selection.on_cpu_ns)
                     .saturating_sub(waits_ns),
@@ -128,10 +149,13 @@ impl Why {
             },
             analysed: Analysed {
                 selection: selection.how,
-                working: selection.working.map(|(groups, share)| WorkingWaited {
-                    groups,
-                    waited_share: share,
-                }),
+                working: selection
+                    .working
+                    .map(|(groups, share, cpu_share)| WorkingWaited {
+                        groups,
+                        waited_share: share,
+                        cpu_waited_share: cpu_share,
+                    }),
                 pattern: options.threads.clone(),
                 site: options.site.clone(),
                 groups: selection.groups,
@@ -145,6 +169,24 @@ impl Why {
             causes_total,
             idle,
         })
+    }
+}
+
+impl Unexplained {
+    /// Adds `b`'s time, an `unknown` or `depth-limit` record's, under its reason.
+    fn add(&mut self, b: &Blame, kind: CauseKind) {
+        let root = &b.root;
+        let part = if kind == CauseKind::DepthLimit {
+            &mut self.depth_limit_ns
+        } else if root.kind == RootKind::Unknown {
+            &mut self.no_timeline_ns
+        } else if root.call.is_none() && root.user_stack.is_none() && root.kernel_stack.is_none() {
+            // The engine keeps only a root's kind and thread past its limit of records.
+            &mut self.past_record_limit_ns
+        } else {
+            &mut self.no_wakeup_seen_ns
+        };
+        *part = part.saturating_add(b.total_ns);
     }
 }
 
@@ -218,6 +260,123 @@ mod tests {
         assert_eq!(why.causes.len(), 1, "{:#?}", why.causes);
         assert_eq!(why.causes[0].total_ns, 800);
         assert_eq!(why.causes[0].stack[..2], ["clock_gettime", "compute_ns"]);
+    }
+
+    /// A thread's `cpu` samples in `pthread_spin_lock` are a `spin` cause (a wait, out of its
+    /// time on a CPU), with the holder said to be unrecorded; a chain ending in a sleep kept
+    /// without call, stacks or waker is unknown past the record limit, one with its call but no
+    /// wakeup seen unknown for that reason, and a device wait without a wakeup seen is `io`.
+    #[test]
+    fn spin_and_unknown_by_reason() {
+        use lockscope_probes::waitfor::{Root, ThreadRef, WaitFor, WaitPart};
+        use lockscope_probes::{AddressSpace, Frame, Stack, ThreadTime, WaitKind, WaitRecord};
+        let named = |functions: &[&str]| Stack {
+            space: AddressSpace::User,
+            frames: functions
+                .iter()
+                .map(|f| Frame {
+                    function: Some((*f).into()),
+                    ..Frame::unsymbolized(0x1000)
+                })
+                .collect(),
+            truncated: false,
+        };
+        let (spinner, waiter, sleeper) = (
+            ThreadRef { pid: 1, tid: 2 },
+            ThreadRef { pid: 1, tid: 3 },
+            ThreadRef { pid: 1, tid: 4 },
+        );
+        let blame = |call: Option<&str>, kernel_stack: Option<u32>, total_ns: u64| Blame {
+            thread: waiter,
+            part: WaitPart::Asleep,
+            call: Some("futex".into()),
+            object: 0,
+            user_stack: None,
+            kernel_stack: None,
+            woken_by: None,
+            waker: Some(sleeper),
+            root: Root {
+                kind: RootKind::Blocked,
+                thread: sleeper,
+                call: call.map(str::to_owned),
+                user_stack: None,
+                kernel_stack,
+                woken_by: None,
+                waker_name: None,
+                holder: None,
+                holder_name: None,
+            },
+            depth: 1,
+            chain: Vec::new(),
+            waits: 1,
+            total_ns,
+        };
+        let lived = |thread: ThreadRef, on_cpu: u64| {
+            let mut time = ThreadTime {
+                pid: thread.pid,
+                tid: thread.tid,
+                wall_ns: 1_000,
+                ..ThreadTime::default()
+            };
+            time.time_ns
+                .insert(lockscope_probes::TimeClass::OnCpu, on_cpu);
+            time
+        };
+        let mut stacks = vec![named(&["__pthread_spin_lock", "take_spin", "run"])];
+        let mut io = named(&["io_schedule"]);
+        io.space = AddressSpace::Kernel;
+        stacks.push(io);
+        let profile = Profile {
+            stacks,
+            thread_times: vec![lived(spinner, 600), lived(waiter, 0), lived(sleeper, 0)],
+            waits: vec![WaitRecord {
+                probe: "cpu".into(),
+                kind: WaitKind::OnCpu,
+                pid: 1,
+                tid: 2,
+                object: 0,
+                operation: "sample".into(),
+                user_stack: Some(0),
+                kernel_stack: None,
+                woken_by: None,
+                stats: lockscope_probes::WaitStats {
+                    count: 5,
+                    total_ns: 500,
+                    max_ns: 100,
+                    ..Default::default()
+                },
+            }],
+            waitfor: Some(WaitFor {
+                blame: vec![
+                    blame(None, None, 300),
+                    blame(Some("nanosleep"), None, 100),
+                    blame(Some("fdatasync"), Some(1), 50),
+                ],
+                ..WaitFor::default()
+            }),
+            ..Profile::default()
+        };
+        let options = WhyOptions {
+            threads: Some("2,3".into()),
+            ..WhyOptions::default()
+        };
+        let why = Why::build(&profile, &options).expect("why");
+        let spin = why
+            .causes
+            .iter()
+            .find(|c| c.kind == CauseKind::Spin)
+            .unwrap_or_else(|| panic!("no spin cause: {:#?}", why.causes));
+        assert_eq!((spin.total_ns, spin.waits), (500, 5));
+        assert_eq!(spin.call.as_deref(), Some("pthread_spin_lock"));
+        assert_eq!(why.analysed.on_cpu_ns, 100, "the spin is still on a CPU");
+        assert!(why.to_text().contains("the lock's holder: not recorded"));
+        let u = &why.coverage.unexplained;
+        assert_eq!((u.past_record_limit_ns, u.no_wakeup_seen_ns), (300, 100));
+        assert_eq!(why.coverage.unexplained_ns, 400);
+        assert!(why
+            .causes
+            .iter()
+            .any(|c| c.kind == CauseKind::Io && c.total_ns == 50));
     }
 
     /// A profile without the wait-for analysis says which probes to record.

@@ -38,6 +38,7 @@ mod compare;
 mod compare_text;
 mod model;
 mod select;
+mod spin;
 mod stacks;
 mod text;
 
@@ -48,7 +49,7 @@ pub use compare::{
 use lockscope_probes::catalog;
 pub use model::{
     Analysed, Cause, CauseKind, Coverage, GroupRow, Header, HopRow, KernelLock, NamedTime, Site,
-    StackShare, Why,
+    StackShare, Unexplained, Why, WorkingWaited,
 };
 use thiserror::Error;
 

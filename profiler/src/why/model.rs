@@ -77,8 +77,12 @@ pub struct Analysed {
 pub struct WorkingWaited {
     /// Their groups' names.
     pub groups: Vec<String>,
-    /// The share of their time they waited (idle waits apart), under [`super::WORKING_SHARE`].
+    /// The share of their time they waited on the program's threads (idle waits apart), under
+    /// [`super::WORKING_SHARE`].
     pub waited_share: f64,
+    /// The share of their time they waited for CPUs that other processes held (or that were
+    /// idle: wakeup latency): the machine's load, not counted above.
+    pub cpu_waited_share: f64,
 }
 
 /// A thread group and how many threads it has.
@@ -228,6 +232,8 @@ pub struct Coverage {
     pub stackless_ns: u64,
     /// The analysed threads' wait time the analysis could not follow (`unknown`, depth limit).
     pub unexplained_ns: u64,
+    /// Why: `unexplained_ns` by reason.
+    pub unexplained: Unexplained,
     /// The analysed threads' wall time neither on a CPU nor in an analysed wait (sleeps still
     /// going on when the recording ended).
     pub unfinished_ns: u64,
@@ -235,6 +241,23 @@ pub struct Coverage {
     pub max_depth: u32,
     /// Nanoseconds of each thread's past kept.
     pub history_ns: u64,
+}
+
+/// Why the analysis could not follow some of the time: the parts of
+/// [`Coverage::unexplained_ns`], which add up to it.
+#[derive(Debug, Default, Serialize)]
+pub struct Unexplained {
+    /// Chains that ended in a sleep the analysis kept without its call, stacks and waker (past
+    /// its limit of records: [`Coverage::stackless_ns`]), so what it slept in is not known.
+    pub past_record_limit_ns: u64,
+    /// Chains that ended in a sleep (with its call or stacks) whose wakeup was not seen: a
+    /// wakeup the stream lost, saw out of order, or that came from where no probe looks.
+    pub no_wakeup_seen_ns: u64,
+    /// Chains that reached a thread's time the analysis does not know: before its kept history,
+    /// before its creation, or at lost intervals.
+    pub no_timeline_ns: u64,
+    /// Chains longer than the analysis follows ([`Coverage::max_depth`]).
+    pub depth_limit_ns: u64,
 }
 
 /// What one cause is: everything its records share.

@@ -51,8 +51,9 @@ pub(super) struct Selection {
     pub(super) threads: BTreeSet<ThreadRef>,
     /// How they were chosen: `asked`, `working` or `waiting` ([`default_threads`]).
     pub(super) how: &'static str,
-    /// With `waiting`: the groups that did the work, and the share of their time they waited.
-    pub(super) working: Option<(Vec<String>, f64)>,
+    /// With `waiting`: the groups that did the work, the share of their time they waited on the
+    /// program's threads, and the share they waited for CPUs other processes held.
+    pub(super) working: Option<(Vec<String>, f64, f64)>,
     pub(super) wall_ns: u64,
     pub(super) on_cpu_ns: u64,
     pub(super) groups: Vec<GroupRow>,
@@ -67,6 +68,7 @@ impl Selection {
         waitfor: &WaitFor,
         kinds: &[CauseKind],
         names: &ThreadNames,
+        spin_ns: &BTreeMap<ThreadRef, u64>,
         options: &WhyOptions,
     ) -> Result<Selection, WhyError> {
         // Every thread of the program: those with times, and any the analysis names.
@@ -83,6 +85,12 @@ impl Selection {
                 )
             })
             .collect();
+        // Spinning for a lock is waiting, not work: out of the threads' time on a CPU.
+        for (t, spun) in spin_ns {
+            if let Some((_, cpu)) = times.get_mut(t) {
+                *cpu = cpu.saturating_sub(*spun);
+            }
+        }
         for b in &waitfor.blame {
             times.entry(b.thread).or_insert((0, 0));
         }
@@ -102,7 +110,7 @@ impl Selection {
                 }
                 (chosen, "asked", None)
             }
-            None => default_threads(waitfor, kinds, &times, names),
+            None => default_threads(waitfor, kinds, &times, spin_ns, names),
         };
         let mut groups: BTreeMap<String, (usize, u64)> = BTreeMap::new();
         let mut left_out: BTreeMap<String, (usize, u64)> = BTreeMap::new();
@@ -193,7 +201,7 @@ fn thread_groups(
 type DefaultChoice = (
     BTreeSet<ThreadRef>,
     &'static str,
-    Option<(Vec<String>, f64)>,
+    Option<(Vec<String>, f64, f64)>,
 );
 
 /// The default selection: the question a user asks of a recording, which threads were held
@@ -201,36 +209,55 @@ type DefaultChoice = (
 ///
 /// 1. **working**: the groups of threads that did the work ([`thread_groups`] whose threads
 ///    together ran at least [`WORKING_SHARE`] of the busiest group's CPU time), when they waited
-///    at least [`WORKING_SHARE`] of their time (not counting idle waits): throughput is the work
-///    they do, and a group that barely ran (a dozen background threads parked on their own lock)
-///    holds none of it back, however long it waited;
-/// 2. **waiting**: else nothing held the working groups back, and the question is where the
-///    program's threads waited: the groups whose waiting (idle apart) is at least
+///    at least [`WORKING_SHARE`] of their time on the program (not counting idle waits, nor
+///    waits for CPUs that other processes or nobody held: those say the machine was loaded, so
+///    that the answer does not change with the load of a shared machine): throughput is the
+///    work they do, and a group that barely ran (a dozen background threads parked on their own
+///    lock) holds none of it back, however long it waited;
+/// 2. **waiting**: else the program held the working groups back by nothing, and the question
+///    is where the program's threads waited: the groups whose waiting (measured so) is at least
 ///    [`WORKING_SHARE`] of the group that waited most (on the demo, the mutex and condvar waiters
-///    with the main thread they waited on, rather than two threads that only computed).
+///    with the main thread they waited on, rather than two threads that only computed); the
+///    answer says how long the working groups waited for CPUs others held.
+///
+/// CPU time spinning for a lock ([`super::spin`]) is waiting, not work, in both.
 fn default_threads(
     waitfor: &WaitFor,
     kinds: &[CauseKind],
     times: &BTreeMap<ThreadRef, (u64, u64)>,
+    spin_ns: &BTreeMap<ThreadRef, u64>,
     names: &ThreadNames,
 ) -> DefaultChoice {
     let groups = thread_groups(waitfor, times);
+    let program: BTreeSet<u32> = times.keys().map(|t| t.pid).collect();
+    // Waits on the program's threads, and waits for CPUs only other processes (or nobody:
+    // wakeup latency) held, which say the machine was loaded, not what the program did.
     let mut waited: HashMap<ThreadRef, u64> = HashMap::new();
+    let mut loaded: HashMap<ThreadRef, u64> = HashMap::new();
     for (b, &kind) in waitfor.blame.iter().zip(kinds) {
-        if kind != CauseKind::Idle {
-            *waited.entry(b.thread).or_default() += b.total_ns;
+        let outside_cpu = matches!(kind, CauseKind::CpuSaturation | CauseKind::WakeupLatency)
+            && b.root.holder.is_none_or(|h| !program.contains(&h.pid));
+        match kind {
+            CauseKind::Idle => {}
+            _ if outside_cpu => *loaded.entry(b.thread).or_default() += b.total_ns,
+            _ => *waited.entry(b.thread).or_default() += b.total_ns,
         }
     }
-    // (cpu, wall, waited) per group.
-    let sums: Vec<(u64, u64, u64)> = groups
+    // Spinning for a lock another thread held is a wait on it.
+    for (&t, &ns) in spin_ns {
+        *waited.entry(t).or_default() += ns;
+    }
+    // (cpu, wall, waited, loaded) per group.
+    let sums: Vec<(u64, u64, u64, u64)> = groups
         .iter()
         .map(|g| {
-            g.iter().fold((0, 0, 0), |(cpu, wall, w), t| {
+            g.iter().fold((0, 0, 0, 0), |(cpu, wall, w, l), t| {
                 let (t_wall, t_cpu) = times[t];
                 (
                     cpu + t_cpu,
                     wall + t_wall,
                     w + waited.get(t).copied().unwrap_or(0),
+                    l + loaded.get(t).copied().unwrap_or(0),
                 )
             })
         })
@@ -240,9 +267,10 @@ fn default_threads(
     let working: Vec<usize> = (0..groups.len())
         .filter(|&i| busiest == 0 || sums[i].0 >= floor)
         .collect();
-    let (working_wall, working_waited) = working.iter().fold((0u64, 0u64), |(wall, w), &i| {
-        (wall + sums[i].1, w + sums[i].2)
-    });
+    let (working_wall, working_waited, working_loaded) =
+        working.iter().fold((0u64, 0u64, 0u64), |(wall, w, l), &i| {
+            (wall + sums[i].1, w + sums[i].2, l + sums[i].3)
+        });
     let most_waited = sums.iter().map(|s| s.2).max().unwrap_or(0);
     let held_back = working_wall == 0
         || working_waited as f64 >= WORKING_SHARE * working_wall as f64
@@ -265,8 +293,12 @@ fn default_threads(
         .collect();
     working_names.sort();
     working_names.dedup();
-    let share = working_waited as f64 / working_wall as f64;
-    (collect(&waiting), "waiting", Some((working_names, share)))
+    let share = |ns: u64| ns as f64 / working_wall as f64;
+    (
+        collect(&waiting),
+        "waiting",
+        Some((working_names, share(working_waited), share(working_loaded))),
+    )
 }
 
 /// `--threads`: comma-separated name globs or thread ids.

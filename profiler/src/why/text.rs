@@ -72,17 +72,22 @@ fn render(why: &Why, style: StackStyle) -> String {
         indent,
     );
     if let Some(w) = &a.working {
-        put_wrapped(
-            &mut out,
-            &format!(
-                "the groups that did the work ({}) waited {} of their time: nothing held them \
-                 back",
-                w.groups.join(", "),
-                format_percent((w.waited_share * 1e6) as u64, 1_000_000),
-            ),
-            "  why        ",
-            indent,
+        let share = |s: f64| format_percent((s * 1e6) as u64, 1_000_000);
+        let mut text = format!(
+            "the groups that did the work ({}) waited {} of their time on the program's threads: \
+             nothing in it held them back",
+            w.groups.join(", "),
+            share(w.waited_share),
         );
+        if w.cpu_waited_share > 0.0 {
+            text.push_str(&format!(
+                " (and {} waiting for a CPU no thread of the program held: the machine's load; \
+                 --threads '{}' shows it)",
+                share(w.cpu_waited_share),
+                w.groups.join(","),
+            ));
+        }
+        put_wrapped(&mut out, &text, "  why        ", indent);
     }
     if !a.left_out.is_empty() {
         let first = &a.left_out[0].group;
@@ -150,6 +155,37 @@ fn render(why: &Why, style: StackStyle) -> String {
         format_ns(c.history_ns),
     );
     put_wrapped(&mut out, &coverage, "", "  ");
+    if c.unexplained_ns > 0 {
+        let u = &c.unexplained;
+        let parts: Vec<String> = [
+            (
+                u.past_record_limit_ns,
+                "in sleeps kept past the analysis' limit of records (no call, stacks or waker: \
+                 what they slept in is not known)",
+            ),
+            (
+                u.no_wakeup_seen_ns,
+                "in sleeps whose wakeup was not seen (lost or out of order in the stream)",
+            ),
+            (
+                u.no_timeline_ns,
+                "at threads' time the analysis does not know (before their history, or lost \
+                 intervals)",
+            ),
+            (u.depth_limit_ns, "past the depth followed"),
+        ]
+        .into_iter()
+        .filter(|(ns, _)| *ns > 0)
+        .map(|(ns, what)| format!("{} {what}", format_percent(ns, a.wall_ns)))
+        .collect();
+        let text = format!(
+            "Not followed: {} of their time ({}): {}",
+            format_percent(c.unexplained_ns, a.wall_ns),
+            format_ns(c.unexplained_ns),
+            parts.join("; ")
+        );
+        put_wrapped(&mut out, &text, "", "  ");
+    }
     if c.stackless_ns > 0 {
         let stackless = format!(
             "Stacks: {} of the threads' waits were analysed without their stacks (the \
@@ -191,6 +227,7 @@ fn what(cause: &Cause) -> &'static str {
     match cause.kind {
         CauseKind::Cpu => "on a CPU",
         CauseKind::CpuSaturation => "waiting for a CPU",
+        CauseKind::Spin => "on a CPU, spinning for a lock another thread held",
         CauseKind::WakeupLatency => "runnable while the CPU it got was idle",
         CauseKind::Sleep => "asleep on purpose while others waited",
         CauseKind::Io => "in I/O",
@@ -252,12 +289,18 @@ fn write_cause(out: &mut String, cause: &Cause, style: StackStyle) {
         .unwrap_or_default();
     let _ = writeln!(
         out,
-        "  #{} {}{call}: {:.1}% of their time ({}), in {} waits",
+        "  #{} {}{call}: {:.1}% of their time ({}), in {} {}",
         cause.rank,
         cause.kind.name(),
         cause.share * 100.0,
         format_ns(cause.total_ns),
         cause.waits,
+        // A spin is the cpu probe's samples, not off-CPU waits.
+        if cause.kind == CauseKind::Spin {
+            "samples"
+        } else {
+            "waits"
+        },
     );
     let who = format!("{}: {}", what(cause), names(&cause.threads));
     put_wrapped(out, &who, "     ", "       ");
@@ -317,7 +360,13 @@ fn write_cause(out: &mut String, cause: &Cause, style: StackStyle) {
             let _ = writeln!(out, "     until it woke them at: {at}");
         }
     }
-    if !cause.holders.is_empty() {
+    if cause.kind == CauseKind::Spin {
+        // Only `pthread_spin_lock` is recognised (docs/BOTTLENECK.md), whose holder no probe
+        // sees.
+        let holder = "the lock's holder: not recorded (a spinlock never enters the kernel, so no \
+                      probe sees who holds it)";
+        put_wrapped(out, holder, "     ", "       ");
+    } else if !cause.holders.is_empty() {
         put_wrapped(
             out,
             &format!("CPUs held by: {}", names(&cause.holders)),
@@ -333,7 +382,9 @@ fn write_cause(out: &mut String, cause: &Cause, style: StackStyle) {
             "       ",
         );
     }
-    out.push_str("     explains:\n");
+    if !cause.sites.is_empty() {
+        out.push_str("     explains:\n");
+    }
     for site in cause.sites.iter().take(MAX_SITES) {
         match style {
             StackStyle::Full => {

@@ -620,22 +620,64 @@ fn frame_identical_stacks_are_merged() {
     );
 }
 
-/// The real recordings of the demo under each probe set (`tests/data/demo`): the report, and
-/// with the wait-for analysis `why` with no options, read as a user reads them; each matches its
-/// golden file, so that a change in what any view says of the demo is reviewed.
+/// The real recordings of the demo under each probe set (`tests/data/demo`): the report (text
+/// and JSON), with the wait-for analysis `why` with no options (text, and JSON as `why --json`
+/// writes it: the causes with the profile's classified totals), and the HTML page (normalized:
+/// see [`normalized_page`]), read as a user reads them; each matches its golden file, so that a
+/// change in what any view says of the demo is reviewed. The views' totals agree with each other
+/// (`views_agree.rs`); here their words and numbers are pinned.
 #[test]
 fn recorded_demo_under_every_probe_set() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/demo");
     for set in ["futex", "offcpu", "futex-offcpu", "bottleneck"] {
-        let profile = lockscope_probes::read_profile(&dir.join(format!("demo-{set}.lsp")))
-            .expect("a recorded demo profile");
+        let name = format!("demo-{set}.lsp");
+        let profile =
+            lockscope_probes::read_profile(&dir.join(&name)).expect("a recorded demo profile");
         let text = report(&profile, &ReportOptions::default());
         check_golden(&format!("demo_{set}_report.txt"), &text);
+        let mut options = ReportOptions::default();
+        options.json = true;
+        let json = report(&profile, &options);
+        let value: serde_json::Value = serde_json::from_str(&json).expect("report JSON");
+        assert_eq!(
+            value["classified"]["waits"], value["totals"]["count"],
+            "{set}: the classified waits are the report's"
+        );
+        check_golden(&format!("demo_{set}_report.json"), &json);
         if profile.waitfor.is_some() {
+            let answer = why(&profile, None);
+            check_golden(&format!("demo_{set}_why.txt"), &answer.to_text());
+            let mut value = serde_json::to_value(&answer).expect("why JSON");
+            value["classified"] = serde_json::to_value(lockscope::report::Classified::of(&profile))
+                .expect("classified JSON");
             check_golden(
-                &format!("demo_{set}_why.txt"),
-                &why(&profile, None).to_text(),
+                &format!("demo_{set}_why.json"),
+                &(serde_json::to_string_pretty(&value).expect("why JSON") + "\n"),
             );
         }
+        let page = lockscope::html::render_html(
+            &[lockscope::html::Input::Run {
+                path: std::path::PathBuf::from(&name),
+                profile: Box::new(profile),
+            }],
+            &lockscope::html::HtmlOptions::default(),
+        )
+        .expect("the page");
+        check_golden(&format!("demo_{set}.html"), &normalized_page(&page));
     }
+}
+
+/// The HTML page without the parts that are not the demo's: the embedded flamegraphs (inferno's
+/// SVG as base64 `data:` URLs, whose folded lines the `folded_*` goldens pin), the styles and the
+/// script (constants of the page), each left as a marker; and every tag on a line of its own
+/// where a line holds several, so that a diff names the table row that changed.
+fn normalized_page(page: &str) -> String {
+    let data = regex::Regex::new(r"data:image/svg\+xml;base64,[A-Za-z0-9+/=]+").expect("regex");
+    let style = regex::Regex::new(r"(?s)<style>.*?</style>").expect("regex");
+    let script = regex::Regex::new(r"(?s)<script>.*?</script>").expect("regex");
+    let page = data.replace_all(page, "data:[flamegraph]");
+    let page = style.replace_all(&page, "<style>[styles]</style>");
+    let page = script.replace_all(&page, "<script>[script]</script>");
+    page.replace("><tr>", ">\n<tr>")
+        .replace("</tr><", "</tr>\n<")
 }

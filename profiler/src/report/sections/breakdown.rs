@@ -160,7 +160,7 @@ fn breakdown(profile: &Profile) -> Option<Breakdown> {
 impl Section for Breakdown {
     const SOURCE: Source = Source::Waits {
         key: "breakdown",
-        rank: 1,
+        rank: 2,
     };
 
     fn build(profile: &Profile) -> Option<Breakdown> {
