@@ -4,13 +4,12 @@
 
 use super::{HashMap, RawBlame, RawRoot, RawWait};
 use crate::waitfor::{SampleRole, ThreadRef};
+use std::collections::hash_map::Entry;
 use std::hash::Hash;
 
-/// The identity of a blame record (everything but its chain and sums): its wait and its root
-/// (names interned), each as its number in [`Blames`]' tables of them, and its depth. Twelve
-/// bytes to hash and compare where the wait and root themselves are 130: the engine hashes one
-/// per piece of every interval it analyses.
-type Key = (u32, u32, u32);
+/// The identity of a blame record (everything but its chain and sums): its wait, its root with
+/// names interned, its depth.
+type Key<S> = (RawWait<S>, RootKey<S>, u32);
 
 /// A root while the engine sums: names as interned ids.
 pub(super) type RootKey<S> = RawRoot<S, u32>;
@@ -25,13 +24,7 @@ pub(super) struct Blames<S> {
     max_records: usize,
     /// [`super::EngineCounts::stackless_ns`].
     pub(super) stackless_ns: u64,
-    /// The numbers of the waits and roots of the records, by value.
-    wait_ids: HashMap<RawWait<S>, u32>,
-    root_ids: HashMap<RootKey<S>, u32>,
-    /// The last wait looked up, with its number: an interval's walk blames one wait on many
-    /// roots, and comparing it costs less than hashing it again.
-    last_wait: Option<(RawWait<S>, u32)>,
-    index: HashMap<Key, usize>,
+    index: HashMap<Key<S>, usize>,
     pub(super) records: Vec<RawBlame<S>>,
     /// Records the interval being analysed touched (their `waits` grow by one after it).
     touched: Vec<usize>,
@@ -46,9 +39,6 @@ impl<S: Copy + Eq + Hash> Blames<S> {
         Blames {
             max_records,
             stackless_ns: 0,
-            wait_ids: HashMap::default(),
-            root_ids: HashMap::default(),
-            last_wait: None,
             index: HashMap::default(),
             records: Vec::new(),
             touched: Vec::new(),
@@ -68,78 +58,33 @@ impl<S: Copy + Eq + Hash> Blames<S> {
         if ns == 0 {
             return;
         }
-        let wait_id = match self.last_wait {
-            Some((last, id)) if last == side => Some(id),
-            _ => self.wait_ids.get(&side).copied(),
-        };
-        let known = wait_id
-            .zip(self.root_ids.get(&root).copied())
-            .and_then(|(w, r)| self.index.get(&(w, r, depth)).copied());
-        if let Some(w) = wait_id {
-            self.last_wait = Some((side, w));
+        let mut key = (side, root, depth);
+        let mut stackless = None;
+        if self.records.len() >= self.max_records && !self.index.contains_key(&key) {
+            key = (coarse_wait(key.0), coarse_root(&key.1), depth);
+            stackless = Some(chain.iter().map(|&(t, _)| (t, None)).collect::<Vec<_>>());
+            self.stackless_ns = self.stackless_ns.saturating_add(ns);
         }
-        let i = match known {
-            Some(i) => i,
-            None if self.records.len() >= self.max_records => {
-                // Past the limit a new record is coarse: it joins the one of its threads and
-                // kinds, without stacks.
-                self.stackless_ns = self.stackless_ns.saturating_add(ns);
-                let (wait, root) = (coarse_wait(side), coarse_root(&root));
-                let key = (self.wait_id(wait), self.root_id(&root), depth);
-                match self.index.get(&key) {
-                    Some(&i) => i,
-                    None => {
-                        let chain = chain.iter().map(|&(t, _)| (t, None)).collect();
-                        self.insert(key, wait, &root, depth, chain, names)
-                    }
-                }
-            }
-            None => {
-                let key = (self.wait_id(side), self.root_id(&root), depth);
-                self.insert(key, side, &root, depth, chain.to_vec(), names)
+        // One hash and one comparison of the key per call: the engine's hottest line.
+        let i = match self.index.entry(key) {
+            Entry::Occupied(entry) => *entry.get(),
+            Entry::Vacant(entry) => {
+                let i = self.records.len();
+                let (wait, root, _) = entry.key();
+                self.records.push(RawBlame {
+                    wait: *wait,
+                    root: root.clone().named(names),
+                    depth,
+                    chain: stackless.unwrap_or_else(|| chain.to_vec()),
+                    waits: 0,
+                    total_ns: 0,
+                });
+                entry.insert(i);
+                i
             }
         };
         self.records[i].total_ns = self.records[i].total_ns.saturating_add(ns);
         self.touched.push(i);
-    }
-
-    /// The number of `wait`, given it now if it has none.
-    fn wait_id(&mut self, wait: RawWait<S>) -> u32 {
-        let next = self.wait_ids.len() as u32;
-        *self.wait_ids.entry(wait).or_insert(next)
-    }
-
-    /// The number of `root`, given it now if it has none.
-    fn root_id(&mut self, root: &RootKey<S>) -> u32 {
-        if let Some(&id) = self.root_ids.get(root) {
-            return id;
-        }
-        let id = self.root_ids.len() as u32;
-        self.root_ids.insert(root.clone(), id);
-        id
-    }
-
-    /// A new record under `key`, with nothing summed yet; its index.
-    fn insert(
-        &mut self,
-        key: Key,
-        wait: RawWait<S>,
-        root: &RootKey<S>,
-        depth: u32,
-        chain: Vec<(ThreadRef, Option<S>)>,
-        names: &[String],
-    ) -> usize {
-        let i = self.records.len();
-        self.records.push(RawBlame {
-            wait,
-            root: root.clone().named(names),
-            depth,
-            chain,
-            waits: 0,
-            total_ns: 0,
-        });
-        self.index.insert(key, i);
-        i
     }
 
     pub(super) fn count_touched(&mut self) {
