@@ -13,7 +13,7 @@ use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use blazesym::MaybeDefault;
 use lockscope_probes::symbols::{frame_from_sym, try_file_frame, UnreadableSymbols};
 use lockscope_probes::Frame;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
@@ -66,6 +66,11 @@ pub struct StackSymbolizer {
 /// behind: a thread cannot be stopped).
 struct GuardedFiles {
     worker: Option<Worker>,
+    /// Frames found, by file, address, offset in the file and whether it is a return address
+    /// (all that a lookup reads): the stacks of one
+    /// program share most of their frames (its thread entry, its request loop), and each
+    /// lookup is a round trip to the worker thread (two context switches).
+    found: HashMap<(PathBuf, u64, u64, bool), Frame>,
     /// Files given up on, by path: their frames are not looked up again.
     failed: HashSet<PathBuf>,
     failures: Vec<String>,
@@ -153,6 +158,7 @@ impl GuardedFiles {
     fn new() -> Self {
         GuardedFiles {
             worker: None,
+            found: HashMap::new(),
             failed: HashSet::new(),
             failures: Vec::new(),
         }
@@ -163,6 +169,15 @@ impl GuardedFiles {
         if self.failed.contains(&lookup.path) {
             return None;
         }
+        let key = (
+            lookup.path.clone(),
+            lookup.address,
+            lookup.file_offset,
+            lookup.is_return,
+        );
+        if let Some(frame) = self.found.get(&key) {
+            return Some(frame.clone());
+        }
         if self.worker.is_none() {
             self.worker = Worker::start();
         }
@@ -171,7 +186,10 @@ impl GuardedFiles {
         let why = match worker.lookups.send(lookup) {
             Err(_) => FileFailure::Gone,
             Ok(()) => match worker.frames.recv_timeout(FILE_DEADLINE) {
-                Ok(Ok(frame)) => return Some(frame),
+                Ok(Ok(frame)) => {
+                    self.found.insert(key, frame.clone());
+                    return Some(frame);
+                }
                 Ok(Err(why)) => why,
                 Err(RecvTimeoutError::Timeout) => {
                     // Left behind, still stuck: its answer would come for the wrong lookup.

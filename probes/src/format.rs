@@ -93,7 +93,10 @@ pub fn write_profile_to(profile: &Profile, writer: impl Write) -> Result<(), For
     let mut writer = BufWriter::new(writer);
     writer.write_all(&MAGIC)?;
     writer.write_all(&version_of(profile).to_le_bytes())?;
-    let mut gz = GzEncoder::new(writer, Compression::default());
+    // Level 2 (deflate's fast matcher), not the default 6: the 13 MB of a `bottleneck`
+    // recording of MariaDB compress in a third of the CPU time, the file half as large again
+    // (docs/BENCHMARKS.md: the recorder's own CPU).
+    let mut gz = GzEncoder::new(writer, Compression::new(2));
     serde_json::to_writer(&mut gz, profile).map_err(io::Error::from)?;
     gz.finish()?.flush()?;
     Ok(())

@@ -5,7 +5,7 @@
 # needs. Documented in docs/BENCHMARKS.md.
 #
 #   overhead-bench.sh [--threads "20 50"] [--reps 3] [--seconds 20] [--modes "MODE ..."]
-#                     [--lockscope BIN] [--out DIR]
+#                     [--lockscope BIN] [--out DIR] [--bpf-stats yes|no]
 #
 # Modes: untraced (always run, between the others), lockscope-default (record -p, default
 # probes), lockscope-futex (--probes futex), lockscope-futex-generic (the same with tracefs
@@ -16,14 +16,20 @@
 # (--probes bottleneck: what `lockscope why` reads), lockscope-with-P1+P2... (--probes P1,P2...:
 # any set, to tell where a set's cost comes from), bpftrace-futex,
 # bpftrace-offcpu (the equivalent bpftrace scripts next to this one), bpftrace-switch-floor (a
-# sched_switch program that only counts: the floor of any off-CPU probe), perf-lock (perf lock record
+# sched_switch program that only counts: the floor of any off-CPU probe), libbpf-offcputime
+# (libbpf-tools' offcputime -p: frame-pointer stacks, aggregated in the kernel), perf-lock (perf lock record
 # -p), perf-trace (perf trace -s -p), strace (strace -c -f -p); and the on-CPU profilers at 99 Hz:
 # lockscope-cpu (--probes cpu), perf-cpu (perf record -F 99 --call-graph dwarf -p: perf's 8 KB
 # stack copies), bpftrace-cpu (profile:hz:99 { @[ustack] = count(); }); cpu-stacks.sh DIR then
 # gives each one's share of samples on stacks reaching the thread entry. tracefs is mounted for the whole
 # run, as systemd mounts it at boot (bpftrace and perf need it; lockscope's futex probe then uses
 # the per-syscall tracepoints), and unmounted at the end when it was not mounted before. Every tracer attaches to the running mariadbd before sysbench starts and is stopped with
-# SIGINT after it ends, under /usr/bin/time -v for its CPU time and peak RSS.
+# SIGINT after it ends, under /usr/bin/time -v for its CPU time and peak RSS; its CPU time while
+# sysbench ran (what the server could not use) is read from /proc as well.
+#
+# The issue-46 comparison (the recorder's own CPU and the TPS it keeps, against its peers):
+#   overhead-bench.sh --threads 50 --reps 5 --seconds 10 --bpf-stats no \
+#       --modes "lockscope-offcpu lockscope-bottleneck libbpf-offcputime bpftrace-offcpu"
 #
 # Output: DIR (default /tmp/lockscope-overhead-<time>) holds runs.tsv (one line per run),
 # summary.md (ratios to untraced with their spread, the paired ratios (each run against the mean
@@ -33,7 +39,7 @@
 # run of each of its BPF programs), environment.txt (machine, versions, what else was running)
 # and each tracer's output. The lockscope binary is copied first, so a rebuild during the run changes nothing.
 # Everything started here (MariaDB when it was not running, tracers, a tracefs mount) is stopped
-# or undone on exit.
+# or undone on exit. --bpf-stats no skips the per-program statistics runs (bpf-stats.md).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -43,12 +49,13 @@ seconds=20
 modes="lockscope-default lockscope-futex lockscope-futex-generic lockscope-offcpu bpftrace-futex bpftrace-offcpu perf-lock perf-trace strace"
 lockscope_bin=$LOCKSCOPE_RELEASE
 out="/tmp/lockscope-overhead-$(date +%Y%m%d-%H%M%S)"
-parse_options "threads=threads_list reps seconds modes lockscope=lockscope_bin out" "$@"
+bpf_stats=yes
+parse_options "threads=threads_list reps seconds modes lockscope=lockscope_bin out bpf-stats=bpf_stats" "$@"
 # Seconds between a tracer's start and sysbench's, for tracers that do not say they are ready.
 SETTLE=2
 
 need_root
-install_missing mariadb-server sysbench bpftrace linux-perf strace time bpftool
+install_missing mariadb-server sysbench bpftrace libbpf-tools linux-perf strace time bpftool
 copy_lockscope "$lockscope_bin" "$out"
 MARIADB="$WORKLOADS_DIR/mariadb.sh"
 
@@ -103,6 +110,7 @@ offcpu_available=
     echo "mariadb:   $(mariadbd --version)"
     echo "sysbench:  $(sysbench --version)"
     echo "bpftrace:  $(bpftrace --version)"
+    echo "libbpf-tools: $(dpkg-query -W -f='${Version}' libbpf-tools 2>/dev/null || echo none)"
     echo "perf:      $(perf --version)"
     echo "strace:    $(strace -V | head -1)"
     echo "lockscope: $("$LOCKSCOPE" --version) ($lockscope_bin; the repository is at $(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown), which need not be the commit it was built from)"
@@ -115,7 +123,7 @@ offcpu_available=
 } >"$out/environment.txt"
 cat "$out/environment.txt" >&2
 
-printf 'mode\tthreads\trep\ttps\tevents\tlost\tstack_failures\trecorded_s\tcpu_s\trss_kb\tloadavg\n' >"$out/runs.tsv"
+printf 'mode\tthreads\trep\ttps\tevents\tlost\tstack_failures\trecorded_s\tcpu_s\trss_kb\tloadavg\tcpu_load_s\n' >"$out/runs.tsv"
 
 # Starts the tracer of mode "$1" on $PID, writing to files "$2".*; returns once it is attached.
 start_tracer() {
@@ -150,6 +158,8 @@ start_tracer() {
     bpftrace-futex) cmd=(bpftrace "$WORKLOADS_DIR/futex-wait.bt" "$PID") ready="Attaching" ;;
     bpftrace-offcpu) cmd=(bpftrace "$WORKLOADS_DIR/offcpu.bt" "$PID") ready="Attaching" ;;
     bpftrace-switch-floor) cmd=(bpftrace "$WORKLOADS_DIR/switch-floor.bt" "$PID") ready="Attaching" ;;
+    # Prints nothing until it ends: attached once its maps exist, SETTLE covers it.
+    libbpf-offcputime) cmd=(offcputime -p "$PID") ;;
     perf-lock) cmd=(perf lock record -p "$PID" -o "$base.perf.data") ;;
     perf-trace) cmd=(perf trace -s -p "$PID" -o "$base.perf-trace.txt") ;;
     strace) cmd=(strace -c -f -p "$PID" -o "$base.strace.txt") ready="attached" ;;
@@ -196,14 +206,27 @@ stop_tracer() {
     ensure_tracefs
 }
 
+# CPU seconds (user + system) the tracer under /usr/bin/time "$1" has used so far; - when gone.
+TICKS=$(getconf CLK_TCK)
+tracer_cpu() {
+    local child
+    child=$(pgrep -P "$1" | head -1) || { echo -; return; }
+    # utime and stime, fields 14 and 15 after the command name (which may hold spaces).
+    sed 's/^.*) //' "/proc/$child/stat" 2>/dev/null |
+        awk -v t="$TICKS" '{printf "%.2f", ($12 + $13) / t}' || echo -
+}
+
 run_one() {
     local mode=$1 threads=$2 rep=$3 base="$out/$1-t$2-r$3" tps
-    local events=- lost=- failures=- recorded=- cpu=- rss=-
+    local events=- lost=- failures=- recorded=- cpu=- rss=- cpu_before=- cpu_load=-
     if [ "$mode" != untraced ]; then
         start_tracer "$mode" "$base"
+        cpu_before=$(tracer_cpu "$tracer_pid")
     fi
     tps=$("$MARIADB" tps "$threads" "$seconds")
     if [ "$mode" != untraced ]; then
+        cpu_load=$(awk -v a="$cpu_before" -v b="$(tracer_cpu "$tracer_pid")" \
+            'BEGIN {if (a == "-" || b == "-") print "-"; else printf "%.2f", b - a}')
         stop_tracer
         cpu=$(awk -v u="$(time_field "$base.time" 'User time (seconds)')" \
             -v s="$(time_field "$base.time" 'System time (seconds)')" 'BEGIN {printf "%.2f", u + s}')
@@ -218,9 +241,9 @@ run_one() {
             failures=$(sed -n 's/.* lost, \([0-9]*\) stack failures.*/\1/p' <<<"$line")
         fi
     fi
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mode" "$threads" "$rep" "$tps" \
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mode" "$threads" "$rep" "$tps" \
         "${events:--}" "${lost:--}" "${failures:--}" "${recorded:--}" "$cpu" "${rss:--}" \
-        "$(cut -d' ' -f1 /proc/loadavg)" >>"$out/runs.tsv"
+        "$(cut -d' ' -f1 /proc/loadavg)" "$cpu_load" >>"$out/runs.tsv"
     log "$(date +%H:%M:%S) $mode, $threads threads, rep $rep: $tps TPS"
 }
 
@@ -228,6 +251,10 @@ active_modes=()
 for mode in $modes; do
     if [ "$mode" = lockscope-offcpu ] && [ -z "$offcpu_available" ]; then
         log "lockscope has no offcpu probe: lockscope-offcpu is not available"
+        continue
+    fi
+    if [ "$mode" = libbpf-offcputime ] && ! command -v offcputime >/dev/null; then
+        log "no offcputime (libbpf-tools): libbpf-offcputime is not available"
         continue
     fi
     if [ "$mode" = lockscope-futex-generic ] && [ -n "$tracefs_was_mounted" ]; then
@@ -287,6 +314,7 @@ last_threads=${threads_list##* }
 } >"$out/bpf-stats.md"
 for mode in "${active_modes[@]}"; do
     [[ $mode == lockscope-* ]] || continue
+    [ "$bpf_stats" = yes ] || break
     command -v bpftool >/dev/null || break
     bpf_stats_run "$mode" "$last_threads"
 done
@@ -319,12 +347,13 @@ $1 != "untraced" && last[$2] != "" { pending[$2] = $1 SUBSEP $4 }
     n[key]++; sum[key] += $4; tps[key, n[key]] = $4
     if ($5 != "-") { ev[key] += $5; rec[key] += $8; lost[key] += $6; fail[key] += $7 }
     if ($9 != "-") { cpu[key] += $9; if ($10 > rss[key]) rss[key] = $10 }
+    if ($12 != "" && $12 != "-") { cpuload[key] += $12; ncl[key]++ }
 }
 END {
     nt = split(threads_list, ts, " ")
     nm = split("untraced " modes, ms, " ")
-    print "| mode | threads | runs | mean TPS | ratio to untraced | spread (min-max) | paired ratio: median (min-max) | events/s | lost | stack failures | tracer CPU s/run | tracer peak RSS MB |"
-    print "|---|---|---|---|---|---|---|---|---|---|---|---|"
+    print "| mode | threads | runs | mean TPS | ratio to untraced | spread (min-max) | paired ratio: median (min-max) | events/s | lost | stack failures | tracer CPU s/run | of which while the load ran | tracer peak RSS MB |"
+    print "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     for (j = 1; j <= nt; j++) {
         t = ts[j]; base = sum["untraced", t] / n["untraced", t]
         for (i = 1; i <= nm; i++) {
@@ -338,6 +367,7 @@ END {
             f = (m ~ /^lockscope/) ? fail[key] : "-"
             c = (m == "untraced") ? "-" : sprintf("%.2f", cpu[key] / n[key])
             s = (m == "untraced") ? "-" : sprintf("%.0f", rss[key] / 1024)
+            cl = (ncl[key]) ? sprintf("%.2f", cpuload[key] / ncl[key]) : "-"
             paired = "-"
             if (np[key]) {
                 # insertion sort of the few paired ratios, for the median
@@ -346,7 +376,7 @@ END {
                 med = (np[key] % 2) ? v[(np[key] + 1) / 2] : (v[np[key] / 2] + v[np[key] / 2 + 1]) / 2
                 paired = sprintf("%.3f (%.3f-%.3f)", med, v[1], v[np[key]])
             }
-            printf "| %s | %s | %d | %.0f | %.3f | %.3f-%.3f | %s | %s | %s | %s | %s | %s |\n", m, t, n[key], mean, mean / base, lo, hi, paired, eps, l, f, c, s
+            printf "| %s | %s | %d | %.0f | %.3f | %.3f-%.3f | %s | %s | %s | %s | %s | %s | %s |\n", m, t, n[key], mean, mean / base, lo, hi, paired, eps, l, f, c, cl, s
         }
     }
     if (offcpu == "no") print "\nlockscope-offcpu: not available (this lockscope has no offcpu probe)."

@@ -56,7 +56,7 @@ impl Recorder {
         // First: the per-thread times end here, not after the symbolization below.
         let duration_ns = self.stop().as_nanos() as u64;
         self.apply_process_events();
-        self.snapshot_maps();
+        self.snapshot_maps(true);
         let counters = self.probe_set.counters()?;
         let running = self.running_targets();
         let mut drained = self.probe_set.drain(&running)?;

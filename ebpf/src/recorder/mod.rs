@@ -125,6 +125,12 @@ pub struct Recorder {
     /// Processes forked or exec'ed less than [`EARLY_SNAPSHOTS`] ago, with when: their maps
     /// are snapshotted at every poll.
     young: HashMap<u32, Instant>,
+    /// Each process's `/proc/PID/maps` at its last snapshot: a periodic snapshot that reads the
+    /// same text skips the parsing, the files' opening and the unwind table refresh, which cost
+    /// more than the rest of a poll of a server that maps nothing new.
+    maps_seen: HashMap<u32, String>,
+    /// The unwinder had tables still being built at the last poll.
+    tables_pending: bool,
     /// What the profile and the user are told: optional capabilities this process lacks (from
     /// the privilege check), targets not recorded as asked.
     warnings: Vec<String>,
@@ -199,14 +205,14 @@ impl Recorder {
         }
         // Tables built in the background replace their mappings' pending marks at the refresh.
         let tables_ready = self.unwinder.as_mut().is_some_and(Unwinder::collect_ready);
-        if self
-            .last_snapshot
-            .is_none_or(|last| last.elapsed() >= SNAPSHOT_INTERVAL)
-            || self.started.elapsed() < EARLY_SNAPSHOTS
-            || self.unwinder_missed()?
-            || tables_ready
+        let refresh = self.unwinder_missed()? || tables_ready;
+        if refresh
+            || self
+                .last_snapshot
+                .is_none_or(|last| last.elapsed() >= SNAPSHOT_INTERVAL)
+            || self.early()
         {
-            self.snapshot_maps();
+            self.snapshot_maps(refresh);
         } else {
             self.snapshot_young();
         }
@@ -230,7 +236,18 @@ impl Recorder {
     /// `offcpu` probe's sched_switch: bpf_find_vma's unlock work is then still pending), so such
     /// stacks are cut short until the process's table exists.
     pub fn wants_early_polls(&self) -> bool {
-        self.started.elapsed() < EARLY_SNAPSHOTS || !self.young.is_empty()
+        self.early() || !self.young.is_empty()
+    }
+
+    /// True during the recording's first second when a program may still be mapping its
+    /// libraries, or be unwound without the tables of some: a launched command (just exec'ed),
+    /// a cgroup's or the machine's processes (found as the recording goes), or processes
+    /// given by pid whose tables are still being built. Processes given by pid with their
+    /// tables ready map nothing new for being recorded: polling them every 10 ms for a second
+    /// cost more than the rest of an `offcpu` recording's polls.
+    fn early(&self) -> bool {
+        self.started.elapsed() < EARLY_SNAPSHOTS
+            && (!matches!(self.scope, Scope::Pids { .. }) || self.tables_pending)
     }
 
     /// Time since the probes were attached (the recording's duration so far), or the whole

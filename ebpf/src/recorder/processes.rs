@@ -88,6 +88,7 @@ impl Recorder {
                         event.kernel_thread,
                     );
                     if !event.kernel_thread {
+                        self.maps_seen.remove(&pid);
                         self.maps.inherit(pid, parent);
                         if let Some(unwinder) = &mut self.unwinder {
                             let _ = unwinder.inherit(pid, parent);
@@ -97,6 +98,7 @@ impl Recorder {
                 }
                 ProcessEventKind::Exec => {
                     self.processes.exec(pid, &event.comm);
+                    self.maps_seen.remove(&pid);
                     self.maps.exec(pid, event.time_ns);
                     self.maps.snapshot(pid);
                     if let Some(unwinder) = &mut self.unwinder {

@@ -152,6 +152,9 @@ impl Recorder {
             processes,
             leaving: Vec::new(),
             young: HashMap::new(),
+            maps_seen: HashMap::new(),
+            // Until the first poll says otherwise: its early polls then go on.
+            tables_pending: true,
             warnings,
             process_events_lost: 0,
             child,
