@@ -9,7 +9,11 @@
 //! time was spent under (a sleep under `rwsem_down_read_slowpath` is not one in `futex_wait`
 //! at the same user stack: one kernel took a lock there, the other did not). The kinds that are one cause
 //! per kind (`cpu-saturation`, `wakeup-latency`, `cycle`, `depth-limit`, `unknown`) match by kind
-//! alone. A cause on one side only is `new` or `gone`. A change is named by its telling frame
+//! alone. A cause most of whose time was spent under a sleeping kernel lock (its waits', or its
+//! root's, sleep on it) is part of a `kernel-lock` change instead, one per lock and kernel caller
+//! (`rwsem` taken in `lock_mm_and_find_vma`): one kernel takes a lock that another does not, and
+//! the time it costs is spread over causes of several kinds (the holder on a CPU, the wakeup's
+//! latency, ...), which the change lists as its parts. A cause on one side only is `new` or `gone`. A change is named by its telling frame
 //! (the program's own, past the plumbing), with its kernel lock; its `kernel_stack` is the root's
 //! kernel stack on the side where it weighs more, or else the path of its kernel lock.
 //!
@@ -317,21 +321,53 @@ impl ChangeStatus {
     }
 }
 
+/// What a change is: a cause's kind, or the causes a kernel lock's sleeps cost together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ChangeKind {
+    /// Causes of one kind (`cpu`, `sleep`, ...).
+    Cause(CauseKind),
+    /// The causes whose time was spent under one sleeping kernel lock, taken by one kernel
+    /// caller (`kernel-lock`).
+    KernelLock,
+}
+
+impl ChangeKind {
+    /// Its name in the text and JSON: the cause kind's, or `kernel-lock`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ChangeKind::Cause(kind) => kind.name(),
+            ChangeKind::KernelLock => "kernel-lock",
+        }
+    }
+}
+
+impl Serialize for ChangeKind {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+impl PartialEq<CauseKind> for ChangeKind {
+    fn eq(&self, other: &CauseKind) -> bool {
+        *self == ChangeKind::Cause(*other)
+    }
+}
+
 /// One cause compared.
 #[derive(Debug, Serialize)]
 pub struct CauseChange {
     /// Rank, 1 for the largest absolute delta.
     pub rank: usize,
     /// What it is.
-    pub kind: CauseKind,
+    pub kind: ChangeKind,
     /// New, gone, grew, shrank or same.
     pub status: ChangeStatus,
     /// The canonical stack it was matched by, leaf first (empty for the kinds matched by kind
-    /// alone).
+    /// alone, and for `kernel-lock`, matched by its lock).
     pub stack: Vec<String>,
-    /// Its root's kernel stack, leaf first, on the side where it weighs more; else the kernel
-    /// path of its kernel lock; empty when neither (a root on a CPU, a backend without kernel
-    /// stacks).
+    /// For `kernel-lock`, the kernel path of its lock on the side where it weighs more;
+    /// otherwise its root's kernel stack, leaf first, on that side, or else the kernel path of
+    /// its kernel lock; empty when neither (a root on a CPU, a backend without kernel stacks).
     pub kernel_stack: Vec<String>,
     /// The sleeping kernel lock its time was spent under, on the side where it weighs more
     /// (part of what it was matched by).
@@ -375,7 +411,24 @@ pub struct CauseSide {
     pub threads: Vec<NamedTime>,
     /// The waits it explains, heaviest first.
     pub sites: Vec<Site>,
+    /// For `kernel-lock`: the causes it gathers on this side, heaviest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<LockPart>,
 }
+
+/// One of the causes a `kernel-lock` change gathers on one side.
+#[derive(Debug, Serialize)]
+pub struct LockPart {
+    /// The cause's kind.
+    pub kind: CauseKind,
+    /// Its root's stack, leaf first, a few frames (as `why` shows it).
+    pub stack: Vec<String>,
+    /// Its time, nanoseconds.
+    pub total_ns: u64,
+}
+
+/// Frames of a [`LockPart`]'s stack kept.
+const PART_FRAMES: usize = 4;
 
 /// Rounds a value for the JSON: fractions to 6 decimals, nanoseconds to 0.01.
 fn round(value: f64, unit: &str) -> f64 {
@@ -386,7 +439,8 @@ fn round(value: f64, unit: &str) -> f64 {
 /// What one cause is matched by.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct MatchKey {
-    kind: CauseKind,
+    kind: ChangeKind,
+    /// The canonical user stack; for `kernel-lock`, the lock's kernel caller.
     stack: Vec<String>,
     call: Option<String>,
     /// The kernel lock's slow path (`rwsem_down_read_slowpath`), as the kernel names it across
@@ -404,9 +458,12 @@ fn by_stack(kind: CauseKind) -> bool {
 }
 
 fn match_key(cause: &Cause, depth: SiteDepth) -> MatchKey {
+    if let Some(key) = lock_key(cause) {
+        return key;
+    }
     let keep = by_stack(cause.kind);
     MatchKey {
-        kind: cause.kind,
+        kind: ChangeKind::Cause(cause.kind),
         stack: if keep {
             canonical_place(&cause.stack, depth)
         } else {
@@ -419,6 +476,24 @@ fn match_key(cause: &Cause, depth: SiteDepth) -> MatchKey {
             .filter(|_| keep)
             .and_then(|lock| lock_sleep(&lock.stack)),
     }
+}
+
+/// The `kernel-lock` change a cause is part of: its kernel lock's slow path and the first
+/// caller past the lock's entry points (`lock_mm_and_find_vma`), as the kernel names them across
+/// builds (without a `.constprop.0`); `None` without a kernel lock.
+fn lock_key(cause: &Cause) -> Option<MatchKey> {
+    let lock = cause.kernel_lock.as_ref()?;
+    let sleep = lock_sleep(&lock.stack)?;
+    let caller = lock
+        .callers()
+        .first()
+        .map(|f| f.split('.').next().unwrap_or(f).to_string());
+    Some(MatchKey {
+        kind: ChangeKind::KernelLock,
+        stack: caller.into_iter().collect(),
+        call: None,
+        kernel_lock: Some(sleep),
+    })
 }
 
 /// The slow path a kernel lock's path (leaf first) sleeps in: the entry of
@@ -473,42 +548,85 @@ fn name_places(changes: &mut [CauseChange]) {
             None => "[no stack]".to_string(),
         }
     };
-    let short: Vec<(CauseKind, String)> = changes.iter().map(|c| (c.kind, at(c, 1))).collect();
+    let short: Vec<(ChangeKind, String)> = changes.iter().map(|c| (c.kind, at(c, 1))).collect();
     for (i, c) in changes.iter_mut().enumerate() {
         let shared = short.iter().filter(|p| **p == short[i]).count() > 1;
-        c.place = if shared { at(c, 2) } else { short[i].1.clone() };
+        c.place = if c.kind == ChangeKind::KernelLock {
+            // Where the kernel took the lock: its first caller past the lock's entry points.
+            c.kernel_lock
+                .as_ref()
+                .and_then(|lock| lock.callers().first().or(lock.stack.first()).cloned())
+                .unwrap_or_else(|| "[no stack]".to_string())
+        } else if shared {
+            at(c, 2)
+        } else {
+            short[i].1.clone()
+        };
         if let Some(lock) = &c.kernel_lock {
             c.place = format!("{} [{}]", c.place, lock.lock);
         }
     }
 }
 
+/// A change's cause on one side: the causes merged under one match key, and for `kernel-lock`
+/// the parts they were.
+struct SideCause {
+    cause: Cause,
+    parts: Vec<LockPart>,
+}
+
 /// One side's causes (idle too) merged by their match key.
-fn side_causes(why: Why, depth: SiteDepth) -> BTreeMap<MatchKey, Cause> {
-    let mut out: BTreeMap<MatchKey, Cause> = BTreeMap::new();
+fn side_causes(why: Why, depth: SiteDepth) -> BTreeMap<MatchKey, SideCause> {
+    let mut out: BTreeMap<MatchKey, SideCause> = BTreeMap::new();
     for cause in why.causes.into_iter().chain(why.idle) {
         let key = match_key(&cause, depth);
+        let part = (key.kind == ChangeKind::KernelLock).then(|| LockPart {
+            kind: cause.kind,
+            stack: cause.stack.iter().take(PART_FRAMES).cloned().collect(),
+            total_ns: cause.total_ns,
+        });
         match out.get_mut(&key) {
             // Two causes of one side that only their OS-specific frames told apart are one.
-            Some(into) => merge(into, cause),
+            Some(into) => {
+                merge(&mut into.cause, cause);
+                into.parts.extend(part);
+            }
             None => {
-                out.insert(key, cause);
+                let parts = part.into_iter().collect();
+                out.insert(key, SideCause { cause, parts });
             }
         }
+    }
+    for entry in out.values_mut() {
+        entry
+            .parts
+            .sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.kind.cmp(&b.kind)));
     }
     out
 }
 
 fn merge(into: &mut Cause, from: Cause) {
+    let lock_ns = [&into.kernel_lock, &from.kernel_lock]
+        .iter()
+        .filter_map(|lock| lock.as_ref().map(|l| l.total_ns))
+        .sum();
     if from.total_ns > into.total_ns {
         into.stack = from.stack;
         into.kernel_stack = from.kernel_stack;
         into.kernel_lock = from.kernel_lock;
     }
+    if let Some(lock) = &mut into.kernel_lock {
+        lock.total_ns = lock_ns;
+    }
     into.total_ns += from.total_ns;
     into.share += from.share;
     into.waits += from.waits;
-    into.threads.extend(from.threads);
+    for thread in from.threads {
+        match into.threads.iter_mut().find(|t| t.name == thread.name) {
+            Some(t) => t.total_ns += thread.total_ns,
+            None => into.threads.push(thread),
+        }
+    }
     into.threads
         .sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
     into.sites.extend(from.sites);
@@ -600,8 +718,8 @@ impl WhyDiff {
             keys.dedup();
             keys
         };
-        let side = |cause: Option<Cause>, summary: &SideSummary, first: bool| match cause {
-            Some(c) => CauseSide {
+        let side = |cause: Option<SideCause>, summary: &SideSummary, first: bool| match cause {
+            Some(SideCause { cause: c, parts }) => CauseSide {
                 total_ns: c.total_ns,
                 share: crate::render::units::share(c.total_ns, summary.wall_ns),
                 normalized: basis.normalize(c.total_ns, summary, first),
@@ -609,6 +727,7 @@ impl WhyDiff {
                 stack: c.stack,
                 threads: c.threads,
                 sites: c.sites,
+                parts,
             },
             None => CauseSide::default(),
         };
@@ -618,13 +737,15 @@ impl WhyDiff {
                 let (b, o) = (base_causes.remove(&key), other_causes.remove(&key));
                 let present = (b.is_some(), o.is_some());
                 let heavier = match (&b, &o) {
-                    (Some(b), Some(o)) if b.total_ns > o.total_ns => Some(b),
-                    (_, Some(o)) => Some(o),
-                    (b, None) => b.as_ref(),
+                    (Some(b), Some(o)) if b.cause.total_ns > o.cause.total_ns => Some(&b.cause),
+                    (_, Some(o)) => Some(&o.cause),
+                    (b, None) => b.as_ref().map(|b| &b.cause),
                 };
                 let kernel_lock = heavier.and_then(|c| c.kernel_lock.clone());
                 let kernel_stack = match heavier {
-                    Some(c) if !c.kernel_stack.is_empty() => c.kernel_stack.clone(),
+                    Some(c) if !c.kernel_stack.is_empty() && key.kind != ChangeKind::KernelLock => {
+                        c.kernel_stack.clone()
+                    }
                     _ => kernel_lock
                         .as_ref()
                         .map(|lock| lock.stack.clone())
@@ -643,7 +764,12 @@ impl WhyDiff {
                     kind: key.kind,
                     status,
                     place: String::new(),
-                    stack: key.stack,
+                    // A kernel lock's change is matched by its lock, not a user stack.
+                    stack: if key.kind == ChangeKind::KernelLock {
+                        Vec::new()
+                    } else {
+                        key.stack
+                    },
                     kernel_stack,
                     kernel_lock,
                     call: key.call,
@@ -979,7 +1105,11 @@ mod tests {
         let first = &diff.changes[0];
         assert_eq!(
             (first.kind, first.status, first.place.as_str()),
-            (CauseKind::Cpu, ChangeStatus::Grew, "critical_section")
+            (
+                ChangeKind::Cause(CauseKind::Cpu),
+                ChangeStatus::Grew,
+                "critical_section"
+            )
         );
         assert_eq!(
             first.stack,
@@ -1098,7 +1228,10 @@ mod tests {
             "{diff:#?}"
         );
         let cpu = &diff.changes[0];
-        assert_eq!((cpu.kind, cpu.status), (CauseKind::Cpu, ChangeStatus::Grew));
+        assert_eq!(
+            (cpu.kind, cpu.status),
+            (ChangeKind::Cause(CauseKind::Cpu), ChangeStatus::Grew)
+        );
         assert_eq!(cpu.stack, ["pthread_mutex_unlock"]);
         assert_eq!(cpu.other.stack[2], "app`critical_section+0x30");
         assert!(
@@ -1174,7 +1307,7 @@ mod tests {
         let names = |frames: &[&str]| frames.iter().map(|f| f.to_string()).collect::<Vec<_>>();
         let change = |kind: CauseKind, frames: &[&str]| CauseChange {
             rank: 0,
-            kind,
+            kind: ChangeKind::Cause(kind),
             status: ChangeStatus::New,
             stack: Vec::new(),
             kernel_stack: Vec::new(),

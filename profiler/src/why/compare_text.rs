@@ -1,7 +1,9 @@
 //! The text of a [`WhyDiff`]: both recordings and the basis, the ranked table of changes (with the
 //! threads' own CPU time and what was not analysed beneath), then the top changes in detail.
 
-use super::compare::{Basis, CauseChange, CauseSide, ChangeStatus, SideSummary, WhyDiff};
+use super::compare::{
+    Basis, CauseChange, CauseSide, ChangeKind, ChangeStatus, SideSummary, WhyDiff,
+};
 use super::model::Site;
 use crate::render::units::{format_fraction, format_ns};
 use std::fmt::Write as _;
@@ -258,7 +260,12 @@ fn detail(out: &mut String, diff: &WhyDiff, c: &CauseChange) {
         signed(c.delta_normalized, diff.basis.basis),
         explains(c.explains),
     );
-    if c.stack.is_empty() {
+    if c.kind == ChangeKind::KernelLock {
+        out.push_str(
+            "   matched by its kernel lock and where the kernel took it (the causes it gathers \
+             below)\n",
+        );
+    } else if c.stack.is_empty() {
         out.push_str("   matched by kind (one cause per kind on each side)\n");
     } else {
         out.push_str("   stack, leaf first (canonical)\n");
@@ -313,6 +320,28 @@ fn detail(out: &mut String, diff: &WhyDiff, c: &CauseChange) {
             if side.waits == 1 { "" } else { "s" },
             roots.join(", "),
         );
+        for part in side.parts.iter().take(MAX_SITES) {
+            let at = part
+                .stack
+                .iter()
+                .take(2)
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(" <- ");
+            let _ = writeln!(
+                out,
+                "     {:>8}  as {} at {}",
+                format_ns(part.total_ns),
+                part.kind.name(),
+                if at.is_empty() { "[no stack]" } else { &at },
+            );
+        }
+        if side.parts.len() > MAX_SITES {
+            let _ = writeln!(out, "     and {} more causes", side.parts.len() - MAX_SITES);
+        }
+        if !side.parts.is_empty() {
+            out.push_str("     the waits:\n");
+        }
         for site in side.sites.iter().take(MAX_SITES) {
             let _ = writeln!(out, "     {}", site_line(site));
         }

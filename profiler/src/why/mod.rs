@@ -42,8 +42,8 @@ mod stacks;
 mod text;
 
 pub use compare::{
-    Basis, CauseChange, CauseSide, ChangeStatus, WhyDiff, WhyDiffError, WhyDiffOptions,
-    WHY_DIFF_JSON_VERSION,
+    Basis, CauseChange, CauseSide, ChangeKind, ChangeStatus, LockPart, WhyDiff, WhyDiffError,
+    WhyDiffOptions, WHY_DIFF_JSON_VERSION,
 };
 use lockscope_probes::catalog;
 pub use model::{

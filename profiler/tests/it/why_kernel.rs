@@ -129,8 +129,10 @@ fn why_names_the_kernel_lock() {
 }
 
 /// `why BASE OTHER`: the same critical section whose waiters slept in `futex_wait` on one side
-/// and under the mmap_lock on the other is two causes (`gone`, `new`), the new one with the
-/// lock's kernel path as its `kernel_stack` and the lock in its place.
+/// and under the mmap_lock on the other is two changes: the `cpu` cause `gone`, and a
+/// `kernel-lock` change `new`, matched by its lock and where the kernel took it
+/// (`lock_mm_and_find_vma [rwsem]`), with the lock's kernel path as its `kernel_stack` and the
+/// cause it gathers (`cpu`) as its part.
 #[test]
 fn compare_tells_kernel_locks_apart() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -148,26 +150,26 @@ fn compare_tells_kernel_locks_apart() {
     let json: serde_json::Value = serde_json::from_str(&out).expect("json");
     let changes = json["changes"].as_array().expect("changes");
     let cpu: Vec<&serde_json::Value> = changes.iter().filter(|c| c["kind"] == "cpu").collect();
-    assert_eq!(cpu.len(), 2, "{json:#}");
-    let new = cpu
+    assert_eq!(cpu.len(), 1, "{json:#}");
+    let new = changes
         .iter()
-        .find(|c| c["status"] == "new")
-        .expect("a new cpu cause");
+        .find(|c| c["kind"] == "kernel-lock")
+        .expect("a kernel-lock change");
+    assert_eq!(new["status"], "new", "{new:#}");
     assert_eq!(
         new["kernel_stack"][0], "rwsem_down_read_slowpath",
         "{new:#}"
     );
     assert_eq!(new["kernel_lock"]["lock"], "rwsem", "{new:#}");
-    assert!(
-        new["where"]
-            .as_str()
-            .is_some_and(|w| w.ends_with("[rwsem]")),
+    assert_eq!(new["where"], "lock_mm_and_find_vma [rwsem]", "{new:#}");
+    assert_eq!(new["stack"], serde_json::json!([]), "{new:#}");
+    assert_eq!(new["other"]["parts"][0]["kind"], "cpu", "{new:#}");
+    assert_eq!(
+        new["other"]["parts"][0]["total_ns"], new["other"]["total_ns"],
         "{new:#}"
     );
-    let gone = cpu
-        .iter()
-        .find(|c| c["status"] == "gone")
-        .expect("a gone cpu cause");
+    let gone = cpu[0];
+    assert_eq!(gone["status"], "gone", "{gone:#}");
     assert!(gone.get("kernel_lock").is_none(), "{gone:#}");
     let text = run_ok(lockscope().current_dir(dir.path()).args([
         "why",
@@ -270,8 +272,8 @@ fn recorded_mmap_lock_is_named() {
 }
 
 /// The comparison page of two runs with the wait-for analysis lists their differential causes
-/// as `why A B` does: the critical section under the mmap_lock `new` in B, with its lock, and
-/// the one whose waiters slept in `futex_wait` `gone`.
+/// as `why A B` does: the mmap_lock `new` in B (a `kernel-lock` change, with its lock), and the
+/// critical section whose waiters slept in `futex_wait` `gone`.
 #[test]
 fn comparison_page_has_differential_causes() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -292,17 +294,20 @@ fn comparison_page_has_differential_causes() {
         .nth(1)
         .and_then(|t| t.split("</table>").next())
         .expect("a differential causes table");
-    let row = |status: &str| {
+    let row = |status: &str, kind: &str| {
         table
             .split("<tr>")
-            .find(|r| r.contains(&format!("<td>{status}</td>")) && r.contains("<td>cpu</td>"))
-            .unwrap_or_else(|| panic!("no {status} cpu row in {table}"))
+            .find(|r| {
+                r.contains(&format!("<td>{status}</td>")) && r.contains(&format!("<td>{kind}</td>"))
+            })
+            .unwrap_or_else(|| panic!("no {status} {kind} row in {table}"))
     };
     assert!(
-        row("new").contains("rwsem (rwsem_down_read_slowpath &lt;- lock_mm_and_find_vma)"),
+        row("new", "kernel-lock")
+            .contains("rwsem (rwsem_down_read_slowpath &lt;- lock_mm_and_find_vma)"),
         "{table}"
     );
-    assert!(!row("gone").contains("rwsem"), "{table}");
+    assert!(!row("gone", "cpu").contains("rwsem"), "{table}");
 }
 
 /// Two sweeps on one page (`lockscope html SWEEP_A SWEEP_B`): both curves on one chart, both
