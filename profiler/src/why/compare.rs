@@ -507,28 +507,8 @@ fn lock_sleep(path: &[String]) -> Option<&'static str> {
         .find(|p| leaf.starts_with(p))
 }
 
-/// Where the frame that tells where a stack is lies: the first that is the program's own, past
-/// the wait plumbing (`pthread_mutex_lock`, `nanosleep`, ...), the wrapper of the system call
-/// `call`, the C library's internals (`__`-prefixed), the Rust runtime (`std::`, `core::`,
-/// `alloc::`) and unnamed frames (`[libz.so.1]`); else the leaf; `None` for an empty stack.
-fn telling_index(stack: &[String], call: Option<&str>) -> Option<usize> {
-    let runtime = |f: &str| {
-        let path = f.trim_start_matches('<');
-        ["std::", "core::", "alloc::"]
-            .iter()
-            .any(|p| path.starts_with(p))
-    };
-    let own = stack.iter().position(|f| {
-        !(crate::render::frames::is_wait_plumbing(f)
-            || Some(f.as_str()) == call
-            || f.starts_with("__")
-            || f.starts_with('[')
-            || runtime(f))
-    });
-    own.or((!stack.is_empty()).then_some(0))
-}
-
-/// Names where each change is: its telling frame in the stack of the side where it weighs more,
+/// Names where each change is: its telling frame in the stack of the side where it weighs more
+/// (as every report names a site: [`site_name_index`](crate::render::frames::site_name_index)),
 /// with the frame's caller when another change of its kind has the same frame (`spin <-
 /// critical_section`, `spin <- outside_work`).
 fn name_places(changes: &mut [CauseChange]) {
@@ -538,7 +518,17 @@ fn name_places(changes: &mut [CauseChange]) {
         } else {
             &c.base
         };
-        match telling_index(&side.stack, c.call.as_deref()) {
+        // The wrapper of the system call the root slept in is plumbing that only this cause
+        // knows of; past it, the frame is named as every report names a site.
+        let call = side
+            .stack
+            .iter()
+            .take_while(|f| Some(f.as_str()) == c.call.as_deref())
+            .count();
+        let past_call = &side.stack[call.min(side.stack.len().saturating_sub(1))..];
+        let telling = crate::render::frames::site_name_index(past_call)
+            .map(|i| i + (side.stack.len() - past_call.len()));
+        match telling {
             Some(i) => side.stack[i..]
                 .iter()
                 .take(frames)
