@@ -369,6 +369,11 @@ pub struct CauseChange {
     /// otherwise its root's kernel stack, leaf first, on that side, or else the kernel path of
     /// its kernel lock; empty when neither (a root on a CPU, a backend without kernel stacks).
     pub kernel_stack: Vec<String>,
+    /// Where its root (the holder, on a CPU) let the waiters go in the kernel, leaf first from
+    /// the release (`up_write`, `__vm_munmap`, ...), on the side where it weighs more (for
+    /// `kernel-lock`, of its heaviest part that has one); empty when not recorded.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub release_stack: Vec<String>,
     /// The sleeping kernel lock its time was spent under, on the side where it weighs more
     /// (part of what it was matched by).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -600,7 +605,12 @@ fn merge(into: &mut Cause, from: Cause) {
         .iter()
         .filter_map(|lock| lock.as_ref().map(|l| l.total_ns))
         .sum();
-    if from.total_ns > into.total_ns {
+    // The release of the heaviest part that has one.
+    let heavier = from.total_ns > into.total_ns;
+    if !from.release_stack.is_empty() && (heavier || into.release_stack.is_empty()) {
+        into.release_stack = from.release_stack;
+    }
+    if heavier {
         into.stack = from.stack;
         into.kernel_stack = from.kernel_stack;
         into.kernel_lock = from.kernel_lock;
@@ -732,6 +742,7 @@ impl WhyDiff {
                     (b, None) => b.as_ref().map(|b| &b.cause),
                 };
                 let kernel_lock = heavier.and_then(|c| c.kernel_lock.clone());
+                let release_stack = heavier.map(|c| c.release_stack.clone()).unwrap_or_default();
                 let kernel_stack = match heavier {
                     Some(c) if !c.kernel_stack.is_empty() && key.kind != ChangeKind::KernelLock => {
                         c.kernel_stack.clone()
@@ -761,6 +772,7 @@ impl WhyDiff {
                         key.stack
                     },
                     kernel_stack,
+                    release_stack,
                     kernel_lock,
                     call: key.call,
                     delta_share: o.share - b.share,
@@ -1301,6 +1313,7 @@ mod tests {
             status: ChangeStatus::New,
             stack: Vec::new(),
             kernel_stack: Vec::new(),
+            release_stack: Vec::new(),
             kernel_lock: None,
             call: None,
             place: String::new(),

@@ -257,6 +257,18 @@ fn detail(out: &mut String, diff: &WhyDiff, c: &CauseChange) {
                 .join(" <- "),
         );
     }
+    if !c.release_stack.is_empty() {
+        let _ = writeln!(
+            out,
+            "   released in the kernel at {}",
+            c.release_stack
+                .iter()
+                .take(3)
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(" <- ")
+        );
+    }
     if !c.kernel_stack.is_empty() {
         out.push_str("   kernel stack, leaf first\n");
         for frame in c.kernel_stack.iter().take(MAX_FRAMES) {

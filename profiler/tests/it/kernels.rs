@@ -169,7 +169,7 @@ fn checks_of(kernel: Kernel) -> PathBuf {
     }
     static RUNS: Mutex<BTreeMap<&'static str, &'static OnceLock<PathBuf>>> =
         Mutex::new(BTreeMap::new());
-    let once: &'static OnceLock<PathBuf> = *RUNS
+    let once: &'static OnceLock<PathBuf> = RUNS
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
         .entry(kernel.name())
@@ -358,7 +358,7 @@ impl FaultNumbers {
         let number = |line: &str, after: &str| -> f64 {
             line.split(after)
                 .nth(1)
-                .and_then(|rest| rest.split(|c: char| c == '/' || c == ' ').next())
+                .and_then(|rest| rest.split(['/', ' ']).next())
                 .and_then(|n| n.parse().ok())
                 .unwrap_or_else(|| panic!("no number after {after:?} in {line:?}"))
         };

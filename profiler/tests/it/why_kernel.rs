@@ -32,11 +32,17 @@ fn kernel_stack(functions: &[&str]) -> Stack {
 /// The two-lock program with kernel stacks: the background threads' sleep holding their lock
 /// (`clock_nanosleep`) in `hrtimer_nanosleep`; the request threads' waits that a request thread
 /// on a CPU ended slept in `futex_wait`, or, with `mmap_lock`, under the mmap_lock's rwsem from
-/// the page-fault path (as on a kernel before per-VMA locks, the holder mapping memory).
+/// the page-fault path (as on a kernel before per-VMA locks, the holder unmapping memory: its
+/// kernel stack at the wakeup releases the lock in `__vm_munmap`).
 fn kernel_profile(mmap_lock: bool) -> Profile {
     let mut profile = waitfor_profile();
     let id = |profile: &Profile| profile.stacks.len() as u32;
-    let (futex, fault, nanosleep) = (id(&profile), id(&profile) + 1, id(&profile) + 2);
+    let (futex, fault, nanosleep, release) = (
+        id(&profile),
+        id(&profile) + 1,
+        id(&profile) + 2,
+        id(&profile) + 3,
+    );
     profile.stacks.extend([
         kernel_stack(&[
             "__schedule",
@@ -66,11 +72,24 @@ fn kernel_profile(mmap_lock: bool) -> Profile {
             "common_nsleep",
             "__x64_sys_clock_nanosleep",
         ]),
+        kernel_stack(&[
+            "__bpf_trace_sched_wakeup_template",
+            "try_to_wake_up",
+            "wake_up_q",
+            "rwsem_wake",
+            "up_write",
+            "__vm_munmap",
+            "__x64_sys_munmap",
+            "do_syscall_64",
+        ]),
     ]);
     let waitfor = profile.waitfor.as_mut().expect("waitfor");
     for b in &mut waitfor.blame {
         match b.root.kind {
-            RootKind::Cpu => b.kernel_stack = Some(if mmap_lock { fault } else { futex }),
+            RootKind::Cpu => {
+                b.kernel_stack = Some(if mmap_lock { fault } else { futex });
+                b.root.kernel_stack = mmap_lock.then_some(release);
+            }
             RootKind::Blocked => b.root.kernel_stack = Some(nanosleep),
             _ => {}
         }
@@ -116,6 +135,9 @@ fn why_names_the_kernel_lock() {
         "{json:#}"
     );
     assert!(first.get("kernel_stack").is_none(), "{json:#}");
+    // What the holder did as it let the waiters go: the release, past the wakeup's own frames.
+    assert_eq!(first["release_stack"][0], "up_write", "{json:#}");
+    assert_eq!(first["release_stack"][1], "__vm_munmap", "{json:#}");
     let background = why_json(&profile, "background-*");
     let sleep = &background["causes"][0];
     assert_eq!(sleep["kind"], "sleep", "{background:#}");
@@ -164,6 +186,7 @@ fn compare_tells_kernel_locks_apart() {
     assert_eq!(new["where"], "lock_mm_and_find_vma [rwsem]", "{new:#}");
     assert_eq!(new["stack"], serde_json::json!([]), "{new:#}");
     assert_eq!(new["other"]["parts"][0]["kind"], "cpu", "{new:#}");
+    assert_eq!(new["release_stack"][0], "up_write", "{new:#}");
     assert_eq!(
         new["other"]["parts"][0]["total_ns"], new["other"]["total_ns"],
         "{new:#}"
@@ -180,6 +203,10 @@ fn compare_tells_kernel_locks_apart() {
     ]));
     assert!(
         text.contains("under kernel lock rwsem: the waits slept in rwsem_down_read_slowpath <- lock_mm_and_find_vma"),
+        "{text}"
+    );
+    assert!(
+        text.contains("released in the kernel at up_write <- __vm_munmap <- __x64_sys_munmap"),
         "{text}"
     );
 }
