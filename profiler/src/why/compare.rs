@@ -10,8 +10,9 @@
 //! at the same user stack: one kernel took a lock there, the other did not). The kinds that are one cause
 //! per kind (`cpu-saturation`, `wakeup-latency`, `cycle`, `depth-limit`, `unknown`) match by kind
 //! alone. A cause most of whose time was spent under a sleeping kernel lock (its waits', or its
-//! root's, sleep on it) is part of a `kernel-lock` change instead, one per lock and kernel caller
-//! (`rwsem` taken in `lock_mm_and_find_vma`): one kernel takes a lock that another does not, and
+//! root's, sleep on it) is part of a `kernel-lock` change instead, one per lock and kernel entry
+//! (`rwsem` taken from `exc_page_fault`, [`lock_entry`]; named by its first caller,
+//! `lock_mm_and_find_vma`): one kernel takes a lock that another does not, and
 //! the time it costs is spread over causes of several kinds (the holder on a CPU, the wakeup's
 //! latency, ...), which the change lists as its parts. A cause on one side only is `new` or `gone`. A change is named by its telling frame
 //! (the program's own, past the plumbing), with its kernel lock; its `kernel_stack` is the root's
@@ -483,22 +484,36 @@ fn match_key(cause: &Cause, depth: SiteDepth) -> MatchKey {
     }
 }
 
-/// The `kernel-lock` change a cause is part of: its kernel lock's slow path and the first
-/// caller past the lock's entry points (`lock_mm_and_find_vma`), as the kernel names them across
-/// builds (without a `.constprop.0`); `None` without a kernel lock.
+/// The `kernel-lock` change a cause is part of: its kernel lock's slow path and where the
+/// kernel was entered to take it ([`lock_entry`]), so that one mechanism matches across kernels
+/// whose functions between the two differ; `None` without a kernel lock.
 fn lock_key(cause: &Cause) -> Option<MatchKey> {
     let lock = cause.kernel_lock.as_ref()?;
     let sleep = lock_sleep(&lock.stack)?;
-    let caller = lock
-        .callers()
-        .first()
-        .map(|f| f.split('.').next().unwrap_or(f).to_string());
     Some(MatchKey {
         kind: ChangeKind::KernelLock,
-        stack: caller.into_iter().collect(),
+        stack: lock_entry(lock).into_iter().collect(),
         call: None,
         kernel_lock: Some(sleep),
     })
+}
+
+/// Where the kernel was entered on a kernel lock's path: its system call (`__x64_sys_munmap`)
+/// or its exception handler (`exc_page_fault`), the first frame from the lock out that is one;
+/// else (a path cut short) the first caller past the lock's entry points. Without compiler
+/// suffixes (`.constprop.0`). The functions in between change across kernels: 6.1 takes the
+/// mmap_lock at a fault in `lock_mm_and_find_vma`, 5.10 in `do_user_addr_fault` itself.
+fn lock_entry(lock: &KernelLock) -> Option<String> {
+    let bare = |f: &String| f.split('.').next().unwrap_or(f).to_string();
+    let entry = |f: &&String| {
+        let f = f.trim_start_matches('_');
+        f.contains("_sys_") || f.starts_with("exc_") || f == "do_page_fault"
+    };
+    lock.stack
+        .iter()
+        .find(entry)
+        .or(lock.callers().first())
+        .map(bare)
 }
 
 /// The slow path a kernel lock's path (leaf first) sleeps in: the entry of
@@ -1300,6 +1315,47 @@ mod tests {
         assert_eq!((cpu.status, cpu.delta_share), (ChangeStatus::Shrank, 0.0));
         assert_eq!(diff.difference.moved, 0.0);
         assert_eq!(cpu.explains, None);
+    }
+
+    /// A kernel lock's change is keyed by where the kernel was entered to take it: 6.1's fault
+    /// path through `lock_mm_and_find_vma` and 5.10's straight from `do_user_addr_fault` are one
+    /// mechanism; a path cut short falls back on its first caller past the lock's entry points.
+    #[test]
+    fn kernel_locks_match_by_entry() {
+        let lock = |frames: &[&str]| KernelLock {
+            lock: "rwsem",
+            stack: frames.iter().map(|f| f.to_string()).collect(),
+            slept: "waits",
+            total_ns: 1,
+        };
+        let new = lock(&[
+            "rwsem_down_read_slowpath",
+            "down_read_killable",
+            "lock_mm_and_find_vma",
+            "do_user_addr_fault",
+            "exc_page_fault",
+            "asm_exc_page_fault",
+        ]);
+        let old = lock(&[
+            "rwsem_down_read_slowpath",
+            "down_read",
+            "do_user_addr_fault.constprop.0",
+            "exc_page_fault",
+        ]);
+        assert_eq!(lock_entry(&new), Some("exc_page_fault".to_string()));
+        assert_eq!(lock_entry(&new), lock_entry(&old));
+        let unmap = lock(&[
+            "rwsem_down_write_slowpath",
+            "down_write_killable",
+            "__vm_munmap",
+        ]);
+        assert_eq!(lock_entry(&unmap), Some("__vm_munmap".to_string()));
+        let syscall = lock(&[
+            "rwsem_down_write_slowpath",
+            "__vm_munmap",
+            "__x64_sys_munmap",
+        ]);
+        assert_eq!(lock_entry(&syscall), Some("__x64_sys_munmap".to_string()));
     }
 
     /// A change's place is its telling frame, past the plumbing; with the frame's caller when
