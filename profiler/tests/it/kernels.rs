@@ -389,7 +389,8 @@ impl FaultNumbers {
 /// `do_user_addr_fault`, its kernel stack shown. Named under `kernel_6_1` so that `.ci/run`'s
 /// pass without tracefs, which skips the series' tests by name, skips it too.
 #[test]
-#[ignore = "boots Debian's 6.1 and 6.12 kernels under QEMU (the boots of kernel_6_1 and kernel_6_12 when run with them); .ci/run runs it as root"]
+#[ignore = "boots Debian's 6.1 and 6.12 kernels under QEMU (or reuses kernel_6_1's and kernel_6_12's); \
+            .ci/run runs it as root"]
 fn kernel_6_1_against_6_12() {
     let (before, after) = (
         checks_of(Kernel::Guest("6.1")),
