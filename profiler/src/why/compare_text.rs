@@ -224,8 +224,8 @@ fn detail(out: &mut String, diff: &WhyDiff, c: &CauseChange) {
     );
     if c.kind == ChangeKind::KernelLock {
         out.push_str(
-            "   matched by its kernel lock and where the kernel was entered to take it (the causes \
-             it gathers below)\n",
+            "   matched by its kernel lock and the kernel's entry to it (the causes it gathers \
+             below)\n",
         );
     } else if c.stack.is_empty() {
         out.push_str("   matched by kind (one cause per kind on each side)\n");
