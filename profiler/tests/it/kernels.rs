@@ -386,8 +386,9 @@ impl FaultNumbers {
 /// far, where the madvise that resets a faulter's region may sleep). `lockscope why` of the 6.1
 /// recording against the 6.12 one, asked about the faulters, then ranks first the kernel lock's
 /// change: gone on 6.12, the waits' sleep on an rwsem from `lock_mm_and_find_vma` under
-/// `do_user_addr_fault`, its kernel stack shown. Named under `kernel_6_1` so that `.ci/run`'s
-/// pass without tracefs, which skips the series' tests by name, skips it too.
+/// `do_user_addr_fault`, its kernel stack shown, released by the holder in a mapping call.
+/// Named under `kernel_6_1` so that `.ci/run`'s pass without tracefs, which skips the series'
+/// tests by name, skips it too.
 #[test]
 #[ignore = "boots Debian's 6.1 and 6.12 kernels under QEMU (or reuses kernel_6_1's and kernel_6_12's); \
             .ci/run runs it as root"]
@@ -440,6 +441,15 @@ fn kernel_6_1_against_6_12() {
                 .first()
                 .is_some_and(|f| f.starts_with("rwsem_down_read")),
         "the first change is not the mmap_lock in the fault path: {json}"
+    );
+    // What the holder did as it let the faulters go: the mapper's mapping calls (the wakeup
+    // probe's kernel stack of the waker; `up_write` itself may be a tail call, not a frame).
+    let release = frames(&first["release_stack"]);
+    assert!(
+        release
+            .iter()
+            .any(|f| ["mprotect", "munmap", "mmap"].iter().any(|c| f.contains(c))),
+        "the holder's release is not in a mapping call: {release:?}\n{json}"
     );
     let text = run_ok(
         lockscope()
