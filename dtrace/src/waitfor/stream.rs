@@ -41,6 +41,7 @@ struct Wakeup {
     waker: ThreadRef,
     waker_name: String,
     waker_user_stack: Option<u32>,
+    waker_kernel_stack: Option<u32>,
 }
 
 /// What the stream knows of one thread of the target.
@@ -336,10 +337,13 @@ impl WaitForStream {
         } else {
             WokenBy::Outside
         };
-        let waker_user_stack = if woken_by == WokenBy::Program {
-            self.stacks.intern(AddressSpace::User, user_stack)
+        let (waker_user_stack, waker_kernel_stack) = if woken_by == WokenBy::Program {
+            (
+                self.stacks.intern(AddressSpace::User, user_stack),
+                self.stacks.intern(AddressSpace::Kernel, kernel_stack),
+            )
         } else {
-            None
+            (None, None)
         };
         if let Some(open) = self
             .threads
@@ -352,6 +356,7 @@ impl WaitForStream {
                 waker,
                 waker_name,
                 waker_user_stack,
+                waker_kernel_stack,
             });
         }
         true
@@ -409,6 +414,7 @@ impl WaitForStream {
             user_stack: None,
             kernel_stack: None,
             waker_user_stack: None,
+            waker_kernel_stack: None,
             holder: Some(holder),
         };
         if let Some(engine) = self.engine.as_mut() {
@@ -478,6 +484,7 @@ impl WaitForStream {
             user_stack: open.user_stack,
             kernel_stack: None,
             waker_user_stack: wakeup.and_then(|w| w.waker_user_stack),
+            waker_kernel_stack: wakeup.and_then(|w| w.waker_kernel_stack),
             holder: Some(holder),
         };
         if let Some(engine) = self.engine.as_mut() {

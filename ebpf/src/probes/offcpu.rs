@@ -136,6 +136,7 @@ pub(crate) fn interval(e: &offcpu_interval) -> Interval<i32> {
         user_stack: stack(e.user_stack_id),
         kernel_stack: stack(e.kernel_stack_id),
         waker_user_stack: stack(e.waker_user_stack_id),
+        waker_kernel_stack: stack(e.waker_kernel_stack_id),
         // No name: the switch-in went unseen (the idle task's is `swapper/N`).
         holder: (e.holder_comm[0] != 0).then_some(ThreadRef {
             pid: e.holder_tgid,

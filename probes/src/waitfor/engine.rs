@@ -100,6 +100,9 @@ pub struct Interval<S> {
     pub kernel_stack: Option<S>,
     /// The waker's user stack at the wakeup.
     pub waker_user_stack: Option<S>,
+    /// The waker's kernel stack at the wakeup: what it was doing as it ended the sleep (the
+    /// release of a kernel lock, `up_write` from `__vm_munmap`; a futex wake command).
+    pub waker_kernel_stack: Option<S>,
     /// The thread that had the CPU until this one got it back (tid 0: the CPU was idle), when
     /// known: for a thread waiting for a CPU, who held it.
     pub holder: Option<ThreadRef>,
@@ -301,6 +304,7 @@ impl<S: Copy + Eq + Hash> Engine<S> {
             user_stack: interval.user_stack,
             kernel_stack: interval.kernel_stack,
             waker_user_stack: interval.waker_user_stack,
+            waker_kernel_stack: interval.waker_kernel_stack,
             holder: interval.holder,
             holder_name,
             after_gap,

@@ -191,7 +191,10 @@ pub struct Root {
     /// preempted or the sleep it woke from; for `blocked`, where it slept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_stack: Option<StackId>,
-    /// Its kernel stack where it slept (`blocked`).
+    /// Its kernel stack: for `blocked`, where it slept; for `cpu`, where its running ended at
+    /// the wakeup that led here (the waker's kernel stack, with the `wakeup` probe: what it did
+    /// as it released the waiter, a kernel lock's `up_write`). Profiles written before the
+    /// latter have none for `cpu`, and read as such.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_stack: Option<StackId>,
     /// Who ended the root's sleep (`blocked`).

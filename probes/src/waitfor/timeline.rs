@@ -21,6 +21,7 @@ pub(super) struct Stored<S> {
     pub user_stack: Option<S>,
     pub kernel_stack: Option<S>,
     pub waker_user_stack: Option<S>,
+    pub waker_kernel_stack: Option<S>,
     pub holder: Option<ThreadRef>,
     /// Interned name of the holder when outside the program.
     pub holder_name: Option<u32>,

@@ -14,7 +14,7 @@ use crate::render::svg::xml_escape;
 use crate::render::tables::{num_cell, table_close, table_open, Cell};
 use crate::render::units::{format_fraction, format_ns, format_threads};
 use crate::sweep::Breakdown;
-use crate::why::{ChangeStatus, WhyDiff, WhyDiffOptions};
+use crate::why::{explains_text, share_text, WhyDiff, WhyDiffOptions};
 use std::fmt::Write as _;
 
 /// The value of one side of a diff row in the page's unit: average threads waiting (on CPU for
@@ -373,50 +373,23 @@ pub(super) fn why_diff_rows(out: &mut String, diff: &WhyDiff, labels: (&str, &st
         &headers.iter().map(String::as_str).collect::<Vec<_>>(),
         diff.changes.len(),
     );
-    for c in &diff.changes {
-        let share = |present: bool, share: f64| {
-            if present {
-                num_cell(share, &format_fraction(share))
-            } else {
-                "<td class=\"num muted\">-</td>".to_string()
-            }
+    for row in diff.table().rows {
+        let share = |share: Option<f64>| match share {
+            Some(value) => num_cell(value, &share_text(share)),
+            None => "<td class=\"num muted\">-</td>".to_string(),
         };
-        let kernel = match (&c.kernel_lock, c.kernel_stack.first()) {
-            (Some(lock), _) => format!(
-                "{} ({})",
-                lock.lock,
-                lock.stack
-                    .first()
-                    .into_iter()
-                    .chain(lock.callers().first())
-                    .map(String::as_str)
-                    .collect::<Vec<_>>()
-                    .join(" <- ")
-            ),
-            (None, Some(frame)) => frame.clone(),
-            (None, None) => String::new(),
-        };
-        let explains = c.explains.unwrap_or(0.0);
         let _ = writeln!(
             out,
             "<tr>{}<td>{}</td><td>{}</td><td><code>{}</code></td><td><code>{}</code></td>{}{}{}{}</tr>",
-            Cell::Count(c.rank as u64).html(),
-            xml_escape(c.kind.name()),
-            c.status.name(),
-            xml_escape(&c.place),
-            xml_escape(&kernel),
-            share(c.status != ChangeStatus::New, c.base.share),
-            share(c.status != ChangeStatus::Gone, c.other.share),
-            num_cell(
-                c.delta_share,
-                &format!("{:+.1} pts", c.delta_share * 100.0)
-            ),
-            num_cell(
-                explains,
-                &c.explains
-                    .map(|e| format!("{:+.0}%", e * 100.0))
-                    .unwrap_or_default()
-            ),
+            Cell::Count(row.rank as u64).html(),
+            xml_escape(row.kind),
+            row.status.name(),
+            xml_escape(&row.place),
+            xml_escape(&row.kernel),
+            share(row.base),
+            share(row.other),
+            num_cell(row.delta.value, &row.delta.text),
+            num_cell(row.explains.unwrap_or(0.0), &explains_text(row.explains)),
         );
     }
     table_close(out);

@@ -32,6 +32,7 @@ pub(super) fn cause(
     type SiteKey = (Vec<String>, WaitKind, Option<String>, u64, WaitPart);
     let mut sites: BTreeMap<SiteKey, (BTreeSet<String>, u64)> = BTreeMap::new();
     let mut kernel_stacks: BTreeMap<Vec<String>, u64> = BTreeMap::new();
+    let mut release_stacks: BTreeMap<Vec<String>, u64> = BTreeMap::new();
     let mut locks: BTreeMap<(&'static str, Vec<String>, &'static str), u64> = BTreeMap::new();
     for b in records {
         let root_kernel = stack_names(profile, b.root.kernel_stack);
@@ -46,7 +47,13 @@ pub(super) fn cause(
         if let Some(lock) = lock {
             *locks.entry(lock).or_default() += b.total_ns;
         }
-        if !root_kernel.is_empty() {
+        // A root on a CPU has the kernel stack of its wakeup that ended its stretch of
+        // running: what it was doing at the release, not where it slept.
+        if !root_kernel.is_empty() && b.root.kind == RootKind::Cpu {
+            *release_stacks
+                .entry(release_frames(root_kernel))
+                .or_default() += b.total_ns;
+        } else if !root_kernel.is_empty() {
             *kernel_stacks.entry(root_kernel).or_default() += b.total_ns;
         }
         *threads.entry(names.group(b.root.thread)).or_default() += b.total_ns;
@@ -179,11 +186,15 @@ pub(super) fn cause(
             total_ns,
         },
     );
+    let release_stack = heaviest_of(&release_stacks)
+        .map(|(stack, _)| stack)
+        .unwrap_or_default();
     Cause {
         rank: 0,
         kind: key.kind.unwrap_or(CauseKind::Unknown),
         stack,
         kernel_stack,
+        release_stack,
         kernel_lock,
         call: key.call.clone(),
         share: if wall_ns == 0 {
@@ -303,6 +314,26 @@ impl KernelLock {
     }
 }
 
+/// A waker's kernel stack from the release on: past the tracing and the wakeup's own frames
+/// (`try_to_wake_up`, `wake_up_q`, `rwsem_wake`, ...), so that it starts where the root let go
+/// (`up_write`, `futex_wake`); whole when every frame is one of those.
+fn release_frames(stack: Vec<String>) -> Vec<String> {
+    let plumbing = |f: &String| {
+        // As the kernel names it across builds: `rwsem_wake.isra.0` is `rwsem_wake`.
+        let f = f.split('.').next().unwrap_or(f).trim_start_matches('_');
+        f.contains("bpf")
+            || f.contains("trace")
+            || f.contains("wake_up")
+            || f.starts_with("ttwu")
+            || f.ends_with("_wake")
+            || f.starts_with("wake_q")
+    };
+    match stack.iter().position(|f| !plumbing(f)) {
+        Some(first) => stack[first..].to_vec(),
+        None => stack,
+    }
+}
+
 /// Whether a kernel function is a sleeping lock's entry point, which says nothing of who took it.
 fn is_lock_entry(function: &str) -> bool {
     [
@@ -368,6 +399,24 @@ mod tests {
 
     fn names(frames: &[&str]) -> Vec<String> {
         frames.iter().map(|f| f.to_string()).collect()
+    }
+
+    /// A waker's kernel stack starts at the release: past the tracing and wakeup frames (with
+    /// their compiler suffixes); a stack of those alone stays whole.
+    #[test]
+    fn release_past_the_wakeup() {
+        let stack = names(&[
+            "bpf_trace_run2",
+            "__bpf_trace_sched_wakeup_template",
+            "try_to_wake_up",
+            "wake_up_q",
+            "rwsem_wake.isra.0",
+            "up_write",
+            "__vm_munmap",
+        ]);
+        assert_eq!(release_frames(stack), names(&["up_write", "__vm_munmap"]));
+        let wakeups = names(&["try_to_wake_up", "wake_up_q"]);
+        assert_eq!(release_frames(wakeups.clone()), wakeups);
     }
 
     /// A kernel stack sleeps on the lock its slow path names (a compiler's `.constprop.0` too),

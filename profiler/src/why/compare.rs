@@ -9,9 +9,16 @@
 //! time was spent under (a sleep under `rwsem_down_read_slowpath` is not one in `futex_wait`
 //! at the same user stack: one kernel took a lock there, the other did not). The kinds that are one cause
 //! per kind (`cpu-saturation`, `wakeup-latency`, `cycle`, `depth-limit`, `unknown`) match by kind
-//! alone. A cause on one side only is `new` or `gone`. A change is named by its telling frame
-//! (the program's own, past the plumbing), with its kernel lock; its `kernel_stack` is the root's
-//! kernel stack on the side where it weighs more, or else the path of its kernel lock.
+//! alone. A cause most of whose time was spent under a sleeping kernel lock (its waits', or its
+//! root's, sleep on it) is part of a `kernel-lock` change instead, one per lock and kernel entry
+//! (`rwsem` taken from `exc_page_fault`, [`lock_entry`]; named by its first caller,
+//! `lock_mm_and_find_vma`): one kernel takes a lock that another does not, and the time it costs
+//! is spread over causes of several kinds (the holder on a CPU, the wakeup's latency, ...),
+//! which the change lists as its parts. A cause on one side only is `new` or `gone`. A change is
+//! named by its telling frame (the program's own, past the plumbing), with its kernel lock; its
+//! `kernel_stack` is the root's kernel stack on the side where it weighs more, or else the path
+//! of its kernel lock (for `kernel-lock`, always the lock's path), and its `release_stack` where
+//! the holder released the waiters in the kernel.
 //!
 //! **The basis** ([`Basis`]) makes the two sides comparable:
 //! - per analysed thread-second (the default): a cause's share of the analysed threads' wall
@@ -317,22 +324,59 @@ impl ChangeStatus {
     }
 }
 
+/// What a change is: a cause's kind, or the causes a kernel lock's sleeps cost together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ChangeKind {
+    /// Causes of one kind (`cpu`, `sleep`, ...).
+    Cause(CauseKind),
+    /// The causes whose time was spent under one sleeping kernel lock, taken by one kernel
+    /// caller (`kernel-lock`).
+    KernelLock,
+}
+
+impl ChangeKind {
+    /// Its name in the text and JSON: the cause kind's, or `kernel-lock`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ChangeKind::Cause(kind) => kind.name(),
+            ChangeKind::KernelLock => "kernel-lock",
+        }
+    }
+}
+
+impl Serialize for ChangeKind {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+impl PartialEq<CauseKind> for ChangeKind {
+    fn eq(&self, other: &CauseKind) -> bool {
+        *self == ChangeKind::Cause(*other)
+    }
+}
+
 /// One cause compared.
 #[derive(Debug, Serialize)]
 pub struct CauseChange {
     /// Rank, 1 for the largest absolute delta.
     pub rank: usize,
     /// What it is.
-    pub kind: CauseKind,
+    pub kind: ChangeKind,
     /// New, gone, grew, shrank or same.
     pub status: ChangeStatus,
     /// The canonical stack it was matched by, leaf first (empty for the kinds matched by kind
-    /// alone).
+    /// alone, and for `kernel-lock`, matched by its lock).
     pub stack: Vec<String>,
-    /// Its root's kernel stack, leaf first, on the side where it weighs more; else the kernel
-    /// path of its kernel lock; empty when neither (a root on a CPU, a backend without kernel
-    /// stacks).
+    /// For `kernel-lock`, the kernel path of its lock on the side where it weighs more;
+    /// otherwise its root's kernel stack, leaf first, on that side, or else the kernel path of
+    /// its kernel lock; empty when neither (a root on a CPU, a backend without kernel stacks).
     pub kernel_stack: Vec<String>,
+    /// Where its root (the holder, on a CPU) let the waiters go in the kernel, leaf first from
+    /// the release (`up_write`, `__vm_munmap`, ...), on the side where it weighs more (for
+    /// `kernel-lock`, of its heaviest part that has one); empty when not recorded.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub release_stack: Vec<String>,
     /// The sleeping kernel lock its time was spent under, on the side where it weighs more
     /// (part of what it was matched by).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -375,7 +419,24 @@ pub struct CauseSide {
     pub threads: Vec<NamedTime>,
     /// The waits it explains, heaviest first.
     pub sites: Vec<Site>,
+    /// For `kernel-lock`: the causes it gathers on this side, heaviest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<LockPart>,
 }
+
+/// One of the causes a `kernel-lock` change gathers on one side.
+#[derive(Debug, Serialize)]
+pub struct LockPart {
+    /// The cause's kind.
+    pub kind: CauseKind,
+    /// Its root's stack, leaf first, a few frames (as `why` shows it).
+    pub stack: Vec<String>,
+    /// Its time, nanoseconds.
+    pub total_ns: u64,
+}
+
+/// Frames of a [`LockPart`]'s stack kept.
+const PART_FRAMES: usize = 4;
 
 /// Rounds a value for the JSON: fractions to 6 decimals, nanoseconds to 0.01.
 fn round(value: f64, unit: &str) -> f64 {
@@ -386,7 +447,8 @@ fn round(value: f64, unit: &str) -> f64 {
 /// What one cause is matched by.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct MatchKey {
-    kind: CauseKind,
+    kind: ChangeKind,
+    /// The canonical user stack; for `kernel-lock`, the lock's kernel caller.
     stack: Vec<String>,
     call: Option<String>,
     /// The kernel lock's slow path (`rwsem_down_read_slowpath`), as the kernel names it across
@@ -404,9 +466,12 @@ fn by_stack(kind: CauseKind) -> bool {
 }
 
 fn match_key(cause: &Cause, depth: SiteDepth) -> MatchKey {
+    if let Some(key) = lock_key(cause) {
+        return key;
+    }
     let keep = by_stack(cause.kind);
     MatchKey {
-        kind: cause.kind,
+        kind: ChangeKind::Cause(cause.kind),
         stack: if keep {
             canonical_place(&cause.stack, depth)
         } else {
@@ -421,6 +486,38 @@ fn match_key(cause: &Cause, depth: SiteDepth) -> MatchKey {
     }
 }
 
+/// The `kernel-lock` change a cause is part of: its kernel lock's slow path and where the
+/// kernel was entered to take it ([`lock_entry`]), so that one mechanism matches across kernels
+/// whose functions between the two differ; `None` without a kernel lock.
+fn lock_key(cause: &Cause) -> Option<MatchKey> {
+    let lock = cause.kernel_lock.as_ref()?;
+    let sleep = lock_sleep(&lock.stack)?;
+    Some(MatchKey {
+        kind: ChangeKind::KernelLock,
+        stack: lock_entry(lock).into_iter().collect(),
+        call: None,
+        kernel_lock: Some(sleep),
+    })
+}
+
+/// Where the kernel was entered on a kernel lock's path: its system call (`__x64_sys_munmap`)
+/// or its exception handler (`exc_page_fault`), the first frame from the lock out that is one;
+/// else (a path cut short) the first caller past the lock's entry points. Without compiler
+/// suffixes (`.constprop.0`). The functions in between change across kernels: 6.1 takes the
+/// mmap_lock at a fault in `lock_mm_and_find_vma`, 5.10 in `do_user_addr_fault` itself.
+fn lock_entry(lock: &KernelLock) -> Option<String> {
+    let bare = |f: &String| f.split('.').next().unwrap_or(f).to_string();
+    let entry = |f: &&String| {
+        let f = f.trim_start_matches('_');
+        f.contains("_sys_") || f.starts_with("exc_") || f == "do_page_fault"
+    };
+    lock.stack
+        .iter()
+        .find(entry)
+        .or(lock.callers().first())
+        .map(bare)
+}
+
 /// The slow path a kernel lock's path (leaf first) sleeps in: the entry of
 /// [`KERNEL_LOCK_SLEEPS`](lockscope_probes::kernel_frames::KERNEL_LOCK_SLEEPS) its first frame starts
 /// with.
@@ -432,28 +529,8 @@ fn lock_sleep(path: &[String]) -> Option<&'static str> {
         .find(|p| leaf.starts_with(p))
 }
 
-/// Where the frame that tells where a stack is lies: the first that is the program's own, past
-/// the wait plumbing (`pthread_mutex_lock`, `nanosleep`, ...), the wrapper of the system call
-/// `call`, the C library's internals (`__`-prefixed), the Rust runtime (`std::`, `core::`,
-/// `alloc::`) and unnamed frames (`[libz.so.1]`); else the leaf; `None` for an empty stack.
-fn telling_index(stack: &[String], call: Option<&str>) -> Option<usize> {
-    let runtime = |f: &str| {
-        let path = f.trim_start_matches('<');
-        ["std::", "core::", "alloc::"]
-            .iter()
-            .any(|p| path.starts_with(p))
-    };
-    let own = stack.iter().position(|f| {
-        !(crate::render::frames::is_wait_plumbing(f)
-            || Some(f.as_str()) == call
-            || f.starts_with("__")
-            || f.starts_with('[')
-            || runtime(f))
-    });
-    own.or((!stack.is_empty()).then_some(0))
-}
-
-/// Names where each change is: its telling frame in the stack of the side where it weighs more,
+/// Names where each change is: its telling frame in the stack of the side where it weighs more
+/// (as every report names a site: [`site_name_index`](crate::render::frames::site_name_index)),
 /// with the frame's caller when another change of its kind has the same frame (`spin <-
 /// critical_section`, `spin <- outside_work`).
 fn name_places(changes: &mut [CauseChange]) {
@@ -463,7 +540,17 @@ fn name_places(changes: &mut [CauseChange]) {
         } else {
             &c.base
         };
-        match telling_index(&side.stack, c.call.as_deref()) {
+        // The wrapper of the system call the root slept in is plumbing that only this cause
+        // knows of; past it, the frame is named as every report names a site.
+        let call = side
+            .stack
+            .iter()
+            .take_while(|f| Some(f.as_str()) == c.call.as_deref())
+            .count();
+        let past_call = &side.stack[call.min(side.stack.len().saturating_sub(1))..];
+        let telling = crate::render::frames::site_name_index(past_call)
+            .map(|i| i + (side.stack.len() - past_call.len()));
+        match telling {
             Some(i) => side.stack[i..]
                 .iter()
                 .take(frames)
@@ -473,42 +560,90 @@ fn name_places(changes: &mut [CauseChange]) {
             None => "[no stack]".to_string(),
         }
     };
-    let short: Vec<(CauseKind, String)> = changes.iter().map(|c| (c.kind, at(c, 1))).collect();
+    let short: Vec<(ChangeKind, String)> = changes.iter().map(|c| (c.kind, at(c, 1))).collect();
     for (i, c) in changes.iter_mut().enumerate() {
         let shared = short.iter().filter(|p| **p == short[i]).count() > 1;
-        c.place = if shared { at(c, 2) } else { short[i].1.clone() };
+        c.place = if c.kind == ChangeKind::KernelLock {
+            // Where the kernel took the lock: its first caller past the lock's entry points.
+            c.kernel_lock
+                .as_ref()
+                .and_then(|lock| lock.callers().first().or(lock.stack.first()).cloned())
+                .unwrap_or_else(|| "[no stack]".to_string())
+        } else if shared {
+            at(c, 2)
+        } else {
+            short[i].1.clone()
+        };
         if let Some(lock) = &c.kernel_lock {
             c.place = format!("{} [{}]", c.place, lock.lock);
         }
     }
 }
 
+/// A change's cause on one side: the causes merged under one match key, and for `kernel-lock`
+/// the parts they were.
+struct SideCause {
+    cause: Cause,
+    parts: Vec<LockPart>,
+}
+
 /// One side's causes (idle too) merged by their match key.
-fn side_causes(why: Why, depth: SiteDepth) -> BTreeMap<MatchKey, Cause> {
-    let mut out: BTreeMap<MatchKey, Cause> = BTreeMap::new();
+fn side_causes(why: Why, depth: SiteDepth) -> BTreeMap<MatchKey, SideCause> {
+    let mut out: BTreeMap<MatchKey, SideCause> = BTreeMap::new();
     for cause in why.causes.into_iter().chain(why.idle) {
         let key = match_key(&cause, depth);
+        let part = (key.kind == ChangeKind::KernelLock).then(|| LockPart {
+            kind: cause.kind,
+            stack: cause.stack.iter().take(PART_FRAMES).cloned().collect(),
+            total_ns: cause.total_ns,
+        });
         match out.get_mut(&key) {
             // Two causes of one side that only their OS-specific frames told apart are one.
-            Some(into) => merge(into, cause),
+            Some(into) => {
+                merge(&mut into.cause, cause);
+                into.parts.extend(part);
+            }
             None => {
-                out.insert(key, cause);
+                let parts = part.into_iter().collect();
+                out.insert(key, SideCause { cause, parts });
             }
         }
+    }
+    for entry in out.values_mut() {
+        entry
+            .parts
+            .sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.kind.cmp(&b.kind)));
     }
     out
 }
 
 fn merge(into: &mut Cause, from: Cause) {
-    if from.total_ns > into.total_ns {
+    let lock_ns = [&into.kernel_lock, &from.kernel_lock]
+        .iter()
+        .filter_map(|lock| lock.as_ref().map(|l| l.total_ns))
+        .sum();
+    // The release of the heaviest part that has one.
+    let heavier = from.total_ns > into.total_ns;
+    if !from.release_stack.is_empty() && (heavier || into.release_stack.is_empty()) {
+        into.release_stack = from.release_stack;
+    }
+    if heavier {
         into.stack = from.stack;
         into.kernel_stack = from.kernel_stack;
         into.kernel_lock = from.kernel_lock;
     }
+    if let Some(lock) = &mut into.kernel_lock {
+        lock.total_ns = lock_ns;
+    }
     into.total_ns += from.total_ns;
     into.share += from.share;
     into.waits += from.waits;
-    into.threads.extend(from.threads);
+    for thread in from.threads {
+        match into.threads.iter_mut().find(|t| t.name == thread.name) {
+            Some(t) => t.total_ns += thread.total_ns,
+            None => into.threads.push(thread),
+        }
+    }
     into.threads
         .sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
     into.sites.extend(from.sites);
@@ -600,8 +735,8 @@ impl WhyDiff {
             keys.dedup();
             keys
         };
-        let side = |cause: Option<Cause>, summary: &SideSummary, first: bool| match cause {
-            Some(c) => CauseSide {
+        let side = |cause: Option<SideCause>, summary: &SideSummary, first: bool| match cause {
+            Some(SideCause { cause: c, parts }) => CauseSide {
                 total_ns: c.total_ns,
                 share: crate::render::units::share(c.total_ns, summary.wall_ns),
                 normalized: basis.normalize(c.total_ns, summary, first),
@@ -609,6 +744,7 @@ impl WhyDiff {
                 stack: c.stack,
                 threads: c.threads,
                 sites: c.sites,
+                parts,
             },
             None => CauseSide::default(),
         };
@@ -618,13 +754,16 @@ impl WhyDiff {
                 let (b, o) = (base_causes.remove(&key), other_causes.remove(&key));
                 let present = (b.is_some(), o.is_some());
                 let heavier = match (&b, &o) {
-                    (Some(b), Some(o)) if b.total_ns > o.total_ns => Some(b),
-                    (_, Some(o)) => Some(o),
-                    (b, None) => b.as_ref(),
+                    (Some(b), Some(o)) if b.cause.total_ns > o.cause.total_ns => Some(&b.cause),
+                    (_, Some(o)) => Some(&o.cause),
+                    (b, None) => b.as_ref().map(|b| &b.cause),
                 };
                 let kernel_lock = heavier.and_then(|c| c.kernel_lock.clone());
+                let release_stack = heavier.map(|c| c.release_stack.clone()).unwrap_or_default();
                 let kernel_stack = match heavier {
-                    Some(c) if !c.kernel_stack.is_empty() => c.kernel_stack.clone(),
+                    Some(c) if !c.kernel_stack.is_empty() && key.kind != ChangeKind::KernelLock => {
+                        c.kernel_stack.clone()
+                    }
                     _ => kernel_lock
                         .as_ref()
                         .map(|lock| lock.stack.clone())
@@ -643,8 +782,14 @@ impl WhyDiff {
                     kind: key.kind,
                     status,
                     place: String::new(),
-                    stack: key.stack,
+                    // A kernel lock's change is matched by its lock, not a user stack.
+                    stack: if key.kind == ChangeKind::KernelLock {
+                        Vec::new()
+                    } else {
+                        key.stack
+                    },
                     kernel_stack,
+                    release_stack,
                     kernel_lock,
                     call: key.call,
                     delta_share: o.share - b.share,
@@ -979,7 +1124,11 @@ mod tests {
         let first = &diff.changes[0];
         assert_eq!(
             (first.kind, first.status, first.place.as_str()),
-            (CauseKind::Cpu, ChangeStatus::Grew, "critical_section")
+            (
+                ChangeKind::Cause(CauseKind::Cpu),
+                ChangeStatus::Grew,
+                "critical_section"
+            )
         );
         assert_eq!(
             first.stack,
@@ -1098,7 +1247,10 @@ mod tests {
             "{diff:#?}"
         );
         let cpu = &diff.changes[0];
-        assert_eq!((cpu.kind, cpu.status), (CauseKind::Cpu, ChangeStatus::Grew));
+        assert_eq!(
+            (cpu.kind, cpu.status),
+            (ChangeKind::Cause(CauseKind::Cpu), ChangeStatus::Grew)
+        );
         assert_eq!(cpu.stack, ["pthread_mutex_unlock"]);
         assert_eq!(cpu.other.stack[2], "app`critical_section+0x30");
         assert!(
@@ -1167,6 +1319,47 @@ mod tests {
         assert_eq!(cpu.explains, None);
     }
 
+    /// A kernel lock's change is keyed by where the kernel was entered to take it: 6.1's fault
+    /// path through `lock_mm_and_find_vma` and 5.10's straight from `do_user_addr_fault` are one
+    /// mechanism; a path cut short falls back on its first caller past the lock's entry points.
+    #[test]
+    fn kernel_locks_match_by_entry() {
+        let lock = |frames: &[&str]| KernelLock {
+            lock: "rwsem",
+            stack: frames.iter().map(|f| f.to_string()).collect(),
+            slept: "waits",
+            total_ns: 1,
+        };
+        let new = lock(&[
+            "rwsem_down_read_slowpath",
+            "down_read_killable",
+            "lock_mm_and_find_vma",
+            "do_user_addr_fault",
+            "exc_page_fault",
+            "asm_exc_page_fault",
+        ]);
+        let old = lock(&[
+            "rwsem_down_read_slowpath",
+            "down_read",
+            "do_user_addr_fault.constprop.0",
+            "exc_page_fault",
+        ]);
+        assert_eq!(lock_entry(&new), Some("exc_page_fault".to_string()));
+        assert_eq!(lock_entry(&new), lock_entry(&old));
+        let unmap = lock(&[
+            "rwsem_down_write_slowpath",
+            "down_write_killable",
+            "__vm_munmap",
+        ]);
+        assert_eq!(lock_entry(&unmap), Some("__vm_munmap".to_string()));
+        let syscall = lock(&[
+            "rwsem_down_write_slowpath",
+            "__vm_munmap",
+            "__x64_sys_munmap",
+        ]);
+        assert_eq!(lock_entry(&syscall), Some("__x64_sys_munmap".to_string()));
+    }
+
     /// A change's place is its telling frame, past the plumbing; with the frame's caller when
     /// another change of its kind shows the same frame.
     #[test]
@@ -1174,10 +1367,11 @@ mod tests {
         let names = |frames: &[&str]| frames.iter().map(|f| f.to_string()).collect::<Vec<_>>();
         let change = |kind: CauseKind, frames: &[&str]| CauseChange {
             rank: 0,
-            kind,
+            kind: ChangeKind::Cause(kind),
             status: ChangeStatus::New,
             stack: Vec::new(),
             kernel_stack: Vec::new(),
+            release_stack: Vec::new(),
             kernel_lock: None,
             call: None,
             place: String::new(),

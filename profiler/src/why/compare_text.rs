@@ -1,7 +1,10 @@
 //! The text of a [`WhyDiff`]: both recordings and the basis, the ranked table of changes (with the
 //! threads' own CPU time and what was not analysed beneath), then the top changes in detail.
 
-use super::compare::{Basis, CauseChange, CauseSide, ChangeStatus, SideSummary, WhyDiff};
+use super::compare::{
+    Basis, CauseChange, CauseSide, ChangeKind, ChangeStatus, SideSummary, WhyDiff,
+};
+use super::compare_table::{explains_text, share_text, signed};
 use super::model::Site;
 use crate::render::units::{format_fraction, format_ns};
 use std::fmt::Write as _;
@@ -150,44 +153,9 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
     lines
 }
 
-/// A delta on `basis` with its sign: `+20.3 pt` (shares), `+1.20 ms/op`, `-210 ms/s`; one that
-/// rounds to zero is `+`.
-fn signed(value: f64, basis: Basis) -> String {
-    let (magnitude, rounded_away) = match basis {
-        Basis::PerThreadSecond => {
-            let points = (value.abs() * 1000.0).round() / 10.0;
-            (format!("{points:.1} pt"), points == 0.0)
-        }
-        Basis::PerSecond | Basis::PerOperation { .. } => {
-            let ns = value.abs().round() as u64;
-            let per = if basis == Basis::PerSecond { "s" } else { "op" };
-            (format!("{}/{per}", format_ns(ns)), ns == 0)
-        }
-    };
-    let sign = if value < 0.0 && !rounded_away {
-        "-"
-    } else {
-        "+"
-    };
-    format!("{sign}{magnitude}")
-}
-
-/// A change's part of the difference, `-` when there is none to explain.
-fn explains(value: Option<f64>) -> String {
-    match value {
-        // Rounded first, so that a tiny negative part is `0.0%`, not `-0.0%`.
-        Some(e) => format!("{:.1}%", (e * 1000.0).round() / 10.0 + 0.0),
-        None => "-".to_string(),
-    }
-}
-
-/// A side's share in the table: `-` where the cause is absent.
+/// A side's share in a change's detail: `-` where the cause is absent.
 fn share_cell(side: &CauseSide, present: bool) -> String {
-    if present {
-        format_fraction(side.share)
-    } else {
-        "-".to_string()
-    }
+    share_text(present.then_some(side.share))
 }
 
 fn table(out: &mut String, diff: &WhyDiff) {
@@ -207,35 +175,31 @@ fn table(out: &mut String, diff: &WhyDiff) {
         "  {:>3} {:<14} {:<6} {:<WHERE_WIDTH$} {:>7} {:>7} {:>13} {:>8}",
         "#", "kind", "change", "where", "base", "other", "delta", "explains"
     );
-    let basis = diff.basis.basis;
-    for c in &diff.changes {
+    let table = diff.table();
+    for row in &table.rows {
         let _ = writeln!(
             out,
             "  {:>3} {:<14} {:<6} {:<WHERE_WIDTH$} {:>7} {:>7} {:>13} {:>8}",
-            c.rank,
-            c.kind.name(),
-            c.status.name(),
-            cut(&c.place, WHERE_WIDTH),
-            share_cell(&c.base, c.status != ChangeStatus::New),
-            share_cell(&c.other, c.status != ChangeStatus::Gone),
-            signed(c.delta_normalized, basis),
-            explains(c.explains),
+            row.rank,
+            row.kind,
+            row.status.name(),
+            cut(&row.place, WHERE_WIDTH),
+            share_text(row.base),
+            share_text(row.other),
+            row.delta.text,
+            explains_text(row.explains),
         );
     }
-    for p in &diff.rest {
-        let what = match p.part {
-            "on-cpu" => "their own CPU time",
-            _ => "not analysed (sleeps going on at the end)",
-        };
+    for p in &table.rest {
         let _ = writeln!(
             out,
             "  {:>3} {:<LABEL_WIDTH$} {:>7} {:>7} {:>13} {:>8}",
             "-",
-            what,
-            format_fraction(p.base.share),
-            format_fraction(p.other.share),
-            signed(p.delta_normalized, basis),
-            explains(p.explains),
+            p.what,
+            format_fraction(p.base),
+            format_fraction(p.other),
+            p.delta.text,
+            explains_text(p.explains),
         );
     }
 }
@@ -256,9 +220,14 @@ fn detail(out: &mut String, diff: &WhyDiff, c: &CauseChange) {
         share_cell(&c.base, c.status != ChangeStatus::New),
         share_cell(&c.other, c.status != ChangeStatus::Gone),
         signed(c.delta_normalized, diff.basis.basis),
-        explains(c.explains),
+        explains_text(c.explains),
     );
-    if c.stack.is_empty() {
+    if c.kind == ChangeKind::KernelLock {
+        out.push_str(
+            "   matched by its kernel lock and the kernel's entry to it (the causes it gathers \
+             below)\n",
+        );
+    } else if c.stack.is_empty() {
         out.push_str("   matched by kind (one cause per kind on each side)\n");
     } else {
         out.push_str("   stack, leaf first (canonical)\n");
@@ -288,6 +257,18 @@ fn detail(out: &mut String, diff: &WhyDiff, c: &CauseChange) {
                 .join(" <- "),
         );
     }
+    if !c.release_stack.is_empty() {
+        let _ = writeln!(
+            out,
+            "   released in the kernel at {}",
+            c.release_stack
+                .iter()
+                .take(3)
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(" <- ")
+        );
+    }
     if !c.kernel_stack.is_empty() {
         out.push_str("   kernel stack, leaf first\n");
         for frame in c.kernel_stack.iter().take(MAX_FRAMES) {
@@ -313,6 +294,28 @@ fn detail(out: &mut String, diff: &WhyDiff, c: &CauseChange) {
             if side.waits == 1 { "" } else { "s" },
             roots.join(", "),
         );
+        for part in side.parts.iter().take(MAX_SITES) {
+            let at = part
+                .stack
+                .iter()
+                .take(2)
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(" <- ");
+            let _ = writeln!(
+                out,
+                "     {:>8}  as {} at {}",
+                format_ns(part.total_ns),
+                part.kind.name(),
+                if at.is_empty() { "[no stack]" } else { &at },
+            );
+        }
+        if side.parts.len() > MAX_SITES {
+            let _ = writeln!(out, "     and {} more causes", side.parts.len() - MAX_SITES);
+        }
+        if !side.parts.is_empty() {
+            out.push_str("     the waits:\n");
+        }
         for site in side.sites.iter().take(MAX_SITES) {
             let _ = writeln!(out, "     {}", site_line(site));
         }

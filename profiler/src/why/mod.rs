@@ -35,6 +35,7 @@ mod build;
 mod cause;
 mod classify;
 mod compare;
+mod compare_table;
 mod compare_text;
 mod model;
 mod select;
@@ -43,9 +44,10 @@ mod stacks;
 mod text;
 
 pub use compare::{
-    Basis, CauseChange, CauseSide, ChangeStatus, WhyDiff, WhyDiffError, WhyDiffOptions,
-    WHY_DIFF_JSON_VERSION,
+    Basis, CauseChange, CauseSide, ChangeKind, ChangeStatus, LockPart, WhyDiff, WhyDiffError,
+    WhyDiffOptions, WHY_DIFF_JSON_VERSION,
 };
+pub use compare_table::{explains_text, share_text, ChangeRow, ChangeTable, RestRow, Signed};
 use lockscope_probes::catalog;
 pub use model::{
     Analysed, Cause, CauseKind, Coverage, GroupRow, Header, HopRow, KernelLock, NamedTime, Site,

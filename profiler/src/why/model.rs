@@ -114,6 +114,12 @@ pub struct Cause {
     /// `stack` is chosen); absent when the root ran or waited for a CPU, or none was recorded.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub kernel_stack: Vec<String>,
+    /// For `cpu`: the root's kernel stack at the wakeup that ended its running, leaf first, from
+    /// the release on (past the wakeup's own frames): what the holder was doing as it let the
+    /// waiters go (`up_write` from `__vm_munmap` for a kernel lock, `futex_wake` for a futex),
+    /// the heaviest; absent without the `wakeup` probe's kernel stacks.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub release_stack: Vec<String>,
     /// The sleeping kernel lock (rwsem, mutex, ...) most of its time was spent under: the root's
     /// sleep, or else the waits it explains (their kernel stacks).
     #[serde(skip_serializing_if = "Option::is_none")]

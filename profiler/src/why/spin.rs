@@ -79,6 +79,7 @@ pub(super) fn spin_causes(
                 kind: CauseKind::Spin,
                 stack: stack.clone(),
                 kernel_stack: Vec::new(),
+                release_stack: Vec::new(),
                 kernel_lock: None,
                 call: Some(acc.primitive.function().to_owned()),
                 share: if wall_ns == 0 {

@@ -241,8 +241,9 @@ fn what(cause: &Cause) -> &'static str {
 /// Kernel frames shown under the user stack.
 const KERNEL_FRAMES: usize = 4;
 
-/// The root's kernel stack (a few frames past the scheduler's, marked `kernel`) and the kernel
-/// lock the cause's time was spent under.
+/// The root's kernel stack (a few frames past the scheduler's, marked `kernel`), where a root
+/// on a CPU let the waiters go in the kernel, and the kernel lock the cause's time was spent
+/// under.
 fn write_kernel(out: &mut String, cause: &Cause) {
     let past_scheduler = cause
         .kernel_stack
@@ -254,6 +255,24 @@ fn write_kernel(out: &mut String, cause: &Cause) {
         .take(KERNEL_FRAMES)
     {
         let _ = writeln!(out, "       kernel {frame}");
+    }
+    if !cause.release_stack.is_empty() {
+        // As many frames as fit the line, at least the first.
+        let line = |frames: usize| {
+            let path: Vec<&str> = cause
+                .release_stack
+                .iter()
+                .take(frames)
+                .map(String::as_str)
+                .collect();
+            format!("     released in the kernel at {}", path.join(" <- "))
+        };
+        let fits = (1..=KERNEL_FRAMES)
+            .rev()
+            .map(line)
+            .find(|l| l.chars().count() <= 100)
+            .unwrap_or_else(|| line(1));
+        let _ = writeln!(out, "{fits}");
     }
     if let Some(lock) = &cause.kernel_lock {
         let share = format_percent(lock.total_ns, cause.total_ns);

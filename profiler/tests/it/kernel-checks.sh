@@ -6,7 +6,10 @@
 # output), NAME.rc (its exit status). The caller sets LOCKSCOPE, DEMO, OUT, TOGGLE_TRACEFS=1 to
 # run the last check, and from the catalog SAMPLED_PROBE (the probe --frequency samples with),
 # TRACEFS_PROBE (the probe whose hooks need tracefs) and PROBE_SET (the set `why` records with):
-# no probe is named here.
+# no probe is named here. With COMPARE set (a program and its arguments, one string), the
+# comparison step runs it alone (NAME.plain.txt, its own numbers, unperturbed) and then records it
+# with PROBE_SET (COMPARE_NAME.lsp/.log/.rc, the program's output in the log), for
+# tests/it/kernels.rs to compare kernels with `lockscope why A B`.
 set -u
 
 record() {
@@ -38,6 +41,16 @@ done
 # shellcheck disable=SC2086 # $probes is a list of names, split into words on purpose
 record all --probes "$(echo $probes | tr ' ' ',')" $sampling
 record "$PROBE_SET" --probes "$PROBE_SET"
+
+if [ -n "${COMPARE:-}" ]; then
+    # shellcheck disable=SC2086 # $COMPARE is a command line, split into words on purpose
+    $COMPARE >"$OUT/$COMPARE_NAME.plain.txt" 2>&1
+    echo $? >"$OUT/$COMPARE_NAME.plain.rc"
+    # shellcheck disable=SC2086 # likewise
+    "$LOCKSCOPE" record --probes "$PROBE_SET" -o "$OUT/$COMPARE_NAME.lsp" -- $COMPARE \
+        >"$OUT/$COMPARE_NAME.log" 2>&1
+    echo $? >"$OUT/$COMPARE_NAME.rc"
+fi
 
 if [ "${TOGGLE_TRACEFS:-0}" = 1 ]; then
     # Without tracefs, the per-syscall events TRACEFS_PROBE prefers do not exist: it falls back

@@ -32,11 +32,17 @@ fn kernel_stack(functions: &[&str]) -> Stack {
 /// The two-lock program with kernel stacks: the background threads' sleep holding their lock
 /// (`clock_nanosleep`) in `hrtimer_nanosleep`; the request threads' waits that a request thread
 /// on a CPU ended slept in `futex_wait`, or, with `mmap_lock`, under the mmap_lock's rwsem from
-/// the page-fault path (as on a kernel before per-VMA locks, the holder mapping memory).
+/// the page-fault path (as on a kernel before per-VMA locks, the holder unmapping memory: its
+/// kernel stack at the wakeup releases the lock in `__vm_munmap`).
 fn kernel_profile(mmap_lock: bool) -> Profile {
     let mut profile = waitfor_profile();
     let id = |profile: &Profile| profile.stacks.len() as u32;
-    let (futex, fault, nanosleep) = (id(&profile), id(&profile) + 1, id(&profile) + 2);
+    let (futex, fault, nanosleep, release) = (
+        id(&profile),
+        id(&profile) + 1,
+        id(&profile) + 2,
+        id(&profile) + 3,
+    );
     profile.stacks.extend([
         kernel_stack(&[
             "__schedule",
@@ -66,11 +72,24 @@ fn kernel_profile(mmap_lock: bool) -> Profile {
             "common_nsleep",
             "__x64_sys_clock_nanosleep",
         ]),
+        kernel_stack(&[
+            "__bpf_trace_sched_wakeup_template",
+            "try_to_wake_up",
+            "wake_up_q",
+            "rwsem_wake",
+            "up_write",
+            "__vm_munmap",
+            "__x64_sys_munmap",
+            "do_syscall_64",
+        ]),
     ]);
     let waitfor = profile.waitfor.as_mut().expect("waitfor");
     for b in &mut waitfor.blame {
         match b.root.kind {
-            RootKind::Cpu => b.kernel_stack = Some(if mmap_lock { fault } else { futex }),
+            RootKind::Cpu => {
+                b.kernel_stack = Some(if mmap_lock { fault } else { futex });
+                b.root.kernel_stack = mmap_lock.then_some(release);
+            }
             RootKind::Blocked => b.root.kernel_stack = Some(nanosleep),
             _ => {}
         }
@@ -116,6 +135,9 @@ fn why_names_the_kernel_lock() {
         "{json:#}"
     );
     assert!(first.get("kernel_stack").is_none(), "{json:#}");
+    // What the holder did as it let the waiters go: the release, past the wakeup's own frames.
+    assert_eq!(first["release_stack"][0], "up_write", "{json:#}");
+    assert_eq!(first["release_stack"][1], "__vm_munmap", "{json:#}");
     let background = why_json(&profile, "background-*");
     let sleep = &background["causes"][0];
     assert_eq!(sleep["kind"], "sleep", "{background:#}");
@@ -129,8 +151,10 @@ fn why_names_the_kernel_lock() {
 }
 
 /// `why BASE OTHER`: the same critical section whose waiters slept in `futex_wait` on one side
-/// and under the mmap_lock on the other is two causes (`gone`, `new`), the new one with the
-/// lock's kernel path as its `kernel_stack` and the lock in its place.
+/// and under the mmap_lock on the other is two changes: the `cpu` cause `gone`, and a
+/// `kernel-lock` change `new`, matched by its lock and where the kernel took it
+/// (`lock_mm_and_find_vma [rwsem]`), with the lock's kernel path as its `kernel_stack` and the
+/// cause it gathers (`cpu`) as its part.
 #[test]
 fn compare_tells_kernel_locks_apart() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -148,26 +172,27 @@ fn compare_tells_kernel_locks_apart() {
     let json: serde_json::Value = serde_json::from_str(&out).expect("json");
     let changes = json["changes"].as_array().expect("changes");
     let cpu: Vec<&serde_json::Value> = changes.iter().filter(|c| c["kind"] == "cpu").collect();
-    assert_eq!(cpu.len(), 2, "{json:#}");
-    let new = cpu
+    assert_eq!(cpu.len(), 1, "{json:#}");
+    let new = changes
         .iter()
-        .find(|c| c["status"] == "new")
-        .expect("a new cpu cause");
+        .find(|c| c["kind"] == "kernel-lock")
+        .expect("a kernel-lock change");
+    assert_eq!(new["status"], "new", "{new:#}");
     assert_eq!(
         new["kernel_stack"][0], "rwsem_down_read_slowpath",
         "{new:#}"
     );
     assert_eq!(new["kernel_lock"]["lock"], "rwsem", "{new:#}");
-    assert!(
-        new["where"]
-            .as_str()
-            .is_some_and(|w| w.ends_with("[rwsem]")),
+    assert_eq!(new["where"], "lock_mm_and_find_vma [rwsem]", "{new:#}");
+    assert_eq!(new["stack"], serde_json::json!([]), "{new:#}");
+    assert_eq!(new["other"]["parts"][0]["kind"], "cpu", "{new:#}");
+    assert_eq!(new["release_stack"][0], "up_write", "{new:#}");
+    assert_eq!(
+        new["other"]["parts"][0]["total_ns"], new["other"]["total_ns"],
         "{new:#}"
     );
-    let gone = cpu
-        .iter()
-        .find(|c| c["status"] == "gone")
-        .expect("a gone cpu cause");
+    let gone = cpu[0];
+    assert_eq!(gone["status"], "gone", "{gone:#}");
     assert!(gone.get("kernel_lock").is_none(), "{gone:#}");
     let text = run_ok(lockscope().current_dir(dir.path()).args([
         "why",
@@ -178,6 +203,10 @@ fn compare_tells_kernel_locks_apart() {
     ]));
     assert!(
         text.contains("under kernel lock rwsem: the waits slept in rwsem_down_read_slowpath <- lock_mm_and_find_vma"),
+        "{text}"
+    );
+    assert!(
+        text.contains("released in the kernel at up_write <- __vm_munmap <- __x64_sys_munmap"),
         "{text}"
     );
 }
@@ -270,8 +299,8 @@ fn recorded_mmap_lock_is_named() {
 }
 
 /// The comparison page of two runs with the wait-for analysis lists their differential causes
-/// as `why A B` does: the critical section under the mmap_lock `new` in B, with its lock, and
-/// the one whose waiters slept in `futex_wait` `gone`.
+/// as `why A B` does: the mmap_lock `new` in B (a `kernel-lock` change, with its lock), and the
+/// critical section whose waiters slept in `futex_wait` `gone`.
 #[test]
 fn comparison_page_has_differential_causes() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -292,17 +321,20 @@ fn comparison_page_has_differential_causes() {
         .nth(1)
         .and_then(|t| t.split("</table>").next())
         .expect("a differential causes table");
-    let row = |status: &str| {
+    let row = |status: &str, kind: &str| {
         table
             .split("<tr>")
-            .find(|r| r.contains(&format!("<td>{status}</td>")) && r.contains("<td>cpu</td>"))
-            .unwrap_or_else(|| panic!("no {status} cpu row in {table}"))
+            .find(|r| {
+                r.contains(&format!("<td>{status}</td>")) && r.contains(&format!("<td>{kind}</td>"))
+            })
+            .unwrap_or_else(|| panic!("no {status} {kind} row in {table}"))
     };
     assert!(
-        row("new").contains("rwsem (rwsem_down_read_slowpath &lt;- lock_mm_and_find_vma)"),
+        row("new", "kernel-lock")
+            .contains("rwsem (rwsem_down_read_slowpath &lt;- lock_mm_and_find_vma)"),
         "{table}"
     );
-    assert!(!row("gone").contains("rwsem"), "{table}");
+    assert!(!row("gone", "cpu").contains("rwsem"), "{table}");
 }
 
 /// Two sweeps on one page (`lockscope html SWEEP_A SWEEP_B`): both curves on one chart, both

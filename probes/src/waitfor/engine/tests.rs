@@ -23,6 +23,7 @@ fn sleep(thread: ThreadRef, start: u64, wakeup: u64, end: u64, stack: u32) -> In
         user_stack: Some(stack),
         kernel_stack: None,
         waker_user_stack: None,
+        waker_kernel_stack: None,
         holder: None,
     }
 }
@@ -95,6 +96,36 @@ fn waker_on_cpu() {
         .map(|b| (b.root.kind, b.total_ns))
         .collect();
     assert_eq!(runnable, vec![(RootKind::CpuSaturation, 10)]);
+}
+
+/// A root on a CPU keeps the waker's kernel stack at the wakeup that ended its running (what it
+/// did as it released the waiter: a kernel lock's `up_write`), but not where its running ended
+/// at a switch-out of its own.
+#[test]
+fn waker_kernel_stack_at_the_release() {
+    let mut released = woken_by(sleep(A, 0, 100, 110, 7), B, 9);
+    released.waker_kernel_stack = Some(20);
+    let blame = run(vec![released]);
+    let root = blame
+        .iter()
+        .find(|b| b.wait.thread == A && b.wait.part == WaitPart::Asleep)
+        .map(|b| (b.root.kind, b.root.user_stack, b.root.kernel_stack));
+    assert_eq!(root, Some((RootKind::Cpu, Some(9), Some(20))));
+    // B itself sleeps from 60 to 80 (woken by a timer): its running before ended at its own
+    // switch-out, whose kernel stack is where it slept, not a release.
+    let mut released = woken_by(sleep(A, 0, 100, 110, 7), B, 9);
+    released.waker_kernel_stack = Some(20);
+    let blame = run(vec![
+        by(sleep(B, 60, 80, 80, 5), WokenBy::Interrupt),
+        released,
+    ]);
+    let mut cpu: Vec<_> = blame
+        .iter()
+        .filter(|b| b.wait.thread == A && b.root.kind == RootKind::Cpu)
+        .map(|b| (b.root.user_stack, b.root.kernel_stack, b.total_ns))
+        .collect();
+    cpu.sort();
+    assert_eq!(cpu, vec![(Some(5), None, 60), (Some(9), Some(20), 20)]);
 }
 
 /// wPerf's cascade: A waits 100 for B, B waits 60 of it for C, who runs: 40 are B's CPU time

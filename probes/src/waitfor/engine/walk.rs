@@ -9,6 +9,14 @@ use crate::waitfor::{RootKind, SampleRole, ThreadRef, WaitPart, WokenBy};
 use std::hash::Hash;
 
 /// One interval's analysis: reads the timelines, adds to the blame.
+/// Where a thread of the chain was when it woke the thread before it: the waker's stacks at the
+/// wakeup.
+#[derive(Clone, Copy)]
+struct WokeAt<S> {
+    user_stack: Option<S>,
+    kernel_stack: Option<S>,
+}
+
 pub(super) struct Walk<'a, S> {
     pub(super) threads: &'a HashMap<u32, Timeline<S>>,
     pub(super) limits: EngineLimits,
@@ -133,7 +141,10 @@ impl<S: Copy + Eq + Hash> Walk<'_, S> {
                     from,
                     to,
                     depth + 1,
-                    interval.waker_user_stack,
+                    WokeAt {
+                        user_stack: interval.waker_user_stack,
+                        kernel_stack: interval.waker_kernel_stack,
+                    },
                     chain,
                 );
             }
@@ -165,7 +176,7 @@ impl<S: Copy + Eq + Hash> Walk<'_, S> {
         from: u64,
         to: u64,
         depth: u32,
-        woke_at: Option<S>,
+        woke_at: WokeAt<S>,
         chain: &mut Vec<(ThreadRef, Option<S>)>,
     ) {
         if from >= to {
@@ -173,7 +184,7 @@ impl<S: Copy + Eq + Hash> Walk<'_, S> {
         }
         if chain.iter().any(|(t, _)| t.tid == thread.tid) {
             chain.push((thread, None));
-            let root = Self::simple_root(RootKind::Cycle, thread, woke_at);
+            let root = Self::simple_root(RootKind::Cycle, thread, woke_at.user_stack);
             self.blames
                 .add(*side, root, depth, chain, self.names, to - from);
             chain.pop();
@@ -181,7 +192,7 @@ impl<S: Copy + Eq + Hash> Walk<'_, S> {
         }
         if depth > self.limits.max_depth {
             chain.push((thread, None));
-            let root = Self::simple_root(RootKind::DepthLimit, thread, woke_at);
+            let root = Self::simple_root(RootKind::DepthLimit, thread, woke_at.user_stack);
             self.blames
                 .add(*side, root, depth, chain, self.names, to - from);
             chain.pop();
@@ -190,7 +201,10 @@ impl<S: Copy + Eq + Hash> Walk<'_, S> {
         let Some(timeline) = self.threads.get(&thread.tid) else {
             // Never switched during the recording: on a CPU all along.
             chain.push((thread, None));
-            let root = Self::simple_root(RootKind::Cpu, thread, woke_at);
+            let root = RootKey {
+                kernel_stack: woke_at.kernel_stack,
+                ..Self::simple_root(RootKind::Cpu, thread, woke_at.user_stack)
+            };
             self.blames
                 .add(*side, root, depth, chain, self.names, to - from);
             chain.pop();
@@ -208,7 +222,7 @@ impl<S: Copy + Eq + Hash> Walk<'_, S> {
                 Piece::OnCpu { next } => {
                     // The stack where this stretch of running ended: its next switch-out, or
                     // the wakeup that led here; and what it ran meanwhile, where sampled.
-                    let stack = next.map_or(woke_at, |n| n.user_stack);
+                    let stack = next.map_or(woke_at.user_stack, |n| n.user_stack);
                     for sample in timeline.samples_in(start, end) {
                         *self
                             .blames
@@ -217,7 +231,12 @@ impl<S: Copy + Eq + Hash> Walk<'_, S> {
                             .or_insert(0) += 1;
                     }
                     chain.push((thread, None));
-                    let root = Self::simple_root(RootKind::Cpu, thread, stack);
+                    // Ended at the wakeup: the root's kernel stack as it woke the chain's next
+                    // thread (a kernel lock's release).
+                    let root = RootKey {
+                        kernel_stack: next.map_or(woke_at.kernel_stack, |_| None),
+                        ..Self::simple_root(RootKind::Cpu, thread, stack)
+                    };
                     self.blames
                         .add(*side, root, depth, chain, self.names, end - start);
                     chain.pop();
