@@ -282,7 +282,9 @@ fn stack_memo_from_env() -> Result<lockscope_ebpf::StackMemo> {
 /// The eBPF recorder's options of a session: its target, probes and settings, with those that
 /// enter through the environment (`record`'s, and `top`'s, which drives the recorder itself).
 #[cfg(target_os = "linux")]
-pub(crate) fn ebpf_record_options(options: &SessionOptions) -> Result<lockscope_ebpf::RecordOptions> {
+pub(crate) fn ebpf_record_options(
+    options: &SessionOptions,
+) -> Result<lockscope_ebpf::RecordOptions> {
     let mut record = lockscope_ebpf::RecordOptions::new(options.target.clone());
     record.probes.clone_from(&options.probes);
     if let Some(min_block) = options.min_block {

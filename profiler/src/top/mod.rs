@@ -265,7 +265,10 @@ fn plain(
                 live.push(*profile);
                 if let Some(view) = live.view(view::SortBy::Time, 54) {
                     let at = lockscope::render::units::format_ns(view.elapsed_ns);
-                    if !say(&mut out, &format!("{}\n", view.text_block(&at, options.top)))? {
+                    if !say(
+                        &mut out,
+                        &format!("{}\n", view.text_block(&at, options.top)),
+                    )? {
                         return Ok(());
                     }
                 }

@@ -88,6 +88,7 @@ fn event_loop(
         message: String::new(),
     };
     let mut dirty = true;
+    let scribbled = matches!(options.session.target, lockscope_probes::Target::Command(_));
     loop {
         if stop.load(Ordering::Acquire) {
             return Ok(());
@@ -113,10 +114,16 @@ fn event_loop(
             }
         }
         if dirty {
-            let size = terminal.size().context("failed to read the terminal's size")?;
+            let size = terminal
+                .size()
+                .context("failed to read the terminal's size")?;
             let width = usize::from(size.width).saturating_sub(40).max(20);
             if !screen.paused {
                 screen.view = live.view(screen.sort, width);
+            }
+            if scribbled {
+                // A launched command writes to this terminal too: redraw it whole.
+                terminal.clear().context("failed to clear the terminal")?;
             }
             terminal
                 .draw(|frame| draw(frame, &screen))
@@ -191,11 +198,7 @@ fn draw(frame: &mut Frame<'_>, screen: &Screen) {
     }
     lines.push(Line::raw(screen.message.clone()));
     frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), head);
-    let title = format!(
-        " {} (sorted by {}) ",
-        screen.tab.name(),
-        screen.sort.name()
-    );
+    let title = format!(" {} (sorted by {}) ", screen.tab.name(), screen.sort.name());
     let block = Block::default().borders(Borders::TOP).title(title);
     match (&screen.view, screen.tab) {
         (None, _) => frame.render_widget(block, body),
@@ -227,8 +230,8 @@ fn draw(frame: &mut Frame<'_>, screen: &Screen) {
             } else {
                 &view.threads
             };
-            let header = TableRow::new(["site", "kind", "waits", "threads", "share", "trend"])
-                .style(bold);
+            let header =
+                TableRow::new(["site", "kind", "waits", "threads", "share", "trend"]).style(bold);
             let header = if tab == Tab::Threads {
                 TableRow::new(["threads", "", "waits", "waiting", "share", "trend"]).style(bold)
             } else {

@@ -153,7 +153,7 @@ fn rows(
         .collect();
     match sort {
         SortBy::Time => {}
-        SortBy::Count => rows.sort_by(|a, b| b.count.cmp(&a.count)),
+        SortBy::Count => rows.sort_by_key(|r| std::cmp::Reverse(r.count)),
         SortBy::Trend => rows.sort_by(|a, b| b.change().total_cmp(&a.change())),
     }
     rows
@@ -192,14 +192,12 @@ fn split(breakdown: &Breakdown) -> Vec<Part> {
             avg_threads: asleep * breakdown.avg_threads,
         });
     } else {
-        let mut waiting = 0.0;
         for role in &breakdown.roles {
             let name = match role.name.as_str() {
                 "contention" => "contention",
                 "idle" => "idle",
                 _ => continue,
             };
-            waiting += role.share_of_thread_time;
             parts.push(Part {
                 name,
                 share: role.share_of_thread_time,
@@ -208,7 +206,6 @@ fn split(breakdown: &Breakdown) -> Vec<Part> {
         }
         let used: f64 = parts.iter().map(|p| p.share).sum();
         let rest = (1.0 - used).max(0.0);
-        let _ = waiting;
         parts.push(Part {
             name: "other",
             share: rest,
@@ -328,16 +325,20 @@ impl View {
                 TEXT_WIDTH
             )
         );
-        let _ = writeln!(out, "{}", wrap(&self.split_line(), "  ", "    ", TEXT_WIDTH));
         let _ = writeln!(
             out,
-            "  {:<54} {:<9} {:>7} {:>8} {:>7}  trend",
+            "{}",
+            wrap(&self.split_line(), "  ", "    ", TEXT_WIDTH)
+        );
+        let _ = writeln!(
+            out,
+            "  {:<54}  {:<12} {:>7} {:>7} {:>6}  trend",
             "site", "kind", "waits", "threads", "share"
         );
         for row in self.sites.iter().take(top) {
             let _ = writeln!(
                 out,
-                "  {:<54} {:<9} {:>7} {:>8.2} {:>7}  {}",
+                "  {:<54}  {:<12} {:>7} {:>7.2} {:>6}  {}",
                 cut_end(&row.name, 54),
                 row.kind,
                 row.count,
@@ -357,11 +358,7 @@ impl View {
             );
             let _ = writeln!(out, "{}", wrap(&of, "  ", "    ", TEXT_WIDTH));
             for cause in causes.iter().take(3) {
-                let _ = writeln!(
-                    out,
-                    "    {}",
-                    cut_end(cause, TEXT_WIDTH - 4)
-                );
+                let _ = writeln!(out, "    {}", cut_end(cause, TEXT_WIDTH - 4));
             }
         }
         out
@@ -396,7 +393,10 @@ mod tests {
             name_and_kind("take_order_lock <- place_order [mutex]"),
             ("take_order_lock <- place_order".into(), "mutex".into())
         );
-        assert_eq!(name_and_kind("worker-*"), ("worker-*".into(), String::new()));
+        assert_eq!(
+            name_and_kind("worker-*"),
+            ("worker-*".into(), String::new())
+        );
     }
 
     /// The sparkline scales to its largest value and shows nothing as the lowest bar.
