@@ -237,9 +237,11 @@ mod tests {
     }
 
     fn snapshot(duration_ns: u64, waits: Vec<WaitRecord>) -> Profile {
-        let mut p = Profile::default();
+        let mut p = Profile {
+            waits,
+            ..Profile::default()
+        };
         p.metadata.duration_ns = duration_ns;
-        p.waits = waits;
         p
     }
 
@@ -292,8 +294,10 @@ mod agree {
             "/tests/data/demo/demo-bottleneck.lsp"
         );
         let profile = lockscope_probes::read_profile(std::path::Path::new(path)).expect("profile");
-        let mut attach = Profile::default();
-        attach.metadata = profile.metadata.clone();
+        let mut attach = Profile {
+            metadata: profile.metadata.clone(),
+            ..Profile::default()
+        };
         attach.metadata.duration_ns = 0;
         let window = since(&profile, &attach);
         // The report's numbers (the wait-for analysis, which the window leaves out, tells no
