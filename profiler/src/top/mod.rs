@@ -179,11 +179,13 @@ fn record(
     bail!("lockscope top needs the ebpf backend (Linux)")
 }
 
-/// The state a view keeps between refreshes: the snapshots of one window.
+/// The state a view keeps between refreshes: the snapshots of one window, and the totals of its
+/// intervals (each computed once, as its snapshot comes).
 pub(crate) struct Live {
     snapshots: window::Snapshots,
+    intervals: std::collections::VecDeque<view::IntervalTotals>,
     /// Intervals in a window (for the trend).
-    intervals: usize,
+    most: usize,
 }
 
 impl Live {
@@ -192,11 +194,20 @@ impl Live {
         let interval_ns = options.interval.as_nanos().max(1) as u64;
         Live {
             snapshots: window::Snapshots::new(window_ns),
-            intervals: (window_ns / interval_ns).clamp(1, 60) as usize,
+            intervals: std::collections::VecDeque::new(),
+            most: (window_ns / interval_ns).clamp(1, 60) as usize,
         }
     }
 
     fn push(&mut self, snapshot: Profile) {
+        if let Some(previous) = self.snapshots.latest() {
+            let interval = window::since(&snapshot, previous);
+            self.intervals
+                .push_back(view::IntervalTotals::of(&interval));
+            while self.intervals.len() > self.most {
+                self.intervals.pop_front();
+            }
+        }
         self.snapshots.push(snapshot);
     }
 
@@ -204,7 +215,7 @@ impl Live {
     fn view(&self, sort: view::SortBy, name_width: usize) -> Option<view::View> {
         let window = self.snapshots.window()?;
         let so_far = self.snapshots.latest()?;
-        let intervals = self.snapshots.intervals(self.intervals);
+        let intervals: Vec<view::IntervalTotals> = self.intervals.iter().cloned().collect();
         Some(view::View::build(
             &window, &intervals, so_far, sort, name_width,
         ))

@@ -175,7 +175,7 @@ fn draw(frame: &mut Frame<'_>, screen: &Screen) {
         return;
     }
     let [head, body, keys] = Layout::vertical([
-        Constraint::Length(4),
+        Constraint::Length(5),
         Constraint::Min(5),
         Constraint::Length(1),
     ])

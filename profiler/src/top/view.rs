@@ -6,13 +6,14 @@
 //! ([`crate::sweep::LevelWhy`]). Then the plain text block printed per interval when standard
 //! output is not a terminal.
 
-use lockscope::analysis::canonical::canonical_sites;
+use lockscope::analysis::canonical::{canonical_sites, thread_groups};
 use lockscope::render::frames::{cut_end, wrap};
 use lockscope::render::sites::site_names;
 use lockscope::render::units::{format_fraction, format_ns, share};
 use lockscope::report::StackStyle;
 use lockscope::sweep::{summarize_level, Breakdown, LevelWhy, Share};
 use lockscope_probes::Profile;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// Width of the plain text (the house's 100 columns).
@@ -87,6 +88,32 @@ pub struct Part {
     pub avg_threads: f64,
 }
 
+/// The wait time of every site and thread group in one interval (between two snapshots), kept
+/// for the trend.
+#[derive(Clone, Debug, Default)]
+pub struct IntervalTotals {
+    /// The interval's length.
+    pub wall_ns: u64,
+    /// Wait time per canonical site.
+    pub sites: BTreeMap<String, u64>,
+    /// Wait time per thread group.
+    pub threads: BTreeMap<String, u64>,
+}
+
+impl IntervalTotals {
+    /// The totals of `interval`, the profile of one interval.
+    pub fn of(interval: &Profile) -> IntervalTotals {
+        let totals = |by: BTreeMap<String, lockscope_probes::WaitStats>| {
+            by.into_iter().map(|(k, s)| (k, s.total_ns)).collect()
+        };
+        IntervalTotals {
+            wall_ns: interval.metadata.duration_ns,
+            sites: totals(canonical_sites(interval)),
+            threads: totals(thread_groups(&lockscope::report::waits_only(interval))),
+        }
+    }
+}
+
 /// What one refresh shows.
 #[derive(Clone, Debug, Default)]
 pub struct View {
@@ -130,7 +157,7 @@ fn name_and_kind(name: &str) -> (String, String) {
 fn rows(
     shares: &[Share],
     names: Vec<String>,
-    intervals: &[(u64, std::collections::BTreeMap<String, u64>)],
+    intervals: &[(u64, &BTreeMap<String, u64>)],
     sort: SortBy,
 ) -> Vec<Row> {
     let mut rows: Vec<Row> = shares
@@ -221,32 +248,14 @@ impl View {
     /// causes), its rows sorted by `sort`, site names fitting `name_width` columns.
     pub fn build(
         window: &Profile,
-        intervals: &[Profile],
+        intervals: &[IntervalTotals],
         so_far: &Profile,
         sort: SortBy,
         name_width: usize,
     ) -> View {
         let level = summarize_level(0, 0.0, window, ("", ""));
-        let site_intervals: Vec<_> = intervals
-            .iter()
-            .map(|p| {
-                let by = canonical_sites(p)
-                    .into_iter()
-                    .map(|(site, s)| (site, s.total_ns))
-                    .collect();
-                (p.metadata.duration_ns, by)
-            })
-            .collect();
-        let thread_intervals: Vec<_> = intervals
-            .iter()
-            .map(|p| {
-                let by = lockscope::analysis::canonical::thread_groups(p)
-                    .into_iter()
-                    .map(|(group, s)| (group, s.total_ns))
-                    .collect();
-                (p.metadata.duration_ns, by)
-            })
-            .collect();
+        let site_intervals: Vec<_> = intervals.iter().map(|i| (i.wall_ns, &i.sites)).collect();
+        let thread_intervals: Vec<_> = intervals.iter().map(|i| (i.wall_ns, &i.threads)).collect();
         let site_keys: Vec<&str> = level.top_sites.iter().map(|s| s.name.as_str()).collect();
         let names = site_names(&site_keys, StackStyle::Readable, name_width);
         let sites = rows(&level.top_sites, names, &site_intervals, sort);

@@ -198,15 +198,6 @@ impl Snapshots {
             _ => Some(latest.clone()),
         }
     }
-
-    /// The last `n` intervals (between consecutive snapshots), oldest first.
-    pub fn intervals(&self, n: usize) -> Vec<Profile> {
-        let len = self.kept.len();
-        let from = len.saturating_sub(n + 1);
-        (from + 1..len)
-            .filter_map(|i| Some(since(self.kept.get(i)?, self.kept.get(i - 1)?)))
-            .collect()
-    }
 }
 
 #[cfg(test)]
@@ -274,9 +265,6 @@ mod tests {
         let window = kept.window().expect("a window");
         assert_eq!(window.metadata.duration_ns, 2_000);
         assert_eq!(window.waits[0].stats.count, 2);
-        let intervals = kept.intervals(5);
-        assert_eq!(intervals.len(), 2);
-        assert!(intervals.iter().all(|p| p.waits[0].stats.count == 1));
     }
 }
 
