@@ -117,7 +117,7 @@ fn event_loop(
             let size = terminal
                 .size()
                 .context("failed to read the terminal's size")?;
-            let width = usize::from(size.width).saturating_sub(40).max(20);
+            let width = usize::from(size.width).saturating_sub(46).max(20);
             if !screen.paused {
                 screen.view = live.view(screen.sort, width);
             }
