@@ -145,6 +145,8 @@ pub struct Recorder {
     target_exited: bool,
     /// The wait-for analysis' stream and engine (the `waitfor` probe).
     waitfor: Option<WaitForStream>,
+    /// The symbolizer of [`Recorder::snapshot`], kept between snapshots (`window`).
+    snapshot_symbolizer: Option<crate::symbolize::StackSymbolizer>,
 }
 
 impl Recorder {

@@ -5,13 +5,16 @@
 //! The probes aggregate in BPF maps that only grow while attached, so a snapshot reads them as
 //! the end's drain does ([`Recorder::finish_reporting`]), without detaching, ending the per-thread
 //! times now, or terminating a launched command; the wait-for stream's engine gives what it has
-//! analysed so far (the intervals within its lag come in the next snapshot).
+//! analysed so far (the intervals within its lag come in the next snapshot). One symbolizer is
+//! kept from snapshot to snapshot: a new one would read every file's symbols (and the kernel's)
+//! again each time.
 
 use super::{Recorder, Scope};
 use crate::error::Error;
 use crate::object::add_losses;
 use crate::probe::monotonic_ns;
-use crate::resolve::{self, resolve};
+use crate::resolve::{self, resolve_with};
+use crate::symbolize::StackSymbolizer;
 use lockscope_probes::{host, Losses, Metadata, ProcessInfo, Profile};
 
 /// Backend name in profiles (as the end's).
@@ -43,7 +46,13 @@ impl Recorder {
             wakeups,
             waitfor,
             symbol_failures: _,
-        } = resolve(drained, &self.shared, &self.maps)?;
+        } = resolve_with(
+            drained,
+            &self.shared,
+            &self.maps,
+            self.snapshot_symbolizer
+                .get_or_insert_with(StackSymbolizer::new),
+        )?;
         waits.sort_by(|a, b| {
             b.stats
                 .total_ns

@@ -117,7 +117,8 @@ fn event_loop(
             let size = terminal
                 .size()
                 .context("failed to read the terminal's size")?;
-            let width = usize::from(size.width).saturating_sub(46).max(20);
+            // The name column is what the others leave; the kind, cut off the name, has its own.
+            let width = usize::from(size.width).saturating_sub(35).max(20);
             if !screen.paused {
                 screen.view = live.view(screen.sort, width);
             }
@@ -252,7 +253,7 @@ fn draw(frame: &mut Frame<'_>, screen: &Screen) {
                 table_rows,
                 [
                     Constraint::Min(20),
-                    Constraint::Length(9),
+                    Constraint::Length(8),
                     Constraint::Length(7),
                     Constraint::Length(7),
                     Constraint::Length(6),
