@@ -78,8 +78,10 @@ pub fn run(options: &TopOptions) -> Result<()> {
     } else {
         tui::run(options, &started, &updates, &stop)
     };
-    // Whatever ended the view: the probes are detached before this returns.
+    // Whatever ended the view: the probes are detached before this returns (the channel closed
+    // first, so that a recorder sending into a full one is not left waiting).
     stop.store(true, Ordering::Release);
+    drop(updates);
     match recorder.join() {
         Ok(()) => {}
         Err(_) => bail!("the recording thread panicked"),
@@ -92,7 +94,9 @@ fn start_recorder(
     options: &TopOptions,
     stop: &Arc<AtomicBool>,
 ) -> Result<(mpsc::Receiver<Update>, std::thread::JoinHandle<()>)> {
-    let (sender, receiver) = mpsc::channel();
+    // Room for two snapshots: a view that falls behind (a slow terminal, a starved CPU) skips
+    // snapshots rather than queueing them, so its memory and its lag stay bounded.
+    let (sender, receiver) = mpsc::sync_channel(2);
     let session = options.session.clone();
     let interval = options.interval;
     let stop = Arc::clone(stop);
@@ -114,7 +118,7 @@ fn record(
     session: &SessionOptions,
     interval: Duration,
     stop: &AtomicBool,
-    updates: &mpsc::Sender<Update>,
+    updates: &mpsc::SyncSender<Update>,
 ) -> Result<()> {
     use lockscope_ebpf::Recorder;
     let options = crate::session::ebpf_record_options(session)?;
@@ -140,11 +144,10 @@ fn record(
         let now = Instant::now();
         if now >= next || status.target_exited {
             match recorder.snapshot() {
-                Ok(profile) => {
-                    if updates.send(Update::Snapshot(Box::new(profile))).is_err() {
-                        break Ok(());
-                    }
-                }
+                Ok(profile) => match updates.try_send(Update::Snapshot(Box::new(profile))) {
+                    Ok(()) | Err(mpsc::TrySendError::Full(_)) => {}
+                    Err(mpsc::TrySendError::Disconnected(_)) => break Ok(()),
+                },
                 Err(e) => break Err(anyhow::Error::from(e).context("failed to read the probes")),
             }
             // A snapshot late by more than an interval does not make the next ones hurry.
@@ -174,7 +177,7 @@ fn record(
     _session: &SessionOptions,
     _interval: Duration,
     _stop: &AtomicBool,
-    _updates: &mpsc::Sender<Update>,
+    _updates: &mpsc::SyncSender<Update>,
 ) -> Result<()> {
     bail!("lockscope top needs the ebpf backend (Linux)")
 }
