@@ -61,7 +61,7 @@ type UserStack = Option<(StackId, Vec<String>)>;
 struct Resolver<'a> {
     stacks: &'a dyn StackSource,
     maps: &'a MapsCache,
-    symbolizer: StackSymbolizer,
+    symbolizer: &'a mut StackSymbolizer,
     interner: StackInterner,
     user: HashMap<(u32, i32), UserStack>,
     kernel: HashMap<i32, Option<StackId>>,
@@ -166,10 +166,21 @@ pub(crate) fn resolve(
     stacks: &dyn StackSource,
     maps: &MapsCache,
 ) -> Result<Resolved, Error> {
+    resolve_with(drained, stacks, maps, &mut StackSymbolizer::new())
+}
+
+/// [`resolve`] with `symbolizer`, which keeps what it read of the files (a live view's
+/// snapshots resolve the same stacks again and again).
+pub(crate) fn resolve_with(
+    drained: Drained,
+    stacks: &dyn StackSource,
+    maps: &MapsCache,
+    symbolizer: &mut StackSymbolizer,
+) -> Result<Resolved, Error> {
     let mut resolver = Resolver {
         stacks,
         maps,
-        symbolizer: StackSymbolizer::new(),
+        symbolizer,
         interner: StackInterner::new(),
         user: HashMap::new(),
         kernel: HashMap::new(),

@@ -484,6 +484,11 @@ impl ProcessTable {
     pub fn into_processes(self) -> Vec<ProcessInfo> {
         self.processes.into_values().collect()
     }
+
+    /// The table as it is now, sorted by pid (a live view's snapshot; the table stays).
+    pub fn to_processes(&self) -> Vec<ProcessInfo> {
+        self.processes.values().cloned().collect()
+    }
 }
 
 /// The processes `target` has now: the processes given and all their descendants (what a

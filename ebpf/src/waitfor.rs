@@ -107,6 +107,19 @@ impl WaitForStream {
         Ok(())
     }
 
+    /// Reads what the ring holds and returns the analysis so far, the stream going on (a live
+    /// view's snapshot: the intervals still within the engine's lag are not in it yet).
+    pub fn so_far(&mut self, now_ns: u64) -> Result<DrainedWaitFor, Error> {
+        self.consume(now_ns)?;
+        let (counts, blame, sampled) = self.engine.analysed();
+        Ok(DrainedWaitFor {
+            limits: self.engine.limits(),
+            counts,
+            blame,
+            sampled,
+        })
+    }
+
     /// Reads what is left (call after the probes are detached) and ends the analysis.
     pub fn finish(mut self, now_ns: u64) -> Result<DrainedWaitFor, Error> {
         self.consume(now_ns)?;

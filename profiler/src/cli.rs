@@ -22,6 +22,7 @@ use crate::cmd::probes::ProbesArgs;
 use crate::cmd::record::RecordArgs;
 use crate::cmd::report::ReportArgs;
 use crate::cmd::sweep::SweepArgs;
+use crate::cmd::top::TopArgs;
 use crate::cmd::why::WhyArgs;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -46,6 +47,9 @@ pub enum Command {
     /// Record the waits of a command, running processes, a cgroup or the whole machine into a
     /// profile.
     Record(RecordArgs),
+    /// Watch live where the threads wait, and why, over a sliding window (`q` quits, detaching
+    /// everything).
+    Top(TopArgs),
     /// Print a profile's top wait sites with their log2 histograms.
     Report(ReportArgs),
     /// Name what the threads' waiting comes down to, best first: the causes behind the waits of a

@@ -8,6 +8,7 @@
 mod cli;
 mod cmd;
 mod session;
+mod top;
 
 use clap::error::ErrorKind;
 use clap::Parser;

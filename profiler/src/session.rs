@@ -279,11 +279,36 @@ fn stack_memo_from_env() -> Result<lockscope_ebpf::StackMemo> {
         .with_context(|| format!("{STACK_MEMO_ENV}: `{mode}` is not one of on, off, verify"))
 }
 
+/// The eBPF recorder's options of a session: its target, probes and settings, with those that
+/// enter through the environment (`record`'s, and `top`'s, which drives the recorder itself).
+#[cfg(target_os = "linux")]
+pub(crate) fn ebpf_record_options(
+    options: &SessionOptions,
+) -> Result<lockscope_ebpf::RecordOptions> {
+    let mut record = lockscope_ebpf::RecordOptions::new(options.target.clone());
+    record.probes.clone_from(&options.probes);
+    if let Some(min_block) = options.min_block {
+        record.probe_settings.min_block = min_block;
+    }
+    record.probe_settings.syscalls.clone_from(&options.syscalls);
+    if let Some(hz) = options.frequency_hz {
+        record.probe_settings.frequency_hz = hz;
+    }
+    record.unwind.cache_dir.clone_from(&options.cache_dir);
+    // The server keeps running while its less used libraries' tables are built: attaching
+    // waits only for the main executable's and libc's (issue 14).
+    record.unwind.background = true;
+    probe_settings_from_env(&mut record.probe_settings);
+    record.unwind.user_stacks = user_stacks_from_env()?;
+    record.unwind.stack_memo = stack_memo_from_env()?;
+    Ok(record)
+}
+
 /// The eBPF backend on the session's thread: start, poll until the end, finish.
 #[cfg(target_os = "linux")]
 fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recording> {
     use lockscope::report::Activity;
-    use lockscope_ebpf::{RecordOptions, Recorder};
+    use lockscope_ebpf::Recorder;
     use std::collections::HashMap;
     use std::time::Instant;
 
@@ -292,22 +317,7 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recording> {
     // for every process of the machine (-a), which is never idle.
     let measured = !matches!(options.target, Target::All);
     let given = options.target.given_pids().to_vec();
-    let mut record = RecordOptions::new(options.target);
-    record.probes = options.probes;
-    if let Some(min_block) = options.min_block {
-        record.probe_settings.min_block = min_block;
-    }
-    record.probe_settings.syscalls = options.syscalls;
-    if let Some(hz) = options.frequency_hz {
-        record.probe_settings.frequency_hz = hz;
-    }
-    record.unwind.cache_dir = options.cache_dir;
-    // The server keeps running while its less used libraries' tables are built: attaching
-    // waits only for the main executable's and libc's (issue 14).
-    record.unwind.background = true;
-    probe_settings_from_env(&mut record.probe_settings);
-    record.unwind.user_stacks = user_stacks_from_env()?;
-    record.unwind.stack_memo = stack_memo_from_env()?;
+    let record = ebpf_record_options(&options)?;
     let stack_memo = record.unwind.stack_memo;
     let before_attach = (Instant::now(), processes_cpu_ns(&given));
     let mut recorder = Recorder::start(record)?;
@@ -563,7 +573,7 @@ pub fn dtrace_os(os: Option<lockscope_dtrace::TargetOs>) -> Result<lockscope_dtr
 /// Why a recording stopped when its target went away: a launched command's exit status or the
 /// signal that killed it; an attached process, which is not lockscope's child, only "exited".
 #[cfg(target_os = "linux")]
-fn target_exit_reason(status: Option<std::process::ExitStatus>) -> String {
+pub(crate) fn target_exit_reason(status: Option<std::process::ExitStatus>) -> String {
     use std::os::unix::process::ExitStatusExt;
     match status.map(|s| (s.signal(), s.code())) {
         Some((Some(signal), _)) => match signal_name(signal) {

@@ -5,8 +5,8 @@
 //! split by job: `start` (checking, loading, attaching, launching a command), `targets` (the
 //! target set a recording starts with), `processes` (following forks, execs, exits and a
 //! cgroup's members), `snapshots` (the `/proc/PID/maps` snapshots and unwind table refreshes),
-//! `child` (a launched command's reaping and termination) and `finish` (draining and building
-//! the profile).
+//! `child` (a launched command's reaping and termination), `finish` (draining and building
+//! the profile) and `window` (the profile so far, for a live view).
 
 mod child;
 mod finish;
@@ -14,6 +14,7 @@ mod processes;
 mod snapshots;
 mod start;
 mod targets;
+mod window;
 
 use crate::error::Error;
 use crate::probe::{monotonic_ns, ProbeSettings};
@@ -150,6 +151,8 @@ pub struct Recorder {
     target_exited: bool,
     /// The wait-for analysis' stream and engine (the `waitfor` probe).
     waitfor: Option<WaitForStream>,
+    /// The symbolizer of [`Recorder::snapshot`], kept between snapshots (`window`).
+    snapshot_symbolizer: Option<crate::symbolize::StackSymbolizer>,
 }
 
 impl Recorder {

@@ -356,6 +356,26 @@ impl<S: Copy + Eq + Hash> Engine<S> {
         (self.counts, self.blames.records, sampled)
     }
 
+    /// What [`Engine::finish`] would return for the intervals analysed so far, the engine going
+    /// on (copies: for a live view's snapshot).
+    pub fn analysed(&self) -> (EngineCounts, Vec<RawBlame<S>>, Vec<RawSampled<S>>) {
+        let sampled = self
+            .blames
+            .sampled
+            .iter()
+            .map(|(&(role, thread, end_stack, stack), &weight)| RawSampled {
+                role,
+                thread,
+                end_stack,
+                stack,
+                weight,
+            })
+            .collect();
+        let mut counts = self.counts;
+        counts.stackless_ns = self.blames.stackless_ns;
+        (counts, self.blames.records.clone(), sampled)
+    }
+
     fn intern(&mut self, name: &str) -> u32 {
         if let Some(&id) = self.name_index.get(name) {
             return id;

@@ -15,6 +15,7 @@ pub(crate) mod probes;
 pub(crate) mod record;
 pub(crate) mod report;
 pub(crate) mod sweep;
+pub(crate) mod top;
 pub(crate) mod why;
 
 use crate::cli::{Cli, Command};
@@ -38,6 +39,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Html(args) => html::run(&args),
         Command::Chart(args) => chart::run(&args),
         Command::Probes(args) => probes::run(&args),
+        Command::Top(args) => top::run(&args),
     }
 }
 

@@ -76,7 +76,7 @@ pub struct RecordArgs {
 impl RecordArgs {
     /// The backend: `--backend`, else dtrace when a flag only dtrace takes is given, else the
     /// host's.
-    fn backend(&self) -> Result<BackendArg> {
+    pub(crate) fn backend(&self) -> Result<BackendArg> {
         let dtrace_only = self.print_script || self.os.is_some();
         Ok(match self.backend {
             Some(BackendArg::Ebpf) if dtrace_only => {
@@ -89,7 +89,7 @@ impl RecordArgs {
     }
 
     /// What to record: the target flags or the command after `--`, exactly one of them.
-    fn to_target(&self) -> Result<Target> {
+    pub(crate) fn to_target(&self) -> Result<Target> {
         // clap checks `requires` only without a trailing command: checked here for both.
         if self.target.tree && self.target.pid.is_empty() {
             bail!("--tree records the descendants of the processes of -p PID: give -p");

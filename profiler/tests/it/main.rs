@@ -27,6 +27,7 @@ mod record_dtrace;
 mod stack_memo;
 mod sweep;
 mod targets;
+mod top;
 mod views_agree;
 mod waits_by_waker;
 mod why_diff;

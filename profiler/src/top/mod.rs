@@ -1,0 +1,311 @@
+//! `lockscope top`: a live view of where the threads wait, refreshed every interval over a
+//! sliding window, while the probes stay attached.
+//!
+//! The eBPF recorder runs on a thread of its own (`recorder_thread`), started with the options
+//! `record` uses ([`crate::session::ebpf_record_options`]), polled as `record`'s session polls
+//! it, and asked every interval for the profile of everything recorded so far
+//! (`Recorder::snapshot`). The view keeps the snapshots of one window ([`window::Snapshots`]),
+//! takes the window as the difference of two, and summarizes it with the analysis every view
+//! shares ([`view::View`]). The screen is ratatui's ([`tui`]); when standard output is not a
+//! terminal, a plain text block is printed per interval instead. `q` (or Ctrl-C, SIGTERM, the
+//! target's exit in plain mode) detaches every probe before the process exits.
+//!
+//! The DTrace backend prints its aggregations once, at dtrace's end: it has no snapshot, and
+//! `top` says to record and report instead.
+
+mod tui;
+pub mod view;
+pub mod window;
+
+use crate::session::SessionOptions;
+use anyhow::{bail, Context, Result};
+use lockscope_probes::Profile;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The live view's options, validated (`TopArgs::to_options`).
+#[derive(Clone, Debug)]
+pub struct TopOptions {
+    /// What to record and with which probes, as `record`'s.
+    pub session: SessionOptions,
+    /// Time between refreshes.
+    pub interval: Duration,
+    /// Length of the sliding window.
+    pub window: Duration,
+    /// Where `w` writes what was seen so far.
+    pub output: PathBuf,
+    /// Plain text blocks even on a terminal.
+    pub plain: bool,
+    /// Sites shown per block in plain text.
+    pub top: usize,
+}
+
+/// What the recorder's thread reports.
+enum Update {
+    /// The probes are attached: what is recorded, in words.
+    Started(String),
+    /// Everything recorded so far.
+    Snapshot(Box<Profile>),
+    /// The target went away (the recording goes on no longer): why.
+    TargetGone(String),
+    /// The recorder failed.
+    Failed(anyhow::Error),
+}
+
+/// How often the recorder is polled between snapshots, as `record`'s session polls it.
+const POLL_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Runs the live view until `q`, a signal, the duration, or (plain text) the target's exit.
+pub fn run(options: &TopOptions) -> Result<()> {
+    if options.session.backend == crate::cli::BackendArg::Dtrace {
+        bail!(
+            "lockscope top needs the ebpf backend (Linux): dtrace prints its aggregations only \
+             at its end; use `lockscope record -d 10s` and `lockscope report` instead"
+        );
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let (updates, recorder) = start_recorder(options, &stop)?;
+    let started = match updates.recv() {
+        Ok(Update::Started(what)) => what,
+        Ok(Update::Failed(e)) => return Err(e),
+        _ => bail!("the recording ended before it started"),
+    };
+    let result = if options.plain || !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        plain(options, &started, &updates, &stop)
+    } else {
+        tui::run(options, &started, &updates, &stop)
+    };
+    // Whatever ended the view: the probes are detached before this returns (the channel closed
+    // first, so that a recorder sending into a full one is not left waiting).
+    stop.store(true, Ordering::Release);
+    drop(updates);
+    match recorder.join() {
+        Ok(()) => {}
+        Err(_) => bail!("the recording thread panicked"),
+    }
+    result
+}
+
+/// Starts the recorder's thread; it reports on the returned channel.
+fn start_recorder(
+    options: &TopOptions,
+    stop: &Arc<AtomicBool>,
+) -> Result<(mpsc::Receiver<Update>, std::thread::JoinHandle<()>)> {
+    // Room for two snapshots: a view that falls behind (a slow terminal, a starved CPU) skips
+    // snapshots rather than queueing them, so its memory and its lag stay bounded.
+    let (sender, receiver) = mpsc::sync_channel(2);
+    let session = options.session.clone();
+    let interval = options.interval;
+    let stop = Arc::clone(stop);
+    let handle = std::thread::Builder::new()
+        .name("lockscope-top".into())
+        .spawn(move || {
+            if let Err(e) = record(&session, interval, &stop, &sender) {
+                let _ = sender.send(Update::Failed(e));
+            }
+        })
+        .context("failed to start the recording thread")?;
+    Ok((receiver, handle))
+}
+
+/// The recorder's thread: starts the recorder, polls it, sends a snapshot every `interval`,
+/// and detaches every probe when asked to stop or when the target is gone.
+#[cfg(target_os = "linux")]
+fn record(
+    session: &SessionOptions,
+    interval: Duration,
+    stop: &AtomicBool,
+    updates: &mpsc::SyncSender<Update>,
+) -> Result<()> {
+    use lockscope_ebpf::Recorder;
+    let options = crate::session::ebpf_record_options(session)?;
+    let mut recorder = Recorder::start(options).context("failed to start recording")?;
+    let target = recorder.target();
+    let what = if target.all {
+        "all processes".to_string()
+    } else if let Some(cgroup) = &target.cgroup {
+        format!("cgroup {cgroup}")
+    } else {
+        format!("pid {}", recorder.target_pid())
+    };
+    let _ = updates.send(Update::Started(what));
+    let mut next = Instant::now() + interval;
+    let result = loop {
+        if stop.load(Ordering::Acquire) {
+            break Ok(());
+        }
+        let status = match recorder.poll() {
+            Ok(status) => status,
+            Err(e) => break Err(anyhow::Error::from(e).context("recording failed")),
+        };
+        let now = Instant::now();
+        if now >= next || status.target_exited {
+            match recorder.snapshot() {
+                Ok(profile) => match updates.try_send(Update::Snapshot(Box::new(profile))) {
+                    Ok(()) | Err(mpsc::TrySendError::Full(_)) => {}
+                    Err(mpsc::TrySendError::Disconnected(_)) => break Ok(()),
+                },
+                Err(e) => break Err(anyhow::Error::from(e).context("failed to read the probes")),
+            }
+            // A snapshot late by more than an interval does not make the next ones hurry.
+            next = (next + interval).max(now + interval / 2);
+        }
+        if status.target_exited {
+            let reason = crate::session::target_exit_reason(recorder.target_exit_status());
+            let _ = updates.send(Update::TargetGone(reason));
+            break Ok(());
+        }
+        let poll = if recorder.wants_early_polls() {
+            Recorder::EARLY_POLL_INTERVAL
+        } else {
+            POLL_INTERVAL
+        };
+        std::thread::sleep(poll.min(next.saturating_duration_since(Instant::now())));
+    };
+    // Detach now; dropping the recorder releases every BPF object and ends a launched command.
+    recorder.stop();
+    drop(recorder);
+    result
+}
+
+/// The eBPF backend where there is none.
+#[cfg(not(target_os = "linux"))]
+fn record(
+    _session: &SessionOptions,
+    _interval: Duration,
+    _stop: &AtomicBool,
+    _updates: &mpsc::SyncSender<Update>,
+) -> Result<()> {
+    bail!("lockscope top needs the ebpf backend (Linux)")
+}
+
+/// The state a view keeps between refreshes: the snapshots of one window, and the totals of its
+/// intervals (each computed once, as its snapshot comes).
+pub(crate) struct Live {
+    snapshots: window::Snapshots,
+    intervals: std::collections::VecDeque<view::IntervalTotals>,
+    /// Intervals in a window (for the trend).
+    most: usize,
+}
+
+impl Live {
+    fn new(options: &TopOptions) -> Live {
+        let window_ns = options.window.as_nanos() as u64;
+        let interval_ns = options.interval.as_nanos().max(1) as u64;
+        Live {
+            snapshots: window::Snapshots::new(window_ns),
+            intervals: std::collections::VecDeque::new(),
+            most: (window_ns / interval_ns).clamp(1, 60) as usize,
+        }
+    }
+
+    fn push(&mut self, snapshot: Profile) {
+        if let Some(previous) = self.snapshots.latest() {
+            let interval = window::since(&snapshot, previous);
+            self.intervals
+                .push_back(view::IntervalTotals::of(&interval));
+            while self.intervals.len() > self.most {
+                self.intervals.pop_front();
+            }
+        }
+        self.snapshots.push(snapshot);
+    }
+
+    /// The view of the current window, `None` before the first snapshot.
+    fn view(&self, sort: view::SortBy, name_width: usize) -> Option<view::View> {
+        let window = self.snapshots.window()?;
+        let so_far = self.snapshots.latest()?;
+        let intervals: Vec<view::IntervalTotals> = self.intervals.iter().cloned().collect();
+        Some(view::View::build(
+            &window, &intervals, so_far, sort, name_width,
+        ))
+    }
+
+    /// Everything recorded so far.
+    fn latest(&self) -> Option<&Profile> {
+        self.snapshots.latest()
+    }
+}
+
+/// Writes what was seen so far as a profile, as `record` writes it; says where.
+fn write_so_far(live: &Live, path: &std::path::Path) -> Result<String> {
+    let Some(profile) = live.latest() else {
+        bail!("nothing recorded yet");
+    };
+    lockscope_probes::write_profile(profile, path)
+        .with_context(|| format!("failed to write profile `{}`", path.display()))?;
+    Ok(format!(
+        "wrote {} ({} of recording)",
+        path.display(),
+        lockscope::render::units::format_ns(profile.metadata.duration_ns)
+    ))
+}
+
+/// Standard output is not a terminal: one text block per interval, until a signal, the
+/// duration or the target's exit.
+fn plain(
+    options: &TopOptions,
+    started: &str,
+    updates: &mpsc::Receiver<Update>,
+    stop: &Arc<AtomicBool>,
+) -> Result<()> {
+    use std::io::Write;
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&interrupted))
+            .context("failed to handle signals")?;
+    }
+    let mut out = std::io::stdout().lock();
+    let say = |out: &mut std::io::StdoutLock<'_>, text: &str| -> Result<bool> {
+        match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
+            Err(e) => Err(e).context("failed to write to standard output"),
+        }
+    };
+    if !say(&mut out, &format!("lockscope top: recording {started}\n"))? {
+        return Ok(());
+    }
+    let mut live = Live::new(options);
+    loop {
+        if interrupted.load(Ordering::Acquire) || stop.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        match updates.recv_timeout(Duration::from_millis(50)) {
+            Ok(Update::Snapshot(profile)) => {
+                live.push(*profile);
+                if let Some(view) = live.view(view::SortBy::Time, 54) {
+                    let at = lockscope::render::units::format_ns(view.elapsed_ns);
+                    if !say(
+                        &mut out,
+                        &format!("{}\n", view.text_block(&at, options.top)),
+                    )? {
+                        return Ok(());
+                    }
+                }
+                if reached(options, &live) {
+                    return Ok(());
+                }
+            }
+            Ok(Update::TargetGone(reason)) => {
+                say(&mut out, &format!("lockscope top: {reason}\n"))?;
+                return Ok(());
+            }
+            Ok(Update::Failed(e)) => return Err(e),
+            Ok(Update::Started(_)) => {}
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
+        }
+    }
+}
+
+/// Whether the recording reached `-d`'s duration.
+fn reached(options: &TopOptions, live: &Live) -> bool {
+    options.session.duration.is_some_and(|limit| {
+        live.latest()
+            .is_some_and(|p| p.metadata.duration_ns >= limit.as_nanos() as u64)
+    })
+}
