@@ -707,9 +707,9 @@ fn imported_cpu_captures_without_duration() {
 
 /// The page of the demo recorded with `--probes bottleneck` (`tests/data/demo`) carries what
 /// `lockscope why` says, as tables: a row per cause with its rank, kind, share and time as
-/// `why --json` gives them, the waits it explains and its chain; with the `cpu` probe, the On
-/// CPU section's tables and a CPU flamegraph beside the waits' one, whose title names the probes
-/// of the waits it draws, not `cpu`. The demo recorded with the default probe says in one line how
+/// `why --json` gives them, the waits it explains (a spin: its spinners) and its chain; with the
+/// `cpu` probe, the On CPU section's tables and a CPU flamegraph beside the waits' one, whose
+/// title names the probes of the waits it draws, not `cpu`. The demo recorded with the default probe says in one line how
 /// to record the causes, and has neither. It loads in headless Chromium, the tables laid out.
 #[test]
 fn recorded_demo_page_carries_why_and_cpu() {
@@ -747,7 +747,12 @@ fn recorded_demo_page_carries_why_and_cpu() {
         ] {
             assert!(row.contains(&cell), "{cell} missing from {row}");
         }
-        assert!(row.contains("<ul class=\"why-sites\"><li>"), "{row}");
+        if cause["kind"] == "spin" {
+            // A spin is the spinners' own wait, on a CPU: the row names them, no other waits.
+            assert!(row.contains("<p class=\"muted\">threads: spinner"), "{row}");
+        } else {
+            assert!(row.contains("<ul class=\"why-sites\"><li>"), "{row}");
+        }
     }
     assert!(html.contains("<table class=\"why-analysed\">"));
     assert!(html.contains("On CPU (cpu probe): "));
