@@ -32,8 +32,8 @@ fn first_sites(stdout: &str) -> Vec<(String, String, u64)> {
     out
 }
 
-/// With standard output a pipe, `top -- lockscope-demo` prints a block per interval until the
-/// demo exits; the blocks' top site is the demo's mutex convoy at `take_order_lock`, its 4 waits
+/// With standard output a pipe, `top -i 250ms -- lockscope-demo` prints a block per interval
+/// until the demo exits (in under a second: a 1 s interval would print one block); the blocks' top site is the demo's mutex convoy at `take_order_lock`, its 4 waits
 /// all there once the window holds the whole run, and it ends saying the target exited.
 #[test]
 #[ignore = "needs root with BPF; .ci/run runs it (--include-ignored)"]
@@ -42,7 +42,7 @@ fn top_plain_blocks_name_the_demo_top_site() {
         return;
     }
     let out = lockscope()
-        .args(["top", "-w", "60s", "--", demo_path()])
+        .args(["top", "-i", "250ms", "-w", "60s", "--", demo_path()])
         .stdin(Stdio::null())
         .output()
         .expect("run lockscope top");
@@ -127,8 +127,8 @@ impl Drop for TmuxSession {
     }
 }
 
-/// The full-screen view in a tmux pseudo-terminal (80x24): the demo's top site shows within 3 s
-/// of the view's start, the screen updates, `q` ends `top` with status 0, and the BPF programs it
+/// The full-screen view in a tmux pseudo-terminal (80x24), of the demo holding its lock 1 s so
+/// that it runs past a few refreshes: the demo's top site shows within 3 s of the view's start, the screen updates, `q` ends `top` with status 0, and the BPF programs it
 /// held are unloaded.
 #[test]
 #[ignore = "needs root with BPF and tmux; .ci/run runs it (--include-ignored)"]
@@ -148,7 +148,7 @@ fn top_screen_shows_the_top_site_and_q_detaches() {
     }
     let name = format!("lockscope-top-test-{}", std::process::id());
     let command = format!(
-        "{} top -w 60s -- {}; echo top-exit-status=$?; sleep 60",
+        "{} top -i 250ms -w 60s -- {} --hold-ms 1000; echo top-exit-status=$?; sleep 60",
         env!("CARGO_BIN_EXE_lockscope"),
         demo_path()
     );
