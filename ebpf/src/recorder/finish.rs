@@ -5,7 +5,7 @@
 
 use super::{Recorder, Recording, Scope};
 use crate::error::Error;
-use crate::object::add_losses;
+use crate::object::{add_losses, Counters};
 use crate::probe::monotonic_ns;
 use crate::resolve::{self, resolve};
 use lockscope_probes::{host, Losses, Metadata, ProcessInfo, Profile};
@@ -14,6 +14,42 @@ use lockscope_probes::{host, Losses, Metadata, ProcessInfo, Profile};
 const BACKEND: &str = "ebpf";
 
 impl Recorder {
+    /// The profile's metadata as the recorder knows it now: the host, the target, the probes,
+    /// the counters' events and losses, and what ended the recording.
+    pub(super) fn metadata(
+        &self,
+        counters: &Counters,
+        duration_ns: u64,
+        end_reason: &str,
+        warnings: Vec<String>,
+    ) -> Metadata {
+        let uname = host::Uname::current();
+        Metadata {
+            lockscope_version: env!("CARGO_PKG_VERSION").to_owned(),
+            backend: BACKEND.to_owned(),
+            os: "linux".to_owned(),
+            kernel_release: uname.release,
+            hostname: uname.nodename,
+            cpu_count: host::online_cpus(),
+            libc: host::glibc_version(),
+            target: self.target.clone(),
+            start_unix_ns: self.start_unix_ns,
+            duration_ns,
+            probes: self.probes.clone(),
+            events: counters.events,
+            // Children that could not be followed (`targets` full): their events are missing.
+            losses: add_losses(
+                counters.losses,
+                Losses {
+                    dropped: self.shared.targets_full(),
+                    ..Losses::default()
+                },
+            ),
+            end_reason: end_reason.to_owned(),
+            warnings,
+        }
+    }
+
     /// Stops recording and builds the complete profile: drains the aggregated waits, symbolizes
     /// their stacks, releases every BPF program, link and map, then terminates a launched command
     /// that is still running.
@@ -93,31 +129,7 @@ impl Recorder {
             ));
         }
         let processes = self.process_table(&threads);
-        let uname = host::Uname::current();
-        let metadata = Metadata {
-            lockscope_version: env!("CARGO_PKG_VERSION").to_owned(),
-            backend: BACKEND.to_owned(),
-            os: "linux".to_owned(),
-            kernel_release: uname.release,
-            hostname: uname.nodename,
-            cpu_count: host::online_cpus(),
-            libc: host::glibc_version(),
-            target: self.target.clone(),
-            start_unix_ns: self.start_unix_ns,
-            duration_ns,
-            probes: self.probes.clone(),
-            events: counters.events,
-            // Children that could not be followed (`targets` full): their events are missing.
-            losses: add_losses(
-                counters.losses,
-                Losses {
-                    dropped: self.shared.targets_full(),
-                    ..Losses::default()
-                },
-            ),
-            end_reason: end_reason.to_owned(),
-            warnings,
-        };
+        let metadata = self.metadata(&counters, duration_ns, end_reason, warnings);
         let mut profile = Profile {
             metadata,
             threads,

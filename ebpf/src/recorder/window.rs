@@ -11,14 +11,10 @@
 
 use super::{Recorder, Scope};
 use crate::error::Error;
-use crate::object::add_losses;
 use crate::probe::monotonic_ns;
 use crate::resolve::{self, resolve_with};
 use crate::symbolize::StackSymbolizer;
-use lockscope_probes::{host, Losses, Metadata, ProcessInfo, Profile};
-
-/// Backend name in profiles (as the end's).
-const BACKEND: &str = "ebpf";
+use lockscope_probes::{ProcessInfo, Profile};
 
 /// The end reason a snapshot's profile gives: the recording has not ended.
 const SNAPSHOT_REASON: &str = "snapshot of a recording in progress";
@@ -61,30 +57,7 @@ impl Recorder {
         });
         let mut warnings = self.warnings.clone();
         warnings.extend(probe_warnings);
-        let uname = host::Uname::current();
-        let metadata = Metadata {
-            lockscope_version: env!("CARGO_PKG_VERSION").to_owned(),
-            backend: BACKEND.to_owned(),
-            os: "linux".to_owned(),
-            kernel_release: uname.release,
-            hostname: uname.nodename,
-            cpu_count: host::online_cpus(),
-            libc: host::glibc_version(),
-            target: self.target.clone(),
-            start_unix_ns: self.start_unix_ns,
-            duration_ns,
-            probes: self.probes.clone(),
-            events: counters.events,
-            losses: add_losses(
-                counters.losses,
-                Losses {
-                    dropped: self.shared.targets_full(),
-                    ..Losses::default()
-                },
-            ),
-            end_reason: SNAPSHOT_REASON.to_owned(),
-            warnings,
-        };
+        let metadata = self.metadata(&counters, duration_ns, SNAPSHOT_REASON, warnings);
         let processes = self.processes_so_far(&threads);
         let mut profile = Profile {
             metadata,
