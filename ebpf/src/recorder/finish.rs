@@ -113,12 +113,7 @@ impl Recorder {
         if let Some(child) = &mut self.child {
             child.terminate();
         }
-        waits.sort_by(|a, b| {
-            b.stats
-                .total_ns
-                .cmp(&a.stats.total_ns)
-                .then((a.pid, a.tid, a.object).cmp(&(b.pid, b.tid, b.object)))
-        });
+        sort_waits(&mut waits);
         let mut warnings = std::mem::take(&mut self.warnings);
         warnings.extend(probe_warnings);
         let lost = self.shared.process_events_lost();
@@ -158,10 +153,7 @@ impl Recorder {
         }
         for thread in threads {
             if !self.processes.contains(thread.pid) && !self.processes.observe(thread.pid) {
-                let name = threads
-                    .iter()
-                    .find(|t| t.pid == thread.pid && t.tid == thread.pid)
-                    .map_or_else(|| thread.name.clone(), |t| t.name.clone());
+                let name = process_name(threads, thread);
                 self.processes.insert(ProcessInfo {
                     pid: thread.pid,
                     name,
@@ -171,4 +163,26 @@ impl Recorder {
         }
         std::mem::take(&mut self.processes).into_processes()
     }
+}
+
+/// A profile's waits, heaviest first (ties by thread and object), at the end and in a snapshot.
+pub(super) fn sort_waits(waits: &mut [lockscope_probes::WaitRecord]) {
+    waits.sort_by(|a, b| {
+        b.stats
+            .total_ns
+            .cmp(&a.stats.total_ns)
+            .then((a.pid, a.tid, a.object).cmp(&(b.pid, b.tid, b.object)))
+    });
+}
+
+/// The name of `thread`'s process for one the process table lacks: its main thread's, else
+/// `thread`'s own.
+pub(super) fn process_name(
+    threads: &[lockscope_probes::ThreadInfo],
+    thread: &lockscope_probes::ThreadInfo,
+) -> String {
+    threads
+        .iter()
+        .find(|t| t.pid == thread.pid && t.tid == thread.pid)
+        .map_or_else(|| thread.name.clone(), |t| t.name.clone())
 }

@@ -9,6 +9,7 @@
 //! kept from snapshot to snapshot: a new one would read every file's symbols (and the kernel's)
 //! again each time.
 
+use super::finish::{process_name, sort_waits};
 use super::{Recorder, Scope};
 use crate::error::Error;
 use crate::probe::monotonic_ns;
@@ -49,12 +50,7 @@ impl Recorder {
             self.snapshot_symbolizer
                 .get_or_insert_with(StackSymbolizer::new),
         )?;
-        waits.sort_by(|a, b| {
-            b.stats
-                .total_ns
-                .cmp(&a.stats.total_ns)
-                .then((a.pid, a.tid, a.object).cmp(&(b.pid, b.tid, b.object)))
-        });
+        sort_waits(&mut waits);
         let mut warnings = self.warnings.clone();
         warnings.extend(probe_warnings);
         let metadata = self.metadata(&counters, duration_ns, SNAPSHOT_REASON, warnings);
@@ -87,10 +83,7 @@ impl Recorder {
         }
         for thread in threads {
             if processes.iter().all(|p| p.pid != thread.pid) {
-                let name = threads
-                    .iter()
-                    .find(|t| t.pid == thread.pid && t.tid == thread.pid)
-                    .map_or_else(|| thread.name.clone(), |t| t.name.clone());
+                let name = process_name(threads, thread);
                 processes.push(ProcessInfo {
                     pid: thread.pid,
                     name,
