@@ -193,14 +193,11 @@ impl Unexplained {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lockscope_probes::{AddressSpace, Frame, Stack};
 
-    /// Time on a CPU that ended in different leaves under one caller (`clock_gettime <-
-    /// compute_ns` and `compute_ns`) is one cause, at the caller, shown with its heaviest leaf.
-    #[test]
-    fn one_place_one_cause() {
-        use lockscope_probes::waitfor::{Root, RootKind, ThreadRef, WaitFor, WaitPart, WokenBy};
-        use lockscope_probes::{AddressSpace, Frame, Stack, ThreadTime};
-        let stack = |functions: &[&str]| Stack {
+    /// A user stack of `functions`, leaf first, each a named frame.
+    fn named_stack(functions: &[&str]) -> Stack {
+        Stack {
             space: AddressSpace::User,
             frames: functions
                 .iter()
@@ -210,7 +207,15 @@ mod tests {
                 })
                 .collect(),
             truncated: false,
-        };
+        }
+    }
+
+    /// Time on a CPU that ended in different leaves under one caller (`clock_gettime <-
+    /// compute_ns` and `compute_ns`) is one cause, at the caller, shown with its heaviest leaf.
+    #[test]
+    fn one_place_one_cause() {
+        use lockscope_probes::waitfor::{Root, RootKind, ThreadRef, WaitFor, WaitPart, WokenBy};
+        use lockscope_probes::ThreadTime;
         let (consumer, supplier) = (ThreadRef { pid: 1, tid: 2 }, ThreadRef { pid: 1, tid: 3 });
         let blame = |root_stack: u32, total_ns: u64| Blame {
             thread: consumer,
@@ -245,9 +250,9 @@ mod tests {
         };
         let profile = Profile {
             stacks: vec![
-                stack(&["compute_ns", "supply", "start_thread"]),
-                stack(&["clock_gettime", "compute_ns", "supply", "start_thread"]),
-                stack(&["___pthread_cond_wait", "consume", "start_thread"]),
+                named_stack(&["compute_ns", "supply", "start_thread"]),
+                named_stack(&["clock_gettime", "compute_ns", "supply", "start_thread"]),
+                named_stack(&["___pthread_cond_wait", "consume", "start_thread"]),
             ],
             thread_times: vec![lived(consumer), lived(supplier)],
             waitfor: Some(WaitFor {
@@ -269,18 +274,7 @@ mod tests {
     #[test]
     fn spin_and_unknown_by_reason() {
         use lockscope_probes::waitfor::{Root, ThreadRef, WaitFor, WaitPart};
-        use lockscope_probes::{AddressSpace, Frame, Stack, ThreadTime, WaitKind, WaitRecord};
-        let named = |functions: &[&str]| Stack {
-            space: AddressSpace::User,
-            frames: functions
-                .iter()
-                .map(|f| Frame {
-                    function: Some((*f).into()),
-                    ..Frame::unsymbolized(0x1000)
-                })
-                .collect(),
-            truncated: false,
-        };
+        use lockscope_probes::{ThreadTime, WaitKind, WaitRecord};
         let (spinner, waiter, sleeper) = (
             ThreadRef { pid: 1, tid: 2 },
             ThreadRef { pid: 1, tid: 3 },
@@ -322,8 +316,8 @@ mod tests {
                 .insert(lockscope_probes::TimeClass::OnCpu, on_cpu);
             time
         };
-        let mut stacks = vec![named(&["__pthread_spin_lock", "take_spin", "run"])];
-        let mut io = named(&["io_schedule"]);
+        let mut stacks = vec![named_stack(&["__pthread_spin_lock", "take_spin", "run"])];
+        let mut io = named_stack(&["io_schedule"]);
         io.space = AddressSpace::Kernel;
         stacks.push(io);
         let profile = Profile {
