@@ -322,6 +322,15 @@ fn detail(out: &mut String, diff: &WhyDiff, c: &CauseChange) {
         if side.sites.len() > MAX_SITES {
             let _ = writeln!(out, "     and {} more sites", side.sites.len() - MAX_SITES);
         }
+        if !side.holders.is_empty() {
+            let held: Vec<String> = side
+                .holders
+                .iter()
+                .take(MAX_SITES)
+                .map(|t| format!("{} ({})", t.name, format_ns(t.total_ns)))
+                .collect();
+            let _ = writeln!(out, "     the CPUs meanwhile held by {}", held.join(", "));
+        }
     }
 }
 

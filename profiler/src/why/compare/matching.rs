@@ -5,7 +5,7 @@
 use super::kernel_lock::{lock_key, lock_part, lock_sleep, LockPart};
 use super::ChangeKind;
 use crate::analysis::canonical::{canonical_place, SiteDepth};
-use crate::why::model::{Cause, CauseKind};
+use crate::why::model::{Cause, CauseKind, NamedTime};
 use crate::why::Why;
 use std::collections::BTreeMap;
 
@@ -91,8 +91,8 @@ pub(super) fn side_causes(why: Why, depth: SiteDepth) -> BTreeMap<MatchKey, Side
     out
 }
 
-/// Adds `from` to `into`: their times, waits, threads and sites; the stacks, kernel lock and
-/// release of the heavier (the release of the heaviest part that has one).
+/// Adds `from` to `into`: their times, waits, threads, holders of the CPUs and sites; the
+/// stacks, kernel lock and release of the heavier (the release of the heaviest part that has one).
 fn merge(into: &mut Cause, from: Cause) {
     let lock_ns = [&into.kernel_lock, &from.kernel_lock]
         .iter()
@@ -114,14 +114,19 @@ fn merge(into: &mut Cause, from: Cause) {
     into.total_ns += from.total_ns;
     into.share += from.share;
     into.waits += from.waits;
-    for thread in from.threads {
-        match into.threads.iter_mut().find(|t| t.name == thread.name) {
-            Some(t) => t.total_ns += thread.total_ns,
-            None => into.threads.push(thread),
-        }
-    }
-    into.threads
-        .sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+    add_times(&mut into.threads, from.threads);
+    add_times(&mut into.holders, from.holders);
     into.sites.extend(from.sites);
     into.sites.sort_by_key(|s| std::cmp::Reverse(s.total_ns));
+}
+
+/// Adds `from`'s times to `into`'s by name, heaviest first.
+fn add_times(into: &mut Vec<NamedTime>, from: Vec<NamedTime>) {
+    for named in from {
+        match into.iter_mut().find(|t| t.name == named.name) {
+            Some(t) => t.total_ns += named.total_ns,
+            None => into.push(named),
+        }
+    }
+    into.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
 }

@@ -430,6 +430,11 @@ pub struct CauseSide {
     pub stack: Vec<String>,
     /// The root threads, by group, heaviest first.
     pub threads: Vec<NamedTime>,
+    /// For `cpu-saturation`, the scheduler's part: who had the CPUs while the threads waited for
+    /// one (preempted, or runnable after a wakeup), by group, heaviest first; with its waits and
+    /// time, how the kernel cut them (the same share in twice the waits is a slice half as long).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub holders: Vec<NamedTime>,
     /// The waits it explains, heaviest first.
     pub sites: Vec<Site>,
     /// For `kernel-lock`: the causes it gathers on this side, heaviest first.

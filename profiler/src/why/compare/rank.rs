@@ -106,6 +106,7 @@ fn cause_side(
             waits: c.waits,
             stack: c.stack,
             threads: c.threads,
+            holders: c.holders,
             sites: c.sites,
             parts,
         },

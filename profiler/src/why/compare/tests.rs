@@ -512,3 +512,56 @@ fn a_side_without_waitfor_is_named() {
         "{text}"
     );
 }
+
+/// A wait for a CPU keeps its scheduler part: who held the CPU (the other worker, preempting
+/// the first), with the waits it was cut into on each side: the same time in twice the waits,
+/// as a scheduler with a slice half as long cuts it.
+#[test]
+fn the_cpu_holders_are_kept() {
+    let preempted = |waits: u64| {
+        let mut p = profile(BASE);
+        let waitfor = p.waitfor.as_mut().expect("wait-for analysis");
+        let mut b = waitfor.blame[0].clone();
+        b.part = WaitPart::Runnable;
+        b.call = None;
+        b.woken_by = None;
+        b.waker = None;
+        b.root.kind = RootKind::CpuSaturation;
+        b.root.thread = b.thread;
+        b.root.call = None;
+        b.root.user_stack = None;
+        b.root.woken_by = None;
+        b.root.holder = Some(ThreadRef { pid: 1, tid: 3 });
+        b.waits = waits;
+        b.total_ns = 200 * MS;
+        waitfor.blame.push(b);
+        p
+    };
+    let mut options = WhyDiffOptions::default();
+    options.why.threads = Some("worker-*".to_string());
+    let diff = WhyDiff::build(&preempted(10), &preempted(20), ("a.lsp", "b.lsp"), &options)
+        .expect("comparable");
+    let saturation = change(&diff, CauseKind::CpuSaturation);
+    for (side, waits) in [(&saturation.base, 10), (&saturation.other, 20)] {
+        assert_eq!(side.waits, waits, "{saturation:#?}");
+        assert_eq!(side.total_ns, 200 * MS, "{saturation:#?}");
+        let holders: Vec<(&str, u64)> = side
+            .holders
+            .iter()
+            .map(|h| (h.name.as_str(), h.total_ns))
+            .collect();
+        assert_eq!(holders, [("worker-*", 200 * MS)], "{saturation:#?}");
+    }
+    let json = serde_json::to_value(&diff).expect("json");
+    let in_json = json["changes"]
+        .as_array()
+        .and_then(|changes| changes.iter().find(|c| c["kind"] == "cpu-saturation"))
+        .expect("the cpu-saturation change in the JSON");
+    assert_eq!(
+        in_json["other"]["holders"][0]["name"], "worker-*",
+        "{json:#}"
+    );
+    assert!(diff
+        .to_text()
+        .contains("the CPUs meanwhile held by worker-* (200 ms)"));
+}
