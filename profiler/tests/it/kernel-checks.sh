@@ -6,10 +6,11 @@
 # output), NAME.rc (its exit status). The caller sets LOCKSCOPE, DEMO, OUT, TOGGLE_TRACEFS=1 to
 # run the last check, and from the catalog SAMPLED_PROBE (the probe --frequency samples with),
 # TRACEFS_PROBE (the probe whose hooks need tracefs) and PROBE_SET (the set `why` records with):
-# no probe is named here. With COMPARE set (a program and its arguments, one string), the
-# comparison step runs it alone (NAME.plain.txt, its own numbers, unperturbed) and then records it
-# with PROBE_SET (COMPARE_NAME.lsp/.log/.rc, the program's output in the log), for
-# tests/it/kernels.rs to compare kernels with `lockscope why A B`.
+# no probe is named here. With COMPARE set (known-answer programs, one a line: NAME COMMAND
+# [ARGS...]), the comparison step runs each alone (NAME.plain.txt, its own numbers, unperturbed)
+# and then records it with PROBE_SET (NAME.lsp/.log/.rc, the program's output in the log), for
+# tests/it/kernels.rs to compare kernels with `lockscope why A B`; NAME.seconds has the guest's
+# uptime as the program's step began and as it ended (what the comparison adds to the matrix).
 set -u
 
 record() {
@@ -43,13 +44,20 @@ record all --probes "$(echo $probes | tr ' ' ',')" $sampling
 record "$PROBE_SET" --probes "$PROBE_SET"
 
 if [ -n "${COMPARE:-}" ]; then
-    # shellcheck disable=SC2086 # $COMPARE is a command line, split into words on purpose
-    $COMPARE >"$OUT/$COMPARE_NAME.plain.txt" 2>&1
-    echo $? >"$OUT/$COMPARE_NAME.plain.rc"
-    # shellcheck disable=SC2086 # likewise
-    "$LOCKSCOPE" record --probes "$PROBE_SET" -o "$OUT/$COMPARE_NAME.lsp" -- $COMPARE \
-        >"$OUT/$COMPARE_NAME.log" 2>&1
-    echo $? >"$OUT/$COMPARE_NAME.rc"
+    # One program a line: NAME COMMAND [ARGS...]. Nothing it runs reads the list (</dev/null).
+    echo "$COMPARE" | while read -r name command; do
+        [ -n "$name" ] || continue
+        # What the step costs the guest (the matrix's CI time): seconds of uptime, start and end.
+        cut -d' ' -f1 /proc/uptime >"$OUT/$name.seconds"
+        # shellcheck disable=SC2086 # $command is a command line, split into words on purpose
+        $command >"$OUT/$name.plain.txt" 2>&1 </dev/null
+        echo $? >"$OUT/$name.plain.rc"
+        # shellcheck disable=SC2086 # likewise
+        "$LOCKSCOPE" record --probes "$PROBE_SET" -o "$OUT/$name.lsp" -- $command \
+            >"$OUT/$name.log" 2>&1 </dev/null
+        echo $? >"$OUT/$name.rc"
+        cut -d' ' -f1 /proc/uptime >>"$OUT/$name.seconds"
+    done
 fi
 
 if [ "${TOGGLE_TRACEFS:-0}" = 1 ]; then

@@ -8,10 +8,12 @@
 //! stacks. Each kernel's results are kept under `target/tmp/kernel-matrix/KERNEL/` with a
 //! `summary.txt` that `.ci/kernel-table` turns into the README's table.
 //!
-//! Each guest also runs the comparison step: the known-answer program [`COMPARED`] (per-VMA
-//! page-fault locks, Linux 6.4), alone and recorded with the probe set `why` records with;
-//! [`kernel_6_1_against_6_12`] then asks `lockscope why` of the 6.1 and 6.12 recordings which
-//! change in causes makes the difference, from the boots the per-series tests already made.
+//! Each guest also runs the comparison step: the known-answer programs of [`COMPARED`] (per-VMA
+//! page-fault locks, Linux 6.4; EEVDF's slice, 6.6), each alone and recorded with the probe set
+//! `why` records with; [`kernel_6_1_against_6_12`] then asks `lockscope why` of the 6.1 and 6.12
+//! recordings of the first which change in causes makes the difference, and
+//! [`kernel_6_1_against_6_12_preemption`] of the second how the scheduler cut the spinners'
+//! waits, from the boots the per-series tests already made.
 //!
 //! The QEMU kernels take minutes each: the tests are ignored by a plain `cargo test` and run by
 //! `.ci/run` (as root, with `--include-ignored`).
@@ -45,9 +47,17 @@ fn notracefs() -> String {
     format!("{}-notracefs", FUTEX.name)
 }
 
-/// The known-answer program of the comparison step (`tests/programs/`, without `.c`) and its
-/// arguments: two threads faulting pages while a third maps, unmaps and changes protections.
-const COMPARED: (&str, &str) = ("vma_fault", "--duration 2");
+/// The known-answer programs of the comparison step (`tests/programs/`, without `.c`) and their
+/// arguments.
+const COMPARED: [(&str, &str); 2] = [VMA_FAULT, PREEMPT_SLICE];
+
+/// Two threads faulting pages while a third maps, unmaps and changes protections (per-VMA
+/// page-fault locks, Linux 6.4).
+const VMA_FAULT: (&str, &str) = ("vma_fault", "--duration 2");
+
+/// Two threads computing on one CPU, preempted by turns (CFS's period against EEVDF's slice,
+/// Linux 6.6).
+const PREEMPT_SLICE: (&str, &str) = ("preempt_slice", "--duration 2");
 
 /// How long one guest may take, boot to power-off (the checks take 1-4 minutes under TCG).
 const GUEST_TIMEOUT_SECS: &str = "1500";
@@ -324,17 +334,33 @@ fn check_kernel(kernel: Kernel) {
 
     // The comparison step ran; its program's own numbers, alone, go to the summary.
     if let Kernel::Guest(_) = kernel {
-        let faults = FaultNumbers::read(&results, COMPARED.0);
+        let faults = FaultNumbers::read(&results, VMA_FAULT.0);
         summary.push(format!(
             "compare {} {:.0} faults/s per faulter, {:.2} sleeps per 1000 faults ({} sleeps)",
-            COMPARED.0, faults.per_faulter_per_s, faults.sleeps_per_1000, faults.sleeps
+            VMA_FAULT.0, faults.per_faulter_per_s, faults.sleeps_per_1000, faults.sleeps
         ));
+        let slices = SliceNumbers::read(&results, PREEMPT_SLICE.0);
+        summary.push(format!(
+            "compare {} {:.1} preemptions/s per spinner, {:.2} ms waiting each, {:.2} per tick \
+             ({} ticks)",
+            PREEMPT_SLICE.0,
+            slices.per_spinner_per_s,
+            slices.ms_per_preemption,
+            slices.per_tick,
+            slices.ticks
+        ));
+        for (name, _) in COMPARED {
+            summary.push(format!(
+                "compare {name} step {:.1} s",
+                results.step_seconds(name)
+            ));
+        }
     }
 
     std::fs::write(out.join("summary.txt"), summary.join("\n") + "\n").expect("write summary.txt");
 }
 
-/// What [`COMPARED`] measured of itself when it ran alone (`NAME.plain.txt`).
+/// What [`VMA_FAULT`] measured of itself when it ran alone (`NAME.plain.txt`).
 #[derive(Debug)]
 struct FaultNumbers {
     /// Minor faults per second of each faulter thread, averaged.
@@ -348,20 +374,7 @@ struct FaultNumbers {
 impl FaultNumbers {
     /// Parses the program's `faults:` line and its `faulter-N:` lines.
     fn read(results: &Results, name: &str) -> FaultNumbers {
-        assert_eq!(
-            results.rc(&format!("{name}.plain")),
-            0,
-            "{}",
-            results.text(&format!("{name}.plain.txt"))
-        );
-        let text = results.text(&format!("{name}.plain.txt"));
-        let number = |line: &str, after: &str| -> f64 {
-            line.split(after)
-                .nth(1)
-                .and_then(|rest| rest.split(['/', ' ']).next())
-                .and_then(|n| n.parse().ok())
-                .unwrap_or_else(|| panic!("no number after {after:?} in {line:?}"))
-        };
+        let text = results.plain_output(name);
         let total = text
             .lines()
             .find(|l| l.starts_with("faults: "))
@@ -369,18 +382,58 @@ impl FaultNumbers {
         let sleeps = text
             .lines()
             .filter(|l| l.starts_with("faulter-"))
-            .map(|l| number(l, "), ") as u64)
+            .map(|l| number_after(l, "), ") as u64)
             .sum();
         FaultNumbers {
-            per_faulter_per_s: number(total, "faults: "),
-            sleeps_per_1000: number(total, "sleeps: "),
+            per_faulter_per_s: number_after(total, "faults: "),
+            sleeps_per_1000: number_after(total, "sleeps: "),
             sleeps,
         }
     }
 }
 
+/// What [`PREEMPT_SLICE`] measured of itself when it ran alone (`NAME.plain.txt`): the
+/// kernel's counts of its spinners' preemptions and waits for the CPU.
+#[derive(Debug)]
+struct SliceNumbers {
+    /// Preemptions per second of each spinner, averaged.
+    per_spinner_per_s: f64,
+    /// The spinners' time in the run queue per preemption, milliseconds.
+    ms_per_preemption: f64,
+    /// Preemptions per tick of their CPU.
+    per_tick: f64,
+    /// The ticks their CPU took.
+    ticks: u64,
+}
+
+impl SliceNumbers {
+    /// Parses the program's `preemptions:` line.
+    fn read(results: &Results, name: &str) -> SliceNumbers {
+        let text = results.plain_output(name);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("preemptions: "))
+            .unwrap_or_else(|| panic!("no preemptions line in {name}'s output:\n{text}"));
+        SliceNumbers {
+            per_spinner_per_s: number_after(line, "preemptions: "),
+            ms_per_preemption: number_after(line, "/s per spinner, "),
+            per_tick: number_after(line, "waiting per preemption, "),
+            ticks: number_after(line, "per tick (") as u64,
+        }
+    }
+}
+
+/// The number that follows `after` in `line`, up to a space or a `/`.
+fn number_after(line: &str, after: &str) -> f64 {
+    line.split(after)
+        .nth(1)
+        .and_then(|rest| rest.split(['/', ' ']).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no number after {after:?} in {line:?}"))
+}
+
 /// Per-VMA page-fault locks (Linux 6.4), compared in the guests of the per-series tests: on 6.1
-/// the faulting threads of [`COMPARED`] sleep on the mmap_lock in the page-fault path whenever
+/// the faulting threads of [`VMA_FAULT`] sleep on the mmap_lock in the page-fault path whenever
 /// the mapper holds it for write (their own count of voluntary switches says so, at least 20 in
 /// its 2 s), on 6.12 they do not (at most a tenth as often, per fault: none in the runs so
 /// far, where the madvise that resets a faulter's region may sleep). `lockscope why` of the 6.1
@@ -397,7 +450,7 @@ fn kernel_6_1_against_6_12() {
         checks_of(Kernel::Guest("6.1")),
         checks_of(Kernel::Guest("6.12")),
     );
-    let name = COMPARED.0;
+    let name = VMA_FAULT.0;
     let (before, after) = (Results::read(&before), Results::read(&after));
     let (old, new) = (
         FaultNumbers::read(&before, name),
@@ -458,6 +511,80 @@ fn kernel_6_1_against_6_12() {
             .arg(after.dir.join(format!("{name}.lsp")))
             .args(["--threads", "faulter-*"]),
     );
+    std::fs::write(before.dir.join(format!("{name}-against-6.12.txt")), &text)
+        .expect("write the comparison");
+    eprintln!("{text}");
+}
+
+/// CFS's period against EEVDF's slice (Linux 6.6), compared in the guests of the per-series
+/// tests: the two spinners of [`PREEMPT_SLICE`], pinned to one CPU, each get half of it on both
+/// kernels, but 6.1 (CFS) preempts the running one once it has run its share of the 12 ms
+/// period, 6 ms, which its tick sees at every second tick, and 6.12 (EEVDF) once it has run its
+/// 1.4 ms slice, at every tick. The kernel's own counts (the program's, run alone) must say so:
+/// on 6.12 more preemptions per tick of their CPU than on 6.1, each wait for the CPU shorter.
+/// `lockscope why` of the 6.1 recording against the 6.12 one, asked about the spinners, then
+/// ranks first their waits for the CPU (`cpu-saturation`), its scheduler part on both sides: the
+/// CPU held by the other spinner, in more waits on 6.12 than on 6.1 for about the same time.
+#[test]
+#[ignore = "boots Debian's 6.1 and 6.12 kernels under QEMU (or reuses kernel_6_1's and kernel_6_12's); \
+            .ci/run runs it as root"]
+fn kernel_6_1_against_6_12_preemption() {
+    let (before, after) = (
+        checks_of(Kernel::Guest("6.1")),
+        checks_of(Kernel::Guest("6.12")),
+    );
+    let name = PREEMPT_SLICE.0;
+    let (before, after) = (Results::read(&before), Results::read(&after));
+    let (old, new) = (
+        SliceNumbers::read(&before, name),
+        SliceNumbers::read(&after, name),
+    );
+    eprintln!("{name}: 6.1 {old:?}, 6.12 {new:?}");
+    assert!(
+        new.per_tick > old.per_tick && new.ms_per_preemption < old.ms_per_preemption,
+        "the spinners' preemptions: 6.1 {old:?}, 6.12 {new:?}"
+    );
+    for results in [&before, &after] {
+        assert_eq!(results.rc(name), 0, "{}", results.log(name));
+    }
+    let why = |json: bool| {
+        let mut command = lockscope();
+        command
+            .arg("why")
+            .arg(before.dir.join(format!("{name}.lsp")))
+            .arg(after.dir.join(format!("{name}.lsp")))
+            .args(["--threads", "spinner-*"]);
+        if json {
+            command.arg("--json");
+        }
+        run_ok(&mut command)
+    };
+    let json = why(true);
+    let diff: serde_json::Value = serde_json::from_str(&json).expect("why --json");
+    let first = &diff["changes"][0];
+    let side = |label: &str| {
+        let side = &first[label];
+        let holders: Vec<&str> = side["holders"]
+            .as_array()
+            .map(|h| h.iter().filter_map(|t| t["name"].as_str()).collect())
+            .unwrap_or_default();
+        (
+            side["waits"].as_u64().unwrap_or_default(),
+            side["total_ns"].as_u64().unwrap_or_default(),
+            holders,
+        )
+    };
+    let (base, other) = (side("base"), side("other"));
+    assert!(
+        first["kind"] == "cpu-saturation"
+            && base.2.first() == Some(&"spinner-*")
+            && other.2.first() == Some(&"spinner-*")
+            && other.0 > base.0,
+        "the first change is not the spinners' waits for the CPU, held by the other spinner, in \
+         more waits on 6.12 (6.1 {old:?}, 6.12 {new:?}; waits and ns 6.1 {base:?}, 6.12 \
+         {other:?}): {json}"
+    );
+    let text = why(false);
     std::fs::write(before.dir.join(format!("{name}-against-6.12.txt")), &text)
         .expect("write the comparison");
     eprintln!("{text}");
@@ -598,15 +725,21 @@ fn run_checks(kernel: Kernel) -> PathBuf {
                 .status()
                 .expect("run strip");
             assert!(strip.success(), "strip failed");
-            let compared = build_program(COMPARED.0, work.path());
+            let compared: Vec<PathBuf> = COMPARED
+                .iter()
+                .map(|(name, _)| build_program(name, work.path()))
+                .collect();
+            let programs: Vec<String> = COMPARED
+                .iter()
+                .zip(&compared)
+                .map(|((name, args), binary)| format!("{name} {} {args}", binary.display()))
+                .collect();
             let script = work.path().join("guest.sh");
             let mut header = format!(
-                "LOCKSCOPE={}\nDEMO={}\nOUT=/out\nTOGGLE_TRACEFS=1\nCOMPARE='{} {}'\nCOMPARE_NAME={}\n",
+                "LOCKSCOPE={}\nDEMO={}\nOUT=/out\nTOGGLE_TRACEFS=1\nCOMPARE='{}'\n",
                 lockscope.display(),
                 demo_path(),
-                compared.display(),
-                COMPARED.1,
-                COMPARED.0,
+                programs.join("\n"),
             );
             for (var, value) in CHECK_PROBES {
                 header.push_str(&format!("{var}={value}\n"));
@@ -624,8 +757,11 @@ fn run_checks(kernel: Kernel) -> PathBuf {
                 .arg(&lockscope)
                 .arg("--file")
                 .arg(demo_path())
-                .arg("--file")
-                .arg(&compared)
+                .args(
+                    compared
+                        .iter()
+                        .flat_map(|binary| ["--file".as_ref(), binary.as_os_str()]),
+                )
                 .status()
                 .expect("run .ci/kernel-vm");
             assert!(
@@ -689,6 +825,25 @@ impl Results {
     fn profile(&self, name: &str) -> Profile {
         read_profile(&self.dir.join(format!("{name}.lsp")))
             .unwrap_or_else(|e| panic!("{name}.lsp: {e:#}\n{}", self.log(name)))
+    }
+
+    /// How long the step `name` took in the guest, seconds (`NAME.seconds`: its start's and its
+    /// end's uptime).
+    fn step_seconds(&self, name: &str) -> f64 {
+        let text = self.text(&format!("{name}.seconds"));
+        let times: Vec<f64> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+        match times[..] {
+            [start, end] => end - start,
+            _ => panic!("{name}.seconds is not two uptimes: {text:?}"),
+        }
+    }
+
+    /// What the known-answer program `name` printed when it ran alone, which it must have done
+    /// successfully.
+    fn plain_output(&self, name: &str) -> String {
+        let text = self.text(&format!("{name}.plain.txt"));
+        assert_eq!(self.rc(&format!("{name}.plain")), 0, "{name}:\n{text}");
+        text
     }
 
     /// The programs line of `lockscope probes`.
