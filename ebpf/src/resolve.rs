@@ -7,13 +7,13 @@
 
 use crate::error::Error;
 use crate::probe::Drained;
-use crate::probe::{DrainedWaitFor, RawThreadTime};
+use crate::probe::{DrainedBottleneck, RawThreadTime};
 use crate::procmaps::MapsCache;
 use crate::shared::{KernelStack, SharedMaps, UnwoundStack};
 use crate::symbolize::{user_stack_complete, StackSymbolizer};
 use crate::syscalls::syscall_name;
+use lockscope_probes::bottleneck::{Blame, BottleneckAnalysis, Hop, Root, SampledCpu};
 use lockscope_probes::kernel_frames::is_interrupt_frame;
-use lockscope_probes::waitfor::{Blame, Hop, Root, SampledCpu, WaitFor};
 use lockscope_probes::{
     AddressSpace, Stack, StackId, StackInterner, ThreadInfo, ThreadTime, TimeClass, WaitKind,
     WaitRecord, WakeupRecord,
@@ -49,7 +49,7 @@ pub(crate) struct Resolved {
     pub stacks: Vec<Stack>,
     pub thread_times: Vec<ThreadTime>,
     pub wakeups: Vec<WakeupRecord>,
-    pub waitfor: Option<WaitFor>,
+    pub bottleneck: Option<BottleneckAnalysis>,
     /// Files whose symbols could not be read, with why (their frames are addresses).
     pub symbol_failures: Vec<String>,
 }
@@ -285,9 +285,9 @@ pub(crate) fn resolve_with(
         thread_times.push(time);
     }
     thread_times.sort_by_key(|t| (t.pid, t.tid));
-    let waitfor = drained
-        .waitfor
-        .map(|w| resolve_waitfor(w, &mut resolver))
+    let bottleneck = drained
+        .bottleneck
+        .map(|w| resolve_bottleneck(w, &mut resolver))
         .transpose()?;
     Ok(Resolved {
         waits,
@@ -299,7 +299,7 @@ pub(crate) fn resolve_with(
         stacks: resolver.interner.into_stacks(),
         thread_times,
         wakeups,
-        waitfor,
+        bottleneck,
     })
 }
 
@@ -313,8 +313,11 @@ fn most_time_name(by_name: BTreeMap<String, u64>) -> Option<String> {
         .map(|(name, _)| name)
 }
 
-/// The wait-for engine's blame with its stacks symbolized and interned and its calls named.
-fn resolve_waitfor(drained: DrainedWaitFor, resolver: &mut Resolver<'_>) -> Result<WaitFor, Error> {
+/// The bottleneck engine's blame with its stacks symbolized and interned and its calls named.
+fn resolve_bottleneck(
+    drained: DrainedBottleneck,
+    resolver: &mut Resolver<'_>,
+) -> Result<BottleneckAnalysis, Error> {
     let call = |nr: i32| (nr >= 0).then(|| syscall_name(nr));
     let mut blame = Vec::with_capacity(drained.blame.len());
     for b in drained.blame {
@@ -373,7 +376,7 @@ fn resolve_waitfor(drained: DrainedWaitFor, resolver: &mut Resolver<'_>) -> Resu
         });
     }
     sampled.sort_by_key(|s| std::cmp::Reverse(s.weight));
-    Ok(WaitFor {
+    Ok(BottleneckAnalysis {
         max_depth: drained.limits.max_depth,
         history_ns: drained.limits.history_ns,
         intervals: drained.counts.intervals,

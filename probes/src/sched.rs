@@ -4,12 +4,12 @@
 //! on another thread of the program) or idle (waiting for something outside it), by who ended
 //! its sleeps where the profile says, by a rule of thumb on any other profile.
 
+use crate::bottleneck::WokenBy;
 use crate::catalog::{offcpu_operation, OFFCPU};
 use crate::linux_syscalls::{FILE_IO_CALLS, INPUT_CALLS, POLL_CALLS, SLEEP_CALLS};
 use crate::overlap::{futex_wakers, offcpu_call, SeenTwice, Wakers};
 use crate::profile::{Profile, StackId, WaitRecord, WaitStats};
 use crate::wait::WaitKind;
-use crate::waitfor::WokenBy;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -211,7 +211,7 @@ pub enum RoleBasis {
     /// child exits) waited on nobody while it lasted. A thread that lived for one wait (a worker
     /// waiting on its producer's signal) is not parked: it waited on the producer.
     Parked,
-    /// By where the wait-for analysis (the `waitfor` probe: [`crate::waitfor`]) followed its
+    /// By where the bottleneck analysis (the `waitfor` probe: [`crate::bottleneck`]) followed its
     /// time, thread to thread: idle when at least half of it ends in a sleep something outside the
     /// program ended (a pool waiting for tasks from threads that wait for their clients), else
     /// contention (a thread on a CPU or waiting for one, a cycle, disk I/O down the chain).
@@ -278,7 +278,7 @@ pub fn is_role_candidate(record: &WaitRecord) -> bool {
 ///    one sleep through at least [`IDLE_SHARE`] of the recording is idle whoever ended it
 ///    ([`RoleBasis::Parked`]: a pool parked for the recording and released at its end, a
 ///    supervisor woken when a child exits);
-/// 3. but where the wait-for analysis followed the time (the `waitfor` probe), where it ended
+/// 3. but where the bottleneck analysis followed the time (the `waitfor` probe), where it ended
 ///    decides ([`RoleBasis::Chain`], after the I/O and parked cases of 2, before the rest): a
 ///    pool waiting for tasks from threads that wait for their clients is idle, a backend waiting
 ///    for a lock's holder on a CPU is contention;
@@ -452,22 +452,26 @@ pub fn sleep_site_roles(profile: &Profile) -> BTreeMap<(u32, u32, Option<StackId
     out.into_iter().map(|(k, (_, role))| (k, role)).collect()
 }
 
-/// Where the wait-for analysis followed the time each (pid, tid, user stack) slept ended, as
+/// Where the bottleneck analysis followed the time each (pid, tid, user stack) slept ended, as
 /// nanoseconds (contention, idle), by the kind `lockscope why` names its cause
-/// ([`crate::waitfor::cause_kind`]): contention when the chain ends at a thread on a CPU or
+/// ([`crate::bottleneck::cause_kind`]): contention when the chain ends at a thread on a CPU or
 /// waiting for one, in a cycle, at the depth limit, in another thread's sleep in disk or file
 /// I/O, or in another thread's sleep on purpose (a lock holder's nanosleep); idle when it ends
 /// in the thread's own sleep something outside the program ended, or in one further down the
 /// chain that was no sleep on purpose (a client), not disk I/O. Time whose end is unknown, and
 /// the thread's own disk I/O, count in neither. Empty without the analysis.
 fn chain_ends(profile: &Profile) -> BTreeMap<(u32, u32, Option<StackId>), (u64, u64)> {
-    use crate::waitfor::{cause_kind, waited_on_sleeps, CauseKind, WaitPart};
+    use crate::bottleneck::{cause_kind, waited_on_sleeps, CauseKind, WaitPart};
     let mut out: BTreeMap<(u32, u32, Option<StackId>), (u64, u64)> = BTreeMap::new();
-    let Some(waitfor) = &profile.waitfor else {
+    let Some(bottleneck) = &profile.bottleneck else {
         return out;
     };
-    let waited_on = waited_on_sleeps(waitfor);
-    for b in waitfor.blame.iter().filter(|b| b.part == WaitPart::Asleep) {
+    let waited_on = waited_on_sleeps(bottleneck);
+    for b in bottleneck
+        .blame
+        .iter()
+        .filter(|b| b.part == WaitPart::Asleep)
+    {
         // The same kind `lockscope why` names the cause by: a convoy behind a holder that
         // sleeps on purpose (`sleep`) is contention, a chain that ends in a client (`idle`) not.
         let contended = match cause_kind(profile, b, &waited_on) {
@@ -880,12 +884,12 @@ mod tests {
         );
     }
 
-    /// With the wait-for analysis, where the time ended decides: a pool's sleeps ended by a
+    /// With the bottleneck analysis, where the time ended decides: a pool's sleeps ended by a
     /// thread that was itself waiting for a client are idle; a backend's sleeps ended by a lock
     /// holder on a CPU are contention, and so are sleeps whose chain ends in disk I/O.
     #[test]
     fn roles_by_chain() {
-        use crate::waitfor::{Blame, Root, RootKind, ThreadRef, WaitFor, WaitPart};
+        use crate::bottleneck::{Blame, BottleneckAnalysis, Root, RootKind, ThreadRef, WaitPart};
         let blame = |tid: u32, kind: RootKind, call: Option<&str>, woken_by, ns: u64| Blame {
             thread: ThreadRef { pid: 1, tid },
             part: WaitPart::Asleep,
@@ -923,7 +927,7 @@ mod tests {
         let mut profile = Profile::default();
         profile.metadata.duration_ns = 1000;
         profile.waits = vec![site(2), site(3), site(4)];
-        profile.waitfor = Some(WaitFor {
+        profile.bottleneck = Some(BottleneckAnalysis {
             blame: vec![
                 blame(
                     2,
@@ -949,7 +953,7 @@ mod tests {
                     400,
                 ),
             ],
-            ..WaitFor::default()
+            ..BottleneckAnalysis::default()
         });
         let roles: Vec<Option<(WaitRole, RoleBasis)>> = wait_roles(&profile)
             .into_iter()

@@ -369,7 +369,7 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recording> {
 
     // The duration counts from the attach (the recorder's clock), and the recording ends at
     // it: the last sleep stops there, and a poll that would end past it (a poll takes about as
-    // long as the one before: draining the wait-for stream of a busy server takes hundreds of
+    // long as the one before: draining the bottleneck stream of a busy server takes hundreds of
     // milliseconds) is not started, the end's drain taking what it would have.
     let reason = loop {
         // A sleep can end late on a busy machine: past the end, there is no poll to start.

@@ -667,7 +667,7 @@ fn main() {
             asleep.join(", ")
         );
         // The part of that time the main thread, the holder, was not asleep itself (on a CPU,
-        // or waiting for one after its sleep ended), rounded up: what a wait-for analysis
+        // or waiting for one after its sleep ended), rounded up: what a bottleneck analysis
         // charges to its CPU or to the CPUs' saturation, not to its sleep under the lock.
         if let Some(awake) = awake_during_hold {
             println!(

@@ -11,34 +11,34 @@ use super::spin::{spin_causes, spin_ns_by_thread};
 use super::stacks::{place_names, stack_names};
 use super::{WhyError, WhyOptions, WHY_JSON_VERSION};
 use crate::render::frames;
-use lockscope_probes::waitfor::{Blame, RootKind};
+use lockscope_probes::bottleneck::{Blame, RootKind};
 use lockscope_probes::{sleep_site_roles, Profile};
 use std::collections::BTreeMap;
 
 impl Why {
     /// Explains `profile` as `options` ask.
     pub fn build(profile: &Profile, options: &WhyOptions) -> Result<Why, WhyError> {
-        let waitfor = profile.waitfor.as_ref().ok_or_else(|| {
+        let bottleneck = profile.bottleneck.as_ref().ok_or_else(|| {
             if profile.metadata.backend == "dtrace" {
-                WhyError::NoWaitForDtrace(profile.metadata.os.clone())
+                WhyError::NoBottleneckDtrace(profile.metadata.os.clone())
             } else {
-                WhyError::NoWaitFor
+                WhyError::NoBottleneck
             }
         })?;
-        let names = ThreadNames::of(profile, waitfor);
-        let waited_on = waited_on_sleeps(waitfor);
+        let names = ThreadNames::of(profile, bottleneck);
+        let waited_on = waited_on_sleeps(bottleneck);
         let roles = sleep_site_roles(profile);
-        let kinds: Vec<CauseKind> = waitfor
+        let kinds: Vec<CauseKind> = bottleneck
             .blame
             .iter()
             .map(|b| classify(profile, b, &waited_on, &roles))
             .collect();
         let spin_ns = spin_ns_by_thread(profile);
-        let selection = Selection::choose(profile, waitfor, &kinds, &names, &spin_ns, options)?;
-        let sampled = Sampled::of(profile, waitfor);
+        let selection = Selection::choose(profile, bottleneck, &kinds, &names, &spin_ns, options)?;
+        let sampled = Sampled::of(profile, bottleneck);
         let mut causes: BTreeMap<CauseKey, Vec<&Blame>> = BTreeMap::new();
         let mut unexplained = Unexplained::default();
-        for (b, &kind) in waitfor.blame.iter().zip(&kinds) {
+        for (b, &kind) in bottleneck.blame.iter().zip(&kinds) {
             if !selection.threads.contains(&b.thread) {
                 continue;
             }
@@ -135,17 +135,17 @@ impl Why {
                 threads_recorded: profile.thread_times.len(),
             },
             coverage: Coverage {
-                intervals: waitfor.intervals,
-                lost_intervals: waitfor.lost_intervals,
-                spurious_wakeups: waitfor.spurious_wakeups,
-                stackless_ns: waitfor.stackless_ns,
+                intervals: bottleneck.intervals,
+                lost_intervals: bottleneck.lost_intervals,
+                spurious_wakeups: bottleneck.spurious_wakeups,
+                stackless_ns: bottleneck.stackless_ns,
                 unexplained_ns,
                 unexplained,
                 unfinished_ns: wall_ns
                     .saturating_sub(selection.on_cpu_ns)
                     .saturating_sub(waits_ns),
-                max_depth: waitfor.max_depth,
-                history_ns: waitfor.history_ns,
+                max_depth: bottleneck.max_depth,
+                history_ns: bottleneck.history_ns,
             },
             analysed: Analysed {
                 selection: selection.how,
@@ -214,7 +214,9 @@ mod tests {
     /// compute_ns` and `compute_ns`) is one cause, at the caller, shown with its heaviest leaf.
     #[test]
     fn one_place_one_cause() {
-        use lockscope_probes::waitfor::{Root, RootKind, ThreadRef, WaitFor, WaitPart, WokenBy};
+        use lockscope_probes::bottleneck::{
+            BottleneckAnalysis, Root, RootKind, ThreadRef, WaitPart, WokenBy,
+        };
         use lockscope_probes::ThreadTime;
         let (consumer, supplier) = (ThreadRef { pid: 1, tid: 2 }, ThreadRef { pid: 1, tid: 3 });
         let blame = |root_stack: u32, total_ns: u64| Blame {
@@ -255,9 +257,9 @@ mod tests {
                 named_stack(&["___pthread_cond_wait", "consume", "start_thread"]),
             ],
             thread_times: vec![lived(consumer), lived(supplier)],
-            waitfor: Some(WaitFor {
+            bottleneck: Some(BottleneckAnalysis {
                 blame: vec![blame(0, 300), blame(1, 500)],
-                ..WaitFor::default()
+                ..BottleneckAnalysis::default()
             }),
             ..Profile::default()
         };
@@ -273,7 +275,7 @@ mod tests {
     /// wakeup seen unknown for that reason, and a device wait without a wakeup seen is `io`.
     #[test]
     fn spin_and_unknown_by_reason() {
-        use lockscope_probes::waitfor::{Root, ThreadRef, WaitFor, WaitPart};
+        use lockscope_probes::bottleneck::{BottleneckAnalysis, Root, ThreadRef, WaitPart};
         use lockscope_probes::{ThreadTime, WaitKind, WaitRecord};
         let (spinner, waiter, sleeper) = (
             ThreadRef { pid: 1, tid: 2 },
@@ -340,13 +342,13 @@ mod tests {
                     ..Default::default()
                 },
             }],
-            waitfor: Some(WaitFor {
+            bottleneck: Some(BottleneckAnalysis {
                 blame: vec![
                     blame(None, None, 300),
                     blame(Some("nanosleep"), None, 100),
                     blame(Some("fdatasync"), Some(1), 50),
                 ],
-                ..WaitFor::default()
+                ..BottleneckAnalysis::default()
             }),
             ..Profile::default()
         };
@@ -373,16 +375,16 @@ mod tests {
             .any(|c| c.kind == CauseKind::Io && c.total_ns == 50));
     }
 
-    /// A profile without the wait-for analysis says which probes to record.
+    /// A profile without the bottleneck analysis says which probes to record.
     #[test]
-    fn no_waitfor() {
+    fn no_bottleneck() {
         let err = Why::build(&Profile::default(), &WhyOptions::default()).expect_err("no data");
         assert!(err.to_string().contains("--probes bottleneck"), "{err}");
     }
 
     /// A DTrace profile without it says what to record, and on macOS what the OS lacks.
     #[test]
-    fn no_waitfor_from_dtrace() {
+    fn no_bottleneck_from_dtrace() {
         let mut profile = Profile::default();
         profile.metadata.backend = "dtrace".into();
         profile.metadata.os = "linux".into();

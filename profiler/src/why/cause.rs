@@ -6,8 +6,8 @@
 use super::model::{Cause, CauseKey, CauseKind, HopRow, KernelLock, NamedTime, Site, StackShare};
 use super::select::ThreadNames;
 use super::stacks::{place_names, site_frames, stack_names, HOP_FRAMES};
-use lockscope_probes::waitfor::{
-    Blame, RootKind, SampleRole, ThreadRef, WaitFor, WaitPart, WokenBy,
+use lockscope_probes::bottleneck::{
+    Blame, BottleneckAnalysis, RootKind, SampleRole, ThreadRef, WaitPart, WokenBy,
 };
 use lockscope_probes::{Profile, StackId, WaitKind};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -229,10 +229,10 @@ pub(super) struct Sampled {
 }
 
 impl Sampled {
-    pub(super) fn of(profile: &Profile, waitfor: &WaitFor) -> Self {
+    pub(super) fn of(profile: &Profile, bottleneck: &BottleneckAnalysis) -> Self {
         let mut by_root: HashMap<CpuRoot, BTreeMap<Vec<String>, u64>> = HashMap::new();
         let mut by_holder: HashMap<ThreadRef, BTreeMap<Vec<String>, u64>> = HashMap::new();
-        for s in &waitfor.sampled {
+        for s in &bottleneck.sampled {
             let stacks = match s.role {
                 SampleRole::Root => by_root.entry((s.thread, s.end_stack)).or_default(),
                 SampleRole::Holder => by_holder.entry(s.thread).or_default(),

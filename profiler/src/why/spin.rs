@@ -1,14 +1,14 @@
 //! Spinning as a cause: the analysed threads' `cpu` probe samples in a recognised spin primitive
 //! ([`spin_samples`], the rule every view reads) are time they waited for a lock's holder, on a
-//! CPU. The wait-for engine follows off-CPU intervals only, so these are causes of their own
+//! CPU. The bottleneck engine follows off-CPU intervals only, so these are causes of their own
 //! (`spin`), one per primitive and place, with what the recording says of the holder: for
 //! `pthread_spin_lock`, nothing (a spinlock never enters the kernel, so no probe sees it).
 
 use super::model::{Cause, CauseKey, CauseKind, HopRow, NamedTime};
 use super::select::ThreadNames;
 use super::stacks::{place_names, HOP_FRAMES};
+use lockscope_probes::bottleneck::ThreadRef;
 use lockscope_probes::sched::{spin_samples, SpinPrimitive};
-use lockscope_probes::waitfor::ThreadRef;
 use lockscope_probes::Profile;
 use std::collections::{BTreeMap, BTreeSet};
 

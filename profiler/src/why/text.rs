@@ -3,7 +3,7 @@
 use super::{Cause, CauseKind, GroupRow, NamedTime, Site, Why};
 use crate::render::frames::{self, StackStyle, TEXT_WIDTH};
 use crate::render::units::{format_ns, format_percent};
-use lockscope_probes::waitfor::WaitPart;
+use lockscope_probes::bottleneck::WaitPart;
 use std::fmt::Write as _;
 
 /// Names listed before "and N more".
