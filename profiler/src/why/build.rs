@@ -50,36 +50,10 @@ impl Why {
                     continue;
                 }
             }
-            // Where a thread ran, slept or did I/O is the cause; waiting for a CPU, in a cycle
-            // or where the analysis stopped is one cause each, wherever the threads were.
-            let by_stack = matches!(
-                kind,
-                CauseKind::Cpu | CauseKind::Sleep | CauseKind::Io | CauseKind::Idle
-            );
-            // Running is known by what it ran where the cpu probe sampled it, else by where it
-            // ended (where the root woke the next thread of the chain, or blocked).
-            let stack = match kind {
-                // One place, one cause: samples that end in different leaves under the same
-                // caller (`clock_gettime <- compute` and `compute`) are the caller's work, from
-                // its telling frame up (docs/FRAMES.md).
-                CauseKind::Cpu => {
-                    let stack = sampled
-                        .dominant(b.root.thread, b.root.user_stack)
-                        .unwrap_or_else(|| place_names(profile, b.root.user_stack));
-                    let from = frames::site_name_index(&stack).unwrap_or(0);
-                    stack[from..].to_vec()
-                }
-                _ if by_stack => place_names(profile, b.root.user_stack),
-                _ => Vec::new(),
-            };
             if matches!(kind, CauseKind::Unknown | CauseKind::DepthLimit) {
                 unexplained.add(b, kind);
             }
-            let key = CauseKey {
-                kind: Some(kind),
-                stack,
-                call: b.root.call.clone().filter(|_| by_stack),
-            };
+            let key = cause_key(profile, &sampled, b, kind);
             causes.entry(key).or_default().push(b);
         }
         let wall_ns = selection.wall_ns;
@@ -106,22 +80,7 @@ impl Why {
             .filter(|c| matches!(c.kind, CauseKind::Unknown | CauseKind::DepthLimit))
             .map(|c| c.total_ns)
             .sum();
-        let (idle, mut causes): (Vec<Cause>, Vec<Cause>) =
-            all.into_iter().partition(|c| c.kind == CauseKind::Idle);
-        let causes_total = causes.len();
-        if options.top > 0 {
-            causes.truncate(options.top);
-        }
-        for (i, c) in causes.iter_mut().enumerate() {
-            c.rank = i + 1;
-        }
-        let mut idle = idle;
-        for (i, c) in idle.iter_mut().enumerate() {
-            c.rank = i + 1;
-        }
-        if options.top > 0 {
-            idle.truncate(options.top);
-        }
+        let (causes, causes_total, idle) = ranked(all, options.top);
         let md = &profile.metadata;
         Ok(Why {
             schema: "lockscope-why",
@@ -170,6 +129,58 @@ impl Why {
             idle,
         })
     }
+}
+
+/// The cause a record of `kind` belongs to.
+fn cause_key(profile: &Profile, sampled: &Sampled, b: &Blame, kind: CauseKind) -> CauseKey {
+    // Where a thread ran, slept or did I/O is the cause; waiting for a CPU, in a cycle
+    // or where the analysis stopped is one cause each, wherever the threads were.
+    let by_stack = matches!(
+        kind,
+        CauseKind::Cpu | CauseKind::Sleep | CauseKind::Io | CauseKind::Idle
+    );
+    // Running is known by what it ran where the cpu probe sampled it, else by where it
+    // ended (where the root woke the next thread of the chain, or blocked).
+    let stack = match kind {
+        // One place, one cause: samples that end in different leaves under the same
+        // caller (`clock_gettime <- compute` and `compute`) are the caller's work, from
+        // its telling frame up (docs/FRAMES.md).
+        CauseKind::Cpu => {
+            let stack = sampled
+                .dominant(b.root.thread, b.root.user_stack)
+                .unwrap_or_else(|| place_names(profile, b.root.user_stack));
+            let from = frames::site_name_index(&stack).unwrap_or(0);
+            stack[from..].to_vec()
+        }
+        _ if by_stack => place_names(profile, b.root.user_stack),
+        _ => Vec::new(),
+    };
+    CauseKey {
+        kind: Some(kind),
+        stack,
+        call: b.root.call.clone().filter(|_| by_stack),
+    }
+}
+
+/// The causes and idle apart, each ranked from 1 and cut to `top` (0: all), and how many causes
+/// there were before the cut.
+fn ranked(all: Vec<Cause>, top: usize) -> (Vec<Cause>, usize, Vec<Cause>) {
+    let (mut idle, mut causes): (Vec<Cause>, Vec<Cause>) =
+        all.into_iter().partition(|c| c.kind == CauseKind::Idle);
+    let causes_total = causes.len();
+    if top > 0 {
+        causes.truncate(top);
+    }
+    for (i, c) in causes.iter_mut().enumerate() {
+        c.rank = i + 1;
+    }
+    for (i, c) in idle.iter_mut().enumerate() {
+        c.rank = i + 1;
+    }
+    if top > 0 {
+        idle.truncate(top);
+    }
+    (causes, causes_total, idle)
 }
 
 impl Unexplained {
