@@ -4,7 +4,7 @@
 //!
 //! The probes aggregate in BPF maps that only grow while attached, so a snapshot reads them as
 //! the end's drain does ([`Recorder::finish_reporting`]), without detaching, ending the per-thread
-//! times now, or terminating a launched command; the wait-for stream's engine gives what it has
+//! times now, or terminating a launched command; the bottleneck stream's engine gives what it has
 //! analysed so far (the intervals within its lag come in the next snapshot). One symbolizer is
 //! kept from snapshot to snapshot: a new one would read every file's symbols (and the kernel's)
 //! again each time.
@@ -31,8 +31,8 @@ impl Recorder {
         let counters = self.probe_set.counters()?;
         let running = self.running_targets();
         let mut drained = self.probe_set.drain(&running)?;
-        if let Some(waitfor) = &mut self.waitfor {
-            drained.waitfor = Some(waitfor.so_far(monotonic_ns())?);
+        if let Some(bottleneck) = &mut self.bottleneck {
+            drained.bottleneck = Some(bottleneck.so_far(monotonic_ns())?);
         }
         let probe_warnings = std::mem::take(&mut drained.warnings);
         let resolve::Resolved {
@@ -41,7 +41,7 @@ impl Recorder {
             stacks,
             thread_times,
             wakeups,
-            waitfor,
+            bottleneck,
             symbol_failures: _,
         } = resolve_with(
             drained,
@@ -62,7 +62,7 @@ impl Recorder {
             waits,
             thread_times,
             wakeups,
-            waitfor,
+            bottleneck,
             processes,
         };
         // As the end's profile: a futex sleep is `mutex`, `condvar`... whichever probe saw it.

@@ -85,7 +85,7 @@ fn time_since(later: &ThreadTime, earlier: &ThreadTime) -> ThreadTime {
 
 /// What `later` recorded after `earlier` (two snapshots of one recording, `earlier` first): its
 /// waits less `earlier`'s, its threads' times less theirs, its duration the time between them.
-/// The wakeups and the wait-for analysis are not windowed (the chains of a wait cross the
+/// The wakeups and the bottleneck analysis are not windowed (the chains of a wait cross the
 /// window's edges): the window has none, and the causes are read from a whole snapshot.
 pub fn since(later: &Profile, earlier: &Profile) -> Profile {
     let mut before: HashMap<RecordKey, WaitStats> = HashMap::new();
@@ -145,7 +145,7 @@ pub fn since(later: &Profile, earlier: &Profile) -> Profile {
         waits,
         thread_times,
         wakeups: Vec::new(),
-        waitfor: None,
+        bottleneck: None,
         processes: later.processes.clone(),
     }
 }
@@ -288,7 +288,7 @@ mod agree {
         };
         attach.metadata.duration_ns = 0;
         let window = since(&profile, &attach);
-        // The report's numbers (the wait-for analysis, which the window leaves out, tells no
+        // The report's numbers (the bottleneck analysis, which the window leaves out, tells no
         // role otherwise here), and the sites and time split the view shows.
         assert_eq!(Classified::of(&window), Classified::of(&profile));
         let view = lockscope::sweep::summarize_level(0, 0.0, &window, ("", ""));

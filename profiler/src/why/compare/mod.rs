@@ -64,7 +64,7 @@ pub const WHY_DIFF_JSON_VERSION: u32 = 1;
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum WhyDiffError {
-    /// One side could not be explained (no wait-for analysis, no matching thread).
+    /// One side could not be explained (no bottleneck analysis, no matching thread).
     #[error("`{path}` ({side}): {error}")]
     Side {
         /// `base` or `other`.

@@ -4,7 +4,9 @@
 use super::kernel_lock::lock_entry;
 use super::rank::name_places;
 use super::*;
-use lockscope_probes::waitfor::{Blame, Root, RootKind, ThreadRef, WaitFor, WaitPart, WokenBy};
+use lockscope_probes::bottleneck::{
+    Blame, BottleneckAnalysis, Root, RootKind, ThreadRef, WaitPart, WokenBy,
+};
 use lockscope_probes::{AddressSpace, Frame, Stack, ThreadInfo, ThreadTime, TimeClass};
 
 const MS: u64 = 1_000_000;
@@ -157,7 +159,7 @@ fn profile(r: Recording) -> Profile {
         stacks,
         // The waiting worker's other time, and all of the holder's, on a CPU.
         thread_times: vec![times(w1, WALL - waits_ns), times(w2, WALL)],
-        waitfor: Some(WaitFor {
+        bottleneck: Some(BottleneckAnalysis {
             max_depth: 10,
             history_ns: 10_000 * MS,
             intervals: 30,
@@ -166,7 +168,7 @@ fn profile(r: Recording) -> Profile {
                 .filter(|r| r.3 > 0)
                 .map(|(kind, call, at, ns)| blame(kind, call, at, ns))
                 .collect(),
-            ..WaitFor::default()
+            ..BottleneckAnalysis::default()
         }),
         ..Profile::default()
     };
@@ -495,19 +497,19 @@ fn places_are_told_apart() {
     );
 }
 
-/// A side without the wait-for analysis is named, with what to record.
+/// A side without the bottleneck analysis is named, with what to record.
 #[test]
-fn a_side_without_waitfor_is_named() {
+fn a_side_without_bottleneck_is_named() {
     let err = WhyDiff::build(
         &profile(BASE),
         &Profile::default(),
         ("a.lsp", "b.lsp"),
         &WhyDiffOptions::default(),
     )
-    .expect_err("no wait-for analysis");
+    .expect_err("no bottleneck analysis");
     let text = err.to_string();
     assert!(
-        text.starts_with("`b.lsp` (other): this profile has no wait-for analysis")
+        text.starts_with("`b.lsp` (other): this profile has no bottleneck analysis")
             && text.contains("--probes bottleneck"),
         "{text}"
     );
@@ -520,8 +522,8 @@ fn a_side_without_waitfor_is_named() {
 fn the_cpu_holders_are_kept() {
     let preempted = |waits: u64| {
         let mut p = profile(BASE);
-        let waitfor = p.waitfor.as_mut().expect("wait-for analysis");
-        let mut b = waitfor.blame[0].clone();
+        let analysis = p.bottleneck.as_mut().expect("bottleneck analysis");
+        let mut b = analysis.blame[0].clone();
         b.part = WaitPart::Runnable;
         b.call = None;
         b.woken_by = None;
@@ -534,7 +536,7 @@ fn the_cpu_holders_are_kept() {
         b.root.holder = Some(ThreadRef { pid: 1, tid: 3 });
         b.waits = waits;
         b.total_ns = 200 * MS;
-        waitfor.blame.push(b);
+        analysis.blame.push(b);
         p
     };
     let mut options = WhyDiffOptions::default();

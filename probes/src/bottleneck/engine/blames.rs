@@ -3,7 +3,7 @@
 //! samples of `cpu` roots and of CPU holders.
 
 use super::{HashMap, RawBlame, RawRoot, RawWait};
-use crate::waitfor::{SampleRole, ThreadRef};
+use crate::bottleneck::{SampleRole, ThreadRef};
 use std::collections::hash_map::Entry;
 use std::hash::Hash;
 
