@@ -335,7 +335,7 @@ fn check_kernel(kernel: Kernel) {
         );
     }
 
-    // The comparison step ran; its program's own numbers, alone, go to the summary.
+    // The comparison step ran; its programs' own numbers, alone, and its time go to the summary.
     if let Kernel::Guest(_) = kernel {
         let faults = FaultNumbers::read(&results, VMA_FAULT.0);
         summary.push(format!(
