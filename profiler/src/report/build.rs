@@ -99,6 +99,7 @@ enum Key {
     Process(u32),
 }
 
+/// A user stack's waits in a group while aggregating, with their time per kernel stack.
 #[derive(Default)]
 struct StackAcc {
     count: u64,
@@ -106,6 +107,7 @@ struct StackAcc {
     kernel_ns: BTreeMap<Option<StackId>, u64>,
 }
 
+/// A group's waits while aggregating: totals, kinds, threads, locks and stacks.
 #[derive(Default)]
 struct Acc {
     stats: WaitStats,
@@ -113,6 +115,21 @@ struct Acc {
     threads: BTreeSet<(u32, u32)>,
     locks: BTreeSet<(u32, u64, String)>,
     stacks: BTreeMap<Option<StackId>, StackAcc>,
+}
+
+impl Acc {
+    /// Adds wait `w` to the group.
+    fn add(&mut self, w: &WaitRecord) {
+        self.stats.merge(&w.stats);
+        self.kinds.entry(w.kind).or_default().merge(&w.stats);
+        self.threads.insert((w.pid, w.tid));
+        self.locks.insert((w.pid, w.object, w.operation.clone()));
+        let stack = self.stacks.entry(w.user_stack).or_default();
+        stack.count += w.stats.count;
+        stack.total_ns = stack.total_ns.saturating_add(w.stats.total_ns);
+        let kernel = stack.kernel_ns.entry(w.kernel_stack).or_default();
+        *kernel = kernel.saturating_add(w.stats.total_ns);
+    }
 }
 
 /// Rows sorted heaviest first: by total, then count, then their natural order.
@@ -347,7 +364,7 @@ impl<'a> Waits<'a> {
 }
 
 /// Every group of `profile`'s waits per `group_by`, heaviest first (ties in key order).
-fn accumulate(profile: &Profile, group_by: GroupBy) -> Vec<(Key, Acc)> {
+fn accumulated_groups(profile: &Profile, group_by: GroupBy) -> Vec<(Key, Acc)> {
     let alike = match group_by {
         GroupBy::Stack => shown_alike(profile),
         _ => BTreeMap::new(),
@@ -375,21 +392,6 @@ fn accumulate(profile: &Profile, group_by: GroupBy) -> Vec<(Key, Acc)> {
         ))
     });
     accs
-}
-
-impl Acc {
-    /// Adds wait `w` to the group.
-    fn add(&mut self, w: &WaitRecord) {
-        self.stats.merge(&w.stats);
-        self.kinds.entry(w.kind).or_default().merge(&w.stats);
-        self.threads.insert((w.pid, w.tid));
-        self.locks.insert((w.pid, w.object, w.operation.clone()));
-        let stack = self.stacks.entry(w.user_stack).or_default();
-        stack.count += w.stats.count;
-        stack.total_ns = stack.total_ns.saturating_add(w.stats.total_ns);
-        let kernel = stack.kernel_ns.entry(w.kernel_stack).or_default();
-        *kernel = kernel.saturating_add(w.stats.total_ns);
-    }
 }
 
 /// The report's key of the group keyed `key`: names of its thread or process, the lock's
@@ -644,7 +646,7 @@ impl Report {
     /// The report of `full` per `options`.
     pub(super) fn build(full: &Profile, options: &ReportOptions) -> Report {
         let waits = Waits::of(full);
-        let accs = accumulate(&waits.profile, options.group_by);
+        let accs = accumulated_groups(&waits.profile, options.group_by);
         let groups_total = accs.len();
         let shown = if options.top == 0 {
             groups_total
