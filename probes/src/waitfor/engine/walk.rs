@@ -21,7 +21,6 @@ pub(super) struct Walk<'a, S> {
     pub(super) threads: &'a HashMap<u32, Timeline<S>>,
     pub(super) limits: EngineLimits,
     pub(super) blames: &'a mut Blames<S>,
-    pub(super) names: &'a [String],
 }
 
 impl<S: Copy + Eq + Hash> Walk<'_, S> {
@@ -68,14 +67,8 @@ impl<S: Copy + Eq + Hash> Walk<'_, S> {
         self.sample_holder(interval, runnable_from, interval.end);
         let root = self.saturation_root(thread, interval);
         let chain = [(thread, interval.user_stack)];
-        self.blames.add(
-            side,
-            root,
-            0,
-            &chain,
-            self.names,
-            interval.end - runnable_from,
-        );
+        self.blames
+            .add(side, root, 0, &chain, interval.end - runnable_from);
     }
 
     /// Counts what the holder of the CPU a thread waited for in `[from, to)` of `interval` ran
@@ -88,11 +81,8 @@ impl<S: Copy + Eq + Hash> Walk<'_, S> {
             return;
         };
         for sample in timeline.samples_in(from, to) {
-            *self
-                .blames
-                .sampled
-                .entry((SampleRole::Holder, holder, None, sample))
-                .or_insert(0) += 1;
+            self.blames
+                .add_sample((SampleRole::Holder, holder, None, sample));
         }
     }
 
@@ -160,8 +150,7 @@ impl<S: Copy + Eq + Hash> Walk<'_, S> {
                     holder: None,
                     holder_name: None,
                 };
-                self.blames
-                    .add(*side, root, depth, chain, self.names, to - from);
+                self.blames.add(*side, root, depth, chain, to - from);
             }
         }
     }
@@ -185,16 +174,14 @@ impl<S: Copy + Eq + Hash> Walk<'_, S> {
         if chain.iter().any(|(t, _)| t.tid == thread.tid) {
             chain.push((thread, None));
             let root = Self::simple_root(RootKind::Cycle, thread, woke_at.user_stack);
-            self.blames
-                .add(*side, root, depth, chain, self.names, to - from);
+            self.blames.add(*side, root, depth, chain, to - from);
             chain.pop();
             return;
         }
         if depth > self.limits.max_depth {
             chain.push((thread, None));
             let root = Self::simple_root(RootKind::DepthLimit, thread, woke_at.user_stack);
-            self.blames
-                .add(*side, root, depth, chain, self.names, to - from);
+            self.blames.add(*side, root, depth, chain, to - from);
             chain.pop();
             return;
         }
@@ -205,8 +192,7 @@ impl<S: Copy + Eq + Hash> Walk<'_, S> {
                 kernel_stack: woke_at.kernel_stack,
                 ..Self::simple_root(RootKind::Cpu, thread, woke_at.user_stack)
             };
-            self.blames
-                .add(*side, root, depth, chain, self.names, to - from);
+            self.blames.add(*side, root, depth, chain, to - from);
             chain.pop();
             return;
         };
@@ -215,8 +201,7 @@ impl<S: Copy + Eq + Hash> Walk<'_, S> {
                 Piece::Unknown => {
                     chain.push((thread, None));
                     let root = Self::simple_root(RootKind::Unknown, thread, None);
-                    self.blames
-                        .add(*side, root, depth, chain, self.names, end - start);
+                    self.blames.add(*side, root, depth, chain, end - start);
                     chain.pop();
                 }
                 Piece::OnCpu { next } => {
@@ -224,11 +209,8 @@ impl<S: Copy + Eq + Hash> Walk<'_, S> {
                     // the wakeup that led here; and what it ran meanwhile, where sampled.
                     let stack = next.map_or(woke_at.user_stack, |n| n.user_stack);
                     for sample in timeline.samples_in(start, end) {
-                        *self
-                            .blames
-                            .sampled
-                            .entry((SampleRole::Root, thread, stack, sample))
-                            .or_insert(0) += 1;
+                        self.blames
+                            .add_sample((SampleRole::Root, thread, stack, sample));
                     }
                     chain.push((thread, None));
                     // Ended at the wakeup: the root's kernel stack as it woke the chain's next
@@ -237,16 +219,14 @@ impl<S: Copy + Eq + Hash> Walk<'_, S> {
                         kernel_stack: next.map_or(woke_at.kernel_stack, |_| None),
                         ..Self::simple_root(RootKind::Cpu, thread, stack)
                     };
-                    self.blames
-                        .add(*side, root, depth, chain, self.names, end - start);
+                    self.blames.add(*side, root, depth, chain, end - start);
                     chain.pop();
                 }
                 Piece::Runnable { interval } => {
                     chain.push((thread, interval.user_stack));
                     self.sample_holder(interval, start, end);
                     let root = self.saturation_root(thread, interval);
-                    self.blames
-                        .add(*side, root, depth, chain, self.names, end - start);
+                    self.blames.add(*side, root, depth, chain, end - start);
                     chain.pop();
                 }
                 Piece::Asleep { interval } => {
