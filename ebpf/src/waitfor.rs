@@ -123,6 +123,19 @@ impl WaitForStream {
         })
     }
 
+    /// Reads what the ring holds and returns the analysis of the intervals analysed since the
+    /// last call (the first call: since the start), the stream going on: a live view's interval.
+    pub fn changed(&mut self, now_ns: u64) -> Result<DrainedWaitFor, Error> {
+        self.consume(now_ns)?;
+        let (counts, blame, sampled) = self.engine.changed();
+        Ok(DrainedWaitFor {
+            limits: self.engine.limits(),
+            counts,
+            blame,
+            sampled,
+        })
+    }
+
     /// Reads what is left (call after the probes are detached) and ends the analysis.
     pub fn finish(mut self, now_ns: u64) -> Result<DrainedWaitFor, Error> {
         self.consume(now_ns)?;

@@ -15,6 +15,7 @@ mod snapshots;
 mod start;
 mod targets;
 mod window;
+pub use window::LiveSnapshot;
 
 use crate::error::Error;
 use crate::probe::{monotonic_ns, ProbeSettings};
@@ -151,8 +152,9 @@ pub struct Recorder {
     target_exited: bool,
     /// The wait-for analysis' stream and engine (the `waitfor` probe).
     waitfor: Option<WaitForStream>,
-    /// The symbolizer of [`Recorder::snapshot`], kept between snapshots (`window`).
-    snapshot_symbolizer: Option<crate::symbolize::StackSymbolizer>,
+    /// What the snapshots resolved (the symbolizer, the stacks and their ids), kept between
+    /// snapshots (`window`).
+    snapshot_cache: Option<crate::resolve::ResolveCache>,
 }
 
 impl Recorder {

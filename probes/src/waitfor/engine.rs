@@ -362,7 +362,7 @@ impl<S: Copy + Eq + Hash> Engine<S> {
 
     /// The blame and samples added since the last call (or since [`Engine::track_changes`]),
     /// each record with only its waits and time added since; the counts are the totals so far.
-    /// Without change tracking: [`Engine::analysed`].
+    /// The first call without change tracking gives [`Engine::analysed`] and turns it on.
     pub fn changed(&mut self) -> (EngineCounts, Vec<RawBlame<S>>, Vec<RawSampled<S>>) {
         let (blame, sampled) = self.blames.take_changed(&self.names);
         (self.counts(), blame, sampled)

@@ -3,7 +3,7 @@
 //! (`tab` switches), and a line of keys. It needs 80x24 and says so on a smaller terminal.
 
 use super::view::{trend_text, SortBy, View};
-use super::{reached, write_so_far, Live, TopOptions, Update};
+use super::{reached, write_so_far, Asks, Live, TopOptions, Update};
 use anyhow::{Context, Result};
 use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use lockscope::render::units::format_fraction;
@@ -12,9 +12,8 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders, Paragraph, Row as TableRow, Table, Wrap};
 use ratatui::Frame;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// The smallest terminal the view fits.
@@ -63,10 +62,10 @@ pub(super) fn run(
     options: &TopOptions,
     started: &str,
     updates: &mpsc::Receiver<Update>,
-    stop: &Arc<AtomicBool>,
+    asks: &Asks,
 ) -> Result<()> {
     let mut terminal = ratatui::try_init().context("failed to set up the terminal")?;
-    let result = event_loop(&mut terminal, options, started, updates, stop);
+    let result = event_loop(&mut terminal, options, started, updates, asks);
     ratatui::restore();
     result
 }
@@ -76,7 +75,7 @@ fn event_loop(
     options: &TopOptions,
     started: &str,
     updates: &mpsc::Receiver<Update>,
-    stop: &Arc<AtomicBool>,
+    asks: &Asks,
 ) -> Result<()> {
     let mut live = Live::new(options);
     let mut screen = Screen {
@@ -90,13 +89,13 @@ fn event_loop(
     let mut dirty = true;
     let scribbled = matches!(options.session.target, lockscope_probes::Target::Command(_));
     loop {
-        if stop.load(Ordering::Acquire) {
+        if asks.stop.load(Ordering::Acquire) {
             return Ok(());
         }
         loop {
             match updates.try_recv() {
-                Ok(Update::Snapshot(profile)) => {
-                    live.push(*profile);
+                Ok(Update::Snapshot(snapshot)) => {
+                    live.push(*snapshot);
                     if !screen.paused {
                         dirty = true;
                     }
@@ -106,6 +105,13 @@ fn event_loop(
                 }
                 Ok(Update::TargetGone(reason)) => {
                     screen.message = format!("{reason}: probes detached; q quits");
+                    dirty = true;
+                }
+                Ok(Update::Whole(profile)) => {
+                    screen.message = match write_so_far(&profile, &options.output) {
+                        Ok(said) => said,
+                        Err(e) => format!("{e:#}"),
+                    };
                     dirty = true;
                 }
                 Ok(Update::Failed(e)) => return Err(e),
@@ -145,10 +151,9 @@ fn event_loop(
                             screen.paused = !screen.paused;
                         }
                         KeyCode::Char('w') => {
-                            screen.message = match write_so_far(&live, &options.output) {
-                                Ok(said) => said,
-                                Err(e) => format!("{e:#}"),
-                            };
+                            // The recorder's thread sends the whole profile so far to write.
+                            asks.whole.store(true, Ordering::Release);
+                            screen.message = format!("writing {}...", options.output.display());
                         }
                         _ => continue,
                     }
@@ -207,13 +212,13 @@ fn draw(frame: &mut Frame<'_>, screen: &Screen) {
             let lines: Vec<Line> = match &view.causes {
                 Some(causes) if !causes.is_empty() => {
                     let mut lines = vec![Line::raw(format!(
-                        "so far, of {}:",
+                        "in the window, of {}:",
                         view.cause_groups.join(", ")
                     ))];
                     lines.extend(causes.iter().map(|c| Line::raw(c.clone())));
                     lines
                 }
-                Some(_) => vec![Line::raw("no cause in the program so far")],
+                Some(_) => vec![Line::raw("no cause in the program in the window")],
                 None => vec![Line::raw(
                     "no causes: run top with --probes bottleneck (what `lockscope why` reads)",
                 )],

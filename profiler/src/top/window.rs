@@ -1,48 +1,47 @@
 //! The sliding window of `lockscope top`: what was recorded between two snapshots of one
 //! recording ([`since`]), each snapshot the profile of everything from the attach to its moment
-//! (`Recorder::snapshot`), and the snapshots kept to take the window and the trend from
+//! (`Recorder::live_snapshot`), and the snapshots kept to take the window and the trend from
 //! ([`Snapshots`]).
 //!
 //! The probes' aggregates only grow while attached, so the waits of a window are the later
 //! snapshot's records less the earlier's, matched by what a record is (probe, thread, object,
-//! operation, who ended it, and its stacks by their frames: stack indices differ between
-//! snapshots), and the threads' times the same way per thread. What stays of a record is a
-//! profile's record: the report's analysis reads the window as it reads a recording.
+//! operation, who ended it, its stacks: a recording's stack ids stay the same from snapshot to
+//! snapshot), and the threads' times the same way per thread. Each snapshot brings the stacks
+//! first seen since the one before ([`Snapshots`] keeps them all, once) and the wait-for
+//! analysis of the intervals analysed since: the window's blame is the sum of its snapshots'
+//! ([`merge_waitfor`]), so the causes are the window's, as the sites are. What stays of a
+//! record is a profile's record: the report's analysis and `why` read the window as they read
+//! a recording.
 
+use lockscope_probes::waitfor::{
+    Blame, Root, SampleRole, SampledCpu, ThreadRef, WaitFor, WaitPart, WokenBy,
+};
 use lockscope_probes::{Profile, Stack, StackId, ThreadTime, WaitRecord, WaitStats};
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, VecDeque};
-use std::hash::{Hash, Hasher};
 
-/// What a wait record is, whatever snapshot it is in: its probe, thread, object, operation,
-/// who ended it and its stacks' frames (hashed).
-type RecordKey = (String, u32, u32, u64, String, Option<String>, u64, u64);
+/// What a wait record is, whatever snapshot of the recording it is in: its probe, thread,
+/// object, operation, who ended it and its stacks.
+type RecordKey<'a> = (
+    &'a str,
+    u32,
+    u32,
+    u64,
+    &'a str,
+    Option<WokenBy>,
+    Option<StackId>,
+    Option<StackId>,
+);
 
-/// A hash of a stack's frames (address and function), 0 for none.
-fn stack_hash(profile: &Profile, id: Option<StackId>) -> u64 {
-    let Some(stack) = profile.stack(id) else {
-        return 0;
-    };
-    let Stack { space, frames, .. } = stack;
-    let mut hasher = DefaultHasher::new();
-    format!("{space:?}").hash(&mut hasher);
-    for frame in frames {
-        frame.address.hash(&mut hasher);
-        frame.function.hash(&mut hasher);
-    }
-    hasher.finish()
-}
-
-fn record_key(profile: &Profile, w: &WaitRecord) -> RecordKey {
+fn record_key(w: &WaitRecord) -> RecordKey<'_> {
     (
-        w.probe.clone(),
+        &w.probe,
         w.pid,
         w.tid,
         w.object,
-        w.operation.clone(),
-        w.woken_by.map(|b| format!("{b:?}")),
-        stack_hash(profile, w.user_stack),
-        stack_hash(profile, w.kernel_stack),
+        &w.operation,
+        w.woken_by,
+        w.user_stack,
+        w.kernel_stack,
     )
 }
 
@@ -85,19 +84,16 @@ fn time_since(later: &ThreadTime, earlier: &ThreadTime) -> ThreadTime {
 
 /// What `later` recorded after `earlier` (two snapshots of one recording, `earlier` first): its
 /// waits less `earlier`'s, its threads' times less theirs, its duration the time between them.
-/// The wakeups and the wait-for analysis are not windowed (the chains of a wait cross the
-/// window's edges): the window has none, and the causes are read from a whole snapshot.
+/// The wakeups are not windowed (the window has none), nor the wait-for analysis, which
+/// [`Snapshots`] sums from the snapshots' own.
 pub fn since(later: &Profile, earlier: &Profile) -> Profile {
-    let mut before: HashMap<RecordKey, WaitStats> = HashMap::new();
+    let mut before: HashMap<RecordKey<'_>, WaitStats> = HashMap::new();
     for w in &earlier.waits {
-        before
-            .entry(record_key(earlier, w))
-            .or_default()
-            .merge(&w.stats);
+        before.entry(record_key(w)).or_default().merge(&w.stats);
     }
     let mut waits = Vec::new();
     for w in &later.waits {
-        let stats = match before.get_mut(&record_key(later, w)) {
+        let stats = match before.get_mut(&record_key(w)) {
             Some(seen) => {
                 let stats = stats_since(&w.stats, seen);
                 // Taken once: a second record of the same key subtracts what is left.
@@ -150,10 +146,127 @@ pub fn since(later: &Profile, earlier: &Profile) -> Profile {
     }
 }
 
+/// What a blame record is, whatever interval it was added in: everything but its chain and
+/// sums.
+type BlameKey<'a> = (
+    ThreadRef,
+    WaitPart,
+    &'a Option<String>,
+    u64,
+    Option<StackId>,
+    Option<StackId>,
+    Option<WokenBy>,
+    Option<ThreadRef>,
+    &'a Root,
+    u32,
+);
+
+fn blame_key(b: &Blame) -> BlameKey<'_> {
+    (
+        b.thread,
+        b.part,
+        &b.call,
+        b.object,
+        b.user_stack,
+        b.kernel_stack,
+        b.woken_by,
+        b.waker,
+        &b.root,
+        b.depth,
+    )
+}
+
+/// What a sample's weight is counted under: its role, thread, end stack and stack.
+type SampleKey = (SampleRole, ThreadRef, Option<StackId>, Option<StackId>);
+
+/// The wait-for analysis of consecutive intervals of one recording, summed: each blame record
+/// and sample with what every interval added to it (a record's chain is the first seen), the
+/// counts those of the last interval less `before`'s (the totals at the window's start; none:
+/// from the attach). `None` when no interval has one.
+pub fn merge_waitfor<'a>(
+    intervals: impl IntoIterator<Item = &'a WaitFor>,
+    before: Option<&WaitFor>,
+) -> Option<WaitFor> {
+    let mut out: Option<WaitFor> = None;
+    let mut index: HashMap<BlameKey<'a>, usize> = HashMap::new();
+    let mut sampled: HashMap<SampleKey, u64> = HashMap::new();
+    for w in intervals {
+        let merged = out.get_or_insert_with(WaitFor::default);
+        let blame = std::mem::take(&mut merged.blame);
+        *merged = WaitFor {
+            blame,
+            ..counts_of(w)
+        };
+        for b in &w.blame {
+            match index.get(&blame_key(b)) {
+                Some(&i) => {
+                    let sum = &mut merged.blame[i];
+                    sum.waits += b.waits;
+                    sum.total_ns = sum.total_ns.saturating_add(b.total_ns);
+                }
+                None => {
+                    index.insert(blame_key(b), merged.blame.len());
+                    merged.blame.push(b.clone());
+                }
+            }
+        }
+        for s in &w.sampled {
+            *sampled
+                .entry((s.role, s.thread, s.end_stack, s.user_stack))
+                .or_insert(0) += s.weight;
+        }
+    }
+    let mut out = out?;
+    if let Some(before) = before {
+        out.intervals = out.intervals.saturating_sub(before.intervals);
+        out.lost_intervals = out.lost_intervals.saturating_sub(before.lost_intervals);
+        out.spurious_wakeups = out.spurious_wakeups.saturating_sub(before.spurious_wakeups);
+        out.spurious_wakeup_ns = out
+            .spurious_wakeup_ns
+            .saturating_sub(before.spurious_wakeup_ns);
+        out.stackless_ns = out.stackless_ns.saturating_sub(before.stackless_ns);
+    }
+    out.blame.sort_by_key(|b| std::cmp::Reverse(b.total_ns));
+    out.sampled = sampled
+        .into_iter()
+        .map(
+            |((role, thread, end_stack, user_stack), weight)| SampledCpu {
+                role,
+                thread,
+                end_stack,
+                user_stack,
+                weight,
+            },
+        )
+        .collect();
+    out.sampled.sort_by_key(|s| {
+        (
+            std::cmp::Reverse(s.weight),
+            s.thread,
+            s.end_stack,
+            s.user_stack,
+        )
+    });
+    Some(out)
+}
+
+/// A wait-for analysis' limits and counts, without its blame and samples.
+fn counts_of(w: &WaitFor) -> WaitFor {
+    WaitFor {
+        blame: Vec::new(),
+        sampled: Vec::new(),
+        ..*w
+    }
+}
+
 /// The snapshots of a recording that the window and the trend need: the latest, and those up
-/// to one window before it (older ones are dropped: memory stays flat however long it runs).
+/// to one window before it (older ones are dropped: memory stays flat however long it runs),
+/// each without its stacks (every stack of the recording is kept once, here) and with the
+/// wait-for analysis of its own interval.
 pub struct Snapshots {
     window_ns: u64,
+    /// Every stack of the recording so far, by id.
+    stacks: Vec<Stack>,
     kept: VecDeque<Profile>,
 }
 
@@ -162,12 +275,30 @@ impl Snapshots {
     pub fn new(window_ns: u64) -> Self {
         Snapshots {
             window_ns,
+            stacks: Vec::new(),
             kept: VecDeque::new(),
         }
     }
 
-    /// Adds the latest snapshot, dropping those the window no longer reaches.
-    pub fn push(&mut self, snapshot: Profile) {
+    /// Adds the latest snapshot: `snapshot` without stacks or wait-for analysis, the stacks
+    /// first seen since the previous snapshot (ids from `first_new_stack` on) and the wait-for
+    /// analysis of the intervals analysed since. Drops the snapshots the window no longer
+    /// reaches.
+    pub fn push(
+        &mut self,
+        mut snapshot: Profile,
+        first_new_stack: usize,
+        new_stacks: Vec<Stack>,
+        waitfor: Option<WaitFor>,
+    ) {
+        self.stacks.truncate(first_new_stack);
+        self.stacks.extend(new_stacks);
+        // As the end's profile: a futex sleep is `mutex`, `condvar`... whichever probe saw it.
+        self.lend_stacks(
+            &mut snapshot,
+            lockscope_probes::overlap::classify_offcpu_sleeps,
+        );
+        snapshot.waitfor = waitfor;
         let now = snapshot.metadata.duration_ns;
         self.kept.push_back(snapshot);
         // Keep the newest snapshot at or before the window's start, and all after it.
@@ -181,22 +312,50 @@ impl Snapshots {
         }
     }
 
-    /// The latest snapshot: everything recorded so far.
+    /// Runs `f` on `profile` with the recording's stacks in it (they go back here after).
+    fn lend_stacks<R>(&mut self, profile: &mut Profile, f: impl FnOnce(&mut Profile) -> R) -> R {
+        profile.stacks = std::mem::take(&mut self.stacks);
+        let result = f(profile);
+        self.stacks = std::mem::take(&mut profile.stacks);
+        result
+    }
+
+    /// The latest snapshot: everything recorded so far but the stacks and the wait-for
+    /// analysis.
     pub fn latest(&self) -> Option<&Profile> {
         self.kept.back()
     }
 
-    /// The window: what was recorded in the last `window_ns` (or since the attach, before one
-    /// window has passed).
-    pub fn window(&self) -> Option<Profile> {
+    /// Runs `f` on what the latest interval recorded (between the last two snapshots).
+    pub fn with_last_interval<R>(&mut self, f: impl FnOnce(&Profile) -> R) -> Option<R> {
+        let n = self.kept.len();
+        let (earlier, later) = (self.kept.get(n.checked_sub(2)?)?, self.kept.get(n - 1)?);
+        let mut interval = since(later, earlier);
+        interval.waitfor = later.waitfor.clone();
+        Some(self.lend_stacks(&mut interval, |p| f(p)))
+    }
+
+    /// Runs `f` on the window: what was recorded in the last `window_ns` (or since the attach,
+    /// before one window has passed), its waits, thread times and wait-for analysis.
+    pub fn with_window<R>(&mut self, f: impl FnOnce(&Profile) -> R) -> Option<R> {
         let latest = self.kept.back()?;
+        let first = self.kept.front()?;
         let now = latest.metadata.duration_ns;
-        match self.kept.front() {
-            Some(first) if now.saturating_sub(first.metadata.duration_ns) >= self.window_ns => {
-                Some(since(latest, first))
-            }
-            _ => Some(latest.clone()),
-        }
+        let mut window = if now.saturating_sub(first.metadata.duration_ns) >= self.window_ns {
+            let mut window = since(latest, first);
+            let after_first = self.kept.iter().skip(1).filter_map(|p| p.waitfor.as_ref());
+            window.waitfor = merge_waitfor(after_first, first.waitfor.as_ref());
+            window
+        } else {
+            let mut window = Profile {
+                waitfor: None,
+                ..latest.clone()
+            };
+            window.waitfor =
+                merge_waitfor(self.kept.iter().filter_map(|p| p.waitfor.as_ref()), None);
+            window
+        };
+        Some(self.lend_stacks(&mut window, |p| f(p)))
     }
 }
 
@@ -259,12 +418,16 @@ mod tests {
     fn snapshots_keep_one_window() {
         let mut kept = Snapshots::new(2_000);
         for i in 1..=10u64 {
-            kept.push(snapshot(i * 1_000, vec![wait(2, i, i * 100)]));
+            kept.push(
+                snapshot(i * 1_000, vec![wait(2, i, i * 100)]),
+                0,
+                Vec::new(),
+                None,
+            );
         }
         assert_eq!(kept.kept.len(), 3);
-        let window = kept.window().expect("a window");
-        assert_eq!(window.metadata.duration_ns, 2_000);
-        assert_eq!(window.waits[0].stats.count, 2);
+        let window = kept.with_window(|w| (w.metadata.duration_ns, w.waits[0].stats.count));
+        assert_eq!(window, Some((2_000, 2)));
     }
 }
 
@@ -272,28 +435,144 @@ mod tests {
 mod agree {
     use super::*;
     use lockscope::report::Classified;
+    use lockscope::sweep::{summarize_level, LevelWhy};
 
-    /// The window from the attach (an empty first snapshot) of a recorded profile holds its
-    /// waits and thread times whole: the report's classification of the two is the same.
-    #[test]
-    fn window_from_the_attach_classifies_as_the_report() {
+    fn demo() -> Profile {
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/data/demo/demo-bottleneck.lsp"
         );
-        let profile = lockscope_probes::read_profile(std::path::Path::new(path)).expect("profile");
-        let mut attach = Profile {
-            metadata: profile.metadata.clone(),
-            ..Profile::default()
+        lockscope_probes::read_profile(std::path::Path::new(path)).expect("profile")
+    }
+
+    /// `profile` at `duration_ns` as a live snapshot gives it: no stacks, no wait-for analysis.
+    fn bare(profile: &Profile, duration_ns: u64) -> Profile {
+        let mut bare = Profile {
+            stacks: Vec::new(),
+            waitfor: None,
+            ..profile.clone()
         };
-        attach.metadata.duration_ns = 0;
-        let window = since(&profile, &attach);
-        // The report's numbers (the wait-for analysis, which the window leaves out, tells no
-        // role otherwise here), and the sites and time split the view shows.
-        assert_eq!(Classified::of(&window), Classified::of(&profile));
-        let view = lockscope::sweep::summarize_level(0, 0.0, &window, ("", ""));
-        let report = lockscope::sweep::summarize_level(0, 0.0, &profile, ("", ""));
-        assert_eq!(view.top_sites, report.top_sites);
-        assert_eq!(view.breakdown, report.breakdown);
+        bare.metadata.duration_ns = duration_ns;
+        bare
+    }
+
+    /// `waitfor` with only the blame records `keep` chooses (by index), and no samples.
+    fn part_of(waitfor: &WaitFor, keep: impl Fn(usize) -> bool) -> WaitFor {
+        WaitFor {
+            blame: (waitfor.blame.iter().enumerate())
+                .filter(|(i, _)| keep(*i))
+                .map(|(_, b)| b.clone())
+                .collect(),
+            sampled: Vec::new(),
+            ..counts_of(waitfor)
+        }
+    }
+
+    /// The window from the attach (an empty first snapshot) of a recorded profile holds its
+    /// waits, thread times and wait-for analysis whole, each record's blame split over two
+    /// intervals: the report's classification, the sites, the time split and `why`'s causes of
+    /// the two are the same.
+    #[test]
+    fn window_from_the_attach_is_the_report_and_why() {
+        let profile = demo();
+        let waitfor = profile.waitfor.clone().expect("a wait-for analysis");
+        let half = |b: &Blame| Blame {
+            waits: b.waits / 2,
+            total_ns: b.total_ns / 2,
+            ..b.clone()
+        };
+        let rest = |b: &Blame| Blame {
+            waits: b.waits - b.waits / 2,
+            total_ns: b.total_ns - b.total_ns / 2,
+            ..b.clone()
+        };
+        let first = WaitFor {
+            blame: waitfor.blame.iter().map(half).collect(),
+            ..waitfor.clone()
+        };
+        let second = WaitFor {
+            blame: waitfor.blame.iter().map(rest).collect(),
+            sampled: Vec::new(),
+            ..counts_of(&waitfor)
+        };
+        let mut kept = Snapshots::new(u64::MAX);
+        kept.push(bare(&profile, 0), 0, Vec::new(), None);
+        let middle = profile.metadata.duration_ns / 2;
+        kept.push(
+            Profile {
+                waits: Vec::new(),
+                thread_times: Vec::new(),
+                ..bare(&profile, middle)
+            },
+            0,
+            profile.stacks.clone(),
+            Some(first),
+        );
+        kept.push(
+            bare(&profile, profile.metadata.duration_ns),
+            profile.stacks.len(),
+            Vec::new(),
+            Some(second),
+        );
+        let (classified, level, why, merged) = kept
+            .with_window(|w| {
+                (
+                    Classified::of(w),
+                    summarize_level(0, 0.0, w, ("", "")),
+                    LevelWhy::of(w),
+                    w.waitfor.clone(),
+                )
+            })
+            .expect("a window");
+        let merged = merged.expect("the window's wait-for analysis");
+        assert_eq!(merged.blame.len(), waitfor.blame.len());
+        assert_eq!(
+            merged.blame.iter().map(|b| b.total_ns).sum::<u64>(),
+            waitfor.blame.iter().map(|b| b.total_ns).sum::<u64>()
+        );
+        assert_eq!(classified, Classified::of(&profile));
+        let report = summarize_level(0, 0.0, &profile, ("", ""));
+        assert_eq!(level.top_sites, report.top_sites);
+        assert_eq!(level.breakdown, report.breakdown);
+        let whole = LevelWhy::of(&profile).expect("why's causes");
+        assert!(!whole.causes.is_empty());
+        assert_eq!(why, Some(whole));
+    }
+
+    /// A window that starts after the attach has the causes of its own intervals only: the blame
+    /// of the interval before it is not in them, and they are `why`'s causes of a profile with
+    /// that interval's blame alone.
+    #[test]
+    fn window_causes_are_the_window_s() {
+        let profile = demo();
+        let waitfor = profile.waitfor.clone().expect("a wait-for analysis");
+        let early = part_of(&waitfor, |i| i % 3 == 0);
+        let late = part_of(&waitfor, |i| i % 3 != 0);
+        let mut kept = Snapshots::new(1_000);
+        // The waits and thread times all in the window, the blame of the early interval not.
+        let before = Profile {
+            waits: Vec::new(),
+            thread_times: Vec::new(),
+            ..bare(&profile, 500)
+        };
+        kept.push(before, 0, profile.stacks.clone(), Some(early.clone()));
+        kept.push(
+            bare(&profile, 1_500),
+            profile.stacks.len(),
+            Vec::new(),
+            Some(late.clone()),
+        );
+        let why = kept.with_window(LevelWhy::of).expect("a window");
+        let alone = Profile {
+            waitfor: Some(late),
+            ..profile.clone()
+        };
+        let expected = LevelWhy::of(&alone).expect("why's causes");
+        assert_eq!(why, Some(expected.clone()));
+        let with_early = LevelWhy::of(&profile).expect("why's causes");
+        assert_ne!(
+            expected, with_early,
+            "the early interval's blame changes nothing here"
+        );
     }
 }

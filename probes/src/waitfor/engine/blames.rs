@@ -160,13 +160,18 @@ impl<S: Copy + Eq + Hash> Blames<S> {
         raw_sampled(&self.sampled)
     }
 
-    /// The records and sample weights added to since the last call (with change tracking; the
-    /// whole blame without), each record with what was added to it.
+    /// The records and sample weights added to since the last call, each record with what was
+    /// added to it; the first call (change tracking off) gives the whole blame and turns it on.
     pub(super) fn take_changed(
         &mut self,
         names: &[String],
     ) -> (Vec<RawBlame<S>>, Vec<RawSampled<S>>) {
         let Some(changes) = &mut self.changes else {
+            // The first take: everything so far, and the changes from now on.
+            self.track_changes();
+            for sums in self.records.values_mut() {
+                sums.taken = (sums.waits, sums.total_ns);
+            }
             return (self.records(names), self.sampled());
         };
         let mut records = Vec::with_capacity(changes.changed.len());
