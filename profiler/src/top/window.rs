@@ -259,15 +259,144 @@ fn counts_of(w: &WaitFor) -> WaitFor {
     }
 }
 
+/// The wait-for analysis of a window, summed as its intervals come and go: each blame record
+/// once, with what the intervals in the window added to it; an interval leaving takes back what
+/// it added. Its records are the engine's (each interval's are some of them), so there are at
+/// most as many as the engine keeps (`EngineLimits::max_records`, then coarse ones).
+#[derive(Default)]
+struct WindowBlame {
+    /// Every record seen; zero sums once the intervals that added to it left the window.
+    records: Vec<Blame>,
+    /// Records by their key's hash (the first; `same_hash` chains the others).
+    by_hash: HashMap<u64, usize>,
+    same_hash: Vec<Option<usize>>,
+    /// Sample weights of the window.
+    sampled: HashMap<SampleKey, u64>,
+    /// The hasher of the keys (ahash: a window sums tens of thousands of records a second).
+    hasher: ahash::RandomState,
+}
+
+/// What one interval added to a [`WindowBlame`], to take back when it leaves the window.
+#[derive(Default)]
+struct Added {
+    /// (record, waits, time) of each record it added to.
+    records: Vec<(usize, u64, u64)>,
+    sampled: Vec<(SampleKey, u64)>,
+}
+
+impl WindowBlame {
+    /// The index of `b`'s record, added (with zero sums) when new.
+    fn slot(&mut self, b: &Blame) -> usize {
+        let hash = self.hasher.hash_one(blame_key(b));
+        let mut at = self.by_hash.get(&hash).copied();
+        while let Some(i) = at {
+            if blame_key(&self.records[i]) == blame_key(b) {
+                return i;
+            }
+            at = self.same_hash[i];
+        }
+        let i = self.records.len();
+        self.records.push(Blame {
+            waits: 0,
+            total_ns: 0,
+            ..b.clone()
+        });
+        self.same_hash.push(self.by_hash.insert(hash, i));
+        i
+    }
+
+    /// Adds an interval's wait-for analysis; returns what it added.
+    fn add(&mut self, waitfor: &WaitFor) -> Added {
+        let mut added = Added::default();
+        for b in &waitfor.blame {
+            let i = self.slot(b);
+            let sum = &mut self.records[i];
+            sum.waits += b.waits;
+            sum.total_ns = sum.total_ns.saturating_add(b.total_ns);
+            added.records.push((i, b.waits, b.total_ns));
+        }
+        for s in &waitfor.sampled {
+            let key = (s.role, s.thread, s.end_stack, s.user_stack);
+            *self.sampled.entry(key).or_insert(0) += s.weight;
+            added.sampled.push((key, s.weight));
+        }
+        added
+    }
+
+    /// Takes back what an interval added.
+    fn take_back(&mut self, added: &Added) {
+        for &(i, waits, total_ns) in &added.records {
+            if let Some(sum) = self.records.get_mut(i) {
+                sum.waits = sum.waits.saturating_sub(waits);
+                sum.total_ns = sum.total_ns.saturating_sub(total_ns);
+            }
+        }
+        for (key, weight) in &added.sampled {
+            if let Some(sum) = self.sampled.get_mut(key) {
+                *sum = sum.saturating_sub(*weight);
+                if *sum == 0 {
+                    self.sampled.remove(key);
+                }
+            }
+        }
+    }
+
+    /// The window's analysis: `counts`' limits and counts, the records and samples with time.
+    fn analysis(&self, counts: WaitFor) -> WaitFor {
+        let mut blame: Vec<Blame> = (self.records.iter())
+            .filter(|b| b.waits > 0 || b.total_ns > 0)
+            .cloned()
+            .collect();
+        blame.sort_by_key(|b| std::cmp::Reverse(b.total_ns));
+        let mut sampled: Vec<SampledCpu> = (self.sampled.iter())
+            .map(
+                |(&(role, thread, end_stack, user_stack), &weight)| SampledCpu {
+                    role,
+                    thread,
+                    end_stack,
+                    user_stack,
+                    weight,
+                },
+            )
+            .collect();
+        sampled.sort_by_key(|s| {
+            (
+                std::cmp::Reverse(s.weight),
+                s.thread,
+                s.end_stack,
+                s.user_stack,
+            )
+        });
+        WaitFor {
+            blame,
+            sampled,
+            ..counts
+        }
+    }
+}
+
+/// A snapshot as [`Snapshots`] keeps it.
+struct Kept {
+    /// Without stacks; its wait-for analysis only the counts (the totals so far).
+    profile: Profile,
+    /// What its interval added to the window's blame; `None` once taken back (or none).
+    added: Option<Added>,
+}
+
 /// The snapshots of a recording that the window and the trend need: the latest, and those up
 /// to one window before it (older ones are dropped: memory stays flat however long it runs),
-/// each without its stacks (every stack of the recording is kept once, here) and with the
-/// wait-for analysis of its own interval.
+/// each without its stacks (every stack of the recording is kept once, here), and the window's
+/// wait-for analysis, summed as the snapshots come and go.
 pub struct Snapshots {
     window_ns: u64,
     /// Every stack of the recording so far, by id.
     stacks: Vec<Stack>,
-    kept: VecDeque<Profile>,
+    kept: VecDeque<Kept>,
+    /// The blame of the intervals in the window: those after the first kept snapshot, and its
+    /// own while the window reaches back to the attach.
+    blame: WindowBlame,
+    /// The last interval's analysis whole (for the trend's interval totals).
+    last_waitfor: Option<WaitFor>,
 }
 
 impl Snapshots {
@@ -277,6 +406,8 @@ impl Snapshots {
             window_ns,
             stacks: Vec::new(),
             kept: VecDeque::new(),
+            blame: WindowBlame::default(),
+            last_waitfor: None,
         }
     }
 
@@ -298,17 +429,43 @@ impl Snapshots {
             &mut snapshot,
             lockscope_probes::overlap::classify_offcpu_sleeps,
         );
-        snapshot.waitfor = waitfor;
+        let added = waitfor.as_ref().map(|w| self.blame.add(w));
+        snapshot.waitfor = waitfor.as_ref().map(counts_of);
+        self.last_waitfor = waitfor;
         let now = snapshot.metadata.duration_ns;
-        self.kept.push_back(snapshot);
+        self.kept.push_back(Kept {
+            profile: snapshot,
+            added,
+        });
         // Keep the newest snapshot at or before the window's start, and all after it.
         while self.kept.len() > 2
-            && self
-                .kept
-                .get(1)
-                .is_some_and(|s| now.saturating_sub(s.metadata.duration_ns) >= self.window_ns)
+            && self.kept.get(1).is_some_and(|s| {
+                now.saturating_sub(s.profile.metadata.duration_ns) >= self.window_ns
+            })
         {
-            self.kept.pop_front();
+            if let Some(Kept {
+                added: Some(added), ..
+            }) = self.kept.pop_front()
+            {
+                self.blame.take_back(&added);
+            }
+        }
+        // The first snapshot's interval leaves the window once the window starts at it.
+        if self.window_full() {
+            if let Some(added) = self.kept.front_mut().and_then(|k| k.added.take()) {
+                self.blame.take_back(&added);
+            }
+        }
+    }
+
+    /// The window starts at the first kept snapshot (not at the attach).
+    fn window_full(&self) -> bool {
+        match (self.kept.front(), self.kept.back()) {
+            (Some(first), Some(latest)) => {
+                let now = latest.profile.metadata.duration_ns;
+                now.saturating_sub(first.profile.metadata.duration_ns) >= self.window_ns
+            }
+            _ => false,
         }
     }
 
@@ -323,38 +480,52 @@ impl Snapshots {
     /// The latest snapshot: everything recorded so far but the stacks and the wait-for
     /// analysis.
     pub fn latest(&self) -> Option<&Profile> {
-        self.kept.back()
+        self.kept.back().map(|k| &k.profile)
     }
 
     /// Runs `f` on what the latest interval recorded (between the last two snapshots).
     pub fn with_last_interval<R>(&mut self, f: impl FnOnce(&Profile) -> R) -> Option<R> {
         let n = self.kept.len();
-        let (earlier, later) = (self.kept.get(n.checked_sub(2)?)?, self.kept.get(n - 1)?);
+        let earlier = &self.kept.get(n.checked_sub(2)?)?.profile;
+        let later = &self.kept.get(n - 1)?.profile;
         let mut interval = since(later, earlier);
-        interval.waitfor = later.waitfor.clone();
-        Some(self.lend_stacks(&mut interval, |p| f(p)))
+        interval.waitfor = self.last_waitfor.take();
+        let result = self.lend_stacks(&mut interval, |p| f(p));
+        self.last_waitfor = interval.waitfor;
+        Some(result)
     }
 
     /// Runs `f` on the window: what was recorded in the last `window_ns` (or since the attach,
     /// before one window has passed), its waits, thread times and wait-for analysis.
     pub fn with_window<R>(&mut self, f: impl FnOnce(&Profile) -> R) -> Option<R> {
-        let latest = self.kept.back()?;
-        let first = self.kept.front()?;
-        let now = latest.metadata.duration_ns;
-        let mut window = if now.saturating_sub(first.metadata.duration_ns) >= self.window_ns {
-            let mut window = since(latest, first);
-            let after_first = self.kept.iter().skip(1).filter_map(|p| p.waitfor.as_ref());
-            window.waitfor = merge_waitfor(after_first, first.waitfor.as_ref());
-            window
+        let latest = &self.kept.back()?.profile;
+        let first = &self.kept.front()?.profile;
+        let (mut window, before) = if self.window_full() {
+            (since(latest, first), first.waitfor.as_ref())
         } else {
-            let mut window = Profile {
-                waitfor: None,
-                ..latest.clone()
-            };
-            window.waitfor =
-                merge_waitfor(self.kept.iter().filter_map(|p| p.waitfor.as_ref()), None);
-            window
+            (
+                Profile {
+                    waitfor: None,
+                    ..latest.clone()
+                },
+                None,
+            )
         };
+        window.waitfor = latest.waitfor.as_ref().map(|counts| {
+            let mut counts = counts_of(counts);
+            if let Some(before) = before {
+                counts.intervals = counts.intervals.saturating_sub(before.intervals);
+                counts.lost_intervals = counts.lost_intervals.saturating_sub(before.lost_intervals);
+                counts.spurious_wakeups = counts
+                    .spurious_wakeups
+                    .saturating_sub(before.spurious_wakeups);
+                counts.spurious_wakeup_ns = counts
+                    .spurious_wakeup_ns
+                    .saturating_sub(before.spurious_wakeup_ns);
+                counts.stackless_ns = counts.stackless_ns.saturating_sub(before.stackless_ns);
+            }
+            self.blame.analysis(counts)
+        });
         Some(self.lend_stacks(&mut window, |p| f(p)))
     }
 }
@@ -412,22 +583,67 @@ mod tests {
         assert_eq!(window.waits[0].stats.histogram.total_count(), 2);
     }
 
-    /// The window reaches back one window length from the latest snapshot, and the snapshots
-    /// older than that are dropped.
+    /// The window reaches back one window length from the latest snapshot, its waits and its
+    /// blame alike, and the snapshots older than that are dropped.
     #[test]
     fn snapshots_keep_one_window() {
+        let thread = ThreadRef { pid: 1, tid: 2 };
+        let blame = Blame {
+            thread,
+            part: WaitPart::Asleep,
+            call: None,
+            object: 0x10,
+            user_stack: None,
+            kernel_stack: None,
+            woken_by: None,
+            waker: None,
+            root: Root {
+                kind: lockscope_probes::waitfor::RootKind::Blocked,
+                thread,
+                call: None,
+                user_stack: None,
+                kernel_stack: None,
+                woken_by: None,
+                waker_name: None,
+                holder: None,
+                holder_name: None,
+            },
+            depth: 0,
+            chain: Vec::new(),
+            waits: 1,
+            total_ns: 100,
+        };
         let mut kept = Snapshots::new(2_000);
         for i in 1..=10u64 {
+            let waitfor = WaitFor {
+                intervals: i,
+                blame: vec![blame.clone()],
+                ..WaitFor::default()
+            };
             kept.push(
                 snapshot(i * 1_000, vec![wait(2, i, i * 100)]),
                 0,
                 Vec::new(),
-                None,
+                Some(waitfor),
             );
         }
         assert_eq!(kept.kept.len(), 3);
-        let window = kept.with_window(|w| (w.metadata.duration_ns, w.waits[0].stats.count));
-        assert_eq!(window, Some((2_000, 2)));
+        let window = kept.with_window(|w| {
+            let waitfor = w.waitfor.as_ref().expect("the window's analysis");
+            let blame: Vec<(u64, u64)> = waitfor
+                .blame
+                .iter()
+                .map(|b| (b.waits, b.total_ns))
+                .collect();
+            (
+                w.metadata.duration_ns,
+                w.waits[0].stats.count,
+                waitfor.intervals,
+                blame,
+            )
+        });
+        // Two intervals: the snapshots at 9 and 10 s; the one at 8 s is the window's start.
+        assert_eq!(window, Some((2_000, 2, 2, vec![(2, 200)])));
     }
 }
 
