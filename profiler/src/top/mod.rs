@@ -291,12 +291,15 @@ impl Live {
         }
     }
 
-    /// The view of the current window, `None` before the first snapshot.
-    fn view(&mut self, sort: view::SortBy, name_width: usize) -> Option<view::View> {
+    /// The view of the current window, `None` before the first snapshot; with `causes`, its
+    /// causes too (the window's wait-for analysis and `why` over it: most of a refresh's cost,
+    /// so the screen asks for them only when it shows them).
+    fn view(&mut self, sort: view::SortBy, name_width: usize, causes: bool) -> Option<view::View> {
         let so_far = self.snapshots.latest()?.metadata.clone();
         let intervals: Vec<view::IntervalTotals> = self.intervals.iter().cloned().collect();
-        self.snapshots
-            .with_window(|window| view::View::build(window, &intervals, &so_far, sort, name_width))
+        self.snapshots.with_window(causes, |window| {
+            view::View::build(window, &intervals, &so_far, sort, name_width)
+        })
     }
 
     /// The metadata of everything recorded so far.
@@ -349,7 +352,7 @@ fn plain(
         match updates.recv_timeout(Duration::from_millis(50)) {
             Ok(Update::Snapshot(snapshot)) => {
                 live.push(*snapshot);
-                if let Some(view) = live.view(view::SortBy::Time, 54) {
+                if let Some(view) = live.view(view::SortBy::Time, 54, true) {
                     let at = lockscope::render::units::format_ns(view.elapsed_ns);
                     if !say(
                         &mut out,

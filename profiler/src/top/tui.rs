@@ -125,8 +125,11 @@ fn event_loop(
                 .context("failed to read the terminal's size")?;
             // The name column is what the others leave; the kind, cut off the name, has its own.
             let width = usize::from(size.width).saturating_sub(35).max(20);
-            if !screen.paused {
-                screen.view = live.view(screen.sort, width);
+            let causes = screen.tab == Tab::Causes;
+            // Paused, the causes are still computed once when their table is first shown.
+            let stale = causes && screen.view.as_ref().is_some_and(|v| !v.with_causes);
+            if !screen.paused || stale {
+                screen.view = live.view(screen.sort, width, causes);
             }
             if scribbled {
                 // A launched command writes to this terminal too: redraw it whole.

@@ -135,8 +135,11 @@ pub struct View {
     pub split: Vec<Part>,
     /// The threads' time, summed, and threads living on average.
     pub thread_avg: f64,
-    /// `lockscope why`'s first causes of the window, in words (with the bottleneck probes).
+    /// `lockscope why`'s first causes of the window, in words (with the bottleneck probes, and
+    /// when asked for: see `with_causes`).
     pub causes: Option<Vec<String>>,
+    /// The window had its wait-for analysis: `causes` says what it has.
+    pub with_causes: bool,
     /// The analysed thread groups of the causes.
     pub cause_groups: Vec<String>,
 }
@@ -280,6 +283,7 @@ impl View {
                     .collect()
             }),
             cause_groups: why.map(|w| w.groups).unwrap_or_default(),
+            with_causes: window.waitfor.is_some(),
         }
     }
 

@@ -496,8 +496,9 @@ impl Snapshots {
     }
 
     /// Runs `f` on the window: what was recorded in the last `window_ns` (or since the attach,
-    /// before one window has passed), its waits, thread times and wait-for analysis.
-    pub fn with_window<R>(&mut self, f: impl FnOnce(&Profile) -> R) -> Option<R> {
+    /// before one window has passed), its waits, thread times and, with `waitfor`, wait-for
+    /// analysis (without: none, as a recording without the `waitfor` probe).
+    pub fn with_window<R>(&mut self, waitfor: bool, f: impl FnOnce(&Profile) -> R) -> Option<R> {
         let latest = &self.kept.back()?.profile;
         let first = &self.kept.front()?.profile;
         let (mut window, before) = if self.window_full() {
@@ -511,7 +512,7 @@ impl Snapshots {
                 None,
             )
         };
-        window.waitfor = latest.waitfor.as_ref().map(|counts| {
+        window.waitfor = latest.waitfor.as_ref().filter(|_| waitfor).map(|counts| {
             let mut counts = counts_of(counts);
             if let Some(before) = before {
                 counts.intervals = counts.intervals.saturating_sub(before.intervals);
@@ -628,7 +629,7 @@ mod tests {
             );
         }
         assert_eq!(kept.kept.len(), 3);
-        let window = kept.with_window(|w| {
+        let window = kept.with_window(true, |w| {
             let waitfor = w.waitfor.as_ref().expect("the window's analysis");
             let blame: Vec<(u64, u64)> = waitfor
                 .blame
@@ -731,7 +732,7 @@ mod agree {
             Some(second),
         );
         let (classified, level, why, merged) = kept
-            .with_window(|w| {
+            .with_window(true, |w| {
                 (
                     Classified::of(w),
                     summarize_level(0, 0.0, w, ("", "")),
@@ -778,7 +779,7 @@ mod agree {
             Vec::new(),
             Some(late.clone()),
         );
-        let why = kept.with_window(LevelWhy::of).expect("a window");
+        let why = kept.with_window(true, LevelWhy::of).expect("a window");
         let alone = Profile {
             waitfor: Some(late),
             ..profile.clone()
