@@ -297,14 +297,27 @@ impl Live {
     fn view(&mut self, sort: view::SortBy, name_width: usize, causes: bool) -> Option<view::View> {
         let so_far = self.snapshots.latest()?.metadata.clone();
         let intervals: Vec<view::IntervalTotals> = self.intervals.iter().cloned().collect();
-        self.snapshots.with_window(causes, |window| {
+        let view = self.snapshots.with_window(causes, |window| {
             view::View::build(window, &intervals, &so_far, sort, name_width)
-        })
+        });
+        give_back_memory();
+        view
     }
 
     /// The metadata of everything recorded so far.
     fn latest(&self) -> Option<&lockscope_probes::Metadata> {
         self.snapshots.latest().map(|p| &p.metadata)
+    }
+}
+
+/// Returns the heap's free pages to the system. Each refresh allocates and frees tens of MB
+/// (the interval's blame, the window's copy for `why`), in two threads, and glibc's heap kept
+/// the freed pages between the live ones: the view's resident memory grew with them.
+fn give_back_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim takes no pointer and may be called at any time.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
