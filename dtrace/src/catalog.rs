@@ -177,7 +177,7 @@ pub const PROFILE_PROBE: &str = "profile:::profile-997";
 /// Nanoseconds of CPU time one `profile-997` sample stands for.
 pub const PROFILE_PERIOD_NS: u64 = 1_000_000_000 / 997;
 
-/// True when the wait-for analysis (`waitfor`, `--probes bottleneck`) can be recorded on `os`:
+/// True when the bottleneck analysis (`waitfor`, `--probes bottleneck`) can be recorded on `os`:
 /// where the sched provider has a wakeup probe whose arguments say which thread of which
 /// process it woke (illumos, FreeBSD; Linux, through the `sched_waking` tracepoint). Not macOS:
 /// its `sched:::wakeup` (XNU's `thread_unblock`) passes as `args[1]` the process of the thread
@@ -187,7 +187,7 @@ pub fn has_wait_for(os: TargetOs) -> bool {
     os != TargetOs::MacOs
 }
 
-/// What the wait-for analysis lacks on macOS, for error messages.
+/// What the bottleneck analysis lacks on macOS, for error messages.
 pub const WAIT_FOR_MISSING_MACOS: &str = "macOS's sched:::wakeup passes the waker's process, not \
     the woken thread's, as args[1] (XNU's thread_unblock on current kernels), so a D predicate \
     cannot select the wakeups of the target's threads";

@@ -21,9 +21,9 @@
 //! - `symbolize` (Linux): the target's mappings snapshotted while it lives, and its user frames
 //!   symbolized from them after dtrace printed (DTrace for Linux leaves bare addresses for a
 //!   target that has exited);
-//! - [`waitfor`]: the wait-for stream (`waitfor`, `--probes bottleneck`): the per-event lines
+//! - [`bottleneck`]: the bottleneck stream (`waitfor`, `--probes bottleneck`): the per-event lines
 //!   of the script read as dtrace prints them, assembled into off-CPU intervals and fed to the
-//!   OS-neutral wait-for engine ([`lockscope_probes::waitfor::Engine`]) for `lockscope why`;
+//!   OS-neutral bottleneck engine ([`lockscope_probes::bottleneck::Engine`]) for `lockscope why`;
 //! - [`import_capture`]: a profile from DTrace output captured elsewhere
 //!   (`dtrace -n 'profile-997 { @[ustack()] = count(); }'` and the like), whose generic
 //!   aggregations' records carry the probe name [`GENERIC_PROBE`].
@@ -35,6 +35,7 @@
 //!
 //! [`Frame::function`]: lockscope_probes::Frame::function
 
+pub mod bottleneck;
 pub mod catalog;
 pub mod parse;
 mod probes;
@@ -43,7 +44,6 @@ pub mod recorder;
 pub mod script;
 #[cfg(target_os = "linux")]
 pub mod symbolize;
-pub mod waitfor;
 
 pub use catalog::{canonical_wait_frame, DtraceProbe, TargetOs, DTRACE_CATALOG};
 pub use profile::{import_capture, to_profile, to_profile_with, FrameResolver, GENERIC_PROBE};
@@ -75,16 +75,16 @@ pub enum Error {
         /// Comma-separated names valid on that OS.
         known: String,
     },
-    /// The wait-for analysis (`waitfor`, `--probes bottleneck`) on an OS whose sched provider
+    /// The bottleneck analysis (`waitfor`, `--probes bottleneck`) on an OS whose sched provider
     /// gives no usable wakeup probe (macOS, [`catalog::has_wait_for`]).
     #[error(
-        "`{probe}` is not recorded by the DTrace backend on {os}: the wait-for analysis that \
+        "`{probe}` is not recorded by the DTrace backend on {os}: the bottleneck analysis that \
          `lockscope why` reads follows every sleep to the thread that woke it, and {}; record \
          with the DTrace backend on illumos, FreeBSD or Linux (DTrace for Linux), or with the \
          eBPF backend on Linux",
         catalog::WAIT_FOR_MISSING_MACOS
     )]
-    NoWaitFor {
+    NoBottleneck {
         /// The name asked for.
         probe: String,
         /// The OS the script is for.

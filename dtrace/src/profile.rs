@@ -1,10 +1,10 @@
 //! Parsed output into a [`Profile`].
 
+use crate::bottleneck::StreamResult;
 use crate::catalog::{self, TargetOs};
 use crate::parse::{self, GenericRecord, LockscopeRecord, Output, ParsedFrame, Record, Value};
-use crate::waitfor::StreamResult;
 use crate::Error;
-use lockscope_probes::waitfor::{Blame, Hop, Root, WaitFor};
+use lockscope_probes::bottleneck::{Blame, BottleneckAnalysis, Hop, Root};
 use lockscope_probes::{
     AddressSpace, Frame, Metadata, Profile, Stack, StackId, ThreadInfo, WaitKind, WaitRecord,
     WaitStats,
@@ -193,8 +193,8 @@ pub fn to_profile_with(
     to_profile_streamed(output, os, ustack_frames, resolve, None)
 }
 
-/// [`to_profile_with`] and the wait-for stream's analysis ([`crate::waitfor`]): its blame with
-/// stacks interned beside the records' (`Profile::waitfor`), the threads' times and names.
+/// [`to_profile_with`] and the bottleneck stream's analysis ([`crate::bottleneck`]): its blame with
+/// stacks interned beside the records' (`Profile::bottleneck`), the threads' times and names.
 pub(crate) fn to_profile_streamed(
     output: &Output,
     os: Option<TargetOs>,
@@ -232,7 +232,7 @@ pub(crate) fn to_profile_streamed(
         }
     }
     let mut threads = named_threads(names);
-    let mut waitfor = None;
+    let mut bottleneck = None;
     let mut thread_times = Vec::new();
     if let Some(stream) = stream {
         for (thread, name) in &stream.names {
@@ -248,7 +248,7 @@ pub(crate) fn to_profile_streamed(
             }
         }
         thread_times = stream.thread_times.clone();
-        waitfor = Some(streamed_waitfor(
+        bottleneck = Some(streamed_bottleneck(
             stream,
             &mut interner,
             ustack_frames,
@@ -271,7 +271,7 @@ pub(crate) fn to_profile_streamed(
         stacks: interner.stacks,
         waits,
         thread_times,
-        waitfor,
+        bottleneck,
         ..Profile::default()
     };
     // A futex sleep `offcpu` saw is `mutex`, `condvar`... as on the eBPF backend.
@@ -333,12 +333,12 @@ fn named_threads(names: BTreeMap<(u32, u32), BTreeMap<String, u64>>) -> Vec<Thre
 
 /// The stream's blame in profile terms: stacks interned (user frames read by `resolve`), calls
 /// named.
-fn streamed_waitfor(
+fn streamed_bottleneck(
     stream: StreamResult,
     interner: &mut TextInterner,
     ustack_frames: Option<u32>,
     resolve: FrameResolver<'_>,
-) -> WaitFor {
+) -> BottleneckAnalysis {
     let mut ids: HashMap<u32, StackId> = HashMap::new();
     let mut stack = |handle: Option<u32>| -> Option<StackId> {
         let handle = handle?;
@@ -395,7 +395,7 @@ fn streamed_waitfor(
         })
         .collect();
     blame.sort_by_key(|b| std::cmp::Reverse(b.total_ns));
-    WaitFor {
+    BottleneckAnalysis {
         max_depth: stream.limits.max_depth,
         history_ns: stream.limits.history_ns,
         intervals: stream.counts.intervals,

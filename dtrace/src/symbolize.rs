@@ -165,7 +165,7 @@ impl<'a> UserSymbolizer<'a> {
     }
 
     /// Cuts each user stack of `stacks` where the frame-pointer walk left the target's code and
-    /// adds the frames lockscope resolves to `resolved`, by frame text (the wait-for stream's
+    /// adds the frames lockscope resolves to `resolved`, by frame text (the bottleneck stream's
     /// stacks go through here as the records' do).
     pub fn resolve_stacks<'s>(
         &self,

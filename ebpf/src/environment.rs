@@ -462,11 +462,11 @@ fn memlock_limit() -> (Option<u64>, Option<u64>) {
 /// what a kernel before 5.11 charges to `RLIMIT_MEMLOCK` at least (the probes' own maps come on
 /// top). Read from the `targets` skeleton, opened but not loaded.
 fn shared_map_bytes() -> u64 {
-    use crate::skel::targets::TargetsSkelBuilder;
+    use crate::skel::shared::SharedSkelBuilder;
     use libbpf_rs::skel::{OpenSkel, SkelBuilder};
     use libbpf_rs::MapType;
     let mut storage = std::mem::MaybeUninit::uninit();
-    let Ok(open) = TargetsSkelBuilder::default().open(&mut storage) else {
+    let Ok(open) = SharedSkelBuilder::default().open(&mut storage) else {
         return 0;
     };
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);

@@ -22,7 +22,7 @@
 //! `probes::all`), its descriptor in the catalog, and its report section in the profiler when it
 //! has one.
 //!
-//! Every object shares the maps of the `targets` object (`shared.rs`: the target set, which also
+//! Every object shares the maps of the `shared` object (`shared.rs`: the target set, which also
 //! follows forks and streams the forks, execs and exits of its processes to `targets.rs`'s
 //! process table, the stack maps and the in-kernel user-stack unwinder's tables, filled by
 //! `unwind/`); `object.rs` is the lifetime of one loaded object (links, skeleton, storage). At
@@ -50,6 +50,7 @@
 //! addresses into frames. The `cpu` probe (`probes/cpu.rs`) samples on-CPU time with per-CPU
 //! cpu-clock perf events; its records are on-CPU time, never waits.
 
+mod bottleneck;
 mod environment;
 mod error;
 #[cfg(feature = "fuzzing")]
@@ -69,10 +70,9 @@ mod shared;
 mod skel;
 mod symbolize;
 mod syscalls;
-mod targets;
+mod target_set;
 mod unwind;
 mod variant;
-mod waitfor;
 
 pub use environment::{
     check_environment, check_kernel_btf, check_privileges, Capability, MissingCapabilities, Need,
@@ -83,7 +83,7 @@ pub use probe::{syscall_numbers, ProbeSettings};
 pub use probe_set::{probe_support, ProbeSupport};
 pub use probes::{DEFAULT_FREQUENCY_HZ, MAX_FREQUENCY_HZ};
 pub use recorder::{LiveSnapshot, RecordOptions, Recorder, RecorderStatus, Recording};
-pub use targets::target_processes;
+pub use target_set::target_processes;
 pub use unwind::{
     StackMemo, TableBuild, UnwindOptions, UnwindStats, UserStacks, DEFAULT_CACHE_MAX_BYTES,
 };

@@ -289,7 +289,7 @@ pub(crate) fn comm(raw: &[i8; 16]) -> String {
     comm_str(&raw.map(|c| c as u8)).into_owned()
 }
 
-/// [`comm`] of the bytes of a name, borrowed where it is valid UTF-8 (the wait-for stream reads
+/// [`comm`] of the bytes of a name, borrowed where it is valid UTF-8 (the bottleneck stream reads
 /// two names per interval: no allocation for each).
 pub(crate) fn comm_str(bytes: &[u8; 16]) -> Cow<'_, str> {
     CStr::from_bytes_until_nul(bytes).map_or(Cow::Borrowed(""), CStr::to_string_lossy)

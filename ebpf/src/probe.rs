@@ -12,7 +12,7 @@ use crate::object::Counters;
 use crate::shared::SharedMaps;
 use crate::syscalls::syscall_number;
 use crate::variant::ProgramVariant;
-use lockscope_probes::waitfor::{EngineCounts, EngineLimits, RawBlame, RawSampled, WokenBy};
+use lockscope_probes::bottleneck::{EngineCounts, EngineLimits, RawBlame, RawSampled, WokenBy};
 use lockscope_probes::{AttachStatus, ProbeDescriptor, ThreadTime, WaitKind, WaitStats};
 use std::time::Duration;
 
@@ -314,9 +314,9 @@ pub(crate) struct RawThreadTime {
     pub time: ThreadTime,
 }
 
-/// The wait-for engine's result (`waitfor`), stacks still as BPF stack ids and calls as system
+/// The bottleneck engine's result (`waitfor`), stacks still as BPF stack ids and calls as system
 /// call numbers.
-pub(crate) struct DrainedWaitFor {
+pub(crate) struct DrainedBottleneck {
     pub limits: EngineLimits,
     pub counts: EngineCounts,
     pub blame: Vec<RawBlame<i32>>,
@@ -329,7 +329,7 @@ pub(crate) struct Drained {
     pub records: Vec<RawRecord>,
     pub wakeups: Vec<RawWakeup>,
     pub threads: Vec<RawThreadTime>,
-    pub waitfor: Option<DrainedWaitFor>,
+    pub bottleneck: Option<DrainedBottleneck>,
     /// What a probe recorded otherwise than asked, for the profile's warnings.
     pub warnings: Vec<String>,
 }

@@ -7,13 +7,13 @@
 
 use crate::error::Error;
 use crate::probe::Drained;
-use crate::probe::{DrainedWaitFor, RawThreadTime};
+use crate::probe::{DrainedBottleneck, RawRecord, RawThreadTime, RawWakeup};
 use crate::procmaps::MapsCache;
 use crate::shared::{KernelStack, SharedMaps, UnwoundStack};
 use crate::symbolize::{user_stack_complete, StackSymbolizer};
 use crate::syscalls::syscall_name;
+use lockscope_probes::bottleneck::{Blame, BottleneckAnalysis, Hop, Root, SampledCpu};
 use lockscope_probes::kernel_frames::is_interrupt_frame;
-use lockscope_probes::waitfor::{Blame, Hop, Root, SampledCpu, WaitFor};
 use lockscope_probes::{
     AddressSpace, Stack, StackId, StackInterner, ThreadInfo, ThreadTime, TimeClass, WaitKind,
     WaitRecord, WakeupRecord,
@@ -49,7 +49,7 @@ pub(crate) struct Resolved {
     pub stacks: Vec<Stack>,
     pub thread_times: Vec<ThreadTime>,
     pub wakeups: Vec<WakeupRecord>,
-    pub waitfor: Option<WaitFor>,
+    pub bottleneck: Option<BottleneckAnalysis>,
     /// Files whose symbols could not be read, with why (their frames are addresses).
     pub symbol_failures: Vec<String>,
 }
@@ -215,6 +215,50 @@ pub(crate) fn resolve_cached(
         maps,
         cache,
     };
+    let ResolvedWaits {
+        waits,
+        names,
+        futex_split,
+    } = resolve_waits(drained.records, &mut resolver)?;
+    let wakeups = resolve_wakeups(drained.wakeups, &mut resolver)?;
+    let (threads, mut thread_times) =
+        resolve_thread_times(drained.threads, names, &futex_split, &mut resolver)?;
+    thread_times.sort_by_key(|t| (t.pid, t.tid));
+    let bottleneck = drained
+        .bottleneck
+        .map(|w| resolve_bottleneck(w, &mut resolver))
+        .transpose()?;
+    Ok(Resolved {
+        waits,
+        threads: threads
+            .into_iter()
+            .map(|((pid, tid), name)| ThreadInfo { pid, tid, name })
+            .collect(),
+        symbol_failures: resolver.cache.symbolizer.failures().to_vec(),
+        stacks: Vec::new(),
+        thread_times,
+        wakeups,
+        bottleneck,
+    })
+}
+
+/// A thread: (pid, tid).
+type Thread = (u32, u32);
+
+/// The wait records resolved, with what the thread times need of them.
+struct ResolvedWaits {
+    waits: Vec<WaitRecord>,
+    /// Per thread, the time its records hold under each name they were first seen with.
+    names: BTreeMap<Thread, BTreeMap<String, u64>>,
+    /// Per thread: futex sleep time by class.
+    futex_split: HashMap<Thread, BTreeMap<TimeClass, u64>>,
+}
+
+/// The records with their stacks interned and their kinds told by their user stacks.
+fn resolve_waits(
+    records: Vec<RawRecord>,
+    resolver: &mut Resolver<'_>,
+) -> Result<ResolvedWaits, Error> {
     // Per thread, the time its records hold under each name they were first seen with. A thread
     // runs under its creator's name until it names itself, and a record first seen in those
     // moments (a CPU sample of its start, under emulation) must not name it.
@@ -222,7 +266,7 @@ pub(crate) fn resolve_cached(
     // Per thread: futex sleep time by class.
     let mut futex_split: HashMap<(u32, u32), BTreeMap<TimeClass, u64>> = HashMap::new();
     let mut waits = Vec::new();
-    for r in drained.records {
+    for r in records {
         let user = resolver.user(r.pid, r.user_stack_id)?;
         let kernel = resolver.kernel(r.kernel_stack_id)?;
         if r.futex_sleep {
@@ -257,8 +301,20 @@ pub(crate) fn resolve_cached(
             stats: r.stats,
         });
     }
+    Ok(ResolvedWaits {
+        waits,
+        names,
+        futex_split,
+    })
+}
+
+/// The wakeups with their stacks interned, an interrupt's waker named as one.
+fn resolve_wakeups(
+    raw: Vec<RawWakeup>,
+    resolver: &mut Resolver<'_>,
+) -> Result<Vec<WakeupRecord>, Error> {
     let mut wakeups = Vec::new();
-    for mut w in drained.wakeups {
+    for mut w in raw {
         let waker_kernel = resolver.kernel(w.waker_kernel_stack_id)?;
         // The probe tells interrupt context itself (waker 0); older recordings' wakers only by
         // the handler's frames.
@@ -289,6 +345,16 @@ pub(crate) fn resolve_cached(
             stats: w.stats,
         });
     }
+    Ok(wakeups)
+}
+
+/// Each thread's name and its time, its futex time split as its classified sleeps were.
+fn resolve_thread_times(
+    raw: Vec<RawThreadTime>,
+    names: BTreeMap<Thread, BTreeMap<String, u64>>,
+    futex_split: &HashMap<Thread, BTreeMap<TimeClass, u64>>,
+    resolver: &mut Resolver<'_>,
+) -> Result<(BTreeMap<Thread, String>, Vec<ThreadTime>), Error> {
     let mut threads: BTreeMap<(u32, u32), String> = names
         .into_iter()
         .filter_map(|(thread, by_name)| Some((thread, most_time_name(by_name)?)))
@@ -298,7 +364,7 @@ pub(crate) fn resolve_cached(
         name,
         open_futex_sleep,
         mut time,
-    } in drained.threads
+    } in raw
     {
         let key = (time.pid, time.tid);
         split_futex_time(&mut time, futex_split.get(&key));
@@ -313,23 +379,7 @@ pub(crate) fn resolve_cached(
         }
         thread_times.push(time);
     }
-    thread_times.sort_by_key(|t| (t.pid, t.tid));
-    let waitfor = drained
-        .waitfor
-        .map(|w| resolve_waitfor(w, &mut resolver))
-        .transpose()?;
-    Ok(Resolved {
-        waits,
-        threads: threads
-            .into_iter()
-            .map(|((pid, tid), name)| ThreadInfo { pid, tid, name })
-            .collect(),
-        symbol_failures: resolver.cache.symbolizer.failures().to_vec(),
-        stacks: Vec::new(),
-        thread_times,
-        wakeups,
-        waitfor,
-    })
+    Ok((threads, thread_times))
 }
 
 /// Of the names a thread's records were seen with, the one holding the most of their time (the
@@ -342,8 +392,11 @@ fn most_time_name(by_name: BTreeMap<String, u64>) -> Option<String> {
         .map(|(name, _)| name)
 }
 
-/// The wait-for engine's blame with its stacks symbolized and interned and its calls named.
-fn resolve_waitfor(drained: DrainedWaitFor, resolver: &mut Resolver<'_>) -> Result<WaitFor, Error> {
+/// The bottleneck engine's blame with its stacks symbolized and interned and its calls named.
+fn resolve_bottleneck(
+    drained: DrainedBottleneck,
+    resolver: &mut Resolver<'_>,
+) -> Result<BottleneckAnalysis, Error> {
     let call = |nr: i32| (nr >= 0).then(|| syscall_name(nr));
     let mut blame = Vec::with_capacity(drained.blame.len());
     for b in drained.blame {
@@ -402,7 +455,7 @@ fn resolve_waitfor(drained: DrainedWaitFor, resolver: &mut Resolver<'_>) -> Resu
         });
     }
     sampled.sort_by_key(|s| std::cmp::Reverse(s.weight));
-    Ok(WaitFor {
+    Ok(BottleneckAnalysis {
         max_depth: drained.limits.max_depth,
         history_ns: drained.limits.history_ns,
         intervals: drained.counts.intervals,

@@ -5,7 +5,7 @@
 //! once is traced by every probe and a stack id means the same stack whoever captured it. The
 //! maps are declared in `bpf/common.bpf.h` and the headers it includes (`stacks.bpf.h`, and
 //! through it the unwinder's `unwind.bpf.h`), so every object declares identical copies.
-//! [`SharedMaps::load`] loads the small `targets` object first (`bpf/targets.bpf.c`: it also
+//! [`SharedMaps::load`] loads the small `shared` object first (`bpf/shared.bpf.c`: it also
 //! follows forks, execs and exits, into `process_events`), keeps a handle on each of its maps, and [`SharedMaps::reuse_in`] makes every
 //! later object use those maps instead of creating its own (libbpf `reuse_fd`, before load).
 //!
@@ -20,28 +20,28 @@
 use crate::error::Error;
 use crate::libbpf_log;
 use crate::object::LoadedObject;
-use crate::skel::targets::types::{
+use crate::skel::shared::types::{
     lks_targets_config, process_event, process_event_flags, process_event_kind, user_stack,
     user_stack_flags as Flags,
 };
-use crate::skel::targets::{TargetsSkel, TargetsSkelBuilder};
+use crate::skel::shared::{SharedSkel, SharedSkelBuilder};
 use libbpf_rs::skel::Skel;
 use libbpf_rs::{MapCore, MapFlags, MapHandle, OpenObject, RingBuffer, RingBufferBuilder};
 use std::collections::BTreeMap;
 use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex};
 
-/// The shared maps, owned by the `targets` object, which also follows forks.
+/// The shared maps, owned by the `shared` object, which also follows forks.
 pub(crate) struct SharedMaps {
     // Field order is drop order: the ring buffer and the maps' extra handles, then the object.
     events: RingBuffer<'static>,
     /// What the ring buffer's callback decoded since the last [`SharedMaps::process_events`].
     received: Arc<Mutex<Vec<ProcessEvent>>>,
     maps: BTreeMap<String, MapHandle>,
-    object: LoadedObject<TargetsSkel<'static>>,
+    object: LoadedObject<SharedSkel<'static>>,
 }
 
-/// What happened to a recorded process (`bpf/targets.h`).
+/// What happened to a recorded process (`bpf/shared.h`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ProcessEventKind {
     /// `pid` was forked by `parent`.
@@ -130,17 +130,17 @@ pub(crate) struct KernelStack {
 
 impl SharedMaps {
     /// Loads the owner object and takes a handle on each of its maps (except its own globals);
-    /// `events_bytes` sizes the wait-for stream's ring buffer (`waitfor_events`, a power of two
+    /// `events_bytes` sizes the bottleneck stream's ring buffer (`bottleneck_events`, a power of two
     /// of at least a page), or leaves its one page when `None`.
     pub fn load(events_bytes: Option<u32>) -> Result<Self, Error> {
         let (object, reason) = libbpf_log::capture(|| {
-            LoadedObject::load(TargetsSkelBuilder::default(), |open| match events_bytes {
-                Some(bytes) => open.maps.waitfor_events.set_max_entries(bytes),
+            LoadedObject::load(SharedSkelBuilder::default(), |open| match events_bytes {
+                Some(bytes) => open.maps.bottleneck_events.set_max_entries(bytes),
                 None => Ok(()),
             })
         });
         let object = object.map_err(|source| Error::Load {
-            object: "targets",
+            object: "shared",
             reason,
             source,
         })?;

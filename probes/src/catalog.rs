@@ -204,7 +204,7 @@ pub const WAITFOR: ProbeDescriptor = ProbeDescriptor {
     name: "waitfor",
     description: "who each wait waited for: every off-CPU interval of the target's threads \
                   with who ended it (a thread of the program, one outside it, an interrupt) \
-                  and the lock word's owner, streamed to the wait-for analysis that follows \
+                  and the lock word's owner, streamed to the bottleneck analysis that follows \
                   each wait down to its root (`lockscope why`); implies offcpu",
     kinds: &[WaitKind::OffCpu],
     measures: Measure::OffCpuTime,

@@ -3,11 +3,11 @@
 //!
 //! - [`is_interrupt_frame`] ([`INTERRUPT_FRAMES`]): code that runs only in interrupt context, so
 //!   a wakeup under it was done by an interrupt handler, not by the thread it interrupted (the
-//!   eBPF resolver's and the DTrace wait-for stream's [`crate::waitfor::WokenBy::Interrupt`]);
+//!   eBPF resolver's and the DTrace bottleneck stream's [`crate::bottleneck::WokenBy::Interrupt`]);
 //! - [`is_io_schedule_frame`] ([`IO_SCHEDULE`]): the kernel's sleep for block I/O and page
 //!   locks (the report's I/O sleeps, [`crate::sched::wait_roles`]);
 //! - [`is_io_frame`] ([`IO_WAIT_FRAMES`]): a sleep for a device or a file system, more broadly
-//!   (the wait-for analysis's `io` causes, [`crate::waitfor::cause_kind`]);
+//!   (the bottleneck analysis's `io` causes, [`crate::bottleneck::cause_kind`]);
 //! - [`is_kernel_lock_sleep_frame`] ([`KERNEL_LOCK_SLEEPS`]): where a thread sleeps on a
 //!   sleeping kernel lock (the kind of an `offcpu` sleep, and the sleeps the `klock` probe saw
 //!   too, [`crate::overlap`]);
@@ -20,7 +20,7 @@
 
 /// Prefixes of the kernel functions that run only in interrupt context (a timer, a device, a
 /// softirq, an NMI), on Linux, illumos and FreeBSD. The union of what the eBPF resolver and the
-/// DTrace wait-for stream each had, which differed by seven entries; every one is interrupt
+/// DTrace bottleneck stream each had, which differed by seven entries; every one is interrupt
 /// context on the kernel it names, and none names a function of another kernel's thread context,
 /// so both backends take them all.
 pub const INTERRUPT_FRAMES: &[&str] = &[
@@ -412,7 +412,7 @@ mod tests {
     }
 
     /// A sleep in `io_schedule` is an I/O sleep to both I/O predicates, so the report's I/O
-    /// sleeps are among the wait-for analysis's `io` causes.
+    /// sleeps are among the bottleneck analysis's `io` causes.
     #[test]
     fn io_schedule_is_an_io_frame() {
         for name in ["io_schedule", "io_schedule_timeout"] {

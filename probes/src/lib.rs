@@ -19,7 +19,7 @@
 //!   context, I/O waits, sleeping kernel locks and their internals), one list per concept, read
 //!   by both backends and the analyses;
 //! - [`sched`]: per-thread wall-time breakdown and wakeups (the `offcpu` probe);
-//! - [`waitfor`]: the wait-for analysis (the `waitfor` probe): who each wait waited for, down to
+//! - [`bottleneck`]: the bottleneck analysis (the `waitfor` probe): who each wait waited for, down to
 //!   the root of its chain, from a stream of off-CPU intervals;
 //! - [`format`](mod@format): the versioned on-disk profile format (`.lsp`);
 //! - [`host`]: what both backends ask of the host, written once: `uname`, the online CPUs and
@@ -31,13 +31,14 @@
 //!   every process, the descendants of some);
 //! - [`linux_syscalls`]: x86_64 Linux system call names by number (what both backends decode
 //!   calls with), and the sets of calls sleeps are classed by (futex, poll, I/O, sleep, file I/O,
-//!   input), written once for the eBPF `offcpu` probe, the DTrace wait-for stream and the
+//!   input), written once for the eBPF `offcpu` probe, the DTrace bottleneck stream and the
 //!   analyses.
 //!
 //! Apart from [`host`]'s POSIX calls, [`symbols`]' and [`procfs`]' Linux formats and
 //! [`linux_syscalls`]' Linux names, nothing here is specific to an OS: the model never talks to a
 //! kernel.
 
+pub mod bottleneck;
 pub mod catalog;
 pub mod format;
 pub mod hist;
@@ -53,7 +54,6 @@ pub mod sched;
 pub mod symbols;
 pub mod target;
 pub mod wait;
-pub mod waitfor;
 
 pub use catalog::{CostClass, Measure, ProbeDescriptor, CATALOG};
 pub use format::{read_profile, version_of, write_profile, FormatError, FORMAT_VERSION};

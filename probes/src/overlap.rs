@@ -35,11 +35,11 @@
 use crate::catalog::{offcpu_operation, ProbeDescriptor, FUTEX, KLOCK, OFFCPU};
 use crate::kernel_frames::is_kernel_lock_sleep_frame;
 // Also here, where it was before it moved to `kernel_frames`, for the code that names it so.
+use crate::bottleneck::WokenBy;
 pub use crate::kernel_frames::KERNEL_LOCK_SLEEPS;
 use crate::linux_syscalls::FUTEX_WAIT_CALLS;
 use crate::profile::{Frame, Profile, Stack, StackId, WaitRecord, WaitStats};
 use crate::wait::{Quantity, WaitKind};
-use crate::waitfor::WokenBy;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The system call an `offcpu` record slept in, when it names one: `sleeping in CALL` (eBPF),

@@ -5,10 +5,10 @@
 //! symbolized when the profile is recorded, while the target is alive, so a profile can be read on
 //! any machine. `docs/FORMAT.md` documents every field.
 
+use crate::bottleneck::{BottleneckAnalysis, WokenBy};
 use crate::hist::Log2Histogram;
 use crate::sched::{ThreadTime, WakeupRecord};
 use crate::wait::WaitKind;
-use crate::waitfor::{WaitFor, WokenBy};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -33,9 +33,10 @@ pub struct Profile {
     /// Who woke whom (the `offcpu` probe); empty without it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub wakeups: Vec<WakeupRecord>,
-    /// The wait-for analysis (the `waitfor` probe): where the time of every wait ended.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub waitfor: Option<WaitFor>,
+    /// The bottleneck analysis (the `waitfor` probe): where the time of every wait ended. Its
+    /// key in the file is the probe's name, `waitfor`, as every probe's data is keyed.
+    #[serde(default, rename = "waitfor", skip_serializing_if = "Option::is_none")]
+    pub bottleneck: Option<BottleneckAnalysis>,
     /// The processes recorded, sorted by pid: every process of the target set (the processes
     /// given, their descendants, a cgroup's, or all), whether it waited or not. Empty in profiles
     /// of versions before it, and in imported captures.

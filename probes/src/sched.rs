@@ -4,12 +4,12 @@
 //! on another thread of the program) or idle (waiting for something outside it), by who ended
 //! its sleeps where the profile says, by a rule of thumb on any other profile.
 
+use crate::bottleneck::WokenBy;
 use crate::catalog::{offcpu_operation, OFFCPU};
 use crate::linux_syscalls::{FILE_IO_CALLS, INPUT_CALLS, POLL_CALLS, SLEEP_CALLS};
 use crate::overlap::{futex_wakers, offcpu_call, SeenTwice, Wakers};
 use crate::profile::{Profile, StackId, WaitRecord, WaitStats};
 use crate::wait::WaitKind;
-use crate::waitfor::WokenBy;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -211,7 +211,7 @@ pub enum RoleBasis {
     /// child exits) waited on nobody while it lasted. A thread that lived for one wait (a worker
     /// waiting on its producer's signal) is not parked: it waited on the producer.
     Parked,
-    /// By where the wait-for analysis (the `waitfor` probe: [`crate::waitfor`]) followed its
+    /// By where the bottleneck analysis (the `waitfor` probe: [`crate::bottleneck`]) followed its
     /// time, thread to thread: idle when at least half of it ends in a sleep something outside the
     /// program ended (a pool waiting for tasks from threads that wait for their clients), else
     /// contention (a thread on a CPU or waiting for one, a cycle, disk I/O down the chain).
@@ -278,7 +278,7 @@ pub fn is_role_candidate(record: &WaitRecord) -> bool {
 ///    one sleep through at least [`IDLE_SHARE`] of the recording is idle whoever ended it
 ///    ([`RoleBasis::Parked`]: a pool parked for the recording and released at its end, a
 ///    supervisor woken when a child exits);
-/// 3. but where the wait-for analysis followed the time (the `waitfor` probe), where it ended
+/// 3. but where the bottleneck analysis followed the time (the `waitfor` probe), where it ended
 ///    decides ([`RoleBasis::Chain`], after the I/O and parked cases of 2, before the rest): a
 ///    pool waiting for tasks from threads that wait for their clients is idle, a backend waiting
 ///    for a lock's holder on a CPU is contention;
@@ -298,139 +298,184 @@ pub fn is_role_candidate(record: &WaitRecord) -> bool {
 /// [`RoleOf::woken_ns`] is its own time split that way (an `offcpu` record's own waker when
 /// known).
 pub fn wait_roles(profile: &Profile) -> Vec<Option<RoleOf>> {
-    let twice = SeenTwice::of(profile);
-    let candidate = |w: &WaitRecord| is_role_candidate(w) && !twice.contains(w);
-    let futex = futex_wakers(profile);
-    // Who ended the sleeps at each offcpu site, for the records whose wakeup was not seen.
-    let mut offcpu_sites: BTreeMap<Site<'_>, Wakers> = BTreeMap::new();
-    for w in profile
-        .waits
-        .iter()
-        .filter(|w| w.is_from(&OFFCPU) && candidate(w))
-    {
-        let ns = offcpu_sites
-            .entry(site(w))
-            .or_default()
-            .entry(w.woken_by)
-            .or_default();
-        *ns = ns.saturating_add(w.stats.total_ns);
-    }
-    let chains = chain_ends(profile);
-    let woken: Vec<BTreeMap<WokenBy, u64>> = profile
-        .waits
-        .iter()
-        .map(|w| {
-            let total = w.stats.total_ns;
-            match (candidate(w), w.is_from(&OFFCPU), w.woken_by) {
-                (false, ..) => BTreeMap::new(),
-                (true, true, Some(by)) => BTreeMap::from([(by, total)]),
-                (true, true, None) => offcpu_sites
-                    .get(&site(w))
-                    .map_or_else(BTreeMap::new, |d| split(total, d)),
-                (true, false, _) => futex
-                    .get(&(w.pid, w.tid, w.user_stack))
-                    .map_or_else(BTreeMap::new, |d| split(total, d)),
-            }
-        })
-        .collect();
-    // The rule of thumb's sites: time per (thread, site) of the waits with no waker known.
-    let window = |pid: u32, tid: u32| {
-        profile
-            .thread_times
-            .iter()
-            .find(|t| t.pid == pid && t.tid == tid)
-            .map_or(profile.metadata.duration_ns, |t| t.wall_ns)
-    };
-    let mut parked: BTreeMap<Site<'_>, u64> = BTreeMap::new();
-    // Every candidate site's longest sleep, for the sleeps that lasted the recording.
-    let mut longest: BTreeMap<Site<'_>, u64> = BTreeMap::new();
-    for (w, by) in profile.waits.iter().zip(&woken) {
-        if !candidate(w) {
-            continue;
-        }
-        let max = longest.entry(site(w)).or_default();
-        *max = (*max).max(w.stats.max_ns);
-        if by.is_empty() && may_be_idle(w) {
-            let ns = parked.entry(site(w)).or_default();
-            *ns = ns.saturating_add(w.stats.total_ns);
-        }
-    }
-    // Parked for the recording: most of the thread's window, and most of the recording. A
-    // thread that lived only for one wait (a worker waiting on its producer's signal) waited on
-    // that producer, not for work from outside.
-    let holds_window = |w: &WaitRecord, ns: u64| {
-        let window = window(w.pid, w.tid).max(profile.metadata.duration_ns);
-        window > 0 && ns as f64 >= IDLE_SHARE * window as f64
-    };
-    let parked_once =
-        |w: &WaitRecord| holds_window(w, longest.get(&site(w)).copied().unwrap_or_default());
+    let sites = RoleSites::of(profile);
+    let woken: Vec<BTreeMap<WokenBy, u64>> =
+        profile.waits.iter().map(|w| sites.woken_ns(w)).collect();
+    let sites = sites.with_parked(&woken);
     profile
         .waits
         .iter()
         .zip(woken)
-        .map(|(w, woken_ns)| {
-            if !candidate(w) {
+        .map(|(w, woken_ns)| sites.role_of(w, woken_ns))
+        .collect()
+}
+
+/// What [`wait_roles`] knows of the candidates' sites (thread, probe, kind, operation, user
+/// stack) before it decides each record's role.
+struct RoleSites<'a> {
+    profile: &'a Profile,
+    /// The records seen by two probes: counted once, by the other.
+    twice: SeenTwice,
+    /// Who ended the sleeps of the futex waits' threads and stacks (the `offcpu` probe's).
+    futex: BTreeMap<(u32, u32, Option<StackId>), Wakers>,
+    /// Who ended the sleeps at each `offcpu` site, for the records whose wakeup was not seen.
+    offcpu: BTreeMap<Site<'a>, Wakers>,
+    /// Where the bottleneck analysis's chains ended, per thread and user stack: (contended,
+    /// idle) time.
+    chains: BTreeMap<(u32, u32, Option<StackId>), (u64, u64)>,
+    /// The rule of thumb's sites: time per site of the waits with no waker known.
+    parked: BTreeMap<Site<'a>, u64>,
+    /// Every candidate site's longest sleep, for the sleeps that lasted the recording.
+    longest: BTreeMap<Site<'a>, u64>,
+}
+
+impl<'a> RoleSites<'a> {
+    /// The wakers of every site and the chains' ends.
+    fn of(profile: &'a Profile) -> Self {
+        let mut sites = RoleSites {
+            profile,
+            twice: SeenTwice::of(profile),
+            futex: futex_wakers(profile),
+            offcpu: BTreeMap::new(),
+            chains: chain_ends(profile),
+            parked: BTreeMap::new(),
+            longest: BTreeMap::new(),
+        };
+        for w in &profile.waits {
+            if w.is_from(&OFFCPU) && sites.candidate(w) {
+                let ns = sites
+                    .offcpu
+                    .entry(site(w))
+                    .or_default()
+                    .entry(w.woken_by)
+                    .or_default();
+                *ns = ns.saturating_add(w.stats.total_ns);
+            }
+        }
+        sites
+    }
+
+    /// Whether `w` gets a role: a candidate, not counted by another probe.
+    fn candidate(&self, w: &WaitRecord) -> bool {
+        is_role_candidate(w) && !self.twice.contains(w)
+    }
+
+    /// A record's time split by who ended its sleeps.
+    fn woken_ns(&self, w: &WaitRecord) -> BTreeMap<WokenBy, u64> {
+        let total = w.stats.total_ns;
+        match (self.candidate(w), w.is_from(&OFFCPU), w.woken_by) {
+            (false, ..) => BTreeMap::new(),
+            (true, true, Some(by)) => BTreeMap::from([(by, total)]),
+            (true, true, None) => self
+                .offcpu
+                .get(&site(w))
+                .map_or_else(BTreeMap::new, |d| split(total, d)),
+            (true, false, _) => self
+                .futex
+                .get(&(w.pid, w.tid, w.user_stack))
+                .map_or_else(BTreeMap::new, |d| split(total, d)),
+        }
+    }
+
+    /// Adds each site's longest sleep and the time of its waits with no waker known (`woken`:
+    /// [`Self::woken_ns`] of every record).
+    fn with_parked(mut self, woken: &[BTreeMap<WokenBy, u64>]) -> Self {
+        for (w, by) in self.profile.waits.iter().zip(woken) {
+            if !self.candidate(w) {
+                continue;
+            }
+            let max = self.longest.entry(site(w)).or_default();
+            *max = (*max).max(w.stats.max_ns);
+            if by.is_empty() && may_be_idle(w) {
+                let ns = self.parked.entry(site(w)).or_default();
+                *ns = ns.saturating_add(w.stats.total_ns);
+            }
+        }
+        self
+    }
+
+    /// Parked for the recording: `ns` is most of the thread's window, and most of the
+    /// recording. A thread that lived only for one wait (a worker waiting on its producer's
+    /// signal) waited on that producer, not for work from outside.
+    fn holds_window(&self, w: &WaitRecord, ns: u64) -> bool {
+        let profile = self.profile;
+        let window = profile
+            .thread_times
+            .iter()
+            .find(|t| t.pid == w.pid && t.tid == w.tid)
+            .map_or(profile.metadata.duration_ns, |t| t.wall_ns)
+            .max(profile.metadata.duration_ns);
+        window > 0 && ns as f64 >= IDLE_SHARE * window as f64
+    }
+
+    /// The time of `w`'s site whose waker is known, and the part the program's threads ended.
+    fn known_and_program(&self, w: &WaitRecord, woken_ns: &BTreeMap<WokenBy, u64>) -> (u64, u64) {
+        if w.is_from(&OFFCPU) {
+            let site = self.offcpu.get(&site(w));
+            let of = |by: Option<WokenBy>| site.and_then(|d| d.get(&by)).copied().unwrap_or(0);
+            let known = [WokenBy::Program, WokenBy::Outside, WokenBy::Interrupt]
+                .into_iter()
+                .map(|by| of(Some(by)))
+                .sum::<u64>();
+            (known, of(Some(WokenBy::Program)))
+        } else {
+            (
+                woken_ns.values().sum(),
+                woken_ns.get(&WokenBy::Program).copied().unwrap_or(0),
+            )
+        }
+    }
+
+    /// The role of one record, by the rules of [`wait_roles`].
+    fn role_of(&self, w: &WaitRecord, woken_ns: BTreeMap<WokenBy, u64>) -> Option<RoleOf> {
+        if !self.candidate(w) {
+            return None;
+        }
+        // The site decides, not each sleep: a lock wait that a timeout cut short (a
+        // deadlock check every second) is still a wait for the lock's holder.
+        let (known, program) = self.known_and_program(w, &woken_ns);
+        let (role, basis) = if matches!(
+            w.kind,
+            WaitKind::Mutex | WaitKind::RwlockRead | WaitKind::RwlockWrite | WaitKind::KernelLock
+        ) {
+            (WaitRole::Contention, RoleBasis::Lock)
+        } else if known > 0 {
+            let by_program = program.saturating_mul(2) >= known;
+            let chained = self
+                .chains
+                .get(&(w.pid, w.tid, w.user_stack))
+                .filter(|&&(c, i)| c + i > 0);
+            let parked_once =
+                self.holds_window(w, self.longest.get(&site(w)).copied().unwrap_or_default());
+            if !by_program && is_io_sleep(self.profile, w) {
+                return None;
+            } else if parked_once {
+                (WaitRole::Idle, RoleBasis::Parked)
+            } else if let Some(&(contended, idle)) = chained {
+                if idle >= contended {
+                    (WaitRole::Idle, RoleBasis::Chain)
+                } else {
+                    (WaitRole::Contention, RoleBasis::Chain)
+                }
+            } else if by_program {
+                (WaitRole::Contention, RoleBasis::Waker)
+            } else {
+                (WaitRole::Idle, RoleBasis::Waker)
+            }
+        } else {
+            let at_site = self.parked.get(&site(w)).copied().unwrap_or(0);
+            if may_be_idle(w) && self.holds_window(w, at_site) {
+                (WaitRole::Idle, RoleBasis::Window)
+            } else {
                 return None;
             }
-            // The site decides, not each sleep: a lock wait that a timeout cut short (a
-            // deadlock check every second) is still a wait for the lock's holder.
-            let (known, program) = if w.is_from(&OFFCPU) {
-                let site = offcpu_sites.get(&site(w));
-                let of = |by: Option<WokenBy>| site.and_then(|d| d.get(&by)).copied().unwrap_or(0);
-                let known = [WokenBy::Program, WokenBy::Outside, WokenBy::Interrupt]
-                    .into_iter()
-                    .map(|by| of(Some(by)))
-                    .sum::<u64>();
-                (known, of(Some(WokenBy::Program)))
-            } else {
-                (
-                    woken_ns.values().sum(),
-                    woken_ns.get(&WokenBy::Program).copied().unwrap_or(0),
-                )
-            };
-            let (role, basis) = if matches!(
-                w.kind,
-                WaitKind::Mutex
-                    | WaitKind::RwlockRead
-                    | WaitKind::RwlockWrite
-                    | WaitKind::KernelLock
-            ) {
-                (WaitRole::Contention, RoleBasis::Lock)
-            } else if known > 0 {
-                let by_program = program.saturating_mul(2) >= known;
-                let chained = chains
-                    .get(&(w.pid, w.tid, w.user_stack))
-                    .filter(|&&(c, i)| c + i > 0);
-                if !by_program && is_io_sleep(profile, w) {
-                    return None;
-                } else if parked_once(w) {
-                    (WaitRole::Idle, RoleBasis::Parked)
-                } else if let Some(&(contended, idle)) = chained {
-                    if idle >= contended {
-                        (WaitRole::Idle, RoleBasis::Chain)
-                    } else {
-                        (WaitRole::Contention, RoleBasis::Chain)
-                    }
-                } else if by_program {
-                    (WaitRole::Contention, RoleBasis::Waker)
-                } else {
-                    (WaitRole::Idle, RoleBasis::Waker)
-                }
-            } else {
-                let at_site = parked.get(&site(w)).copied().unwrap_or(0);
-                if may_be_idle(w) && holds_window(w, at_site) {
-                    (WaitRole::Idle, RoleBasis::Window)
-                } else {
-                    return None;
-                }
-            };
-            Some(RoleOf {
-                role,
-                basis,
-                woken_ns,
-            })
+        };
+        Some(RoleOf {
+            role,
+            basis,
+            woken_ns,
         })
-        .collect()
+    }
 }
 
 /// The role of the sleeps of each thread and user stack (pid, tid, user stack), as
@@ -452,22 +497,26 @@ pub fn sleep_site_roles(profile: &Profile) -> BTreeMap<(u32, u32, Option<StackId
     out.into_iter().map(|(k, (_, role))| (k, role)).collect()
 }
 
-/// Where the wait-for analysis followed the time each (pid, tid, user stack) slept ended, as
+/// Where the bottleneck analysis followed the time each (pid, tid, user stack) slept ended, as
 /// nanoseconds (contention, idle), by the kind `lockscope why` names its cause
-/// ([`crate::waitfor::cause_kind`]): contention when the chain ends at a thread on a CPU or
+/// ([`crate::bottleneck::cause_kind`]): contention when the chain ends at a thread on a CPU or
 /// waiting for one, in a cycle, at the depth limit, in another thread's sleep in disk or file
 /// I/O, or in another thread's sleep on purpose (a lock holder's nanosleep); idle when it ends
 /// in the thread's own sleep something outside the program ended, or in one further down the
 /// chain that was no sleep on purpose (a client), not disk I/O. Time whose end is unknown, and
 /// the thread's own disk I/O, count in neither. Empty without the analysis.
 fn chain_ends(profile: &Profile) -> BTreeMap<(u32, u32, Option<StackId>), (u64, u64)> {
-    use crate::waitfor::{cause_kind, waited_on_sleeps, CauseKind, WaitPart};
+    use crate::bottleneck::{cause_kind, waited_on_sleeps, CauseKind, WaitPart};
     let mut out: BTreeMap<(u32, u32, Option<StackId>), (u64, u64)> = BTreeMap::new();
-    let Some(waitfor) = &profile.waitfor else {
+    let Some(bottleneck) = &profile.bottleneck else {
         return out;
     };
-    let waited_on = waited_on_sleeps(waitfor);
-    for b in waitfor.blame.iter().filter(|b| b.part == WaitPart::Asleep) {
+    let waited_on = waited_on_sleeps(bottleneck);
+    for b in bottleneck
+        .blame
+        .iter()
+        .filter(|b| b.part == WaitPart::Asleep)
+    {
         // The same kind `lockscope why` names the cause by: a convoy behind a holder that
         // sleeps on purpose (`sleep`) is contention, a chain that ends in a client (`idle`) not.
         let contended = match cause_kind(profile, b, &waited_on) {
@@ -880,12 +929,12 @@ mod tests {
         );
     }
 
-    /// With the wait-for analysis, where the time ended decides: a pool's sleeps ended by a
+    /// With the bottleneck analysis, where the time ended decides: a pool's sleeps ended by a
     /// thread that was itself waiting for a client are idle; a backend's sleeps ended by a lock
     /// holder on a CPU are contention, and so are sleeps whose chain ends in disk I/O.
     #[test]
     fn roles_by_chain() {
-        use crate::waitfor::{Blame, Root, RootKind, ThreadRef, WaitFor, WaitPart};
+        use crate::bottleneck::{Blame, BottleneckAnalysis, Root, RootKind, ThreadRef, WaitPart};
         let blame = |tid: u32, kind: RootKind, call: Option<&str>, woken_by, ns: u64| Blame {
             thread: ThreadRef { pid: 1, tid },
             part: WaitPart::Asleep,
@@ -923,7 +972,7 @@ mod tests {
         let mut profile = Profile::default();
         profile.metadata.duration_ns = 1000;
         profile.waits = vec![site(2), site(3), site(4)];
-        profile.waitfor = Some(WaitFor {
+        profile.bottleneck = Some(BottleneckAnalysis {
             blame: vec![
                 blame(
                     2,
@@ -949,7 +998,7 @@ mod tests {
                     400,
                 ),
             ],
-            ..WaitFor::default()
+            ..BottleneckAnalysis::default()
         });
         let roles: Vec<Option<(WaitRole, RoleBasis)>> = wait_roles(&profile)
             .into_iter()

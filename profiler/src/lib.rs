@@ -27,7 +27,7 @@
 //!   `klock`, `holds` for mutex-hold, `cpu_saturation` for preempt, `on_cpu` for cpu) or a view
 //!   of every wait
 //!   (`contention`, `breakdown`);
-//! - [`why`]: `lockscope why`, the causes behind the waits of a profile with the wait-for
+//! - [`why`]: `lockscope why`, the causes behind the waits of a profile with the bottleneck
 //!   analysis (`--probes bottleneck`), best first, as text and JSON;
 //! - [`diff`]: two profiles compared site by site (the differential flamegraph; the table and
 //!   the JSON one file each);

@@ -331,98 +331,30 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recording> {
     if target.pid != 0 {
         *lock(&shared.pid) = Some(recorder.target_pid());
     }
-    let processes = recorder.processes_recorded();
-    let counted = format!(
-        "{processes} {}",
-        if processes == 1 {
-            "process"
-        } else {
-            "processes"
-        }
-    );
-    // `recording pid N` as before for one process: scripts wait for that line.
-    let description = match (&target.cgroup, target.all, target.tree, target.pids.len()) {
-        (_, true, _, _) => format!("all processes ({counted})"),
-        (Some(cgroup), _, _, _) => format!("cgroup {cgroup} ({counted})"),
-        (None, false, tree, n) if tree || n > 1 => {
-            let pids: Vec<String> = if n > 1 {
-                target.pids.iter().map(u32::to_string).collect()
-            } else {
-                vec![target.pid.to_string()]
-            };
-            format!(
-                "{} {}{} ({counted})",
-                if n > 1 { "pids" } else { "pid" },
-                pids.join(", "),
-                match (tree, n > 1) {
-                    (false, _) => "",
-                    (true, false) => " and its descendants",
-                    (true, true) => " and their descendants",
-                }
-            )
-        }
-        _ => format!("pid {}", target.pid),
-    };
+    let description = describe_target(target, recorder.processes_recorded());
     *lock(&shared.description) = Some(description);
     *lock(&shared.warnings) = recorder.warnings().to_vec();
     shared.ready.store(true, Ordering::Release);
 
-    // The duration counts from the attach (the recorder's clock), and the recording ends at
-    // it: the last sleep stops there, and a poll that would end past it (a poll takes about as
-    // long as the one before: draining the wait-for stream of a busy server takes hundreds of
-    // milliseconds) is not started, the end's drain taking what it would have.
-    let reason = loop {
-        // A sleep can end late on a busy machine: past the end, there is no poll to start.
-        if options.duration.is_some_and(|d| recorder.elapsed() >= d) {
-            break "duration elapsed".to_string();
+    let reason = match poll_until_end(&mut recorder, &options, shared) {
+        Ok(reason) => reason,
+        Err(failure) => {
+            // What was recorded so far is kept, and the failure said after it; when nothing
+            // can be kept, the failure is still the error's cause.
+            let profile = match recorder.finish("recorder failed") {
+                Ok(profile) => profile,
+                Err(finish) => {
+                    return Err(failure.context(format!(
+                        "failed to finish the recording after it failed: {finish:#}"
+                    )))
+                }
+            };
+            return Ok(Recording {
+                profile,
+                notes: Vec::new(),
+                failure: Some(failure),
+            });
         }
-        let polled = Instant::now();
-        let status = match recorder.poll() {
-            Ok(status) => status,
-            Err(e) => {
-                // What was recorded so far is kept, and the failure said after it; when
-                // nothing can be kept, the failure is still the error's cause.
-                let failure = anyhow::Error::from(e).context("recording failed");
-                let profile = match recorder.finish("recorder failed") {
-                    Ok(profile) => profile,
-                    Err(finish) => {
-                        return Err(failure.context(format!(
-                            "failed to finish the recording after it failed: {finish:#}"
-                        )))
-                    }
-                };
-                return Ok(Recording {
-                    profile,
-                    notes: Vec::new(),
-                    failure: Some(failure),
-                });
-            }
-        };
-        let last_poll = polled.elapsed();
-        *lock(&shared.progress) = Progress {
-            elapsed: status.elapsed,
-            events: status.events,
-            lost: status.losses.lost_events(),
-            stack_failures: status.losses.user_stack_failures + status.losses.kernel_stack_failures,
-        };
-        if let Some(reason) = lock(&shared.stop).clone() {
-            break reason;
-        }
-        if status.target_exited {
-            break target_exit_reason(recorder.target_exit_status());
-        }
-        let interval = if recorder.wants_early_polls() {
-            Recorder::EARLY_POLL_INTERVAL
-        } else {
-            POLL_INTERVAL
-        };
-        if let Some(duration) = options.duration {
-            let left = duration.saturating_sub(recorder.elapsed());
-            if left <= interval + last_poll {
-                break nap(left, shared).unwrap_or_else(|| "duration elapsed".to_string());
-            }
-        }
-        std::thread::sleep(interval);
     };
     let at_end = processes_cpu_ns(&at_attach.keys().copied().collect::<Vec<_>>());
     let recorded = recorder.end();
@@ -466,6 +398,97 @@ fn record_ebpf(options: SessionOptions, shared: &Shared) -> Result<Recording> {
         notes,
         failure: None,
     })
+}
+
+/// Polls `recorder` until the duration, a stop or the target's exit ends the recording, and
+/// says why it ended; a failed poll is the error.
+#[cfg(target_os = "linux")]
+fn poll_until_end(
+    recorder: &mut lockscope_ebpf::Recorder,
+    options: &SessionOptions,
+    shared: &Shared,
+) -> Result<String> {
+    use lockscope_ebpf::Recorder;
+    use std::time::Instant;
+
+    // The duration counts from the attach (the recorder's clock), and the recording ends at
+    // it: the last sleep stops there, and a poll that would end past it (a poll takes about as
+    // long as the one before: draining the bottleneck stream of a busy server takes hundreds of
+    // milliseconds) is not started, the end's drain taking what it would have.
+    let reason = loop {
+        // A sleep can end late on a busy machine: past the end, there is no poll to start.
+        if options.duration.is_some_and(|d| recorder.elapsed() >= d) {
+            break "duration elapsed".to_string();
+        }
+        let polled = Instant::now();
+        let status = match recorder.poll() {
+            Ok(status) => status,
+            Err(e) => return Err(anyhow::Error::from(e).context("recording failed")),
+        };
+        let last_poll = polled.elapsed();
+        *lock(&shared.progress) = Progress {
+            elapsed: status.elapsed,
+            events: status.events,
+            lost: status.losses.lost_events(),
+            stack_failures: status.losses.user_stack_failures + status.losses.kernel_stack_failures,
+        };
+        if let Some(reason) = lock(&shared.stop).clone() {
+            break reason;
+        }
+        if status.target_exited {
+            break target_exit_reason(recorder.target_exit_status());
+        }
+        let interval = if recorder.wants_early_polls() {
+            Recorder::EARLY_POLL_INTERVAL
+        } else {
+            POLL_INTERVAL
+        };
+        if let Some(duration) = options.duration {
+            let left = duration.saturating_sub(recorder.elapsed());
+            if left <= interval + last_poll {
+                break nap(left, shared).unwrap_or_else(|| "duration elapsed".to_string());
+            }
+        }
+        std::thread::sleep(interval);
+    };
+    Ok(reason)
+}
+
+/// What the recording records, as the progress line says it: `pid N` for one process (scripts
+/// wait for that line), else the pids, the cgroup or all processes, and how many processes.
+#[cfg(target_os = "linux")]
+fn describe_target(target: &lockscope_probes::RecordedTarget, processes: usize) -> String {
+    let counted = format!(
+        "{processes} {}",
+        if processes == 1 {
+            "process"
+        } else {
+            "processes"
+        }
+    );
+    // `recording pid N` as before for one process: scripts wait for that line.
+    match (&target.cgroup, target.all, target.tree, target.pids.len()) {
+        (_, true, _, _) => format!("all processes ({counted})"),
+        (Some(cgroup), _, _, _) => format!("cgroup {cgroup} ({counted})"),
+        (None, false, tree, n) if tree || n > 1 => {
+            let pids: Vec<String> = if n > 1 {
+                target.pids.iter().map(u32::to_string).collect()
+            } else {
+                vec![target.pid.to_string()]
+            };
+            format!(
+                "{} {}{} ({counted})",
+                if n > 1 { "pids" } else { "pid" },
+                pids.join(", "),
+                match (tree, n > 1) {
+                    (false, _) => "",
+                    (true, false) => " and its descendants",
+                    (true, true) => " and their descendants",
+                }
+            )
+        }
+        _ => format!("pid {}", target.pid),
+    }
 }
 
 /// The CPU time (user and system, of every thread, the exited ones' included) each of `pids`

@@ -1,5 +1,5 @@
 //! Who each wait waited for (`waitfor`): the probe's catalog entry and its clauses, one `printf`
-//! per scheduler event of the target's threads, read back by `crate::waitfor`.
+//! per scheduler event of the target's threads, read back by `crate::bottleneck`.
 
 use crate::catalog::{DtraceProbe, TargetOs};
 use crate::script::family::Family;
@@ -13,7 +13,7 @@ pub(crate) const PROBE: DtraceProbe = DtraceProbe {
     description: "who each wait waited for: every off-CPU interval of the target's threads \
                   (switch-out with its user stack and system call, the wakeup with the \
                   waker thread and its stacks, the switch back in with the thread that gave \
-                  the CPU back), streamed as it happens to the wait-for analysis \
+                  the CPU back), streamed as it happens to the bottleneck analysis \
                   (`lockscope why`)",
     kinds: &[WaitKind::OffCpu],
     cost: CostClass::PerContextSwitch,
@@ -57,11 +57,11 @@ pub(crate) const PROBE: DtraceProbe = DtraceProbe {
 
 /// Kernel frames taken at a wakeup: the tracing path's own frames (DTrace's trampoline,
 /// `bpf_trace_run1`, `try_to_wake_up` on Linux) and enough of the waker's to tell an interrupt
-/// handler (a timer, a device) from a thread (`crate::waitfor::is_interrupt_frame`).
+/// handler (a timer, a device) from a thread (`crate::bottleneck::is_interrupt_frame`).
 pub const WAKER_KERNEL_FRAMES: u32 = 12;
 
-/// The wait-for stream (`waitfor`): one `printf` per scheduler event of the target's threads,
-/// each a line `=== wf KIND TIMESTAMP ...` that `crate::waitfor` reads as dtrace prints it
+/// The bottleneck stream (`waitfor`): one `printf` per scheduler event of the target's threads,
+/// each a line `=== wf KIND TIMESTAMP ...` that `crate::bottleneck` reads as dtrace prints it
 /// (the fields are documented there), with the stacks it needs after it:
 ///
 /// - `out`: a thread of the target leaves its CPU (`sched:::off-cpu`, in its own context): its

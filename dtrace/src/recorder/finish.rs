@@ -6,10 +6,10 @@ use super::launch::{Attempt, Outcome};
 use super::process::{killed_by_signal, TargetWatch};
 use super::supervise::{HELD_STOPPED, HELD_STOPPED_GRACE};
 use super::{Recorder, Recording};
+use crate::bottleneck::{BottleneckStream, StreamResult};
 use crate::catalog::{DtraceProbe, TargetOs};
 use crate::parse::Output;
 use crate::script::ScriptTarget;
-use crate::waitfor::{StreamResult, WaitForStream};
 use crate::{profile, Error};
 use lockscope_probes::{AttachStatus, ProbeAttachment, Profile, RecordedTarget};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -63,7 +63,7 @@ impl Recorder {
             (None, None) if diagnosis.target_exited || output.done => "target exited".to_string(),
             (None, None) => format!("dtrace exited ({status})"),
         };
-        let mut stream = stream.and_then(WaitForStream::finish);
+        let mut stream = stream.and_then(BottleneckStream::finish);
         warnings.extend(stream.as_ref().and_then(stream_losses_warning));
         let user_stacks = stream.iter_mut().flat_map(|s| {
             s.stacks
@@ -234,17 +234,17 @@ fn incomplete_output_warning(killed: Option<&str>, done: bool) -> Option<String>
     }
 }
 
-/// The warning of a wait-for stream that lost events, if it did.
+/// The warning of a bottleneck stream that lost events, if it did.
 fn stream_losses_warning(stream: &StreamResult) -> Option<String> {
     (stream.inconsistent > 0 || stream.late > 0).then(|| {
         format!(
-            "the wait-for stream lost events: {} switches contradicted their thread's \
+            "the bottleneck stream lost events: {} switches contradicted their thread's \
              state (counted as lost intervals, or cut where they overlapped the \
              thread's last one; that time is `unknown` to `lockscope why`), {} came more \
              than {} ms after later ones of another CPU",
             stream.inconsistent,
             stream.late,
-            crate::waitfor::REORDER_NS / 1_000_000
+            crate::bottleneck::REORDER_NS / 1_000_000
         )
     })
 }
@@ -283,7 +283,7 @@ fn resolve_user_frames<'s>(
     }
     let symbolizer = crate::symbolize::UserSymbolizer::new(&watch.maps);
     let mut resolved = symbolizer.resolve_output(output);
-    // The wait-for stream records one process only (its script names `$target`).
+    // The bottleneck stream records one process only (its script names `$target`).
     symbolizer.resolve_stacks(streamed, &mut resolved);
     resolved
 }

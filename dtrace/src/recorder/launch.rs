@@ -12,11 +12,11 @@ use super::process::{
     LaunchedTarget, Many, TargetWatch,
 };
 use super::Recorder;
+use crate::bottleneck::BottleneckStream;
 use crate::catalog::{DtraceProbe, MACOS_INTROSPECTION};
 use crate::parse::Output;
 use crate::script::generate_script;
 use crate::script::ScriptTarget;
-use crate::waitfor::WaitForStream;
 use crate::Error;
 use lockscope_probes::catalog::{FUTEX, WAITFOR};
 use std::path::PathBuf;
@@ -44,8 +44,8 @@ pub(super) struct Attempt {
     pub(super) status: ExitStatus,
     pub(super) stopped_by: Option<&'static str>,
     pub(super) output: Output,
-    /// The wait-for stream, when the `waitfor` probe ran.
-    pub(super) stream: Option<WaitForStream>,
+    /// The bottleneck stream, when the `waitfor` probe ran.
+    pub(super) stream: Option<BottleneckStream>,
     pub(super) stderr: Vec<String>,
     pub(super) watch: TargetWatch,
 }
@@ -204,8 +204,8 @@ impl Recorder {
         let stream = probes
             .iter()
             .any(|p| p.name == WAITFOR.name)
-            .then(|| WaitForStream::new(self.options.script.os));
-        // The wait-for stream prints all along, through dtrace's stdio buffer, which it flushes
+            .then(|| BottleneckStream::new(self.options.script.os));
+        // The bottleneck stream prints all along, through dtrace's stdio buffer, which it flushes
         // at any byte: on the stdout it shares with a `-c` command, the command's lines would
         // land inside dtrace's. So dtrace's output goes to a pipe of its own (`-o /dev/fd/3`),
         // and its stdout carries the command's output alone.

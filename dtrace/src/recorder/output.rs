@@ -1,8 +1,8 @@
-//! dtrace's output: its stdout fed to the parser (and the wait-for stream), the pipe of its own
+//! dtrace's output: its stdout fed to the parser (and the bottleneck stream), the pipe of its own
 //! it writes to when a `-c` command shares its stdout, and its stderr lines.
 
+use crate::bottleneck::BottleneckStream;
 use crate::parse::{Output, Parser};
-use crate::waitfor::WaitForStream;
 use crate::Error;
 use std::io::{BufRead, BufReader, Read};
 use std::ops::ControlFlow;
@@ -26,8 +26,8 @@ pub(super) fn read_stdout(
     stdout: Option<impl Read>,
     flags: &StdoutFlags,
     echo: bool,
-    mut stream: Option<WaitForStream>,
-) -> (Output, Option<WaitForStream>) {
+    mut stream: Option<BottleneckStream>,
+) -> (Output, Option<BottleneckStream>) {
     let mut parser = Parser::new();
     let mut in_end = false;
     if let Some(stdout) = stdout {
@@ -39,7 +39,7 @@ pub(super) fn read_stdout(
             if content.starts_with(b"=== lockscope begin") {
                 flags.began.store(true, Ordering::Release);
             }
-            // The wait-for stream's lines, as they come (never the target's output, never a
+            // The bottleneck stream's lines, as they come (never the target's output, never a
             // record of END).
             if let Some(stream) = stream.as_mut() {
                 if stream.feed_line(&String::from_utf8_lossy(content)) {

@@ -76,10 +76,10 @@ fn tick_clause(duration: Duration) -> String {
     }
 }
 
-/// The probe and the probe set of the wait-for analysis (`lockscope why`).
+/// The probe and the probe set of the bottleneck analysis (`lockscope why`).
 const WAIT_FOR_PROBES: &[&str] = &[WAITFOR.name, BOTTLENECK_SET];
 
-/// The smallest principal buffer (`bufsize`, per CPU) of a script with the wait-for stream.
+/// The smallest principal buffer (`bufsize`, per CPU) of a script with the bottleneck stream.
 pub const WAITFOR_BUFSIZE: u64 = 32 << 20;
 
 /// The probe set of `lockscope why`: the OS's defaults and `waitfor`.
@@ -178,7 +178,7 @@ fn write_preamble(out: &mut String, options: &ScriptOptions, names: &[&str], str
         "#pragma D option dynvarsize={}",
         size_option(options.dynvarsize)
     );
-    // The wait-for stream prints a few hundred bytes per context switch of the target: each
+    // The bottleneck stream prints a few hundred bytes per context switch of the target: each
     // CPU's buffer must hold what comes between two passes of the consumer, and a busy
     // consumer (symbolizing stacks) falls behind now and then.
     let bufsize = if streams {
@@ -190,7 +190,7 @@ fn write_preamble(out: &mut String, options: &ScriptOptions, names: &[&str], str
     let _ = writeln!(out, "#pragma D option strsize=256");
     if os == TargetOs::Linux || streams {
         // DTrace for Linux takes 3-7 s to end after exit() or a signal at the default 1 s
-        // switch rate; 10 ms ends it in well under a second. And the wait-for stream is read
+        // switch rate; 10 ms ends it in well under a second. And the bottleneck stream is read
         // every 10 ms on every OS, not once a second (a second of switches per buffer).
         let _ = writeln!(out, "#pragma D option switchrate=10ms");
     }

@@ -67,9 +67,9 @@ impl ScriptOptions {
     }
 
     /// The catalog probes these options select, in catalog order, after validation (the
-    /// `bottleneck` set expanded). The wait-for analysis (`waitfor`, `bottleneck`) exists where
+    /// `bottleneck` set expanded). The bottleneck analysis (`waitfor`, `bottleneck`) exists where
     /// the sched provider has a usable wakeup probe ([`catalog::has_wait_for`]); elsewhere it is
-    /// refused by name ([`Error::NoWaitFor`]).
+    /// refused by name ([`Error::NoBottleneck`]).
     pub fn selected_probes(&self) -> Result<Vec<&'static catalog::DtraceProbe>, Error> {
         if let ScriptTarget::Pids { pids, .. } = &self.target {
             if pids.is_empty() {
@@ -89,7 +89,7 @@ impl ScriptOptions {
         let names = self.expanded_probes();
         for name in &names {
             if WAIT_FOR_PROBES.contains(&name.as_str()) && !catalog::has_wait_for(self.os) {
-                return Err(Error::NoWaitFor {
+                return Err(Error::NoBottleneck {
                     probe: name.clone(),
                     os: self.os,
                 });
@@ -120,7 +120,7 @@ impl ScriptOptions {
 
     /// The probe names asked for, with the `bottleneck` set expanded: the OS's defaults (the
     /// report's wait sites) and `waitfor` (`lockscope why`), as on the eBPF backend. Sets are
-    /// expanded only where the wait-for analysis exists; elsewhere the name stays, to be refused
+    /// expanded only where the bottleneck analysis exists; elsewhere the name stays, to be refused
     /// by name.
     fn expanded_probes(&self) -> Vec<String> {
         let mut names: Vec<String> = Vec::new();

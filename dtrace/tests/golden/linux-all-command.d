@@ -156,7 +156,7 @@ syscall:::return
 	self->lockscope_offcpu_ts = 0;
 }
 
-/* waitfor: who each wait waited for: every off-CPU interval of the target's threads (switch-out with its user stack and system call, the wakeup with the waker thread and its stacks, the switch back in with the thread that gave the CPU back), streamed as it happens to the wait-for analysis (`lockscope why`) */
+/* waitfor: who each wait waited for: every off-CPU interval of the target's threads (switch-out with its user stack and system call, the wakeup with the waker thread and its stacks, the switch back in with the thread that gave the CPU back), streamed as it happens to the bottleneck analysis (`lockscope why`) */
 dtrace:::BEGIN
 {
 	printf("=== wf begin %d\n", timestamp);

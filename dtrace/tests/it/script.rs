@@ -320,14 +320,14 @@ fn linux_absent_probes_are_named() {
 }
 
 /// On macOS, whose sched:::wakeup does not say which process the woken thread belongs to, the
-/// wait-for analysis (`waitfor`, the `bottleneck` set) is refused by name, saying what is missing
+/// bottleneck analysis (`waitfor`, the `bottleneck` set) is refused by name, saying what is missing
 /// and where it is recorded.
 #[test]
 fn wait_for_analysis_is_refused_on_macos() {
     for probe in [WAITFOR.name, BOTTLENECK.name] {
         let mut options = ScriptOptions::new(TargetOs::MacOs);
         options.probes = vec![probe.to_string()];
-        let err = generate_script(&options).expect_err("no wait-for analysis on macOS");
+        let err = generate_script(&options).expect_err("no bottleneck analysis on macOS");
         let text = err.to_string();
         assert!(
             text.starts_with(&format!(

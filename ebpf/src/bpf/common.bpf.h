@@ -2,7 +2,7 @@
 /*
  * What every probe object shares. The maps declared here (and in stacks.bpf.h, which this file
  * includes) exist once per recording: the Rust side (src/shared.rs) loads them with the
- * `targets` object first and hands their file descriptors to every later object (libbpf
+ * `shared` object first and hands their file descriptors to every later object (libbpf
  * reuse_fd), so a process added to `targets`, or a stack captured by any probe, is seen by all.
  * A map that must be shared is declared in this file or in a header it includes; nothing else is
  * needed on the Rust side.
@@ -38,12 +38,12 @@ struct {
 	__type(value, __u8);
 } targets SEC(".maps");
 
-/* The wait-for analysis' records (enum lks_event_type), from the `offcpu` and `cpu` objects;
+/* The bottleneck analysis' records (enum lks_event_type), from the `offcpu` and `cpu` objects;
  * sized by user space when it streams (one page otherwise). */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4096);
-} waitfor_events SEC(".maps");
+} bottleneck_events SEC(".maps");
 
 /* Whether every process is a target (`record -a`): one `struct lks_targets_config`. An array,
  * whose lookup the verifier inlines: a process outside the set costs one hash lookup and this. */

@@ -37,7 +37,7 @@ struct lks_counters {
 	__u64 dropped;
 };
 
-/* Records of the shared `waitfor_events` ring buffer (the `waitfor` probe), told apart by their
+/* Records of the shared `bottleneck_events` ring buffer (the `waitfor` probe), told apart by their
  * first field. */
 enum lks_event_type {
 	/* struct offcpu_interval (offcpu.h): an off-CPU interval of a target thread. */
@@ -46,7 +46,7 @@ enum lks_event_type {
 	LKS_EVENT_CPU_SAMPLE = 2,
 };
 
-/* A sample of a target thread on a CPU, with the time it was taken: the wait-for analysis reads
+/* A sample of a target thread on a CPU, with the time it was taken: the bottleneck analysis reads
  * what a thread others waited for was running. */
 struct lks_cpu_sample {
 	enum lks_event_type type;

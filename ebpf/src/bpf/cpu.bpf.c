@@ -6,8 +6,8 @@
  * stack with the in-kernel unwinder (through FP-less code), takes its kernel stack when it
  * interrupted the kernel, and is aggregated here per (thread, user stack, kernel stack): count =
  * samples, total_ns = the CPU time they stand for (sample_ns). Nothing is copied to user space
- * per sample, except for the wait-for analysis (`targ_stream`): then each sample also goes to
- * the shared `waitfor_events` ring with its time.
+ * per sample, except for the bottleneck analysis (`targ_stream`): then each sample also goes to
+ * the shared `bottleneck_events` ring with its time.
  *
  * The program runs in hard interrupt context, where it can interrupt a tracepoint or raw_tp
  * program of another probe in the middle of its unwinding: it walks in the interrupt slot of the
@@ -27,7 +27,7 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
  * for (its stacks counted as failures); its time is kept either way. */
 __s64 lks_stack_key_budget = MAX_CPU_KEYS / 4 * 3;
 
-/* Also send each sample, with its time, to the wait-for analysis (the `waitfor` probe). */
+/* Also send each sample, with its time, to the bottleneck analysis (the `waitfor` probe). */
 const volatile bool targ_stream = false;
 
 struct {
@@ -129,7 +129,7 @@ static __always_inline int on_sample(struct bpf_perf_event_data *ctx, const bool
 	else
 		aggregate(&samples, &key, ns, NULL);
 	if (targ_stream) {
-		struct lks_cpu_sample *e = bpf_ringbuf_reserve(&waitfor_events, sizeof(*e), 0);
+		struct lks_cpu_sample *e = bpf_ringbuf_reserve(&bottleneck_events, sizeof(*e), 0);
 
 		if (!e) {
 			COUNT(dropped);

@@ -7,7 +7,7 @@
  * Hooks, to time waits: the futex system calls' own tracepoints
  * (syscalls/sys_{enter,exit}_futex{,_waitv,_wait}) when tracefs is mounted, else the generic
  * sys_enter / sys_exit; and sched_process_exit (waits ended by the thread's exit). Children of a
- * target are followed once for every probe, by targets.bpf.c. Every generic hook comes in a tp_btf flavor and a
+ * target are followed once for every probe, by shared.bpf.c. Every generic hook comes in a tp_btf flavor and a
  * raw_tp fallback; the loader attaches one flavor of each. The generic sys_enter and sys_exit run
  * on every system call of the machine: they test the system call number before anything else, so
  * every other call costs a compare (a target lookup on every call cost ~135 ns, 2.3% of this

@@ -13,8 +13,8 @@
  * (`wakeups`, offwaketime's idea, aggregated in the kernel). For the `preempt` probe
  * (`targ_preempted_stacks`) a preemption takes the user stack the thread was running. For the
  * `waitfor` probe (`targ_intervals`) every interval goes to user space as it ends (the shared
- * `waitfor_events` ring buffer),
- * with who woke it: the wait-for analysis follows each wait to what the waker was doing.
+ * `bottleneck_events` ring buffer),
+ * with who woke it: the bottleneck analysis follows each wait to what the waker was doing.
  *
  * Every sleep's waker is classed (enum waker_class): a thread of the program, one outside it,
  * or interrupt context (where `current` is just the thread the interrupt happened to land on),
@@ -327,7 +327,7 @@ static __always_inline void stream_interval(struct offcpu_thread *t, __u32 tid,
 
 	if (!targ_intervals)
 		return;
-	e = bpf_ringbuf_reserve(&waitfor_events, sizeof(*e), 0);
+	e = bpf_ringbuf_reserve(&bottleneck_events, sizeof(*e), 0);
 	if (!e) {
 		COUNT(dropped);
 		return;

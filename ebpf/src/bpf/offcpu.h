@@ -184,12 +184,12 @@ struct wakeup_key {
 	__u32 pad;
 };
 
-/* One off-CPU interval of a target thread, streamed to user space for the wait-for analysis
+/* One off-CPU interval of a target thread, streamed to user space for the bottleneck analysis
  * (`targ_intervals`, the `waitfor` probe): switched out at start_ns, woken at wakeup_ns (equal to
  * start_ns when it was preempted: runnable all along), back on a CPU at end_ns. Between one
  * interval's end and the thread's next start it was on a CPU. */
 struct offcpu_interval {
-	/* LKS_EVENT_INTERVAL: the first field of every `waitfor_events` record. */
+	/* LKS_EVENT_INTERVAL: the first field of every `bottleneck_events` record. */
 	enum lks_event_type type;
 	__u32 pad;
 	__u64 start_ns;

@@ -18,7 +18,7 @@
  * 4 MiB, for 2 GiB of code). */
 #define LKS_UNWIND_PAGES (1 << 19)
 /* Constants user space uses too: an enum, so that they reach Rust through the skeleton's types
- * (targets.bpf.c has an instance, which makes the skeleton generate them). */
+ * (shared.bpf.c has an instance, which makes the skeleton generate them). */
 enum unwind_constants {
 	/* Bytes of address space per page-index entry: 1 << this. */
 	LKS_UNWIND_PAGE_SHIFT = 12,

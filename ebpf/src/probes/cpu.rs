@@ -70,7 +70,7 @@ impl AggregationKey for cpu_key {
                 max: MAX_FREQUENCY_HZ,
             });
         }
-        // With the wait-for analysis, every sample also goes to its stream.
+        // With the bottleneck analysis, every sample also goes to its stream.
         let stream = cx.wants(&catalog::WAITFOR);
         let configure = |open: &mut OpenCpuSkel<'static>| {
             if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {

@@ -3,7 +3,7 @@
 //! futex, poll, I/O, sleep, other) and by who ended its sleeps, the off-CPU intervals with their
 //! stacks and who ended them, (for `wakeup`) who woke each sleep, from where, (for `preempt`) the
 //! user stack each preempted thread was running, and (for `waitfor`) every interval streamed to
-//! the wait-for analysis (`crate::waitfor`) as the recording goes.
+//! the bottleneck analysis (`crate::bottleneck`) as the recording goes.
 
 use super::load_object;
 use crate::error::{Error, ProbeError};
@@ -18,9 +18,9 @@ use crate::skel::offcpu::types::{
 };
 use crate::skel::offcpu::{OffcpuSkel, OffcpuSkelBuilder, OpenOffcpuSkel};
 use crate::syscalls::{syscall_name, syscall_number};
+use lockscope_probes::bottleneck::{Interval, IntervalKind, ThreadRef, WokenBy};
 use lockscope_probes::catalog::{self, offcpu_operation};
 use lockscope_probes::linux_syscalls;
-use lockscope_probes::waitfor::{Interval, IntervalKind, ThreadRef, WokenBy};
 use lockscope_probes::{ThreadTime, TimeClass, WaitKind};
 use std::collections::{BTreeMap, HashSet};
 
@@ -108,7 +108,7 @@ pub(crate) struct OffcpuProbe {
     object: LoadedObject<OffcpuSkel<'static>>,
 }
 
-/// A streamed interval in the wait-for engine's terms.
+/// A streamed interval in the bottleneck engine's terms.
 pub(crate) fn interval(e: &offcpu_interval) -> Interval<i32> {
     let stack = |id: i32| (id >= 0).then_some(id);
     let woken_by = woken_by(e.woken_by);

@@ -96,8 +96,8 @@ impl Recorder {
         let counters = self.probe_set.counters()?;
         let running = self.running_targets();
         let mut drained = self.probe_set.drain(&running)?;
-        if let Some(waitfor) = self.waitfor.take() {
-            drained.waitfor = Some(waitfor.finish(monotonic_ns())?);
+        if let Some(bottleneck) = self.bottleneck.take() {
+            drained.bottleneck = Some(bottleneck.finish(monotonic_ns())?);
         }
         let probe_warnings = std::mem::take(&mut drained.warnings);
         let resolve::Resolved {
@@ -106,7 +106,7 @@ impl Recorder {
             stacks,
             thread_times,
             wakeups,
-            waitfor,
+            bottleneck,
             symbol_failures,
         } = resolve(drained, &self.shared, &self.maps)?;
         let unwind = self.unwind_stats()?;
@@ -132,7 +132,7 @@ impl Recorder {
             waits,
             thread_times,
             wakeups,
-            waitfor,
+            bottleneck,
             processes,
         };
         // A futex sleep is `mutex`, `condvar`... whichever probe saw it.

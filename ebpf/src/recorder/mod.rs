@@ -2,7 +2,7 @@
 //! [`Profile`] when the recording ends.
 //!
 //! This module holds the recorder's state, its options and status, and the poll; the rest is
-//! split by job: `start` (checking, loading, attaching, launching a command), `targets` (the
+//! split by job: `start` (checking, loading, attaching, launching a command), `initial_set` (the
 //! target set a recording starts with), `processes` (following forks, execs, exits and a
 //! cgroup's members), `snapshots` (the `/proc/PID/maps` snapshots and unwind table refreshes),
 //! `child` (a launched command's reaping and termination), `finish` (draining and building
@@ -10,21 +10,21 @@
 
 mod child;
 mod finish;
+mod initial_set;
 mod processes;
 mod snapshots;
 mod start;
-mod targets;
 mod window;
 pub use window::LiveSnapshot;
 
+use crate::bottleneck::BottleneckStream;
 use crate::error::Error;
 use crate::probe::{monotonic_ns, ProbeSettings};
 use crate::probe_set::ProbeSet;
 use crate::procmaps::MapsCache;
 use crate::shared::SharedMaps;
-use crate::targets::{Cgroup, ProcessTable};
+use crate::target_set::{Cgroup, ProcessTable};
 use crate::unwind::{UnwindOptions, UnwindStats, Unwinder};
-use crate::waitfor::WaitForStream;
 use child::Child;
 use lockscope_probes::{catalog, Losses, ProbeAttachment, Profile, RecordedTarget, Target};
 use std::collections::{BTreeSet, HashMap};
@@ -150,8 +150,8 @@ pub struct Recorder {
     detached: bool,
     start_unix_ns: u64,
     target_exited: bool,
-    /// The wait-for analysis' stream and engine (the `waitfor` probe).
-    waitfor: Option<WaitForStream>,
+    /// The bottleneck analysis' stream and engine (the `waitfor` probe).
+    bottleneck: Option<BottleneckStream>,
     /// What the snapshots resolved (the symbolizer, the stacks and their ids), kept between
     /// snapshots (`window`).
     snapshot_cache: Option<crate::resolve::ResolveCache>,
@@ -200,8 +200,8 @@ impl Recorder {
     /// second (so that symbolization works after they exited). Cheap: call it often, and every
     /// [`Recorder::EARLY_POLL_INTERVAL`] while [`Recorder::wants_early_polls`] says so.
     pub fn poll(&mut self) -> Result<RecorderStatus, Error> {
-        if let Some(waitfor) = &mut self.waitfor {
-            waitfor.consume(monotonic_ns())?;
+        if let Some(bottleneck) = &mut self.bottleneck {
+            bottleneck.consume(monotonic_ns())?;
         }
         let counters = self.probe_set.counters()?;
         self.follow_processes();

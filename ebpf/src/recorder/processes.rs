@@ -3,7 +3,7 @@
 
 use super::{Child, Recorder, Scope, SNAPSHOT_INTERVAL};
 use crate::shared::ProcessEventKind;
-use crate::targets::{all_processes, process_alive};
+use crate::target_set::{all_processes, process_alive};
 use std::collections::BTreeSet;
 use std::time::Instant;
 

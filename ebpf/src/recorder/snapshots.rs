@@ -4,7 +4,7 @@
 
 use super::{Recorder, Scope, EARLY_SNAPSHOTS};
 use crate::error::Error;
-use crate::targets::process_alive;
+use crate::target_set::process_alive;
 use std::time::Instant;
 
 impl Recorder {

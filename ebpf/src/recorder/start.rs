@@ -2,8 +2,9 @@
 //! the shared maps and the probes, sets up the target set (launching a command once the probes
 //! are attached), and fails when not one probe attached.
 
-use super::targets::Targets;
+use super::initial_set::InitialSet;
 use super::{Child, RecordOptions, Recorder, Scope};
+use crate::bottleneck::BottleneckStream;
 use crate::environment::check_privileges;
 use crate::error::Error;
 use crate::launch::PendingChild;
@@ -12,9 +13,8 @@ use crate::probe::monotonic_ns;
 use crate::probe_set::{probe_names, ProbeSet};
 use crate::procmaps::MapsCache;
 use crate::shared::SharedMaps;
-use crate::targets::ProcessTable;
+use crate::target_set::ProcessTable;
 use crate::unwind::{StackMaps, Unwinder};
-use crate::waitfor::WaitForStream;
 use lockscope_probes::catalog::UnknownProbe;
 use lockscope_probes::{catalog, AttachStatus, ProbeAttachment, RecordedTarget, Target};
 use std::collections::HashMap;
@@ -70,12 +70,12 @@ impl Recorder {
         // Loading is CPU work on this thread (the verifier): on a loaded server it must not wait
         // behind the server's threads. Dropped before a command is forked (it would inherit it).
         let raised = RaisedPriority::raise();
-        // The shared maps first: every probe object reuses them (with the wait-for stream's ring
+        // The shared maps first: every probe object reuses them (with the bottleneck stream's ring
         // sized when it is asked for).
         let stream = options.probes.iter().any(|p| p == catalog::WAITFOR.name);
-        let mut shared = SharedMaps::load(stream.then_some(crate::waitfor::EVENTS_BYTES))?;
-        let waitfor = stream
-            .then(|| WaitForStream::open(&shared, monotonic_ns()))
+        let mut shared = SharedMaps::load(stream.then_some(crate::bottleneck::EVENTS_BYTES))?;
+        let bottleneck = stream
+            .then(|| BottleneckStream::open(&shared, monotonic_ns()))
             .transpose()?;
         // A probe that fails to load is reported as failed; the others still record.
         let mut probe_set = ProbeSet::load(&options.probes, &shared, &options.probe_settings);
@@ -89,11 +89,15 @@ impl Recorder {
         let mut processes = ProcessTable::default();
         let mut child = None;
         let (target, scope, attach_pid) = match &options.target {
-            Target::Pids { pids, tree } => Targets::new(&mut shared, &mut unwinder, &mut processes)
-                .pids(pids, *tree, &mut warnings)?,
-            Target::Cgroup(path) => Targets::new(&mut shared, &mut unwinder, &mut processes)
+            Target::Pids { pids, tree } => InitialSet::new(
+                &mut shared,
+                &mut unwinder,
+                &mut processes,
+            )
+            .pids(pids, *tree, &mut warnings)?,
+            Target::Cgroup(path) => InitialSet::new(&mut shared, &mut unwinder, &mut processes)
                 .cgroup(path, own, &mut warnings)?,
-            Target::All => Targets::new(&mut shared, &mut unwinder, &mut processes).all(own)?,
+            Target::All => InitialSet::new(&mut shared, &mut unwinder, &mut processes).all(own)?,
             Target::Command(argv) => {
                 // Tables of the program and its libraries before it runs: its first waits
                 // unwind (through the file fallback) before its process table exists.
@@ -170,7 +174,7 @@ impl Recorder {
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64),
             target_exited: false,
-            waitfor,
+            bottleneck,
             snapshot_cache: None,
         })
     }

@@ -16,7 +16,7 @@ use super::{Recorder, Scope};
 use crate::error::Error;
 use crate::probe::monotonic_ns;
 use crate::resolve::{self, resolve_cached, ResolveCache};
-use lockscope_probes::waitfor::WaitFor;
+use lockscope_probes::bottleneck::BottleneckAnalysis;
 use lockscope_probes::{ProcessInfo, Profile, Stack};
 
 /// The end reason a snapshot's profile gives: the recording has not ended.
@@ -27,7 +27,7 @@ const SNAPSHOT_REASON: &str = "snapshot of a recording in progress";
 #[non_exhaustive]
 pub struct LiveSnapshot {
     /// Everything recorded from the attach to now, as [`Recorder::snapshot`] gives it, but for
-    /// its stacks (none: see `new_stacks`) and its wait-for analysis (none: see `waitfor`). Its
+    /// its stacks (none: see `new_stacks`) and its bottleneck analysis (none: see `bottleneck`). Its
     /// `offcpu` futex sleeps are not yet classified by the `futex` probe's records
     /// (`overlap::classify_offcpu_sleeps` reads the stacks).
     pub profile: Profile,
@@ -37,17 +37,17 @@ pub struct LiveSnapshot {
     pub new_stacks: Vec<Stack>,
     /// The id of `new_stacks`' first.
     pub first_new_stack: usize,
-    /// The wait-for analysis (with the `waitfor` probe) of the intervals analysed since the
+    /// The bottleneck analysis (with the `waitfor` probe) of the intervals analysed since the
     /// previous live snapshot (the first: since the attach): the blame and samples they added,
     /// each record with what they added to it; its counts are the totals so far.
-    pub waitfor: Option<WaitFor>,
+    pub bottleneck: Option<BottleneckAnalysis>,
 }
 
 impl Recorder {
     /// The profile of what was recorded from the attach to now, every probe still attached: its
     /// duration is the time since the attach, its waits every wait that ended by now (a wait
     /// in progress is in a later snapshot, once it ends). Costs a drain and a copy of the whole
-    /// wait-for analysis: a live view takes [`Recorder::live_snapshot`] every interval, this
+    /// bottleneck analysis: a live view takes [`Recorder::live_snapshot`] every interval, this
     /// when asked to write what it saw.
     pub fn snapshot(&mut self) -> Result<Profile, Error> {
         let mut profile = self.snapshot_profile(true)?;
@@ -61,7 +61,7 @@ impl Recorder {
     }
 
     /// One interval of a live view: what [`Recorder::snapshot`] gives, less what the previous
-    /// live snapshot already gave of the stacks and of the wait-for analysis. Costs a drain,
+    /// live snapshot already gave of the stacks and of the bottleneck analysis. Costs a drain,
     /// the symbolization of the new stacks and the blame of the interval: call it at a person's
     /// pace (once a second).
     pub fn live_snapshot(&mut self) -> Result<LiveSnapshot, Error> {
@@ -70,12 +70,12 @@ impl Recorder {
             .snapshot_cache
             .as_mut()
             .map_or((0, Vec::new()), ResolveCache::new_stacks);
-        let waitfor = profile.waitfor.take();
+        let bottleneck = profile.bottleneck.take();
         Ok(LiveSnapshot {
             profile,
             new_stacks,
             first_new_stack,
-            waitfor,
+            bottleneck,
         })
     }
 
@@ -87,12 +87,12 @@ impl Recorder {
         let counters = self.probe_set.counters()?;
         let running = self.running_targets();
         let mut drained = self.probe_set.drain(&running)?;
-        if let Some(waitfor) = &mut self.waitfor {
+        if let Some(bottleneck) = &mut self.bottleneck {
             let now = monotonic_ns();
-            drained.waitfor = Some(if whole {
-                waitfor.so_far(now)?
+            drained.bottleneck = Some(if whole {
+                bottleneck.so_far(now)?
             } else {
-                waitfor.changed(now)?
+                bottleneck.changed(now)?
             });
         }
         let probe_warnings = std::mem::take(&mut drained.warnings);
@@ -102,7 +102,7 @@ impl Recorder {
             stacks: _,
             thread_times,
             wakeups,
-            waitfor,
+            bottleneck,
             symbol_failures: _,
         } = resolve_cached(
             drained,
@@ -123,7 +123,7 @@ impl Recorder {
             waits,
             thread_times,
             wakeups,
-            waitfor,
+            bottleneck,
             processes,
         })
     }

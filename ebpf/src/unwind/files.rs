@@ -15,7 +15,7 @@ use super::builder::{BuiltTable, TableFailure};
 use super::elf::LoadSegment;
 use super::maps::UnwindMaps;
 use super::{FileKey, TableBuild};
-use crate::skel::targets::types::{unwind_file, unwind_file_key, unwind_row};
+use crate::skel::shared::types::{unwind_file, unwind_file_key, unwind_row};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;

@@ -12,7 +12,7 @@
 
 use super::StackMaps;
 use crate::error::Error;
-use crate::skel::targets::types::{unwind_file, unwind_file_key, unwind_proc, unwind_row};
+use crate::skel::shared::types::{unwind_file, unwind_file_key, unwind_proc, unwind_row};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use std::os::fd::{AsFd, AsRawFd};
 use std::ptr::NonNull;
@@ -252,7 +252,7 @@ pub(crate) unsafe fn as_bytes<T>(value: &T) -> &[u8] {
 #[cfg(test)]
 pub(crate) mod fake {
     use super::*;
-    use crate::skel::targets::types::unwind_mapping;
+    use crate::skel::shared::types::unwind_mapping;
     use std::collections::HashMap;
 
     /// In-memory `unwind_rows`, `unwind_pages`, `unwind_files` and `unwind_procs`.

@@ -54,7 +54,7 @@ mod x86_64;
 
 use crate::error::Error;
 use crate::procmaps::{open_mapped_file, parse_maps_line, MapsLine};
-use crate::skel::targets::types::{
+use crate::skel::shared::types::{
     unwind_config, unwind_constants, unwind_memo_mode, unwind_user_stacks,
 };
 use builder::{build_image, builder_nice, Builders, Done};
@@ -210,7 +210,7 @@ impl Unwinder {
     }
 
     /// Gives `child`, which `parent` forked, its parent's mapping table (the same address
-    /// space until it execs): the table the kernel copied at the fork (`bpf/targets.bpf.c`),
+    /// space until it execs): the table the kernel copied at the fork (`bpf/shared.bpf.c`),
     /// now held by the store, or written when the kernel could not copy it. False when the
     /// parent has no table.
     pub fn inherit(&mut self, child: u32, parent: u32) -> Result<bool, Error> {
@@ -222,7 +222,7 @@ impl Unwinder {
             .map(|_| true)
     }
 
-    /// `pid` executed a new program: the kernel dropped its table (`bpf/targets.bpf.c`); it is
+    /// `pid` executed a new program: the kernel dropped its table (`bpf/shared.bpf.c`); it is
     /// written anew from its mappings now (if it still runs).
     pub fn exec(&mut self, pid: u32) -> Result<bool, Error> {
         self.processes.dropped(pid);

@@ -11,7 +11,7 @@ use super::files::{FileState, FileStore};
 use super::maps::UnwindMaps;
 use super::{elf, FileKey, TABLE_PENDING};
 use crate::error::Error;
-use crate::skel::targets::types::{unwind_mapping, unwind_proc};
+use crate::skel::shared::types::{unwind_mapping, unwind_proc};
 use std::collections::{HashMap, HashSet};
 
 /// One executable mapping of a process, and the file whose table unwinds it.

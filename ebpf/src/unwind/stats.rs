@@ -3,7 +3,7 @@
 
 use super::Unwinder;
 use crate::error::Error;
-use crate::skel::targets::types::unwind_counters;
+use crate::skel::shared::types::unwind_counters;
 use libbpf_rs::{MapCore, MapFlags};
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 
 use super::elf::ElfImage;
 use super::x86_64;
-use crate::skel::targets::types::{unwind_cfa_kind as Kind, unwind_constants};
+use crate::skel::shared::types::{unwind_cfa_kind as Kind, unwind_constants};
 use gimli::{
     BaseAddresses, CieOrFde, DebugFrame, EhFrame, LittleEndian, UnwindContext, UnwindSection,
 };

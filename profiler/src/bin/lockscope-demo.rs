@@ -537,6 +537,16 @@ fn join<T>(thread: thread::JoinHandle<T>) -> T {
         .unwrap_or_else(|_| fail(&format!("`{name}` panicked"), 1))
 }
 
+/// What the threads measured of their waits, for the summary.
+struct Measured {
+    /// Each waiter's own measure of its wait: `mutex-waiter-1 200.3 ms`.
+    waits: Vec<String>,
+    /// Each waiter's time known asleep before its release, where /proc told it.
+    asleep: Vec<String>,
+    /// Whether /proc told when every waiter was asleep (Linux).
+    asleep_known: bool,
+}
+
 fn main() {
     let (wait_for_stdin, mutex_hold) =
         parse_args(std::env::args().skip(1)).unwrap_or_else(|message| fail(&message, 2));
@@ -547,107 +557,9 @@ fn main() {
         }
     }
     let started = Instant::now();
-
-    // Part 1: a convoy on one mutex.
-    ORDER_LOCK.lock();
-    let (mutex_announcements, cond_announcements) = ANNOUNCEMENTS.split_at(MUTEX_WAITERS);
-    let mutex_waiters: Vec<_> = mutex_announcements
-        .iter()
-        .enumerate()
-        .map(|(i, announcement)| {
-            spawn(format!("mutex-waiter-{}", i + 1), move || {
-                place_order(announcement)
-            })
-        })
-        .collect();
-    wait_until_ready(MUTEX_WAITERS);
-    let hold_start = Instant::now();
-    // The waiters announced themselves just before blocking: the hold is all wait time for them
-    // once they are asleep (or, where /proc cannot tell, after a moment to reach the kernel).
-    // The holder's time awake is read before the instant the waiters' known sleep starts from
-    // and after the one it ends at, so it covers all of it.
-    let mut asleep_known = wait_until_asleep(mutex_announcements);
-    let awake_before = awake_ns();
-    if !asleep_known {
-        thread::sleep(Duration::from_millis(5));
-    }
-    let asleep_at = Instant::now();
-    hold_order_lock(mutex_hold.saturating_sub(hold_start.elapsed()));
-    let release = Instant::now();
-    let awake_after = awake_ns();
-    ORDER_LOCK.unlock();
-    let awake_during_hold = awake_before
-        .zip(awake_after)
-        .map(|(before, after)| after.saturating_sub(before));
-    let held = release - hold_start;
-    let mut asleep: Vec<String> = (1..=MUTEX_WAITERS)
-        .map(|i| format!("mutex-waiter-{i} {}", asleep_for(asleep_at, release)))
-        .collect();
-    // Each thread's own measure of its wait: the answer a recording must match where the
-    // machine's speed shifts the waits away from the nominal ones (an emulated kernel).
-    let mut measured = Vec::new();
-    for (i, t) in mutex_waiters.into_iter().enumerate() {
-        let waited = join(t);
-        measured.push(format!(
-            "mutex-waiter-{} {:.1} ms",
-            i + 1,
-            waited.as_secs_f64() * 1e3
-        ));
-    }
-
-    // Part 2: condvar waits, one condvar (and mutex) per waiter.
-    READY.store(0, Ordering::SeqCst);
-    let cond_waiters: Vec<_> = SHIPMENTS
-        .iter()
-        .zip(cond_announcements)
-        .enumerate()
-        .map(|(i, (shipment, announcement))| {
-            spawn(format!("cond-waiter-{}", i + 1), move || {
-                await_shipment(shipment, announcement)
-            })
-        })
-        .collect();
-    wait_until_ready(CONDVAR_WAITERS);
-    // Each waiter announced itself with its mutex held; taking the mutex proves it is inside
-    // pthread_cond_wait (which releases the mutex only once the waiter is registered).
-    for shipment in &SHIPMENTS {
-        shipment.mutex.lock();
-        shipment.mutex.unlock();
-    }
-    asleep_known &= wait_until_asleep(cond_announcements);
-    let asleep_at = Instant::now();
-    prepare_shipment(CONDVAR_WAIT, &SHIPMENTS);
-    let release = Instant::now();
-    for shipment in &SHIPMENTS {
-        deliver(shipment);
-    }
-    asleep.extend(
-        (1..=CONDVAR_WAITERS)
-            .map(|i| format!("cond-waiter-{i} {}", asleep_for(asleep_at, release))),
-    );
-    for (i, t) in cond_waiters.into_iter().enumerate() {
-        let waited = join(t);
-        measured.push(format!(
-            "cond-waiter-{} {:.1} ms",
-            i + 1,
-            waited.as_secs_f64() * 1e3
-        ));
-    }
-
-    // Part 3: on CPU. The holder takes the spinlock before the spinner starts, and releases
-    // it once the spinner has spun SPIN_HOLD of CPU, so its CPU time is all spent spinning.
-    SPIN_LOCK.init();
-    let holder = spawn("lock-holder".to_owned(), || hold_spin_lock(SPIN_HOLD));
-    while !SPIN_HELD.load(Ordering::SeqCst) {
-        thread::yield_now();
-    }
-    let spinner = spawn("spinner".to_owned(), acquire_spin_lock);
-    let spinner_cpu = cpu_clock_of(&spinner).map_or(SPINNER_CLOCK_NONE, i64::from);
-    SPINNER_CLOCK.store(spinner_cpu, Ordering::SeqCst);
-    let cruncher = spawn("cruncher".to_owned(), || crunch_numbers(CRUNCH_TIME));
-    join(holder);
-    let spun = join(spinner);
-    let crunched = join(cruncher);
+    let (mut measured, held, awake_during_hold) = mutex_convoy(mutex_hold);
+    condvar_waits(&mut measured);
+    let (spun, crunched) = on_cpu();
 
     println!(
         "lockscope-demo: held the order lock {:.1} ms against {MUTEX_WAITERS} waiters; \
@@ -658,16 +570,16 @@ fn main() {
     );
     println!(
         "lockscope-demo: waits measured by the threads: {}",
-        measured.join(", ")
+        measured.waits.join(", ")
     );
     // Only where /proc told when the waiters were asleep (Linux).
-    if asleep_known {
+    if measured.asleep_known {
         println!(
             "lockscope-demo: waits known asleep before the release: {}",
-            asleep.join(", ")
+            measured.asleep.join(", ")
         );
         // The part of that time the main thread, the holder, was not asleep itself (on a CPU,
-        // or waiting for one after its sleep ended), rounded up: what a wait-for analysis
+        // or waiting for one after its sleep ended), rounded up: what a bottleneck analysis
         // charges to its CPU or to the CPUs' saturation, not to its sleep under the lock.
         if let Some(awake) = awake_during_hold {
             println!(
@@ -686,4 +598,122 @@ fn main() {
         let _ = std::io::Write::flush(&mut std::io::stdout());
         let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new());
     }
+}
+
+/// Part 1: a convoy on one mutex, held `mutex_hold` by the main thread. Returns the waits, how
+/// long the lock was held, and the main thread's time awake while the waiters slept.
+fn mutex_convoy(mutex_hold: Duration) -> (Measured, Duration, Option<u64>) {
+    ORDER_LOCK.lock();
+    let mutex_announcements = &ANNOUNCEMENTS[..MUTEX_WAITERS];
+    let mutex_waiters: Vec<_> = mutex_announcements
+        .iter()
+        .enumerate()
+        .map(|(i, announcement)| {
+            spawn(format!("mutex-waiter-{}", i + 1), move || {
+                place_order(announcement)
+            })
+        })
+        .collect();
+    wait_until_ready(MUTEX_WAITERS);
+    let hold_start = Instant::now();
+    // The waiters announced themselves just before blocking: the hold is all wait time for them
+    // once they are asleep (or, where /proc cannot tell, after a moment to reach the kernel).
+    // The holder's time awake is read before the instant the waiters' known sleep starts from
+    // and after the one it ends at, so it covers all of it.
+    let asleep_known = wait_until_asleep(mutex_announcements);
+    let awake_before = awake_ns();
+    if !asleep_known {
+        thread::sleep(Duration::from_millis(5));
+    }
+    let asleep_at = Instant::now();
+    hold_order_lock(mutex_hold.saturating_sub(hold_start.elapsed()));
+    let release = Instant::now();
+    let awake_after = awake_ns();
+    ORDER_LOCK.unlock();
+    let awake_during_hold = awake_before
+        .zip(awake_after)
+        .map(|(before, after)| after.saturating_sub(before));
+    let held = release - hold_start;
+    let asleep: Vec<String> = (1..=MUTEX_WAITERS)
+        .map(|i| format!("mutex-waiter-{i} {}", asleep_for(asleep_at, release)))
+        .collect();
+    // Each thread's own measure of its wait: the answer a recording must match where the
+    // machine's speed shifts the waits away from the nominal ones (an emulated kernel).
+    let mut measured = Vec::new();
+    for (i, t) in mutex_waiters.into_iter().enumerate() {
+        let waited = join(t);
+        measured.push(format!(
+            "mutex-waiter-{} {:.1} ms",
+            i + 1,
+            waited.as_secs_f64() * 1e3
+        ));
+    }
+    let measured = Measured {
+        waits: measured,
+        asleep,
+        asleep_known,
+    };
+    (measured, held, awake_during_hold)
+}
+
+/// Part 2: condvar waits, one condvar (and mutex) per waiter, signalled after [`CONDVAR_WAIT`].
+fn condvar_waits(measured: &mut Measured) {
+    READY.store(0, Ordering::SeqCst);
+    let cond_announcements = &ANNOUNCEMENTS[MUTEX_WAITERS..];
+
+    let cond_waiters: Vec<_> = SHIPMENTS
+        .iter()
+        .zip(cond_announcements)
+        .enumerate()
+        .map(|(i, (shipment, announcement))| {
+            spawn(format!("cond-waiter-{}", i + 1), move || {
+                await_shipment(shipment, announcement)
+            })
+        })
+        .collect();
+    wait_until_ready(CONDVAR_WAITERS);
+    // Each waiter announced itself with its mutex held; taking the mutex proves it is inside
+    // pthread_cond_wait (which releases the mutex only once the waiter is registered).
+    for shipment in &SHIPMENTS {
+        shipment.mutex.lock();
+        shipment.mutex.unlock();
+    }
+    measured.asleep_known &= wait_until_asleep(cond_announcements);
+    let asleep_at = Instant::now();
+    prepare_shipment(CONDVAR_WAIT, &SHIPMENTS);
+    let release = Instant::now();
+    for shipment in &SHIPMENTS {
+        deliver(shipment);
+    }
+    measured.asleep.extend(
+        (1..=CONDVAR_WAITERS)
+            .map(|i| format!("cond-waiter-{i} {}", asleep_for(asleep_at, release))),
+    );
+    for (i, t) in cond_waiters.into_iter().enumerate() {
+        let waited = join(t);
+        measured.waits.push(format!(
+            "cond-waiter-{} {:.1} ms",
+            i + 1,
+            waited.as_secs_f64() * 1e3
+        ));
+    }
+}
+
+/// Part 3: on CPU. Returns the spinner's and the cruncher's CPU time.
+fn on_cpu() -> (Duration, Duration) {
+    // The holder takes the spinlock before the spinner starts, and releases
+    // it once the spinner has spun SPIN_HOLD of CPU, so its CPU time is all spent spinning.
+    SPIN_LOCK.init();
+    let holder = spawn("lock-holder".to_owned(), || hold_spin_lock(SPIN_HOLD));
+    while !SPIN_HELD.load(Ordering::SeqCst) {
+        thread::yield_now();
+    }
+    let spinner = spawn("spinner".to_owned(), acquire_spin_lock);
+    let spinner_cpu = cpu_clock_of(&spinner).map_or(SPINNER_CLOCK_NONE, i64::from);
+    SPINNER_CLOCK.store(spinner_cpu, Ordering::SeqCst);
+    let cruncher = spawn("cruncher".to_owned(), || crunch_numbers(CRUNCH_TIME));
+    join(holder);
+    let spun = join(spinner);
+    let crunched = join(cruncher);
+    (spun, crunched)
 }

@@ -163,8 +163,8 @@ pub fn filter_profile(profile: &Profile, fold: &FoldOptions) -> Profile {
         waits,
         thread_times,
         wakeups,
-        // The wait-for analysis is of the whole program, not of one probe's records.
-        waitfor: None,
+        // The bottleneck analysis is of the whole program, not of one probe's records.
+        bottleneck: None,
         // The target set, whatever the records kept: a process recorded stays recorded.
         processes: profile.processes.clone(),
     }

@@ -1,6 +1,6 @@
 //! Comparisons: each run against the first, and a sweep's knee level against its last, as
 //! tables (from the typed diff value `lockscope diff --json` writes), the differential causes
-//! (the [`WhyDiff`] of `lockscope why A B`, when both sides have the wait-for analysis) and the
+//! (the [`WhyDiff`] of `lockscope why A B`, when both sides have the bottleneck analysis) and the
 //! differential flamegraph.
 
 use super::error_chain;
@@ -321,9 +321,9 @@ pub(super) fn diff_section(
 }
 
 /// The differential causes of two runs (`lockscope why A B`, its working threads, per analysed
-/// thread-second), as the text's table: nothing when either side lacks the wait-for analysis.
+/// thread-second), as the text's table: nothing when either side lacks the bottleneck analysis.
 pub(super) fn why_diff_table(out: &mut String, a: &Run<'_>, b: &Run<'_>, labels: (&str, &str)) {
-    if a.profile.waitfor.is_none() || b.profile.waitfor.is_none() {
+    if a.profile.bottleneck.is_none() || b.profile.bottleneck.is_none() {
         return;
     }
     let diff = match WhyDiff::build(

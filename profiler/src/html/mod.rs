@@ -28,7 +28,7 @@
 //! 3. per run (each profile given, and each level of each sweep): the metadata and environment
 //!    fingerprint, the flamegraph of its waits (with the `cpu` probe, a CPU flamegraph too),
 //!    `lockscope why`'s causes as tables (`why.rs`: the value `why` renders, default options; a
-//!    line saying how to record them when the profile has no wait-for analysis), and the report
+//!    line saying how to record them when the profile has no bottleneck analysis), and the report
 //!    ([`crate::report`]'s value, whose counts and waits by role every part of the page reads,
 //!    [`crate::report::Classified`]) as tables: records
 //!    by kind, the top sites with their log2 histograms as small SVG bar charts and their stacks

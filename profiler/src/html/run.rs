@@ -1,5 +1,5 @@
 //! One run's section: its metadata and environment fingerprint, its flamegraphs (waits; CPU time
-//! with the `cpu` probe), `lockscope why`'s causes (with the wait-for analysis) and its report.
+//! with the `cpu` probe), `lockscope why`'s causes (with the bottleneck analysis) and its report.
 
 use super::page::iframe_svg;
 use super::report::report_tables;

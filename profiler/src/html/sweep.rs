@@ -263,7 +263,7 @@ pub(super) fn parting_level(a: &Sweep, b: &Sweep) -> Option<(u32, usize, usize)>
 
 /// Two sweeps compared (`lockscope html SWEEP_A SWEEP_B`): both throughput curves on one chart,
 /// a table of both per concurrency level, and the differential causes (`lockscope why`) at the
-/// level where the scaling differs most, when both sweeps recorded the wait-for analysis there.
+/// level where the scaling differs most, when both sweeps recorded the bottleneck analysis there.
 pub(super) fn sweeps_compared(
     out: &mut String,
     id: &str,
@@ -315,12 +315,12 @@ pub(super) fn sweeps_compared(
     );
     match (a.2.get(i), b.2.get(j)) {
         (Some(run_a), Some(run_b))
-            if run_a.profile.waitfor.is_some() && run_b.profile.waitfor.is_some() =>
+            if run_a.profile.bottleneck.is_some() && run_b.profile.bottleneck.is_some() =>
         {
             why_diff_table(out, run_a, run_b, ("A", "B"));
         }
         _ => out.push_str(
-            "<p class=\"muted\">No differential causes: both levels need the wait-for analysis \
+            "<p class=\"muted\">No differential causes: both levels need the bottleneck analysis \
              (record the sweeps with <code>--probes bottleneck</code>).</p>\n",
         ),
     }

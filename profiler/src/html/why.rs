@@ -2,15 +2,15 @@
 //! built with its default options), so the page and the text give the same causes and numbers:
 //! which threads were analysed and which were left out, where their time went, the causes best
 //! first (rank, kind, share, where, the waits each explains and one chain that leads there),
-//! idle, and the analysis' coverage. A profile without the wait-for analysis says so in one line
+//! idle, and the analysis' coverage. A profile without the bottleneck analysis says so in one line
 //! with the flag that records it.
 
 use crate::render::svg::xml_escape;
 use crate::render::tables::{table_close, table_open, Cell};
 use crate::render::units::{format_fraction, format_ns};
 use crate::why::{Cause, Why, WhyOptions};
+use lockscope_probes::bottleneck::WaitPart;
 use lockscope_probes::catalog;
-use lockscope_probes::waitfor::WaitPart;
 use lockscope_probes::Profile;
 use std::fmt::Write as _;
 
@@ -25,10 +25,10 @@ pub(super) fn why_section(out: &mut String, profile: &Profile, heading: &str) {
         out,
         "<{heading}>Why: what the waits come down to (lockscope why)</{heading}>"
     );
-    if profile.waitfor.is_none() {
+    if profile.bottleneck.is_none() {
         let _ = writeln!(
             out,
-            "<p class=\"muted\">No wait-for analysis in this profile: record it with <code>--probes {}</code> for <code>lockscope why</code>'s causes here.</p>",
+            "<p class=\"muted\">No bottleneck analysis in this profile: record it with <code>--probes {}</code> for <code>lockscope why</code>'s causes here.</p>",
             catalog::BOTTLENECK.name
         );
         return;

@@ -47,7 +47,7 @@ pub struct Classified {
     pub spin_samples: u64,
     /// Their CPU time, nanoseconds (the report's spin section).
     pub spin_ns: u64,
-    /// True when some role was told by who ended the sleeps or by the wait-for analysis, not
+    /// True when some role was told by who ended the sleeps or by the bottleneck analysis, not
     /// only by a lock's kind or the rule of thumb.
     pub wakers_known: bool,
     /// The threads' wall times summed (the offcpu probe's per-thread times), the whole that the

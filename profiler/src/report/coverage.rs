@@ -23,7 +23,7 @@ const OFFCPU_COST: &str = "about 1-2 µs per blocking context switch; MariaDB un
 
 /// What `bottleneck` adds to `offcpu`, as docs/BENCHMARKS.md measured it (`offcpu,wakeup` +1.88
 /// µs a mutex hand-off against offcpu's +1.76; `preempt` +839 ns a switch on MariaDB; the
-/// interval stream of the wait-for analysis is not measured there yet).
+/// interval stream of the bottleneck analysis is not measured there yet).
 const BOTTLENECK_COST: &str = "the wakers' stacks about 0.1 µs more per blocking switch, \
                                preemption stacks about 0.8 µs per switch on MariaDB";
 

@@ -92,7 +92,7 @@ pub fn finding(levels: &[Level], knee: Option<&Knee>) -> String {
 /// What `lockscope why` said of the levels `from` (the knee when `at_knee`) and `to`, in one
 /// sentence: `` At the knee (concurrency 5), `lockscope why` traces 48% of the working threads'
 /// time (one_connection*) to `cpu-saturation` at `...`; at 50, 71% to `...`. ``; `None` when
-/// neither has a wait-for analysis.
+/// neither has a bottleneck analysis.
 fn why_words(from: &Level, to: &Level, at_knee: bool) -> Option<String> {
     // "48% ... to `cpu` at `f <- g`", with the threads' words in between.
     let cause = |why: &LevelWhy, between: &str| match why.causes.first() {

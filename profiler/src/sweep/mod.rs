@@ -40,9 +40,9 @@ pub use throughput::{ParsedThroughput, Throughput, ThroughputError};
 use crate::analysis::canonical::{canonical_sites, thread_groups};
 use crate::render::units::{format_fraction, share};
 use crate::why::{Why, WhyOptions};
+use lockscope_probes::bottleneck::WokenBy;
 use lockscope_probes::catalog;
 use lockscope_probes::overlap::offcpu_call;
-use lockscope_probes::waitfor::WokenBy;
 use lockscope_probes::{wait_roles, Profile, TimeClass, WaitRole, WaitStats};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -275,7 +275,7 @@ pub struct LevelCause {
 
 impl LevelWhy {
     /// `lockscope why`'s answer for `profile` with its default choice of threads, or `None` when
-    /// the profile has no wait-for analysis.
+    /// the profile has no bottleneck analysis.
     pub fn of(profile: &Profile) -> Option<LevelWhy> {
         let options = WhyOptions {
             top: WHY_PER_LEVEL,

@@ -63,7 +63,7 @@ fn missed_processes_of_the_target_warn() {
     );
 }
 
-/// With a wait-for analysis at the knee and at the last level, the finding ends with what
+/// With a bottleneck analysis at the knee and at the last level, the finding ends with what
 /// `why` traces the working threads' time back to at both; without one it says nothing of it.
 #[test]
 fn finding_says_what_why_traces_back_to() {

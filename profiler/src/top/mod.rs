@@ -46,32 +46,32 @@ pub struct TopOptions {
 /// One interval's snapshot, as `Recorder::live_snapshot` gives it (the eBPF backend's type is
 /// Linux's only).
 pub(crate) struct Snapshot {
-    /// Everything recorded so far but the stacks and the wait-for analysis.
+    /// Everything recorded so far but the stacks and the bottleneck analysis.
     profile: Profile,
     /// The id of `new_stacks`' first.
     first_new_stack: usize,
     /// The stacks first seen since the previous snapshot.
     new_stacks: Vec<lockscope_probes::Stack>,
-    /// The wait-for analysis of the intervals analysed since the previous snapshot.
-    waitfor: Option<lockscope_probes::waitfor::WaitFor>,
+    /// The bottleneck analysis of the intervals analysed since the previous snapshot.
+    bottleneck: Option<lockscope_probes::bottleneck::BottleneckAnalysis>,
 }
 
 impl Snapshot {
     /// This snapshot and `later`, the next, as one: `later`'s profile, both snapshots' new
-    /// stacks, the wait-for analysis of both intervals.
+    /// stacks, the bottleneck analysis of both intervals.
     fn followed_by(self, later: Snapshot) -> Snapshot {
         let mut new_stacks = self.new_stacks;
         new_stacks.truncate(later.first_new_stack.saturating_sub(self.first_new_stack));
         new_stacks.extend(later.new_stacks);
-        let waitfor = match (&self.waitfor, &later.waitfor) {
+        let bottleneck = match (&self.bottleneck, &later.bottleneck) {
             (None, None) => None,
-            (earlier, later) => window::merge_waitfor(earlier.iter().chain(later.iter()), None),
+            (earlier, later) => window::merge_bottleneck(earlier.iter().chain(later.iter()), None),
         };
         Snapshot {
             profile: later.profile,
             first_new_stack: self.first_new_stack,
             new_stacks,
-            waitfor,
+            bottleneck,
         }
     }
 }
@@ -206,7 +206,7 @@ fn record(
                         profile: live.profile,
                         first_new_stack: live.first_new_stack,
                         new_stacks: live.new_stacks,
-                        waitfor: live.waitfor,
+                        bottleneck: live.bottleneck,
                     };
                     let snapshot = match unsent.take() {
                         Some(earlier) => earlier.followed_by(snapshot),
@@ -281,7 +281,7 @@ impl Live {
             snapshot.profile,
             snapshot.first_new_stack,
             snapshot.new_stacks,
-            snapshot.waitfor,
+            snapshot.bottleneck,
         );
         if let Some(totals) = self.snapshots.with_last_interval(view::IntervalTotals::of) {
             self.intervals.push_back(totals);
@@ -292,7 +292,7 @@ impl Live {
     }
 
     /// The view of the current window, `None` before the first snapshot; with `causes`, its
-    /// causes too (the window's wait-for analysis and `why` over it: most of a refresh's cost,
+    /// causes too (the window's bottleneck analysis and `why` over it: most of a refresh's cost,
     /// so the screen asks for them only when it shows them).
     fn view(&mut self, sort: view::SortBy, name_width: usize, causes: bool) -> Option<view::View> {
         let so_far = self.snapshots.latest()?.metadata.clone();

@@ -138,7 +138,7 @@ pub struct View {
     /// `lockscope why`'s first causes of the window, in words (with the bottleneck probes, and
     /// when asked for: see `with_causes`).
     pub causes: Option<Vec<String>>,
-    /// The window had its wait-for analysis: `causes` says what it has.
+    /// The window had its bottleneck analysis: `causes` says what it has.
     pub with_causes: bool,
     /// The analysed thread groups of the causes.
     pub cause_groups: Vec<String>,
@@ -283,7 +283,7 @@ impl View {
                     .collect()
             }),
             cause_groups: why.map(|w| w.groups).unwrap_or_default(),
-            with_causes: window.waitfor.is_some(),
+            with_causes: window.bottleneck.is_some(),
         }
     }
 

@@ -9,12 +9,12 @@
 //! snapshot), and the threads' times the same way per thread. Each snapshot brings the stacks
 //! first seen since the one before ([`Snapshots`] keeps them all, once) and the wait-for
 //! analysis of the intervals analysed since: the window's blame is the sum of its snapshots'
-//! ([`merge_waitfor`]), so the causes are the window's, as the sites are. What stays of a
+//! ([`merge_bottleneck`]), so the causes are the window's, as the sites are. What stays of a
 //! record is a profile's record: the report's analysis and `why` read the window as they read
 //! a recording.
 
-use lockscope_probes::waitfor::{
-    Blame, Root, SampleRole, SampledCpu, ThreadRef, WaitFor, WaitPart, WokenBy,
+use lockscope_probes::bottleneck::{
+    Blame, BottleneckAnalysis, Root, SampleRole, SampledCpu, ThreadRef, WaitPart, WokenBy,
 };
 use lockscope_probes::{Profile, Stack, StackId, ThreadTime, WaitRecord, WaitStats};
 use std::collections::{HashMap, VecDeque};
@@ -84,7 +84,7 @@ fn time_since(later: &ThreadTime, earlier: &ThreadTime) -> ThreadTime {
 
 /// What `later` recorded after `earlier` (two snapshots of one recording, `earlier` first): its
 /// waits less `earlier`'s, its threads' times less theirs, its duration the time between them.
-/// The wakeups are not windowed (the window has none), nor the wait-for analysis, which
+/// The wakeups are not windowed (the window has none), nor the bottleneck analysis, which
 /// [`Snapshots`] sums from the snapshots' own.
 pub fn since(later: &Profile, earlier: &Profile) -> Profile {
     let mut before: HashMap<RecordKey<'_>, WaitStats> = HashMap::new();
@@ -141,7 +141,7 @@ pub fn since(later: &Profile, earlier: &Profile) -> Profile {
         waits,
         thread_times,
         wakeups: Vec::new(),
-        waitfor: None,
+        bottleneck: None,
         processes: later.processes.clone(),
     }
 }
@@ -179,21 +179,21 @@ fn blame_key(b: &Blame) -> BlameKey<'_> {
 /// What a sample's weight is counted under: its role, thread, end stack and stack.
 type SampleKey = (SampleRole, ThreadRef, Option<StackId>, Option<StackId>);
 
-/// The wait-for analysis of consecutive intervals of one recording, summed: each blame record
+/// The bottleneck analysis of consecutive intervals of one recording, summed: each blame record
 /// and sample with what every interval added to it (a record's chain is the first seen), the
 /// counts those of the last interval less `before`'s (the totals at the window's start; none:
 /// from the attach). `None` when no interval has one.
-pub fn merge_waitfor<'a>(
-    intervals: impl IntoIterator<Item = &'a WaitFor>,
-    before: Option<&WaitFor>,
-) -> Option<WaitFor> {
-    let mut out: Option<WaitFor> = None;
+pub fn merge_bottleneck<'a>(
+    intervals: impl IntoIterator<Item = &'a BottleneckAnalysis>,
+    before: Option<&BottleneckAnalysis>,
+) -> Option<BottleneckAnalysis> {
+    let mut out: Option<BottleneckAnalysis> = None;
     let mut index: HashMap<BlameKey<'a>, usize> = HashMap::new();
     let mut sampled: HashMap<SampleKey, u64> = HashMap::new();
     for w in intervals {
-        let merged = out.get_or_insert_with(WaitFor::default);
+        let merged = out.get_or_insert_with(BottleneckAnalysis::default);
         let blame = std::mem::take(&mut merged.blame);
-        *merged = WaitFor {
+        *merged = BottleneckAnalysis {
             blame,
             ..counts_of(w)
         };
@@ -250,16 +250,16 @@ pub fn merge_waitfor<'a>(
     Some(out)
 }
 
-/// A wait-for analysis' limits and counts, without its blame and samples.
-fn counts_of(w: &WaitFor) -> WaitFor {
-    WaitFor {
+/// A bottleneck analysis' limits and counts, without its blame and samples.
+fn counts_of(w: &BottleneckAnalysis) -> BottleneckAnalysis {
+    BottleneckAnalysis {
         blame: Vec::new(),
         sampled: Vec::new(),
         ..*w
     }
 }
 
-/// The wait-for analysis of a window, summed as its intervals come and go: each blame record
+/// The bottleneck analysis of a window, summed as its intervals come and go: each blame record
 /// once, with what the intervals in the window added to it; an interval leaving takes back what
 /// it added. Its records are the engine's (each interval's are some of them), so there are at
 /// most as many as the engine keeps (`EngineLimits::max_records`, then coarse ones).
@@ -305,17 +305,17 @@ impl WindowBlame {
         i
     }
 
-    /// Adds an interval's wait-for analysis; returns what it added.
-    fn add(&mut self, waitfor: &WaitFor) -> Added {
+    /// Adds an interval's bottleneck analysis; returns what it added.
+    fn add(&mut self, bottleneck: &BottleneckAnalysis) -> Added {
         let mut added = Added::default();
-        for b in &waitfor.blame {
+        for b in &bottleneck.blame {
             let i = self.slot(b);
             let sum = &mut self.records[i];
             sum.waits += b.waits;
             sum.total_ns = sum.total_ns.saturating_add(b.total_ns);
             added.records.push((i, b.waits, b.total_ns));
         }
-        for s in &waitfor.sampled {
+        for s in &bottleneck.sampled {
             let key = (s.role, s.thread, s.end_stack, s.user_stack);
             *self.sampled.entry(key).or_insert(0) += s.weight;
             added.sampled.push((key, s.weight));
@@ -342,7 +342,7 @@ impl WindowBlame {
     }
 
     /// The window's analysis: `counts`' limits and counts, the records and samples with time.
-    fn analysis(&self, counts: WaitFor) -> WaitFor {
+    fn analysis(&self, counts: BottleneckAnalysis) -> BottleneckAnalysis {
         let mut blame: Vec<Blame> = (self.records.iter())
             .filter(|b| b.waits > 0 || b.total_ns > 0)
             .cloned()
@@ -367,7 +367,7 @@ impl WindowBlame {
                 s.user_stack,
             )
         });
-        WaitFor {
+        BottleneckAnalysis {
             blame,
             sampled,
             ..counts
@@ -377,7 +377,7 @@ impl WindowBlame {
 
 /// A snapshot as [`Snapshots`] keeps it.
 struct Kept {
-    /// Without stacks; its wait-for analysis only the counts (the totals so far).
+    /// Without stacks; its bottleneck analysis only the counts (the totals so far).
     profile: Profile,
     /// What its interval added to the window's blame; `None` once taken back (or none).
     added: Option<Added>,
@@ -386,7 +386,7 @@ struct Kept {
 /// The snapshots of a recording that the window and the trend need: the latest, and those up
 /// to one window before it (older ones are dropped: memory stays flat however long it runs),
 /// each without its stacks (every stack of the recording is kept once, here), and the window's
-/// wait-for analysis, summed as the snapshots come and go.
+/// bottleneck analysis, summed as the snapshots come and go.
 pub struct Snapshots {
     window_ns: u64,
     /// Every stack of the recording so far, by id.
@@ -396,7 +396,7 @@ pub struct Snapshots {
     /// own while the window reaches back to the attach.
     blame: WindowBlame,
     /// The last interval's analysis whole (for the trend's interval totals).
-    last_waitfor: Option<WaitFor>,
+    last_bottleneck: Option<BottleneckAnalysis>,
 }
 
 impl Snapshots {
@@ -407,11 +407,11 @@ impl Snapshots {
             stacks: Vec::new(),
             kept: VecDeque::new(),
             blame: WindowBlame::default(),
-            last_waitfor: None,
+            last_bottleneck: None,
         }
     }
 
-    /// Adds the latest snapshot: `snapshot` without stacks or wait-for analysis, the stacks
+    /// Adds the latest snapshot: `snapshot` without stacks or bottleneck analysis, the stacks
     /// first seen since the previous snapshot (ids from `first_new_stack` on) and the wait-for
     /// analysis of the intervals analysed since. Drops the snapshots the window no longer
     /// reaches.
@@ -420,7 +420,7 @@ impl Snapshots {
         mut snapshot: Profile,
         first_new_stack: usize,
         new_stacks: Vec<Stack>,
-        waitfor: Option<WaitFor>,
+        bottleneck: Option<BottleneckAnalysis>,
     ) {
         self.stacks.truncate(first_new_stack);
         self.stacks.extend(new_stacks);
@@ -429,9 +429,9 @@ impl Snapshots {
             &mut snapshot,
             lockscope_probes::overlap::classify_offcpu_sleeps,
         );
-        let added = waitfor.as_ref().map(|w| self.blame.add(w));
-        snapshot.waitfor = waitfor.as_ref().map(counts_of);
-        self.last_waitfor = waitfor;
+        let added = bottleneck.as_ref().map(|w| self.blame.add(w));
+        snapshot.bottleneck = bottleneck.as_ref().map(counts_of);
+        self.last_bottleneck = bottleneck;
         let now = snapshot.metadata.duration_ns;
         self.kept.push_back(Kept {
             profile: snapshot,
@@ -489,44 +489,49 @@ impl Snapshots {
         let earlier = &self.kept.get(n.checked_sub(2)?)?.profile;
         let later = &self.kept.get(n - 1)?.profile;
         let mut interval = since(later, earlier);
-        interval.waitfor = self.last_waitfor.take();
+        interval.bottleneck = self.last_bottleneck.take();
         let result = self.lend_stacks(&mut interval, |p| f(p));
-        self.last_waitfor = interval.waitfor;
+        self.last_bottleneck = interval.bottleneck;
         Some(result)
     }
 
     /// Runs `f` on the window: what was recorded in the last `window_ns` (or since the attach,
-    /// before one window has passed), its waits, thread times and, with `waitfor`, wait-for
-    /// analysis (without: none, as a recording without the `waitfor` probe).
-    pub fn with_window<R>(&mut self, waitfor: bool, f: impl FnOnce(&Profile) -> R) -> Option<R> {
+    /// before one window has passed), its waits, thread times and, with `bottleneck`, its
+    /// bottleneck analysis (without: none, as a recording without the `waitfor` probe).
+    pub fn with_window<R>(&mut self, bottleneck: bool, f: impl FnOnce(&Profile) -> R) -> Option<R> {
         let latest = &self.kept.back()?.profile;
         let first = &self.kept.front()?.profile;
         let (mut window, before) = if self.window_full() {
-            (since(latest, first), first.waitfor.as_ref())
+            (since(latest, first), first.bottleneck.as_ref())
         } else {
             (
                 Profile {
-                    waitfor: None,
+                    bottleneck: None,
                     ..latest.clone()
                 },
                 None,
             )
         };
-        window.waitfor = latest.waitfor.as_ref().filter(|_| waitfor).map(|counts| {
-            let mut counts = counts_of(counts);
-            if let Some(before) = before {
-                counts.intervals = counts.intervals.saturating_sub(before.intervals);
-                counts.lost_intervals = counts.lost_intervals.saturating_sub(before.lost_intervals);
-                counts.spurious_wakeups = counts
-                    .spurious_wakeups
-                    .saturating_sub(before.spurious_wakeups);
-                counts.spurious_wakeup_ns = counts
-                    .spurious_wakeup_ns
-                    .saturating_sub(before.spurious_wakeup_ns);
-                counts.stackless_ns = counts.stackless_ns.saturating_sub(before.stackless_ns);
-            }
-            self.blame.analysis(counts)
-        });
+        window.bottleneck = latest
+            .bottleneck
+            .as_ref()
+            .filter(|_| bottleneck)
+            .map(|counts| {
+                let mut counts = counts_of(counts);
+                if let Some(before) = before {
+                    counts.intervals = counts.intervals.saturating_sub(before.intervals);
+                    counts.lost_intervals =
+                        counts.lost_intervals.saturating_sub(before.lost_intervals);
+                    counts.spurious_wakeups = counts
+                        .spurious_wakeups
+                        .saturating_sub(before.spurious_wakeups);
+                    counts.spurious_wakeup_ns = counts
+                        .spurious_wakeup_ns
+                        .saturating_sub(before.spurious_wakeup_ns);
+                    counts.stackless_ns = counts.stackless_ns.saturating_sub(before.stackless_ns);
+                }
+                self.blame.analysis(counts)
+            });
         Some(self.lend_stacks(&mut window, |p| f(p)))
     }
 }
@@ -599,7 +604,7 @@ mod tests {
             woken_by: None,
             waker: None,
             root: Root {
-                kind: lockscope_probes::waitfor::RootKind::Blocked,
+                kind: lockscope_probes::bottleneck::RootKind::Blocked,
                 thread,
                 call: None,
                 user_stack: None,
@@ -616,22 +621,22 @@ mod tests {
         };
         let mut kept = Snapshots::new(2_000);
         for i in 1..=10u64 {
-            let waitfor = WaitFor {
+            let bottleneck = BottleneckAnalysis {
                 intervals: i,
                 blame: vec![blame.clone()],
-                ..WaitFor::default()
+                ..BottleneckAnalysis::default()
             };
             kept.push(
                 snapshot(i * 1_000, vec![wait(2, i, i * 100)]),
                 0,
                 Vec::new(),
-                Some(waitfor),
+                Some(bottleneck),
             );
         }
         assert_eq!(kept.kept.len(), 3);
         let window = kept.with_window(true, |w| {
-            let waitfor = w.waitfor.as_ref().expect("the window's analysis");
-            let blame: Vec<(u64, u64)> = waitfor
+            let bottleneck = w.bottleneck.as_ref().expect("the window's analysis");
+            let blame: Vec<(u64, u64)> = bottleneck
                 .blame
                 .iter()
                 .map(|b| (b.waits, b.total_ns))
@@ -639,7 +644,7 @@ mod tests {
             (
                 w.metadata.duration_ns,
                 w.waits[0].stats.count,
-                waitfor.intervals,
+                bottleneck.intervals,
                 blame,
             )
         });
@@ -662,37 +667,40 @@ mod agree {
         lockscope_probes::read_profile(std::path::Path::new(path)).expect("profile")
     }
 
-    /// `profile` at `duration_ns` as a live snapshot gives it: no stacks, no wait-for analysis.
+    /// `profile` at `duration_ns` as a live snapshot gives it: no stacks, no bottleneck analysis.
     fn bare(profile: &Profile, duration_ns: u64) -> Profile {
         let mut bare = Profile {
             stacks: Vec::new(),
-            waitfor: None,
+            bottleneck: None,
             ..profile.clone()
         };
         bare.metadata.duration_ns = duration_ns;
         bare
     }
 
-    /// `waitfor` with only the blame records `keep` chooses (by index), and no samples.
-    fn part_of(waitfor: &WaitFor, keep: impl Fn(usize) -> bool) -> WaitFor {
-        WaitFor {
-            blame: (waitfor.blame.iter().enumerate())
+    /// `bottleneck` with only the blame records `keep` chooses (by index), and no samples.
+    fn part_of(
+        bottleneck: &BottleneckAnalysis,
+        keep: impl Fn(usize) -> bool,
+    ) -> BottleneckAnalysis {
+        BottleneckAnalysis {
+            blame: (bottleneck.blame.iter().enumerate())
                 .filter(|(i, _)| keep(*i))
                 .map(|(_, b)| b.clone())
                 .collect(),
             sampled: Vec::new(),
-            ..counts_of(waitfor)
+            ..counts_of(bottleneck)
         }
     }
 
     /// The window from the attach (an empty first snapshot) of a recorded profile holds its
-    /// waits, thread times and wait-for analysis whole, each record's blame split over two
+    /// waits, thread times and bottleneck analysis whole, each record's blame split over two
     /// intervals: the report's classification, the sites, the time split and `why`'s causes of
     /// the two are the same.
     #[test]
     fn window_from_the_attach_is_the_report_and_why() {
         let profile = demo();
-        let waitfor = profile.waitfor.clone().expect("a wait-for analysis");
+        let bottleneck = profile.bottleneck.clone().expect("a bottleneck analysis");
         let half = |b: &Blame| Blame {
             waits: b.waits / 2,
             total_ns: b.total_ns / 2,
@@ -703,14 +711,14 @@ mod agree {
             total_ns: b.total_ns - b.total_ns / 2,
             ..b.clone()
         };
-        let first = WaitFor {
-            blame: waitfor.blame.iter().map(half).collect(),
-            ..waitfor.clone()
+        let first = BottleneckAnalysis {
+            blame: bottleneck.blame.iter().map(half).collect(),
+            ..bottleneck.clone()
         };
-        let second = WaitFor {
-            blame: waitfor.blame.iter().map(rest).collect(),
+        let second = BottleneckAnalysis {
+            blame: bottleneck.blame.iter().map(rest).collect(),
             sampled: Vec::new(),
-            ..counts_of(&waitfor)
+            ..counts_of(&bottleneck)
         };
         let mut kept = Snapshots::new(u64::MAX);
         kept.push(bare(&profile, 0), 0, Vec::new(), None);
@@ -737,15 +745,15 @@ mod agree {
                     Classified::of(w),
                     summarize_level(0, 0.0, w, ("", "")),
                     LevelWhy::of(w),
-                    w.waitfor.clone(),
+                    w.bottleneck.clone(),
                 )
             })
             .expect("a window");
-        let merged = merged.expect("the window's wait-for analysis");
-        assert_eq!(merged.blame.len(), waitfor.blame.len());
+        let merged = merged.expect("the window's bottleneck analysis");
+        assert_eq!(merged.blame.len(), bottleneck.blame.len());
         assert_eq!(
             merged.blame.iter().map(|b| b.total_ns).sum::<u64>(),
-            waitfor.blame.iter().map(|b| b.total_ns).sum::<u64>()
+            bottleneck.blame.iter().map(|b| b.total_ns).sum::<u64>()
         );
         assert_eq!(classified, Classified::of(&profile));
         let report = summarize_level(0, 0.0, &profile, ("", ""));
@@ -762,9 +770,9 @@ mod agree {
     #[test]
     fn window_causes_are_the_window_s() {
         let profile = demo();
-        let waitfor = profile.waitfor.clone().expect("a wait-for analysis");
-        let early = part_of(&waitfor, |i| i % 3 == 0);
-        let late = part_of(&waitfor, |i| i % 3 != 0);
+        let bottleneck = profile.bottleneck.clone().expect("a bottleneck analysis");
+        let early = part_of(&bottleneck, |i| i % 3 == 0);
+        let late = part_of(&bottleneck, |i| i % 3 != 0);
         let mut kept = Snapshots::new(1_000);
         // The waits and thread times all in the window, the blame of the early interval not.
         let before = Profile {
@@ -781,7 +789,7 @@ mod agree {
         );
         let why = kept.with_window(true, LevelWhy::of).expect("a window");
         let alone = Profile {
-            waitfor: Some(late),
+            bottleneck: Some(late),
             ..profile.clone()
         };
         let expected = LevelWhy::of(&alone).expect("why's causes");

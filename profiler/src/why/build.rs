@@ -11,34 +11,34 @@ use super::spin::{spin_causes, spin_ns_by_thread};
 use super::stacks::{place_names, stack_names};
 use super::{WhyError, WhyOptions, WHY_JSON_VERSION};
 use crate::render::frames;
-use lockscope_probes::waitfor::{Blame, RootKind};
+use lockscope_probes::bottleneck::{Blame, RootKind};
 use lockscope_probes::{sleep_site_roles, Profile};
 use std::collections::BTreeMap;
 
 impl Why {
     /// Explains `profile` as `options` ask.
     pub fn build(profile: &Profile, options: &WhyOptions) -> Result<Why, WhyError> {
-        let waitfor = profile.waitfor.as_ref().ok_or_else(|| {
+        let bottleneck = profile.bottleneck.as_ref().ok_or_else(|| {
             if profile.metadata.backend == "dtrace" {
-                WhyError::NoWaitForDtrace(profile.metadata.os.clone())
+                WhyError::NoBottleneckDtrace(profile.metadata.os.clone())
             } else {
-                WhyError::NoWaitFor
+                WhyError::NoBottleneck
             }
         })?;
-        let names = ThreadNames::of(profile, waitfor);
-        let waited_on = waited_on_sleeps(waitfor);
+        let names = ThreadNames::of(profile, bottleneck);
+        let waited_on = waited_on_sleeps(bottleneck);
         let roles = sleep_site_roles(profile);
-        let kinds: Vec<CauseKind> = waitfor
+        let kinds: Vec<CauseKind> = bottleneck
             .blame
             .iter()
             .map(|b| classify(profile, b, &waited_on, &roles))
             .collect();
         let spin_ns = spin_ns_by_thread(profile);
-        let selection = Selection::choose(profile, waitfor, &kinds, &names, &spin_ns, options)?;
-        let sampled = Sampled::of(profile, waitfor);
+        let selection = Selection::choose(profile, bottleneck, &kinds, &names, &spin_ns, options)?;
+        let sampled = Sampled::of(profile, bottleneck);
         let mut causes: BTreeMap<CauseKey, Vec<&Blame>> = BTreeMap::new();
         let mut unexplained = Unexplained::default();
-        for (b, &kind) in waitfor.blame.iter().zip(&kinds) {
+        for (b, &kind) in bottleneck.blame.iter().zip(&kinds) {
             if !selection.threads.contains(&b.thread) {
                 continue;
             }
@@ -50,36 +50,10 @@ impl Why {
                     continue;
                 }
             }
-            // Where a thread ran, slept or did I/O is the cause; waiting for a CPU, in a cycle
-            // or where the analysis stopped is one cause each, wherever the threads were.
-            let by_stack = matches!(
-                kind,
-                CauseKind::Cpu | CauseKind::Sleep | CauseKind::Io | CauseKind::Idle
-            );
-            // Running is known by what it ran where the cpu probe sampled it, else by where it
-            // ended (where the root woke the next thread of the chain, or blocked).
-            let stack = match kind {
-                // One place, one cause: samples that end in different leaves under the same
-                // caller (`clock_gettime <- compute` and `compute`) are the caller's work, from
-                // its telling frame up (docs/FRAMES.md).
-                CauseKind::Cpu => {
-                    let stack = sampled
-                        .dominant(b.root.thread, b.root.user_stack)
-                        .unwrap_or_else(|| place_names(profile, b.root.user_stack));
-                    let from = frames::site_name_index(&stack).unwrap_or(0);
-                    stack[from..].to_vec()
-                }
-                _ if by_stack => place_names(profile, b.root.user_stack),
-                _ => Vec::new(),
-            };
             if matches!(kind, CauseKind::Unknown | CauseKind::DepthLimit) {
                 unexplained.add(b, kind);
             }
-            let key = CauseKey {
-                kind: Some(kind),
-                stack,
-                call: b.root.call.clone().filter(|_| by_stack),
-            };
+            let key = cause_key(profile, &sampled, b, kind);
             causes.entry(key).or_default().push(b);
         }
         let wall_ns = selection.wall_ns;
@@ -106,22 +80,7 @@ impl Why {
             .filter(|c| matches!(c.kind, CauseKind::Unknown | CauseKind::DepthLimit))
             .map(|c| c.total_ns)
             .sum();
-        let (idle, mut causes): (Vec<Cause>, Vec<Cause>) =
-            all.into_iter().partition(|c| c.kind == CauseKind::Idle);
-        let causes_total = causes.len();
-        if options.top > 0 {
-            causes.truncate(options.top);
-        }
-        for (i, c) in causes.iter_mut().enumerate() {
-            c.rank = i + 1;
-        }
-        let mut idle = idle;
-        for (i, c) in idle.iter_mut().enumerate() {
-            c.rank = i + 1;
-        }
-        if options.top > 0 {
-            idle.truncate(options.top);
-        }
+        let (causes, causes_total, idle) = ranked(all, options.top);
         let md = &profile.metadata;
         Ok(Why {
             schema: "lockscope-why",
@@ -135,17 +94,17 @@ impl Why {
                 threads_recorded: profile.thread_times.len(),
             },
             coverage: Coverage {
-                intervals: waitfor.intervals,
-                lost_intervals: waitfor.lost_intervals,
-                spurious_wakeups: waitfor.spurious_wakeups,
-                stackless_ns: waitfor.stackless_ns,
+                intervals: bottleneck.intervals,
+                lost_intervals: bottleneck.lost_intervals,
+                spurious_wakeups: bottleneck.spurious_wakeups,
+                stackless_ns: bottleneck.stackless_ns,
                 unexplained_ns,
                 unexplained,
                 unfinished_ns: wall_ns
                     .saturating_sub(selection.on_cpu_ns)
                     .saturating_sub(waits_ns),
-                max_depth: waitfor.max_depth,
-                history_ns: waitfor.history_ns,
+                max_depth: bottleneck.max_depth,
+                history_ns: bottleneck.history_ns,
             },
             analysed: Analysed {
                 selection: selection.how,
@@ -170,6 +129,58 @@ impl Why {
             idle,
         })
     }
+}
+
+/// The cause a record of `kind` belongs to.
+fn cause_key(profile: &Profile, sampled: &Sampled, b: &Blame, kind: CauseKind) -> CauseKey {
+    // Where a thread ran, slept or did I/O is the cause; waiting for a CPU, in a cycle
+    // or where the analysis stopped is one cause each, wherever the threads were.
+    let by_stack = matches!(
+        kind,
+        CauseKind::Cpu | CauseKind::Sleep | CauseKind::Io | CauseKind::Idle
+    );
+    // Running is known by what it ran where the cpu probe sampled it, else by where it
+    // ended (where the root woke the next thread of the chain, or blocked).
+    let stack = match kind {
+        // One place, one cause: samples that end in different leaves under the same
+        // caller (`clock_gettime <- compute` and `compute`) are the caller's work, from
+        // its telling frame up (docs/FRAMES.md).
+        CauseKind::Cpu => {
+            let stack = sampled
+                .dominant(b.root.thread, b.root.user_stack)
+                .unwrap_or_else(|| place_names(profile, b.root.user_stack));
+            let from = frames::site_name_index(&stack).unwrap_or(0);
+            stack[from..].to_vec()
+        }
+        _ if by_stack => place_names(profile, b.root.user_stack),
+        _ => Vec::new(),
+    };
+    CauseKey {
+        kind: Some(kind),
+        stack,
+        call: b.root.call.clone().filter(|_| by_stack),
+    }
+}
+
+/// The causes and idle apart, each ranked from 1 and cut to `top` (0: all), and how many causes
+/// there were before the cut.
+fn ranked(all: Vec<Cause>, top: usize) -> (Vec<Cause>, usize, Vec<Cause>) {
+    let (mut idle, mut causes): (Vec<Cause>, Vec<Cause>) =
+        all.into_iter().partition(|c| c.kind == CauseKind::Idle);
+    let causes_total = causes.len();
+    if top > 0 {
+        causes.truncate(top);
+    }
+    for (i, c) in causes.iter_mut().enumerate() {
+        c.rank = i + 1;
+    }
+    for (i, c) in idle.iter_mut().enumerate() {
+        c.rank = i + 1;
+    }
+    if top > 0 {
+        idle.truncate(top);
+    }
+    (causes, causes_total, idle)
 }
 
 impl Unexplained {
@@ -214,7 +225,9 @@ mod tests {
     /// compute_ns` and `compute_ns`) is one cause, at the caller, shown with its heaviest leaf.
     #[test]
     fn one_place_one_cause() {
-        use lockscope_probes::waitfor::{Root, RootKind, ThreadRef, WaitFor, WaitPart, WokenBy};
+        use lockscope_probes::bottleneck::{
+            BottleneckAnalysis, Root, RootKind, ThreadRef, WaitPart, WokenBy,
+        };
         use lockscope_probes::ThreadTime;
         let (consumer, supplier) = (ThreadRef { pid: 1, tid: 2 }, ThreadRef { pid: 1, tid: 3 });
         let blame = |root_stack: u32, total_ns: u64| Blame {
@@ -255,9 +268,9 @@ mod tests {
                 named_stack(&["___pthread_cond_wait", "consume", "start_thread"]),
             ],
             thread_times: vec![lived(consumer), lived(supplier)],
-            waitfor: Some(WaitFor {
+            bottleneck: Some(BottleneckAnalysis {
                 blame: vec![blame(0, 300), blame(1, 500)],
-                ..WaitFor::default()
+                ..BottleneckAnalysis::default()
             }),
             ..Profile::default()
         };
@@ -273,7 +286,7 @@ mod tests {
     /// wakeup seen unknown for that reason, and a device wait without a wakeup seen is `io`.
     #[test]
     fn spin_and_unknown_by_reason() {
-        use lockscope_probes::waitfor::{Root, ThreadRef, WaitFor, WaitPart};
+        use lockscope_probes::bottleneck::{BottleneckAnalysis, Root, ThreadRef, WaitPart};
         use lockscope_probes::{ThreadTime, WaitKind, WaitRecord};
         let (spinner, waiter, sleeper) = (
             ThreadRef { pid: 1, tid: 2 },
@@ -340,13 +353,13 @@ mod tests {
                     ..Default::default()
                 },
             }],
-            waitfor: Some(WaitFor {
+            bottleneck: Some(BottleneckAnalysis {
                 blame: vec![
                     blame(None, None, 300),
                     blame(Some("nanosleep"), None, 100),
                     blame(Some("fdatasync"), Some(1), 50),
                 ],
-                ..WaitFor::default()
+                ..BottleneckAnalysis::default()
             }),
             ..Profile::default()
         };
@@ -373,16 +386,16 @@ mod tests {
             .any(|c| c.kind == CauseKind::Io && c.total_ns == 50));
     }
 
-    /// A profile without the wait-for analysis says which probes to record.
+    /// A profile without the bottleneck analysis says which probes to record.
     #[test]
-    fn no_waitfor() {
+    fn no_bottleneck() {
         let err = Why::build(&Profile::default(), &WhyOptions::default()).expect_err("no data");
         assert!(err.to_string().contains("--probes bottleneck"), "{err}");
     }
 
     /// A DTrace profile without it says what to record, and on macOS what the OS lacks.
     #[test]
-    fn no_waitfor_from_dtrace() {
+    fn no_bottleneck_from_dtrace() {
         let mut profile = Profile::default();
         profile.metadata.backend = "dtrace".into();
         profile.metadata.os = "linux".into();

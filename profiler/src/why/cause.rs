@@ -6,8 +6,8 @@
 use super::model::{Cause, CauseKey, CauseKind, HopRow, KernelLock, NamedTime, Site, StackShare};
 use super::select::ThreadNames;
 use super::stacks::{place_names, site_frames, stack_names, HOP_FRAMES};
-use lockscope_probes::waitfor::{
-    Blame, RootKind, SampleRole, ThreadRef, WaitFor, WaitPart, WokenBy,
+use lockscope_probes::bottleneck::{
+    Blame, BottleneckAnalysis, RootKind, SampleRole, ThreadRef, WaitPart, WokenBy,
 };
 use lockscope_probes::{Profile, StackId, WaitKind};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -24,17 +24,102 @@ pub(super) fn cause(
     records: &[&Blame],
     wall_ns: u64,
 ) -> Cause {
-    let total_ns: u64 = records.iter().map(|b| b.total_ns).sum();
-    let waits = records.iter().map(|b| b.waits).sum();
-    let mut threads: BTreeMap<String, u64> = BTreeMap::new();
-    let mut holders: BTreeMap<String, u64> = BTreeMap::new();
-    let mut ended_by: BTreeMap<String, u64> = BTreeMap::new();
-    type SiteKey = (Vec<String>, WaitKind, Option<String>, u64, WaitPart);
-    let mut sites: BTreeMap<SiteKey, (BTreeSet<String>, u64)> = BTreeMap::new();
-    let mut kernel_stacks: BTreeMap<Vec<String>, u64> = BTreeMap::new();
-    let mut release_stacks: BTreeMap<Vec<String>, u64> = BTreeMap::new();
-    let mut locks: BTreeMap<(&'static str, Vec<String>, &'static str), u64> = BTreeMap::new();
+    let mut tally = Tally::default();
     for b in records {
+        tally.add(profile, names, b);
+    }
+    let Tally {
+        total_ns,
+        waits,
+        threads,
+        holders,
+        ended_by,
+        sites,
+        kernel_stacks,
+        release_stacks,
+        locks,
+    } = tally;
+    let chain = records
+        .iter()
+        .max_by_key(|b| b.total_ns)
+        .map(|b| chain(profile, names, b))
+        .unwrap_or_default();
+    let (ran_at, ended_at) = ran_and_ended_at(profile, sampled, &key, records);
+    // A lock names the cause when most of its time was spent under it.
+    let kernel_lock = heaviest_of(&locks).filter(|(_, ns)| ns * 2 > total_ns).map(
+        |((lock, stack, slept), total_ns)| KernelLock {
+            lock,
+            stack,
+            slept,
+            total_ns,
+        },
+    );
+    Cause {
+        rank: 0,
+        kind: key.kind.unwrap_or(CauseKind::Unknown),
+        stack: shown_stack(profile, &key, records, &ran_at),
+        kernel_stack: heaviest_of(&kernel_stacks)
+            .map(|(stack, _)| stack)
+            .unwrap_or_default(),
+        release_stack: heaviest_of(&release_stacks)
+            .map(|(stack, _)| stack)
+            .unwrap_or_default(),
+        kernel_lock,
+        call: key.call.clone(),
+        share: if wall_ns == 0 {
+            0.0
+        } else {
+            total_ns as f64 / wall_ns as f64
+        },
+        total_ns,
+        waits,
+        threads: named_times(threads),
+        sites: site_rows(sites),
+        holders: named_times(holders),
+        ended_by: named_times(ended_by),
+        ran_at: stack_shares(ran_at),
+        ended_at: if key.kind == Some(CauseKind::Cpu) {
+            stack_shares(ended_at)
+        } else {
+            Vec::new()
+        },
+        chain,
+        key,
+    }
+}
+
+/// A wait site of a cause: its telling frames, kind, call, object and part.
+type SiteKey = (Vec<String>, WaitKind, Option<String>, u64, WaitPart);
+
+/// A kernel lock a cause's time was spent under: its kind, path and who slept on it.
+type LockKey = (&'static str, Vec<String>, &'static str);
+
+/// The sums over one cause's records, by what each view of the cause lists.
+#[derive(Default)]
+struct Tally {
+    total_ns: u64,
+    waits: u64,
+    /// Time by root thread (group).
+    threads: BTreeMap<String, u64>,
+    /// Time by the thread that held the CPU a root waited for.
+    holders: BTreeMap<String, u64>,
+    /// Time of blocked roots by who ended their sleep.
+    ended_by: BTreeMap<String, u64>,
+    /// The waiting threads and time of each wait site.
+    sites: BTreeMap<SiteKey, (BTreeSet<String>, u64)>,
+    /// Time by the root's kernel stack where it slept.
+    kernel_stacks: BTreeMap<Vec<String>, u64>,
+    /// Time by the kernel stack a root on a CPU released the waiter from.
+    release_stacks: BTreeMap<Vec<String>, u64>,
+    /// Time by the sleeping kernel lock it was spent under.
+    locks: BTreeMap<LockKey, u64>,
+}
+
+impl Tally {
+    /// Adds one record.
+    fn add(&mut self, profile: &Profile, names: &ThreadNames, b: &Blame) {
+        self.total_ns += b.total_ns;
+        self.waits += b.waits;
         let root_kernel = stack_names(profile, b.root.kernel_stack);
         // The root's own sleep on a lock first; else the waiting thread's, which a thread of the
         // program woke (the lock's holder, at its release), so that the chain went on to it.
@@ -45,20 +130,21 @@ pub(super) fn cause(
                     .map(|(lock, path)| (lock, path, "waits"))
             });
         if let Some(lock) = lock {
-            *locks.entry(lock).or_default() += b.total_ns;
+            *self.locks.entry(lock).or_default() += b.total_ns;
         }
         // A root on a CPU has the kernel stack of its wakeup that ended its stretch of
         // running: what it was doing at the release, not where it slept.
         if !root_kernel.is_empty() && b.root.kind == RootKind::Cpu {
-            *release_stacks
+            *self
+                .release_stacks
                 .entry(release_frames(root_kernel))
                 .or_default() += b.total_ns;
         } else if !root_kernel.is_empty() {
-            *kernel_stacks.entry(root_kernel).or_default() += b.total_ns;
+            *self.kernel_stacks.entry(root_kernel).or_default() += b.total_ns;
         }
-        *threads.entry(names.group(b.root.thread)).or_default() += b.total_ns;
+        *self.threads.entry(names.group(b.root.thread)).or_default() += b.total_ns;
         if let Some(holder) = b.root.holder {
-            *holders.entry(names.group(holder)).or_default() += b.total_ns;
+            *self.holders.entry(names.group(holder)).or_default() += b.total_ns;
         }
         if b.root.kind == RootKind::Blocked {
             let by = match (b.root.woken_by, &b.root.waker_name) {
@@ -66,7 +152,7 @@ pub(super) fn cause(
                 (Some(by), _) => format!("[{by}]"),
                 (None, _) => "[no wakeup seen]".to_owned(),
             };
-            *ended_by.entry(by).or_default() += b.total_ns;
+            *self.ended_by.entry(by).or_default() += b.total_ns;
         }
         let stack = stack_names(profile, b.user_stack);
         let kind = if b.call.as_deref().is_some_and(|c| c.starts_with("futex")) {
@@ -74,18 +160,23 @@ pub(super) fn cause(
         } else {
             WaitKind::OffCpu
         };
-        let site = sites
+        let site = self
+            .sites
             .entry((site_frames(&stack), kind, b.call.clone(), b.object, b.part))
             .or_default();
         site.0.insert(names.group(b.thread));
         site.1 += b.total_ns;
     }
-    let heaviest = records
-        .iter()
-        .max_by_key(|b| b.total_ns)
-        .map(|b| chain(profile, names, b))
-        .unwrap_or_default();
-    // What the roots ran (samples), and where those stretches ended.
+}
+
+/// What the roots ran (samples: of the CPUs' holders for run-queue waits, of the roots for
+/// `cpu` causes), and where a `cpu` cause's stretches of running ended.
+fn ran_and_ended_at(
+    profile: &Profile,
+    sampled: &Sampled,
+    key: &CauseKey,
+    records: &[&Blame],
+) -> (BTreeMap<Vec<String>, u64>, BTreeMap<Vec<String>, u64>) {
     let mut ran_at: BTreeMap<Vec<String>, u64> = BTreeMap::new();
     let mut ended_at: BTreeMap<Vec<String>, u64> = BTreeMap::new();
     if key.kind == Some(CauseKind::CpuSaturation) {
@@ -109,20 +200,27 @@ pub(super) fn cause(
             }
         }
     }
-    let stack_shares = |map: BTreeMap<Vec<String>, u64>| {
-        let whole: u64 = map.values().sum();
-        let mut rows: Vec<StackShare> = map
-            .into_iter()
-            .map(|(stack, weight)| StackShare {
-                share: crate::render::units::share(weight, whole),
-                weight,
-                stack,
-            })
-            .collect();
-        rows.sort_by(|a, b| b.weight.cmp(&a.weight).then(a.stack.cmp(&b.stack)));
-        rows.truncate(MAX_STACK_SHARES);
-        rows
-    };
+    (ran_at, ended_at)
+}
+
+/// The heaviest stacks of `map`, with their shares, at most [`MAX_STACK_SHARES`].
+fn stack_shares(map: BTreeMap<Vec<String>, u64>) -> Vec<StackShare> {
+    let whole: u64 = map.values().sum();
+    let mut rows: Vec<StackShare> = map
+        .into_iter()
+        .map(|(stack, weight)| StackShare {
+            share: crate::render::units::share(weight, whole),
+            weight,
+            stack,
+        })
+        .collect();
+    rows.sort_by(|a, b| b.weight.cmp(&a.weight).then(a.stack.cmp(&b.stack)));
+    rows.truncate(MAX_STACK_SHARES);
+    rows
+}
+
+/// The wait sites of a cause, heaviest first.
+fn site_rows(sites: BTreeMap<SiteKey, (BTreeSet<String>, u64)>) -> Vec<Site> {
     let mut sites: Vec<Site> = sites
         .into_iter()
         .map(
@@ -138,6 +236,16 @@ pub(super) fn cause(
         )
         .collect();
     sites.sort_by_key(|s| std::cmp::Reverse(s.total_ns));
+    sites
+}
+
+/// The stack a cause is shown at.
+fn shown_stack(
+    profile: &Profile,
+    key: &CauseKey,
+    records: &[&Blame],
+    ran_at: &BTreeMap<Vec<String>, u64>,
+) -> Vec<String> {
     // Waiting for a CPU is known by what held the CPUs, where sampled; a cause grouped by kind
     // alone otherwise shows its heaviest root stack.
     let held_at = (key.kind == Some(CauseKind::CpuSaturation))
@@ -149,7 +257,7 @@ pub(super) fn cause(
                 .map(|(stack, _)| stack.clone())
         })
         .flatten();
-    let stack = if let Some(held_at) = held_at {
+    if let Some(held_at) = held_at {
         held_at
     } else if key.stack.is_empty() {
         records
@@ -173,49 +281,6 @@ pub(super) fn cause(
             .map_or_else(|| key.stack.clone(), |(stack, _)| stack)
     } else {
         key.stack.clone()
-    };
-    let kernel_stack = heaviest_of(&kernel_stacks)
-        .map(|(stack, _)| stack)
-        .unwrap_or_default();
-    // A lock names the cause when most of its time was spent under it.
-    let kernel_lock = heaviest_of(&locks).filter(|(_, ns)| ns * 2 > total_ns).map(
-        |((lock, stack, slept), total_ns)| KernelLock {
-            lock,
-            stack,
-            slept,
-            total_ns,
-        },
-    );
-    let release_stack = heaviest_of(&release_stacks)
-        .map(|(stack, _)| stack)
-        .unwrap_or_default();
-    Cause {
-        rank: 0,
-        kind: key.kind.unwrap_or(CauseKind::Unknown),
-        stack,
-        kernel_stack,
-        release_stack,
-        kernel_lock,
-        call: key.call.clone(),
-        share: if wall_ns == 0 {
-            0.0
-        } else {
-            total_ns as f64 / wall_ns as f64
-        },
-        total_ns,
-        waits,
-        threads: named_times(threads),
-        sites,
-        holders: named_times(holders),
-        ended_by: named_times(ended_by),
-        ran_at: stack_shares(ran_at),
-        ended_at: if key.kind == Some(CauseKind::Cpu) {
-            stack_shares(ended_at)
-        } else {
-            Vec::new()
-        },
-        chain: heaviest,
-        key,
     }
 }
 
@@ -229,10 +294,10 @@ pub(super) struct Sampled {
 }
 
 impl Sampled {
-    pub(super) fn of(profile: &Profile, waitfor: &WaitFor) -> Self {
+    pub(super) fn of(profile: &Profile, bottleneck: &BottleneckAnalysis) -> Self {
         let mut by_root: HashMap<CpuRoot, BTreeMap<Vec<String>, u64>> = HashMap::new();
         let mut by_holder: HashMap<ThreadRef, BTreeMap<Vec<String>, u64>> = HashMap::new();
-        for s in &waitfor.sampled {
+        for s in &bottleneck.sampled {
             let stacks = match s.role {
                 SampleRole::Root => by_root.entry((s.thread, s.end_stack)).or_default(),
                 SampleRole::Holder => by_holder.entry(s.thread).or_default(),
@@ -356,7 +421,8 @@ fn heaviest_of<K: Ord + Clone>(map: &BTreeMap<K, u64>) -> Option<(K, u64)> {
         .map(|(k, ns)| (k.clone(), *ns))
 }
 
-fn named_times(map: BTreeMap<String, u64>) -> Vec<NamedTime> {
+/// Names and times, heaviest first.
+pub(super) fn named_times(map: BTreeMap<String, u64>) -> Vec<NamedTime> {
     let mut rows: Vec<NamedTime> = map
         .into_iter()
         .map(|(name, total_ns)| NamedTime { name, total_ns })

@@ -1,12 +1,12 @@
 //! What kind of cause a wait-for record's root is: on a CPU, waiting for one (saturation or
 //! wakeup latency), a cycle, a sleep, I/O, or idle (the program waiting for outside input), as
-//! `lockscope_probes::waitfor::cause_kind` tells it for every view.
+//! `lockscope_probes::bottleneck::cause_kind` tells it for every view.
 
-use lockscope_probes::waitfor::{cause_kind, Blame, CauseKind, ThreadRef, WaitPart};
+use lockscope_probes::bottleneck::{cause_kind, Blame, CauseKind, ThreadRef, WaitPart};
 use lockscope_probes::{Profile, RoleBasis, RoleOf, StackId, WaitRole};
 use std::collections::{BTreeMap, BTreeSet};
 
-pub(super) use lockscope_probes::waitfor::waited_on_sleeps;
+pub(super) use lockscope_probes::bottleneck::waited_on_sleeps;
 
 /// The roles of the program's sleeps, by (pid, tid, user stack), as the report tells them.
 pub(super) type SiteRoles = BTreeMap<(u32, u32, Option<StackId>), RoleOf>;
@@ -36,7 +36,7 @@ pub(super) fn classify(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lockscope_probes::waitfor::RootKind;
+    use lockscope_probes::bottleneck::RootKind;
 
     /// Waiting for a CPU is saturation when a thread held the CPU meanwhile, and the wakeup's
     /// latency when the CPU was idle until the waiting thread got it (the idle task gave it back).
@@ -52,7 +52,7 @@ mod tests {
             kernel_stack: None,
             woken_by: None,
             waker: None,
-            root: lockscope_probes::waitfor::Root {
+            root: lockscope_probes::bottleneck::Root {
                 kind: RootKind::CpuSaturation,
                 thread,
                 call: None,

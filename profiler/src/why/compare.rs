@@ -51,7 +51,7 @@ pub const WHY_DIFF_JSON_VERSION: u32 = 1;
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum WhyDiffError {
-    /// One side could not be explained (no wait-for analysis, no matching thread).
+    /// One side could not be explained (no bottleneck analysis, no matching thread).
     #[error("`{path}` ({side}): {error}")]
     Side {
         /// `base` or `other`.
@@ -923,7 +923,9 @@ impl WhyDiff {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lockscope_probes::waitfor::{Blame, Root, RootKind, ThreadRef, WaitFor, WaitPart, WokenBy};
+    use lockscope_probes::bottleneck::{
+        Blame, BottleneckAnalysis, Root, RootKind, ThreadRef, WaitPart, WokenBy,
+    };
     use lockscope_probes::{AddressSpace, Frame, Stack, ThreadInfo, ThreadTime, TimeClass};
 
     const MS: u64 = 1_000_000;
@@ -1070,7 +1072,7 @@ mod tests {
             stacks,
             // The waiting worker's other time, and all of the holder's, on a CPU.
             thread_times: vec![times(w1, WALL - waits_ns), times(w2, WALL)],
-            waitfor: Some(WaitFor {
+            bottleneck: Some(BottleneckAnalysis {
                 max_depth: 10,
                 history_ns: 10_000 * MS,
                 intervals: 30,
@@ -1079,7 +1081,7 @@ mod tests {
                     .filter(|r| r.3 > 0)
                     .map(|(kind, call, at, ns)| blame(kind, call, at, ns))
                     .collect(),
-                ..WaitFor::default()
+                ..BottleneckAnalysis::default()
             }),
             ..Profile::default()
         };
@@ -1409,19 +1411,19 @@ mod tests {
         );
     }
 
-    /// A side without the wait-for analysis is named, with what to record.
+    /// A side without the bottleneck analysis is named, with what to record.
     #[test]
-    fn a_side_without_waitfor_is_named() {
+    fn a_side_without_bottleneck_is_named() {
         let err = WhyDiff::build(
             &profile(BASE),
             &Profile::default(),
             ("a.lsp", "b.lsp"),
             &WhyDiffOptions::default(),
         )
-        .expect_err("no wait-for analysis");
+        .expect_err("no bottleneck analysis");
         let text = err.to_string();
         assert!(
-            text.starts_with("`b.lsp` (other): this profile has no wait-for analysis")
+            text.starts_with("`b.lsp` (other): this profile has no bottleneck analysis")
                 && text.contains("--probes bottleneck"),
             "{text}"
         );

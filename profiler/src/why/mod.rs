@@ -1,7 +1,7 @@
-//! `lockscope why`: the causes of the analysed threads' wait time, best first, from the wait-for
+//! `lockscope why`: the causes of the analysed threads' wait time, best first, from the bottleneck
 //! analysis a recording with the `waitfor` probe holds (`--probes bottleneck`).
 //!
-//! Each [`lockscope_probes::waitfor::Blame`] record says where some of a thread's waiting ended:
+//! Each [`lockscope_probes::bottleneck::Blame`] record says where some of a thread's waiting ended:
 //! on a CPU, waiting for a CPU, asleep in something outside the program, in a cycle. This module
 //! turns them into causes a person can act on:
 //!
@@ -67,16 +67,16 @@ pub const WORKING_SHARE: f64 = 0.1;
 pub enum WhyError {
     /// The profile was recorded without the `waitfor` probe.
     #[error(
-        "this profile has no wait-for analysis: record it with `--probes {}` (or add `{}` to its \
+        "this profile has no bottleneck analysis: record it with `--probes {}` (or add `{}` to its \
          probes)",
         catalog::BOTTLENECK.name,
         catalog::WAITFOR.name
     )]
-    NoWaitFor,
-    /// A DTrace profile without the wait-for analysis: recorded without `waitfor`, imported, or
+    NoBottleneck,
+    /// A DTrace profile without the bottleneck analysis: recorded without `waitfor`, imported, or
     /// from macOS, where the DTrace backend cannot record it.
-    #[error("this profile has no wait-for analysis: {}", dtrace_hint(.0))]
-    NoWaitForDtrace(String),
+    #[error("this profile has no bottleneck analysis: {}", dtrace_hint(.0))]
+    NoBottleneckDtrace(String),
     /// `--threads` matched none of the profile's threads.
     #[error("no thread matches `{0}` (the profile's threads: {1})")]
     NoThreads(String, String),

@@ -2,7 +2,7 @@
 //! the recording, the analysed threads, their causes best first, idle, and the analysis'
 //! coverage. [`Why::build`](super::Why::build) fills it in.
 
-use lockscope_probes::waitfor::WaitPart;
+use lockscope_probes::bottleneck::WaitPart;
 use lockscope_probes::WaitKind;
 use serde::Serialize;
 
@@ -96,7 +96,7 @@ pub struct GroupRow {
     pub on_cpu_ns: u64,
 }
 
-pub use lockscope_probes::waitfor::CauseKind;
+pub use lockscope_probes::bottleneck::CauseKind;
 
 /// One cause of the analysed threads' waiting.
 #[derive(Debug, Serialize)]

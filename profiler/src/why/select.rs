@@ -5,8 +5,8 @@
 use super::model::GroupRow;
 use super::{WhyError, WhyOptions, WORKING_SHARE};
 use crate::analysis::canonical::thread_group;
-use lockscope_probes::waitfor::CauseKind;
-use lockscope_probes::waitfor::{is_idle_cpu, ThreadRef, WaitFor};
+use lockscope_probes::bottleneck::CauseKind;
+use lockscope_probes::bottleneck::{is_idle_cpu, BottleneckAnalysis, ThreadRef};
 use lockscope_probes::{Profile, TimeClass};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -16,14 +16,14 @@ pub(super) struct ThreadNames {
 }
 
 impl ThreadNames {
-    pub(super) fn of(profile: &Profile, waitfor: &WaitFor) -> Self {
+    pub(super) fn of(profile: &Profile, bottleneck: &BottleneckAnalysis) -> Self {
         let mut names: HashMap<u32, String> = profile
             .threads
             .iter()
             .map(|t| (t.tid, t.name.clone()))
             .collect();
         // Holders outside the program are known only by the name the probe read.
-        for b in &waitfor.blame {
+        for b in &bottleneck.blame {
             if let (Some(holder), Some(name)) = (b.root.holder, &b.root.holder_name) {
                 names.entry(holder.tid).or_insert_with(|| name.clone());
             }
@@ -62,10 +62,10 @@ pub(super) struct Selection {
 
 impl Selection {
     /// The threads `options` ask about, else [`default_threads`]; `kinds` are the cause kinds
-    /// of `waitfor.blame`, record by record.
+    /// of `bottleneck.blame`, record by record.
     pub(super) fn choose(
         profile: &Profile,
-        waitfor: &WaitFor,
+        bottleneck: &BottleneckAnalysis,
         kinds: &[CauseKind],
         names: &ThreadNames,
         spin_ns: &BTreeMap<ThreadRef, u64>,
@@ -91,7 +91,7 @@ impl Selection {
                 *cpu = cpu.saturating_sub(*spun);
             }
         }
-        for b in &waitfor.blame {
+        for b in &bottleneck.blame {
             times.entry(b.thread).or_insert((0, 0));
         }
         let (chosen, how, working) = match &options.threads {
@@ -110,7 +110,7 @@ impl Selection {
                 }
                 (chosen, "asked", None)
             }
-            None => default_threads(waitfor, kinds, &times, spin_ns, names),
+            None => default_threads(bottleneck, kinds, &times, spin_ns, names),
         };
         let mut groups: BTreeMap<String, (usize, u64)> = BTreeMap::new();
         let mut left_out: BTreeMap<String, (usize, u64)> = BTreeMap::new();
@@ -159,14 +159,14 @@ const LINK_SHARE: f64 = 0.01;
 /// Threads that wait on each other (one's sleeps ended by the other's wakeups, [`LINK_SHARE`]),
 /// whatever their own CPU time: idle consumers of a busy supplier belong with it.
 fn thread_groups(
-    waitfor: &WaitFor,
+    bottleneck: &BottleneckAnalysis,
     times: &BTreeMap<ThreadRef, (u64, u64)>,
 ) -> Vec<Vec<ThreadRef>> {
     let threads: Vec<ThreadRef> = times.keys().copied().collect();
     let index: HashMap<ThreadRef, usize> =
         threads.iter().enumerate().map(|(i, &t)| (t, i)).collect();
     let mut waited: HashMap<(usize, usize), u64> = HashMap::new();
-    for b in &waitfor.blame {
+    for b in &bottleneck.blame {
         let (Some(&a), Some(&w)) = (index.get(&b.thread), b.waker.and_then(|w| index.get(&w)))
         else {
             continue;
@@ -222,19 +222,19 @@ type DefaultChoice = (
 ///
 /// CPU time spinning for a lock ([`super::spin`]) is waiting, not work, in both.
 fn default_threads(
-    waitfor: &WaitFor,
+    bottleneck: &BottleneckAnalysis,
     kinds: &[CauseKind],
     times: &BTreeMap<ThreadRef, (u64, u64)>,
     spin_ns: &BTreeMap<ThreadRef, u64>,
     names: &ThreadNames,
 ) -> DefaultChoice {
-    let groups = thread_groups(waitfor, times);
+    let groups = thread_groups(bottleneck, times);
     let program: BTreeSet<u32> = times.keys().map(|t| t.pid).collect();
     // Waits on the program's threads, and waits for CPUs only other processes (or nobody:
     // wakeup latency) held, which say the machine was loaded, not what the program did.
     let mut waited: HashMap<ThreadRef, u64> = HashMap::new();
     let mut loaded: HashMap<ThreadRef, u64> = HashMap::new();
-    for (b, &kind) in waitfor.blame.iter().zip(kinds) {
+    for (b, &kind) in bottleneck.blame.iter().zip(kinds) {
         let outside_cpu = matches!(kind, CauseKind::CpuSaturation | CauseKind::WakeupLatency)
             && b.root.holder.is_none_or(|h| !program.contains(&h.pid));
         match kind {

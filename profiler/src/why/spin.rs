@@ -1,14 +1,15 @@
 //! Spinning as a cause: the analysed threads' `cpu` probe samples in a recognised spin primitive
 //! ([`spin_samples`], the rule every view reads) are time they waited for a lock's holder, on a
-//! CPU. The wait-for engine follows off-CPU intervals only, so these are causes of their own
+//! CPU. The bottleneck engine follows off-CPU intervals only, so these are causes of their own
 //! (`spin`), one per primitive and place, with what the recording says of the holder: for
 //! `pthread_spin_lock`, nothing (a spinlock never enters the kernel, so no probe sees it).
 
-use super::model::{Cause, CauseKey, CauseKind, HopRow, NamedTime};
+use super::cause::named_times;
+use super::model::{Cause, CauseKey, CauseKind, HopRow};
 use super::select::ThreadNames;
 use super::stacks::{place_names, HOP_FRAMES};
+use lockscope_probes::bottleneck::ThreadRef;
 use lockscope_probes::sched::{spin_samples, SpinPrimitive};
-use lockscope_probes::waitfor::ThreadRef;
 use lockscope_probes::Profile;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -89,7 +90,7 @@ pub(super) fn spin_causes(
                 },
                 total_ns: acc.total_ns,
                 waits: acc.samples,
-                threads: named(acc.spinners),
+                threads: named_times(acc.spinners),
                 sites: Vec::new(),
                 holders: Vec::new(),
                 ended_by: Vec::new(),
@@ -109,14 +110,4 @@ pub(super) fn spin_causes(
         .collect();
     out.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.key.cmp(&b.key)));
     out
-}
-
-/// Names and times, heaviest first.
-fn named(map: BTreeMap<String, u64>) -> Vec<NamedTime> {
-    let mut rows: Vec<NamedTime> = map
-        .into_iter()
-        .map(|(name, total_ns)| NamedTime { name, total_ns })
-        .collect();
-    rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
-    rows
 }

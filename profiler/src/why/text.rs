@@ -3,7 +3,7 @@
 use super::{Cause, CauseKind, GroupRow, NamedTime, Site, Why};
 use crate::render::frames::{self, StackStyle, TEXT_WIDTH};
 use crate::render::units::{format_ns, format_percent};
-use lockscope_probes::waitfor::WaitPart;
+use lockscope_probes::bottleneck::WaitPart;
 use std::fmt::Write as _;
 
 /// Names listed before "and N more".
@@ -34,8 +34,18 @@ fn put_wrapped(out: &mut String, text: &str, first: &str, indent: &str) {
     out.push('\n');
 }
 
+/// The whole text: the header, the causes and idle, the coverage.
 fn render(why: &Why, style: StackStyle) -> String {
     let mut out = String::new();
+    write_header(&mut out, why);
+    out.push('\n');
+    write_causes(&mut out, why, style);
+    write_coverage(&mut out, why);
+    out
+}
+
+/// The title, which threads were analysed and why, and how their time went.
+fn write_header(out: &mut String, why: &Why) {
     let h = &why.header;
     let a = &why.analysed;
     let title = format!(
@@ -46,7 +56,7 @@ fn render(why: &Why, style: StackStyle) -> String {
         h.cpu_count,
         h.kernel_release
     );
-    put_wrapped(&mut out, &title, "", "  ");
+    put_wrapped(out, &title, "", "  ");
     let chosen = match a.selection {
         "asked" => format!(
             "{} threads matching `{}`",
@@ -66,7 +76,7 @@ fn render(why: &Why, style: StackStyle) -> String {
     };
     let indent = "             ";
     put_wrapped(
-        &mut out,
+        out,
         &format!("{chosen}: {}", groups(&a.groups)),
         "  analysed   ",
         indent,
@@ -87,7 +97,7 @@ fn render(why: &Why, style: StackStyle) -> String {
                 w.groups.join(","),
             ));
         }
-        put_wrapped(&mut out, &text, "  why        ", indent);
+        put_wrapped(out, &text, "  why        ", indent);
     }
     if !a.left_out.is_empty() {
         let first = &a.left_out[0].group;
@@ -96,7 +106,7 @@ fn render(why: &Why, style: StackStyle) -> String {
             a.left_out.iter().map(|g| g.threads).sum::<usize>(),
             groups(&a.left_out),
         );
-        put_wrapped(&mut out, &text, "  left out   ", indent);
+        put_wrapped(out, &text, "  left out   ", indent);
     }
     if let Some(site) = &a.site {
         let _ = writeln!(out, "  site       only waits at frames containing `{site}`");
@@ -120,8 +130,11 @@ fn render(why: &Why, style: StackStyle) -> String {
              server with no load, is not in it: record while the load runs, or longer)",
         );
     }
-    put_wrapped(&mut out, &time, "  their time ", indent);
-    out.push('\n');
+    put_wrapped(out, &time, "  their time ", indent);
+}
+
+/// The causes, best first, then idle.
+fn write_causes(out: &mut String, why: &Why, style: StackStyle) {
     if why.causes.is_empty() {
         out.push_str("No cause: the analysed threads waited for nothing in the program.\n");
     } else {
@@ -132,16 +145,21 @@ fn render(why: &Why, style: StackStyle) -> String {
             why.causes_total
         );
         for cause in &why.causes {
-            write_cause(&mut out, cause, style);
+            write_cause(out, cause, style);
         }
     }
     if !why.idle.is_empty() {
         out.push('\n');
         out.push_str("Idle: waiting for work from outside the program (not a bottleneck)\n");
         for cause in &why.idle {
-            write_cause(&mut out, cause, style);
+            write_cause(out, cause, style);
         }
     }
+}
+
+/// What the analysis followed, and what it did not, with why.
+fn write_coverage(out: &mut String, why: &Why) {
+    let a = &why.analysed;
     let c = &why.coverage;
     out.push('\n');
     let coverage = format!(
@@ -154,7 +172,7 @@ fn render(why: &Why, style: StackStyle) -> String {
         c.max_depth,
         format_ns(c.history_ns),
     );
-    put_wrapped(&mut out, &coverage, "", "  ");
+    put_wrapped(out, &coverage, "", "  ");
     if c.unexplained_ns > 0 {
         let u = &c.unexplained;
         let parts: Vec<String> = [
@@ -184,7 +202,7 @@ fn render(why: &Why, style: StackStyle) -> String {
             format_ns(c.unexplained_ns),
             parts.join("; ")
         );
-        put_wrapped(&mut out, &text, "", "  ");
+        put_wrapped(out, &text, "", "  ");
     }
     if c.stackless_ns > 0 {
         let stackless = format!(
@@ -193,9 +211,8 @@ fn render(why: &Why, style: StackStyle) -> String {
              places, calls or locks",
             format_ns(c.stackless_ns),
         );
-        put_wrapped(&mut out, &stackless, "", "  ");
+        put_wrapped(out, &stackless, "", "  ");
     }
-    out
 }
 
 fn groups(rows: &[GroupRow]) -> String {
@@ -300,6 +317,7 @@ fn write_kernel(out: &mut String, cause: &Cause) {
     }
 }
 
+/// One cause: its rank, kind and share, who, where, and what it explains.
 fn write_cause(out: &mut String, cause: &Cause, style: StackStyle) {
     let call = cause
         .call
@@ -334,6 +352,14 @@ fn write_cause(out: &mut String, cause: &Cause, style: StackStyle) {
         let _ = writeln!(out, "       ... {} more", lines.len() - MAX_FRAMES);
     }
     write_kernel(out, cause);
+    write_ran_at(out, cause, style);
+    write_holders(out, cause);
+    write_sites(out, cause, style);
+    write_chain(out, cause, style);
+}
+
+/// What the roots (or the CPUs' holders) ran, from the samples, and where it woke the waiters.
+fn write_ran_at(out: &mut String, cause: &Cause, style: StackStyle) {
     if cause.kind == CauseKind::CpuSaturation && !cause.ran_at.is_empty() {
         out.push_str("     (the stack is what held the CPUs, from the cpu probe's samples)\n");
     }
@@ -379,6 +405,10 @@ fn write_cause(out: &mut String, cause: &Cause, style: StackStyle) {
             let _ = writeln!(out, "     until it woke them at: {at}");
         }
     }
+}
+
+/// Who held the CPUs or the lock, and who ended the sleeps.
+fn write_holders(out: &mut String, cause: &Cause) {
     if cause.kind == CauseKind::Spin {
         // Only `pthread_spin_lock` is recognised (docs/BOTTLENECK.md), whose holder no probe
         // sees.
@@ -401,6 +431,10 @@ fn write_cause(out: &mut String, cause: &Cause, style: StackStyle) {
             "       ",
         );
     }
+}
+
+/// The wait sites the cause explains.
+fn write_sites(out: &mut String, cause: &Cause, style: StackStyle) {
     if !cause.sites.is_empty() {
         out.push_str("     explains:\n");
     }
@@ -421,6 +455,10 @@ fn write_cause(out: &mut String, cause: &Cause, style: StackStyle) {
             cause.sites.len() - MAX_SITES
         );
     }
+}
+
+/// The heaviest chain of waits that leads to the cause, one thread per hop.
+fn write_chain(out: &mut String, cause: &Cause, style: StackStyle) {
     let chain: Vec<String> = cause
         .chain
         .iter()

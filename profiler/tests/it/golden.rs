@@ -8,8 +8,8 @@ use crate::common::fixtures;
 use common::check_golden;
 
 use fixtures::{
-    demo_profile, lossy_profile, on_cpu_profile, preempt_profile, saturation_profile,
-    server_profile, waitfor_profile,
+    bottleneck_profile, demo_profile, lossy_profile, on_cpu_profile, preempt_profile,
+    saturation_profile, server_profile,
 };
 use lockscope::analysis::fold::{folded_lines, FoldOptions};
 use lockscope::analysis::measure::Weight;
@@ -410,7 +410,7 @@ fn why(profile: &Profile, threads: Option<&str>) -> lockscope::why::Why {
 /// more wait time; matches its golden files (text and JSON).
 #[test]
 fn why_working_threads() {
-    let profile = waitfor_profile();
+    let profile = bottleneck_profile();
     let answer = why(&profile, None);
     let json = serde_json::to_value(&answer).expect("json");
     assert_eq!(json["causes"][0]["kind"], "cpu");
@@ -428,7 +428,7 @@ fn why_working_threads() {
 /// what the working threads' time traces back to.
 #[test]
 fn sweep_levels_keep_why() {
-    let profile = waitfor_profile();
+    let profile = bottleneck_profile();
     let mut levels = vec![
         lockscope::sweep::summarize_level(1, 100.0, &profile, ("1.lsp", "1.txt")),
         lockscope::sweep::summarize_level(2, 100.0, &profile, ("2.lsp", "2.txt")),
@@ -437,7 +437,7 @@ fn sweep_levels_keep_why() {
     let why = levels[0]
         .why
         .as_ref()
-        .expect("a level with waitfor has why's causes");
+        .expect("a level with bottleneck has why's causes");
     assert_eq!(why.groups, ["request-*"]);
     assert_eq!(why.causes[0].kind, "cpu");
     assert!(
@@ -461,7 +461,7 @@ fn sweep_levels_keep_why() {
 /// others waited on is a cause (the holders' own time in it too), not idleness.
 #[test]
 fn why_background_threads() {
-    let answer = why(&waitfor_profile(), Some("background-*"));
+    let answer = why(&bottleneck_profile(), Some("background-*"));
     let text = answer.to_text();
     check_golden("why_background.txt", &text);
     let json = serde_json::to_value(&answer).expect("json");
@@ -621,7 +621,7 @@ fn frame_identical_stacks_are_merged() {
 }
 
 /// The real recordings of the demo under each probe set (`tests/data/demo`): the report (text
-/// and JSON), with the wait-for analysis `why` with no options (text, and JSON as `why --json`
+/// and JSON), with the bottleneck analysis `why` with no options (text, and JSON as `why --json`
 /// writes it: the causes with the profile's classified totals), and the HTML page (normalized:
 /// see [`normalized_page`]), read as a user reads them; each matches its golden file, so that a
 /// change in what any view says of the demo is reviewed. The views' totals agree with each other
@@ -644,7 +644,7 @@ fn recorded_demo_under_every_probe_set() {
             "{set}: the classified waits are the report's"
         );
         check_golden(&format!("demo_{set}_report.json"), &json);
-        if profile.waitfor.is_some() {
+        if profile.bottleneck.is_some() {
             let answer = why(&profile, None);
             check_golden(&format!("demo_{set}_why.txt"), &answer.to_text());
             let mut value = serde_json::to_value(&answer).expect("why JSON");

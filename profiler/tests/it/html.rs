@@ -488,14 +488,14 @@ fn mariadb_sweep_page() {
 const NO_STACK_NOTE_START: &str =
     "Off-CPU time with no user stack is threads preempted or waiting in the run queue for a CPU";
 
-/// The page of a recording with the wait-for analysis (the two-lock program) says in its summary
+/// The page of a recording with the bottleneck analysis (the two-lock program) says in its summary
 /// what `lockscope why` traces the working threads' waits back to: the request lock's critical
 /// section, not the background lock that has the most wait time.
 #[test]
 fn recording_page_says_why() {
     let dir = tempfile::tempdir().expect("tempdir");
     let run = dir.path().join("twolocks.lsp");
-    lockscope_probes::write_profile(&fixtures::waitfor_profile(), &run).expect("write");
+    lockscope_probes::write_profile(&fixtures::bottleneck_profile(), &run).expect("write");
     let page = dir.path().join("run.html");
     run_ok_stderr(lockscope().arg("html").arg(&run).arg("-o").arg(&page));
     let html = std::fs::read_to_string(&page).expect("html");
@@ -788,7 +788,7 @@ fn recorded_demo_page_carries_why_and_cpu() {
     run_ok_stderr(lockscope().arg("html").arg(&futex).arg("-o").arg(&page));
     let html = std::fs::read_to_string(&page).expect("html");
     assert!(html.contains(
-        "No wait-for analysis in this profile: record it with <code>--probes bottleneck</code>"
+        "No bottleneck analysis in this profile: record it with <code>--probes bottleneck</code>"
     ));
     assert!(!html.contains("why-causes") && !html.contains("On CPU (cpu probe)"));
     assert_eq!(html.matches("<iframe class=\"flame\"").count(), 1);

@@ -283,7 +283,7 @@ fn check_kernel(kernel: Kernel) {
     assert_demo_answer(&all, FUTEX.name, &results.log("all"));
     assert_demo_on_cpu(&all, &results.log("all"), kernel.on_cpu_tolerance());
 
-    // The wait-for analysis (--probes bottleneck): the mutex waiters' time ends in the main
+    // The bottleneck analysis (--probes bottleneck): the mutex waiters' time ends in the main
     // thread's sleep under the order lock, with nothing lost from the stream.
     assert_eq!(
         results.rc(BOTTLENECK.name),
@@ -292,8 +292,11 @@ fn check_kernel(kernel: Kernel) {
         results.log(BOTTLENECK.name)
     );
     let bottleneck = results.profile(BOTTLENECK.name);
-    let waitfor = bottleneck.waitfor.as_ref().expect("the wait-for analysis");
-    assert_eq!(waitfor.lost_intervals, 0, "{waitfor:?}");
+    let bottleneck = bottleneck
+        .bottleneck
+        .as_ref()
+        .expect("the bottleneck analysis");
+    assert_eq!(bottleneck.lost_intervals, 0, "{bottleneck:?}");
     assert_demo_waits_end_in_the_hold(
         &results.dir.join(format!("{}.lsp", BOTTLENECK.name)),
         &results.log(BOTTLENECK.name),

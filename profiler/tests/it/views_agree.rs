@@ -198,7 +198,7 @@ fn assert_views_agree(path: &Path) -> Totals {
     }
 
     let profile: Profile = lockscope_probes::read_profile(path).expect("read");
-    if profile.waitfor.is_some() {
+    if profile.bottleneck.is_some() {
         let why = json(&run(&["why".as_ref(), "--json".as_ref(), p]));
         assert_eq!(
             Totals::of_json(&why["classified"], &format!("why of {name}")),
@@ -245,7 +245,7 @@ fn written(dir: &Path, name: &str, profile: &Profile) -> PathBuf {
 }
 
 /// The hand-made fixtures: the demo (futex), the saturated demo (futex and offcpu, CPU waits),
-/// with the cpu probe's samples, and the two-lock program with the wait-for analysis.
+/// with the cpu probe's samples, and the two-lock program with the bottleneck analysis.
 #[test]
 fn views_agree_on_the_fixtures() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -266,7 +266,7 @@ fn views_agree_on_the_fixtures() {
     assert_views_agree(&written(
         dir.path(),
         "twolocks.lsp",
-        &fixtures::waitfor_profile(),
+        &fixtures::bottleneck_profile(),
     ));
 }
 

@@ -4,9 +4,9 @@
 
 use crate::common;
 
-use common::fixtures::waitfor_profile;
+use common::fixtures::bottleneck_profile;
 use common::{check_golden, lockscope, run_ok};
-use lockscope_probes::waitfor::RootKind;
+use lockscope_probes::bottleneck::RootKind;
 use lockscope_probes::{Profile, TimeClass};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,12 +16,15 @@ const MS: u64 = 1_000_000;
 /// The two-lock program on another kernel, its request lock's critical section half as long
 /// again: the waits that ended in a request thread on a CPU take 1.2 s instead of 800 ms, out of
 /// the request threads' own CPU time (480 ms each, now 280 ms).
-fn grown_waitfor_profile() -> Profile {
-    let mut profile = waitfor_profile();
+fn grown_bottleneck_profile() -> Profile {
+    let mut profile = bottleneck_profile();
     profile.metadata.kernel_release = "6.1.0-57-cloud-amd64".to_string();
-    let waitfor = profile.waitfor.as_mut().expect("waitfor");
+    let bottleneck = profile
+        .bottleneck
+        .as_mut()
+        .expect("the bottleneck analysis");
     let mut grown = 0;
-    for b in &mut waitfor.blame {
+    for b in &mut bottleneck.blame {
         if b.root.kind == RootKind::Cpu {
             grown += b.total_ns / 2;
             b.total_ns += b.total_ns / 2;
@@ -43,8 +46,8 @@ fn grown_waitfor_profile() -> Profile {
 fn written() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");
     let (base, other) = (dir.path().join("base.lsp"), dir.path().join("other.lsp"));
-    lockscope_probes::write_profile(&waitfor_profile(), &base).expect("write base");
-    lockscope_probes::write_profile(&grown_waitfor_profile(), &other).expect("write other");
+    lockscope_probes::write_profile(&bottleneck_profile(), &base).expect("write base");
+    lockscope_probes::write_profile(&grown_bottleneck_profile(), &other).expect("write other");
     (dir, base, other)
 }
 
@@ -124,7 +127,7 @@ fn why_diff_json() {
     );
 }
 
-/// Bad input ends in one line: `--per-op` with one number, and a profile without the wait-for
+/// Bad input ends in one line: `--per-op` with one number, and a profile without the bottleneck
 /// analysis, named, with the flag that records it.
 #[test]
 fn why_diff_errors() {
@@ -141,14 +144,14 @@ fn why_diff_errors() {
         "--per-op takes two operation counts, N_BASE,N_OTHER (got 1 number)"
     );
     let plain = dir.path().join("plain.lsp");
-    let mut profile = waitfor_profile();
-    profile.waitfor = None;
+    let mut profile = bottleneck_profile();
+    profile.bottleneck = None;
     lockscope_probes::write_profile(&profile, &plain).expect("write");
     let msg = one_line_error(lockscope().args(["why"]).arg(&base).arg(&plain));
     assert_eq!(
         msg,
         format!(
-            "`{}` (other): this profile has no wait-for analysis: record it with `--probes \
+            "`{}` (other): this profile has no bottleneck analysis: record it with `--probes \
              bottleneck` (or add `waitfor` to its probes)",
             plain.display()
         )

@@ -6,9 +6,9 @@
 
 use crate::common;
 
-use common::fixtures::waitfor_profile;
+use common::fixtures::bottleneck_profile;
 use common::{check_golden, lockscope, run_ok};
-use lockscope_probes::waitfor::RootKind;
+use lockscope_probes::bottleneck::RootKind;
 use lockscope_probes::{AddressSpace, Frame, Profile, Stack};
 use std::path::Path;
 use std::process::Command;
@@ -35,7 +35,7 @@ fn kernel_stack(functions: &[&str]) -> Stack {
 /// the page-fault path (as on a kernel before per-VMA locks, the holder unmapping memory: its
 /// kernel stack at the wakeup releases the lock in `__vm_munmap`).
 fn kernel_profile(mmap_lock: bool) -> Profile {
-    let mut profile = waitfor_profile();
+    let mut profile = bottleneck_profile();
     let id = |profile: &Profile| profile.stacks.len() as u32;
     let (futex, fault, nanosleep, release) = (
         id(&profile),
@@ -83,8 +83,11 @@ fn kernel_profile(mmap_lock: bool) -> Profile {
             "do_syscall_64",
         ]),
     ]);
-    let waitfor = profile.waitfor.as_mut().expect("waitfor");
-    for b in &mut waitfor.blame {
+    let bottleneck = profile
+        .bottleneck
+        .as_mut()
+        .expect("the bottleneck analysis");
+    for b in &mut bottleneck.blame {
         match b.root.kind {
             RootKind::Cpu => {
                 b.kernel_stack = Some(if mmap_lock { fault } else { futex });
@@ -298,7 +301,7 @@ fn recorded_mmap_lock_is_named() {
     );
 }
 
-/// The comparison page of two runs with the wait-for analysis lists their differential causes
+/// The comparison page of two runs with the bottleneck analysis lists their differential causes
 /// as `why A B` does: the mmap_lock `new` in B (a `kernel-lock` change, with its lock), and the
 /// critical section whose waiters slept in `futex_wait` `gone`.
 #[test]

@@ -14,7 +14,7 @@ use common::{
     deadline, futex, helper_argv, is_helper_run, poll_until_exit, require_bpf, timespec, SERIAL,
 };
 use lockscope_ebpf::{probe_support, ProbeSettings, ProbeSupport, RecordOptions, Recorder};
-use lockscope_probes::waitfor::WokenBy;
+use lockscope_probes::bottleneck::WokenBy;
 use lockscope_probes::{AttachStatus, Profile, Target, TimeClass, WaitKind, WaitRecord};
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicU32, Ordering};

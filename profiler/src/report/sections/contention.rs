@@ -206,7 +206,7 @@ impl Section for Contention {
                 ),
                 (
                     "chain: outside",
-                    "chain: outside = ended by the program, but the wait-for analysis followed \
+                    "chain: outside = ended by the program, but the bottleneck analysis followed \
                      it to threads waiting for something outside",
                 ),
             ]

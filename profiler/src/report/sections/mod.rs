@@ -25,8 +25,8 @@
 
 use crate::render::frames::{self, StackStyle};
 use crate::render::units::{format_ns, format_percent};
+use lockscope_probes::bottleneck::WokenBy;
 use lockscope_probes::catalog::{self, ProbeDescriptor};
-use lockscope_probes::waitfor::WokenBy;
 use lockscope_probes::{
     wait_roles, Profile, RoleBasis, RoleOf, StackId, ThreadTime, TimeClass, WaitKind, WaitRecord,
     WaitRole, WaitStats,

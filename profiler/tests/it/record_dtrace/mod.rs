@@ -8,7 +8,7 @@
 //! root: the demo's known answer through `record -- CMD` and `-p PID -d 10s`, both backends
 //! against each other through `lockscope diff` (`known_answer`); the ways a recording ends, Ctrl-C
 //! from a background job, a killed dtrace (`endings`); several processes (`processes`); the
-//! wait-for analysis (`why`). Here the helpers they share. Without a real dtrace they print
+//! bottleneck analysis (`why`). Here the helpers they share. Without a real dtrace they print
 //! `skipped: <why>`; with CI=true (or LOCKSCOPE_REQUIRE_BPF) they fail instead.
 
 use crate::common;

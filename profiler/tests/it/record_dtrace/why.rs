@@ -1,8 +1,8 @@
-//! The wait-for analysis from a real dtrace: `lockscope why` names the sleep under the lock.
+//! The bottleneck analysis from a real dtrace: `lockscope why` names the sleep under the lock.
 
 use super::*;
 
-/// The wait-for analysis from DTrace (`--probes bottleneck`: the defaults and the `waitfor`
+/// The bottleneck analysis from DTrace (`--probes bottleneck`: the defaults and the `waitfor`
 /// stream), on the known-answer program of the class "a sleep inside a critical section"
 /// (`tests/programs/sleep_under_lock.c`, docs/BOTTLENECK.md, whose truth the eBPF tests prove by
 /// experiment): `lockscope why --json` ranks first the sleep under the lock (kind `sleep`, in
@@ -57,19 +57,23 @@ fn live_why_names_the_sleep_under_the_lock() {
     assert!(stdout.contains("throughput: "), "the program ran: {stdout}");
 
     let profile = read(&lsp);
-    let waitfor = profile
-        .waitfor
+    let bottleneck = profile
+        .bottleneck
         .as_ref()
-        .unwrap_or_else(|| panic!("no wait-for analysis in the profile: {stderr}"));
+        .unwrap_or_else(|| panic!("no bottleneck analysis in the profile: {stderr}"));
     let seconds = profile.metadata.duration_ns as f64 / 1e9;
     eprintln!(
         "{test}: {} intervals in {seconds:.2} s ({:.0}/s), {} lost; dtrace drops {:?}",
-        waitfor.intervals,
-        waitfor.intervals as f64 / seconds,
-        waitfor.lost_intervals,
+        bottleneck.intervals,
+        bottleneck.intervals as f64 / seconds,
+        bottleneck.lost_intervals,
         profile.metadata.losses
     );
-    assert!(waitfor.intervals > 1000, "{} intervals", waitfor.intervals);
+    assert!(
+        bottleneck.intervals > 1000,
+        "{} intervals",
+        bottleneck.intervals
+    );
 
     let json = common::run_ok(lockscope().arg("why").arg(&lsp).arg("--json"));
     let answer: serde_json::Value =

@@ -216,7 +216,7 @@ fn postgres_one_row_under_pgbench() {
         .filter(|t| backends.contains(&t.pid))
         .map(|t| {
             t.woken_ns
-                .get(&lockscope_probes::waitfor::WokenBy::Program)
+                .get(&lockscope_probes::bottleneck::WokenBy::Program)
                 .copied()
                 .unwrap_or(0)
         })

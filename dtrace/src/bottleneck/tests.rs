@@ -1,6 +1,6 @@
 use super::*;
 use crate::catalog::TargetOs;
-use lockscope_probes::waitfor::{RawBlame, RootKind, ThreadRef, WaitPart, WokenBy};
+use lockscope_probes::bottleneck::{RawBlame, RootKind, ThreadRef, WaitPart, WokenBy};
 use lockscope_probes::TimeClass;
 
 /// A recording of `sleep_under_lock` (built with frame pointers) by DTrace for Linux with
@@ -109,7 +109,7 @@ fn blocks(text: &str) -> Vec<Vec<&str>> {
 }
 
 fn stream_of(blocks: &[Vec<&str>]) -> StreamResult {
-    let mut stream = WaitForStream::new(TargetOs::Linux);
+    let mut stream = BottleneckStream::new(TargetOs::Linux);
     for block in blocks {
         for line in block {
             assert!(stream.feed_line(line), "not taken: {line}");
@@ -339,7 +339,7 @@ fn intervals_of_a_thread_never_overlap() {
         "=== wf in 2000 1 2 0 0 swapper/0".into(),
         format!("=== wf end {}", far + 1000),
     ];
-    let mut stream = WaitForStream::new(TargetOs::Linux);
+    let mut stream = BottleneckStream::new(TargetOs::Linux);
     for line in &lines {
         assert!(stream.feed_line(line), "{line}");
     }
@@ -379,7 +379,7 @@ fn lost_and_unmatched_events() {
         "=== wf in 6000 1 2 0 0 swapper/0",
         "=== wf end 7000",
     ];
-    let mut stream = WaitForStream::new(TargetOs::Linux);
+    let mut stream = BottleneckStream::new(TargetOs::Linux);
     for line in lines {
         assert!(stream.feed_line(line));
     }

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /*
- * The process events of the target set (targets.bpf.c), read by the Rust side's process table
- * (src/targets.rs): the forks, execs and exits of recorded processes, as they happen.
+ * The process events of the target set (shared.bpf.c), read by the Rust side's process table
+ * (src/target_set.rs): the forks, execs and exits of recorded processes, as they happen.
  */
-#ifndef LOCKSCOPE_TARGETS_H
-#define LOCKSCOPE_TARGETS_H
+#ifndef LOCKSCOPE_SHARED_H
+#define LOCKSCOPE_SHARED_H
 
 #include "common.h"
 
@@ -41,4 +41,4 @@ struct process_event {
 	char comm[LKS_COMM_LEN];
 };
 
-#endif /* LOCKSCOPE_TARGETS_H */
+#endif /* LOCKSCOPE_SHARED_H */

@@ -1,4 +1,4 @@
-//! Unit tests of the wait-for engine: sampled running, wakers on a CPU, cascades, cycles,
+//! Unit tests of the bottleneck engine: sampled running, wakers on a CPU, cascades, cycles,
 //! conservation of time, the record limit, history, lost intervals, spurious wakeups.
 
 use super::*;

@@ -1,16 +1,16 @@
-//! The wait-for stream: the shared `waitfor_events` ring buffer (`bpf/common.bpf.h`), into which
+//! The bottleneck stream: the shared `bottleneck_events` ring buffer (`bpf/common.bpf.h`), into which
 //! the `offcpu` object writes every off-CPU interval of the target's threads and the `cpu` object
-//! every sample, read at each poll of the recorder into the OS-neutral wait-for [`Engine`]
-//! (`lockscope_probes::waitfor`), which analyses them as the recording goes.
+//! every sample, read at each poll of the recorder into the OS-neutral bottleneck [`Engine`]
+//! (`lockscope_probes::bottleneck`), which analyses them as the recording goes.
 
 use crate::error::Error;
 use crate::object::{comm_str, read_plain, Plain};
-use crate::probe::DrainedWaitFor;
+use crate::probe::DrainedBottleneck;
 use crate::probes::offcpu_interval;
 use crate::shared::SharedMaps;
 use crate::skel::offcpu::types::{offcpu_interval as Interval, waker_class};
-use crate::skel::targets::types::{lks_cpu_sample, lks_event_type};
-use lockscope_probes::waitfor::{Engine, EngineLimits, ThreadRef};
+use crate::skel::shared::types::{lks_cpu_sample, lks_event_type};
+use lockscope_probes::bottleneck::{Engine, EngineLimits, ThreadRef};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -32,21 +32,21 @@ enum Event {
 }
 
 /// The ring buffer's reader and the engine it feeds.
-pub(crate) struct WaitForStream {
+pub(crate) struct BottleneckStream {
     ring: libbpf_rs::RingBuffer<'static>,
     /// What the ring's callback decoded since the last poll.
     received: Rc<RefCell<Vec<Event>>>,
     engine: Engine<i32>,
 }
 
-impl WaitForStream {
+impl BottleneckStream {
     /// Reads the shared ring from now on, for a recording that starts at `start_ns`.
     pub fn open(shared: &SharedMaps, start_ns: u64) -> Result<Self, Error> {
         let map_error = |source| Error::Map {
-            map: "waitfor_events",
+            map: "bottleneck_events",
             source,
         };
-        let map = shared.map("waitfor_events").ok_or_else(|| {
+        let map = shared.map("bottleneck_events").ok_or_else(|| {
             map_error(libbpf_rs::Error::from(std::io::Error::from(
                 std::io::ErrorKind::NotFound,
             )))
@@ -72,7 +72,7 @@ impl WaitForStream {
                 0
             })
             .map_err(map_error)?;
-        Ok(WaitForStream {
+        Ok(BottleneckStream {
             ring: builder.build().map_err(map_error)?,
             received,
             engine: Engine::new(start_ns, EngineLimits::default()),
@@ -82,7 +82,7 @@ impl WaitForStream {
     /// Feeds what the ring holds into the engine and lets it analyse up to `now_ns`.
     pub fn consume(&mut self, now_ns: u64) -> Result<(), Error> {
         self.ring.consume().map_err(|source| Error::Map {
-            map: "waitfor_events",
+            map: "bottleneck_events",
             source,
         })?;
         for event in self.received.borrow_mut().drain(..) {
@@ -112,10 +112,10 @@ impl WaitForStream {
 
     /// Reads what the ring holds and returns the analysis so far, the stream going on (a live
     /// view's snapshot: the intervals still within the engine's lag are not in it yet).
-    pub fn so_far(&mut self, now_ns: u64) -> Result<DrainedWaitFor, Error> {
+    pub fn so_far(&mut self, now_ns: u64) -> Result<DrainedBottleneck, Error> {
         self.consume(now_ns)?;
         let (counts, blame, sampled) = self.engine.analysed();
-        Ok(DrainedWaitFor {
+        Ok(DrainedBottleneck {
             limits: self.engine.limits(),
             counts,
             blame,
@@ -125,10 +125,10 @@ impl WaitForStream {
 
     /// Reads what the ring holds and returns the analysis of the intervals analysed since the
     /// last call (the first call: since the start), the stream going on: a live view's interval.
-    pub fn changed(&mut self, now_ns: u64) -> Result<DrainedWaitFor, Error> {
+    pub fn changed(&mut self, now_ns: u64) -> Result<DrainedBottleneck, Error> {
         self.consume(now_ns)?;
         let (counts, blame, sampled) = self.engine.changed();
-        Ok(DrainedWaitFor {
+        Ok(DrainedBottleneck {
             limits: self.engine.limits(),
             counts,
             blame,
@@ -137,11 +137,11 @@ impl WaitForStream {
     }
 
     /// Reads what is left (call after the probes are detached) and ends the analysis.
-    pub fn finish(mut self, now_ns: u64) -> Result<DrainedWaitFor, Error> {
+    pub fn finish(mut self, now_ns: u64) -> Result<DrainedBottleneck, Error> {
         self.consume(now_ns)?;
         let limits = self.engine.limits();
         let (counts, blame, sampled) = self.engine.finish();
-        Ok(DrainedWaitFor {
+        Ok(DrainedBottleneck {
             limits,
             counts,
             blame,

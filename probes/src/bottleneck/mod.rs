@@ -1,4 +1,4 @@
-//! The wait-for analysis: who each wait of the recorded program waited for, what that thread was
+//! The bottleneck analysis: who each wait of the recorded program waited for, what that thread was
 //! doing meanwhile, and where the time of a chain of waits ends.
 //!
 //! A backend streams every off-CPU interval of the program's threads into an [`Engine`], with
@@ -10,7 +10,7 @@
 //! timer, a device, a client), a cycle, or a stretch the engine does not know. The parts of one
 //! wait always add up to the wait (the engine's conservation invariant, tested).
 //!
-//! The result, [`WaitFor`] in the profile, holds [`Blame`] records: per waiting thread and wait
+//! The result, [`BottleneckAnalysis`] in the profile, holds [`Blame`] records: per waiting thread and wait
 //! site, per root. `lockscope why` ranks them; `docs/FORMAT.md` documents every field.
 
 mod cause;
@@ -71,7 +71,7 @@ pub enum RootKind {
     Blocked,
     /// The chain came back to a thread already in it: threads waiting on each other.
     Cycle,
-    /// The chain was longer than the engine follows ([`WaitFor::max_depth`]).
+    /// The chain was longer than the engine follows ([`BottleneckAnalysis::max_depth`]).
     DepthLimit,
     /// The root thread's timeline is not known there: before its creation or the kept history,
     /// or where intervals were lost.
@@ -103,9 +103,9 @@ pub enum WaitPart {
     Runnable,
 }
 
-/// The wait-for analysis of a recording.
+/// The bottleneck analysis of a recording.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct WaitFor {
+pub struct BottleneckAnalysis {
     /// Chains were followed at most this many threads deep.
     pub max_depth: u32,
     /// How far back each thread's timeline was kept to follow waits into, nanoseconds.

@@ -1,7 +1,8 @@
-//! The processes a recording's [`Target`] stands for, and the table of the processes it recorded.
+//! The target set: the processes a recording's [`Target`] stands for, and the table of the
+//! processes it recorded.
 //!
 //! The target set is the shared `targets` map (`bpf/common.bpf.h`), or every process
-//! (`targets_config`). The `targets` object follows its processes in the kernel: a child of a
+//! (`targets_config`). The `shared` object follows its processes in the kernel: a child of a
 //! recorded process is recorded from its fork on, and every fork, exec and exit of a recorded
 //! process is streamed to user space (`process_events`), where [`ProcessTable`] turns them into
 //! the profile's process table. What the kernel cannot follow is found here:

@@ -2,7 +2,7 @@
 //! causes by it, and the report's contention and idle waits ([`crate::sched::wait_roles`]) read
 //! it, so the two never disagree on whether a wait was contention or idle.
 
-use super::{Blame, RootKind, ThreadRef, WaitFor};
+use super::{Blame, BottleneckAnalysis, RootKind, ThreadRef};
 pub use crate::kernel_frames::is_io_frame;
 use crate::linux_syscalls::FILE_IO_CALLS;
 use crate::profile::{Profile, StackId};
@@ -60,8 +60,8 @@ impl CauseKind {
 
 /// The sleeps other threads waited on (the roots of `blocked` chains of depth 1 and more), by
 /// (thread, user stack): a thread's own sleep there is no idleness but part of the cause.
-pub fn waited_on_sleeps(waitfor: &WaitFor) -> BTreeSet<(ThreadRef, Option<StackId>)> {
-    waitfor
+pub fn waited_on_sleeps(bottleneck: &BottleneckAnalysis) -> BTreeSet<(ThreadRef, Option<StackId>)> {
+    bottleneck
         .blame
         .iter()
         .filter(|b| b.root.kind == RootKind::Blocked && b.depth > 0)

@@ -4,8 +4,8 @@
 
 use super::blames::{Blames, RootKey};
 use super::{EngineLimits, HashMap, IntervalKind, RawWait};
-use crate::waitfor::timeline::{Piece, Stored, Timeline};
-use crate::waitfor::{RootKind, SampleRole, ThreadRef, WaitPart, WokenBy};
+use crate::bottleneck::timeline::{Piece, Stored, Timeline};
+use crate::bottleneck::{RootKind, SampleRole, ThreadRef, WaitPart, WokenBy};
 use std::hash::Hash;
 
 /// One interval's analysis: reads the timelines, adds to the blame.

@@ -1,13 +1,13 @@
-//! [`WaitForStream`]: the events of one recording, held [`REORDER_NS`] to act on them in time
+//! [`BottleneckStream`]: the events of one recording, held [`REORDER_NS`] to act on them in time
 //! order, assembled into each thread's off-CPU intervals (with who woke it and who gave the CPU
-//! back) and fed to the wait-for engine, each thread's time added up by class;
+//! back) and fed to the bottleneck engine, each thread's time added up by class;
 //! [`StreamResult`] is what it made of the recording.
 
 use super::event::{is_interrupt_frame, Event, EventKind};
 use super::parser::StreamParser;
 use crate::catalog::TargetOs;
 use crate::parse::ParsedFrame;
-use lockscope_probes::waitfor::{
+use lockscope_probes::bottleneck::{
     Engine, EngineCounts, EngineLimits, Interval, IntervalKind, RawBlame, ThreadRef, WokenBy,
 };
 use lockscope_probes::{linux_syscalls, AddressSpace, ThreadTime, TimeClass};
@@ -60,7 +60,7 @@ struct ThreadState {
     time_ns: BTreeMap<TimeClass, u64>,
     voluntary: u64,
     involuntary: u64,
-    /// Where its last interval ended: the next one starts no earlier (see [`WaitForStream::close`]).
+    /// Where its last interval ended: the next one starts no earlier (see [`BottleneckStream::close`]).
     last_end: u64,
 }
 
@@ -91,7 +91,7 @@ impl StackTable {
 }
 
 /// The stream of one recording: events in, the engine's analysis out.
-pub struct WaitForStream {
+pub struct BottleneckStream {
     parser: StreamParser,
     /// Events waiting for [`REORDER_NS`], by time and arrival.
     pending: BTreeMap<(u64, u64), Event>,
@@ -115,9 +115,9 @@ pub struct WaitForStream {
     late: u64,
 }
 
-impl std::fmt::Debug for WaitForStream {
+impl std::fmt::Debug for BottleneckStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WaitForStream")
+        f.debug_struct("BottleneckStream")
             .field("events", &self.events)
             .field("threads", &self.threads.len())
             .finish_non_exhaustive()
@@ -149,10 +149,10 @@ pub struct StreamResult {
     pub late: u64,
 }
 
-impl WaitForStream {
+impl BottleneckStream {
     /// A stream for a script written for `os`.
     pub fn new(os: TargetOs) -> Self {
-        WaitForStream {
+        BottleneckStream {
             parser: StreamParser::new(os),
             pending: BTreeMap::new(),
             arrived: 0,

@@ -9,7 +9,7 @@
 //! last [`Blames::take_changed`] are remembered, for a live view's snapshots.
 
 use super::{HashMap, RawBlame, RawRoot, RawSampled, RawWait};
-use crate::waitfor::{SampleRole, ThreadRef};
+use crate::bottleneck::{SampleRole, ThreadRef};
 use indexmap::map::Entry;
 use indexmap::IndexMap;
 use std::hash::Hash;

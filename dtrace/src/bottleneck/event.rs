@@ -4,8 +4,8 @@
 
 use crate::catalog::TargetOs;
 use crate::parse::ParsedFrame;
+use lockscope_probes::bottleneck::ThreadRef;
 pub use lockscope_probes::kernel_frames::is_interrupt_frame;
-use lockscope_probes::waitfor::ThreadRef;
 
 /// What an event says.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,11 +9,11 @@
  *   until it execs, and its first waits (a server's new worker's) unwind completely;
  * - an exec drops the process's unwind table (its mappings are new);
  * - each fork, exec and exit of a recorded process goes to `process_events`, for the process
- *   table of the profile (src/targets.rs).
+ *   table of the profile (src/target_set.rs).
  */
 #include "common.bpf.h"
 #include "common.h"
-#include "targets.h"
+#include "shared.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -25,7 +25,7 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
  * of maps and globals), as libbpf-bootstrap does for its event structs. */
 enum unwind_cfa_kind lks_unwind_cfa_kind_type = LKS_CFA_NONE;
 enum unwind_constants lks_unwind_constants_type = (enum unwind_constants)0;
-/* ... and of the wait-for stream's records (common.h) the user space reads. */
+/* ... and of the bottleneck stream's records (common.h) the user space reads. */
 struct lks_cpu_sample lks_cpu_sample_type = {};
 enum lks_event_type lks_event_type_type = LKS_EVENT_INTERVAL;
 /* The same for the process events of `process_events` (a ring buffer has no value type). */

@@ -1,11 +1,11 @@
-//! The target set a recording starts with ([`Targets`]): the processes given by pid (and their
+//! The target set a recording starts with ([`InitialSet`]): the processes given by pid (and their
 //! descendants), a cgroup's processes, or every process, entered in the shared maps, the
 //! process table and the unwinder.
 
 use super::Scope;
 use crate::error::Error;
 use crate::shared::SharedMaps;
-use crate::targets::{
+use crate::target_set::{
     all_processes, descendants, process_command, process_tgid, unrecorded_children, Cgroup,
     ProcessTable,
 };
@@ -31,19 +31,19 @@ fn observe_and_unwind(
 }
 
 /// Starting a recording's target set: the shared maps, the unwinder and the process table.
-pub(super) struct Targets<'a> {
+pub(super) struct InitialSet<'a> {
     shared: &'a mut SharedMaps,
     unwinder: &'a mut Option<Unwinder>,
     processes: &'a mut ProcessTable,
 }
 
-impl<'a> Targets<'a> {
+impl<'a> InitialSet<'a> {
     pub(super) fn new(
         shared: &'a mut SharedMaps,
         unwinder: &'a mut Option<Unwinder>,
         processes: &'a mut ProcessTable,
     ) -> Self {
-        Targets {
+        InitialSet {
             shared,
             unwinder,
             processes,
@@ -58,7 +58,7 @@ impl<'a> Targets<'a> {
         tree: bool,
         warnings: &mut Vec<String>,
     ) -> Result<(RecordedTarget, Scope, Option<u32>), Error> {
-        let Targets {
+        let InitialSet {
             shared,
             unwinder,
             processes,
@@ -117,7 +117,7 @@ impl<'a> Targets<'a> {
         own: u32,
         warnings: &mut Vec<String>,
     ) -> Result<(RecordedTarget, Scope, Option<u32>), Error> {
-        let Targets {
+        let InitialSet {
             shared,
             unwinder,
             processes,
@@ -152,7 +152,7 @@ impl<'a> Targets<'a> {
 
     /// Every process but `own`.
     pub(super) fn all(self, own: u32) -> Result<(RecordedTarget, Scope, Option<u32>), Error> {
-        let Targets {
+        let InitialSet {
             shared,
             unwinder,
             processes,

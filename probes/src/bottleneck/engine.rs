@@ -1,4 +1,4 @@
-//! The streaming engine of the wait-for analysis: off-CPU intervals in, [`RawBlame`] out.
+//! The streaming engine of the bottleneck analysis: off-CPU intervals in, [`RawBlame`] out.
 //!
 //! A backend pushes each interval as it ends ([`Engine::push`]) and calls [`Engine::advance`]
 //! with the current time now and then; the engine analyses the intervals that ended at least
@@ -186,7 +186,7 @@ pub struct RawSampled<S> {
     pub weight: u64,
 }
 
-/// What the engine counted besides the blame (as [`super::WaitFor`]'s fields of those names).
+/// What the engine counted besides the blame (as [`super::BottleneckAnalysis`]'s fields of those names).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[allow(missing_docs)]
 pub struct EngineCounts {
@@ -199,7 +199,7 @@ pub struct EngineCounts {
     pub stackless_ns: u64,
 }
 
-/// The wait-for engine of one recording.
+/// The bottleneck engine of one recording.
 pub struct Engine<S> {
     limits: EngineLimits,
     start_ns: u64,

@@ -1,7 +1,7 @@
-//! The wait-for stream (`waitfor`, `--probes bottleneck`): the per-event lines the script prints
+//! The bottleneck stream (`waitfor`, `--probes bottleneck`): the per-event lines the script prints
 //! (`crate::probes`'s `waitfor`), read as dtrace prints them, assembled into the off-CPU
-//! intervals of the target's threads and fed to the OS-neutral wait-for engine
-//! ([`lockscope_probes::waitfor::Engine`]), as the eBPF backend feeds it from its ring buffer.
+//! intervals of the target's threads and fed to the OS-neutral bottleneck engine
+//! ([`lockscope_probes::bottleneck::Engine`]), as the eBPF backend feeds it from its ring buffer.
 //!
 //! Each event is one line, then the stacks it carries (a `=== ustack` or `=== kstack` line, then
 //! frames, one per line, indented, as the `ustack()`/`stack()` actions print them):
@@ -20,7 +20,7 @@
 //! `STATE` is `lwpsinfo_t.pr_state` (2, `SRUN`: preempted; otherwise asleep); `CALL` a system
 //! call number on Linux (-1 printed unsigned: none), a name or `-` elsewhere; an `EXECNAME` may
 //! hold spaces (it ends the line). dtrace prints each CPU's buffer in turn, so events come in
-//! time order per CPU only: [`WaitForStream`] keeps them [`REORDER_NS`] before acting on them in
+//! time order per CPU only: [`BottleneckStream`] keeps them [`REORDER_NS`] before acting on them in
 //! time order. A thread's interval is its `out`, the first `wake` of it after that, and its next
 //! `in` (whose `PREV_*` thread is who gave the CPU back). A `sched:::on-cpu` is not needed: the
 //! switch-in is the `sched:::off-cpu` of the thread it replaces, which fires on every OS,
@@ -41,4 +41,4 @@ mod tests;
 
 pub use event::{is_interrupt_frame, parse_event_line, Event, EventKind};
 pub use parser::StreamParser;
-pub use stream::{StreamResult, WaitForStream, REORDER_NS};
+pub use stream::{BottleneckStream, StreamResult, REORDER_NS};
