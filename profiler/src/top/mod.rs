@@ -138,8 +138,8 @@ fn start_recorder(
     options: &TopOptions,
     asks: &Arc<Asks>,
 ) -> Result<(mpsc::Receiver<Update>, std::thread::JoinHandle<()>)> {
-    // Room for two snapshots: a view that falls behind (a slow terminal, a starved CPU) skips
-    // snapshots rather than queueing them, so its memory and its lag stay bounded.
+    // Room for two snapshots: a view that falls behind (a slow terminal, a starved CPU) gets
+    // the snapshots it could not take merged into one, so its memory and its lag stay bounded.
     let (sender, receiver) = mpsc::sync_channel(2);
     let session = options.session.clone();
     let interval = options.interval;
