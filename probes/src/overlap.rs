@@ -32,11 +32,9 @@
 //! calls (a futex wait is also a `futex` call), the `mutex-hold` probe's holds (time held) and the
 //! `cpu` probe's samples (CPU time) are never summed with wait time ([`MixedMeasures`]).
 
+use crate::bottleneck::WokenBy;
 use crate::catalog::{offcpu_operation, ProbeDescriptor, FUTEX, KLOCK, OFFCPU};
 use crate::kernel_frames::is_kernel_lock_sleep_frame;
-// Also here, where it was before it moved to `kernel_frames`, for the code that names it so.
-use crate::bottleneck::WokenBy;
-pub use crate::kernel_frames::KERNEL_LOCK_SLEEPS;
 use crate::linux_syscalls::FUTEX_WAIT_CALLS;
 use crate::profile::{Frame, Profile, Stack, StackId, WaitRecord, WaitStats};
 use crate::wait::{Quantity, WaitKind};
@@ -66,7 +64,7 @@ pub fn is_offcpu_futex_sleep(record: &WaitRecord) -> bool {
     offcpu_call(record).is_some_and(|call| FUTEX_WAIT_CALLS.contains(&call))
 }
 
-/// True when `stack` sleeps under a sleeping kernel lock: a frame of [`KERNEL_LOCK_SLEEPS`]
+/// True when `stack` sleeps under a sleeping kernel lock: a frame of [`KERNEL_LOCK_SLEEPS`](crate::kernel_frames::KERNEL_LOCK_SLEEPS)
 /// ([`is_kernel_lock_sleep_frame`]).
 pub fn sleeps_on_kernel_lock(stack: &Stack) -> bool {
     stack.frames.iter().any(|f| {

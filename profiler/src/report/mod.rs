@@ -29,9 +29,9 @@
 //! is documented in `docs/REPORT-JSON.md` (version [`REPORT_JSON_VERSION`]).
 //!
 //! One file per job: `model.rs` the report value (its fields are the JSON schema), `build.rs` the
-//! value of a profile, `text.rs` the text; `coverage.rs` and `sections/` the header's coverage
-//! and the sections, each built and written as text (and a section as HTML tables) where it is
-//! defined.
+//! value of a profile, `text.rs` the text (its header and top groups in `text/`); `coverage.rs`
+//! and `sections/` the header's coverage and the sections, each built and written as text (and a
+//! section as HTML tables) where it is defined.
 
 mod build;
 mod classified;

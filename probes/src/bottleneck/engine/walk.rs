@@ -8,7 +8,6 @@ use crate::bottleneck::timeline::{Piece, Stored, Timeline};
 use crate::bottleneck::{RootKind, SampleRole, ThreadRef, WaitPart, WokenBy};
 use std::hash::Hash;
 
-/// One interval's analysis: reads the timelines, adds to the blame.
 /// Where a thread of the chain was when it woke the thread before it: the waker's stacks at the
 /// wakeup.
 #[derive(Clone, Copy)]
@@ -17,6 +16,22 @@ struct WokeAt<S> {
     kernel_stack: Option<S>,
 }
 
+/// Where the walk is in one wait: the wait being blamed, the threads followed from it (each
+/// with its user stack where it slept, `None` for the last), and how deep.
+struct Path<S> {
+    side: RawWait<S>,
+    chain: Vec<(ThreadRef, Option<S>)>,
+    depth: u32,
+}
+
+/// A stretch of time, `[from, to)` in nanoseconds.
+#[derive(Clone, Copy)]
+struct Span {
+    from: u64,
+    to: u64,
+}
+
+/// One interval's analysis: reads the timelines, adds to the blame.
 pub(super) struct Walk<'a, S> {
     pub(super) threads: &'a HashMap<u32, Timeline<S>>,
     pub(super) limits: EngineLimits,
@@ -40,16 +55,16 @@ impl<S: Copy + Eq + Hash> Walk<'_, S> {
                         .waker
                         .filter(|_| interval.woken_by == Some(WokenBy::Program)),
                 };
-                let mut chain = vec![(thread, interval.user_stack)];
-                self.asleep(
-                    &side,
-                    thread,
-                    interval,
-                    interval.start,
-                    interval.wakeup,
-                    0,
-                    &mut chain,
-                );
+                let mut path = Path {
+                    side,
+                    chain: vec![(thread, interval.user_stack)],
+                    depth: 0,
+                };
+                let span = Span {
+                    from: interval.start,
+                    to: interval.wakeup,
+                };
+                self.asleep(&mut path, thread, interval, span);
                 interval.wakeup
             }
             IntervalKind::Preempted | IntervalKind::New => interval.start,
@@ -110,33 +125,39 @@ impl<S: Copy + Eq + Hash> Walk<'_, S> {
         }
     }
 
-    /// Blames `[from, to)` of `sleeper`'s sleep `interval` (at `depth` from the waiting thread):
-    /// to what its waker did meanwhile when a thread of the program woke it, else to the sleep.
-    #[allow(clippy::too_many_arguments)]
-    fn asleep(
+    /// Blames `ns` of the path's wait to `root`, the last thread of the chain.
+    fn add(&mut self, path: &Path<S>, root: RootKey<S>, ns: u64) {
+        self.blames
+            .add(path.side, root, path.depth, &path.chain, ns);
+    }
+
+    /// Blames `ns` of the path's wait to `root`, with `hop` (a thread, and its stack where it
+    /// slept) at the chain's end.
+    fn add_at(
         &mut self,
-        side: &RawWait<S>,
-        sleeper: ThreadRef,
-        interval: &Stored<S>,
-        from: u64,
-        to: u64,
-        depth: u32,
-        chain: &mut Vec<(ThreadRef, Option<S>)>,
+        path: &mut Path<S>,
+        hop: (ThreadRef, Option<S>),
+        root: RootKey<S>,
+        ns: u64,
     ) {
+        path.chain.push(hop);
+        self.add(path, root, ns);
+        path.chain.pop();
+    }
+
+    /// Blames `span` of `sleeper`'s sleep `interval` (at the path's depth from the waiting
+    /// thread): to what its waker did meanwhile when a thread of the program woke it, else to the
+    /// sleep.
+    fn asleep(&mut self, path: &mut Path<S>, sleeper: ThreadRef, interval: &Stored<S>, span: Span) {
         match interval.waker {
             Some(waker) if interval.woken_by == Some(WokenBy::Program) => {
-                self.follow(
-                    side,
-                    waker,
-                    from,
-                    to,
-                    depth + 1,
-                    WokeAt {
-                        user_stack: interval.waker_user_stack,
-                        kernel_stack: interval.waker_kernel_stack,
-                    },
-                    chain,
-                );
+                let woke_at = WokeAt {
+                    user_stack: interval.waker_user_stack,
+                    kernel_stack: interval.waker_kernel_stack,
+                };
+                path.depth += 1;
+                self.follow(path, waker, span, woke_at);
+                path.depth -= 1;
             }
             _ => {
                 let root = RootKey {
@@ -150,59 +171,42 @@ impl<S: Copy + Eq + Hash> Walk<'_, S> {
                     holder: None,
                     holder_name: None,
                 };
-                self.blames.add(*side, root, depth, chain, to - from);
+                self.add(path, root, span.to - span.from);
             }
         }
     }
 
-    /// Blames `[from, to)` to what `thread` did then, `depth` threads from the waiting one;
-    /// `woke_at` is its user stack where it ended the sleep that led here (at `to`).
-    #[allow(clippy::too_many_arguments)]
-    fn follow(
-        &mut self,
-        side: &RawWait<S>,
-        thread: ThreadRef,
-        from: u64,
-        to: u64,
-        depth: u32,
-        woke_at: WokeAt<S>,
-        chain: &mut Vec<(ThreadRef, Option<S>)>,
-    ) {
+    /// Blames `span` to what `thread` did then, the path's depth from the waiting thread;
+    /// `woke_at` is where it ended the sleep that led here (at `span.to`).
+    fn follow(&mut self, path: &mut Path<S>, thread: ThreadRef, span: Span, woke_at: WokeAt<S>) {
+        let Span { from, to } = span;
         if from >= to {
             return;
         }
-        if chain.iter().any(|(t, _)| t.tid == thread.tid) {
-            chain.push((thread, None));
+        if path.chain.iter().any(|(t, _)| t.tid == thread.tid) {
             let root = Self::simple_root(RootKind::Cycle, thread, woke_at.user_stack);
-            self.blames.add(*side, root, depth, chain, to - from);
-            chain.pop();
+            self.add_at(path, (thread, None), root, to - from);
             return;
         }
-        if depth > self.limits.max_depth {
-            chain.push((thread, None));
+        if path.depth > self.limits.max_depth {
             let root = Self::simple_root(RootKind::DepthLimit, thread, woke_at.user_stack);
-            self.blames.add(*side, root, depth, chain, to - from);
-            chain.pop();
+            self.add_at(path, (thread, None), root, to - from);
             return;
         }
         let Some(timeline) = self.threads.get(&thread.tid) else {
             // Never switched during the recording: on a CPU all along.
-            chain.push((thread, None));
             let root = RootKey {
                 kernel_stack: woke_at.kernel_stack,
                 ..Self::simple_root(RootKind::Cpu, thread, woke_at.user_stack)
             };
-            self.blames.add(*side, root, depth, chain, to - from);
-            chain.pop();
+            self.add_at(path, (thread, None), root, to - from);
             return;
         };
         for (start, end, piece) in timeline.pieces(from, to) {
             match piece {
                 Piece::Unknown => {
-                    chain.push((thread, None));
                     let root = Self::simple_root(RootKind::Unknown, thread, None);
-                    self.blames.add(*side, root, depth, chain, end - start);
-                    chain.pop();
+                    self.add_at(path, (thread, None), root, end - start);
                 }
                 Piece::OnCpu { next } => {
                     // The stack where this stretch of running ended: its next switch-out, or
@@ -212,27 +216,31 @@ impl<S: Copy + Eq + Hash> Walk<'_, S> {
                         self.blames
                             .add_sample((SampleRole::Root, thread, stack, sample));
                     }
-                    chain.push((thread, None));
                     // Ended at the wakeup: the root's kernel stack as it woke the chain's next
                     // thread (a kernel lock's release).
                     let root = RootKey {
                         kernel_stack: next.map_or(woke_at.kernel_stack, |_| None),
                         ..Self::simple_root(RootKind::Cpu, thread, stack)
                     };
-                    self.blames.add(*side, root, depth, chain, end - start);
-                    chain.pop();
+                    self.add_at(path, (thread, None), root, end - start);
                 }
                 Piece::Runnable { interval } => {
-                    chain.push((thread, interval.user_stack));
                     self.sample_holder(interval, start, end);
                     let root = self.saturation_root(thread, interval);
-                    self.blames.add(*side, root, depth, chain, end - start);
-                    chain.pop();
+                    self.add_at(path, (thread, interval.user_stack), root, end - start);
                 }
                 Piece::Asleep { interval } => {
-                    chain.push((thread, interval.user_stack));
-                    self.asleep(side, thread, interval, start, end, depth, chain);
-                    chain.pop();
+                    path.chain.push((thread, interval.user_stack));
+                    self.asleep(
+                        path,
+                        thread,
+                        interval,
+                        Span {
+                            from: start,
+                            to: end,
+                        },
+                    );
+                    path.chain.pop();
                 }
             }
         }

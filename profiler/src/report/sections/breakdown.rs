@@ -157,6 +157,229 @@ fn breakdown(profile: &Profile) -> Option<Breakdown> {
     })
 }
 
+/// Width of a text table's row lead: two spaces, the name, the thread count, the wall time.
+const LEAD_WIDTH: usize = 2 + 24 + 3 + 9;
+
+/// A column of the breakdown's text table: its header, one cell per row, and its width (one
+/// space before the widest).
+struct Column {
+    header: String,
+    cells: Vec<String>,
+    width: usize,
+}
+
+/// The columns' widths together.
+fn width_of(columns: &[Column]) -> usize {
+    columns.iter().map(|c| c.width).sum()
+}
+
+/// Percent of `wall` without its `%` sign (the table's header says it).
+fn percent(ns: u64, wall: u64) -> String {
+    format_percent(ns, wall).trim_end_matches('%').to_string()
+}
+
+/// A note under the tables, wrapped within [`frames::TEXT_WIDTH`] columns.
+fn note(out: &mut String, text: &str) {
+    let _ = writeln!(
+        out,
+        "{}",
+        frames::wrap(text, "  ", "   ", frames::TEXT_WIDTH)
+    );
+}
+
+/// What the breakdown's text shows beside the classes, not in their 100%.
+#[derive(Clone, Copy)]
+struct Beside {
+    /// The `cpu` probe's CPU time.
+    sampled: bool,
+    /// The time asleep by who ended the sleeps, when the profile says.
+    woken: bool,
+}
+
+impl Beside {
+    /// What the columns beside the classes are, in words (`after |: ` when in one table).
+    fn words(self, together: bool) -> String {
+        let mut words = Vec::new();
+        if self.sampled {
+            words.push(
+                "sampled: the cpu probe's CPU time beside the scheduler's on-cpu, not in the 100",
+            );
+        }
+        if self.woken {
+            words.push(
+                "program, outside: the time asleep by who ended the sleeps, whatever they slept \
+                 in: program = another thread of the program (waiting on it), outside = another \
+                 process, a timer, a device or the network (idle, or I/O)",
+            );
+        }
+        words.push("csw/s: context switches per second; invol: the involuntary share");
+        format!(
+            "({}{})",
+            if together { "after |: " } else { "" },
+            words.join("; ")
+        )
+    }
+}
+
+/// The rows of the breakdown's text tables: the thread names', all threads', then (when more
+/// than one) the threads' after their heading.
+struct TextTable<'a> {
+    rows: Vec<&'a TimeRow>,
+    /// Each row's name, cut to its column.
+    names: Vec<String>,
+    /// The first by-thread row, when they are shown.
+    by_thread_from: Option<usize>,
+}
+
+impl<'a> TextTable<'a> {
+    /// The rows of `breakdown`.
+    fn of(breakdown: &'a Breakdown) -> TextTable<'a> {
+        let mut rows: Vec<&TimeRow> = breakdown.by_name.iter().collect();
+        rows.push(&breakdown.total);
+        let by_thread_from = (breakdown.by_thread.len() > 1).then_some(rows.len());
+        if by_thread_from.is_some() {
+            rows.extend(&breakdown.by_thread);
+        }
+        let names = rows.iter().map(|r| truncate(&r.name, 23)).collect();
+        TextTable {
+            rows,
+            names,
+            by_thread_from,
+        }
+    }
+
+    /// The column headed `header`, one `cell` per row.
+    fn column(&self, header: &str, cell: &dyn Fn(&TimeRow) -> String) -> Column {
+        let cells: Vec<String> = self.rows.iter().map(|r| cell(r)).collect();
+        let width = cells
+            .iter()
+            .map(|c| c.chars().count())
+            .chain([header.chars().count()])
+            .max()
+            .unwrap_or(0);
+        Column {
+            header: header.to_string(),
+            cells,
+            width: width + 1,
+        }
+    }
+
+    /// A column per class: percent of each row's wall time.
+    fn class_columns(&self, classes: &[TimeClass]) -> Vec<Column> {
+        classes
+            .iter()
+            .map(|&class| {
+                self.column(class.name(), &|r: &TimeRow| {
+                    percent(r.time_ns.get(&class).copied().unwrap_or(0), r.wall_ns)
+                })
+            })
+            .collect()
+    }
+
+    /// The columns beside the classes: sampled CPU and who ended the sleeps (as `beside`
+    /// says), the context switches.
+    fn beside_columns(&self, beside: Beside) -> Vec<Column> {
+        let mut columns = Vec::new();
+        if beside.sampled {
+            columns.push(self.column("sampled", &|r: &TimeRow| {
+                percent(r.sampled_cpu_ns.unwrap_or(0), r.wall_ns)
+            }));
+        }
+        if beside.woken {
+            columns.push(self.column("program", &|r: &TimeRow| {
+                percent(r.program_and_outside().0, r.wall_ns)
+            }));
+            columns.push(self.column("outside", &|r: &TimeRow| {
+                percent(r.program_and_outside().1, r.wall_ns)
+            }));
+        }
+        columns.push(self.column("csw/s", &|r: &TimeRow| format!("{:.1}", r.switches_per_s)));
+        columns.push(self.column("invol", &|r: &TimeRow| {
+            format!("{:.0}%", r.involuntary_share * 100.0)
+        }));
+        columns
+    }
+
+    /// Row `i`'s lead (name, threads, wall time), or the header's with `None`.
+    fn lead(&self, out: &mut String, i: Option<usize>) {
+        let _ = match i {
+            Some(i) => write!(
+                out,
+                "  {:<24}{:>3}{:>9}",
+                self.names[i],
+                self.rows[i].threads,
+                format_ns(self.rows[i].wall_ns)
+            ),
+            None => write!(out, "  {:<24}{:>3}{:>9}", "threads", "n", "wall"),
+        };
+    }
+
+    /// One table of `parts` (separated by ` |`): its header, then its rows, the by-thread rows
+    /// after their heading.
+    fn write(&self, out: &mut String, parts: &[&[Column]]) {
+        let mut header = String::new();
+        self.lead(&mut header, None);
+        for (p, part) in parts.iter().enumerate() {
+            if p > 0 {
+                header.push_str(" |");
+            }
+            for Column {
+                header: name,
+                width: w,
+                ..
+            } in part.iter()
+            {
+                let _ = write!(header, "{name:>w$}");
+            }
+        }
+        let _ = writeln!(out, "{header}");
+        for i in 0..self.rows.len() {
+            if self.by_thread_from == Some(i) {
+                let _ = writeln!(out, "  by thread (heaviest wall time first):");
+            }
+            let mut line = String::new();
+            self.lead(&mut line, Some(i));
+            for (p, part) in parts.iter().enumerate() {
+                if p > 0 {
+                    line.push_str(" |");
+                }
+                for Column {
+                    cells, width: w, ..
+                } in part.iter()
+                {
+                    let _ = write!(line, "{:>w$}", cells[i]);
+                }
+            }
+            let _ = writeln!(out, "{line}");
+        }
+    }
+}
+
+impl Breakdown {
+    /// What its text shows beside the classes.
+    fn beside(&self) -> Beside {
+        Beside {
+            sampled: self.total.sampled_cpu_ns.is_some(),
+            woken: !self.total.woken_ns.is_empty(),
+        }
+    }
+
+    /// All threads' time asleep by who ended the sleeps, under the tables.
+    fn woken_note(&self, out: &mut String) {
+        let (program, outside) = self.total.program_and_outside();
+        note(
+            out,
+            &format!(
+                "all threads: {} of their time in sleeps another thread of the program ended, \
+                 {} in sleeps something outside it ended (who ended them, not the contention \
+                 above)",
+                format_percent(program, self.total.wall_ns),
+                format_percent(outside, self.total.wall_ns)
+            ),
+        );
+    }
+}
+
 impl Section for Breakdown {
     const SOURCE: Source = Source::Waits {
         key: "breakdown",
@@ -172,146 +395,26 @@ impl Section for Breakdown {
     /// [`frames::TEXT_WIDTH`] together, what is not in the 100%: sampled CPU, who ended the
     /// sleeps, the context switches.
     fn write_text(&self, out: &mut String) {
-        let sampled = self.total.sampled_cpu_ns.is_some();
-        // Who ended the sleeps, when the profile says: beside the classes, not in the 100%.
-        let woken = !self.total.woken_ns.is_empty();
         // A class no row has time in: the total row sums them all.
         let (classes, absent): (Vec<TimeClass>, Vec<TimeClass>) = TimeClass::ALL
             .into_iter()
             .partition(|class| self.total.time_ns.get(class).is_some_and(|&ns| ns > 0));
-        let mut rows: Vec<&TimeRow> = self.by_name.iter().collect();
-        rows.push(&self.total);
-        let by_thread = self.by_thread.len() > 1;
-        if by_thread {
-            rows.extend(&self.by_thread);
-        }
-        let percent =
-            |ns: u64, wall: u64| format_percent(ns, wall).trim_end_matches('%').to_string();
-        // Columns as (header, one cell per row of `rows`): the classes, then the rest.
-        let column = |header: &str, cell: &dyn Fn(&TimeRow) -> String| {
-            let cells: Vec<String> = rows.iter().map(|r| cell(r)).collect();
-            let width = cells
-                .iter()
-                .map(|c| c.chars().count())
-                .chain([header.chars().count()])
-                .max()
-                .unwrap_or(0);
-            (header.to_string(), cells, width + 1)
-        };
-        let class_columns: Vec<_> = classes
-            .iter()
-            .map(|&class| {
-                column(class.name(), &|r: &TimeRow| {
-                    percent(r.time_ns.get(&class).copied().unwrap_or(0), r.wall_ns)
-                })
-            })
-            .collect();
-        let mut beside = Vec::new();
-        if sampled {
-            beside.push(column("sampled", &|r: &TimeRow| {
-                percent(r.sampled_cpu_ns.unwrap_or(0), r.wall_ns)
-            }));
-        }
-        if woken {
-            beside.push(column("program", &|r: &TimeRow| {
-                percent(r.program_and_outside().0, r.wall_ns)
-            }));
-            beside.push(column("outside", &|r: &TimeRow| {
-                percent(r.program_and_outside().1, r.wall_ns)
-            }));
-        }
-        beside.push(column("csw/s", &|r: &TimeRow| {
-            format!("{:.1}", r.switches_per_s)
-        }));
-        beside.push(column("invol", &|r: &TimeRow| {
-            format!("{:.0}%", r.involuntary_share * 100.0)
-        }));
-        let names: Vec<String> = rows.iter().map(|r| truncate(&r.name, 23)).collect();
-        let lead = |out: &mut String, i: Option<usize>| {
-            let _ = match i {
-                Some(i) => write!(
-                    out,
-                    "  {:<24}{:>3}{:>9}",
-                    names[i],
-                    rows[i].threads,
-                    format_ns(rows[i].wall_ns)
-                ),
-                None => write!(out, "  {:<24}{:>3}{:>9}", "threads", "n", "wall"),
-            };
-        };
-        let lead_width = 2 + 24 + 3 + 9;
-        let width = |columns: &[(String, Vec<String>, usize)]| -> usize {
-            columns.iter().map(|c| c.2).sum()
-        };
+        let table = TextTable::of(self);
+        let class_columns = table.class_columns(&classes);
+        let beside = table.beside_columns(self.beside());
         let together =
-            lead_width + width(&class_columns) + 2 + width(&beside) <= frames::TEXT_WIDTH;
-        let note = |out: &mut String, text: &str| {
-            let _ = writeln!(
-                out,
-                "{}",
-                frames::wrap(text, "  ", "   ", frames::TEXT_WIDTH)
-            );
-        };
-        // One table of `parts` (separated by ` |`), its rows as `rows`, the by-thread rows
-        // after their heading.
-        let table = |out: &mut String, parts: &[&[(String, Vec<String>, usize)]]| {
-            let mut header = String::new();
-            lead(&mut header, None);
-            for (p, part) in parts.iter().enumerate() {
-                if p > 0 {
-                    header.push_str(" |");
-                }
-                for (name, _, w) in part.iter() {
-                    let _ = write!(header, "{name:>w$}");
-                }
-            }
-            let _ = writeln!(out, "{header}");
-            for i in 0..rows.len() {
-                if by_thread && i == self.by_name.len() + 1 {
-                    let _ = writeln!(out, "  by thread (heaviest wall time first):");
-                }
-                let mut line = String::new();
-                lead(&mut line, Some(i));
-                for (p, part) in parts.iter().enumerate() {
-                    if p > 0 {
-                        line.push_str(" |");
-                    }
-                    for (_, cells, w) in part.iter() {
-                        let _ = write!(line, "{:>w$}", cells[i]);
-                    }
-                }
-                let _ = writeln!(out, "{line}");
-            }
-        };
+            LEAD_WIDTH + width_of(&class_columns) + 2 + width_of(&beside) <= frames::TEXT_WIDTH;
         let _ = writeln!(out);
         let _ = writeln!(
             out,
             "Where the time went (% of each row's wall time; a thread's classes add up to 100)"
         );
-        let mut beside_words = Vec::new();
-        if sampled {
-            beside_words.push(
-                "sampled: the cpu probe's CPU time beside the scheduler's on-cpu, not in the 100",
-            );
-        }
-        if woken {
-            beside_words.push(
-                "program, outside: the time asleep by who ended the sleeps, whatever they slept \
-                 in: program = another thread of the program (waiting on it), outside = another \
-                 process, a timer, a device or the network (idle, or I/O)",
-            );
-        }
-        beside_words.push("csw/s: context switches per second; invol: the involuntary share");
-        let beside_words = format!(
-            "({}{})",
-            if together { "after |: " } else { "" },
-            beside_words.join("; ")
-        );
+        let beside_words = self.beside().words(together);
         if together {
             note(out, &beside_words);
-            table(out, &[&class_columns, &beside]);
+            table.write(out, &[&class_columns, &beside]);
         } else {
-            table(out, &[&class_columns]);
+            table.write(out, &[&class_columns]);
         }
         if !absent.is_empty() {
             let names: Vec<&str> = absent.iter().map(|c| c.name()).collect();
@@ -320,20 +423,10 @@ impl Section for Breakdown {
         if !together {
             let _ = writeln!(out, "  and beside them, not in the 100:");
             note(out, &beside_words);
-            table(out, &[&beside]);
+            table.write(out, &[&beside]);
         }
-        if woken {
-            let (program, outside) = self.total.program_and_outside();
-            note(
-                out,
-                &format!(
-                    "all threads: {} of their time in sleeps another thread of the program ended, \
-                     {} in sleeps something outside it ended (who ended them, not the contention \
-                     above)",
-                    format_percent(program, self.total.wall_ns),
-                    format_percent(outside, self.total.wall_ns)
-                ),
-            );
+        if self.beside().woken {
+            self.woken_note(out);
         }
     }
 
