@@ -84,8 +84,9 @@ enum Update {
     Snapshot(Box<Snapshot>),
     /// Everything recorded so far, whole (asked for with [`Asks::whole`]: the `w` key).
     Whole(Box<Profile>),
-    /// The target went away (the recording goes on no longer): why.
-    TargetGone(String),
+    /// The target went away (the recording goes on no longer): why, and the whole profile of
+    /// the recording (for `w` after the end; `None` when it could not be read).
+    TargetGone(String, Option<Box<Profile>>),
     /// The recorder failed.
     Failed(anyhow::Error),
 }
@@ -229,7 +230,8 @@ fn record(
         }
         if status.target_exited {
             let reason = crate::session::target_exit_reason(recorder.target_exit_status());
-            let _ = updates.send(Update::TargetGone(reason));
+            let whole = recorder.snapshot().ok().map(Box::new);
+            let _ = updates.send(Update::TargetGone(reason, whole));
             break Ok(());
         }
         let poll = if recorder.wants_early_polls() {
@@ -378,7 +380,7 @@ fn plain(
                     return Ok(());
                 }
             }
-            Ok(Update::TargetGone(reason)) => {
+            Ok(Update::TargetGone(reason, _)) => {
                 say(&mut out, &format!("lockscope top: {reason}\n"))?;
                 return Ok(());
             }

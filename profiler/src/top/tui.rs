@@ -87,6 +87,8 @@ fn event_loop(
         message: String::new(),
     };
     let mut dirty = true;
+    // The whole profile, once the target is gone and the recorder with it.
+    let mut ended: Option<Box<lockscope_probes::Profile>> = None;
     let scribbled = matches!(options.session.target, lockscope_probes::Target::Command(_));
     loop {
         if asks.stop.load(Ordering::Acquire) {
@@ -103,8 +105,9 @@ fn event_loop(
                         return Ok(());
                     }
                 }
-                Ok(Update::TargetGone(reason)) => {
+                Ok(Update::TargetGone(reason, whole)) => {
                     screen.message = format!("{reason}: probes detached; q quits");
+                    ended = whole;
                     dirty = true;
                 }
                 Ok(Update::Whole(profile)) => {
@@ -153,11 +156,20 @@ fn event_loop(
                         KeyCode::Char('p') | KeyCode::Char(' ') => {
                             screen.paused = !screen.paused;
                         }
-                        KeyCode::Char('w') => {
+                        KeyCode::Char('w') => match &ended {
+                            // The recording ended: its whole profile came with the news.
+                            Some(profile) => {
+                                screen.message = match write_so_far(profile, &options.output) {
+                                    Ok(said) => said,
+                                    Err(e) => format!("{e:#}"),
+                                };
+                            }
                             // The recorder's thread sends the whole profile so far to write.
-                            asks.whole.store(true, Ordering::Release);
-                            screen.message = format!("writing {}...", options.output.display());
-                        }
+                            None => {
+                                asks.whole.store(true, Ordering::Release);
+                                screen.message = format!("writing {}...", options.output.display());
+                            }
+                        },
                         _ => continue,
                     }
                     if matches!(key.code, KeyCode::Char('s')) && !screen.paused {
