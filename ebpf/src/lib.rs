@@ -82,7 +82,7 @@ pub use error::Error;
 pub use probe::{syscall_numbers, ProbeSettings};
 pub use probe_set::{probe_support, ProbeSupport};
 pub use probes::{DEFAULT_FREQUENCY_HZ, MAX_FREQUENCY_HZ};
-pub use recorder::{RecordOptions, Recorder, RecorderStatus, Recording};
+pub use recorder::{LiveSnapshot, RecordOptions, Recorder, RecorderStatus, Recording};
 pub use target_set::target_processes;
 pub use unwind::{
     StackMemo, TableBuild, UnwindOptions, UnwindStats, UserStacks, DEFAULT_CACHE_MAX_BYTES,

@@ -57,21 +57,47 @@ pub(crate) struct Resolved {
 /// An interned user stack and its function names, leaf first (for classification).
 type UserStack = Option<(StackId, Vec<String>)>;
 
-/// Symbolizes and interns stacks, remembering what it already did.
-struct Resolver<'a> {
-    stacks: &'a dyn StackSource,
-    maps: &'a MapsCache,
-    symbolizer: &'a mut StackSymbolizer,
+/// What resolving remembers from one call to the next: the symbolizer (what it read of the
+/// files), the stacks interned so far, whose ids then stay the same from call to call, and what
+/// each stack map id resolved to (the maps never replace an id's stack during a recording). A
+/// live view's snapshots so read and symbolize each stack once, not once a second.
+#[derive(Default)]
+pub(crate) struct ResolveCache {
+    symbolizer: StackSymbolizer,
     interner: StackInterner,
     user: HashMap<(u32, i32), UserStack>,
     kernel: HashMap<i32, Option<StackId>>,
     kernel_names: HashMap<StackId, Vec<String>>,
+    /// Stacks [`ResolveCache::new_stacks`] already gave.
+    given: usize,
+}
+
+impl ResolveCache {
+    /// The stacks interned since the last call, in id order (the first has id `given`).
+    pub(crate) fn new_stacks(&mut self) -> (usize, Vec<Stack>) {
+        let from = self.given;
+        let new = self.interner.stacks()[from..].to_vec();
+        self.given += new.len();
+        (from, new)
+    }
+
+    /// Every stack interned so far, in id order.
+    pub(crate) fn stacks(&self) -> Vec<Stack> {
+        self.interner.stacks().to_vec()
+    }
+}
+
+/// Symbolizes and interns stacks, remembering what it already did.
+struct Resolver<'a> {
+    stacks: &'a dyn StackSource,
+    maps: &'a MapsCache,
+    cache: &'a mut ResolveCache,
 }
 
 impl Resolver<'_> {
     /// Function names of an interned kernel stack, leaf first.
     fn kernel_names(&self, id: StackId) -> Option<&[String]> {
-        self.kernel_names.get(&id).map(Vec::as_slice)
+        self.cache.kernel_names.get(&id).map(Vec::as_slice)
     }
 
     /// User stack `id` of process `pid`, symbolized with the process's maps snapshots.
@@ -79,12 +105,15 @@ impl Resolver<'_> {
         if id < 0 {
             return Ok(None);
         }
-        if let Some(known) = self.user.get(&(pid, id)) {
+        if let Some(known) = self.cache.user.get(&(pid, id)) {
             return Ok(known.clone());
         }
         let resolved = match self.stacks.user_stack(id)? {
             Some(stack) if !stack.pcs.is_empty() => {
-                let frames = self.symbolizer.user_frames(self.maps, pid, &stack.pcs);
+                let frames = self
+                    .cache
+                    .symbolizer
+                    .user_frames(self.maps, pid, &stack.pcs);
                 // A walk that reached an outermost-frame rule is complete; one that relied on
                 // frame pointers must also end in a known entry point.
                 let truncated =
@@ -98,7 +127,7 @@ impl Resolver<'_> {
                     })
                     .collect();
                 (!frames.is_empty()).then(|| {
-                    let id = self.interner.intern(Stack {
+                    let id = self.cache.interner.intern(Stack {
                         space: AddressSpace::User,
                         frames,
                         truncated,
@@ -108,7 +137,7 @@ impl Resolver<'_> {
             }
             _ => None,
         };
-        self.user.insert((pid, id), resolved.clone());
+        self.cache.user.insert((pid, id), resolved.clone());
         Ok(resolved)
     }
 
@@ -117,28 +146,28 @@ impl Resolver<'_> {
         if id < 0 {
             return Ok(None);
         }
-        if let Some(&known) = self.kernel.get(&id) {
+        if let Some(&known) = self.cache.kernel.get(&id) {
             return Ok(known);
         }
         let resolved = match self.stacks.kernel_stack(id)? {
             Some(stack) => {
-                let frames = self.symbolizer.kernel_frames(&stack.addresses);
+                let frames = self.cache.symbolizer.kernel_frames(&stack.addresses);
                 let names: Vec<String> = frames.iter().map(|f| f.display_name()).collect();
                 let resolved = (!frames.is_empty()).then(|| {
-                    self.interner.intern(Stack {
+                    self.cache.interner.intern(Stack {
                         space: AddressSpace::Kernel,
                         frames,
                         truncated: stack.truncated,
                     })
                 });
                 if let Some(id) = resolved {
-                    self.kernel_names.insert(id, names);
+                    self.cache.kernel_names.insert(id, names);
                 }
                 resolved
             }
             None => None,
         };
-        self.kernel.insert(id, resolved);
+        self.cache.kernel.insert(id, resolved);
         Ok(resolved)
     }
 }
@@ -166,25 +195,25 @@ pub(crate) fn resolve(
     stacks: &dyn StackSource,
     maps: &MapsCache,
 ) -> Result<Resolved, Error> {
-    resolve_with(drained, stacks, maps, &mut StackSymbolizer::new())
+    let mut cache = ResolveCache::default();
+    let mut resolved = resolve_cached(drained, stacks, maps, &mut cache)?;
+    resolved.stacks = cache.interner.into_stacks();
+    Ok(resolved)
 }
 
-/// [`resolve`] with `symbolizer`, which keeps what it read of the files (a live view's
-/// snapshots resolve the same stacks again and again).
-pub(crate) fn resolve_with(
+/// [`resolve`] with what `cache` remembers of earlier calls (a live view's snapshots resolve
+/// the same stacks again and again); the stacks are left in `cache` ([`Resolved::stacks`] is
+/// empty), their ids the same from call to call.
+pub(crate) fn resolve_cached(
     drained: Drained,
     stacks: &dyn StackSource,
     maps: &MapsCache,
-    symbolizer: &mut StackSymbolizer,
+    cache: &mut ResolveCache,
 ) -> Result<Resolved, Error> {
     let mut resolver = Resolver {
         stacks,
         maps,
-        symbolizer,
-        interner: StackInterner::new(),
-        user: HashMap::new(),
-        kernel: HashMap::new(),
-        kernel_names: HashMap::new(),
+        cache,
     };
     let ResolvedWaits {
         waits,
@@ -205,8 +234,8 @@ pub(crate) fn resolve_with(
             .into_iter()
             .map(|((pid, tid), name)| ThreadInfo { pid, tid, name })
             .collect(),
-        symbol_failures: resolver.symbolizer.failures().to_vec(),
-        stacks: resolver.interner.into_stacks(),
+        symbol_failures: resolver.cache.symbolizer.failures().to_vec(),
+        stacks: Vec::new(),
         thread_times,
         wakeups,
         bottleneck,

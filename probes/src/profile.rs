@@ -620,6 +620,11 @@ impl StackInterner {
         id
     }
 
+    /// The stacks interned so far, in id order.
+    pub fn stacks(&self) -> &[Stack] {
+        &self.stacks
+    }
+
     /// The interned stacks, in id order.
     pub fn into_stacks(self) -> Vec<Stack> {
         self.stacks

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Soak: MariaDB under sysbench at 50 threads with lockscope attached for a long time, sampling
 # the recorder's memory and CPU, then checking the profile for losses. Debian 12, as root.
-# Results in docs/RELIABILITY.md.
+# Results in docs/RELIABILITY.md (record) and docs/TOP.md (top).
 #
 #   soak.sh [--seconds 600] [--threads 50] [--interval 10] [--probes LIST] [--lockscope BIN]
-#           [--out DIR]
+#           [--view record|top] [--out DIR]
 #
-# DIR (default /tmp/lockscope-soak-<time>) gets samples.tsv (elapsed s, VmRSS and VmHWM in kB,
-# CPU seconds of lockscope so far), sysbench.txt, record.err and soak.lsp. MariaDB runs on port
-# $SOAK_PORT (default 3310) with its own state directory; everything is stopped on exit.
+# --view top soaks `lockscope top --plain` (its blocks in top.txt, no profile) instead of
+# `lockscope record`. DIR (default /tmp/lockscope-soak-<time>) gets samples.tsv (elapsed s, VmRSS
+# and VmHWM in kB, CPU seconds of lockscope so far), sysbench.txt, record.err and soak.lsp.
+# MariaDB runs on port $SOAK_PORT (default 3310) with its own state directory; everything is
+# stopped on exit.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -17,8 +19,10 @@ threads=50
 interval=10
 probes=
 lockscope_bin=$LOCKSCOPE_RELEASE
+view=record
 out="/tmp/lockscope-soak-$(date +%Y%m%d-%H%M%S)"
-parse_options "seconds threads interval probes lockscope=lockscope_bin out" "$@"
+parse_options "seconds threads interval probes lockscope=lockscope_bin view out" "$@"
+case "$view" in record | top) ;; *) die "--view is record or top, not $view" ;; esac
 
 need_root
 install_missing mariadb-server sysbench time
@@ -42,10 +46,17 @@ probe_args=()
 [ -n "$probes" ] && probe_args=(--probes "$probes")
 : >"$out/record.err"
 # Under /usr/bin/time -v for the peak RSS of the whole run, symbolization at the end included.
-/usr/bin/time -v -o "$out/time.txt" "$LOCKSCOPE" record -p "$("$MARIADB" pid)" \
-    "${probe_args[@]}" -o "$out/soak.lsp" 2>"$out/record.err" &
+if [ "$view" = top ]; then
+    /usr/bin/time -v -o "$out/time.txt" "$LOCKSCOPE" top --plain -p "$("$MARIADB" pid)" \
+        "${probe_args[@]}" >"$out/top.txt" 2>"$out/record.err" &
+    started="$out/top.txt"
+else
+    /usr/bin/time -v -o "$out/time.txt" "$LOCKSCOPE" record -p "$("$MARIADB" pid)" \
+        "${probe_args[@]}" -o "$out/soak.lsp" 2>"$out/record.err" &
+    started="$out/record.err"
+fi
 time_pid=$!
-wait_for 30 grep -q "recording pid" "$out/record.err" || die "lockscope did not start: $(cat "$out/record.err")"
+wait_for 30 grep -q "recording pid" "$started" || die "lockscope did not start: $(cat "$out/record.err")"
 recorder_pid=$(pgrep -P "$time_pid" -x lockscope) || die "no lockscope under /usr/bin/time"
 "$MARIADB" run "$threads" "$seconds" >"$out/sysbench.txt" 2>&1 &
 load_pid=$!

@@ -15,6 +15,7 @@ mod processes;
 mod snapshots;
 mod start;
 mod window;
+pub use window::LiveSnapshot;
 
 use crate::bottleneck::BottleneckStream;
 use crate::error::Error;
@@ -151,8 +152,9 @@ pub struct Recorder {
     target_exited: bool,
     /// The bottleneck analysis' stream and engine (the `waitfor` probe).
     bottleneck: Option<BottleneckStream>,
-    /// The symbolizer of [`Recorder::snapshot`], kept between snapshots (`window`).
-    snapshot_symbolizer: Option<crate::symbolize::StackSymbolizer>,
+    /// What the snapshots resolved (the symbolizer, the stacks and their ids), kept between
+    /// snapshots (`window`).
+    snapshot_cache: Option<crate::resolve::ResolveCache>,
 }
 
 impl Recorder {

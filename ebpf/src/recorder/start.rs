@@ -175,7 +175,7 @@ impl Recorder {
                 .map_or(0, |d| d.as_nanos() as u64),
             target_exited: false,
             bottleneck,
-            snapshot_symbolizer: None,
+            snapshot_cache: None,
         })
     }
 }

@@ -1,73 +1,131 @@
-//! A recording looked at while it goes on ([`Recorder::snapshot`]): the profile of everything
-//! recorded from the attach to now, the probes still attached, for a live view (`lockscope top`)
-//! that shows a sliding window as the difference of two snapshots.
+//! A recording looked at while it goes on, the probes still attached: the profile of everything
+//! recorded from the attach to now ([`Recorder::snapshot`]), and a live view's interval
+//! ([`Recorder::live_snapshot`]), from which `lockscope top` takes a sliding window.
 //!
 //! The probes aggregate in BPF maps that only grow while attached, so a snapshot reads them as
 //! the end's drain does ([`Recorder::finish_reporting`]), without detaching, ending the per-thread
-//! times now, or terminating a launched command; the bottleneck stream's engine gives what it has
-//! analysed so far (the intervals within its lag come in the next snapshot). One symbolizer is
-//! kept from snapshot to snapshot: a new one would read every file's symbols (and the kernel's)
-//! again each time.
+//! times now, or terminating a launched command. What the snapshots resolved is kept from one to
+//! the next (`resolve::ResolveCache`): each stack is read from the maps and symbolized once, and
+//! keeps its id, so that a live snapshot carries only the stacks first seen since the previous
+//! one. The wait-for engine's blame grows with the recording: a live snapshot carries only what
+//! the intervals analysed since the previous one added (those within the engine's lag come in
+//! the next), which a window sums.
 
 use super::finish::{process_name, sort_waits};
 use super::{Recorder, Scope};
 use crate::error::Error;
 use crate::probe::monotonic_ns;
-use crate::resolve::{self, resolve_with};
-use crate::symbolize::StackSymbolizer;
-use lockscope_probes::{ProcessInfo, Profile};
+use crate::resolve::{self, resolve_cached, ResolveCache};
+use lockscope_probes::bottleneck::BottleneckAnalysis;
+use lockscope_probes::{ProcessInfo, Profile, Stack};
 
 /// The end reason a snapshot's profile gives: the recording has not ended.
 const SNAPSHOT_REASON: &str = "snapshot of a recording in progress";
 
+/// One interval of a live view ([`Recorder::live_snapshot`]).
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct LiveSnapshot {
+    /// Everything recorded from the attach to now, as [`Recorder::snapshot`] gives it, but for
+    /// its stacks (none: see `new_stacks`) and its bottleneck analysis (none: see `bottleneck`). Its
+    /// `offcpu` futex sleeps are not yet classified by the `futex` probe's records
+    /// (`overlap::classify_offcpu_sleeps` reads the stacks).
+    pub profile: Profile,
+    /// The stacks first seen since the previous live snapshot, whose ids run from
+    /// `first_new_stack` on: appended to those of every earlier live snapshot of the recording,
+    /// they are every stack the profile's records name.
+    pub new_stacks: Vec<Stack>,
+    /// The id of `new_stacks`' first.
+    pub first_new_stack: usize,
+    /// The bottleneck analysis (with the `waitfor` probe) of the intervals analysed since the
+    /// previous live snapshot (the first: since the attach): the blame and samples they added,
+    /// each record with what they added to it; its counts are the totals so far.
+    pub bottleneck: Option<BottleneckAnalysis>,
+}
+
 impl Recorder {
     /// The profile of what was recorded from the attach to now, every probe still attached: its
     /// duration is the time since the attach, its waits every wait that ended by now (a wait
-    /// in progress is in a later snapshot, once it ends). Costs a drain and a symbolization of
-    /// every stack seen, about what the end's does: call it at a person's pace (once a second).
+    /// in progress is in a later snapshot, once it ends). Costs a drain and a copy of the whole
+    /// bottleneck analysis: a live view takes [`Recorder::live_snapshot`] every interval, this
+    /// when asked to write what it saw.
     pub fn snapshot(&mut self) -> Result<Profile, Error> {
+        let mut profile = self.snapshot_profile(true)?;
+        profile.stacks = self
+            .snapshot_cache
+            .as_ref()
+            .map_or_else(Vec::new, ResolveCache::stacks);
+        // As the end's profile: a futex sleep is `mutex`, `condvar`... whichever probe saw it.
+        lockscope_probes::overlap::classify_offcpu_sleeps(&mut profile);
+        Ok(profile)
+    }
+
+    /// One interval of a live view: what [`Recorder::snapshot`] gives, less what the previous
+    /// live snapshot already gave of the stacks and of the bottleneck analysis. Costs a drain,
+    /// the symbolization of the new stacks and the blame of the interval: call it at a person's
+    /// pace (once a second).
+    pub fn live_snapshot(&mut self) -> Result<LiveSnapshot, Error> {
+        let mut profile = self.snapshot_profile(false)?;
+        let (first_new_stack, new_stacks) = self
+            .snapshot_cache
+            .as_mut()
+            .map_or((0, Vec::new()), ResolveCache::new_stacks);
+        let bottleneck = profile.bottleneck.take();
+        Ok(LiveSnapshot {
+            profile,
+            new_stacks,
+            first_new_stack,
+            bottleneck,
+        })
+    }
+
+    /// The profile so far without its stacks (in the snapshots' cache), with the whole wait-for
+    /// analysis so far (`whole`) or what it added since the last live snapshot.
+    fn snapshot_profile(&mut self, whole: bool) -> Result<Profile, Error> {
         let duration_ns = self.started.elapsed().as_nanos() as u64;
         self.apply_process_events();
         let counters = self.probe_set.counters()?;
         let running = self.running_targets();
         let mut drained = self.probe_set.drain(&running)?;
         if let Some(bottleneck) = &mut self.bottleneck {
-            drained.bottleneck = Some(bottleneck.so_far(monotonic_ns())?);
+            let now = monotonic_ns();
+            drained.bottleneck = Some(if whole {
+                bottleneck.so_far(now)?
+            } else {
+                bottleneck.changed(now)?
+            });
         }
         let probe_warnings = std::mem::take(&mut drained.warnings);
         let resolve::Resolved {
             mut waits,
             threads,
-            stacks,
+            stacks: _,
             thread_times,
             wakeups,
             bottleneck,
             symbol_failures: _,
-        } = resolve_with(
+        } = resolve_cached(
             drained,
             &self.shared,
             &self.maps,
-            self.snapshot_symbolizer
-                .get_or_insert_with(StackSymbolizer::new),
+            self.snapshot_cache
+                .get_or_insert_with(ResolveCache::default),
         )?;
         sort_waits(&mut waits);
         let mut warnings = self.warnings.clone();
         warnings.extend(probe_warnings);
         let metadata = self.metadata(&counters, duration_ns, SNAPSHOT_REASON, warnings);
         let processes = self.processes_so_far(&threads);
-        let mut profile = Profile {
+        Ok(Profile {
             metadata,
             threads,
-            stacks,
+            stacks: Vec::new(),
             waits,
             thread_times,
             wakeups,
             bottleneck,
             processes,
-        };
-        // As the end's profile: a futex sleep is `mutex`, `condvar`... whichever probe saw it.
-        lockscope_probes::overlap::classify_offcpu_sleeps(&mut profile);
-        Ok(profile)
+        })
     }
 
     /// The process table as the end's profile would give it now, the recorder's table kept: the

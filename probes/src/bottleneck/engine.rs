@@ -340,40 +340,39 @@ impl<S: Copy + Eq + Hash> Engine<S> {
     /// `cpu` roots.
     pub fn finish(mut self) -> (EngineCounts, Vec<RawBlame<S>>, Vec<RawSampled<S>>) {
         self.analyse_until(u64::MAX);
-        let sampled = self
-            .blames
-            .sampled
-            .into_iter()
-            .map(|((role, thread, end_stack, stack), weight)| RawSampled {
-                role,
-                thread,
-                end_stack,
-                stack,
-                weight,
-            })
-            .collect();
-        self.counts.stackless_ns = self.blames.stackless_ns;
-        (self.counts, self.blames.records, sampled)
+        self.analysed()
     }
 
     /// What [`Engine::finish`] would return for the intervals analysed so far, the engine going
     /// on (copies: for a live view's snapshot).
     pub fn analysed(&self) -> (EngineCounts, Vec<RawBlame<S>>, Vec<RawSampled<S>>) {
-        let sampled = self
-            .blames
-            .sampled
-            .iter()
-            .map(|(&(role, thread, end_stack, stack), &weight)| RawSampled {
-                role,
-                thread,
-                end_stack,
-                stack,
-                weight,
-            })
-            .collect();
-        let mut counts = self.counts;
-        counts.stackless_ns = self.blames.stackless_ns;
-        (counts, self.blames.records.clone(), sampled)
+        (
+            self.counts(),
+            self.blames.records(&self.names),
+            self.blames.sampled(),
+        )
+    }
+
+    /// From now on, remembers which blame records and samples each analysis adds to, for
+    /// [`Engine::changed`] (a live view that reads the blame every second, which a copy of
+    /// every record each time would cost more than the analysis).
+    pub fn track_changes(&mut self) {
+        self.blames.track_changes();
+    }
+
+    /// The blame and samples added since the last call (or since [`Engine::track_changes`]),
+    /// each record with only its waits and time added since; the counts are the totals so far.
+    /// The first call without change tracking gives [`Engine::analysed`] and turns it on.
+    pub fn changed(&mut self) -> (EngineCounts, Vec<RawBlame<S>>, Vec<RawSampled<S>>) {
+        let (blame, sampled) = self.blames.take_changed(&self.names);
+        (self.counts(), blame, sampled)
+    }
+
+    fn counts(&self) -> EngineCounts {
+        EngineCounts {
+            stackless_ns: self.blames.stackless_ns,
+            ..self.counts
+        }
     }
 
     fn intern(&mut self, name: &str) -> u32 {
@@ -402,7 +401,6 @@ impl<S: Copy + Eq + Hash> Engine<S> {
                 threads: &self.threads,
                 limits: self.limits,
                 blames: &mut self.blames,
-                names: &self.names,
             };
             walk.interval(ThreadRef { pid, tid }, &interval);
             self.blames.count_touched();

@@ -114,6 +114,12 @@ impl<S> Timeline<S> {
             self.intervals.pop_front();
             self.base += 1;
         }
+        // A burst's capacity is given back once the thread is quieter (halving, not to fit, so
+        // that a steady thread does not reallocate at every prune), all of it once the thread
+        // has nothing left (exited: a server's connections come and go, and each exited
+        // thread's queues kept their largest capacity; its state, ~100 bytes, stays).
+        shrink(&mut self.intervals);
+        shrink(&mut self.samples);
     }
 
     /// What the thread did over `[from, to)`, in order, as `(start, end, piece)` covering the
@@ -168,5 +174,14 @@ impl<S> Timeline<S> {
             out.push((cursor, to, Piece::OnCpu { next: None }));
         }
         out
+    }
+}
+
+/// Halves `queue`'s capacity when it is four times what it holds, frees it when it holds nothing.
+fn shrink<T>(queue: &mut VecDeque<T>) {
+    if queue.is_empty() {
+        queue.shrink_to_fit();
+    } else if queue.capacity() / 4 > queue.len().max(16) {
+        queue.shrink_to(queue.capacity() / 2);
     }
 }

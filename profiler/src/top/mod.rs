@@ -43,20 +43,65 @@ pub struct TopOptions {
     pub top: usize,
 }
 
+/// One interval's snapshot, as `Recorder::live_snapshot` gives it (the eBPF backend's type is
+/// Linux's only).
+pub(crate) struct Snapshot {
+    /// Everything recorded so far but the stacks and the bottleneck analysis.
+    profile: Profile,
+    /// The id of `new_stacks`' first.
+    first_new_stack: usize,
+    /// The stacks first seen since the previous snapshot.
+    new_stacks: Vec<lockscope_probes::Stack>,
+    /// The bottleneck analysis of the intervals analysed since the previous snapshot.
+    bottleneck: Option<lockscope_probes::bottleneck::BottleneckAnalysis>,
+}
+
+impl Snapshot {
+    /// This snapshot and `later`, the next, as one: `later`'s profile, both snapshots' new
+    /// stacks, the bottleneck analysis of both intervals.
+    fn followed_by(self, later: Snapshot) -> Snapshot {
+        let mut new_stacks = self.new_stacks;
+        new_stacks.truncate(later.first_new_stack.saturating_sub(self.first_new_stack));
+        new_stacks.extend(later.new_stacks);
+        let bottleneck = match (&self.bottleneck, &later.bottleneck) {
+            (None, None) => None,
+            (earlier, later) => window::merge_bottleneck(earlier.iter().chain(later.iter()), None),
+        };
+        Snapshot {
+            profile: later.profile,
+            first_new_stack: self.first_new_stack,
+            new_stacks,
+            bottleneck,
+        }
+    }
+}
+
 /// What the recorder's thread reports.
 enum Update {
     /// The probes are attached: what is recorded, in words.
     Started(String),
-    /// Everything recorded so far.
-    Snapshot(Box<Profile>),
-    /// The target went away (the recording goes on no longer): why.
-    TargetGone(String),
+    /// One interval.
+    Snapshot(Box<Snapshot>),
+    /// Everything recorded so far, whole (asked for with [`Asks::whole`]: the `w` key).
+    Whole(Box<Profile>),
+    /// The target went away (the recording goes on no longer): why, and the whole profile of
+    /// the recording (for `w` after the end; `None` when it could not be read).
+    TargetGone(String, Option<Box<Profile>>),
     /// The recorder failed.
     Failed(anyhow::Error),
 }
 
 /// How often the recorder is polled between snapshots, as `record`'s session polls it.
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
+
+/// What the view asks of the recorder's thread.
+#[derive(Default)]
+pub(crate) struct Asks {
+    /// Stop recording, detaching every probe.
+    stop: AtomicBool,
+    /// Send everything recorded so far, whole, once ([`Update::Whole`]).
+    whole: AtomicBool,
+}
 
 /// Runs the live view until `q`, a signal, the duration, or (plain text) the target's exit.
 pub fn run(options: &TopOptions) -> Result<()> {
@@ -66,21 +111,21 @@ pub fn run(options: &TopOptions) -> Result<()> {
              at its end; use `lockscope record -d 10s` and `lockscope report` instead"
         );
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    let (updates, recorder) = start_recorder(options, &stop)?;
+    let asks = Arc::new(Asks::default());
+    let (updates, recorder) = start_recorder(options, &asks)?;
     let started = match updates.recv() {
         Ok(Update::Started(what)) => what,
         Ok(Update::Failed(e)) => return Err(e),
         _ => bail!("the recording ended before it started"),
     };
     let result = if options.plain || !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-        plain(options, &started, &updates, &stop)
+        plain(options, &started, &updates, &asks)
     } else {
-        tui::run(options, &started, &updates, &stop)
+        tui::run(options, &started, &updates, &asks)
     };
     // Whatever ended the view: the probes are detached before this returns (the channel closed
     // first, so that a recorder sending into a full one is not left waiting).
-    stop.store(true, Ordering::Release);
+    asks.stop.store(true, Ordering::Release);
     drop(updates);
     match recorder.join() {
         Ok(()) => {}
@@ -92,18 +137,18 @@ pub fn run(options: &TopOptions) -> Result<()> {
 /// Starts the recorder's thread; it reports on the returned channel.
 fn start_recorder(
     options: &TopOptions,
-    stop: &Arc<AtomicBool>,
+    asks: &Arc<Asks>,
 ) -> Result<(mpsc::Receiver<Update>, std::thread::JoinHandle<()>)> {
-    // Room for two snapshots: a view that falls behind (a slow terminal, a starved CPU) skips
-    // snapshots rather than queueing them, so its memory and its lag stay bounded.
+    // Room for two snapshots: a view that falls behind (a slow terminal, a starved CPU) gets
+    // the snapshots it could not take merged into one, so its memory and its lag stay bounded.
     let (sender, receiver) = mpsc::sync_channel(2);
     let session = options.session.clone();
     let interval = options.interval;
-    let stop = Arc::clone(stop);
+    let asks = Arc::clone(asks);
     let handle = std::thread::Builder::new()
         .name("lockscope-top".into())
         .spawn(move || {
-            if let Err(e) = record(&session, interval, &stop, &sender) {
+            if let Err(e) = record(&session, interval, &asks, &sender) {
                 let _ = sender.send(Update::Failed(e));
             }
         })
@@ -111,13 +156,14 @@ fn start_recorder(
     Ok((receiver, handle))
 }
 
-/// The recorder's thread: starts the recorder, polls it, sends a snapshot every `interval`,
-/// and detaches every probe when asked to stop or when the target is gone.
+/// The recorder's thread: starts the recorder, polls it, sends a snapshot every `interval`
+/// (and the whole profile so far when asked), and detaches every probe when asked to stop or
+/// when the target is gone.
 #[cfg(target_os = "linux")]
 fn record(
     session: &SessionOptions,
     interval: Duration,
-    stop: &AtomicBool,
+    asks: &Asks,
     updates: &mpsc::SyncSender<Update>,
 ) -> Result<()> {
     use lockscope_ebpf::Recorder;
@@ -133,9 +179,21 @@ fn record(
     };
     let _ = updates.send(Update::Started(what));
     let mut next = Instant::now() + interval;
+    let mut unsent: Option<Snapshot> = None;
     let result = loop {
-        if stop.load(Ordering::Acquire) {
+        if asks.stop.load(Ordering::Acquire) {
             break Ok(());
+        }
+        if asks.whole.swap(false, Ordering::AcqRel) {
+            match recorder.snapshot() {
+                // Sent even into a full channel: the view asked for it and reads on.
+                Ok(profile) => {
+                    if updates.send(Update::Whole(Box::new(profile))).is_err() {
+                        break Ok(());
+                    }
+                }
+                Err(e) => break Err(anyhow::Error::from(e).context("failed to read the probes")),
+            }
         }
         let status = match recorder.poll() {
             Ok(status) => status,
@@ -143,11 +201,28 @@ fn record(
         };
         let now = Instant::now();
         if now >= next || status.target_exited {
-            match recorder.snapshot() {
-                Ok(profile) => match updates.try_send(Update::Snapshot(Box::new(profile))) {
-                    Ok(()) | Err(mpsc::TrySendError::Full(_)) => {}
-                    Err(mpsc::TrySendError::Disconnected(_)) => break Ok(()),
-                },
+            match recorder.live_snapshot() {
+                Ok(live) => {
+                    let snapshot = Snapshot {
+                        profile: live.profile,
+                        first_new_stack: live.first_new_stack,
+                        new_stacks: live.new_stacks,
+                        bottleneck: live.bottleneck,
+                    };
+                    let snapshot = match unsent.take() {
+                        Some(earlier) => earlier.followed_by(snapshot),
+                        None => snapshot,
+                    };
+                    match updates.try_send(Update::Snapshot(Box::new(snapshot))) {
+                        Ok(()) => {}
+                        // The window needs every interval's blame and new stacks: a view that
+                        // falls behind gets the snapshots it could not take as one, later.
+                        Err(mpsc::TrySendError::Full(Update::Snapshot(snapshot))) => {
+                            unsent = Some(*snapshot);
+                        }
+                        Err(_) => break Ok(()),
+                    }
+                }
                 Err(e) => break Err(anyhow::Error::from(e).context("failed to read the probes")),
             }
             // A snapshot late by more than an interval does not make the next ones hurry.
@@ -155,7 +230,8 @@ fn record(
         }
         if status.target_exited {
             let reason = crate::session::target_exit_reason(recorder.target_exit_status());
-            let _ = updates.send(Update::TargetGone(reason));
+            let whole = recorder.snapshot().ok().map(Box::new);
+            let _ = updates.send(Update::TargetGone(reason, whole));
             break Ok(());
         }
         let poll = if recorder.wants_early_polls() {
@@ -176,7 +252,7 @@ fn record(
 fn record(
     _session: &SessionOptions,
     _interval: Duration,
-    _stop: &AtomicBool,
+    _asks: &Asks,
     _updates: &mpsc::SyncSender<Update>,
 ) -> Result<()> {
     bail!("lockscope top needs the ebpf backend (Linux)")
@@ -202,39 +278,53 @@ impl Live {
         }
     }
 
-    fn push(&mut self, snapshot: Profile) {
-        if let Some(previous) = self.snapshots.latest() {
-            let interval = window::since(&snapshot, previous);
-            self.intervals
-                .push_back(view::IntervalTotals::of(&interval));
+    fn push(&mut self, snapshot: Snapshot) {
+        self.snapshots.push(
+            snapshot.profile,
+            snapshot.first_new_stack,
+            snapshot.new_stacks,
+            snapshot.bottleneck,
+        );
+        if let Some(totals) = self.snapshots.with_last_interval(view::IntervalTotals::of) {
+            self.intervals.push_back(totals);
             while self.intervals.len() > self.most {
                 self.intervals.pop_front();
             }
         }
-        self.snapshots.push(snapshot);
     }
 
-    /// The view of the current window, `None` before the first snapshot.
-    fn view(&self, sort: view::SortBy, name_width: usize) -> Option<view::View> {
-        let window = self.snapshots.window()?;
-        let so_far = self.snapshots.latest()?;
+    /// The view of the current window, `None` before the first snapshot; with `causes`, its
+    /// causes too (the window's bottleneck analysis and `why` over it: most of a refresh's cost,
+    /// so the screen asks for them only when it shows them).
+    fn view(&mut self, sort: view::SortBy, name_width: usize, causes: bool) -> Option<view::View> {
+        let so_far = self.snapshots.latest()?.metadata.clone();
         let intervals: Vec<view::IntervalTotals> = self.intervals.iter().cloned().collect();
-        Some(view::View::build(
-            &window, &intervals, so_far, sort, name_width,
-        ))
+        let view = self.snapshots.with_window(causes, |window| {
+            view::View::build(window, &intervals, &so_far, sort, name_width)
+        });
+        give_back_memory();
+        view
     }
 
-    /// Everything recorded so far.
-    fn latest(&self) -> Option<&Profile> {
-        self.snapshots.latest()
+    /// The metadata of everything recorded so far.
+    fn latest(&self) -> Option<&lockscope_probes::Metadata> {
+        self.snapshots.latest().map(|p| &p.metadata)
     }
 }
 
-/// Writes what was seen so far as a profile, as `record` writes it; says where.
-fn write_so_far(live: &Live, path: &std::path::Path) -> Result<String> {
-    let Some(profile) = live.latest() else {
-        bail!("nothing recorded yet");
-    };
+/// Returns the heap's free pages to the system. Each refresh allocates and frees tens of MB
+/// (the interval's blame, the window's copy for `why`), in two threads, and glibc's heap kept
+/// the freed pages between the live ones: the view's resident memory grew with them.
+fn give_back_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim takes no pointer and may be called at any time.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Writes `profile`, everything recorded so far, as `record` writes a profile; says where.
+fn write_so_far(profile: &Profile, path: &std::path::Path) -> Result<String> {
     lockscope_probes::write_profile(profile, path)
         .with_context(|| format!("failed to write profile `{}`", path.display()))?;
     Ok(format!(
@@ -250,7 +340,7 @@ fn plain(
     options: &TopOptions,
     started: &str,
     updates: &mpsc::Receiver<Update>,
-    stop: &Arc<AtomicBool>,
+    asks: &Asks,
 ) -> Result<()> {
     use std::io::Write;
     let interrupted = Arc::new(AtomicBool::new(false));
@@ -271,13 +361,13 @@ fn plain(
     }
     let mut live = Live::new(options);
     loop {
-        if interrupted.load(Ordering::Acquire) || stop.load(Ordering::Acquire) {
+        if interrupted.load(Ordering::Acquire) || asks.stop.load(Ordering::Acquire) {
             return Ok(());
         }
         match updates.recv_timeout(Duration::from_millis(50)) {
-            Ok(Update::Snapshot(profile)) => {
-                live.push(*profile);
-                if let Some(view) = live.view(view::SortBy::Time, 54) {
+            Ok(Update::Snapshot(snapshot)) => {
+                live.push(*snapshot);
+                if let Some(view) = live.view(view::SortBy::Time, 54, true) {
                     let at = lockscope::render::units::format_ns(view.elapsed_ns);
                     if !say(
                         &mut out,
@@ -290,12 +380,12 @@ fn plain(
                     return Ok(());
                 }
             }
-            Ok(Update::TargetGone(reason)) => {
+            Ok(Update::TargetGone(reason, _)) => {
                 say(&mut out, &format!("lockscope top: {reason}\n"))?;
                 return Ok(());
             }
             Ok(Update::Failed(e)) => return Err(e),
-            Ok(Update::Started(_)) => {}
+            Ok(Update::Started(_) | Update::Whole(_)) => {}
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
         }
@@ -306,6 +396,6 @@ fn plain(
 fn reached(options: &TopOptions, live: &Live) -> bool {
     options.session.duration.is_some_and(|limit| {
         live.latest()
-            .is_some_and(|p| p.metadata.duration_ns >= limit.as_nanos() as u64)
+            .is_some_and(|m| m.duration_ns >= limit.as_nanos() as u64)
     })
 }

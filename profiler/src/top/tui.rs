@@ -3,7 +3,7 @@
 //! (`tab` switches), and a line of keys. It needs 80x24 and says so on a smaller terminal.
 
 use super::view::{trend_text, SortBy, View};
-use super::{reached, write_so_far, Live, TopOptions, Update};
+use super::{reached, write_so_far, Asks, Live, TopOptions, Update};
 use anyhow::{Context, Result};
 use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use lockscope::render::units::format_fraction;
@@ -12,9 +12,8 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders, Paragraph, Row as TableRow, Table, Wrap};
 use ratatui::Frame;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// The smallest terminal the view fits.
@@ -63,10 +62,10 @@ pub(super) fn run(
     options: &TopOptions,
     started: &str,
     updates: &mpsc::Receiver<Update>,
-    stop: &Arc<AtomicBool>,
+    asks: &Asks,
 ) -> Result<()> {
     let mut terminal = ratatui::try_init().context("failed to set up the terminal")?;
-    let result = event_loop(&mut terminal, options, started, updates, stop);
+    let result = event_loop(&mut terminal, options, started, updates, asks);
     ratatui::restore();
     result
 }
@@ -76,7 +75,7 @@ fn event_loop(
     options: &TopOptions,
     started: &str,
     updates: &mpsc::Receiver<Update>,
-    stop: &Arc<AtomicBool>,
+    asks: &Asks,
 ) -> Result<()> {
     let mut live = Live::new(options);
     let mut screen = Screen {
@@ -88,15 +87,17 @@ fn event_loop(
         message: String::new(),
     };
     let mut dirty = true;
+    // The whole profile, once the target is gone and the recorder with it.
+    let mut ended: Option<Box<lockscope_probes::Profile>> = None;
     let scribbled = matches!(options.session.target, lockscope_probes::Target::Command(_));
     loop {
-        if stop.load(Ordering::Acquire) {
+        if asks.stop.load(Ordering::Acquire) {
             return Ok(());
         }
         loop {
             match updates.try_recv() {
-                Ok(Update::Snapshot(profile)) => {
-                    live.push(*profile);
+                Ok(Update::Snapshot(snapshot)) => {
+                    live.push(*snapshot);
                     if !screen.paused {
                         dirty = true;
                     }
@@ -104,8 +105,16 @@ fn event_loop(
                         return Ok(());
                     }
                 }
-                Ok(Update::TargetGone(reason)) => {
+                Ok(Update::TargetGone(reason, whole)) => {
                     screen.message = format!("{reason}: probes detached; q quits");
+                    ended = whole;
+                    dirty = true;
+                }
+                Ok(Update::Whole(profile)) => {
+                    screen.message = match write_so_far(&profile, &options.output) {
+                        Ok(said) => said,
+                        Err(e) => format!("{e:#}"),
+                    };
                     dirty = true;
                 }
                 Ok(Update::Failed(e)) => return Err(e),
@@ -119,8 +128,11 @@ fn event_loop(
                 .context("failed to read the terminal's size")?;
             // The name column is what the others leave; the kind, cut off the name, has its own.
             let width = usize::from(size.width).saturating_sub(35).max(20);
-            if !screen.paused {
-                screen.view = live.view(screen.sort, width);
+            let causes = screen.tab == Tab::Causes;
+            // Paused, the causes are still computed once when their table is first shown.
+            let stale = causes && screen.view.as_ref().is_some_and(|v| !v.with_causes);
+            if !screen.paused || stale {
+                screen.view = live.view(screen.sort, width, causes);
             }
             if scribbled {
                 // A launched command writes to this terminal too: redraw it whole.
@@ -144,12 +156,20 @@ fn event_loop(
                         KeyCode::Char('p') | KeyCode::Char(' ') => {
                             screen.paused = !screen.paused;
                         }
-                        KeyCode::Char('w') => {
-                            screen.message = match write_so_far(&live, &options.output) {
-                                Ok(said) => said,
-                                Err(e) => format!("{e:#}"),
-                            };
-                        }
+                        KeyCode::Char('w') => match &ended {
+                            // The recording ended: its whole profile came with the news.
+                            Some(profile) => {
+                                screen.message = match write_so_far(profile, &options.output) {
+                                    Ok(said) => said,
+                                    Err(e) => format!("{e:#}"),
+                                };
+                            }
+                            // The recorder's thread sends the whole profile so far to write.
+                            None => {
+                                asks.whole.store(true, Ordering::Release);
+                                screen.message = format!("writing {}...", options.output.display());
+                            }
+                        },
                         _ => continue,
                     }
                     if matches!(key.code, KeyCode::Char('s')) && !screen.paused {
@@ -207,13 +227,13 @@ fn draw(frame: &mut Frame<'_>, screen: &Screen) {
             let lines: Vec<Line> = match &view.causes {
                 Some(causes) if !causes.is_empty() => {
                     let mut lines = vec![Line::raw(format!(
-                        "so far, of {}:",
+                        "in the window, of {}:",
                         view.cause_groups.join(", ")
                     ))];
                     lines.extend(causes.iter().map(|c| Line::raw(c.clone())));
                     lines
                 }
-                Some(_) => vec![Line::raw("no cause in the program so far")],
+                Some(_) => vec![Line::raw("no cause in the program in the window")],
                 None => vec![Line::raw(
                     "no causes: run top with --probes bottleneck (what `lockscope why` reads)",
                 )],

@@ -2,7 +2,7 @@
 //! window's profile summarized as a sweep level is ([`crate::sweep::summarize_level`]: its top
 //! sites and thread groups in threads waiting and shares of thread time, where the threads' time
 //! went with the report's contention and idle, `report::Classified`), the trend of each site
-//! over the window's intervals, and `lockscope why`'s first causes of everything recorded so far
+//! over the window's intervals, and `lockscope why`'s first causes of the window
 //! ([`crate::sweep::LevelWhy`]). Then the plain text block printed per interval when standard
 //! output is not a terminal.
 
@@ -135,8 +135,11 @@ pub struct View {
     pub split: Vec<Part>,
     /// The threads' time, summed, and threads living on average.
     pub thread_avg: f64,
-    /// `lockscope why`'s first causes so far, in words (with the bottleneck probes).
+    /// `lockscope why`'s first causes of the window, in words (with the bottleneck probes, and
+    /// when asked for: see `with_causes`).
     pub causes: Option<Vec<String>>,
+    /// The window had its bottleneck analysis: `causes` says what it has.
+    pub with_causes: bool,
     /// The analysed thread groups of the causes.
     pub cause_groups: Vec<String>,
 }
@@ -243,13 +246,14 @@ fn split(breakdown: &Breakdown) -> Vec<Part> {
 }
 
 impl View {
-    /// The view of `window` (what the last window recorded), `intervals` (the window's
-    /// intervals, oldest first, for the trend) and `so_far` (the whole recording, for the
-    /// causes), its rows sorted by `sort`, site names fitting `name_width` columns.
+    /// The view of `window` (what the last window recorded, its causes too), `intervals` (the
+    /// window's intervals, oldest first, for the trend) and `so_far` (the whole recording's
+    /// metadata: its length, its losses), its rows sorted by `sort`, site names fitting
+    /// `name_width` columns.
     pub fn build(
         window: &Profile,
         intervals: &[IntervalTotals],
-        so_far: &Profile,
+        so_far: &lockscope_probes::Metadata,
         sort: SortBy,
         name_width: usize,
     ) -> View {
@@ -261,13 +265,13 @@ impl View {
         let sites = rows(&level.top_sites, names, &site_intervals, sort);
         let group_names = level.threads.iter().map(|s| s.name.clone()).collect();
         let threads = rows(&level.threads, group_names, &thread_intervals, sort);
-        let why = LevelWhy::of(so_far);
+        let why = LevelWhy::of(window);
         View {
             window_ns: window.metadata.duration_ns,
-            elapsed_ns: so_far.metadata.duration_ns,
+            elapsed_ns: so_far.duration_ns,
             waits: level.waits,
             wait_ns: level.wait_ns,
-            lost: so_far.metadata.losses.lost_events(),
+            lost: so_far.losses.lost_events(),
             sites,
             threads,
             split: level.breakdown.as_ref().map(split).unwrap_or_default(),
@@ -279,6 +283,7 @@ impl View {
                     .collect()
             }),
             cause_groups: why.map(|w| w.groups).unwrap_or_default(),
+            with_causes: window.bottleneck.is_some(),
         }
     }
 
@@ -362,7 +367,7 @@ impl View {
         }
         if let Some(causes) = &self.causes {
             let of = format!(
-                "causes so far (lockscope why, of {}):",
+                "causes in the window (lockscope why, of {}):",
                 self.cause_groups.join(", ")
             );
             let _ = writeln!(out, "{}", wrap(&of, "  ", "    ", TEXT_WIDTH));

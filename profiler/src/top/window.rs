@@ -1,48 +1,47 @@
 //! The sliding window of `lockscope top`: what was recorded between two snapshots of one
 //! recording ([`since`]), each snapshot the profile of everything from the attach to its moment
-//! (`Recorder::snapshot`), and the snapshots kept to take the window and the trend from
+//! (`Recorder::live_snapshot`), and the snapshots kept to take the window and the trend from
 //! ([`Snapshots`]).
 //!
 //! The probes' aggregates only grow while attached, so the waits of a window are the later
 //! snapshot's records less the earlier's, matched by what a record is (probe, thread, object,
-//! operation, who ended it, and its stacks by their frames: stack indices differ between
-//! snapshots), and the threads' times the same way per thread. What stays of a record is a
-//! profile's record: the report's analysis reads the window as it reads a recording.
+//! operation, who ended it, its stacks: a recording's stack ids stay the same from snapshot to
+//! snapshot), and the threads' times the same way per thread. Each snapshot brings the stacks
+//! first seen since the one before ([`Snapshots`] keeps them all, once) and the wait-for
+//! analysis of the intervals analysed since: the window's blame is the sum of its snapshots'
+//! ([`merge_bottleneck`]), so the causes are the window's, as the sites are. What stays of a
+//! record is a profile's record: the report's analysis and `why` read the window as they read
+//! a recording.
 
+use lockscope_probes::bottleneck::{
+    Blame, BottleneckAnalysis, Root, SampleRole, SampledCpu, ThreadRef, WaitPart, WokenBy,
+};
 use lockscope_probes::{Profile, Stack, StackId, ThreadTime, WaitRecord, WaitStats};
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, VecDeque};
-use std::hash::{Hash, Hasher};
 
-/// What a wait record is, whatever snapshot it is in: its probe, thread, object, operation,
-/// who ended it and its stacks' frames (hashed).
-type RecordKey = (String, u32, u32, u64, String, Option<String>, u64, u64);
+/// What a wait record is, whatever snapshot of the recording it is in: its probe, thread,
+/// object, operation, who ended it and its stacks.
+type RecordKey<'a> = (
+    &'a str,
+    u32,
+    u32,
+    u64,
+    &'a str,
+    Option<WokenBy>,
+    Option<StackId>,
+    Option<StackId>,
+);
 
-/// A hash of a stack's frames (address and function), 0 for none.
-fn stack_hash(profile: &Profile, id: Option<StackId>) -> u64 {
-    let Some(stack) = profile.stack(id) else {
-        return 0;
-    };
-    let Stack { space, frames, .. } = stack;
-    let mut hasher = DefaultHasher::new();
-    format!("{space:?}").hash(&mut hasher);
-    for frame in frames {
-        frame.address.hash(&mut hasher);
-        frame.function.hash(&mut hasher);
-    }
-    hasher.finish()
-}
-
-fn record_key(profile: &Profile, w: &WaitRecord) -> RecordKey {
+fn record_key(w: &WaitRecord) -> RecordKey<'_> {
     (
-        w.probe.clone(),
+        &w.probe,
         w.pid,
         w.tid,
         w.object,
-        w.operation.clone(),
-        w.woken_by.map(|b| format!("{b:?}")),
-        stack_hash(profile, w.user_stack),
-        stack_hash(profile, w.kernel_stack),
+        &w.operation,
+        w.woken_by,
+        w.user_stack,
+        w.kernel_stack,
     )
 }
 
@@ -85,19 +84,16 @@ fn time_since(later: &ThreadTime, earlier: &ThreadTime) -> ThreadTime {
 
 /// What `later` recorded after `earlier` (two snapshots of one recording, `earlier` first): its
 /// waits less `earlier`'s, its threads' times less theirs, its duration the time between them.
-/// The wakeups and the bottleneck analysis are not windowed (the chains of a wait cross the
-/// window's edges): the window has none, and the causes are read from a whole snapshot.
+/// The wakeups are not windowed (the window has none), nor the bottleneck analysis, which
+/// [`Snapshots`] sums from the snapshots' own.
 pub fn since(later: &Profile, earlier: &Profile) -> Profile {
-    let mut before: HashMap<RecordKey, WaitStats> = HashMap::new();
+    let mut before: HashMap<RecordKey<'_>, WaitStats> = HashMap::new();
     for w in &earlier.waits {
-        before
-            .entry(record_key(earlier, w))
-            .or_default()
-            .merge(&w.stats);
+        before.entry(record_key(w)).or_default().merge(&w.stats);
     }
     let mut waits = Vec::new();
     for w in &later.waits {
-        let stats = match before.get_mut(&record_key(later, w)) {
+        let stats = match before.get_mut(&record_key(w)) {
             Some(seen) => {
                 let stats = stats_since(&w.stats, seen);
                 // Taken once: a second record of the same key subtracts what is left.
@@ -150,11 +146,257 @@ pub fn since(later: &Profile, earlier: &Profile) -> Profile {
     }
 }
 
+/// What a blame record is, whatever interval it was added in: everything but its chain and
+/// sums.
+type BlameKey<'a> = (
+    ThreadRef,
+    WaitPart,
+    &'a Option<String>,
+    u64,
+    Option<StackId>,
+    Option<StackId>,
+    Option<WokenBy>,
+    Option<ThreadRef>,
+    &'a Root,
+    u32,
+);
+
+fn blame_key(b: &Blame) -> BlameKey<'_> {
+    (
+        b.thread,
+        b.part,
+        &b.call,
+        b.object,
+        b.user_stack,
+        b.kernel_stack,
+        b.woken_by,
+        b.waker,
+        &b.root,
+        b.depth,
+    )
+}
+
+/// What a sample's weight is counted under: its role, thread, end stack and stack.
+type SampleKey = (SampleRole, ThreadRef, Option<StackId>, Option<StackId>);
+
+/// The bottleneck analysis of consecutive intervals of one recording, summed: each blame record
+/// and sample with what every interval added to it (a record's chain is the first seen), the
+/// counts those of the last interval less `before`'s (the totals at the window's start; none:
+/// from the attach). `None` when no interval has one.
+pub fn merge_bottleneck<'a>(
+    intervals: impl IntoIterator<Item = &'a BottleneckAnalysis>,
+    before: Option<&BottleneckAnalysis>,
+) -> Option<BottleneckAnalysis> {
+    let mut out: Option<BottleneckAnalysis> = None;
+    let mut index: HashMap<BlameKey<'a>, usize> = HashMap::new();
+    let mut sampled: HashMap<SampleKey, u64> = HashMap::new();
+    for w in intervals {
+        let merged = out.get_or_insert_with(BottleneckAnalysis::default);
+        let blame = std::mem::take(&mut merged.blame);
+        *merged = BottleneckAnalysis {
+            blame,
+            ..counts_of(w)
+        };
+        for b in &w.blame {
+            match index.get(&blame_key(b)) {
+                Some(&i) => {
+                    let sum = &mut merged.blame[i];
+                    sum.waits += b.waits;
+                    sum.total_ns = sum.total_ns.saturating_add(b.total_ns);
+                }
+                None => {
+                    index.insert(blame_key(b), merged.blame.len());
+                    merged.blame.push(b.clone());
+                }
+            }
+        }
+        for s in &w.sampled {
+            *sampled
+                .entry((s.role, s.thread, s.end_stack, s.user_stack))
+                .or_insert(0) += s.weight;
+        }
+    }
+    let mut out = out?;
+    if let Some(before) = before {
+        out.intervals = out.intervals.saturating_sub(before.intervals);
+        out.lost_intervals = out.lost_intervals.saturating_sub(before.lost_intervals);
+        out.spurious_wakeups = out.spurious_wakeups.saturating_sub(before.spurious_wakeups);
+        out.spurious_wakeup_ns = out
+            .spurious_wakeup_ns
+            .saturating_sub(before.spurious_wakeup_ns);
+        out.stackless_ns = out.stackless_ns.saturating_sub(before.stackless_ns);
+    }
+    out.blame.sort_by_key(|b| std::cmp::Reverse(b.total_ns));
+    out.sampled = sampled
+        .into_iter()
+        .map(
+            |((role, thread, end_stack, user_stack), weight)| SampledCpu {
+                role,
+                thread,
+                end_stack,
+                user_stack,
+                weight,
+            },
+        )
+        .collect();
+    out.sampled.sort_by_key(|s| {
+        (
+            std::cmp::Reverse(s.weight),
+            s.thread,
+            s.end_stack,
+            s.user_stack,
+        )
+    });
+    Some(out)
+}
+
+/// A bottleneck analysis' limits and counts, without its blame and samples.
+fn counts_of(w: &BottleneckAnalysis) -> BottleneckAnalysis {
+    BottleneckAnalysis {
+        blame: Vec::new(),
+        sampled: Vec::new(),
+        ..*w
+    }
+}
+
+/// The bottleneck analysis of a window, summed as its intervals come and go: each blame record
+/// once, with what the intervals in the window added to it; an interval leaving takes back what
+/// it added. Its records are the engine's (each interval's are some of them), so there are at
+/// most as many as the engine keeps (`EngineLimits::max_records`, then coarse ones).
+#[derive(Default)]
+struct WindowBlame {
+    /// Every record seen; zero sums once the intervals that added to it left the window.
+    records: Vec<Blame>,
+    /// Records by their key's hash (the first; `same_hash` chains the others).
+    by_hash: HashMap<u64, usize>,
+    same_hash: Vec<Option<usize>>,
+    /// Sample weights of the window.
+    sampled: HashMap<SampleKey, u64>,
+    /// The hasher of the keys (ahash: a window sums tens of thousands of records a second).
+    hasher: ahash::RandomState,
+}
+
+/// What one interval added to a [`WindowBlame`], to take back when it leaves the window.
+#[derive(Default)]
+struct Added {
+    /// (record, waits, time) of each record it added to.
+    records: Vec<(usize, u64, u64)>,
+    sampled: Vec<(SampleKey, u64)>,
+}
+
+impl WindowBlame {
+    /// The index of `b`'s record, added (with zero sums) when new.
+    fn slot(&mut self, b: &Blame) -> usize {
+        let hash = self.hasher.hash_one(blame_key(b));
+        let mut at = self.by_hash.get(&hash).copied();
+        while let Some(i) = at {
+            if blame_key(&self.records[i]) == blame_key(b) {
+                return i;
+            }
+            at = self.same_hash[i];
+        }
+        let i = self.records.len();
+        self.records.push(Blame {
+            waits: 0,
+            total_ns: 0,
+            ..b.clone()
+        });
+        self.same_hash.push(self.by_hash.insert(hash, i));
+        i
+    }
+
+    /// Adds an interval's bottleneck analysis; returns what it added.
+    fn add(&mut self, bottleneck: &BottleneckAnalysis) -> Added {
+        let mut added = Added::default();
+        for b in &bottleneck.blame {
+            let i = self.slot(b);
+            let sum = &mut self.records[i];
+            sum.waits += b.waits;
+            sum.total_ns = sum.total_ns.saturating_add(b.total_ns);
+            added.records.push((i, b.waits, b.total_ns));
+        }
+        for s in &bottleneck.sampled {
+            let key = (s.role, s.thread, s.end_stack, s.user_stack);
+            *self.sampled.entry(key).or_insert(0) += s.weight;
+            added.sampled.push((key, s.weight));
+        }
+        added
+    }
+
+    /// Takes back what an interval added.
+    fn take_back(&mut self, added: &Added) {
+        for &(i, waits, total_ns) in &added.records {
+            if let Some(sum) = self.records.get_mut(i) {
+                sum.waits = sum.waits.saturating_sub(waits);
+                sum.total_ns = sum.total_ns.saturating_sub(total_ns);
+            }
+        }
+        for (key, weight) in &added.sampled {
+            if let Some(sum) = self.sampled.get_mut(key) {
+                *sum = sum.saturating_sub(*weight);
+                if *sum == 0 {
+                    self.sampled.remove(key);
+                }
+            }
+        }
+    }
+
+    /// The window's analysis: `counts`' limits and counts, the records and samples with time.
+    fn analysis(&self, counts: BottleneckAnalysis) -> BottleneckAnalysis {
+        let mut blame: Vec<Blame> = (self.records.iter())
+            .filter(|b| b.waits > 0 || b.total_ns > 0)
+            .cloned()
+            .collect();
+        blame.sort_by_key(|b| std::cmp::Reverse(b.total_ns));
+        let mut sampled: Vec<SampledCpu> = (self.sampled.iter())
+            .map(
+                |(&(role, thread, end_stack, user_stack), &weight)| SampledCpu {
+                    role,
+                    thread,
+                    end_stack,
+                    user_stack,
+                    weight,
+                },
+            )
+            .collect();
+        sampled.sort_by_key(|s| {
+            (
+                std::cmp::Reverse(s.weight),
+                s.thread,
+                s.end_stack,
+                s.user_stack,
+            )
+        });
+        BottleneckAnalysis {
+            blame,
+            sampled,
+            ..counts
+        }
+    }
+}
+
+/// A snapshot as [`Snapshots`] keeps it.
+struct Kept {
+    /// Without stacks; its bottleneck analysis only the counts (the totals so far).
+    profile: Profile,
+    /// What its interval added to the window's blame; `None` once taken back (or none).
+    added: Option<Added>,
+}
+
 /// The snapshots of a recording that the window and the trend need: the latest, and those up
-/// to one window before it (older ones are dropped: memory stays flat however long it runs).
+/// to one window before it (older ones are dropped: memory stays flat however long it runs),
+/// each without its stacks (every stack of the recording is kept once, here), and the window's
+/// bottleneck analysis, summed as the snapshots come and go.
 pub struct Snapshots {
     window_ns: u64,
-    kept: VecDeque<Profile>,
+    /// Every stack of the recording so far, by id.
+    stacks: Vec<Stack>,
+    kept: VecDeque<Kept>,
+    /// The blame of the intervals in the window: those after the first kept snapshot, and its
+    /// own while the window reaches back to the attach.
+    blame: WindowBlame,
+    /// The last interval's analysis whole (for the trend's interval totals).
+    last_bottleneck: Option<BottleneckAnalysis>,
 }
 
 impl Snapshots {
@@ -162,41 +404,135 @@ impl Snapshots {
     pub fn new(window_ns: u64) -> Self {
         Snapshots {
             window_ns,
+            stacks: Vec::new(),
             kept: VecDeque::new(),
+            blame: WindowBlame::default(),
+            last_bottleneck: None,
         }
     }
 
-    /// Adds the latest snapshot, dropping those the window no longer reaches.
-    pub fn push(&mut self, snapshot: Profile) {
+    /// Adds the latest snapshot: `snapshot` without stacks or bottleneck analysis, the stacks
+    /// first seen since the previous snapshot (ids from `first_new_stack` on) and the wait-for
+    /// analysis of the intervals analysed since. Drops the snapshots the window no longer
+    /// reaches.
+    pub fn push(
+        &mut self,
+        mut snapshot: Profile,
+        first_new_stack: usize,
+        new_stacks: Vec<Stack>,
+        bottleneck: Option<BottleneckAnalysis>,
+    ) {
+        self.stacks.truncate(first_new_stack);
+        self.stacks.extend(new_stacks);
+        // As the end's profile: a futex sleep is `mutex`, `condvar`... whichever probe saw it.
+        self.lend_stacks(
+            &mut snapshot,
+            lockscope_probes::overlap::classify_offcpu_sleeps,
+        );
+        let added = bottleneck.as_ref().map(|w| self.blame.add(w));
+        snapshot.bottleneck = bottleneck.as_ref().map(counts_of);
+        self.last_bottleneck = bottleneck;
         let now = snapshot.metadata.duration_ns;
-        self.kept.push_back(snapshot);
+        self.kept.push_back(Kept {
+            profile: snapshot,
+            added,
+        });
         // Keep the newest snapshot at or before the window's start, and all after it.
         while self.kept.len() > 2
-            && self
-                .kept
-                .get(1)
-                .is_some_and(|s| now.saturating_sub(s.metadata.duration_ns) >= self.window_ns)
+            && self.kept.get(1).is_some_and(|s| {
+                now.saturating_sub(s.profile.metadata.duration_ns) >= self.window_ns
+            })
         {
-            self.kept.pop_front();
-        }
-    }
-
-    /// The latest snapshot: everything recorded so far.
-    pub fn latest(&self) -> Option<&Profile> {
-        self.kept.back()
-    }
-
-    /// The window: what was recorded in the last `window_ns` (or since the attach, before one
-    /// window has passed).
-    pub fn window(&self) -> Option<Profile> {
-        let latest = self.kept.back()?;
-        let now = latest.metadata.duration_ns;
-        match self.kept.front() {
-            Some(first) if now.saturating_sub(first.metadata.duration_ns) >= self.window_ns => {
-                Some(since(latest, first))
+            if let Some(Kept {
+                added: Some(added), ..
+            }) = self.kept.pop_front()
+            {
+                self.blame.take_back(&added);
             }
-            _ => Some(latest.clone()),
         }
+        // The first snapshot's interval leaves the window once the window starts at it.
+        if self.window_full() {
+            if let Some(added) = self.kept.front_mut().and_then(|k| k.added.take()) {
+                self.blame.take_back(&added);
+            }
+        }
+    }
+
+    /// The window starts at the first kept snapshot (not at the attach).
+    fn window_full(&self) -> bool {
+        match (self.kept.front(), self.kept.back()) {
+            (Some(first), Some(latest)) => {
+                let now = latest.profile.metadata.duration_ns;
+                now.saturating_sub(first.profile.metadata.duration_ns) >= self.window_ns
+            }
+            _ => false,
+        }
+    }
+
+    /// Runs `f` on `profile` with the recording's stacks in it (they go back here after).
+    fn lend_stacks<R>(&mut self, profile: &mut Profile, f: impl FnOnce(&mut Profile) -> R) -> R {
+        profile.stacks = std::mem::take(&mut self.stacks);
+        let result = f(profile);
+        self.stacks = std::mem::take(&mut profile.stacks);
+        result
+    }
+
+    /// The latest snapshot: everything recorded so far but the stacks and the wait-for
+    /// analysis.
+    pub fn latest(&self) -> Option<&Profile> {
+        self.kept.back().map(|k| &k.profile)
+    }
+
+    /// Runs `f` on what the latest interval recorded (between the last two snapshots).
+    pub fn with_last_interval<R>(&mut self, f: impl FnOnce(&Profile) -> R) -> Option<R> {
+        let n = self.kept.len();
+        let earlier = &self.kept.get(n.checked_sub(2)?)?.profile;
+        let later = &self.kept.get(n - 1)?.profile;
+        let mut interval = since(later, earlier);
+        interval.bottleneck = self.last_bottleneck.take();
+        let result = self.lend_stacks(&mut interval, |p| f(p));
+        self.last_bottleneck = interval.bottleneck;
+        Some(result)
+    }
+
+    /// Runs `f` on the window: what was recorded in the last `window_ns` (or since the attach,
+    /// before one window has passed), its waits, thread times and, with `bottleneck`, its
+    /// bottleneck analysis (without: none, as a recording without the `waitfor` probe).
+    pub fn with_window<R>(&mut self, bottleneck: bool, f: impl FnOnce(&Profile) -> R) -> Option<R> {
+        let latest = &self.kept.back()?.profile;
+        let first = &self.kept.front()?.profile;
+        let (mut window, before) = if self.window_full() {
+            (since(latest, first), first.bottleneck.as_ref())
+        } else {
+            (
+                Profile {
+                    bottleneck: None,
+                    ..latest.clone()
+                },
+                None,
+            )
+        };
+        window.bottleneck = latest
+            .bottleneck
+            .as_ref()
+            .filter(|_| bottleneck)
+            .map(|counts| {
+                let mut counts = counts_of(counts);
+                if let Some(before) = before {
+                    counts.intervals = counts.intervals.saturating_sub(before.intervals);
+                    counts.lost_intervals =
+                        counts.lost_intervals.saturating_sub(before.lost_intervals);
+                    counts.spurious_wakeups = counts
+                        .spurious_wakeups
+                        .saturating_sub(before.spurious_wakeups);
+                    counts.spurious_wakeup_ns = counts
+                        .spurious_wakeup_ns
+                        .saturating_sub(before.spurious_wakeup_ns);
+                    counts.stackless_ns = counts.stackless_ns.saturating_sub(before.stackless_ns);
+                }
+                self.blame.analysis(counts)
+            });
+        Some(self.lend_stacks(&mut window, |p| f(p)))
     }
 }
 
@@ -253,18 +589,67 @@ mod tests {
         assert_eq!(window.waits[0].stats.histogram.total_count(), 2);
     }
 
-    /// The window reaches back one window length from the latest snapshot, and the snapshots
-    /// older than that are dropped.
+    /// The window reaches back one window length from the latest snapshot, its waits and its
+    /// blame alike, and the snapshots older than that are dropped.
     #[test]
     fn snapshots_keep_one_window() {
+        let thread = ThreadRef { pid: 1, tid: 2 };
+        let blame = Blame {
+            thread,
+            part: WaitPart::Asleep,
+            call: None,
+            object: 0x10,
+            user_stack: None,
+            kernel_stack: None,
+            woken_by: None,
+            waker: None,
+            root: Root {
+                kind: lockscope_probes::bottleneck::RootKind::Blocked,
+                thread,
+                call: None,
+                user_stack: None,
+                kernel_stack: None,
+                woken_by: None,
+                waker_name: None,
+                holder: None,
+                holder_name: None,
+            },
+            depth: 0,
+            chain: Vec::new(),
+            waits: 1,
+            total_ns: 100,
+        };
         let mut kept = Snapshots::new(2_000);
         for i in 1..=10u64 {
-            kept.push(snapshot(i * 1_000, vec![wait(2, i, i * 100)]));
+            let bottleneck = BottleneckAnalysis {
+                intervals: i,
+                blame: vec![blame.clone()],
+                ..BottleneckAnalysis::default()
+            };
+            kept.push(
+                snapshot(i * 1_000, vec![wait(2, i, i * 100)]),
+                0,
+                Vec::new(),
+                Some(bottleneck),
+            );
         }
         assert_eq!(kept.kept.len(), 3);
-        let window = kept.window().expect("a window");
-        assert_eq!(window.metadata.duration_ns, 2_000);
-        assert_eq!(window.waits[0].stats.count, 2);
+        let window = kept.with_window(true, |w| {
+            let bottleneck = w.bottleneck.as_ref().expect("the window's analysis");
+            let blame: Vec<(u64, u64)> = bottleneck
+                .blame
+                .iter()
+                .map(|b| (b.waits, b.total_ns))
+                .collect();
+            (
+                w.metadata.duration_ns,
+                w.waits[0].stats.count,
+                bottleneck.intervals,
+                blame,
+            )
+        });
+        // Two intervals: the snapshots at 9 and 10 s; the one at 8 s is the window's start.
+        assert_eq!(window, Some((2_000, 2, 2, vec![(2, 200)])));
     }
 }
 
@@ -272,28 +657,147 @@ mod tests {
 mod agree {
     use super::*;
     use lockscope::report::Classified;
+    use lockscope::sweep::{summarize_level, LevelWhy};
 
-    /// The window from the attach (an empty first snapshot) of a recorded profile holds its
-    /// waits and thread times whole: the report's classification of the two is the same.
-    #[test]
-    fn window_from_the_attach_classifies_as_the_report() {
+    fn demo() -> Profile {
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/data/demo/demo-bottleneck.lsp"
         );
-        let profile = lockscope_probes::read_profile(std::path::Path::new(path)).expect("profile");
-        let mut attach = Profile {
-            metadata: profile.metadata.clone(),
-            ..Profile::default()
+        lockscope_probes::read_profile(std::path::Path::new(path)).expect("profile")
+    }
+
+    /// `profile` at `duration_ns` as a live snapshot gives it: no stacks, no bottleneck analysis.
+    fn bare(profile: &Profile, duration_ns: u64) -> Profile {
+        let mut bare = Profile {
+            stacks: Vec::new(),
+            bottleneck: None,
+            ..profile.clone()
         };
-        attach.metadata.duration_ns = 0;
-        let window = since(&profile, &attach);
-        // The report's numbers (the bottleneck analysis, which the window leaves out, tells no
-        // role otherwise here), and the sites and time split the view shows.
-        assert_eq!(Classified::of(&window), Classified::of(&profile));
-        let view = lockscope::sweep::summarize_level(0, 0.0, &window, ("", ""));
-        let report = lockscope::sweep::summarize_level(0, 0.0, &profile, ("", ""));
-        assert_eq!(view.top_sites, report.top_sites);
-        assert_eq!(view.breakdown, report.breakdown);
+        bare.metadata.duration_ns = duration_ns;
+        bare
+    }
+
+    /// `bottleneck` with only the blame records `keep` chooses (by index), and no samples.
+    fn part_of(
+        bottleneck: &BottleneckAnalysis,
+        keep: impl Fn(usize) -> bool,
+    ) -> BottleneckAnalysis {
+        BottleneckAnalysis {
+            blame: (bottleneck.blame.iter().enumerate())
+                .filter(|(i, _)| keep(*i))
+                .map(|(_, b)| b.clone())
+                .collect(),
+            sampled: Vec::new(),
+            ..counts_of(bottleneck)
+        }
+    }
+
+    /// The window from the attach (an empty first snapshot) of a recorded profile holds its
+    /// waits, thread times and bottleneck analysis whole, each record's blame split over two
+    /// intervals: the report's classification, the sites, the time split and `why`'s causes of
+    /// the two are the same.
+    #[test]
+    fn window_from_the_attach_is_the_report_and_why() {
+        let profile = demo();
+        let bottleneck = profile.bottleneck.clone().expect("a bottleneck analysis");
+        let half = |b: &Blame| Blame {
+            waits: b.waits / 2,
+            total_ns: b.total_ns / 2,
+            ..b.clone()
+        };
+        let rest = |b: &Blame| Blame {
+            waits: b.waits - b.waits / 2,
+            total_ns: b.total_ns - b.total_ns / 2,
+            ..b.clone()
+        };
+        let first = BottleneckAnalysis {
+            blame: bottleneck.blame.iter().map(half).collect(),
+            ..bottleneck.clone()
+        };
+        let second = BottleneckAnalysis {
+            blame: bottleneck.blame.iter().map(rest).collect(),
+            sampled: Vec::new(),
+            ..counts_of(&bottleneck)
+        };
+        let mut kept = Snapshots::new(u64::MAX);
+        kept.push(bare(&profile, 0), 0, Vec::new(), None);
+        let middle = profile.metadata.duration_ns / 2;
+        kept.push(
+            Profile {
+                waits: Vec::new(),
+                thread_times: Vec::new(),
+                ..bare(&profile, middle)
+            },
+            0,
+            profile.stacks.clone(),
+            Some(first),
+        );
+        kept.push(
+            bare(&profile, profile.metadata.duration_ns),
+            profile.stacks.len(),
+            Vec::new(),
+            Some(second),
+        );
+        let (classified, level, why, merged) = kept
+            .with_window(true, |w| {
+                (
+                    Classified::of(w),
+                    summarize_level(0, 0.0, w, ("", "")),
+                    LevelWhy::of(w),
+                    w.bottleneck.clone(),
+                )
+            })
+            .expect("a window");
+        let merged = merged.expect("the window's bottleneck analysis");
+        assert_eq!(merged.blame.len(), bottleneck.blame.len());
+        assert_eq!(
+            merged.blame.iter().map(|b| b.total_ns).sum::<u64>(),
+            bottleneck.blame.iter().map(|b| b.total_ns).sum::<u64>()
+        );
+        assert_eq!(classified, Classified::of(&profile));
+        let report = summarize_level(0, 0.0, &profile, ("", ""));
+        assert_eq!(level.top_sites, report.top_sites);
+        assert_eq!(level.breakdown, report.breakdown);
+        let whole = LevelWhy::of(&profile).expect("why's causes");
+        assert!(!whole.causes.is_empty());
+        assert_eq!(why, Some(whole));
+    }
+
+    /// A window that starts after the attach has the causes of its own intervals only: the blame
+    /// of the interval before it is not in them, and they are `why`'s causes of a profile with
+    /// that interval's blame alone.
+    #[test]
+    fn window_causes_are_the_window_s() {
+        let profile = demo();
+        let bottleneck = profile.bottleneck.clone().expect("a bottleneck analysis");
+        let early = part_of(&bottleneck, |i| i % 3 == 0);
+        let late = part_of(&bottleneck, |i| i % 3 != 0);
+        let mut kept = Snapshots::new(1_000);
+        // The waits and thread times all in the window, the blame of the early interval not.
+        let before = Profile {
+            waits: Vec::new(),
+            thread_times: Vec::new(),
+            ..bare(&profile, 500)
+        };
+        kept.push(before, 0, profile.stacks.clone(), Some(early.clone()));
+        kept.push(
+            bare(&profile, 1_500),
+            profile.stacks.len(),
+            Vec::new(),
+            Some(late.clone()),
+        );
+        let why = kept.with_window(true, LevelWhy::of).expect("a window");
+        let alone = Profile {
+            bottleneck: Some(late),
+            ..profile.clone()
+        };
+        let expected = LevelWhy::of(&alone).expect("why's causes");
+        assert_eq!(why, Some(expected.clone()));
+        let with_early = LevelWhy::of(&profile).expect("why's causes");
+        assert_ne!(
+            expected, with_early,
+            "the early interval's blame changes nothing here"
+        );
     }
 }

@@ -331,3 +331,37 @@ fn spurious_wakeups() {
     assert_eq!(counts.spurious_wakeups, 1);
     assert_eq!(counts.spurious_wakeup_ns, 100);
 }
+
+/// With change tracking, each call of `changed` gives only what the intervals analysed since
+/// the previous one added (a record's waits and time since, unchanged records left out), and
+/// the changes summed are the whole blame `finish` gives.
+#[test]
+fn changes_since_the_last_take() {
+    let limits = EngineLimits {
+        lag_ns: 0,
+        ..EngineLimits::default()
+    };
+    let mut engine = Engine::new(0, limits);
+    engine.track_changes();
+    engine.push(woken_by(sleep(A, 0, 100, 100, 1), B, 9), None, None);
+    engine.push(woken_by(sleep(C, 0, 50, 50, 3), B, 8), None, None);
+    engine.advance(100);
+    let (_, first, _) = engine.changed();
+    assert_eq!(roots(&first, A), vec![(RootKind::Cpu, 2, Some(9), 100)]);
+    assert_eq!(roots(&first, C), vec![(RootKind::Cpu, 2, Some(8), 50)]);
+    engine.push(woken_by(sleep(A, 200, 230, 230, 1), B, 9), None, None);
+    engine.advance(300);
+    let (counts, second, _) = engine.changed();
+    assert_eq!(counts.intervals, 3);
+    assert_eq!(roots(&second, A), vec![(RootKind::Cpu, 2, Some(9), 30)]);
+    assert!(roots(&second, C).is_empty(), "{second:?}");
+    let waits: Vec<u64> = second.iter().map(|b| b.waits).collect();
+    assert_eq!(waits, [1], "{second:?}");
+    let (_, third, _) = engine.changed();
+    assert!(third.is_empty(), "{third:?}");
+    let (_, whole, _) = engine.finish();
+    let mut summed = roots(&first, A);
+    summed.extend(roots(&second, A));
+    let total: u64 = summed.iter().map(|r| r.3).sum();
+    assert_eq!(roots(&whole, A), vec![(RootKind::Cpu, 2, Some(9), total)]);
+}

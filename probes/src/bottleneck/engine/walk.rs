@@ -36,7 +36,6 @@ pub(super) struct Walk<'a, S> {
     pub(super) threads: &'a HashMap<u32, Timeline<S>>,
     pub(super) limits: EngineLimits,
     pub(super) blames: &'a mut Blames<S>,
-    pub(super) names: &'a [String],
 }
 
 impl<S: Copy + Eq + Hash> Walk<'_, S> {
@@ -83,14 +82,8 @@ impl<S: Copy + Eq + Hash> Walk<'_, S> {
         self.sample_holder(interval, runnable_from, interval.end);
         let root = self.saturation_root(thread, interval);
         let chain = [(thread, interval.user_stack)];
-        self.blames.add(
-            side,
-            root,
-            0,
-            &chain,
-            self.names,
-            interval.end - runnable_from,
-        );
+        self.blames
+            .add(side, root, 0, &chain, interval.end - runnable_from);
     }
 
     /// Counts what the holder of the CPU a thread waited for in `[from, to)` of `interval` ran
@@ -103,11 +96,8 @@ impl<S: Copy + Eq + Hash> Walk<'_, S> {
             return;
         };
         for sample in timeline.samples_in(from, to) {
-            *self
-                .blames
-                .sampled
-                .entry((SampleRole::Holder, holder, None, sample))
-                .or_insert(0) += 1;
+            self.blames
+                .add_sample((SampleRole::Holder, holder, None, sample));
         }
     }
 
@@ -138,7 +128,7 @@ impl<S: Copy + Eq + Hash> Walk<'_, S> {
     /// Blames `ns` of the path's wait to `root`, the last thread of the chain.
     fn add(&mut self, path: &Path<S>, root: RootKey<S>, ns: u64) {
         self.blames
-            .add(path.side, root, path.depth, &path.chain, self.names, ns);
+            .add(path.side, root, path.depth, &path.chain, ns);
     }
 
     /// Blames `ns` of the path's wait to `root`, with `hop` (a thread, and its stack where it
@@ -223,11 +213,8 @@ impl<S: Copy + Eq + Hash> Walk<'_, S> {
                     // the wakeup that led here; and what it ran meanwhile, where sampled.
                     let stack = next.map_or(woke_at.user_stack, |n| n.user_stack);
                     for sample in timeline.samples_in(start, end) {
-                        *self
-                            .blames
-                            .sampled
-                            .entry((SampleRole::Root, thread, stack, sample))
-                            .or_insert(0) += 1;
+                        self.blames
+                            .add_sample((SampleRole::Root, thread, stack, sample));
                     }
                     // Ended at the wakeup: the root's kernel stack as it woke the chain's next
                     // thread (a kernel lock's release).
