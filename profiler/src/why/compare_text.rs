@@ -204,6 +204,7 @@ fn table(out: &mut String, diff: &WhyDiff) {
     }
 }
 
+/// One change in full: its line, where (stacks, kernel lock, release), and each side.
 fn detail(out: &mut String, diff: &WhyDiff, c: &CauseChange) {
     let call = c
         .call
@@ -276,61 +277,67 @@ fn detail(out: &mut String, diff: &WhyDiff, c: &CauseChange) {
         }
     }
     for (label, side) in [("base", &c.base), ("other", &c.other)] {
-        if side.waits == 0 && side.total_ns == 0 {
-            let _ = writeln!(out, "   {label}: none");
-            continue;
-        }
-        let roots: Vec<String> = side
-            .threads
+        side_detail(out, label, side);
+    }
+}
+
+/// One side of a change: its time and waits, its roots, the causes and waits it explains, and
+/// who held the CPUs meanwhile.
+fn side_detail(out: &mut String, label: &str, side: &CauseSide) {
+    if side.waits == 0 && side.total_ns == 0 {
+        let _ = writeln!(out, "   {label}: none");
+        return;
+    }
+    let roots: Vec<String> = side
+        .threads
+        .iter()
+        .take(MAX_SITES)
+        .map(|t| format!("{} ({})", t.name, format_ns(t.total_ns)))
+        .collect();
+    let _ = writeln!(
+        out,
+        "   {label}: {} in {} wait{}, roots {}; explains:",
+        format_ns(side.total_ns),
+        side.waits,
+        if side.waits == 1 { "" } else { "s" },
+        roots.join(", "),
+    );
+    for part in side.parts.iter().take(MAX_SITES) {
+        let at = part
+            .stack
+            .iter()
+            .take(2)
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join(" <- ");
+        let _ = writeln!(
+            out,
+            "     {:>8}  as {} at {}",
+            format_ns(part.total_ns),
+            part.kind.name(),
+            if at.is_empty() { "[no stack]" } else { &at },
+        );
+    }
+    if side.parts.len() > MAX_SITES {
+        let _ = writeln!(out, "     and {} more causes", side.parts.len() - MAX_SITES);
+    }
+    if !side.parts.is_empty() {
+        out.push_str("     the waits:\n");
+    }
+    for site in side.sites.iter().take(MAX_SITES) {
+        let _ = writeln!(out, "     {}", site_line(site));
+    }
+    if side.sites.len() > MAX_SITES {
+        let _ = writeln!(out, "     and {} more sites", side.sites.len() - MAX_SITES);
+    }
+    if !side.holders.is_empty() {
+        let held: Vec<String> = side
+            .holders
             .iter()
             .take(MAX_SITES)
             .map(|t| format!("{} ({})", t.name, format_ns(t.total_ns)))
             .collect();
-        let _ = writeln!(
-            out,
-            "   {label}: {} in {} wait{}, roots {}; explains:",
-            format_ns(side.total_ns),
-            side.waits,
-            if side.waits == 1 { "" } else { "s" },
-            roots.join(", "),
-        );
-        for part in side.parts.iter().take(MAX_SITES) {
-            let at = part
-                .stack
-                .iter()
-                .take(2)
-                .map(String::as_str)
-                .collect::<Vec<_>>()
-                .join(" <- ");
-            let _ = writeln!(
-                out,
-                "     {:>8}  as {} at {}",
-                format_ns(part.total_ns),
-                part.kind.name(),
-                if at.is_empty() { "[no stack]" } else { &at },
-            );
-        }
-        if side.parts.len() > MAX_SITES {
-            let _ = writeln!(out, "     and {} more causes", side.parts.len() - MAX_SITES);
-        }
-        if !side.parts.is_empty() {
-            out.push_str("     the waits:\n");
-        }
-        for site in side.sites.iter().take(MAX_SITES) {
-            let _ = writeln!(out, "     {}", site_line(site));
-        }
-        if side.sites.len() > MAX_SITES {
-            let _ = writeln!(out, "     and {} more sites", side.sites.len() - MAX_SITES);
-        }
-        if !side.holders.is_empty() {
-            let held: Vec<String> = side
-                .holders
-                .iter()
-                .take(MAX_SITES)
-                .map(|t| format!("{} ({})", t.name, format_ns(t.total_ns)))
-                .collect();
-            let _ = writeln!(out, "     the CPUs meanwhile held by {}", held.join(", "));
-        }
+        let _ = writeln!(out, "     the CPUs meanwhile held by {}", held.join(", "));
     }
 }
 
