@@ -227,8 +227,13 @@ pub fn merge_bottleneck<'a>(
         out.stackless_ns = out.stackless_ns.saturating_sub(before.stackless_ns);
     }
     out.blame.sort_by_key(|b| std::cmp::Reverse(b.total_ns));
-    out.sampled = sampled
-        .into_iter()
+    out.sampled = sample_rows(sampled.into_iter());
+    Some(out)
+}
+
+/// Summed samples as the analysis lists them, heaviest first.
+fn sample_rows(sums: impl Iterator<Item = (SampleKey, u64)>) -> Vec<SampledCpu> {
+    let mut rows: Vec<SampledCpu> = sums
         .map(
             |((role, thread, end_stack, user_stack), weight)| SampledCpu {
                 role,
@@ -239,7 +244,7 @@ pub fn merge_bottleneck<'a>(
             },
         )
         .collect();
-    out.sampled.sort_by_key(|s| {
+    rows.sort_by_key(|s| {
         (
             std::cmp::Reverse(s.weight),
             s.thread,
@@ -247,7 +252,7 @@ pub fn merge_bottleneck<'a>(
             s.user_stack,
         )
     });
-    Some(out)
+    rows
 }
 
 /// A bottleneck analysis' limits and counts, without its blame and samples.
@@ -348,25 +353,7 @@ impl WindowBlame {
             .cloned()
             .collect();
         blame.sort_by_key(|b| std::cmp::Reverse(b.total_ns));
-        let mut sampled: Vec<SampledCpu> = (self.sampled.iter())
-            .map(
-                |(&(role, thread, end_stack, user_stack), &weight)| SampledCpu {
-                    role,
-                    thread,
-                    end_stack,
-                    user_stack,
-                    weight,
-                },
-            )
-            .collect();
-        sampled.sort_by_key(|s| {
-            (
-                std::cmp::Reverse(s.weight),
-                s.thread,
-                s.end_stack,
-                s.user_stack,
-            )
-        });
+        let sampled = sample_rows(self.sampled.iter().map(|(&key, &weight)| (key, weight)));
         BottleneckAnalysis {
             blame,
             sampled,

@@ -328,6 +328,9 @@ fn helper_sleep_paths() {
             write_end.write_all(b"x").expect("write the pipe");
         }
     });
+    // A sleep that counts for no path first: the unwinder builds libc's table in the background,
+    // and a sleep before it is in has its user stack cut at libc's `syscall` (seen once in CI).
+    std::thread::sleep(Duration::from_millis(200));
     for _ in 0..PATH_SLEEPS {
         slept_whole("sleep_in_futex_wait", || sleep_in_futex_wait(&wait_word));
         slept_whole("sleep_in_futex_lock_pi", || {
