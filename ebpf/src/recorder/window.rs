@@ -7,7 +7,7 @@
 //! times now, or terminating a launched command. What the snapshots resolved is kept from one to
 //! the next (`resolve::ResolveCache`): each stack is read from the maps and symbolized once, and
 //! keeps its id, so that a live snapshot carries only the stacks first seen since the previous
-//! one. The wait-for engine's blame grows with the recording: a live snapshot carries only what
+//! one. The bottleneck engine's blame grows with the recording: a live snapshot carries only what
 //! the intervals analysed since the previous one added (those within the engine's lag come in
 //! the next), which a window sums.
 
@@ -79,7 +79,7 @@ impl Recorder {
         })
     }
 
-    /// The profile so far without its stacks (in the snapshots' cache), with the whole wait-for
+    /// The profile so far without its stacks (in the snapshots' cache), with the whole bottleneck
     /// analysis so far (`whole`) or what it added since the last live snapshot.
     fn snapshot_profile(&mut self, whole: bool) -> Result<Profile, Error> {
         let duration_ns = self.started.elapsed().as_nanos() as u64;

@@ -65,7 +65,7 @@ impl Snapshot {
         new_stacks.extend(later.new_stacks);
         let bottleneck = match (&self.bottleneck, &later.bottleneck) {
             (None, None) => None,
-            (earlier, later) => window::merge_bottleneck(earlier.iter().chain(later.iter()), None),
+            (earlier, later) => window::merge_bottleneck(earlier.iter().chain(later.iter())),
         };
         Snapshot {
             profile: later.profile,

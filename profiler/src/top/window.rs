@@ -7,7 +7,7 @@
 //! snapshot's records less the earlier's, matched by what a record is (probe, thread, object,
 //! operation, who ended it, its stacks: a recording's stack ids stay the same from snapshot to
 //! snapshot), and the threads' times the same way per thread. Each snapshot brings the stacks
-//! first seen since the one before ([`Snapshots`] keeps them all, once) and the wait-for
+//! first seen since the one before ([`Snapshots`] keeps them all, once) and the bottleneck
 //! analysis of the intervals analysed since: the window's blame is the sum of its snapshots'
 //! ([`merge_bottleneck`]), so the causes are the window's, as the sites are. What stays of a
 //! record is a profile's record: the report's analysis and `why` read the window as they read
@@ -179,56 +179,20 @@ fn blame_key(b: &Blame) -> BlameKey<'_> {
 /// What a sample's weight is counted under: its role, thread, end stack and stack.
 type SampleKey = (SampleRole, ThreadRef, Option<StackId>, Option<StackId>);
 
-/// The bottleneck analysis of consecutive intervals of one recording, summed: each blame record
-/// and sample with what every interval added to it (a record's chain is the first seen), the
-/// counts those of the last interval less `before`'s (the totals at the window's start; none:
-/// from the attach). `None` when no interval has one.
+/// The bottleneck analysis of consecutive intervals of one recording, summed as the window sums
+/// them ([`WindowBlame`]: each blame record and sample with what every interval added to it, a
+/// record's chain the first seen), with the last interval's counts. `None` when no interval has
+/// one.
 pub fn merge_bottleneck<'a>(
     intervals: impl IntoIterator<Item = &'a BottleneckAnalysis>,
-    before: Option<&BottleneckAnalysis>,
 ) -> Option<BottleneckAnalysis> {
-    let mut out: Option<BottleneckAnalysis> = None;
-    let mut index: HashMap<BlameKey<'a>, usize> = HashMap::new();
-    let mut sampled: HashMap<SampleKey, u64> = HashMap::new();
+    let mut sums = WindowBlame::default();
+    let mut last = None;
     for w in intervals {
-        let merged = out.get_or_insert_with(BottleneckAnalysis::default);
-        let blame = std::mem::take(&mut merged.blame);
-        *merged = BottleneckAnalysis {
-            blame,
-            ..counts_of(w)
-        };
-        for b in &w.blame {
-            match index.get(&blame_key(b)) {
-                Some(&i) => {
-                    let sum = &mut merged.blame[i];
-                    sum.waits += b.waits;
-                    sum.total_ns = sum.total_ns.saturating_add(b.total_ns);
-                }
-                None => {
-                    index.insert(blame_key(b), merged.blame.len());
-                    merged.blame.push(b.clone());
-                }
-            }
-        }
-        for s in &w.sampled {
-            *sampled
-                .entry((s.role, s.thread, s.end_stack, s.user_stack))
-                .or_insert(0) += s.weight;
-        }
+        sums.add(w);
+        last = Some(w);
     }
-    let mut out = out?;
-    if let Some(before) = before {
-        out.intervals = out.intervals.saturating_sub(before.intervals);
-        out.lost_intervals = out.lost_intervals.saturating_sub(before.lost_intervals);
-        out.spurious_wakeups = out.spurious_wakeups.saturating_sub(before.spurious_wakeups);
-        out.spurious_wakeup_ns = out
-            .spurious_wakeup_ns
-            .saturating_sub(before.spurious_wakeup_ns);
-        out.stackless_ns = out.stackless_ns.saturating_sub(before.stackless_ns);
-    }
-    out.blame.sort_by_key(|b| std::cmp::Reverse(b.total_ns));
-    out.sampled = sample_rows(sampled.into_iter());
-    Some(out)
+    Some(sums.analysis(counts_of(last?)))
 }
 
 /// Summed samples as the analysis lists them, heaviest first.
@@ -399,7 +363,7 @@ impl Snapshots {
     }
 
     /// Adds the latest snapshot: `snapshot` without stacks or bottleneck analysis, the stacks
-    /// first seen since the previous snapshot (ids from `first_new_stack` on) and the wait-for
+    /// first seen since the previous snapshot (ids from `first_new_stack` on) and the bottleneck
     /// analysis of the intervals analysed since. Drops the snapshots the window no longer
     /// reaches.
     pub fn push(
@@ -464,7 +428,7 @@ impl Snapshots {
         result
     }
 
-    /// The latest snapshot: everything recorded so far but the stacks and the wait-for
+    /// The latest snapshot: everything recorded so far but the stacks and the bottleneck
     /// analysis.
     pub fn latest(&self) -> Option<&Profile> {
         self.kept.back().map(|k| &k.profile)
