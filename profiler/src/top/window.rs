@@ -236,9 +236,9 @@ fn counts_of(w: &BottleneckAnalysis) -> BottleneckAnalysis {
 struct WindowBlame {
     /// Every record seen; zero sums once the intervals that added to it left the window.
     records: Vec<Blame>,
-    /// Records by their key's hash (the first; `same_hash` chains the others).
-    by_hash: HashMap<u64, usize>,
-    same_hash: Vec<Option<usize>>,
+    /// The index of each record in `records`, found by its key (the key borrows from the record,
+    /// so the table holds indices and hashes the records' keys).
+    index: hashbrown::HashTable<usize>,
     /// Sample weights of the window.
     sampled: HashMap<SampleKey, u64>,
     /// The hasher of the keys (ahash: a window sums tens of thousands of records a second).
@@ -257,12 +257,12 @@ impl WindowBlame {
     /// The index of `b`'s record, added (with zero sums) when new.
     fn slot(&mut self, b: &Blame) -> usize {
         let hash = self.hasher.hash_one(blame_key(b));
-        let mut at = self.by_hash.get(&hash).copied();
-        while let Some(i) = at {
-            if blame_key(&self.records[i]) == blame_key(b) {
-                return i;
-            }
-            at = self.same_hash[i];
+        let records = &self.records;
+        if let Some(&i) = self
+            .index
+            .find(hash, |&i| blame_key(&records[i]) == blame_key(b))
+        {
+            return i;
         }
         let i = self.records.len();
         self.records.push(Blame {
@@ -270,7 +270,9 @@ impl WindowBlame {
             total_ns: 0,
             ..b.clone()
         });
-        self.same_hash.push(self.by_hash.insert(hash, i));
+        let (records, hasher) = (&self.records, &self.hasher);
+        self.index
+            .insert_unique(hash, i, |&j| hasher.hash_one(blame_key(&records[j])));
         i
     }
 
