@@ -5,7 +5,7 @@
 
 use crate::error::Error;
 use crate::object::{comm_str, read_plain, Plain};
-use crate::probe::DrainedBottleneck;
+use crate::probe::{DrainedBottleneck, StackMapId};
 use crate::probes::offcpu_interval;
 use crate::shared::SharedMaps;
 use crate::skel::offcpu::types::{offcpu_interval as Interval, waker_class};
@@ -36,7 +36,7 @@ pub(crate) struct BottleneckStream {
     ring: libbpf_rs::RingBuffer<'static>,
     /// What the ring's callback decoded since the last poll.
     received: Rc<RefCell<Vec<Event>>>,
-    engine: Engine<i32>,
+    engine: Engine<StackMapId>,
 }
 
 impl BottleneckStream {
@@ -102,7 +102,7 @@ impl BottleneckStream {
                         tid: s.tid,
                     },
                     s.time_ns,
-                    (s.user_stack_id >= 0).then_some(s.user_stack_id),
+                    StackMapId::new(s.user_stack_id),
                 ),
             }
         }

@@ -1,7 +1,7 @@
 //! One thread's recent past as the engine keeps it: its off-CPU intervals in order, and what the
 //! thread was doing at any moment of a window (the [`Piece`]s).
 
-use super::engine::IntervalKind;
+use super::engine::{IntervalKind, NameId};
 use super::{ThreadRef, WokenBy};
 use std::collections::VecDeque;
 
@@ -17,14 +17,14 @@ pub(super) struct Stored<S> {
     pub woken_by: Option<WokenBy>,
     pub waker: Option<ThreadRef>,
     /// Interned name of the thread outside the program that ended it.
-    pub waker_name: Option<u32>,
+    pub waker_name: Option<NameId>,
     pub user_stack: Option<S>,
     pub kernel_stack: Option<S>,
     pub waker_user_stack: Option<S>,
     pub waker_kernel_stack: Option<S>,
     pub holder: Option<ThreadRef>,
     /// Interned name of the holder when outside the program.
-    pub holder_name: Option<u32>,
+    pub holder_name: Option<NameId>,
     /// Intervals were lost just before this one: the stretch since the previous one is unknown.
     pub after_gap: bool,
 }
