@@ -1,6 +1,7 @@
 //! One thread's recent past as the engine keeps it: its off-CPU intervals in order, and what the
 //! thread was doing at any moment of a window (the [`Piece`]s).
 
+use super::chunked::ChunkedQueue;
 use super::engine::{IntervalKind, NameId};
 use super::{ThreadRef, WokenBy};
 use std::collections::VecDeque;
@@ -36,7 +37,7 @@ pub(super) struct Timeline<S> {
     /// Before this the thread's state is unknown (its creation, or the history's start).
     pub known_from: u64,
     /// Intervals in order; `base` is the number of the first one.
-    pub intervals: VecDeque<Stored<S>>,
+    pub intervals: ChunkedQueue<Stored<S>>,
     pub base: u64,
     /// The last interval number the backend gave, to tell lost ones.
     pub last_seq: Option<u32>,
@@ -62,7 +63,7 @@ impl<S> Timeline<S> {
         Timeline {
             pid,
             known_from,
-            intervals: VecDeque::new(),
+            intervals: ChunkedQueue::new(),
             base: 0,
             last_seq: None,
             samples: VecDeque::new(),
@@ -117,8 +118,8 @@ impl<S> Timeline<S> {
         // A burst's capacity is given back once the thread is quieter (halving, not to fit, so
         // that a steady thread does not reallocate at every prune), all of it once the thread
         // has nothing left (exited: a server's connections come and go, and each exited
-        // thread's queues kept their largest capacity; its state, ~100 bytes, stays).
-        shrink(&mut self.intervals);
+        // thread's queues kept their largest capacity; its state, ~100 bytes, stays). The
+        // intervals' chunks go as they empty.
         shrink(&mut self.samples);
     }
 
@@ -134,7 +135,7 @@ impl<S> Timeline<S> {
         }
         // The first interval that ends after the cursor (ends are in order).
         let first = self.intervals.partition_point(|i| i.end <= cursor);
-        for interval in self.intervals.iter().skip(first) {
+        for interval in self.intervals.iter_from(first) {
             if cursor >= to {
                 break;
             }
