@@ -18,12 +18,14 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::rc::Rc;
 use std::time::Duration;
 
-/// Size of the ring buffer. An interval takes 144 bytes of it: at 200,000 switches a second (two
-/// busy CPUs) 100 ms between polls fill 2.9 MB, and the ring holds 0.58 s of them; MariaDB under
-/// sysbench at 50 threads switches about 43,000 times a second, 2.7 s of ring. The ring is
-/// mapped twice in the recorder (its pages follow each other again for records that wrap), and
-/// all of it counts in its resident memory from the start: 32 MiB was 64 MB of the 150 MB.
-pub(crate) const EVENTS_BYTES: u32 = 16 << 20;
+/// Size of the ring buffer. An interval takes 144 bytes of it: 8 MiB hold 58,000, 1.35 s of
+/// MariaDB under sysbench at 50 threads (43,000 switches a second), 0.29 s at 200,000 (two busy
+/// CPUs). The recorder reads it every 100 ms, and at once when it is a quarter full
+/// (`lks_stream_submit_flags`), which leaves three quarters for the time it takes to come
+/// round. The ring is mapped twice in the recorder (its pages follow each other again for
+/// records that wrap), and all of it counts in its resident memory from the start: 16 MiB were
+/// 32 MB of it, 32 MiB 64 MB.
+pub(crate) const EVENTS_BYTES: u32 = 8 << 20;
 
 // SAFETY: a generated #[repr(C)] struct of integers and a #[repr(transparent)] u32 enum: valid
 // for every bit pattern.
