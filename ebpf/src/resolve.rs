@@ -453,7 +453,9 @@ fn resolve_bottleneck(
             end_stack: resolver
                 .user(pid, StackMapId::raw(s.end_stack))?
                 .map(|(id, _)| id),
-            user_stack: resolver.user(pid, StackMapId::raw(s.stack))?.map(|(id, _)| id),
+            user_stack: resolver
+                .user(pid, StackMapId::raw(s.stack))?
+                .map(|(id, _)| id),
             weight: s.weight,
         });
     }
