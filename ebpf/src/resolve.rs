@@ -19,6 +19,7 @@ use lockscope_probes::{
     WaitRecord, WakeupRecord,
 };
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// Waker name of the wakeups done from interrupt context (timers, I/O completion).
 const INTERRUPT_WAKER: &str = "[interrupt]";
@@ -54,8 +55,10 @@ pub(crate) struct Resolved {
     pub symbol_failures: Vec<String>,
 }
 
-/// An interned user stack and its function names, leaf first (for classification).
-type UserStack = Option<(StackId, Vec<String>)>;
+/// An interned user stack and its function names, leaf first (for classification), shared: a
+/// live view resolves every record again each second, and a copy of the names per record cost
+/// more than the rest of it.
+type UserStack = Option<(StackId, Arc<[String]>)>;
 
 /// What resolving remembers from one call to the next: the symbolizer (what it read of the
 /// files), the stacks interned so far, whose ids then stay the same from call to call, and what
@@ -118,7 +121,7 @@ impl Resolver<'_> {
                 // frame pointers must also end in a known entry point.
                 let truncated =
                     stack.truncated || (stack.used_frame_pointers && !user_stack_complete(&frames));
-                let names = frames
+                let names: Arc<[String]> = frames
                     .iter()
                     .flat_map(|f| {
                         let mut names = f.names_outermost_first();
@@ -270,7 +273,7 @@ fn resolve_waits(
         let user = resolver.user(r.pid, r.user_stack_id)?;
         let kernel = resolver.kernel(r.kernel_stack_id)?;
         if r.futex_sleep {
-            let class = futex_class(user.as_ref().map(|(_, names)| names.as_slice()));
+            let class = futex_class(user.as_ref().map(|(_, names)| &names[..]));
             *futex_split
                 .entry((r.pid, r.tid))
                 .or_default()
@@ -370,7 +373,7 @@ fn resolve_thread_times(
         split_futex_time(&mut time, futex_split.get(&key));
         if let Some((ns, stack_id)) = open_futex_sleep {
             let user = resolver.user(time.pid, stack_id)?;
-            let class = futex_class(user.as_ref().map(|(_, names)| names.as_slice()));
+            let class = futex_class(user.as_ref().map(|(_, names)| &names[..]));
             *time.time_ns.entry(class).or_insert(0) += ns;
         }
         // The name at the thread's last switch-out: after an exec, the new program's.
@@ -450,7 +453,9 @@ fn resolve_bottleneck(
             end_stack: resolver
                 .user(pid, StackMapId::raw(s.end_stack))?
                 .map(|(id, _)| id),
-            user_stack: resolver.user(pid, StackMapId::raw(s.stack))?.map(|(id, _)| id),
+            user_stack: resolver
+                .user(pid, StackMapId::raw(s.stack))?
+                .map(|(id, _)| id),
             weight: s.weight,
         });
     }

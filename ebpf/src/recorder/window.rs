@@ -27,7 +27,8 @@ const SNAPSHOT_REASON: &str = "snapshot of a recording in progress";
 #[non_exhaustive]
 pub struct LiveSnapshot {
     /// Everything recorded from the attach to now, as [`Recorder::snapshot`] gives it, but for
-    /// its stacks (none: see `new_stacks`) and its bottleneck analysis (none: see `bottleneck`). Its
+    /// its stacks (none: see `new_stacks`), its bottleneck analysis (none: see `bottleneck`) and
+    /// its wakeups (none: a window has none). Its
     /// `offcpu` futex sleeps are not yet classified by the `futex` probe's records
     /// (`overlap::classify_offcpu_sleeps` reads the stacks).
     pub profile: Profile,
@@ -87,6 +88,11 @@ impl Recorder {
         let counters = self.probe_set.counters()?;
         let running = self.running_targets();
         let mut drained = self.probe_set.drain(&running)?;
+        if !whole {
+            // A live view's window has no wakeups (their records are per waker; `why` reads the
+            // bottleneck analysis): not resolved every second for nothing.
+            drained.wakeups = Vec::new();
+        }
         if let Some(bottleneck) = &mut self.bottleneck {
             let now = monotonic_ns();
             drained.bottleneck = Some(if whole {

@@ -157,19 +157,27 @@ fn counted_filter(profile: &Profile) -> impl Fn(&WaitRecord) -> bool {
 
 /// `profile` with only its waits as [`Classified`] counts them (borrowed when that is all of
 /// them), for views that fold or group records themselves (the page's top sites, the diff).
+/// A copy has no bottleneck analysis: no view of the waits alone reads it, and it is the
+/// largest part of a profile (`lockscope top` asks for its window's every second).
 pub fn waits_only(profile: &Profile) -> Cow<'_, Profile> {
     let counted = counted_filter(profile);
     if profile.waits.iter().all(&counted) {
         Cow::Borrowed(profile)
     } else {
         Cow::Owned(Profile {
+            metadata: profile.metadata.clone(),
+            threads: profile.threads.clone(),
+            stacks: profile.stacks.clone(),
             waits: profile
                 .waits
                 .iter()
                 .filter(|w| counted(w))
                 .cloned()
                 .collect(),
-            ..profile.clone()
+            thread_times: profile.thread_times.clone(),
+            wakeups: profile.wakeups.clone(),
+            bottleneck: None,
+            processes: profile.processes.clone(),
         })
     }
 }

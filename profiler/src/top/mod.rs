@@ -263,6 +263,8 @@ fn record(
 pub(crate) struct Live {
     snapshots: window::Snapshots,
     intervals: std::collections::VecDeque<view::IntervalTotals>,
+    /// The intervals' site names, by stack.
+    site_names: view::SiteNames,
     /// Intervals in a window (for the trend).
     most: usize,
 }
@@ -274,6 +276,7 @@ impl Live {
         Live {
             snapshots: window::Snapshots::new(window_ns),
             intervals: std::collections::VecDeque::new(),
+            site_names: view::SiteNames::default(),
             most: (window_ns / interval_ns).clamp(1, 60) as usize,
         }
     }
@@ -285,7 +288,10 @@ impl Live {
             snapshot.new_stacks,
             snapshot.bottleneck,
         );
-        if let Some(totals) = self.snapshots.with_last_interval(view::IntervalTotals::of) {
+        let names = &mut self.site_names;
+        if let Some(totals) =
+            (self.snapshots).with_last_interval(|p| view::IntervalTotals::of(p, names))
+        {
             self.intervals.push_back(totals);
             while self.intervals.len() > self.most {
                 self.intervals.pop_front();
@@ -298,9 +304,9 @@ impl Live {
     /// so the screen asks for them only when it shows them).
     fn view(&mut self, sort: view::SortBy, name_width: usize, causes: bool) -> Option<view::View> {
         let so_far = self.snapshots.latest()?.metadata.clone();
-        let intervals: Vec<view::IntervalTotals> = self.intervals.iter().cloned().collect();
+        let intervals = self.intervals.make_contiguous();
         let view = self.snapshots.with_window(causes, |window| {
-            view::View::build(window, &intervals, &so_far, sort, name_width)
+            view::View::build(window, intervals, &so_far, sort, name_width)
         });
         give_back_memory();
         view

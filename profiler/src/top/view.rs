@@ -6,14 +6,14 @@
 //! ([`crate::sweep::LevelWhy`]). Then the plain text block printed per interval when standard
 //! output is not a terminal.
 
-use lockscope::analysis::canonical::{canonical_sites, thread_groups};
+use lockscope::analysis::canonical::{canonical_site, thread_groups, SiteDepth};
 use lockscope::render::frames::{cut_end, wrap};
 use lockscope::render::sites::site_names;
 use lockscope::render::units::{format_fraction, format_ns, share};
-use lockscope::report::StackStyle;
-use lockscope::sweep::{summarize_level, Breakdown, LevelWhy, Share};
-use lockscope_probes::Profile;
-use std::collections::BTreeMap;
+use lockscope::report::{waits_only, StackStyle};
+use lockscope::sweep::{summarize_level, Breakdown, Share};
+use lockscope_probes::{catalog, Profile, StackId, WaitKind};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 /// Width of the plain text (the house's 100 columns).
@@ -100,16 +100,59 @@ pub struct IntervalTotals {
     pub threads: BTreeMap<String, u64>,
 }
 
+/// The canonical site of each (user stack, kind), as [`canonical_sites`] names it
+/// ([`canonical_site`] reads nothing else of a record), remembered from refresh to refresh (a
+/// recording's stack ids stay the same): each interval's totals name a site once, not once per
+/// record and second.
+#[derive(Default)]
+pub struct SiteNames {
+    by_stack: HashMap<(Option<StackId>, WaitKind), String, ahash::RandomState>,
+}
+
+impl SiteNames {
+    /// Wait time per canonical site of `profile`'s waits, as [`canonical_sites`] sums it.
+    fn totals(&mut self, profile: &Profile) -> BTreeMap<String, u64> {
+        let mut totals: BTreeMap<String, u64> = BTreeMap::new();
+        for record in profile.counted_waits() {
+            let site = self
+                .by_stack
+                .entry((record.user_stack, record.kind))
+                .or_insert_with(|| canonical_site(profile, record, SiteDepth::Full).join(";"));
+            match totals.get_mut(site.as_str()) {
+                Some(ns) => *ns = ns.saturating_add(record.stats.total_ns),
+                None => {
+                    totals.insert(site.clone(), record.stats.total_ns);
+                }
+            }
+        }
+        totals
+    }
+}
+
 impl IntervalTotals {
-    /// The totals of `interval`, the profile of one interval.
-    pub fn of(interval: &Profile) -> IntervalTotals {
+    /// The totals of `interval`, the profile of one interval, its sites named with `names`.
+    pub fn of(interval: &Profile, names: &mut SiteNames) -> IntervalTotals {
         let totals = |by: BTreeMap<String, lockscope_probes::WaitStats>| {
             by.into_iter().map(|(k, s)| (k, s.total_ns)).collect()
         };
+        // The thread groups read no stack but those of the `klock` probe's threads (the sleeps
+        // under kernel locks it holds): without them, they are counted on a copy without the
+        // recording's stacks, which `waits_only` would copy every second.
+        let threads = if interval.waits.iter().any(|w| w.is_from(&catalog::KLOCK)) {
+            thread_groups(&waits_only(interval))
+        } else {
+            let bare = Profile {
+                metadata: interval.metadata.clone(),
+                threads: interval.threads.clone(),
+                waits: interval.waits.clone(),
+                ..Profile::default()
+            };
+            thread_groups(&waits_only(&bare))
+        };
         IntervalTotals {
             wall_ns: interval.metadata.duration_ns,
-            sites: totals(canonical_sites(interval)),
-            threads: totals(thread_groups(&lockscope::report::waits_only(interval))),
+            sites: names.totals(interval),
+            threads: totals(threads),
         }
     }
 }
@@ -265,7 +308,8 @@ impl View {
         let sites = rows(&level.top_sites, names, &site_intervals, sort);
         let group_names = level.threads.iter().map(|s| s.name.clone()).collect();
         let threads = rows(&level.threads, group_names, &thread_intervals, sort);
-        let why = LevelWhy::of(window);
+        // `why` over the window, as the level has it (run once: it is most of a refresh).
+        let why = level.why;
         View {
             window_ns: window.metadata.duration_ns,
             elapsed_ns: so_far.duration_ns,
@@ -411,6 +455,48 @@ mod tests {
             name_and_kind("worker-*"),
             ("worker-*".into(), String::new())
         );
+    }
+
+    /// An interval's thread groups, counted on a copy without the recording's stacks, are those
+    /// of its waits as the report counts them.
+    #[test]
+    fn interval_thread_groups_are_the_report_s() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/demo/demo-bottleneck.lsp"
+        );
+        let profile = lockscope_probes::read_profile(std::path::Path::new(path)).expect("profile");
+        assert!(!profile.waits.iter().any(|w| w.is_from(&catalog::KLOCK)));
+        let expected: BTreeMap<String, u64> = thread_groups(&waits_only(&profile))
+            .into_iter()
+            .map(|(group, stats)| (group, stats.total_ns))
+            .collect();
+        assert!(expected.len() > 1, "{expected:?}");
+        assert_eq!(
+            IntervalTotals::of(&profile, &mut SiteNames::default()).threads,
+            expected
+        );
+    }
+
+    /// An interval's sites, named from memory on a later refresh too, are `canonical_sites`'
+    /// with their wait time.
+    #[test]
+    fn interval_sites_are_the_canonical_sites() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/demo/demo-bottleneck.lsp"
+        );
+        let profile = lockscope_probes::read_profile(std::path::Path::new(path)).expect("profile");
+        let expected: BTreeMap<String, u64> =
+            lockscope::analysis::canonical::canonical_sites(&profile)
+                .into_iter()
+                .map(|(site, stats)| (site, stats.total_ns))
+                .collect();
+        assert!(expected.len() > 1, "{expected:?}");
+        let mut names = SiteNames::default();
+        for _ in 0..2 {
+            assert_eq!(IntervalTotals::of(&profile, &mut names).sites, expected);
+        }
     }
 
     /// The sparkline scales to its largest value and shows nothing as the lowest bar.

@@ -16,8 +16,13 @@
 use lockscope_probes::bottleneck::{
     Blame, BottleneckAnalysis, Root, SampleRole, SampledCpu, ThreadRef, WaitPart, WokenBy,
 };
-use lockscope_probes::{Profile, Stack, StackId, ThreadTime, WaitRecord, WaitStats};
+use lockscope_probes::catalog::OFFCPU;
+use lockscope_probes::overlap::offcpu_sleep_kind;
+use lockscope_probes::{Profile, Stack, StackId, ThreadTime, WaitKind, WaitRecord, WaitStats};
 use std::collections::{HashMap, VecDeque};
+
+/// The hash maps of a refresh (ahash: they key every record of a snapshot, every second).
+type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
 
 /// What a wait record is, whatever snapshot of the recording it is in: its probe, thread,
 /// object, operation, who ended it and its stacks.
@@ -87,7 +92,7 @@ fn time_since(later: &ThreadTime, earlier: &ThreadTime) -> ThreadTime {
 /// The wakeups are not windowed (the window has none), nor the bottleneck analysis, which
 /// [`Snapshots`] sums from the snapshots' own.
 pub fn since(later: &Profile, earlier: &Profile) -> Profile {
-    let mut before: HashMap<RecordKey<'_>, WaitStats> = HashMap::new();
+    let mut before: FastMap<RecordKey<'_>, WaitStats> = FastMap::default();
     for w in &earlier.waits {
         before.entry(record_key(w)).or_default().merge(&w.stats);
     }
@@ -107,7 +112,7 @@ pub fn since(later: &Profile, earlier: &Profile) -> Profile {
             waits.push(WaitRecord { stats, ..w.clone() });
         }
     }
-    let times_before: HashMap<(u32, u32), &ThreadTime> = earlier
+    let times_before: FastMap<(u32, u32), &ThreadTime> = earlier
         .thread_times
         .iter()
         .map(|t| ((t.pid, t.tid), t))
@@ -234,7 +239,8 @@ fn counts_of(w: &BottleneckAnalysis) -> BottleneckAnalysis {
 /// most as many as the engine keeps (`EngineLimits::max_records`, then coarse ones).
 #[derive(Default)]
 struct WindowBlame {
-    /// Every record seen; zero sums once the intervals that added to it left the window.
+    /// Every record seen since the last [`WindowBlame::arrange`], which drops those whose
+    /// intervals all left the window (zero sums) and orders the rest as the analysis lists them.
     records: Vec<Blame>,
     /// The index of each record in `records`, found by its key (the key borrows from the record,
     /// so the table holds indices and hashes the records' keys).
@@ -294,7 +300,8 @@ impl WindowBlame {
         added
     }
 
-    /// Takes back what an interval added.
+    /// Takes back what an interval added. The records it leaves without time stay (a later
+    /// interval may add to them again) until [`WindowBlame::arrange`].
     fn take_back(&mut self, added: &Added) {
         for &(i, waits, total_ns) in &added.records {
             if let Some(sum) = self.records.get_mut(i) {
@@ -312,10 +319,49 @@ impl WindowBlame {
         }
     }
 
-    /// The window's analysis: `counts`' limits and counts, the records and samples with time.
+    /// Orders the records as the window's analysis lists them (heaviest first; a tie in the order
+    /// they had) and drops those with no time in the window; what the intervals still in the
+    /// window added (`added`) follows the records to their new places. Moves the records, copies
+    /// none: the window's analysis is then lent (`Snapshots::with_window`), not copied.
+    fn arrange<'a>(&mut self, added: impl Iterator<Item = &'a mut Added>) {
+        let mut order: Vec<usize> = (0..self.records.len())
+            .filter(|&i| has_time(&self.records[i]))
+            .collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(self.records[i].total_ns));
+        const GONE: usize = usize::MAX;
+        let mut place = vec![GONE; self.records.len()];
+        for (new, &old) in order.iter().enumerate() {
+            place[old] = new;
+        }
+        let mut old: Vec<Option<Blame>> = std::mem::take(&mut self.records)
+            .into_iter()
+            .map(Some)
+            .collect();
+        self.records = order.iter().filter_map(|&i| old[i].take()).collect();
+        self.index.retain(|i| {
+            *i = place[*i];
+            *i != GONE
+        });
+        // A record dropped had no time: what an interval still in the window added to it was 0.
+        for interval in added {
+            interval.records.retain_mut(|(i, _, _)| {
+                *i = place[*i];
+                *i != GONE
+            });
+        }
+    }
+
+    /// True when more than half the records have no time in the window.
+    fn mostly_idle(&self) -> bool {
+        let idle = self.records.iter().filter(|b| !has_time(b)).count();
+        idle * 2 > self.records.len()
+    }
+
+    /// The window's analysis, copied: `counts`' limits and counts, the records and samples with
+    /// time.
     fn analysis(&self, counts: BottleneckAnalysis) -> BottleneckAnalysis {
         let mut blame: Vec<Blame> = (self.records.iter())
-            .filter(|b| b.waits > 0 || b.total_ns > 0)
+            .filter(|b| has_time(b))
             .cloned()
             .collect();
         blame.sort_by_key(|b| std::cmp::Reverse(b.total_ns));
@@ -324,6 +370,59 @@ impl WindowBlame {
             blame,
             sampled,
             ..counts
+        }
+    }
+}
+
+/// True when a window's blame record has waits or time in the window.
+fn has_time(b: &Blame) -> bool {
+    b.waits > 0 || b.total_ns > 0
+}
+
+/// The kinds the `offcpu` probe's sleeps take from their stacks ([`offcpu_sleep_kind`]: a futex
+/// sleep is `mutex`, `condvar`... as the end's profile gives it), remembered by what decides
+/// them (the operation and the stacks, whose ids stay the same through a recording): each
+/// refresh classifies the sleeps of new sites only, and only the records of its window.
+#[derive(Default)]
+struct SleepKinds {
+    by_operation: FastMap<String, KindsByStacks>,
+}
+
+/// The kind of an operation's sleeps by (user, kernel) stack (`None`: the `offcpu` kind kept).
+type KindsByStacks = FastMap<(Option<StackId>, Option<StackId>), Option<WaitKind>>;
+
+impl SleepKinds {
+    /// Gives every `offcpu` sleep of `profile` (with its stacks) the kind its stacks tell.
+    fn classify(&mut self, profile: &mut Profile) {
+        let mut kinds = Vec::with_capacity(profile.waits.len());
+        for w in &profile.waits {
+            // The only records `offcpu_sleep_kind` gives a kind.
+            if !w.is_from(&OFFCPU) || w.kind != WaitKind::OffCpu {
+                kinds.push(None);
+                continue;
+            }
+            let stacks = (w.user_stack, w.kernel_stack);
+            let known = self
+                .by_operation
+                .get(w.operation.as_str())
+                .and_then(|by_stacks| by_stacks.get(&stacks));
+            let kind = match known {
+                Some(&kind) => kind,
+                None => {
+                    let kind = offcpu_sleep_kind(profile, w);
+                    self.by_operation
+                        .entry(w.operation.clone())
+                        .or_default()
+                        .insert(stacks, kind);
+                    kind
+                }
+            };
+            kinds.push(kind);
+        }
+        for (w, kind) in profile.waits.iter_mut().zip(kinds) {
+            if let Some(kind) = kind {
+                w.kind = kind;
+            }
         }
     }
 }
@@ -348,8 +447,8 @@ pub struct Snapshots {
     /// The blame of the intervals in the window: those after the first kept snapshot, and its
     /// own while the window reaches back to the attach.
     blame: WindowBlame,
-    /// The last interval's analysis whole (for the trend's interval totals).
-    last_bottleneck: Option<BottleneckAnalysis>,
+    /// The `offcpu` sleeps' kinds, by site.
+    sleep_kinds: SleepKinds,
 }
 
 impl Snapshots {
@@ -360,7 +459,7 @@ impl Snapshots {
             stacks: Vec::new(),
             kept: VecDeque::new(),
             blame: WindowBlame::default(),
-            last_bottleneck: None,
+            sleep_kinds: SleepKinds::default(),
         }
     }
 
@@ -377,14 +476,8 @@ impl Snapshots {
     ) {
         self.stacks.truncate(first_new_stack);
         self.stacks.extend(new_stacks);
-        // As the end's profile: a futex sleep is `mutex`, `condvar`... whichever probe saw it.
-        self.lend_stacks(
-            &mut snapshot,
-            lockscope_probes::overlap::classify_offcpu_sleeps,
-        );
         let added = bottleneck.as_ref().map(|w| self.blame.add(w));
         snapshot.bottleneck = bottleneck.as_ref().map(counts_of);
-        self.last_bottleneck = bottleneck;
         let now = snapshot.metadata.duration_ns;
         self.kept.push_back(Kept {
             profile: snapshot,
@@ -409,6 +502,16 @@ impl Snapshots {
                 self.blame.take_back(&added);
             }
         }
+        // A view that never asks for the causes still keeps only the window's records.
+        if self.blame.mostly_idle() {
+            self.arrange_blame();
+        }
+    }
+
+    /// [`WindowBlame::arrange`], with what the kept intervals added.
+    fn arrange_blame(&mut self) {
+        let added = self.kept.iter_mut().filter_map(|k| k.added.as_mut());
+        self.blame.arrange(added);
     }
 
     /// The window starts at the first kept snapshot (not at the attach).
@@ -422,9 +525,11 @@ impl Snapshots {
         }
     }
 
-    /// Runs `f` on `profile` with the recording's stacks in it (they go back here after).
-    fn lend_stacks<R>(&mut self, profile: &mut Profile, f: impl FnOnce(&mut Profile) -> R) -> R {
+    /// Runs `f` on `profile` (a window of the snapshots) with the recording's stacks in it (they
+    /// go back here after), its `offcpu` sleeps classified as the end's profile classifies them.
+    fn lend_stacks<R>(&mut self, profile: &mut Profile, f: impl FnOnce(&Profile) -> R) -> R {
         profile.stacks = std::mem::take(&mut self.stacks);
+        self.sleep_kinds.classify(profile);
         let result = f(profile);
         self.stacks = std::mem::take(&mut profile.stacks);
         result
@@ -436,21 +541,20 @@ impl Snapshots {
         self.kept.back().map(|k| &k.profile)
     }
 
-    /// Runs `f` on what the latest interval recorded (between the last two snapshots).
+    /// Runs `f` on what the latest interval recorded (between the last two snapshots), without
+    /// its bottleneck analysis (the trend has no use for it).
     pub fn with_last_interval<R>(&mut self, f: impl FnOnce(&Profile) -> R) -> Option<R> {
         let n = self.kept.len();
         let earlier = &self.kept.get(n.checked_sub(2)?)?.profile;
         let later = &self.kept.get(n - 1)?.profile;
         let mut interval = since(later, earlier);
-        interval.bottleneck = self.last_bottleneck.take();
-        let result = self.lend_stacks(&mut interval, |p| f(p));
-        self.last_bottleneck = interval.bottleneck;
-        Some(result)
+        Some(self.lend_stacks(&mut interval, f))
     }
 
     /// Runs `f` on the window: what was recorded in the last `window_ns` (or since the attach,
     /// before one window has passed), its waits, thread times and, with `bottleneck`, its
-    /// bottleneck analysis (without: none, as a recording without the `waitfor` probe).
+    /// bottleneck analysis (without: none, as a recording without the `waitfor` probe), whose
+    /// blame records are lent to `f` (they come back after), not copied.
     pub fn with_window<R>(&mut self, bottleneck: bool, f: impl FnOnce(&Profile) -> R) -> Option<R> {
         let latest = &self.kept.back()?.profile;
         let first = &self.kept.front()?.profile;
@@ -465,7 +569,7 @@ impl Snapshots {
                 None,
             )
         };
-        window.bottleneck = latest
+        let counts = latest
             .bottleneck
             .as_ref()
             .filter(|_| bottleneck)
@@ -483,9 +587,22 @@ impl Snapshots {
                         .saturating_sub(before.spurious_wakeup_ns);
                     counts.stackless_ns = counts.stackless_ns.saturating_sub(before.stackless_ns);
                 }
-                self.blame.analysis(counts)
+                counts
             });
-        Some(self.lend_stacks(&mut window, |p| f(p)))
+        if let Some(counts) = counts {
+            self.arrange_blame();
+            let sampled = (self.blame.sampled.iter()).map(|(&key, &weight)| (key, weight));
+            window.bottleneck = Some(BottleneckAnalysis {
+                blame: std::mem::take(&mut self.blame.records),
+                sampled: sample_rows(sampled),
+                ..counts
+            });
+        }
+        let result = self.lend_stacks(&mut window, f);
+        if let Some(lent) = window.bottleneck.take() {
+            self.blame.records = lent.blame;
+        }
+        Some(result)
     }
 }
 
@@ -752,5 +869,69 @@ mod agree {
             expected, with_early,
             "the early interval's blame changes nothing here"
         );
+    }
+
+    /// Every record of an analysis (its key in words), with its waits and time, sorted.
+    fn sums(blame: &[Blame]) -> Vec<(String, u64, u64)> {
+        let mut sums: Vec<(String, u64, u64)> = (blame.iter())
+            .map(|b| (format!("{:?}", blame_key(b)), b.waits, b.total_ns))
+            .collect();
+        sums.sort();
+        sums
+    }
+
+    /// Arranged as intervals come and go (records dropped when their intervals left, the rest
+    /// moved), the window's blame is what summing its intervals' blame afresh gives, record for
+    /// record, heaviest first, and what an interval added is still taken back right.
+    #[test]
+    fn arranged_blame_is_the_sum_of_the_window_s_intervals() {
+        let bottleneck = demo().bottleneck.expect("a bottleneck analysis");
+        assert!(bottleneck.blame.len() >= 6, "too few records to test");
+        let intervals: Vec<BottleneckAnalysis> = (0..4)
+            .map(|n| part_of(&bottleneck, |i| i % 4 == n || i % 4 == (n + 1) % 4))
+            .collect();
+        let mut window = WindowBlame::default();
+        let mut added: VecDeque<Added> = VecDeque::new();
+        for (n, interval) in intervals.iter().enumerate() {
+            added.push_back(window.add(interval));
+            if added.len() > 2 {
+                if let Some(gone) = added.pop_front() {
+                    window.take_back(&gone);
+                }
+            }
+            window.arrange(added.iter_mut());
+            let expected =
+                merge_bottleneck(&intervals[n.saturating_sub(1)..=n]).expect("a merged analysis");
+            assert_eq!(sums(&window.records), sums(&expected.blame), "interval {n}");
+            assert!(
+                (window.records.windows(2)).all(|p| p[0].total_ns >= p[1].total_ns),
+                "interval {n}: not heaviest first"
+            );
+        }
+        // The last two intervals have three records in four: the fourth left with the first two.
+        assert!(window.records.len() < bottleneck.blame.len());
+    }
+
+    /// The sleeps' kinds remembered by site are those `classify_offcpu_sleeps` gives, on the
+    /// first refresh and on a later one that reads them from memory.
+    #[test]
+    fn remembered_sleep_kinds_are_the_classification() {
+        let classified = demo();
+        let mut bare = classified.clone();
+        for w in &mut bare.waits {
+            if w.is_from(&OFFCPU) {
+                w.kind = WaitKind::OffCpu;
+            }
+        }
+        let kinds = |p: &Profile| p.waits.iter().map(|w| w.kind).collect::<Vec<_>>();
+        assert_ne!(kinds(&bare), kinds(&classified), "no sleep to classify");
+        let mut expected = bare.clone();
+        lockscope_probes::overlap::classify_offcpu_sleeps(&mut expected);
+        let mut memory = SleepKinds::default();
+        for _ in 0..2 {
+            let mut again = bare.clone();
+            memory.classify(&mut again);
+            assert_eq!(kinds(&again), kinds(&expected));
+        }
     }
 }
