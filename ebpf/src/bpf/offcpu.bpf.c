@@ -578,7 +578,7 @@ static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, u
 				    (futex_op & LKS_FUTEX_CMD_MASK) == LKS_FUTEX_WAIT_BITSET);
 	}
 	/* One unwinder call site for both: the program stays half the size. */
-	ids.user = lks_unwind_user_stack_budget(ctx, compat, LKS_UNWIND_SLOT_TASK, true,
+	ids.user = lks_unwind_user_stack_budget(ctx, compat, LKS_UNWIND_SLOT_TASK,
 						&lks_preempted_stack_budget, preempted);
 	ids.kernel = preempted ? -1 : sleep_kernel_stack(ctx, t, prev_state, futex_op);
 	if (ids.user < 0 && !current_is_kernel_thread())
