@@ -1,25 +1,31 @@
 //! The bottleneck stream: the shared `bottleneck_events` ring buffer (`bpf/common.bpf.h`), into which
 //! the `offcpu` object writes every off-CPU interval of the target's threads and the `cpu` object
 //! every sample, read at each poll of the recorder into the OS-neutral bottleneck [`Engine`]
-//! (`lockscope_probes::bottleneck`), which analyses them as the recording goes.
+//! (`lockscope_probes::bottleneck`), which analyses them as the recording goes. The programs wake
+//! the recorder only when the ring is a quarter full ([`BottleneckStream::wait`]).
 
 use crate::error::Error;
 use crate::object::{comm_str, read_plain, Plain};
-use crate::probe::DrainedBottleneck;
+use crate::probe::{DrainedBottleneck, StackMapId};
 use crate::probes::offcpu_interval;
 use crate::shared::SharedMaps;
 use crate::skel::offcpu::types::{offcpu_interval as Interval, waker_class};
 use crate::skel::shared::types::{lks_cpu_sample, lks_event_type};
 use lockscope_probes::bottleneck::{Engine, EngineLimits, ThreadRef};
 use std::cell::RefCell;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::rc::Rc;
+use std::time::Duration;
 
-/// Size of the ring buffer. An interval takes 144 bytes of it: at 200,000 switches a second (two
-/// busy CPUs) 100 ms between polls fill 2.9 MB, and the ring holds 0.58 s of them; MariaDB under
-/// sysbench at 50 threads switches about 43,000 times a second, 2.7 s of ring. The ring is
-/// mapped twice in the recorder (its pages follow each other again for records that wrap), and
-/// all of it counts in its resident memory from the start: 32 MiB was 64 MB of the 150 MB.
-pub(crate) const EVENTS_BYTES: u32 = 16 << 20;
+/// Size of the ring buffer. An interval takes 144 bytes of it: 8 MiB hold 58,000, 1.35 s of
+/// MariaDB under sysbench at 50 threads (43,000 switches a second), 0.29 s at 200,000 (two busy
+/// CPUs). The recorder reads it every 100 ms, and at once when it is a quarter full
+/// (`lks_stream_submit_flags`), which leaves three quarters for the time it takes to come
+/// round. The ring is mapped twice in the recorder (its pages follow each other again for
+/// records that wrap), and all of it counts in its resident memory from the start: 16 MiB were
+/// 32 MB of it, 32 MiB 64 MB.
+pub(crate) const EVENTS_BYTES: u32 = 8 << 20;
 
 // SAFETY: a generated #[repr(C)] struct of integers and a #[repr(transparent)] u32 enum: valid
 // for every bit pattern.
@@ -36,7 +42,9 @@ pub(crate) struct BottleneckStream {
     ring: libbpf_rs::RingBuffer<'static>,
     /// What the ring's callback decoded since the last poll.
     received: Rc<RefCell<Vec<Event>>>,
-    engine: Engine<i32>,
+    engine: Engine<StackMapId>,
+    /// The programs' wakeups, for [`BottleneckStream::wait`].
+    alarm: Alarm,
 }
 
 impl BottleneckStream {
@@ -51,6 +59,7 @@ impl BottleneckStream {
                 std::io::ErrorKind::NotFound,
             )))
         })?;
+        let alarm = Alarm::watch(map.as_fd()).map_err(|e| map_error(libbpf_rs::Error::from(e)))?;
         let received: Rc<RefCell<Vec<Event>>> = Rc::default();
         let sink = Rc::clone(&received);
         let mut builder = libbpf_rs::RingBufferBuilder::new();
@@ -76,7 +85,15 @@ impl BottleneckStream {
             ring: builder.build().map_err(map_error)?,
             received,
             engine: Engine::new(start_ns, EngineLimits::default()),
+            alarm,
         })
+    }
+
+    /// Sleeps up to `timeout`, or until the programs say the ring is a quarter full
+    /// (`lks_stream_submit_flags`): a burst is then read at once instead of at the next poll,
+    /// before it can fill the ring.
+    pub fn wait(&self, timeout: Duration) {
+        self.alarm.wait(timeout);
     }
 
     /// Feeds what the ring holds into the engine and lets it analyse up to `now_ns`.
@@ -102,7 +119,7 @@ impl BottleneckStream {
                         tid: s.tid,
                     },
                     s.time_ns,
-                    (s.user_stack_id >= 0).then_some(s.user_stack_id),
+                    StackMapId::new(s.user_stack_id),
                 ),
             }
         }
@@ -147,5 +164,48 @@ impl BottleneckStream {
             blame,
             sampled,
         })
+    }
+}
+
+/// An epoll instance that watches the ring edge-triggered, so that it reports the programs'
+/// wakeups only. libbpf's own (level-triggered) reports the ring as long as any record is unread:
+/// on a busy server, always, and a wait on it would never sleep.
+struct Alarm(OwnedFd);
+
+impl Alarm {
+    fn watch(ring: BorrowedFd<'_>) -> io::Result<Self> {
+        // SAFETY: no pointer is passed; the result is checked before use.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just created, and nothing else owns it.
+        let epoll = unsafe { OwnedFd::from_raw_fd(fd) };
+        let mut event = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLET) as u32,
+            u64: 0,
+        };
+        // SAFETY: both descriptors are open for the call, and `event` outlives it.
+        let added = unsafe {
+            libc::epoll_ctl(
+                epoll.as_raw_fd(),
+                libc::EPOLL_CTL_ADD,
+                ring.as_raw_fd(),
+                &mut event,
+            )
+        };
+        if added < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Alarm(epoll))
+    }
+
+    /// Returns after `timeout` or at a wakeup, whichever comes first (early on a signal too: the
+    /// caller polls and checks its stop flags either way).
+    fn wait(&self, timeout: Duration) {
+        let mut event = libc::epoll_event { events: 0, u64: 0 };
+        let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+        // SAFETY: `event` has room for the one event `maxevents` allows.
+        unsafe { libc::epoll_wait(self.0.as_raw_fd(), &mut event, 1, ms) };
     }
 }

@@ -7,7 +7,7 @@
 
 use crate::error::Error;
 use crate::probe::Drained;
-use crate::probe::{DrainedBottleneck, RawRecord, RawThreadTime, RawWakeup};
+use crate::probe::{DrainedBottleneck, RawRecord, RawThreadTime, RawWakeup, StackMapId};
 use crate::procmaps::MapsCache;
 use crate::shared::{KernelStack, SharedMaps, UnwoundStack};
 use crate::symbolize::{user_stack_complete, StackSymbolizer};
@@ -405,7 +405,7 @@ fn resolve_bottleneck(
             chain.push(Hop {
                 thread,
                 user_stack: resolver
-                    .user(thread.pid, stack.unwrap_or(-1))?
+                    .user(thread.pid, StackMapId::raw(stack))?
                     .map(|(id, _)| id),
             });
         }
@@ -416,9 +416,9 @@ fn resolve_bottleneck(
             call: call(wait.call),
             object: wait.object,
             user_stack: resolver
-                .user(wait.thread.pid, wait.user_stack.unwrap_or(-1))?
+                .user(wait.thread.pid, StackMapId::raw(wait.user_stack))?
                 .map(|(id, _)| id),
-            kernel_stack: resolver.kernel(wait.kernel_stack.unwrap_or(-1))?,
+            kernel_stack: resolver.kernel(StackMapId::raw(wait.kernel_stack))?,
             woken_by: wait.woken_by,
             waker: wait.waker,
             root: Root {
@@ -426,9 +426,9 @@ fn resolve_bottleneck(
                 thread: root.thread,
                 call: call(root.call),
                 user_stack: resolver
-                    .user(root.thread.pid, root.user_stack.unwrap_or(-1))?
+                    .user(root.thread.pid, StackMapId::raw(root.user_stack))?
                     .map(|(id, _)| id),
-                kernel_stack: resolver.kernel(root.kernel_stack.unwrap_or(-1))?,
+                kernel_stack: resolver.kernel(StackMapId::raw(root.kernel_stack))?,
                 woken_by: root.woken_by,
                 waker_name: b.root.waker_name.clone(),
                 holder: root.holder,
@@ -448,9 +448,9 @@ fn resolve_bottleneck(
             role: s.role,
             thread: s.thread,
             end_stack: resolver
-                .user(pid, s.end_stack.unwrap_or(-1))?
+                .user(pid, StackMapId::raw(s.end_stack))?
                 .map(|(id, _)| id),
-            user_stack: resolver.user(pid, s.stack.unwrap_or(-1))?.map(|(id, _)| id),
+            user_stack: resolver.user(pid, StackMapId::raw(s.stack))?.map(|(id, _)| id),
             weight: s.weight,
         });
     }

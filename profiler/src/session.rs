@@ -449,7 +449,7 @@ fn poll_until_end(
                 break nap(left, shared).unwrap_or_else(|| "duration elapsed".to_string());
             }
         }
-        std::thread::sleep(interval);
+        recorder.wait(interval);
     };
     Ok(reason)
 }

@@ -45,6 +45,18 @@ struct {
 	__uint(max_entries, 4096);
 } bottleneck_events SEC(".maps");
 
+/* How a record of `bottleneck_events` is submitted: without waking the recorder, which reads the
+ * ring on its own schedule (every 100 ms), unless the ring is a quarter full, when it is woken at
+ * once so that a burst cannot fill the ring before its next read. (0, the adaptive wakeup, would
+ * wake it after each of its reads: a wakeup per poll for nothing.) */
+static __always_inline __u64 lks_stream_submit_flags(void)
+{
+	__u64 size = bpf_ringbuf_query(&bottleneck_events, BPF_RB_RING_SIZE);
+	__u64 pending = bpf_ringbuf_query(&bottleneck_events, BPF_RB_AVAIL_DATA);
+
+	return pending > size / 4 ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
 /* Whether every process is a target (`record -a`): one `struct lks_targets_config`. An array,
  * whose lookup the verifier inlines: a process outside the set costs one hash lookup and this. */
 struct {

@@ -140,7 +140,7 @@ static __always_inline int on_sample(struct bpf_perf_event_data *ctx, const bool
 		e->tid = key.tid;
 		e->user_stack_id = key.user_stack_id;
 		e->time_ns = bpf_ktime_get_ns();
-		bpf_ringbuf_submit(e, 0);
+		bpf_ringbuf_submit(e, lks_stream_submit_flags());
 	}
 	return 0;
 }

@@ -376,7 +376,7 @@ static __always_inline void stream_interval(struct offcpu_thread *t, __u32 tid,
 		e->holder_tid = 0;
 		e->holder_comm[0] = 0;
 	}
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, lks_stream_submit_flags());
 }
 
 

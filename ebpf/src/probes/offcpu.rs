@@ -10,7 +10,7 @@ use crate::error::{Error, ProbeError};
 use crate::object::{comm, entries, wait_stats, Counters, LksStats, LoadedObject, Plain};
 use crate::probe::{
     monotonic_ns, AttachContext, DrainContext, Drained, LoadContext, Probe, ProbeInfo, RawRecord,
-    RawThreadTime, RawWakeup, Registered,
+    RawThreadTime, RawWakeup, Registered, StackMapId,
 };
 use crate::skel::offcpu::types::{
     offcpu_interval, offcpu_key, offcpu_state as State, offcpu_thread, time_class, waker_class,
@@ -109,8 +109,8 @@ pub(crate) struct OffcpuProbe {
 }
 
 /// A streamed interval in the bottleneck engine's terms.
-pub(crate) fn interval(e: &offcpu_interval) -> Interval<i32> {
-    let stack = |id: i32| (id >= 0).then_some(id);
+pub(crate) fn interval(e: &offcpu_interval) -> Interval<StackMapId> {
+    let stack = StackMapId::new;
     let woken_by = woken_by(e.woken_by);
     Interval {
         thread: ThreadRef {

@@ -100,6 +100,10 @@ impl Recorder {
             drained.bottleneck = Some(bottleneck.finish(monotonic_ns())?);
         }
         let probe_warnings = std::mem::take(&mut drained.warnings);
+        // The unwinder's tables (mapped BPF arrays: 20 MB for MariaDB) and its parsed files are
+        // of no use to the symbolization, which is the recording's peak of memory: freed first.
+        let unwind = self.unwind_stats()?;
+        self.unwinder = None;
         let resolve::Resolved {
             mut waits,
             threads,
@@ -109,7 +113,6 @@ impl Recorder {
             bottleneck,
             symbol_failures,
         } = resolve(drained, &self.shared, &self.maps)?;
-        let unwind = self.unwind_stats()?;
         if let Some(child) = &mut self.child {
             child.terminate();
         }

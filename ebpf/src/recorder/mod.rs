@@ -229,6 +229,16 @@ impl Recorder {
         })
     }
 
+    /// Waits `timeout` before the next [`Recorder::poll`], or less when the bottleneck stream's
+    /// ring fills up meanwhile (its programs then wake the recorder), so that a burst is read
+    /// before the ring is full. A plain sleep without the stream.
+    pub fn wait(&self, timeout: Duration) {
+        match &self.bottleneck {
+            Some(bottleneck) => bottleneck.wait(timeout),
+            None => std::thread::sleep(timeout),
+        }
+    }
+
     /// How often to poll while [`Recorder::wants_early_polls`]: each poll then snapshots the
     /// maps of the processes that are new, so that a program's unwinding tables follow its
     /// libraries within this long of their mapping.

@@ -108,6 +108,24 @@ pub struct Interval<S> {
     pub holder: Option<ThreadRef>,
 }
 
+/// A name the engine interned: its index in the engine's names plus one, so that an
+/// `Option<NameId>` takes 4 bytes (two in each interval of the history and each blame key).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct NameId(std::num::NonZeroU32);
+
+impl NameId {
+    /// The id of the name that comes after `count` names.
+    fn after(count: usize) -> Self {
+        let id = u32::try_from(count.saturating_add(1)).unwrap_or(u32::MAX);
+        NameId(std::num::NonZeroU32::new(id).unwrap_or(std::num::NonZeroU32::MAX))
+    }
+
+    /// Its index in the names.
+    fn index(self) -> usize {
+        self.0.get() as usize - 1
+    }
+}
+
 /// [`super::Root`] in the backend's stack handles and call numbers (fields as there), with the
 /// names of threads outside the program as `N`: the engine's interned ids while it sums (cheap
 /// to hash and compare), the names themselves in what it returns.
@@ -126,10 +144,10 @@ pub struct RawRoot<S, N = String> {
     pub holder_name: Option<N>,
 }
 
-impl<S> RawRoot<S, u32> {
+impl<S> RawRoot<S, NameId> {
     /// The root with its interned names looked up in `names`.
     fn named(self, names: &[String]) -> RawRoot<S> {
-        let name = |id: Option<u32>| id.and_then(|n| names.get(n as usize).cloned());
+        let name = |id: Option<NameId>| id.and_then(|n| names.get(n.index()).cloned());
         RawRoot {
             kind: self.kind,
             thread: self.thread,
@@ -207,7 +225,7 @@ pub struct Engine<S> {
     /// Intervals not analysed yet, in arrival order: (tid, index in its timeline).
     pending: VecDeque<(u32, u64)>,
     names: Vec<String>,
-    name_index: HashMap<String, u32>,
+    name_index: HashMap<String, NameId>,
     blames: Blames<S>,
     counts: EngineCounts,
 }
@@ -375,11 +393,11 @@ impl<S: Copy + Eq + Hash> Engine<S> {
         }
     }
 
-    fn intern(&mut self, name: &str) -> u32 {
+    fn intern(&mut self, name: &str) -> NameId {
         if let Some(&id) = self.name_index.get(name) {
             return id;
         }
-        let id = self.names.len() as u32;
+        let id = NameId::after(self.names.len());
         self.names.push(name.to_owned());
         self.name_index.insert(name.to_owned(), id);
         id

@@ -14,6 +14,7 @@
 //! site, per root. `lockscope why` ranks them; `docs/FORMAT.md` documents every field.
 
 mod cause;
+mod chunked;
 mod engine;
 mod timeline;
 

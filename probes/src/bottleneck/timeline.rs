@@ -1,7 +1,8 @@
 //! One thread's recent past as the engine keeps it: its off-CPU intervals in order, and what the
 //! thread was doing at any moment of a window (the [`Piece`]s).
 
-use super::engine::IntervalKind;
+use super::chunked::ChunkedQueue;
+use super::engine::{IntervalKind, NameId};
 use super::{ThreadRef, WokenBy};
 use std::collections::VecDeque;
 
@@ -17,14 +18,14 @@ pub(super) struct Stored<S> {
     pub woken_by: Option<WokenBy>,
     pub waker: Option<ThreadRef>,
     /// Interned name of the thread outside the program that ended it.
-    pub waker_name: Option<u32>,
+    pub waker_name: Option<NameId>,
     pub user_stack: Option<S>,
     pub kernel_stack: Option<S>,
     pub waker_user_stack: Option<S>,
     pub waker_kernel_stack: Option<S>,
     pub holder: Option<ThreadRef>,
     /// Interned name of the holder when outside the program.
-    pub holder_name: Option<u32>,
+    pub holder_name: Option<NameId>,
     /// Intervals were lost just before this one: the stretch since the previous one is unknown.
     pub after_gap: bool,
 }
@@ -36,7 +37,7 @@ pub(super) struct Timeline<S> {
     /// Before this the thread's state is unknown (its creation, or the history's start).
     pub known_from: u64,
     /// Intervals in order; `base` is the number of the first one.
-    pub intervals: VecDeque<Stored<S>>,
+    pub intervals: ChunkedQueue<Stored<S>>,
     pub base: u64,
     /// The last interval number the backend gave, to tell lost ones.
     pub last_seq: Option<u32>,
@@ -62,7 +63,7 @@ impl<S> Timeline<S> {
         Timeline {
             pid,
             known_from,
-            intervals: VecDeque::new(),
+            intervals: ChunkedQueue::new(),
             base: 0,
             last_seq: None,
             samples: VecDeque::new(),
@@ -117,8 +118,8 @@ impl<S> Timeline<S> {
         // A burst's capacity is given back once the thread is quieter (halving, not to fit, so
         // that a steady thread does not reallocate at every prune), all of it once the thread
         // has nothing left (exited: a server's connections come and go, and each exited
-        // thread's queues kept their largest capacity; its state, ~100 bytes, stays).
-        shrink(&mut self.intervals);
+        // thread's queues kept their largest capacity; its state, ~100 bytes, stays). The
+        // intervals' chunks go as they empty.
         shrink(&mut self.samples);
     }
 
@@ -134,7 +135,7 @@ impl<S> Timeline<S> {
         }
         // The first interval that ends after the cursor (ends are in order).
         let first = self.intervals.partition_point(|i| i.end <= cursor);
-        for interval in self.intervals.iter().skip(first) {
+        for interval in self.intervals.iter_from(first) {
             if cursor >= to {
                 break;
             }
@@ -183,5 +184,17 @@ fn shrink<T>(queue: &mut VecDeque<T>) {
         queue.shrink_to_fit();
     } else if queue.capacity() / 4 > queue.len().max(16) {
         queue.shrink_to(queue.capacity() / 2);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Stored;
+
+    /// An interval of the history takes 88 bytes with a 4-byte stack handle that has a niche (as
+    /// the eBPF backend's): the history holds 10 s of every thread's intervals.
+    #[test]
+    fn stored_interval_stays_small() {
+        assert_eq!(std::mem::size_of::<Stored<std::num::NonZeroU32>>(), 88);
     }
 }

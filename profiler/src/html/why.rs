@@ -196,6 +196,22 @@ fn causes_table(out: &mut String, causes: &[Cause], class: &str) {
         if let Some(call) = &cause.call {
             let _ = write!(place, "<p class=\"muted\">in {}</p>", xml_escape(call));
         }
+        // As the text says it: two causes of one kind are told apart by their kernel lock.
+        if let Some(lock) = &cause.kernel_lock {
+            let path: Vec<&str> = lock
+                .stack
+                .first()
+                .into_iter()
+                .chain(lock.callers().iter().take(2))
+                .map(String::as_str)
+                .collect();
+            let _ = write!(
+                place,
+                "<p class=\"muted\">under kernel lock {} ({})</p>",
+                lock.lock,
+                xml_escape(&path.join(" <- "))
+            );
+        }
         let roots: Vec<String> = cause
             .threads
             .iter()

@@ -239,7 +239,7 @@ fn record(
         } else {
             POLL_INTERVAL
         };
-        std::thread::sleep(poll.min(next.saturating_duration_since(Instant::now())));
+        recorder.wait(poll.min(next.saturating_duration_since(Instant::now())));
     };
     // Detach now; dropping the recorder releases every BPF object and ends a launched command.
     recorder.stop();

@@ -1,7 +1,8 @@
 //! [`Why::build`]: the analysed threads' wait-for records grouped into causes (by kind, root
-//! stack and call), ranked by their time, with idle apart and the analysis' coverage.
+//! stack, call and sleeping kernel lock), ranked by their time, with idle apart and the
+//! analysis' coverage.
 
-use super::cause::{cause, Sampled};
+use super::cause::{cause, record_lock, Sampled};
 use super::classify::{classify, waited_on_sleeps};
 use super::model::{
     Analysed, Cause, CauseKey, CauseKind, Coverage, Header, Unexplained, Why, WorkingWaited,
@@ -159,6 +160,7 @@ fn cause_key(profile: &Profile, sampled: &Sampled, b: &Blame, kind: CauseKind) -
         kind: Some(kind),
         stack,
         call: b.root.call.clone().filter(|_| by_stack),
+        kernel_lock: record_lock(profile, b),
     }
 }
 
@@ -278,6 +280,119 @@ mod tests {
         assert_eq!(why.causes.len(), 1, "{:#?}", why.causes);
         assert_eq!(why.causes[0].total_ns, 800);
         assert_eq!(why.causes[0].stack[..2], ["clock_gettime", "compute_ns"]);
+    }
+
+    /// A thread's wait for a CPU right after it slept on a kernel lock (the runnable part, with
+    /// the sleep's kernel stack) is a cause apart from its other waits for a CPU, named by the
+    /// lock the waits slept on, as its sleep's own time is.
+    #[test]
+    fn waiting_for_a_cpu_after_a_kernel_lock_is_the_locks() {
+        use lockscope_probes::bottleneck::{BottleneckAnalysis, Root, ThreadRef, WaitPart};
+        use lockscope_probes::ThreadTime;
+        let (faulter, mapper) = (ThreadRef { pid: 1, tid: 2 }, ThreadRef { pid: 1, tid: 3 });
+        let mut fault = named_stack(&[
+            "__schedule",
+            "schedule",
+            "rwsem_down_read_slowpath",
+            "down_read_killable",
+            "lock_mm_and_find_vma",
+            "do_user_addr_fault",
+            "exc_page_fault",
+        ]);
+        fault.space = AddressSpace::Kernel;
+        let record = |part: WaitPart, kernel_stack: Option<u32>, root: Root, total_ns: u64| Blame {
+            thread: faulter,
+            part,
+            call: None,
+            object: 0,
+            user_stack: Some(0),
+            kernel_stack,
+            woken_by: None,
+            waker: None,
+            root,
+            depth: 0,
+            chain: Vec::new(),
+            waits: 1,
+            total_ns,
+        };
+        let root = |kind: RootKind, thread: ThreadRef, holder: Option<ThreadRef>| Root {
+            kind,
+            thread,
+            call: None,
+            user_stack: Some(if kind == RootKind::Cpu { 1 } else { 0 }),
+            kernel_stack: None,
+            woken_by: None,
+            waker_name: None,
+            holder,
+            holder_name: None,
+        };
+        let idle = Some(ThreadRef { pid: 0, tid: 0 });
+        let latency = root(RootKind::CpuSaturation, faulter, idle);
+        let lived = |thread: ThreadRef| ThreadTime {
+            pid: thread.pid,
+            tid: thread.tid,
+            wall_ns: 1_000,
+            ..ThreadTime::default()
+        };
+        let profile = Profile {
+            stacks: vec![
+                named_stack(&["fault_pages", "faulter", "start_thread"]),
+                named_stack(&["__GI_mprotect", "mapper", "start_thread"]),
+                fault,
+            ],
+            thread_times: vec![lived(faulter), lived(mapper)],
+            bottleneck: Some(BottleneckAnalysis {
+                blame: vec![
+                    record(
+                        WaitPart::Asleep,
+                        Some(2),
+                        root(RootKind::Cpu, mapper, None),
+                        300,
+                    ),
+                    record(WaitPart::Runnable, Some(2), latency.clone(), 100),
+                    record(WaitPart::Runnable, None, latency, 50),
+                ],
+                ..BottleneckAnalysis::default()
+            }),
+            ..Profile::default()
+        };
+        let options = WhyOptions {
+            threads: Some("2".into()),
+            top: 0,
+            ..WhyOptions::default()
+        };
+        let why = Why::build(&profile, &options).expect("why");
+        let latency: Vec<(u64, Option<&str>, Option<&str>)> = why
+            .causes
+            .iter()
+            .filter(|c| c.kind == CauseKind::WakeupLatency)
+            .map(|c| {
+                let lock = c.kernel_lock.as_ref();
+                (
+                    c.total_ns,
+                    lock.map(|l| l.lock),
+                    lock.and_then(|l| l.callers().first().map(String::as_str)),
+                )
+            })
+            .collect();
+        assert_eq!(
+            latency,
+            vec![
+                (100, Some("rwsem"), Some("lock_mm_and_find_vma")),
+                (50, None, None)
+            ],
+            "{:#?}",
+            why.causes
+        );
+        let held = &why.causes[0];
+        assert_eq!(
+            (
+                held.kind,
+                held.total_ns,
+                held.kernel_lock.as_ref().map(|l| l.slept)
+            ),
+            (CauseKind::Cpu, 300, Some("waits"))
+        );
     }
 
     /// A thread's `cpu` samples in `pthread_spin_lock` are a `spin` cause (a wait, out of its

@@ -45,7 +45,8 @@ pub(super) fn cause(
         .map(|b| chain(profile, names, b))
         .unwrap_or_default();
     let (ran_at, ended_at) = ran_and_ended_at(profile, sampled, &key, records);
-    // A lock names the cause when most of its time was spent under it.
+    // A lock names the cause when most of its time was spent under it (all of it: causes are
+    // told apart by their lock, `CauseKey::kernel_lock`).
     let kernel_lock = heaviest_of(&locks).filter(|(_, ns)| ns * 2 > total_ns).map(
         |((lock, stack, slept), total_ns)| KernelLock {
             lock,
@@ -92,7 +93,23 @@ pub(super) fn cause(
 type SiteKey = (Vec<String>, WaitKind, Option<String>, u64, WaitPart);
 
 /// A kernel lock a cause's time was spent under: its kind, path and who slept on it.
-type LockKey = (&'static str, Vec<String>, &'static str);
+pub(super) type LockKey = (&'static str, Vec<String>, &'static str);
+
+/// The sleeping kernel lock a record's time was spent under: the root's own sleep on one
+/// first (a root on a CPU did not sleep: its kernel stack is where it released the waiter);
+/// else the waiting thread's, which a thread of the program woke (the lock's holder, at its
+/// release), so that the chain went on to it, or, for the wait for a CPU after that sleep, the
+/// lock whose release woke it: without the sleep on the lock there would have been no wakeup to
+/// wait for a CPU after.
+pub(super) fn record_lock(profile: &Profile, b: &Blame) -> Option<LockKey> {
+    let root = (b.root.kind != RootKind::Cpu)
+        .then(|| kernel_lock(&stack_names(profile, b.root.kernel_stack)))
+        .flatten()
+        .map(|(lock, path)| (lock, path, "root"));
+    root.or_else(|| {
+        kernel_lock(&stack_names(profile, b.kernel_stack)).map(|(lock, path)| (lock, path, "waits"))
+    })
+}
 
 /// The sums over one cause's records, by what each view of the cause lists.
 #[derive(Default)]
@@ -121,15 +138,7 @@ impl Tally {
         self.total_ns += b.total_ns;
         self.waits += b.waits;
         let root_kernel = stack_names(profile, b.root.kernel_stack);
-        // The root's own sleep on a lock first; else the waiting thread's, which a thread of the
-        // program woke (the lock's holder, at its release), so that the chain went on to it.
-        let lock = kernel_lock(&root_kernel)
-            .map(|(lock, path)| (lock, path, "root"))
-            .or_else(|| {
-                kernel_lock(&stack_names(profile, b.kernel_stack))
-                    .map(|(lock, path)| (lock, path, "waits"))
-            });
-        if let Some(lock) = lock {
+        if let Some(lock) = record_lock(profile, b) {
             *self.locks.entry(lock).or_default() += b.total_ns;
         }
         // A root on a CPU has the kernel stack of its wakeup that ended its stretch of

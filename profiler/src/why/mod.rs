@@ -17,9 +17,12 @@
 //!    **idle** when the program was waiting for work: a wait the thread itself slept without any
 //!    other thread of the program involved (a client, a timer), unless other threads waited on
 //!    that very sleep, and every chain that ends in an outside input (`classify::classify`);
-//! 3. **which cause**: records of one kind, root stack and call are one cause, whatever thread
-//!    was the root (waiting for a CPU, a cycle and what the analysis could not follow are one
-//!    cause each, wherever the threads were); its share is of the analysed threads' wall time,
+//! 3. **which cause**: records of one kind, root stack, call and sleeping kernel lock are one
+//!    cause, whatever thread was the root (waiting for a CPU, a cycle and what the analysis
+//!    could not follow are one cause each, wherever the threads were, and one more under each
+//!    kernel lock); a record's kernel lock is the root's sleep on one, else the waiting
+//!    thread's, which also holds for its wait for a CPU right after that sleep (the lock's
+//!    release woke it: `cause::record_lock`); its share is of the analysed threads' wall time,
 //!    and it lists the waits it explains (site, kind, lock word) and one chain that leads there.
 //!
 //! One [`Why`] value renders as text ([`Why::to_text`]) and JSON (`docs/WHY-JSON.md`, schema

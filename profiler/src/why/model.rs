@@ -2,6 +2,7 @@
 //! the recording, the analysed threads, their causes best first, idle, and the analysis'
 //! coverage. [`Why::build`](super::Why::build) fills it in.
 
+use super::cause::LockKey;
 use lockscope_probes::bottleneck::WaitPart;
 use lockscope_probes::WaitKind;
 use serde::Serialize;
@@ -272,4 +273,9 @@ pub(super) struct CauseKey {
     pub(super) kind: Option<CauseKind>,
     pub(super) stack: Vec<String>,
     pub(super) call: Option<String>,
+    /// The sleeping kernel lock its time was spent under (`cause::record_lock`): the same kind
+    /// of cause under a kernel lock and not is two causes, since one kernel may take the lock
+    /// and another not (waiting for a CPU after the lock's release is the lock's cost; waiting
+    /// for one after a preemption is not).
+    pub(super) kernel_lock: Option<LockKey>,
 }

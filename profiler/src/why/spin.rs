@@ -104,6 +104,7 @@ pub(super) fn spin_causes(
                     kind: Some(CauseKind::Spin),
                     stack,
                     call: Some(acc.primitive.function().to_owned()),
+                    kernel_lock: None,
                 },
             }
         })

@@ -8,7 +8,7 @@ use crate::common;
 
 use common::fixtures::bottleneck_profile;
 use common::{check_golden, lockscope, run_ok};
-use lockscope_probes::bottleneck::RootKind;
+use lockscope_probes::bottleneck::{RootKind, WaitPart};
 use lockscope_probes::{AddressSpace, Frame, Profile, Stack};
 use std::path::Path;
 use std::process::Command;
@@ -33,7 +33,8 @@ fn kernel_stack(functions: &[&str]) -> Stack {
 /// (`clock_nanosleep`) in `hrtimer_nanosleep`; the request threads' waits that a request thread
 /// on a CPU ended slept in `futex_wait`, or, with `mmap_lock`, under the mmap_lock's rwsem from
 /// the page-fault path (as on a kernel before per-VMA locks, the holder unmapping memory: its
-/// kernel stack at the wakeup releases the lock in `__vm_munmap`).
+/// kernel stack at the wakeup releases the lock in `__vm_munmap`); each wait for a CPU after a
+/// sleep has that sleep's kernel stack.
 fn kernel_profile(mmap_lock: bool) -> Profile {
     let mut profile = bottleneck_profile();
     let id = |profile: &Profile| profile.stacks.len() as u32;
@@ -87,14 +88,25 @@ fn kernel_profile(mmap_lock: bool) -> Profile {
         .bottleneck
         .as_mut()
         .expect("the bottleneck analysis");
+    let lock_wait = if mmap_lock { fault } else { futex };
     for b in &mut bottleneck.blame {
         match b.root.kind {
             RootKind::Cpu => {
-                b.kernel_stack = Some(if mmap_lock { fault } else { futex });
+                b.kernel_stack = Some(lock_wait);
                 b.root.kernel_stack = mmap_lock.then_some(release);
             }
             RootKind::Blocked => b.root.kernel_stack = Some(nanosleep),
             _ => {}
+        }
+        // A wait for a CPU after a sleep carries the sleep's kernel stack, as the engine keeps
+        // it: the request threads' (user stack 0) on their lock, the background ones' in
+        // `futex_wait` (stack 2) or `clock_nanosleep` (stack 3).
+        if b.part == WaitPart::Runnable {
+            b.kernel_stack = match b.user_stack {
+                Some(0) => Some(lock_wait),
+                Some(3) => Some(nanosleep),
+                _ => Some(futex),
+            };
         }
     }
     profile
@@ -108,8 +120,9 @@ fn why_json(profile: &Profile, threads: &str) -> serde_json::Value {
 }
 
 /// The request threads' waits under the mmap_lock make their cause (the holder on a CPU) say
-/// so, with the lock's path from the page fault; the background sleep shows its kernel stack
-/// past the scheduler, marked `kernel`; the text matches its golden file and fits 100 columns.
+/// so, with the lock's path from the page fault, and so does their wait for a CPU once the
+/// holder let them go; the background sleep shows its kernel stack past the scheduler, marked
+/// `kernel`; the text matches its golden file and fits 100 columns.
 #[test]
 fn why_names_the_kernel_lock() {
     let profile = kernel_profile(true);
@@ -141,6 +154,10 @@ fn why_names_the_kernel_lock() {
     // What the holder did as it let the waiters go: the release, past the wakeup's own frames.
     assert_eq!(first["release_stack"][0], "up_write", "{json:#}");
     assert_eq!(first["release_stack"][1], "__vm_munmap", "{json:#}");
+    let woken = &json["causes"][1];
+    assert_eq!(woken["kind"], "cpu-saturation", "{json:#}");
+    assert_eq!(woken["kernel_lock"]["lock"], "rwsem", "{json:#}");
+    assert_eq!(woken["sites"][0]["part"], "runnable", "{json:#}");
     let background = why_json(&profile, "background-*");
     let sleep = &background["causes"][0];
     assert_eq!(sleep["kind"], "sleep", "{background:#}");
@@ -157,7 +174,8 @@ fn why_names_the_kernel_lock() {
 /// and under the mmap_lock on the other is two changes: the `cpu` cause `gone`, and a
 /// `kernel-lock` change `new`, matched by its lock and where the kernel took it
 /// (`lock_mm_and_find_vma [rwsem]`), with the lock's kernel path as its `kernel_stack` and the
-/// cause it gathers (`cpu`) as its part.
+/// causes it gathers as its parts: the holder on a CPU (`cpu`), and the waiters' waits for a
+/// CPU once it let them go (`cpu-saturation`), which on the futex side are a change of their own.
 #[test]
 fn compare_tells_kernel_locks_apart() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -188,12 +206,33 @@ fn compare_tells_kernel_locks_apart() {
     assert_eq!(new["kernel_lock"]["lock"], "rwsem", "{new:#}");
     assert_eq!(new["where"], "lock_mm_and_find_vma [rwsem]", "{new:#}");
     assert_eq!(new["stack"], serde_json::json!([]), "{new:#}");
-    assert_eq!(new["other"]["parts"][0]["kind"], "cpu", "{new:#}");
-    assert_eq!(new["release_stack"][0], "up_write", "{new:#}");
+    let parts: Vec<(&str, u64)> = new["other"]["parts"]
+        .as_array()
+        .expect("parts")
+        .iter()
+        .map(|p| {
+            (
+                p["kind"].as_str().unwrap_or_default(),
+                p["total_ns"].as_u64().unwrap_or_default(),
+            )
+        })
+        .collect();
     assert_eq!(
-        new["other"]["parts"][0]["total_ns"], new["other"]["total_ns"],
+        parts.iter().map(|p| p.0).collect::<Vec<_>>(),
+        ["cpu", "cpu-saturation"],
         "{new:#}"
     );
+    assert_eq!(
+        parts.iter().map(|p| p.1).sum::<u64>(),
+        new["other"]["total_ns"].as_u64().unwrap_or_default(),
+        "{new:#}"
+    );
+    assert_eq!(new["release_stack"][0], "up_write", "{new:#}");
+    let saturation = changes
+        .iter()
+        .find(|c| c["kind"] == "cpu-saturation")
+        .expect("the futex side's waits for a CPU");
+    assert_eq!(saturation["status"], "gone", "{saturation:#}");
     let gone = cpu[0];
     assert_eq!(gone["status"], "gone", "{gone:#}");
     assert!(gone.get("kernel_lock").is_none(), "{gone:#}");

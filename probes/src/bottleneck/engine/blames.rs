@@ -8,7 +8,7 @@
 //! With change tracking on ([`Blames::track_changes`]), the records and samples changed since the
 //! last [`Blames::take_changed`] are remembered, for a live view's snapshots.
 
-use super::{HashMap, RawBlame, RawRoot, RawSampled, RawWait};
+use super::{HashMap, NameId, RawBlame, RawRoot, RawSampled, RawWait};
 use crate::bottleneck::{SampleRole, ThreadRef};
 use indexmap::map::Entry;
 use indexmap::IndexMap;
@@ -19,7 +19,7 @@ use std::hash::Hash;
 type Key<S> = (RawWait<S>, RootKey<S>, u32);
 
 /// A root while the engine sums: names as interned ids.
-pub(super) type RootKey<S> = RawRoot<S, u32>;
+pub(super) type RootKey<S> = RawRoot<S, NameId>;
 
 /// What a weighted sample is counted under: its role, thread, the end stack of the stretch it
 /// belongs to (a `cpu` root's), its own stack.

@@ -98,6 +98,32 @@ fn waker_on_cpu() {
     assert_eq!(runnable, vec![(RootKind::CpuSaturation, 10)]);
 }
 
+/// The runnable part after a sleep keeps the sleep's kernel stack (a wait for a CPU once a
+/// kernel lock's holder let the thread go is the lock's to `why`); a preemption's has none.
+#[test]
+fn runnable_after_a_sleep_keeps_its_kernel_stack() {
+    let mut slept = woken_by(sleep(A, 0, 100, 110, 7), B, 9);
+    slept.kernel_stack = Some(30);
+    let mut preempted = sleep(A, 200, 200, 250, 7);
+    preempted.kind = IntervalKind::Preempted;
+    preempted.kernel_stack = Some(31);
+    let blame = run(vec![slept, preempted]);
+    let mut parts: Vec<_> = blame
+        .iter()
+        .filter(|b| b.wait.thread == A)
+        .map(|b| (b.wait.part, b.wait.kernel_stack, b.total_ns))
+        .collect();
+    parts.sort();
+    assert_eq!(
+        parts,
+        vec![
+            (WaitPart::Asleep, Some(30), 100),
+            (WaitPart::Runnable, None, 50),
+            (WaitPart::Runnable, Some(30), 10),
+        ]
+    );
+}
+
 /// A root on a CPU keeps the waker's kernel stack at the wakeup that ended its running (what it
 /// did as it released the waiter: a kernel lock's `up_write`), but not where its running ended
 /// at a switch-out of its own.

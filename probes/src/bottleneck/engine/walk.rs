@@ -75,7 +75,13 @@ impl<S: Copy + Eq + Hash> Walk<'_, S> {
             call: interval.call,
             object: interval.object,
             user_stack: interval.user_stack,
-            kernel_stack: None,
+            // After a sleep, the sleep's kernel stack: a thread woken by a kernel lock's holder
+            // waits for a CPU because it slept on the lock, and `why` charges that wait to the
+            // lock (a preemption has none).
+            kernel_stack: match interval.kind {
+                IntervalKind::Sleep => interval.kernel_stack,
+                IntervalKind::Preempted | IntervalKind::New => None,
+            },
             woken_by: None,
             waker: None,
         };

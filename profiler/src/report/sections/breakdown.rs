@@ -394,7 +394,7 @@ impl Section for Breakdown {
     /// and named under it), then, beside it or as a second table when the two would not fit
     /// [`frames::TEXT_WIDTH`] together, what is not in the 100%: sampled CPU, who ended the
     /// sleeps, the context switches.
-    fn write_text(&self, out: &mut String) {
+    fn write_text(&self, out: &mut String, _style: StackStyle) {
         // A class no row has time in: the total row sums them all.
         let (classes, absent): (Vec<TimeClass>, Vec<TimeClass>) = TimeClass::ALL
             .into_iter()

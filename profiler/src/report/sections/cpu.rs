@@ -181,11 +181,7 @@ impl Section for OnCpu {
         on_cpu(profile)
     }
 
-    fn write_text(&self, out: &mut String) {
-        self.write_text_styled(out, StackStyle::Readable);
-    }
-
-    fn write_text_styled(&self, out: &mut String, style: StackStyle) {
+    fn write_text(&self, out: &mut String, style: StackStyle) {
         let _ = writeln!(out);
         let _ = writeln!(
             out,

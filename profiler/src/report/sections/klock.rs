@@ -81,7 +81,7 @@ impl Section for KernelLocks {
         klock(profile).map(KernelLocks)
     }
 
-    fn write_text(&self, out: &mut String) {
+    fn write_text(&self, out: &mut String, _style: StackStyle) {
         write_klock(&self.0, out);
     }
 

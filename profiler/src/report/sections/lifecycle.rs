@@ -77,7 +77,7 @@ impl Section for Lifecycle {
         lifecycle(profile).map(Lifecycle)
     }
 
-    fn write_text(&self, out: &mut String) {
+    fn write_text(&self, out: &mut String, _style: StackStyle) {
         write_lifecycle(&self.0, out);
     }
 

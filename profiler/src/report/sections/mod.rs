@@ -51,14 +51,8 @@ trait Section: Serialize + Sized + 'static {
     /// The section of `profile`; `None` when the profile has no data for it.
     fn build(profile: &Profile) -> Option<Self>;
 
-    /// Appends it as text.
-    fn write_text(&self, out: &mut String);
-
-    /// Appends it as text with its stacks shown per `style`; by default [`Section::write_text`]
-    /// (a section that shows no stack).
-    fn write_text_styled(&self, out: &mut String, _style: StackStyle) {
-        self.write_text(out);
-    }
+    /// Appends it as text, its stacks (if it shows any) per `style`.
+    fn write_text(&self, out: &mut String, style: StackStyle);
 
     /// Appends it as tables of `lockscope html`, with `<heading>` titles; by default nothing (a
     /// section of the text and the JSON only).
@@ -136,7 +130,7 @@ trait Built: erased_serde::Serialize {
 
 impl<S: Section> Built for S {
     fn write_text(&self, out: &mut String, style: StackStyle) {
-        Section::write_text_styled(self, out, style);
+        Section::write_text(self, out, style);
     }
 
     fn write_html(&self, out: &mut String, heading: &str) {

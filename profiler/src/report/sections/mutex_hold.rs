@@ -82,7 +82,7 @@ impl Section for Holds {
         holds(profile).map(Holds)
     }
 
-    fn write_text(&self, out: &mut String) {
+    fn write_text(&self, out: &mut String, _style: StackStyle) {
         let _ = writeln!(out);
         let _ = writeln!(
             out,

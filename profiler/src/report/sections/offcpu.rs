@@ -112,7 +112,7 @@ impl Section for OffCpu {
         offcpu(profile)
     }
 
-    fn write_text(&self, out: &mut String) {
+    fn write_text(&self, out: &mut String, _style: StackStyle) {
         let _ = writeln!(out);
         let _ = writeln!(out, "Off-CPU time (offcpu), by state and system call");
         let _ = writeln!(

@@ -139,7 +139,7 @@ impl Section for CpuSaturation {
         cpu_saturation(profile)
     }
 
-    fn write_text(&self, out: &mut String) {
+    fn write_text(&self, out: &mut String, _style: StackStyle) {
         let _ = writeln!(out);
         let title = format!(
             "CPU saturation (offcpu): {} waiting for a CPU ({} in the run queue after a wakeup, \

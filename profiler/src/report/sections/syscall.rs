@@ -73,7 +73,7 @@ impl Section for Syscalls {
         syscalls(profile).map(Syscalls)
     }
 
-    fn write_text(&self, out: &mut String) {
+    fn write_text(&self, out: &mut String, _style: StackStyle) {
         write_syscalls(&self.0, out);
     }
 

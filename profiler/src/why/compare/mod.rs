@@ -13,8 +13,9 @@
 //! root's, sleep on it) is part of a `kernel-lock` change instead, one per lock and kernel entry
 //! (`rwsem` taken from `exc_page_fault`, [`lock_entry`]; named by its first caller,
 //! `lock_mm_and_find_vma`): one kernel takes a lock that another does not, and the time it costs
-//! is spread over causes of several kinds (the holder on a CPU, the wakeup's latency, ...),
-//! which the change lists as its parts. A cause on one side only is `new` or `gone`. A change is
+//! is spread over causes of several kinds (the holder on a CPU, the waiters' waits for a CPU
+//! once it released them, ...: `why` keys each by its lock), which the change lists as its
+//! parts. A cause on one side only is `new` or `gone`. A change is
 //! named by its telling frame (the program's own, past the plumbing), with its kernel lock; its
 //! `kernel_stack` is the root's kernel stack on the side where it weighs more, or else the path
 //! of its kernel lock (for `kernel-lock`, always the lock's path), and its `release_stack` where
