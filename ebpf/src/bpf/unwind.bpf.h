@@ -167,8 +167,11 @@ static __always_inline __s64 lks_unwind_walk_store(const bool compat, const __u3
 						   const bool procs, __u32 how)
 {
 	const bool memo = slot == LKS_UNWIND_SLOT_TASK && procs;
-	__u64 pid_tgid = bpf_get_current_pid_tgid(), *generation;
-	__u32 zero = 0, key = slot, tgid = pid_tgid >> 32, tid = (__u32)pid_tgid;
+	__u64 *generation;
+	/* The ids read where used, not kept across the walk: a stack slot fewer in the frame, and
+	 * the chain of calls from a program through the walk to bpf_find_vma's callback is at the
+	 * 512 bytes of BPF stack that 6.1 allows. */
+	__u32 zero = 0, key = slot, tgid = bpf_get_current_pid_tgid() >> 32;
 	struct unwind_scratch *s = lks_unwind_scratch(slot);
 	struct unwind_walk walk = {};
 	struct unwind_counters *counters;
@@ -214,7 +217,7 @@ static __always_inline __s64 lks_unwind_walk_store(const bool compat, const __u3
 			s->memo.span = 0;
 			s->memo.fp_frames = 0;
 			s->memo.fp_used = 0;
-			hit = lks_memo_check(tid);
+			hit = lks_memo_check((__u32)bpf_get_current_pid_tgid());
 			if (hit >= 0 && config->memo == LKS_MEMO_ON) {
 				lks_count_stack(counters, s->memo.flags);
 				counters->frames += s->memo.depth;
@@ -253,7 +256,7 @@ store:
 				counters->memo_mismatches++;
 		}
 		if (stored >= 0 && s->memo_ok && s->end != LKS_WALK_GOING &&
-		    lks_memo_store(tid, stored & 0x7fffffff))
+		    lks_memo_store((__u32)bpf_get_current_pid_tgid(), stored & 0x7fffffff))
 			counters->memo_stores++;
 	}
 	return stored;
