@@ -103,7 +103,7 @@ static __always_inline int on_sample(struct bpf_perf_event_data *ctx, const bool
 	COUNT(events);
 	key.tgid = pid_tgid >> 32;
 	key.tid = (__u32)pid_tgid;
-	id = lks_unwind_user_stack_in(ctx, compat, LKS_UNWIND_SLOT_INTERRUPT, !compat);
+	id = lks_unwind_user_stack_in(ctx, compat, LKS_UNWIND_SLOT_INTERRUPT);
 	if (id < 0 && !current_is_kernel_thread())
 		COUNT(user_stack_failures);
 	key.user_stack_id = id < 0 ? -1 : id;

@@ -578,7 +578,7 @@ static __always_inline void on_switch_out(void *ctx, struct task_struct *prev, u
 				    (futex_op & LKS_FUTEX_CMD_MASK) == LKS_FUTEX_WAIT_BITSET);
 	}
 	/* One unwinder call site for both: the program stays half the size. */
-	ids.user = lks_unwind_user_stack_budget(ctx, compat, LKS_UNWIND_SLOT_TASK, true,
+	ids.user = lks_unwind_user_stack_budget(ctx, compat, LKS_UNWIND_SLOT_TASK,
 						&lks_preempted_stack_budget, preempted);
 	ids.kernel = preempted ? -1 : sleep_kernel_stack(ctx, t, prev_state, futex_op);
 	if (ids.user < 0 && !current_is_kernel_thread())
@@ -673,14 +673,48 @@ int BPF_PROG(lks_offcpu_switch_compat, bool preempt, struct task_struct *prev,
 
 /* A thread being woken; runs in the waker's context (unlike sched_wakeup, which may run on the
  * wakee's CPU). */
+/* Adds a sleep of `ns` that `t`'s waker ended to `wakeups`, under the sleeper's and the waker's
+ * stacks. Not inlined: its key stays off on_waking's frame, which is the first of the deepest
+ * chain of calls (the unwinder's global functions and bpf_find_vma's callback after it), and
+ * 6.1's verifier refuses a chain over 512 bytes, each frame rounded up to 32. */
+static __noinline void aggregate_wakeup(struct offcpu_thread *t, __u32 tgid, __u32 tid, __u64 ns)
+{
+	struct wakeup_key key = {};
+	struct lks_stats *entry = NULL;
+
+	key.tgid = tgid;
+	key.tid = tid;
+	key.waker_tgid = t->waker.tgid;
+	key.waker_tid = t->waker.tid;
+	key.user_stack_id = t->user_stack_id;
+	key.kernel_stack_id = t->kernel_stack_id;
+	key.waker_user_stack_id = t->waker_user_stack_id;
+	key.waker_kernel_stack_id = t->waker_kernel_stack_id;
+	key.syscall = t->syscall;
+	if ((key.user_stack_id >= 0 || key.kernel_stack_id >= 0 || key.waker_user_stack_id >= 0 ||
+	     key.waker_kernel_stack_id >= 0) &&
+	    !lks_key_keeps_stacks(&wakeups, &key, &lks_wakeup_stack_key_budget, &entry)) {
+		if (key.user_stack_id >= 0 || key.waker_user_stack_id >= 0)
+			COUNT(user_stack_failures);
+		if (key.kernel_stack_id >= 0 || key.waker_kernel_stack_id >= 0)
+			COUNT(kernel_stack_failures);
+		key.user_stack_id = -1;
+		key.kernel_stack_id = -1;
+		key.waker_user_stack_id = -1;
+		key.waker_kernel_stack_id = -1;
+	}
+	if (entry)
+		add_duration(entry, ns);
+	else
+		aggregate(&wakeups, &key, ns, NULL);
+}
+
 static __always_inline int on_waking(void *ctx, struct task_struct *p, const bool compat)
 {
 	__u32 tgid = p->tgid, tid = p->pid;
 	__u64 now = bpf_ktime_get_ns(), ns;
 	enum waker_class by;
 	struct offcpu_thread *t;
-	struct wakeup_key key = {};
-	struct lks_stats *entry = NULL;
 	struct stack_ids ids;
 	struct offcpu_early_wakeup *early;
 	__u64 switch_ins;
@@ -754,33 +788,8 @@ static __always_inline int on_waking(void *ctx, struct task_struct *p, const boo
 		t->waker_kernel_stack_id = ids.kernel < 0 ? -1 : ids.kernel;
 	}
 	record_interval(t, tid, LKS_STATE_SLEEPING, ns, true, p);
-	if (!targ_waker_stacks)
-		return 0;
-	key.tgid = tgid;
-	key.tid = tid;
-	key.waker_tgid = t->waker.tgid;
-	key.waker_tid = t->waker.tid;
-	key.user_stack_id = t->user_stack_id;
-	key.kernel_stack_id = t->kernel_stack_id;
-	key.waker_user_stack_id = t->waker_user_stack_id;
-	key.waker_kernel_stack_id = t->waker_kernel_stack_id;
-	key.syscall = t->syscall;
-	if ((key.user_stack_id >= 0 || key.kernel_stack_id >= 0 || key.waker_user_stack_id >= 0 ||
-	     key.waker_kernel_stack_id >= 0) &&
-	    !lks_key_keeps_stacks(&wakeups, &key, &lks_wakeup_stack_key_budget, &entry)) {
-		if (key.user_stack_id >= 0 || key.waker_user_stack_id >= 0)
-			COUNT(user_stack_failures);
-		if (key.kernel_stack_id >= 0 || key.waker_kernel_stack_id >= 0)
-			COUNT(kernel_stack_failures);
-		key.user_stack_id = -1;
-		key.kernel_stack_id = -1;
-		key.waker_user_stack_id = -1;
-		key.waker_kernel_stack_id = -1;
-	}
-	if (entry)
-		add_duration(entry, ns);
-	else
-		aggregate(&wakeups, &key, ns, NULL);
+	if (targ_waker_stacks)
+		aggregate_wakeup(t, tgid, tid, ns);
 	return 0;
 }
 

@@ -259,7 +259,8 @@ static long lks_unwind_step(__u64 index, void *data)
  * walk in this CPU's scratch `slot`, of process `tgid`; 1 when the walk ended. Global functions,
  * so the verifier checks a few frames once instead of LKS_MAX_USER_FRAMES frames in every program
  * (a bounded loop of them all is more than older verifiers take); the state is in the scratch map
- * because before 5.12 a global function could take no pointer. `procs`: see lks_unwind_user_stack.
+ * because before 5.12 a global function could take no pointer. `procs`: see
+ * lks_unwind_user_stack_budget.
  */
 static __always_inline int lks_unwind_frames_compat_in(__u32 tgid, __u32 slot, const bool procs)
 {
