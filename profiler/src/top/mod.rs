@@ -405,3 +405,14 @@ fn reached(options: &TopOptions, live: &Live) -> bool {
             .is_some_and(|m| m.duration_ns >= limit.as_nanos() as u64)
     })
 }
+
+/// The demo's recording with the bottleneck probes, which the view's and the window's tests
+/// read.
+#[cfg(test)]
+fn demo_profile() -> lockscope_probes::Profile {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/demo/demo-bottleneck.lsp"
+    );
+    lockscope_probes::read_profile(std::path::Path::new(path)).expect("profile")
+}

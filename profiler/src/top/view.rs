@@ -461,11 +461,7 @@ mod tests {
     /// of its waits as the report counts them.
     #[test]
     fn interval_thread_groups_are_the_report_s() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/data/demo/demo-bottleneck.lsp"
-        );
-        let profile = lockscope_probes::read_profile(std::path::Path::new(path)).expect("profile");
+        let profile = crate::top::demo_profile();
         assert!(!profile.waits.iter().any(|w| w.is_from(&catalog::KLOCK)));
         let expected: BTreeMap<String, u64> = thread_groups(&waits_only(&profile))
             .into_iter()
@@ -482,11 +478,7 @@ mod tests {
     /// with their wait time.
     #[test]
     fn interval_sites_are_the_canonical_sites() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/data/demo/demo-bottleneck.lsp"
-        );
-        let profile = lockscope_probes::read_profile(std::path::Path::new(path)).expect("profile");
+        let profile = crate::top::demo_profile();
         let expected: BTreeMap<String, u64> =
             lockscope::analysis::canonical::canonical_sites(&profile)
                 .into_iter()

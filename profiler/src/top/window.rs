@@ -729,14 +729,6 @@ mod agree {
     use lockscope::report::Classified;
     use lockscope::sweep::{summarize_level, LevelWhy};
 
-    fn demo() -> Profile {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/data/demo/demo-bottleneck.lsp"
-        );
-        lockscope_probes::read_profile(std::path::Path::new(path)).expect("profile")
-    }
-
     /// `profile` at `duration_ns` as a live snapshot gives it: no stacks, no bottleneck analysis.
     fn bare(profile: &Profile, duration_ns: u64) -> Profile {
         let mut bare = Profile {
@@ -769,7 +761,7 @@ mod agree {
     /// the two are the same.
     #[test]
     fn window_from_the_attach_is_the_report_and_why() {
-        let profile = demo();
+        let profile = crate::top::demo_profile();
         let bottleneck = profile.bottleneck.clone().expect("a bottleneck analysis");
         let half = |b: &Blame| Blame {
             waits: b.waits / 2,
@@ -839,7 +831,7 @@ mod agree {
     /// that interval's blame alone.
     #[test]
     fn window_causes_are_the_window_s() {
-        let profile = demo();
+        let profile = crate::top::demo_profile();
         let bottleneck = profile.bottleneck.clone().expect("a bottleneck analysis");
         let early = part_of(&bottleneck, |i| i % 3 == 0);
         let late = part_of(&bottleneck, |i| i % 3 != 0);
@@ -885,7 +877,9 @@ mod agree {
     /// record, heaviest first, and what an interval added is still taken back right.
     #[test]
     fn arranged_blame_is_the_sum_of_the_window_s_intervals() {
-        let bottleneck = demo().bottleneck.expect("a bottleneck analysis");
+        let bottleneck = crate::top::demo_profile()
+            .bottleneck
+            .expect("a bottleneck analysis");
         assert!(bottleneck.blame.len() >= 6, "too few records to test");
         let intervals: Vec<BottleneckAnalysis> = (0..4)
             .map(|n| part_of(&bottleneck, |i| i % 4 == n || i % 4 == (n + 1) % 4))
@@ -916,7 +910,7 @@ mod agree {
     /// first refresh and on a later one that reads them from memory.
     #[test]
     fn remembered_sleep_kinds_are_the_classification() {
-        let classified = demo();
+        let classified = crate::top::demo_profile();
         let mut bare = classified.clone();
         for w in &mut bare.waits {
             if w.is_from(&OFFCPU) {

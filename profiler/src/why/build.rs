@@ -208,6 +208,16 @@ mod tests {
     use super::*;
     use lockscope_probes::{AddressSpace, Frame, Stack};
 
+    /// A thread that lived 1 µs, as `thread_times` has it.
+    fn lived(thread: lockscope_probes::bottleneck::ThreadRef) -> lockscope_probes::ThreadTime {
+        lockscope_probes::ThreadTime {
+            pid: thread.pid,
+            tid: thread.tid,
+            wall_ns: 1_000,
+            ..lockscope_probes::ThreadTime::default()
+        }
+    }
+
     /// A user stack of `functions`, leaf first, each a named frame.
     fn named_stack(functions: &[&str]) -> Stack {
         Stack {
@@ -230,7 +240,6 @@ mod tests {
         use lockscope_probes::bottleneck::{
             BottleneckAnalysis, Root, RootKind, ThreadRef, WaitPart, WokenBy,
         };
-        use lockscope_probes::ThreadTime;
         let (consumer, supplier) = (ThreadRef { pid: 1, tid: 2 }, ThreadRef { pid: 1, tid: 3 });
         let blame = |root_stack: u32, total_ns: u64| Blame {
             thread: consumer,
@@ -257,12 +266,6 @@ mod tests {
             waits: 1,
             total_ns,
         };
-        let lived = |thread: ThreadRef| ThreadTime {
-            pid: thread.pid,
-            tid: thread.tid,
-            wall_ns: 1000,
-            ..ThreadTime::default()
-        };
         let profile = Profile {
             stacks: vec![
                 named_stack(&["compute_ns", "supply", "start_thread"]),
@@ -288,7 +291,6 @@ mod tests {
     #[test]
     fn waiting_for_a_cpu_after_a_kernel_lock_is_the_locks() {
         use lockscope_probes::bottleneck::{BottleneckAnalysis, Root, ThreadRef, WaitPart};
-        use lockscope_probes::ThreadTime;
         let (faulter, mapper) = (ThreadRef { pid: 1, tid: 2 }, ThreadRef { pid: 1, tid: 3 });
         let mut fault = named_stack(&[
             "__schedule",
@@ -328,12 +330,6 @@ mod tests {
         };
         let idle = Some(ThreadRef { pid: 0, tid: 0 });
         let latency = root(RootKind::CpuSaturation, faulter, idle);
-        let lived = |thread: ThreadRef| ThreadTime {
-            pid: thread.pid,
-            tid: thread.tid,
-            wall_ns: 1_000,
-            ..ThreadTime::default()
-        };
         let profile = Profile {
             stacks: vec![
                 named_stack(&["fault_pages", "faulter", "start_thread"]),
