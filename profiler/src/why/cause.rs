@@ -37,7 +37,6 @@ pub(super) fn cause(
         sites,
         kernel_stacks,
         release_stacks,
-        locks,
     } = tally;
     let chain = records
         .iter()
@@ -45,16 +44,18 @@ pub(super) fn cause(
         .map(|b| chain(profile, names, b))
         .unwrap_or_default();
     let (ran_at, ended_at) = ran_and_ended_at(profile, sampled, &key, records);
-    // A lock names the cause when most of its time was spent under it (all of it: causes are
-    // told apart by their lock, `CauseKey::kernel_lock`).
-    let kernel_lock = heaviest_of(&locks).filter(|(_, ns)| ns * 2 > total_ns).map(
-        |((lock, stack, slept), total_ns)| KernelLock {
-            lock,
-            stack,
-            slept,
-            total_ns,
-        },
-    );
+    // Causes are told apart by the lock their records were spent under (`record_lock`, in
+    // `CauseKey::kernel_lock`): all of a cause's time was spent under its key's.
+    let kernel_lock =
+        key.kernel_lock
+            .clone()
+            .filter(|_| total_ns > 0)
+            .map(|(lock, stack, slept)| KernelLock {
+                lock,
+                stack,
+                slept,
+                total_ns,
+            });
     Cause {
         rank: 0,
         kind: key.kind.unwrap_or(CauseKind::Unknown),
@@ -128,8 +129,6 @@ struct Tally {
     kernel_stacks: BTreeMap<Vec<String>, u64>,
     /// Time by the kernel stack a root on a CPU released the waiter from.
     release_stacks: BTreeMap<Vec<String>, u64>,
-    /// Time by the sleeping kernel lock it was spent under.
-    locks: BTreeMap<LockKey, u64>,
 }
 
 impl Tally {
@@ -138,9 +137,6 @@ impl Tally {
         self.total_ns += b.total_ns;
         self.waits += b.waits;
         let root_kernel = stack_names(profile, b.root.kernel_stack);
-        if let Some(lock) = record_lock(profile, b) {
-            *self.locks.entry(lock).or_default() += b.total_ns;
-        }
         // A root on a CPU has the kernel stack of its wakeup that ended its stretch of
         // running: what it was doing at the release, not where it slept.
         if !root_kernel.is_empty() && b.root.kind == RootKind::Cpu {
